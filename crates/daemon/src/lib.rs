@@ -1,0 +1,361 @@
+//! # dpm-daemon: the node daemon
+//!
+//! One daemon runs per node. It takes [`ToDaemon`] messages from the launcher
+//! and answers with [`ToLauncher`] messages. It owns everything local:
+//! - forking ranks ([`spawn`]): PMI socketpair, stdio pipes, the job's process
+//!   group, `PR_SET_PDEATHSIG` so ranks die with it;
+//! - serving their PMI connections through the sans-IO [`dpm_pmi::Engine`];
+//! - forwarding their stdout/stderr up, and the launcher's stdin to one rank;
+//! - reaping them through pidfds, and reporting each exit once its output and
+//!   PMI traffic have been forwarded (so a finalize sent just before `exit()`
+//!   is never missed).
+//!
+//! Layout: [`run`] is the event loop (one task owns all state); per-process
+//! tasks ([`tasks`]) only move bytes and report events to it.
+
+pub mod spawn;
+mod tasks;
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+
+use tokio::sync::{mpsc, oneshot};
+
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
+use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, ToDaemon, ToLauncher};
+
+use tasks::Event;
+
+/// How the daemon introduces itself.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// The node's name, reported in `PMI_HOSTNAME` and failure messages.
+    pub host: String,
+    /// Emit `--pmi-trace` lines.
+    pub trace: bool,
+}
+
+struct ConnEntry {
+    job: JobId,
+    replies: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+struct Proc {
+    pid: i32,
+    /// Its open PMI connection, if any.
+    conn: Option<ConnId>,
+    /// How far it got with PMI when its connection closed.
+    pmi: PmiState,
+    /// Fired when the PMI connection has closed and all its traffic is handled.
+    pmi_closed: Option<oneshot::Sender<()>>,
+}
+
+#[derive(Default)]
+struct JobProcs {
+    pgids: Vec<i32>,
+    stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    listener: Option<tokio::task::AbortHandle>,
+    port: Option<String>,
+}
+
+struct Daemon {
+    config: DaemonConfig,
+    engine: Engine,
+    up: mpsc::UnboundedSender<ToLauncher>,
+    events: mpsc::UnboundedSender<Event>,
+    conns: HashMap<ConnId, ConnEntry>,
+    procs: HashMap<(JobId, Rank), Proc>,
+    jobs: HashMap<JobId, JobProcs>,
+    requests: HashMap<RequestId, ConnId>,
+    next_conn: u64,
+    next_request: u64,
+}
+
+/// Serve until [`ToDaemon::Shutdown`] or until the launcher goes away.
+/// Must run on a thread that lives as long as the daemon: ranks are forked
+/// from it, and `PR_SET_PDEATHSIG` fires when the forking thread exits.
+pub async fn run(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<ToDaemon>, up: mpsc::UnboundedSender<ToLauncher>) {
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+    let _ = up.send(ToLauncher::Ready { host: config.host.clone() });
+    let mut d = Daemon {
+        engine: Engine::new(config.trace),
+        config,
+        up,
+        events: events_tx,
+        conns: HashMap::new(),
+        procs: HashMap::new(),
+        jobs: HashMap::new(),
+        requests: HashMap::new(),
+        next_conn: 0,
+        next_request: 0,
+    };
+    loop {
+        tokio::select! {
+            msg = down.recv() => match msg {
+                Some(ToDaemon::Shutdown) | None => break,
+                Some(msg) => d.on_down(msg),
+            },
+            Some(event) = events_rx.recv() => d.on_event(event),
+        }
+        d.apply_effects();
+    }
+    d.kill_everything();
+}
+
+impl Daemon {
+    fn on_down(&mut self, msg: ToDaemon) {
+        match msg {
+            ToDaemon::Launch(job) => self.launch(job),
+            ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, &delta),
+            ToDaemon::NameDone { request, result } => {
+                if let Some(conn) = self.requests.remove(&request) {
+                    self.engine.name_done(conn, result);
+                }
+            }
+            ToDaemon::SpawnDone { request, result } => {
+                if let Some(conn) = self.requests.remove(&request) {
+                    self.engine.spawn_done(conn, result);
+                }
+            }
+            ToDaemon::Signal { job, signal } => self.signal_job(job, signal),
+            ToDaemon::Stdin { job, data } => {
+                let Some(j) = self.jobs.get_mut(&job) else { return };
+                if data.is_empty() {
+                    j.stdin = None; // dropping the sender closes the pipe
+                } else if let Some(tx) = &j.stdin {
+                    let _ = tx.send(data);
+                }
+            }
+            ToDaemon::Forget { job } => self.forget(job),
+            ToDaemon::Shutdown => {}
+        }
+    }
+
+    fn launch(&mut self, spec: LaunchJob) {
+        let job = spec.job;
+        self.engine.add_job(JobSetup {
+            job,
+            kvsname: spec.kvsname.clone(),
+            size: spec.size,
+            local_ranks: spec.procs.iter().map(|p| p.rank).collect(),
+            appnums: spec.appnums.clone(),
+            universe_size: spec.universe_size,
+            process_mapping: spec.process_mapping.clone(),
+            spawner: spec.spawner.clone(),
+            preput: spec.preput.clone(),
+        });
+        let mut entry = JobProcs::default();
+        if spec.pmi_mode == PmiMode::Port {
+            match tasks::listen_pmi_port(job, self.events.clone()) {
+                Ok((port, handle)) => {
+                    entry.port = Some(port);
+                    entry.listener = Some(handle);
+                }
+                Err(err) => {
+                    if let Some(p) = spec.procs.first() {
+                        self.launch_failed(job, p.rank, format!("cannot open a PMI port: {err}"), &err);
+                    }
+                    return;
+                }
+            }
+        }
+        self.jobs.insert(job, entry);
+        let local_n = spec.procs.len();
+        for (local_id, proc) in spec.procs.iter().enumerate() {
+            let pgid = self.jobs[&job].pgids.first().copied().unwrap_or(0);
+            let with_stdin = spec.stdin_rank == Some(proc.rank);
+            let started = match spawn::spawn_proc(proc, self.pmi_env(&spec, proc.rank, local_id, local_n), pgid, with_stdin) {
+                // The job's group vanishes when its leader exits early: start a new one.
+                Err(e) if pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => {
+                    spawn::spawn_proc(proc, self.pmi_env(&spec, proc.rank, local_id, local_n), 0, with_stdin)
+                }
+                other => other,
+            };
+            match started {
+                Ok(s) => self.adopt(job, proc.rank, s),
+                Err(err) => {
+                    self.launch_failed(job, proc.rank, format!("cannot start '{}': {err}", proc.exe), &err);
+                    return; // the launcher ends the job; ranks already started get killed
+                }
+            }
+        }
+    }
+
+    fn launch_failed(&self, job: JobId, rank: Rank, error: String, err: &std::io::Error) {
+        tracing::error!(%job, rank = rank.0, "{error}");
+        let errno = err.raw_os_error().unwrap_or(0);
+        let _ = self.up.send(ToLauncher::LaunchFailed { job, rank, error, errno });
+    }
+
+    /// The variables dpm adds to one rank's environment.
+    fn pmi_env(&self, spec: &LaunchJob, rank: Rank, local_id: usize, local_n: usize) -> spawn::PmiEnv {
+        let mut vars = vec![
+            ("PMI_RANK".to_string(), rank.0.to_string()),
+            ("PMI_SIZE".to_string(), spec.size.to_string()),
+            // Slurm's libpmi2 needs it; MPICH ignores it.
+            ("PMI_JOBID".to_string(), spec.kvsname.clone()),
+            ("PMI_HOSTNAME".to_string(), self.config.host.clone()),
+            ("MPI_LOCALNRANKS".to_string(), local_n.to_string()),
+            ("MPI_LOCALRANKID".to_string(), local_id.to_string()),
+        ];
+        if spec.spawner.is_some() {
+            vars.push(("PMI_SPAWNED".into(), "1".into()));
+        }
+        if let Some(port) = self.jobs.get(&spec.job).and_then(|j| j.port.clone()) {
+            vars.push(("PMI_PORT".into(), port));
+            vars.push(("PMI_ID".into(), rank.0.to_string()));
+        }
+        spawn::PmiEnv { socketpair: spec.pmi_mode == PmiMode::Fd, vars }
+    }
+
+    /// Take ownership of a started process's fds and start its tasks.
+    fn adopt(&mut self, job: JobId, rank: Rank, s: spawn::Started) {
+        let j = self.jobs.get_mut(&job).expect("launch registered the job");
+        // SAFETY: getpgid on a pid we just forked and have not reaped.
+        let pgid = unsafe { libc::getpgid(s.pid) };
+        if pgid > 0 && !j.pgids.contains(&pgid) {
+            j.pgids.push(pgid);
+        }
+        if let Some(stdin) = s.stdin {
+            j.stdin = Some(tasks::feed_stdin(stdin));
+        }
+        let conn = s.pmi.map(|fd| self.open_conn(job, Some(rank), fd));
+        let (closed_tx, closed_rx) = oneshot::channel();
+        tasks::watch_proc(job, rank, s.pidfd, s.stdout, s.stderr, closed_rx, self.events.clone());
+        let proc = Proc { pid: s.pid, conn, pmi: PmiState::Silent, pmi_closed: Some(closed_tx) };
+        self.procs.insert((job, rank), proc);
+        let _ = self.up.send(ToLauncher::Started { job, rank, pid: s.pid as u32 });
+    }
+
+    fn open_conn(&mut self, job: JobId, rank: Option<Rank>, fd: OwnedFd) -> ConnId {
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        let replies = tasks::serve_conn(conn, fd, self.events.clone());
+        self.engine.attach(conn, job, rank);
+        self.conns.insert(conn, ConnEntry { job, replies });
+        conn
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Pmi { conn, data } => self.engine.on_bytes(conn, &data),
+            Event::PmiClosed { conn } => {
+                let Some(entry) = self.conns.remove(&conn) else { return };
+                let rank = self.engine.rank(conn);
+                let state = self.engine.detach(conn);
+                if let Some(p) = rank.and_then(|r| self.procs.get_mut(&(entry.job, r))) {
+                    p.conn = None;
+                    p.pmi = state;
+                    if let Some(tx) = p.pmi_closed.take() {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+            Event::PortConn { job, fd } => {
+                if self.jobs.contains_key(&job) {
+                    self.open_conn(job, None, fd);
+                }
+            }
+            Event::Output { job, rank, stream, data } => {
+                let _ = self.up.send(ToLauncher::Output { job, rank, stream, data });
+            }
+            Event::Exited { job, rank, status } => self.exited(job, rank, status),
+        }
+    }
+
+    fn exited(&mut self, job: JobId, rank: Rank, status: ExitStatus) {
+        let Some(proc) = self.procs.remove(&(job, rank)) else { return };
+        // A connection still open (a grandchild holds it, or the grace period
+        // ran out): judge by what it has said so far.
+        let live_conn = proc.conn.or_else(|| {
+            self.conns.iter().find(|(c, e)| e.job == job && self.engine.rank(**c) == Some(rank)).map(|(c, _)| *c)
+        });
+        let state = live_conn.map_or(proc.pmi, |c| self.engine.pmi_state(c));
+        let pmi = match state {
+            PmiState::Silent => PmiProgress::Silent,
+            PmiState::Active => PmiProgress::Active,
+            PmiState::Finalized => PmiProgress::Finalized,
+        };
+        let _ = self.up.send(ToLauncher::Exited { job, rank, pid: proc.pid as u32, status, pmi });
+    }
+
+    fn signal_job(&mut self, job: JobId, signal: i32) {
+        let Some(j) = self.jobs.get(&job) else { return };
+        for &pgid in &j.pgids {
+            // SAFETY: plain kill(2) on a process group this daemon created.
+            unsafe { libc::kill(-pgid, signal) };
+        }
+        for ((_, _), p) in self.procs.iter().filter(|((j, _), _)| *j == job) {
+            // A rank that left the group (setsid) still gets it.
+            unsafe { libc::kill(p.pid, signal) };
+        }
+    }
+
+    fn forget(&mut self, job: JobId) {
+        // Whatever is left of the job (grandchildren in its groups) goes now.
+        self.signal_job(job, libc::SIGKILL);
+        if let Some(j) = self.jobs.remove(&job) {
+            if let Some(l) = j.listener {
+                l.abort();
+            }
+        }
+        self.engine.remove_job(job);
+        self.conns.retain(|_, e| e.job != job);
+    }
+
+    fn kill_everything(&mut self) {
+        let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
+        for job in jobs {
+            self.forget(job);
+        }
+    }
+
+    fn apply_effects(&mut self) {
+        for effect in self.engine.take_effects() {
+            match effect {
+                Effect::Send(conn, bytes) => {
+                    if let Some(c) = self.conns.get(&conn) {
+                        let _ = c.replies.send(bytes);
+                    }
+                }
+                Effect::Trace { job, rank, dir, text } => {
+                    let who = rank.map_or_else(|| "?".to_string(), |r| r.0.to_string());
+                    let tag = if job.0 == 0 { String::new() } else { format!("{}:", job.0) };
+                    let _ = self.up.send(ToLauncher::Trace { line: format!("{dir}[{tag}{who}]: {text}") });
+                }
+                Effect::FenceIn { job, epoch, count, puts } => {
+                    let _ = self.up.send(ToLauncher::FenceIn { job, epoch, count, puts });
+                }
+                Effect::Abort { job, rank, code, message } => {
+                    let _ = self.up.send(ToLauncher::Abort { job, rank, code, message });
+                }
+                Effect::Name { conn, job, op } => {
+                    let request = self.new_request(conn);
+                    let op = match op {
+                        dpm_pmi::NameOp::Publish { service, port } => NameRequest::Publish { service, port },
+                        dpm_pmi::NameOp::Unpublish { service } => NameRequest::Unpublish { service },
+                        dpm_pmi::NameOp::Lookup { service } => NameRequest::Lookup { service },
+                    };
+                    let _ = self.up.send(ToLauncher::Name { request, job, op });
+                }
+                Effect::Spawn { conn, job, rank, request: spawn } => {
+                    let request = self.new_request(conn);
+                    let commands = spawn
+                        .commands
+                        .into_iter()
+                        .map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info })
+                        .collect();
+                    let _ = self.up.send(ToLauncher::Spawn { request, job, rank, preput: spawn.preput, commands });
+                }
+            }
+        }
+    }
+
+    fn new_request(&mut self, conn: ConnId) -> RequestId {
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        self.requests.insert(id, conn);
+        id
+    }
+}

@@ -1,0 +1,192 @@
+//! Per-process tasks. They own file descriptors and move bytes; all decisions
+//! are taken by the daemon's event loop, which they feed through [`Event`]s.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot};
+
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::ConnId;
+use dpm_proto::{ExitStatus, Stream};
+
+use crate::spawn::reap;
+
+/// How long an exited process's PMI connection and pipes may stay open
+/// (held by a grandchild) before its exit is reported anyway.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+pub enum Event {
+    Pmi { conn: ConnId, data: Vec<u8> },
+    PmiClosed { conn: ConnId },
+    /// A TCP connection on a job's PMI port (`PMI_PORT` mode).
+    PortConn { job: JobId, fd: OwnedFd },
+    Output { job: JobId, rank: Rank, stream: Stream, data: Vec<u8> },
+    /// Reported after the PMI connection closed and the pipes reached EOF,
+    /// or after [`DRAIN_GRACE`].
+    Exited { job: JobId, rank: Rank, status: ExitStatus },
+}
+
+fn nonblocking(fd: &OwnedFd) {
+    // SAFETY: fcntl on an fd we own.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+/// Serve one PMI connection: reads go to the event loop as they come,
+/// replies come back through the returned channel.
+pub fn serve_conn(conn: ConnId, fd: OwnedFd, events: mpsc::UnboundedSender<Event>) -> mpsc::UnboundedSender<Vec<u8>> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    nonblocking(&fd);
+    let std_stream = std::os::unix::net::UnixStream::from(fd);
+    tokio::spawn(async move {
+        let Ok(stream) = tokio::net::UnixStream::from_std(std_stream) else {
+            let _ = events.send(Event::PmiClosed { conn });
+            return;
+        };
+        let (mut reader, mut writer) = stream.into_split();
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut writable = true;
+        loop {
+            tokio::select! {
+                n = reader.read(&mut buf) => match n {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => { let _ = events.send(Event::Pmi { conn, data: buf[..n].to_vec() }); }
+                },
+                Some(bytes) = rx.recv(), if writable => {
+                    // A client that stopped reading (or exited) only loses its replies.
+                    if writer.write_all(&bytes).await.is_err() { writable = false; }
+                }
+            }
+        }
+        let _ = events.send(Event::PmiClosed { conn });
+    });
+    tx
+}
+
+/// Accept PMI connections for one job on a loopback TCP port.
+pub fn listen_pmi_port(
+    job: JobId,
+    events: mpsc::UnboundedSender<Event>,
+) -> std::io::Result<(String, tokio::task::AbortHandle)> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    listener.set_nonblocking(true)?;
+    let port = format!("127.0.0.1:{}", listener.local_addr()?.port());
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let handle = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            let Ok(std) = stream.into_std() else { continue };
+            let _ = std.set_nonblocking(false);
+            let _ = events.send(Event::PortConn { job, fd: OwnedFd::from(std) });
+        }
+    });
+    Ok((port, handle.abort_handle()))
+}
+
+/// Write what the launcher sends to a rank's stdin; dropping the sender closes it.
+pub fn feed_stdin(fd: OwnedFd) -> mpsc::UnboundedSender<Vec<u8>> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        let Ok(mut pipe) = pipe::Sender::from_owned_fd(fd) else { return };
+        while let Some(data) = rx.recv().await {
+            if pipe.write_all(&data).await.is_err() {
+                break; // the rank closed its stdin: drop the rest
+            }
+        }
+    });
+    tx
+}
+
+/// Watch one process: forward its stdout/stderr, reap it through its pidfd,
+/// report its exit once its PMI traffic and output are through.
+pub fn watch_proc(
+    job: JobId,
+    rank: Rank,
+    pidfd: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    mut pmi_closed: oneshot::Receiver<()>,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    tokio::spawn(async move {
+        // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
+        let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }.ok();
+        let mut out = pipe::Receiver::from_owned_fd(stdout).ok();
+        let mut err = pipe::Receiver::from_owned_fd(stderr).ok();
+        let mut out_buf = vec![0u8; 16 * 1024];
+        let mut err_buf = vec![0u8; 16 * 1024];
+        let mut status: Option<ExitStatus> = None;
+        let mut pmi_done = false;
+        let mut reported = false;
+        let mut deadline = None::<tokio::time::Instant>;
+        if pidfd.is_none() {
+            tracing::error!(%job, rank = rank.0, "cannot watch the process: pidfd unavailable");
+        }
+        loop {
+            if !reported && status.is_some() && ((pmi_done && out.is_none() && err.is_none()) || deadline_passed(deadline)) {
+                let _ = events.send(Event::Exited { job, rank, status: status.unwrap() });
+                reported = true;
+            }
+            if reported && out.is_none() && err.is_none() {
+                break;
+            }
+            let sleep_until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                ready = async { pidfd.as_ref().unwrap().readable().await }, if status.is_none() && pidfd.is_some() => {
+                    if let Ok(mut guard) = ready {
+                        match reap(pidfd.as_ref().unwrap().get_ref()) {
+                            Ok(Some(s)) => {
+                                status = Some(s);
+                                deadline = Some(tokio::time::Instant::now() + DRAIN_GRACE);
+                            }
+                            Ok(None) => guard.clear_ready(),
+                            Err(e) => {
+                                tracing::error!(%job, rank = rank.0, "waitid failed: {e}");
+                                status = Some(ExitStatus::Code(255));
+                                deadline = Some(tokio::time::Instant::now());
+                            }
+                        }
+                    }
+                }
+                _ = &mut pmi_closed, if !pmi_done => pmi_done = true,
+                n = read_opt(&mut out, &mut out_buf) => forward(&events, job, rank, Stream::Stdout, &mut out, &out_buf, n),
+                n = read_opt(&mut err, &mut err_buf) => forward(&events, job, rank, Stream::Stderr, &mut err, &err_buf, n),
+                _ = tokio::time::sleep_until(sleep_until), if deadline.is_some() && !reported => {}
+            }
+        }
+    });
+}
+
+fn deadline_passed(deadline: Option<tokio::time::Instant>) -> bool {
+    deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
+}
+
+async fn read_opt(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> std::io::Result<usize> {
+    match pipe {
+        Some(p) => p.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn forward(
+    events: &mpsc::UnboundedSender<Event>,
+    job: JobId,
+    rank: Rank,
+    stream: Stream,
+    pipe: &mut Option<pipe::Receiver>,
+    buf: &[u8],
+    n: std::io::Result<usize>,
+) {
+    match n {
+        Ok(0) | Err(_) => *pipe = None,
+        Ok(n) => {
+            let _ = events.send(Event::Output { job, rank, stream, data: buf[..n].to_vec() });
+        }
+    }
+}

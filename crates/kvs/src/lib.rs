@@ -1,0 +1,313 @@
+//! # dpm-kvs: job identity and the key-value state behind PMI
+//!
+//! Pure data structures, no I/O, shared by the node daemon and the launcher:
+//! - [`JobId`], [`Rank`]: newtype ids, so a rank is never passed as a job.
+//! - [`NodeKvs`]: one job's keys as one node sees them: puts wait in a local
+//!   batch until the next fence, then the merged delta becomes visible.
+//! - [`FenceTally`]: the launcher's side of a fence (= PMI barrier): counts the
+//!   ranks each node reports and merges their puts; when the whole job has
+//!   arrived it yields the delta to send down once to every node.
+//! - [`NodeAttrs`]: PMI-2 node attributes, with waiters for `wait=TRUE` gets.
+//! - [`NameService`]: published service names, owned by the job that published.
+//!
+//! Consistency rule: a put is visible to gets only after the fence that follows
+//! it completes (PMI semantics); a later put of the same key wins.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A job: the initial `dpm run` job is 0, each spawn makes the next one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct JobId(pub u32);
+
+/// A process's rank within its job (its `MPI_COMM_WORLD` rank).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Rank(pub u32);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job {}", self.0)
+    }
+}
+
+impl fmt::Display for Rank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rank {}", self.0)
+    }
+}
+
+pub type KeyValues = Vec<(String, String)>;
+
+/// One job's KVS as seen from one node.
+#[derive(Debug, Default)]
+pub struct NodeKvs {
+    visible: HashMap<String, String>,
+    batch: KeyValues,
+}
+
+impl NodeKvs {
+    /// A store whose `preput` keys are visible at once (spawn's
+    /// `PARENT_ROOT_PORT_NAME` must be readable before any fence).
+    pub fn with_preput(preput: &[(String, String)]) -> Self {
+        NodeKvs { visible: preput.iter().cloned().collect(), batch: Vec::new() }
+    }
+
+    /// Record a put; it travels with the next fence.
+    pub fn put(&mut self, key: String, value: String) {
+        self.batch.push((key, value));
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.visible.get(key).map(String::as_str)
+    }
+
+    /// The puts made since the last fence, leaving the batch empty.
+    pub fn take_batch(&mut self) -> KeyValues {
+        std::mem::take(&mut self.batch)
+    }
+
+    /// Make a completed fence's merged puts visible.
+    pub fn apply(&mut self, delta: &[(String, String)]) {
+        for (k, v) in delta {
+            self.visible.insert(k.clone(), v.clone());
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.visible.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.visible.is_empty()
+    }
+}
+
+/// The launcher's view of one job's fences.
+#[derive(Debug)]
+pub struct FenceTally {
+    size: u32,
+    arrived: u32,
+    epoch: u64,
+    delta: KeyValues,
+}
+
+/// A fence that every rank of the job has entered.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FenceDone {
+    pub epoch: u64,
+    pub delta: KeyValues,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum FenceError {
+    /// A node reported for a fence that is not the current one.
+    WrongEpoch { expected: u64, got: u64 },
+    /// More ranks arrived than the job has.
+    TooMany { size: u32, arrived: u32 },
+}
+
+impl fmt::Display for FenceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FenceError::WrongEpoch { expected, got } => write!(f, "fence epoch {got} reported during epoch {expected}"),
+            FenceError::TooMany { size, arrived } => write!(f, "{arrived} ranks entered a fence of a {size}-rank job"),
+        }
+    }
+}
+
+impl FenceTally {
+    pub fn new(size: u32) -> Self {
+        FenceTally { size, arrived: 0, epoch: 0, delta: Vec::new() }
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// A node reports `count` of its ranks in fence `epoch`, with their puts.
+    pub fn arrive(&mut self, epoch: u64, count: u32, puts: KeyValues) -> Result<Option<FenceDone>, FenceError> {
+        if epoch != self.epoch {
+            return Err(FenceError::WrongEpoch { expected: self.epoch, got: epoch });
+        }
+        self.arrived += count;
+        if self.arrived > self.size {
+            return Err(FenceError::TooMany { size: self.size, arrived: self.arrived });
+        }
+        self.delta.extend(puts);
+        if self.arrived < self.size {
+            return Ok(None);
+        }
+        let done = FenceDone { epoch: self.epoch, delta: dedup_last_wins(std::mem::take(&mut self.delta)) };
+        self.arrived = 0;
+        self.epoch += 1;
+        Ok(Some(done))
+    }
+}
+
+/// Keep only the last value of each key, in first-appearance order.
+fn dedup_last_wins(kvs: KeyValues) -> KeyValues {
+    let mut index: HashMap<String, usize> = HashMap::with_capacity(kvs.len());
+    let mut out: KeyValues = Vec::with_capacity(kvs.len());
+    for (k, v) in kvs {
+        match index.get(&k) {
+            Some(&i) => out[i].1 = v,
+            None => {
+                index.insert(k.clone(), out.len());
+                out.push((k, v));
+            }
+        }
+    }
+    out
+}
+
+/// PMI-2 node attributes of one job on one node; `W` identifies a waiter.
+#[derive(Debug)]
+pub struct NodeAttrs<W> {
+    values: HashMap<String, String>,
+    waiters: HashMap<String, Vec<W>>,
+}
+
+impl<W> Default for NodeAttrs<W> {
+    fn default() -> Self {
+        NodeAttrs { values: HashMap::new(), waiters: HashMap::new() }
+    }
+}
+
+impl<W> NodeAttrs<W> {
+    /// Store a value; returns the waiters to answer with it.
+    pub fn put(&mut self, key: String, value: String) -> Vec<W> {
+        let woken = self.waiters.remove(&key).unwrap_or_default();
+        self.values.insert(key, value);
+        woken
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+
+    /// Queue `waiter` until `key` is put.
+    pub fn wait(&mut self, key: String, waiter: W) {
+        self.waiters.entry(key).or_default().push(waiter);
+    }
+
+    /// Forget a waiter that went away.
+    pub fn cancel(&mut self, mut gone: impl FnMut(&W) -> bool) {
+        for list in self.waiters.values_mut() {
+            list.retain(|w| !gone(w));
+        }
+        self.waiters.retain(|_, list| !list.is_empty());
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum NameError {
+    AlreadyPublished(String),
+    NotPublished(String),
+}
+
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NameError::AlreadyPublished(s) => write!(f, "service name '{s}' is already published"),
+            NameError::NotPublished(s) => write!(f, "service name '{s}' is not published"),
+        }
+    }
+}
+
+/// `MPI_Publish_name` / `MPI_Lookup_name` registry.
+#[derive(Debug, Default)]
+pub struct NameService {
+    names: HashMap<String, (String, JobId)>,
+}
+
+impl NameService {
+    pub fn publish(&mut self, service: String, port: String, owner: JobId) -> Result<(), NameError> {
+        if self.names.contains_key(&service) {
+            return Err(NameError::AlreadyPublished(service));
+        }
+        self.names.insert(service, (port, owner));
+        Ok(())
+    }
+
+    pub fn unpublish(&mut self, service: &str) -> Result<(), NameError> {
+        self.names.remove(service).map(|_| ()).ok_or_else(|| NameError::NotPublished(service.to_string()))
+    }
+
+    pub fn lookup(&self, service: &str) -> Result<&str, NameError> {
+        self.names.get(service).map(|(p, _)| p.as_str()).ok_or_else(|| NameError::NotPublished(service.to_string()))
+    }
+
+    /// Withdraw every name a finished job left published.
+    pub fn withdraw_job(&mut self, job: JobId) -> usize {
+        let before = self.names.len();
+        self.names.retain(|_, (_, owner)| *owner != job);
+        before - self.names.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(k: &str, v: &str) -> (String, String) {
+        (k.to_string(), v.to_string())
+    }
+
+    #[test]
+    fn puts_are_invisible_until_the_fence_completes() {
+        let mut node = NodeKvs::default();
+        node.put("a".into(), "1".into());
+        assert_eq!(node.get("a"), None);
+        let mut tally = FenceTally::new(2);
+        assert_eq!(tally.arrive(0, 1, node.take_batch()), Ok(None));
+        let done = tally.arrive(0, 1, vec![kv("b", "2")]).unwrap().unwrap();
+        node.apply(&done.delta);
+        assert_eq!(node.get("a"), Some("1"));
+        assert_eq!(node.get("b"), Some("2"));
+        assert_eq!(tally.epoch(), 1);
+    }
+
+    #[test]
+    fn a_later_put_of_the_same_key_wins() {
+        let mut tally = FenceTally::new(2);
+        tally.arrive(0, 1, vec![kv("k", "old"), kv("x", "1")]).unwrap();
+        let done = tally.arrive(0, 1, vec![kv("k", "new")]).unwrap().unwrap();
+        assert_eq!(done.delta, vec![kv("k", "new"), kv("x", "1")]);
+    }
+
+    #[test]
+    fn fence_rejects_wrong_epoch_and_overflow() {
+        let mut tally = FenceTally::new(1);
+        assert_eq!(tally.arrive(3, 1, vec![]), Err(FenceError::WrongEpoch { expected: 0, got: 3 }));
+        assert_eq!(tally.arrive(0, 2, vec![]), Err(FenceError::TooMany { size: 1, arrived: 2 }));
+    }
+
+    #[test]
+    fn preput_keys_are_visible_at_once() {
+        let node = NodeKvs::with_preput(&[kv("PARENT_ROOT_PORT_NAME", "tag#0$")]);
+        assert_eq!(node.get("PARENT_ROOT_PORT_NAME"), Some("tag#0$"));
+    }
+
+    #[test]
+    fn node_attr_waiters_are_woken_by_the_put() {
+        let mut attrs: NodeAttrs<u32> = NodeAttrs::default();
+        attrs.wait("shm".into(), 7);
+        attrs.wait("shm".into(), 8);
+        assert_eq!(attrs.put("shm".into(), "h".into()), vec![7, 8]);
+        assert_eq!(attrs.get("shm"), Some("h"));
+        assert!(attrs.put("shm".into(), "h2".into()).is_empty());
+    }
+
+    #[test]
+    fn names_are_unique_and_withdrawn_with_their_job() {
+        let mut ns = NameService::default();
+        ns.publish("svc".into(), "p1".into(), JobId(1)).unwrap();
+        assert_eq!(ns.publish("svc".into(), "p2".into(), JobId(2)), Err(NameError::AlreadyPublished("svc".into())));
+        assert_eq!(ns.lookup("svc"), Ok("p1"));
+        assert_eq!(ns.unpublish("nope"), Err(NameError::NotPublished("nope".into())));
+        assert_eq!(ns.withdraw_job(JobId(1)), 1);
+        assert!(ns.lookup("svc").is_err());
+    }
+}

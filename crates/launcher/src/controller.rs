@@ -1,0 +1,424 @@
+//! The launcher's event loop: the root of the daemon tree.
+//!
+//! It owns job-wide state and decisions: fence completion ([`FenceTally`]),
+//! the name service, which ranks have ended and how, when a job has failed
+//! and must be killed, and the final exit status. Daemons are reached through
+//! [`DaemonLink`]s; on one machine there is one, in this process.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+use dpm_kvs::{FenceTally, JobId, NameService, Rank};
+use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiProgress, ToDaemon, ToLauncher};
+
+use crate::output::Output;
+
+/// The launcher's handle on one node daemon.
+pub struct DaemonLink {
+    pub tx: mpsc::UnboundedSender<ToDaemon>,
+    pub host: String,
+}
+
+/// How a rank ended, from the launcher's point of view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum RankEnd {
+    Ok,
+    /// The reason it failed, and the exit status dpm reports for it.
+    Failed { why: String, code: i32 },
+    /// Killed by dpm while ending the job.
+    Terminated,
+}
+
+#[derive(Clone, Debug)]
+struct RankState {
+    pid: Option<u32>,
+    end: Option<RankEnd>,
+}
+
+struct Job {
+    kvsname: String,
+    fence: FenceTally,
+    ranks: Vec<RankState>,
+    /// Daemons hosting ranks of this job.
+    daemons: Vec<usize>,
+    /// Set once the job is being torn down (failure, abort, signal, timeout).
+    killing: bool,
+    /// An abort was requested: the aborting rank's own exit is not a second failure.
+    aborted: bool,
+}
+
+impl Job {
+    fn done(&self) -> bool {
+        self.ranks.iter().all(|r| r.end.is_some())
+    }
+}
+
+/// The first failure of the run, which decides the exit status.
+struct Failure {
+    code: i32,
+    summary: String,
+    /// The rank it was about, not counted among the ranks terminated because of it.
+    rank: Option<(JobId, Rank)>,
+}
+
+pub struct Controller {
+    daemons: Vec<DaemonLink>,
+    up: mpsc::UnboundedReceiver<ToLauncher>,
+    jobs: BTreeMap<JobId, Job>,
+    names: NameService,
+    output: Output,
+    failure: Option<Failure>,
+    /// A signal dpm itself received and forwarded.
+    interrupted: Option<i32>,
+    timed_out: bool,
+    kill_grace: Duration,
+    stdin_job: Option<JobId>,
+}
+
+impl Controller {
+    pub fn new(daemons: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<ToLauncher>, label: bool, kill_grace: Duration) -> Self {
+        Controller {
+            daemons,
+            up,
+            jobs: BTreeMap::new(),
+            names: NameService::default(),
+            output: Output::new(label),
+            failure: None,
+            interrupted: None,
+            timed_out: false,
+            kill_grace,
+            stdin_job: None,
+        }
+    }
+
+    /// Start a job on daemon `daemon` (one node, for now).
+    pub fn launch(&mut self, daemon: usize, launch: LaunchJob) {
+        let size = launch.size;
+        if launch.stdin_rank.is_some() {
+            self.stdin_job = Some(launch.job);
+        }
+        self.jobs.insert(
+            launch.job,
+            Job {
+                kvsname: launch.kvsname.clone(),
+                fence: FenceTally::new(size),
+                ranks: vec![RankState { pid: None, end: None }; size as usize],
+                daemons: vec![daemon],
+                killing: false,
+                aborted: false,
+            },
+        );
+        self.send(daemon, ToDaemon::Launch(launch));
+    }
+
+    fn send(&self, daemon: usize, msg: ToDaemon) {
+        let _ = self.daemons[daemon].tx.send(msg);
+    }
+
+    fn host(&self, job: JobId) -> &str {
+        self.jobs.get(&job).and_then(|j| j.daemons.first()).map_or("?", |&d| self.daemons[d].host.as_str())
+    }
+
+    /// Run until every job has ended; returns dpm's exit status.
+    pub async fn run(mut self, timeout: Option<Duration>) -> i32 {
+        let mut sigint = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        let mut sigterm = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut sighup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+        let mut stdin = self.stdin_job.map(|_| spawn_stdin_reader());
+        let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
+        let timeout_at = timeout.map_or(far, |t| tokio::time::Instant::now() + t);
+        let mut kill_at = far;
+        while !self.jobs.is_empty() {
+            tokio::select! {
+                msg = self.up.recv() => match msg {
+                    Some(msg) => self.on_message(msg),
+                    None => {
+                        self.fail_run(1, "dpm: the node daemon went away".into());
+                        break;
+                    }
+                },
+                _ = sigint.recv() => kill_at = self.on_signal(libc::SIGINT, kill_at),
+                _ = sigterm.recv() => kill_at = self.on_signal(libc::SIGTERM, kill_at),
+                _ = sighup.recv() => kill_at = self.on_signal(libc::SIGHUP, kill_at),
+                data = recv_opt(&mut stdin) => {
+                    let data = data.unwrap_or_default();
+                    if data.is_empty() { stdin = None; }
+                    self.forward_stdin(data);
+                }
+                _ = tokio::time::sleep_until(timeout_at), if !self.timed_out && timeout.is_some() => {
+                    self.timed_out = true;
+                    let secs = timeout.unwrap().as_secs_f64();
+                    eprintln!("dpm: job timed out after {secs} s; killing it");
+                    self.kill_all(libc::SIGTERM);
+                    kill_at = tokio::time::Instant::now() + self.kill_grace;
+                }
+                _ = tokio::time::sleep_until(kill_at), if kill_at < far => {
+                    self.kill_all(libc::SIGKILL);
+                    kill_at = far;
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn on_signal(&mut self, sig: i32, kill_at: tokio::time::Instant) -> tokio::time::Instant {
+        let name = signal_name(sig);
+        if self.interrupted.is_some() {
+            // A second signal: no more patience.
+            eprintln!("dpm: got {name} again; killing every process now");
+            self.kill_all(libc::SIGKILL);
+            return kill_at;
+        }
+        self.interrupted = Some(sig);
+        eprintln!("dpm: got {name}; forwarding it to every process");
+        self.kill_all(sig);
+        tokio::time::Instant::now() + self.kill_grace
+    }
+
+    fn kill_all(&mut self, sig: i32) {
+        let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
+        for job in jobs {
+            self.kill_job(job, sig);
+        }
+    }
+
+    fn kill_job(&mut self, job: JobId, sig: i32) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        j.killing = true;
+        for &d in &j.daemons {
+            let _ = self.daemons[d].tx.send(ToDaemon::Signal { job, signal: sig });
+        }
+    }
+
+    fn forward_stdin(&mut self, data: Vec<u8>) {
+        let Some(job) = self.stdin_job else { return };
+        if let Some(j) = self.jobs.get(&job) {
+            for &d in &j.daemons {
+                let _ = self.daemons[d].tx.send(ToDaemon::Stdin { job, data: data.clone() });
+            }
+        }
+    }
+
+    fn on_message(&mut self, msg: ToLauncher) {
+        match msg {
+            ToLauncher::Ready { .. } => {}
+            ToLauncher::Started { job, rank, pid } => {
+                if let Some(r) = self.rank_mut(job, rank) {
+                    r.pid = Some(pid);
+                }
+            }
+            ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(job, rank, error, errno),
+            ToLauncher::Output { job, rank, stream, data } => self.output.write(job, rank, stream, &data),
+            ToLauncher::Exited { job, rank, pid, status, pmi } => self.exited(job, rank, pid, status, pmi),
+            ToLauncher::FenceIn { job, epoch, count, puts } => self.fence_in(job, epoch, count, puts),
+            ToLauncher::Abort { job, rank, code, message } => self.abort(job, rank, code, message),
+            ToLauncher::Name { request, job, op } => {
+                let result = self.name_op(job, op);
+                if let Some(d) = self.jobs.get(&job).and_then(|j| j.daemons.first().copied()) {
+                    self.send(d, ToDaemon::NameDone { request, result });
+                }
+            }
+            ToLauncher::Spawn { request, job, .. } => {
+                if let Some(d) = self.jobs.get(&job).and_then(|j| j.daemons.first().copied()) {
+                    self.send(d, ToDaemon::SpawnDone { request, result: Err("spawn is not supported by this dpm yet".into()) });
+                }
+            }
+            ToLauncher::Trace { line } => eprintln!("{line}"),
+        }
+    }
+
+    fn rank_mut(&mut self, job: JobId, rank: Rank) -> Option<&mut RankState> {
+        self.jobs.get_mut(&job).and_then(|j| j.ranks.get_mut(rank.0 as usize))
+    }
+
+    fn launch_failed(&mut self, job: JobId, rank: Rank, error: String, errno: i32) {
+        let code = match errno {
+            libc::ENOENT => 127,
+            libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM => 126,
+            _ => 1,
+        };
+        let host = self.host(job).to_string();
+        let who = describe_rank(job, rank, None, &host);
+        self.record_failure(code, format!("{who} could not be started: {error}"), Some((job, rank)));
+        // Ranks that were never started will never report: end them here.
+        if let Some(j) = self.jobs.get_mut(&job) {
+            for r in j.ranks.iter_mut().filter(|r| r.pid.is_none() && r.end.is_none()) {
+                r.end = Some(RankEnd::Terminated);
+            }
+        }
+        self.kill_job(job, libc::SIGKILL);
+        self.check_done(job);
+    }
+
+    fn exited(&mut self, job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress) {
+        self.output.flush_rank(job, rank);
+        let host = self.host(job).to_string();
+        let interrupted = self.interrupted.is_some() || self.timed_out;
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        let who = describe_rank(job, rank, Some(pid), &host);
+        let end = match status {
+            ExitStatus::Code(0) if pmi == PmiProgress::Active && !j.killing => RankEnd::Failed {
+                why: format!("{who} exited with code 0 without calling MPI_Finalize (PMI finalize)"),
+                code: 1,
+            },
+            ExitStatus::Code(0) => RankEnd::Ok,
+            _ if j.killing || interrupted => RankEnd::Terminated,
+            ExitStatus::Code(c) => RankEnd::Failed { why: format!("{who} exited with code {c}"), code: c },
+            ExitStatus::Signal(s) => RankEnd::Failed {
+                why: format!("{who} was killed by signal {s} ({})", signal_name(s)),
+                code: 128 + s,
+            },
+        };
+        if let Some(r) = j.ranks.get_mut(rank.0 as usize) {
+            r.end = Some(end.clone());
+        }
+        if let RankEnd::Failed { why, code } = end {
+            self.record_failure(code, why, Some((job, rank)));
+            self.kill_job(job, libc::SIGKILL);
+        }
+        self.check_done(job);
+    }
+
+    fn abort(&mut self, job: JobId, rank: Rank, code: i32, message: String) {
+        let host = self.host(job).to_string();
+        let pid = self.jobs.get(&job).and_then(|j| j.ranks.get(rank.0 as usize)).and_then(|r| r.pid);
+        let who = describe_rank(job, rank, pid, &host);
+        // PMI-2 always says -1; an exit status is 0..255.
+        let status = code & 0xff;
+        let detail = if message.is_empty() || message == "abort" { String::new() } else { format!(": {message}") };
+        self.record_failure(status, format!("{who} called MPI_Abort with exit code {code}{detail}"), Some((job, rank)));
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.aborted = true;
+        }
+        self.kill_job(job, libc::SIGKILL);
+    }
+
+    fn fence_in(&mut self, job: JobId, epoch: u64, count: u32, puts: Vec<(String, String)>) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        match j.fence.arrive(epoch, count, puts) {
+            Ok(None) => {}
+            Ok(Some(done)) => {
+                for &d in &j.daemons {
+                    let _ = self.daemons[d].tx.send(ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });
+                }
+            }
+            Err(e) => tracing::error!(%job, "fence protocol error: {e}"),
+        }
+    }
+
+    fn name_op(&mut self, job: JobId, op: NameRequest) -> Result<Option<String>, String> {
+        match op {
+            NameRequest::Publish { service, port } => self.names.publish(service, port, job).map(|()| None),
+            NameRequest::Unpublish { service } => self.names.unpublish(&service).map(|()| None),
+            NameRequest::Lookup { service } => self.names.lookup(&service).map(|p| Some(p.to_string())),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    fn record_failure(&mut self, code: i32, summary: String, rank: Option<(JobId, Rank)>) {
+        tracing::debug!("{summary}");
+        if self.failure.is_none() {
+            self.failure = Some(Failure { code, summary, rank });
+        }
+    }
+
+    fn fail_run(&mut self, code: i32, summary: String) {
+        self.record_failure(code, summary, None);
+        self.jobs.clear();
+    }
+
+    fn check_done(&mut self, job: JobId) {
+        let Some(j) = self.jobs.get(&job) else { return };
+        if !j.done() {
+            return;
+        }
+        let j = self.jobs.remove(&job).expect("present");
+        for &d in &j.daemons {
+            let _ = self.daemons[d].tx.send(ToDaemon::Forget { job });
+        }
+        let withdrawn = self.names.withdraw_job(job);
+        if withdrawn > 0 {
+            tracing::debug!(%job, withdrawn, "names withdrawn with their job");
+        }
+        if let Some(f) = &mut self.failure {
+            let terminated = (0..j.ranks.len())
+                .filter(|&r| j.ranks[r].end == Some(RankEnd::Terminated) && f.rank != Some((job, Rank(r as u32))))
+                .count();
+            if terminated > 0 && !f.summary.contains("other rank") {
+                let s = if terminated == 1 { "" } else { "s" };
+                f.summary.push_str(&format!("; {terminated} other rank{s} of {} ({}) terminated", job, j.kvsname));
+            }
+        }
+    }
+
+    fn finish(mut self) -> i32 {
+        for d in &self.daemons {
+            let _ = d.tx.send(ToDaemon::Shutdown);
+        }
+        self.output = Output::new(false);
+        if let Some(sig) = self.interrupted {
+            eprintln!("dpm: job ended by {}", signal_name(sig));
+            return 128 + sig;
+        }
+        if self.timed_out {
+            return 124;
+        }
+        match self.failure {
+            Some(f) => {
+                eprintln!("dpm: job failed: {}", f.summary);
+                f.code
+            }
+            None => 0,
+        }
+    }
+}
+
+fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {
+    let job_part = if job.0 == 0 { String::new() } else { format!(" of job {}", job.0) };
+    match pid {
+        Some(pid) => format!("rank {}{job_part} (pid {pid} on {host})", rank.0),
+        None => format!("rank {}{job_part} (on {host})", rank.0),
+    }
+}
+
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
+}
+
+/// Read dpm's stdin on a thread of its own (a blocking read must not stall the
+/// event loop); an empty chunk means end of input.
+fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<Vec<u8>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name("dpm-stdin".into())
+        .spawn(move || {
+            use std::io::Read;
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut stdin = std::io::stdin().lock();
+            loop {
+                match stdin.read(&mut buf) {
+                    Ok(0) | Err(_) => {
+                        let _ = tx.send(Vec::new());
+                        return;
+                    }
+                    Ok(n) => {
+                        if tx.send(buf[..n].to_vec()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        })
+        .expect("stdin thread");
+    rx
+}
+
+async fn recv_opt(rx: &mut Option<mpsc::UnboundedReceiver<Vec<u8>>>) -> Option<Vec<u8>> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,142 @@
+//! # dpm-launcher: `dpm run`, the root of a job
+//!
+//! - [`cli`]: the mpiexec-compatible command line.
+//! - [`plan`]: executables, environments, working directories, process mapping.
+//! - [`controller`]: the launcher's event loop: fences, name service, failure
+//!   policy, signals, timeout, stdin, exit status.
+//! - [`output`]: the ranks' stdout/stderr, raw or labelled.
+//!
+//! On one machine the launcher starts its node daemon inside its own process
+//! and talks to it over channels carrying the same [`dpm_proto`] messages a
+//! remote daemon would get.
+
+pub mod cli;
+pub mod controller;
+pub mod output;
+pub mod plan;
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use dpm_kvs::{JobId, Rank};
+use dpm_proto::{LaunchJob, PmiMode};
+
+use cli::{CliError, RunOptions, RUN_HELP};
+use controller::{Controller, DaemonLink};
+
+/// `dpm run ARGS` / `mpiexec ARGS`: returns the process exit status.
+pub fn run_command(args: &[String]) -> i32 {
+    let opts = match cli::parse_run(args) {
+        Ok(o) => o,
+        Err(CliError::Help) => {
+            print!("{RUN_HELP}");
+            return 0;
+        }
+        Err(CliError::Version) => {
+            println!("dpm {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("dpm run: {e}");
+            return 2;
+        }
+    };
+    init_logging(opts.verbose);
+    raise_fd_limit();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dpm: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    runtime.block_on(run_local(opts))
+}
+
+/// Run a job on this machine: one node daemon, in this process.
+async fn run_local(opts: RunOptions) -> i32 {
+    let host = nix::unistd::gethostname().map_or_else(|_| "localhost".into(), |h| h.to_string_lossy().into_owned());
+    for h in &opts.hosts {
+        if !is_this_host(h, &host) {
+            eprintln!("dpm run: host '{h}' is not this machine; running on other hosts needs the multi-node support, which this dpm does not have yet");
+            return 2;
+        }
+    }
+    let launcher_env: Vec<(String, String)> = std::env::vars().collect();
+    let cwd = match std::env::current_dir() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dpm run: cannot read the current directory: {e}");
+            return 1;
+        }
+    };
+    let planned = match plan::plan_job(&opts, &launcher_env, &cwd) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("dpm run: {e}");
+            return e.exit_code();
+        }
+    };
+    let size = planned.procs.len() as u32;
+    let timeout = opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()));
+
+    let (down_tx, down_rx) = mpsc::unbounded_channel();
+    let (up_tx, up_rx) = mpsc::unbounded_channel();
+    let config = dpm_daemon::DaemonConfig { host: host.clone(), trace: opts.pmi_trace };
+    let daemon = tokio::spawn(dpm_daemon::run(config, down_rx, up_tx));
+
+    let mut controller = Controller::new(
+        vec![DaemonLink { tx: down_tx, host: host.clone() }],
+        up_rx,
+        opts.label,
+        Duration::from_secs_f64(opts.kill_grace.max(0.0)),
+    );
+    controller.launch(
+        0,
+        LaunchJob {
+            job: JobId(0),
+            kvsname: format!("kvs_{}_0", std::process::id()),
+            size,
+            appnums: planned.appnums,
+            universe_size: opts.universe_size.unwrap_or_else(cli::cpus),
+            process_mapping: plan::process_mapping(&vec![0; size as usize]),
+            spawner: None,
+            preput: Vec::new(),
+            pmi_mode: if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd },
+            stdin_rank: Some(Rank(0)),
+            procs: planned.procs,
+        },
+    );
+    let code = controller.run(timeout.map(Duration::from_secs)).await;
+    // The daemon kills whatever is left when it shuts down; wait for that.
+    let _ = daemon.await;
+    code
+}
+
+fn is_this_host(name: &str, host: &str) -> bool {
+    let name = name.split(':').next().unwrap_or(name);
+    name == host || name == "localhost" || name == "127.0.0.1" || name == "::1" || host.split('.').next() == Some(name)
+}
+
+/// Logging: `-v` (debug), `-vv` (trace), or a `DPM_LOG` filter such as `dpm_daemon=trace`.
+pub fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = std::env::var("DPM_LOG").ok().and_then(|f| EnvFilter::try_new(f).ok()).unwrap_or_else(|| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+/// Each rank costs the daemon a socket and two or three pipe ends.
+fn raise_fd_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
+}

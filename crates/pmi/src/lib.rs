@@ -1,0 +1,20 @@
+//! # dpm-pmi: the PMI-1 and PMI-2 wire protocols, sans I/O
+//!
+//! - [`wire`]: framing; bytes in, [`wire::Frame`]s out; the reply encoder.
+//! - [`request`]: a frame turned into a typed [`Request`] (one enum for both versions).
+//! - [`reply`]: typed [`Reply`] values, encoded in the request's framing.
+//! - [`engine`]: the node-side protocol engine: connections, per-job fences,
+//!   node attributes; produces [`Effect`]s for the daemon to carry out.
+//!
+//! `../shared/pmi-wire.md` (in the dpm workspace) is the reference for what
+//! MPICH 5 sends and expects; the tests replay its transcripts.
+
+pub mod engine;
+pub mod reply;
+pub mod request;
+pub mod wire;
+
+pub use engine::{ConnId, Effect, Engine, JobSetup, NameOp, PmiState};
+pub use reply::Reply;
+pub use request::{Hint, Request, SpawnCommand, SpawnRequest};
+pub use wire::{Decoder, Frame, Version};

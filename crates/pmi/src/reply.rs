@@ -1,0 +1,125 @@
+//! Replies: what the engine answers, encoded in the framing of the request.
+//!
+//! Rules that MPICH's client enforces (see `pmi-wire.md` §2.1, §3.1, §7):
+//! the reply name must be the exact one expected, values are never empty,
+//! PMI-1 values cannot hold a bare space (the parser splits on it; a
+//! backslash escapes it), PMI-2 values cannot hold `;`.
+
+use crate::wire::{Encoder, Version};
+
+/// Limits announced by `get_maxes` (Hydra's values; MPICH sizes its buffers
+/// and splits long values with them).
+pub const KVSNAME_MAX: usize = 256;
+pub const KEYLEN_MAX: usize = 64;
+pub const VALLEN_MAX: usize = 1024;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Init { version: u32, subversion: u32 },
+    /// PMI-1 `initack`: four lines, the rank and size repeated as `cmd=set`.
+    InitAck { rank: u32, size: u32, appnum: i64, spawner: Option<String> },
+    FullInit { rank: u32, size: u32, appnum: i64, spawner: Option<String> },
+    Maxes,
+    Appnum(i64),
+    Kvsname(String),
+    UniverseSize(i64),
+    /// Success with nothing to say (put, putnodeattr, publish, unpublish, spawn, finalize).
+    Ok,
+    /// A found value (get, getjobattr, getnodeattr, lookup).
+    Value(String),
+    /// A jobattr or nodeattr that does not exist (`rc=0;found=FALSE;` in PMI-2).
+    Absent,
+    BarrierOut,
+    Error(String),
+}
+
+/// The reply's command name for a request named `request` (as on the wire).
+fn reply_name(version: Version, request: &str) -> String {
+    match version {
+        Version::V2 if request == "init" => "response_to_init".into(),
+        Version::V2 => format!("{request}-response"),
+        Version::V1 => match request {
+            "init" => "response_to_init",
+            "initack" => "initack",
+            "get_maxes" => "maxes",
+            "get_appnum" => "appnum",
+            "get_my_kvsname" => "my_kvsname",
+            "get_universe_size" => "universe_size",
+            "put" => "put_result",
+            "get" => "get_result",
+            "barrier_in" => "barrier_out",
+            "finalize" => "finalize_ack",
+            "publish_name" => "publish_result",
+            "unpublish_name" => "unpublish_result",
+            "lookup_name" => "lookup_result",
+            "spawn" => "spawn_result",
+            _ => "error",
+        }
+        .into(),
+    }
+}
+
+/// Make a free text safe as a value in the given framing.
+fn safe_text(version: Version, text: &str) -> String {
+    let text = if text.is_empty() { "error" } else { text };
+    match version {
+        Version::V1 => text.replace('\n', " ").replace('\\', "/").replace(' ', "\\ "),
+        Version::V2 => text.replace(';', ","),
+    }
+}
+
+/// Encode `reply` to a request named `request` that arrived in `version` framing.
+pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
+    // `init` always uses PMI-1 framing, whatever version it negotiates.
+    let framing = if request == "init" { Version::V1 } else { version };
+    let e = Encoder::new(framing, &reply_name(framing, request));
+    let v1 = framing == Version::V1;
+    match reply {
+        Reply::Init { version, subversion } => {
+            e.attr("rc", 0).attr("pmi_version", version).attr("pmi_subversion", subversion).finish()
+        }
+        Reply::InitAck { rank, size, appnum, spawner } => {
+            let mut e = e.attr("rc", 0).attr("rank", rank).attr("size", size).attr("appnum", appnum);
+            if let Some(s) = spawner {
+                e = e.attr("spawner-jobid", s);
+            }
+            let mut out = e.attr("debug", 0).finish();
+            for (k, v) in [("size", *size), ("rank", *rank), ("debug", 0)] {
+                out.extend(Encoder::new(Version::V1, "set").attr(k, v).finish());
+            }
+            out
+        }
+        Reply::FullInit { rank, size, appnum, spawner } => {
+            let mut e = e.attr("rc", 0).attr("rank", rank).attr("size", size).attr("appnum", appnum);
+            if let Some(s) = spawner {
+                e = e.attr("spawner-jobid", s);
+            }
+            e.attr("pmiverbose", 0).finish()
+        }
+        Reply::Maxes => e
+            .attr("rc", 0)
+            .attr("kvsname_max", KVSNAME_MAX)
+            .attr("keylen_max", KEYLEN_MAX)
+            .attr("vallen_max", VALLEN_MAX)
+            .finish(),
+        Reply::Appnum(n) => e.attr("rc", 0).attr("appnum", n).finish(),
+        Reply::Kvsname(name) if v1 => e.attr("rc", 0).attr("kvsname", name).finish(),
+        Reply::Kvsname(name) => e.attr("rc", 0).attr("jobid", name).finish(),
+        Reply::UniverseSize(n) => e.attr("rc", 0).attr("size", n).finish(),
+        Reply::Ok => e.attr("rc", 0).finish(),
+        Reply::Value(value) => {
+            let e = e.attr("rc", 0);
+            let key = if request.contains("lookup") { "port" } else { "value" };
+            let e = if v1 { e } else if key == "value" { e.attr("found", "TRUE") } else { e };
+            e.attr(key, value).finish()
+        }
+        Reply::Absent if v1 => e.attr("rc", 1).attr("msg", safe_text(Version::V1, "not found")).finish(),
+        Reply::Absent => e.attr("rc", 0).attr("found", "FALSE").finish(),
+        Reply::BarrierOut if v1 => e.attr("rc", 0).finish(),
+        Reply::BarrierOut => e.attr("rc", 0).finish(),
+        Reply::Error(msg) => {
+            let key = if v1 { "msg" } else { "errmsg" };
+            e.attr("rc", 1).attr(key, safe_text(framing, msg)).finish()
+        }
+    }
+}

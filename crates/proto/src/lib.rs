@@ -1,0 +1,134 @@
+//! # dpm-proto: the internal protocol between the launcher and node daemons
+//!
+//! One enum per direction: [`ToDaemon`] flows down the daemon tree from the
+//! launcher, [`ToLauncher`] flows up. On one machine the launcher and its one
+//! daemon exchange these values over in-process channels; across machines the
+//! same values travel as length-delimited frames (hence `serde`). Every
+//! message names its job, so one daemon serves many jobs at once.
+//!
+//! The launcher owns job-wide decisions (fence completion, name service, where
+//! spawned processes go, when a job has failed); a daemon owns its node
+//! (forking ranks, serving their PMI connections, forwarding their stdio,
+//! reaping them).
+
+use dpm_kvs::{JobId, KeyValues, Rank};
+use serde::{Deserialize, Serialize};
+
+/// Identifies a request a daemon made on behalf of a PMI connection, so the
+/// launcher's answer finds its way back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RequestId(pub u64);
+
+/// One process to start.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProcSpec {
+    pub rank: Rank,
+    /// Resolved path of the program.
+    pub exe: String,
+    /// `argv`, including `argv[0]` as the user wrote it.
+    pub argv: Vec<String>,
+    /// The complete environment, before dpm adds its `PMI_*` variables.
+    pub env: Vec<(String, String)>,
+    pub wdir: String,
+}
+
+/// How ranks reach their PMI server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PmiMode {
+    /// An inherited socketpair (`PMI_FD`); the default.
+    Fd,
+    /// A TCP port on the daemon (`PMI_PORT` + `PMI_ID`), only when asked.
+    Port,
+}
+
+/// A job's processes on one node.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LaunchJob {
+    pub job: JobId,
+    pub kvsname: String,
+    pub size: u32,
+    pub appnums: Vec<i64>,
+    pub universe_size: i64,
+    pub process_mapping: String,
+    pub spawner: Option<String>,
+    pub preput: KeyValues,
+    pub pmi_mode: PmiMode,
+    /// Which rank, if any on this node, gets the launcher's stdin.
+    pub stdin_rank: Option<Rank>,
+    pub procs: Vec<ProcSpec>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+/// How far a process got with PMI when it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PmiProgress {
+    Silent,
+    Active,
+    Finalized,
+}
+
+/// Name-service requests carried up to the launcher.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NameRequest {
+    Publish { service: String, port: String },
+    Unpublish { service: String },
+    Lookup { service: String },
+}
+
+/// One command of a spawn request, as the daemon received it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SpawnCommand {
+    pub exe: String,
+    pub args: Vec<String>,
+    pub maxprocs: u32,
+    pub info: Vec<(String, String)>,
+}
+
+/// Launcher → daemon.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ToDaemon {
+    Launch(LaunchJob),
+    /// Fence `epoch` of `job` completed; `delta` is every put made in it.
+    FenceDone { job: JobId, epoch: u64, delta: KeyValues },
+    NameDone { request: RequestId, result: Result<Option<String>, String> },
+    SpawnDone { request: RequestId, result: Result<(), String> },
+    /// Send `signal` to every process of `job`.
+    Signal { job: JobId, signal: i32 },
+    /// Bytes for the stdin of the job's stdin rank; empty means end of input.
+    Stdin { job: JobId, data: Vec<u8> },
+    /// The job is over on every node: forget it.
+    Forget { job: JobId },
+    /// Stop: kill whatever is left and exit.
+    Shutdown,
+}
+
+/// Daemon → launcher.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ToLauncher {
+    /// The daemon is up; `host` is its node's name.
+    Ready { host: String },
+    Started { job: JobId, rank: Rank, pid: u32 },
+    /// A process could not be started; `errno` explains why.
+    LaunchFailed { job: JobId, rank: Rank, error: String, errno: i32 },
+    Output { job: JobId, rank: Rank, stream: Stream, data: Vec<u8> },
+    /// A rank ended; its output and PMI traffic have been forwarded before this.
+    Exited { job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress },
+    FenceIn { job: JobId, epoch: u64, count: u32, puts: KeyValues },
+    Abort { job: JobId, rank: Rank, code: i32, message: String },
+    Name { request: RequestId, job: JobId, op: NameRequest },
+    Spawn { request: RequestId, job: JobId, rank: Rank, preput: KeyValues, commands: Vec<SpawnCommand> },
+    /// A `--pmi-trace` line.
+    Trace { line: String },
+}
