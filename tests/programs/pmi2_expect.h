@@ -1,0 +1,43 @@
+/*
+ * pmi2_expect.h - error checking shared by the programs that use Slurm's
+ * PMI-2 client library (libpmi2) directly, without MPI.
+ *
+ * Any unexpected return code prints "pmi2 FAIL rank R <what> rc=N" and
+ * exits 1, so a test only has to look at the exit status and grep for
+ * "FAIL".  The library needs PMI_FD, PMI_RANK, PMI_SIZE and PMI_JOBID in
+ * the environment; the launcher sets them.
+ */
+#ifndef PMI2_EXPECT_H
+#define PMI2_EXPECT_H
+
+#include <slurm/pmi2.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static inline void pmi2_expect(int rc, int rank, const char *what)
+{
+    if (rc == PMI2_SUCCESS)
+        return;
+    printf("pmi2 FAIL rank %d %s rc=%d\n", rank, what, rc);
+    fflush(stdout);
+    exit(1);
+}
+
+/* Like pmi2_expect, but the call is supposed to fail. */
+static inline void pmi2_expect_failure(int rc, int rank, const char *what)
+{
+    if (rc != PMI2_SUCCESS)
+        return;
+    printf("pmi2 FAIL rank %d %s succeeded but should have failed\n", rank, what);
+    fflush(stdout);
+    exit(1);
+}
+
+static inline void pmi2_fail(int rank, const char *what)
+{
+    printf("pmi2 FAIL rank %d %s\n", rank, what);
+    fflush(stdout);
+    exit(1);
+}
+
+#endif
