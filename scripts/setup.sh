@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# setup.sh - prepare a Debian 12 machine to build and test dpm.
+#
+# Idempotent: every step first checks whether its work is already done, so a
+# second run takes a few seconds.  Steps, in order:
+#   1. apt packages (C toolchain, Python venv, Slurm's libpmi2, curl)
+#   2. Rust toolchain: rustup, else Debian's rustc as a last resort
+#   3. .venv/ with the pinned MPICH wheel (mpicc, Hydra mpiexec) and mpi4py
+#   4. the C programs: examples/ and tests/programs/
+#   5. cargo build --release of the workspace (last: it is the slowest step,
+#      and the C programs are still usable when the Rust code does not build)
+# All paths are relative to the repository root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MPICH_VERSION=5.0.2
+MPI4PY_VERSION=4.1.2    # binary wheel on PyPI for CPython 3.11; loads the MPICH wheel's libmpi
+APT_PACKAGES=(build-essential python3-venv python3-dev libpmi2-0-dev pkg-config curl ca-certificates)
+RUSTUP_SCRIPT_URL=https://sh.rustup.rs
+RUSTUP_DIST_URL=https://static.rust-lang.org/rustup/dist
+VENV=.venv
+
+SUMMARY=()
+START_TIME=$(date +%s.%N)
+
+log() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+elapsed_since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+reachable() {
+    curl -sI --max-time 5 -o /dev/null "$1"
+}
+
+# ---- 1. apt packages -------------------------------------------------------
+
+apt_missing() {
+    local pkg
+    for pkg in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
+            || printf '%s\n' "$pkg"
+    done
+}
+
+apt_install() {
+    local missing
+    mapfile -t missing < <(apt_missing)
+    if [ "${#missing[@]}" -eq 0 ]; then
+        SUMMARY+=("apt ok")
+        return
+    fi
+    log "installing apt packages: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    SUMMARY+=("apt installed ${#missing[@]}")
+}
+
+# ---- 2. Rust ---------------------------------------------------------------
+
+rustup_install() {
+    if reachable "$RUSTUP_SCRIPT_URL"; then
+        log "installing Rust with rustup from $RUSTUP_SCRIPT_URL"
+        curl --proto '=https' --tlsv1.2 -sSf "$RUSTUP_SCRIPT_URL" | sh -s -- -y --profile minimal
+        return 0
+    fi
+    # sh.rustup.rs only serves a script that downloads rustup-init from
+    # static.rust-lang.org; fetch that binary directly when only the latter
+    # resolves (seen on package-registry-only networks).
+    local url="$RUSTUP_DIST_URL/$(uname -m)-unknown-linux-gnu/rustup-init"
+    if ! reachable "$url"; then
+        return 1
+    fi
+    log "$RUSTUP_SCRIPT_URL unreachable; installing rustup-init from $url"
+    local dir
+    dir=$(mktemp -d)
+    curl --proto '=https' --tlsv1.2 -sSf -o "$dir/rustup-init" "$url"
+    curl --proto '=https' --tlsv1.2 -sSf -o "$dir/rustup-init.sha256" "$url.sha256"
+    local want got
+    want=$(awk '{ print $1 }' "$dir/rustup-init.sha256")
+    got=$(sha256sum "$dir/rustup-init" | awk '{ print $1 }')
+    [ "$want" = "$got" ] || { rm -rf "$dir"; die "rustup-init checksum mismatch ($got != $want)"; }
+    chmod +x "$dir/rustup-init"
+    "$dir/rustup-init" -y --profile minimal
+    rm -rf "$dir"
+}
+
+# "1.80" from Cargo.toml's rust-version, or nothing.
+rust_version_required() {
+    [ -f Cargo.toml ] || return 0
+    sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' Cargo.toml | head -n 1
+}
+
+version_at_least() {
+    [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]
+}
+
+rust_install() {
+    if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+        if ! rustup_install; then
+            log "rustup servers unreachable; falling back to Debian's rustc and cargo"
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q cargo rustc
+        fi
+    fi
+    # shellcheck source=/dev/null
+    [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+    command -v cargo >/dev/null || die "cargo not found after installing Rust"
+
+    local have need
+    have=$(rustc --version | awk '{ print $2 }')
+    need=$(rust_version_required)
+    if [ -n "$need" ] && ! version_at_least "$have" "$need"; then
+        die "rustc $have is older than the workspace's rust-version $need (Debian 12 ships 1.63); install Rust with rustup"
+    fi
+    SUMMARY+=("rustc $have")
+}
+
+# ---- 3. Python virtualenv with MPICH and mpi4py ----------------------------
+
+venv_version() {
+    "$VENV/bin/python" -c 'import importlib.metadata as m, sys
+try:
+    print(m.version(sys.argv[1]))
+except m.PackageNotFoundError:
+    pass' "$1" 2>/dev/null || true
+}
+
+venv_install() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        log "creating $VENV"
+        rm -rf "$VENV"
+        python3 -m venv "$VENV"
+    fi
+    local pip=("$VENV/bin/pip" install --disable-pip-version-check -q)
+    if [ "$(venv_version mpich)" != "$MPICH_VERSION" ] || [ ! -x "$VENV/bin/mpicc" ]; then
+        log "installing mpich==$MPICH_VERSION into $VENV"
+        "${pip[@]}" "mpich==$MPICH_VERSION"
+    fi
+    if [ "$(venv_version mpi4py)" != "$MPI4PY_VERSION" ]; then
+        log "installing mpi4py==$MPI4PY_VERSION into $VENV"
+        # MPICC only matters if pip falls back to building from source.
+        MPICC="$PWD/$VENV/bin/mpicc" "${pip[@]}" "mpi4py==$MPI4PY_VERSION"
+    fi
+    SUMMARY+=("mpich $MPICH_VERSION + mpi4py $MPI4PY_VERSION in $VENV")
+}
+
+# ---- 4. C programs ---------------------------------------------------------
+
+c_programs_build() {
+    local mpicc="$PWD/$VENV/bin/mpicc"
+    make -s -C examples MPICC="$mpicc"
+    make -s -C tests/programs MPICC="$mpicc"
+    SUMMARY+=("C programs built")
+}
+
+# ---- 5. Rust workspace -----------------------------------------------------
+
+cargo_build() {
+    if [ ! -f Cargo.toml ]; then
+        log "no Cargo.toml yet: skipping cargo build"
+        SUMMARY+=("cargo build skipped (no Cargo.toml)")
+        return
+    fi
+    cargo build --release
+    SUMMARY+=("cargo build --release ok")
+}
+
+# ---- main ------------------------------------------------------------------
+
+step() {
+    local name=$1 start
+    shift
+    start=$(date +%s.%N)
+    "$@"
+    log "$name: $(elapsed_since "$start") s"
+}
+
+step apt apt_install
+step rust rust_install
+step venv venv_install
+step c-programs c_programs_build
+step cargo-build cargo_build
+
+summary=$(printf '%s, ' "${SUMMARY[@]}")
+log "setup done in $(elapsed_since "$START_TIME") s: ${summary%, }"
