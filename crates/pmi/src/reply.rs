@@ -90,11 +90,16 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
             out
         }
         Reply::FullInit { rank, size, appnum, spawner } => {
-            let mut e = e.attr("rc", 0).attr("rank", rank).attr("size", size).attr("appnum", appnum);
+            // MPICH ignores the version keys; Slurm's libpmi2 requires them.
+            let mut e = e.attr("rc", 0).attr("pmi-version", 2).attr("pmi-subversion", 0);
+            e = e.attr("rank", rank).attr("size", size).attr("appnum", appnum);
             if let Some(s) = spawner {
                 e = e.attr("spawner-jobid", s);
             }
-            e.attr("pmiverbose", 0).finish()
+            // `pmiverbose` is left out on purpose: MPICH 5 reads it as an int
+            // with default 0, Slurm's and older MPICH-derived clients as a
+            // TRUE/FALSE bool that fails on `0`. Absent suits both.
+            e.finish()
         }
         Reply::Maxes => e
             .attr("rc", 0)
@@ -107,15 +112,16 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
         Reply::Kvsname(name) => e.attr("rc", 0).attr("jobid", name).finish(),
         Reply::UniverseSize(n) => e.attr("rc", 0).attr("size", n).finish(),
         Reply::Ok => e.attr("rc", 0).finish(),
-        Reply::Value(value) => {
-            let e = e.attr("rc", 0);
-            let key = if request.contains("lookup") { "port" } else { "value" };
-            let e = if v1 { e } else if key == "value" { e.attr("found", "TRUE") } else { e };
-            e.attr(key, value).finish()
+        // A name lookup answers `port` (what MPICH reads); PMI-2 also gets
+        // `value`, which Slurm's libpmi2 reads instead.
+        Reply::Value(value) if request.contains("lookup") => {
+            let e = e.attr("rc", 0).attr("port", value);
+            if v1 { e.finish() } else { e.attr("value", value).finish() }
         }
+        Reply::Value(value) if v1 => e.attr("rc", 0).attr("value", value).finish(),
+        Reply::Value(value) => e.attr("rc", 0).attr("found", "TRUE").attr("value", value).finish(),
         Reply::Absent if v1 => e.attr("rc", 1).attr("msg", safe_text(Version::V1, "not found")).finish(),
         Reply::Absent => e.attr("rc", 0).attr("found", "FALSE").finish(),
-        Reply::BarrierOut if v1 => e.attr("rc", 0).finish(),
         Reply::BarrierOut => e.attr("rc", 0).finish(),
         Reply::Error(msg) => {
             let key = if v1 { "msg" } else { "errmsg" };

@@ -133,7 +133,8 @@ impl Request {
             (Version::V1, "unpublish_name") => Request::Unpublish { service: text("service")? },
             (Version::V1, "lookup_name") => Request::Lookup { service: text("service")? },
             (Version::V1, "spawn") => Request::Spawn(parse_v1_spawn(frame)?),
-            (Version::V2, "fullinit") => Request::FullInit { pmirank: opt_int(frame, "pmirank") },
+            // MPICH sends `pmirank`; Slurm's libpmi2 sends `srcid` (from PMI_ID) in port mode.
+            (Version::V2, "fullinit") => Request::FullInit { pmirank: opt_int(frame, "pmirank").or_else(|| opt_int(frame, "srcid")) },
             (Version::V2, "info-getjobattr") => Request::GetJobAttr { key: text("key")? },
             (Version::V2, "kvs-put") => Request::Put { kvsname: None, key: text("key")?, value: text("value")?, hint: hint(frame) },
             (Version::V2, "kvs-get") => Request::Get {
@@ -149,9 +150,10 @@ impl Request {
             (Version::V2, "name-unpublish") => Request::Unpublish { service: text("name")? },
             (Version::V2, "name-lookup") => Request::Lookup { service: text("name")? },
             (Version::V2, "spawn") => Request::Spawn(parse_v2_spawn(frame)?),
+            // MPICH: `exitcode=-1;message=…`; Slurm's libpmi2: `isworld=…;msg=…`.
             (Version::V2, "abort") => Request::Abort {
                 code: opt_int(frame, "exitcode").unwrap_or(1) as i32,
-                message: frame.get("message").map(str::to_string),
+                message: frame.get("message").or_else(|| frame.get("msg")).map(str::to_string),
             },
             (Version::V2, "job-connect" | "job-disconnect") => Request::Unsupported,
             _ => Request::Unknown,
