@@ -19,6 +19,7 @@ APT_PACKAGES=(build-essential python3-venv python3-dev libpmi2-0-dev pkg-config 
 RUSTUP_SCRIPT_URL=https://sh.rustup.rs
 RUSTUP_DIST_URL=https://static.rust-lang.org/rustup/dist
 VENV=.venv
+PYTHON=${PYTHON:-python3}    # interpreter for the venv; override to pick another
 
 SUMMARY=()
 START_TIME=$(date +%s.%N)
@@ -107,6 +108,7 @@ rust_install() {
     fi
     # shellcheck source=/dev/null
     [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+    command -v cargo >/dev/null || PATH="$HOME/.cargo/bin:$PATH"
     command -v cargo >/dev/null || die "cargo not found after installing Rust"
 
     local have need
@@ -132,7 +134,7 @@ venv_install() {
     if [ ! -x "$VENV/bin/python" ]; then
         log "creating $VENV"
         rm -rf "$VENV"
-        python3 -m venv "$VENV"
+        "$PYTHON" -m venv "$VENV"
     fi
     local pip=("$VENV/bin/pip" install --disable-pip-version-check -q)
     if [ "$(venv_version mpich)" != "$MPICH_VERSION" ] || [ ! -x "$VENV/bin/mpicc" ]; then
