@@ -196,7 +196,12 @@ mod tests {
         let tmp = std::env::temp_dir();
         assert!(resolve_program("sh", &tmp, Some("/usr/bin:/bin")).is_ok());
         assert!(matches!(resolve_program("no-such-prog-dpm", &tmp, Some("/bin")), Err(PlanError::NotFound(_))));
-        assert!(matches!(resolve_program("/etc/hostname", &tmp, None), Err(PlanError::NotExecutable(_))));
+        let plain = tmp.join(format!("dpm-plan-test-{}", std::process::id()));
+        std::fs::write(&plain, "data").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let result = resolve_program(plain.to_str().unwrap(), &tmp, None);
+        std::fs::remove_file(&plain).unwrap();
+        assert!(matches!(result, Err(PlanError::NotExecutable(_))));
         assert!(matches!(resolve_program("/", &tmp, None), Err(PlanError::NotExecutable(_))));
         assert_eq!(PlanError::NotFound("x".into()).exit_code(), 127);
         assert_eq!(PlanError::NotExecutable("x".into()).exit_code(), 126);
