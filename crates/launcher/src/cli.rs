@@ -43,6 +43,8 @@ pub struct RunOptions {
     /// Seconds between a forwarded SIGINT/SIGTERM and SIGKILL.
     pub kill_grace: f64,
     pub hosts: Vec<String>,
+    pub no_oversubscribe: bool,
+    pub report_placement: bool,
 }
 
 impl Default for RunOptions {
@@ -59,6 +61,8 @@ impl Default for RunOptions {
             pmi_port: false,
             kill_grace: 3.0,
             hosts: Vec::new(),
+            no_oversubscribe: false,
+            report_placement: false,
         }
     }
 }
@@ -111,6 +115,11 @@ Global options:
                             as C[rank]: ... (client) and S[rank]: ... (server)
   --pmi-port                serve PMI on a loopback TCP port (PMI_PORT and
                             PMI_ID) instead of inherited socketpairs
+  --no-oversubscribe        refuse MPI_Comm_spawn beyond the universe size
+                            (the spawn returns an error); default: allow
+  --oversubscribe           allow more processes than slots (default)
+  --report-placement        print on stderr where every job's ranks run,
+                            spawned jobs included
   --kill-grace SECS         after forwarding SIGINT/SIGTERM, wait SECS before
                             SIGKILL (default 3)
   -hosts, -host H[,H...]    hosts to run on (this machine only, for now)
@@ -120,7 +129,15 @@ Global options:
 Accepted for compatibility and ignored, with a warning: -bind-to, -map-by,
 -binding, -iface, -launcher, -rmk, -ppn, -print-all-exitcodes, -info.
 
-Exit status: 0 if every rank exited 0 after MPI_Finalize (or never used PMI);
+Dynamic processes: MPI_Comm_spawn, MPI_Comm_spawn_multiple and
+MPI_Publish_name/MPI_Lookup_name work under dpm run. Spawned jobs get their own
+KVS, barrier and PMI_process_mapping; the run ends when every job (initial and
+spawned) has ended. Spawn info keys: wdir, path, env (NAME=VALUE lines), host,
+hosts, add-host, hostfile, add-hostfile (this machine only), oversubscribe,
+map-by, soft; arch and file are ignored with a warning.
+
+Exit status (covers every job of the run, spawned ones included; a failure in
+any job ends all of them): 0 if every rank exited 0 after MPI_Finalize (or never used PMI);
 otherwise the first failure decides it: a rank's non-zero exit code, 128+N for
 a rank killed by signal N, the MPI_Abort code (255 for PMI-2's -1), 1 for a
 rank that exited without MPI_Finalize, 127/126 for a program that is missing /
@@ -209,6 +226,9 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
             "vv" => opts.verbose += 2,
             "pmi-trace" => opts.pmi_trace = true,
             "pmi-port" => opts.pmi_port = true,
+            "no-oversubscribe" => opts.no_oversubscribe = true,
+            "oversubscribe" => opts.no_oversubscribe = false,
+            "report-placement" => opts.report_placement = true,
             "kill-grace" => {
                 let v = value("seconds")?;
                 opts.kill_grace = v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?;

@@ -11,10 +11,12 @@ use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-use dpm_kvs::{FenceTally, JobId, NameService, Rank};
-use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiProgress, ToDaemon, ToLauncher};
+use dpm_kvs::{FenceTally, JobId, KeyValues, NameService, Rank};
+use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, ToDaemon, ToLauncher};
 
 use crate::output::Output;
+use crate::plan::process_mapping;
+use crate::spawn::{plan_spawn, SpawnContext};
 
 /// The launcher's handle on one node daemon.
 pub struct DaemonLink {
@@ -48,6 +50,10 @@ struct Job {
     killing: bool,
     /// An abort was requested: the aborting rank's own exit is not a second failure.
     aborted: bool,
+    /// For a spawned job: the parent's pending spawn request, answered once
+    /// every child has started (or one could not be).
+    spawn_request: Option<(usize, RequestId)>,
+    started: u32,
 }
 
 impl Job {
@@ -64,7 +70,20 @@ struct Failure {
     rank: Option<(JobId, Rank)>,
 }
 
+/// Job-independent settings the controller needs to create jobs.
+pub struct Settings {
+    pub label: bool,
+    pub kill_grace: Duration,
+    pub universe_size: i64,
+    pub pmi_mode: PmiMode,
+    /// Refuse spawns beyond the universe size instead of oversubscribing.
+    pub no_oversubscribe: bool,
+    pub report_placement: bool,
+    pub spawn: SpawnContext,
+}
+
 pub struct Controller {
+    settings: Settings,
     daemons: Vec<DaemonLink>,
     up: mpsc::UnboundedReceiver<ToLauncher>,
     jobs: BTreeMap<JobId, Job>,
@@ -74,24 +93,32 @@ pub struct Controller {
     /// A signal dpm itself received and forwarded.
     interrupted: Option<i32>,
     timed_out: bool,
-    kill_grace: Duration,
     stdin_job: Option<JobId>,
+    next_job: u32,
 }
 
 impl Controller {
-    pub fn new(daemons: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<ToLauncher>, label: bool, kill_grace: Duration) -> Self {
+    pub fn new(settings: Settings, daemons: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<ToLauncher>) -> Self {
         Controller {
+            output: Output::new(settings.label),
+            settings,
             daemons,
             up,
             jobs: BTreeMap::new(),
             names: NameService::default(),
-            output: Output::new(label),
             failure: None,
             interrupted: None,
             timed_out: false,
-            kill_grace,
             stdin_job: None,
+            next_job: 0,
         }
+    }
+
+    /// A new job id and its kvsname (unique per `dpm run`, short enough for MPICH).
+    pub fn new_job_id(&mut self) -> (JobId, String) {
+        let job = JobId(self.next_job);
+        self.next_job += 1;
+        (job, format!("kvs_{}_{}", std::process::id(), job.0))
     }
 
     /// Start a job on daemon `daemon` (one node, for now).
@@ -109,8 +136,15 @@ impl Controller {
                 daemons: vec![daemon],
                 killing: false,
                 aborted: false,
+                spawn_request: None,
+                started: 0,
             },
         );
+        if self.settings.report_placement {
+            let host = &self.daemons[daemon].host;
+            let ranks: Vec<u32> = launch.procs.iter().map(|p| p.rank.0).collect();
+            eprintln!("dpm: {} ({}, {} ranks): ranks {} on {host}", launch.job, launch.kvsname, size, rank_ranges(&ranks));
+        }
         self.send(daemon, ToDaemon::Launch(launch));
     }
 
@@ -153,7 +187,7 @@ impl Controller {
                     let secs = timeout.unwrap().as_secs_f64();
                     eprintln!("dpm: job timed out after {secs} s; killing it");
                     self.kill_all(libc::SIGTERM);
-                    kill_at = tokio::time::Instant::now() + self.kill_grace;
+                    kill_at = tokio::time::Instant::now() + self.settings.kill_grace;
                 }
                 _ = tokio::time::sleep_until(kill_at), if kill_at < far => {
                     self.kill_all(libc::SIGKILL);
@@ -175,7 +209,7 @@ impl Controller {
         self.interrupted = Some(sig);
         eprintln!("dpm: got {name}; forwarding it to every process");
         self.kill_all(sig);
-        tokio::time::Instant::now() + self.kill_grace
+        tokio::time::Instant::now() + self.settings.kill_grace
     }
 
     fn kill_all(&mut self, sig: i32) {
@@ -209,6 +243,7 @@ impl Controller {
                 if let Some(r) = self.rank_mut(job, rank) {
                     r.pid = Some(pid);
                 }
+                self.started(job);
             }
             ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(job, rank, error, errno),
             ToLauncher::Output { job, rank, stream, data } => self.output.write(job, rank, stream, &data),
@@ -221,11 +256,7 @@ impl Controller {
                     self.send(d, ToDaemon::NameDone { request, result });
                 }
             }
-            ToLauncher::Spawn { request, job, .. } => {
-                if let Some(d) = self.jobs.get(&job).and_then(|j| j.daemons.first().copied()) {
-                    self.send(d, ToDaemon::SpawnDone { request, result: Err("spawn is not supported by this dpm yet".into()) });
-                }
-            }
+            ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(request, job, rank, preput, commands),
             ToLauncher::Trace { line } => eprintln!("{line}"),
         }
     }
@@ -235,6 +266,21 @@ impl Controller {
     }
 
     fn launch_failed(&mut self, job: JobId, rank: Rank, error: String, errno: i32) {
+        if let Some((daemon, request)) = self.jobs.get_mut(&job).and_then(|j| j.spawn_request.take()) {
+            // A spawn that cannot start all its processes fails as a whole:
+            // MPI_Comm_spawn returns an error in the parent, the run goes on.
+            let host = self.host(job).to_string();
+            let who = describe_rank(job, rank, None, &host);
+            self.send(daemon, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")) });
+            if let Some(j) = self.jobs.get_mut(&job) {
+                for r in j.ranks.iter_mut().filter(|r| r.pid.is_none() && r.end.is_none()) {
+                    r.end = Some(RankEnd::Terminated);
+                }
+            }
+            self.kill_job(job, libc::SIGKILL);
+            self.check_done(job);
+            return;
+        }
         let code = match errno {
             libc::ENOENT => 127,
             libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM => 126,
@@ -277,7 +323,9 @@ impl Controller {
         }
         if let RankEnd::Failed { why, code } = end {
             self.record_failure(code, why, Some((job, rank)));
-            self.kill_job(job, libc::SIGKILL);
+            // Jobs of one run are connected (spawn, connect/accept): a failure
+            // in any of them would leave the others waiting, so all end.
+            self.kill_all(libc::SIGKILL);
         }
         self.check_done(job);
     }
@@ -293,7 +341,72 @@ impl Controller {
         if let Some(j) = self.jobs.get_mut(&job) {
             j.aborted = true;
         }
-        self.kill_job(job, libc::SIGKILL);
+        // MPI_Abort ends the run: the aborting job's communicators may span
+        // spawned and connected jobs.
+        self.kill_all(libc::SIGKILL);
+    }
+
+    /// Processes not yet ended, over all jobs.
+    fn live_procs(&self) -> u32 {
+        self.jobs.values().map(|j| j.ranks.iter().filter(|r| r.end.is_none()).count() as u32).sum()
+    }
+
+    fn started(&mut self, job: JobId) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        j.started += 1;
+        if j.started as usize == j.ranks.len() {
+            if let Some((daemon, request)) = j.spawn_request.take() {
+                self.send(daemon, ToDaemon::SpawnDone { request, result: Ok(()) });
+            }
+        }
+    }
+
+    /// `MPI_Comm_spawn[_multiple]` from `rank` of `parent`: plan, place, launch.
+    /// The answer goes back once every child has started, or on the first error.
+    fn spawn(&mut self, request: RequestId, parent: JobId, rank: Rank, preput: KeyValues, commands: Vec<SpawnCommand>) {
+        let Some((parent_daemon, parent_kvs)) = self.jobs.get(&parent).map(|j| (j.daemons[0], j.kvsname.clone())) else {
+            return;
+        };
+        let reply = |c: &Self, result: Result<(), String>| c.send(parent_daemon, ToDaemon::SpawnDone { request, result });
+        if self.interrupted.is_some() || self.timed_out || self.failure.is_some() {
+            return reply(self, Err("the run is ending; no new processes".into()));
+        }
+        let plan = match plan_spawn(&self.settings.spawn, &commands) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(%parent, rank = rank.0, "spawn refused: {e}");
+                return reply(self, Err(e.to_string()));
+            }
+        };
+        let size = plan.procs.len() as u32;
+        let oversubscribe = plan.oversubscribe.unwrap_or(!self.settings.no_oversubscribe);
+        let slots = self.settings.universe_size;
+        let live = self.live_procs();
+        if !oversubscribe && slots >= 0 && i64::from(live + size) > slots {
+            let msg = format!("spawning {size} processes would exceed the {slots} slots ({live} in use) and oversubscription is off");
+            tracing::warn!(%parent, rank = rank.0, "spawn refused: {msg}");
+            return reply(self, Err(msg));
+        }
+        let (job, kvsname) = self.new_job_id();
+        tracing::debug!(%parent, %job, size, "spawn");
+        let daemon = 0; // one node: every process goes to the local daemon
+        let launch = LaunchJob {
+            job,
+            kvsname,
+            size,
+            appnums: plan.appnums,
+            universe_size: self.settings.universe_size,
+            process_mapping: process_mapping(&vec![0; size as usize]),
+            spawner: Some(parent_kvs),
+            preput,
+            pmi_mode: self.settings.pmi_mode,
+            stdin_rank: None,
+            procs: plan.procs,
+        };
+        self.launch(daemon, launch);
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.spawn_request = Some((parent_daemon, request));
+        }
     }
 
     fn fence_in(&mut self, job: JobId, epoch: u64, count: u32, puts: Vec<(String, String)>) {
@@ -336,6 +449,9 @@ impl Controller {
             return;
         }
         let j = self.jobs.remove(&job).expect("present");
+        if let Some((daemon, request)) = j.spawn_request {
+            self.send(daemon, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")) });
+        }
         for &d in &j.daemons {
             let _ = self.daemons[d].tx.send(ToDaemon::Forget { job });
         }
@@ -384,6 +500,21 @@ fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String
     }
 }
 
+/// `0,1,2,5,7,8` → `0-2,5,7-8`.
+fn rank_ranges(ranks: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { ranks[i].to_string() } else { format!("{}-{}", ranks[i], ranks[j]) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }
@@ -414,6 +545,15 @@ fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<Vec<u8>> {
         })
         .expect("stdin thread");
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rank_ranges_are_compact() {
+        assert_eq!(super::rank_ranges(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(super::rank_ranges(&[3]), "3");
+    }
 }
 
 async fn recv_opt(rx: &mut Option<mpsc::UnboundedReceiver<Vec<u8>>>) -> Option<Vec<u8>> {

@@ -14,16 +14,17 @@ pub mod cli;
 pub mod controller;
 pub mod output;
 pub mod plan;
+pub mod spawn;
 
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use dpm_kvs::{JobId, Rank};
+use dpm_kvs::Rank;
 use dpm_proto::{LaunchJob, PmiMode};
 
 use cli::{CliError, RunOptions, RUN_HELP};
-use controller::{Controller, DaemonLink};
+use controller::{Controller, DaemonLink, Settings};
 
 /// `dpm run ARGS` / `mpiexec ARGS`: returns the process exit status.
 pub fn run_command(args: &[String]) -> i32 {
@@ -86,24 +87,35 @@ async fn run_local(opts: RunOptions) -> i32 {
     let config = dpm_daemon::DaemonConfig { host: host.clone(), trace: opts.pmi_trace };
     let daemon = tokio::spawn(dpm_daemon::run(config, down_rx, up_tx));
 
-    let mut controller = Controller::new(
-        vec![DaemonLink { tx: down_tx, host: host.clone() }],
-        up_rx,
-        opts.label,
-        Duration::from_secs_f64(opts.kill_grace.max(0.0)),
-    );
+    let universe_size = opts.universe_size.unwrap_or_else(cli::cpus);
+    let pmi_mode = if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd };
+    let settings = Settings {
+        label: opts.label,
+        kill_grace: Duration::from_secs_f64(opts.kill_grace.max(0.0)),
+        universe_size,
+        pmi_mode,
+        no_oversubscribe: opts.no_oversubscribe,
+        report_placement: opts.report_placement,
+        spawn: spawn::SpawnContext {
+            base_env: plan::segment_env(&opts, &opts.segments[0], &launcher_env),
+            cwd: cwd.clone(),
+            host: host.clone(),
+        },
+    };
+    let mut controller = Controller::new(settings, vec![DaemonLink { tx: down_tx, host: host.clone() }], up_rx);
+    let (job, kvsname) = controller.new_job_id();
     controller.launch(
         0,
         LaunchJob {
-            job: JobId(0),
-            kvsname: format!("kvs_{}_0", std::process::id()),
+            job,
+            kvsname,
             size,
             appnums: planned.appnums,
-            universe_size: opts.universe_size.unwrap_or_else(cli::cpus),
+            universe_size,
             process_mapping: plan::process_mapping(&vec![0; size as usize]),
             spawner: None,
             preput: Vec::new(),
-            pmi_mode: if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd },
+            pmi_mode,
             stdin_rank: Some(Rank(0)),
             procs: planned.procs,
         },
@@ -114,7 +126,7 @@ async fn run_local(opts: RunOptions) -> i32 {
     code
 }
 
-fn is_this_host(name: &str, host: &str) -> bool {
+pub(crate) fn is_this_host(name: &str, host: &str) -> bool {
     let name = name.split(':').next().unwrap_or(name);
     name == host || name == "localhost" || name == "127.0.0.1" || name == "::1" || host.split('.').next() == Some(name)
 }

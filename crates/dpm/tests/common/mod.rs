@@ -1,0 +1,460 @@
+//! Shared helpers for dpm's black-box tests.
+//!
+//! Every test runs the real `dpm` binary (`CARGO_BIN_EXE_dpm`) as a child
+//! process under a watchdog, so a hang fails the test instead of blocking
+//! the suite. Each run gets a unique marker, passed to its ranks with
+//! `-genv DPM_TEST_MARKER <marker>`; after dpm exits, /proc is scanned for
+//! processes whose environment carries the marker, which is how the tests
+//! check that no rank (or child of a rank) was left behind.
+//!
+//! Tests run in parallel threads: nothing here uses fixed paths, ports or
+//! global state besides a counter for unique names.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The environment variable that tags every process of one test run.
+pub const MARKER_VAR: &str = "DPM_TEST_MARKER";
+/// How long any single dpm run may take before the test fails.
+pub const WATCHDOG: Duration = Duration::from_secs(60);
+/// How long processes of a finished run may take to disappear (a killed
+/// grandchild is reaped by init asynchronously).
+pub const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
+
+/// Path of the dpm binary under test.
+pub fn dpm_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_dpm")
+}
+
+/// The repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// Absolute path of a C test program from tests/programs/bin; fails the
+/// test (never skips it) when the program has not been built.
+pub fn program(name: &str) -> String {
+    require(repo_root().join("tests/programs/bin").join(name))
+}
+
+/// Absolute path of examples/hello.
+pub fn hello() -> String {
+    require(repo_root().join("examples/hello"))
+}
+
+fn require(path: PathBuf) -> String {
+    if !path.is_file() {
+        panic!(
+            "test program {} is missing: run ./scripts/setup.sh from the repository root \
+             (it builds tests/programs/bin/* and examples/hello with the .venv's mpicc)",
+            path.display()
+        );
+    }
+    path.to_string_lossy().into_owned()
+}
+
+/// A name unique to this test process and call: `<prefix>-<pid>-<n>-<nanos>`.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{prefix}-{}-{n}-{nanos}", std::process::id())
+}
+
+/// This machine's host name, as the ranks see it.
+pub fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname").expect("read /proc/sys/kernel/hostname").trim().to_string()
+}
+
+/// How to run dpm once.
+pub struct Dpm {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    env_remove: Vec<String>,
+    stdin: Option<Vec<u8>>,
+    watchdog: Duration,
+    marker: String,
+}
+
+impl Dpm {
+    /// `dpm run -genv DPM_TEST_MARKER <marker> ARGS...`
+    pub fn run<I, S>(args: I) -> Dpm
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let marker = unique("dpmtest");
+        let mut all = vec!["run".to_string(), "-genv".into(), MARKER_VAR.into(), marker.clone()];
+        all.extend(args.into_iter().map(|a| a.as_ref().to_string()));
+        Dpm::with_args(all, marker)
+    }
+
+    /// `dpm ARGS...` exactly as given (no marker; for command-line tests).
+    pub fn raw<I, S>(args: I) -> Dpm
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Dpm::with_args(args.into_iter().map(|a| a.as_ref().to_string()).collect(), unique("dpmtest-raw"))
+    }
+
+    fn with_args(args: Vec<String>, marker: String) -> Dpm {
+        Dpm {
+            args,
+            env: Vec::new(),
+            // Settings of the developer's shell must not change the outcome.
+            env_remove: vec!["MPIEXEC_TIMEOUT".into(), "DPM_LOG".into(), MARKER_VAR.into()],
+            stdin: None,
+            watchdog: WATCHDOG,
+            marker,
+        }
+    }
+
+    /// Set a variable in dpm's own environment.
+    pub fn env(mut self, key: &str, value: &str) -> Dpm {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Feed these bytes to dpm's stdin, then close it (default: /dev/null).
+    pub fn stdin(mut self, data: &[u8]) -> Dpm {
+        self.stdin = Some(data.to_vec());
+        self
+    }
+
+    pub fn watchdog(mut self, limit: Duration) -> Dpm {
+        self.watchdog = limit;
+        self
+    }
+
+    pub fn marker(&self) -> &str {
+        &self.marker
+    }
+
+    /// Start dpm and return at once.
+    pub fn spawn(self) -> Running {
+        let mut cmd = Command::new(dpm_bin());
+        cmd.args(&self.args)
+            .stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for k in &self.env_remove {
+            cmd.env_remove(k);
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let started = Instant::now();
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", dpm_bin()));
+        let stdin_writer = match (self.stdin, child.stdin.take()) {
+            (Some(data), Some(mut pipe)) => Some(thread::spawn(move || {
+                // dpm may legitimately stop reading (EPIPE); that is not our failure.
+                let _ = pipe.write_all(&data);
+            })),
+            _ => None,
+        };
+        let stdout = collect(child.stdout.take().expect("stdout piped"));
+        let stderr = collect(child.stderr.take().expect("stderr piped"));
+        Running { child, args: self.args, marker: self.marker, watchdog: self.watchdog, started, stdout, stderr, stdin_writer }
+    }
+
+    /// Run dpm to the end, then check that none of its processes remain.
+    pub fn output(self) -> Output {
+        self.spawn().wait()
+    }
+}
+
+fn collect<R: Read + Send + 'static>(mut pipe: R) -> Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx
+}
+
+/// A dpm that is running.
+pub struct Running {
+    child: Child,
+    args: Vec<String>,
+    marker: String,
+    watchdog: Duration,
+    started: Instant,
+    stdout: Receiver<Vec<u8>>,
+    stderr: Receiver<Vec<u8>>,
+    stdin_writer: Option<JoinHandle<()>>,
+}
+
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn marker(&self) -> &str {
+        &self.marker
+    }
+
+    /// Send a signal (a name such as "INT", "TERM", "KILL") to dpm itself.
+    pub fn signal(&self, sig: &str) {
+        send_signal(self.pid(), sig);
+    }
+
+    /// Wait until at least `n` processes carry this run's marker (the ranks
+    /// have started), failing the test after 20 s or if dpm exits first.
+    pub fn wait_for_procs(&mut self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let found = marked_procs(&self.marker).len();
+            if found >= n {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let out = self.finish_output(status);
+                panic!("dpm exited before {n} processes started (saw {found})\n{}", out.describe());
+            }
+            if Instant::now() > deadline {
+                self.kill_everything();
+                panic!("only {found} of {n} processes with marker {} started within 20 s: dpm {:?}", self.marker, self.args);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait for dpm to exit (under the watchdog) and collect its output,
+    /// without checking for leftover processes.
+    pub fn wait_unchecked(mut self) -> Output {
+        let deadline = self.started + self.watchdog;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return self.finish_output(status),
+                Ok(None) => {}
+                Err(e) => panic!("waiting for dpm: {e}"),
+            }
+            if Instant::now() > deadline {
+                self.kill_everything();
+                let status = self.child.wait().expect("wait for killed dpm");
+                let out = self.finish_output(status);
+                panic!("dpm did not finish within {:?} (killed by the test watchdog)\n{}", self.watchdog, out.describe());
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Wait for dpm to exit, then fail the test if any process carrying this
+    /// run's marker is still alive (after a short grace for reaping).
+    pub fn wait(self) -> Output {
+        let out = self.wait_unchecked();
+        let left = leftovers_after(&out.marker, LEFTOVER_GRACE);
+        if !left.is_empty() {
+            panic!("processes of this run were left behind after dpm exited: {left:?}\n{}", out.describe());
+        }
+        out
+    }
+
+    fn finish_output(&mut self, status: ExitStatus) -> Output {
+        let elapsed = self.started.elapsed();
+        if let Some(h) = self.stdin_writer.take() {
+            let _ = h.join();
+        }
+        let grab = |rx: &Receiver<Vec<u8>>, which: &str, marker: &str| match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(buf) => buf,
+            Err(_) => {
+                kill_marked(marker);
+                panic!("dpm exited but its {which} stayed open for 10 s (a process leaked it)");
+            }
+        };
+        let stdout = grab(&self.stdout, "stdout", &self.marker);
+        let stderr = grab(&self.stderr, "stderr", &self.marker);
+        Output { status, stdout, stderr, elapsed, marker: self.marker.clone(), args: self.args.clone() }
+    }
+
+    fn kill_everything(&mut self) {
+        let _ = self.child.kill();
+        kill_marked(&self.marker);
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // A test that panicked while dpm ran must not leave it (or its ranks) behind.
+        if let Ok(None) = self.child.try_wait() {
+            self.kill_everything();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// What one dpm run did.
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub elapsed: Duration,
+    pub marker: String,
+    pub args: Vec<String>,
+}
+
+impl Output {
+    /// dpm's exit code; fails the test if dpm itself died of a signal.
+    pub fn code(&self) -> i32 {
+        match self.status.code() {
+            Some(c) => c,
+            None => panic!("dpm was killed by signal {:?}\n{}", self.status.signal(), self.describe()),
+        }
+    }
+
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+
+    /// stdout split into lines (without the newlines).
+    pub fn lines(&self) -> Vec<String> {
+        self.stdout_str().lines().map(String::from).collect()
+    }
+
+    /// stderr split into lines.
+    pub fn err_lines(&self) -> Vec<String> {
+        self.stderr_str().lines().map(String::from).collect()
+    }
+
+    /// Everything about the run, for assertion messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "command: dpm {:?}\nstatus: {:?} after {:.3} s\n--- stdout ---\n{}\n--- stderr ---\n{}\n--------------",
+            self.args,
+            self.status,
+            self.elapsed.as_secs_f64(),
+            self.stdout_str(),
+            self.stderr_str()
+        )
+    }
+
+    pub fn assert_code(&self, expected: i32) -> &Output {
+        assert_eq!(self.code(), expected, "unexpected exit code\n{}", self.describe());
+        self
+    }
+
+    pub fn assert_success(&self) -> &Output {
+        self.assert_code(0)
+    }
+
+    pub fn assert_faster_than(&self, limit: Duration) -> &Output {
+        assert!(self.elapsed < limit, "dpm took {:?}, expected less than {limit:?}\n{}", self.elapsed, self.describe());
+        self
+    }
+
+    pub fn assert_stderr_contains(&self, needle: &str) -> &Output {
+        assert!(self.stderr_str().contains(needle), "stderr does not contain {needle:?}\n{}", self.describe());
+        self
+    }
+
+    pub fn assert_stdout_contains(&self, needle: &str) -> &Output {
+        assert!(self.stdout_str().contains(needle), "stdout does not contain {needle:?}\n{}", self.describe());
+        self
+    }
+
+    /// No line of stdout may contain `needle` (e.g. "FAIL" from a test program).
+    pub fn assert_stdout_lacks(&self, needle: &str) -> &Output {
+        assert!(!self.stdout_str().contains(needle), "stdout contains {needle:?}\n{}", self.describe());
+        self
+    }
+}
+
+/// Processes (pid, command line) whose environment holds `DPM_TEST_MARKER=<marker>`.
+pub fn marked_procs(marker: &str) -> Vec<(u32, String)> {
+    let needle = format!("{MARKER_VAR}={marker}");
+    let me = std::process::id();
+    let mut found = Vec::new();
+    let Ok(dir) = fs::read_dir("/proc") else { return found };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        // Unreadable (not ours, or gone) or empty (a zombie): not a live process of ours.
+        let Ok(environ) = fs::read(entry.path().join("environ")) else { continue };
+        if environ.split(|&b| b == 0).any(|var| var == needle.as_bytes()) {
+            let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ").trim().to_string();
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// Poll for up to `grace` until no process carries the marker. Returns the
+/// processes still alive at the end (and kills them, so a failing test does
+/// not disturb the others).
+pub fn leftovers_after(marker: &str, grace: Duration) -> Vec<(u32, String)> {
+    let deadline = Instant::now() + grace;
+    loop {
+        let left = marked_procs(marker);
+        if left.is_empty() {
+            return left;
+        }
+        if Instant::now() >= deadline {
+            kill_marked(marker);
+            return left;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGKILL every process carrying the marker.
+pub fn kill_marked(marker: &str) {
+    for (pid, _) in marked_procs(marker) {
+        send_signal(pid, "KILL");
+    }
+}
+
+/// `kill -s SIG PID`, with the system's kill(1) (keeps the tests std-only).
+pub fn send_signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .args(["-s", sig, &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run kill(1): {e}"));
+    // The process may already be gone; only a missing kill(1) is fatal.
+    let _ = status;
+}
+
+/// A file in the system temporary directory, removed when dropped.
+pub struct TempFile {
+    pub path: PathBuf,
+}
+
+impl TempFile {
+    pub fn new(prefix: &str, contents: &[u8], mode: u32) -> TempFile {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(unique(prefix));
+        fs::write(&path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).expect("chmod temp file");
+        TempFile { path }
+    }
+
+    pub fn path_str(&self) -> String {
+        self.path.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}

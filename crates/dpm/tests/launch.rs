@@ -1,0 +1,132 @@
+//! Jobs that should work: MPI startup, point-to-point traffic, MPMD numbering,
+//! MPI-4 sessions, PMI_PORT mode and the PMI trace.
+
+mod common;
+
+use common::{hello, hostname, program, Dpm, Output};
+
+/// Check examples/hello's output: one line per rank, right size and sum.
+fn assert_hello(out: &Output, n: u32) {
+    out.assert_success();
+    let host = hostname();
+    let sum = n * (n - 1) / 2;
+    let mut lines = out.lines();
+    lines.sort();
+    let mut expected: Vec<String> = (0..n)
+        .map(|r| format!("hello from rank {r} of {n} on host {host}: sum of ranks = {sum} (expected {sum})"))
+        .collect();
+    expected.sort();
+    assert_eq!(lines, expected, "hello output is wrong\n{}", out.describe());
+}
+
+#[test]
+fn hello_one_rank() {
+    assert_hello(&Dpm::run(["-n", "1", &hello()]).output(), 1);
+}
+
+#[test]
+fn hello_two_ranks() {
+    assert_hello(&Dpm::run(["-n", "2", &hello()]).output(), 2);
+}
+
+#[test]
+fn hello_eight_ranks() {
+    assert_hello(&Dpm::run(["-n", "8", &hello()]).output(), 8);
+}
+
+#[test]
+fn hello_default_is_one_rank() {
+    assert_hello(&Dpm::run([hello()]).output(), 1);
+}
+
+#[test]
+fn hello_in_pmi_port_mode() {
+    assert_hello(&Dpm::run(["--pmi-port", "-n", "3", &hello()]).output(), 3);
+}
+
+#[test]
+fn pmi_port_mode_sets_port_and_id_not_fd() {
+    let out = Dpm::run(["--pmi-port", "-n", "2", "-l", "/bin/sh", "-c", "echo port=${PMI_PORT:-unset} id=${PMI_ID:-unset} fd=${PMI_FD:-unset}"])
+        .output();
+    out.assert_success();
+    for r in 0..2 {
+        let line = out
+            .lines()
+            .into_iter()
+            .find(|l| l.starts_with(&format!("[{r}] ")))
+            .unwrap_or_else(|| panic!("no line from rank {r}\n{}", out.describe()));
+        let rest = line.trim_start_matches(&format!("[{r}] "));
+        assert!(rest.starts_with("port=127.0.0.1:") || rest.starts_with("port=localhost:"), "PMI_PORT not a loopback address: {line}");
+        assert!(rest.ends_with(&format!(" id={r} fd=unset")), "PMI_ID/PMI_FD wrong for rank {r}: {line}");
+    }
+}
+
+#[test]
+fn ring_four_ranks() {
+    let out = Dpm::run(["-n", "4", &program("ring")]).output();
+    out.assert_success();
+    // Values 10*r+1 for r in 0..4: 1+11+21+31.
+    assert_eq!(out.lines(), vec!["ring ok size=4 sum=64".to_string()], "{}", out.describe());
+}
+
+#[test]
+fn mpmd_appnum_and_per_segment_arguments() {
+    // -l so that each rank's line arrives whole (MPICH writes stdout unbuffered,
+    // in pieces, so unlabelled lines of different ranks may interleave).
+    let appnum = program("appnum");
+    let out = Dpm::run(["-l", "-n", "2", &appnum, "first", ":", "-n", "3", &appnum, "second"]).output();
+    out.assert_success();
+    let mut lines = out.lines();
+    lines.sort();
+    let expected: Vec<String> = (0..5)
+        .map(|r| {
+            let (app, arg) = if r < 2 { (0, "first") } else { (1, "second") };
+            format!("[{r}] rank {r} appnum {app} size 5 arg {arg}")
+        })
+        .collect();
+    assert_eq!(lines, expected, "{}", out.describe());
+}
+
+#[test]
+fn sessions_reinitialise_twice() {
+    let out = Dpm::run(["-n", "2", &program("sessions")]).output();
+    out.assert_success();
+    assert_eq!(out.lines(), vec!["sessions ok size=2 rounds=2".to_string()], "{}", out.describe());
+}
+
+#[test]
+fn pmi_trace_shows_both_directions() {
+    let out = Dpm::run(["--pmi-trace", "-n", "2", &hello()]).output();
+    assert_hello(&out, 2);
+    let err = out.err_lines();
+    for r in 0..2 {
+        for prefix in [format!("C[{r}]: cmd=init "), format!("S[{r}]: cmd=response_to_init ")] {
+            assert!(err.iter().any(|l| l.starts_with(&prefix)), "no trace line starting {prefix:?}\n{}", out.describe());
+        }
+        let finalize = format!("C[{r}]: cmd=finalize");
+        assert!(err.iter().any(|l| l.starts_with(&finalize)), "no trace line starting {finalize:?}\n{}", out.describe());
+    }
+    // Without the option there is no trace at all.
+    let quiet = Dpm::run(["-n", "2", &hello()]).output();
+    assert_hello(&quiet, 2);
+    assert!(!quiet.stderr_str().contains("cmd=init"), "trace printed without --pmi-trace\n{}", quiet.describe());
+}
+
+#[test]
+fn mpiexec_symlink_behaves_as_dpm_run() {
+    let dir = std::env::temp_dir().join(common::unique("dpm-mpiexec"));
+    std::fs::create_dir(&dir).expect("mkdir");
+    let link = dir.join("mpiexec");
+    std::os::unix::fs::symlink(common::dpm_bin(), &link).expect("symlink");
+    let marker = common::unique("dpmtest");
+    let status = std::process::Command::new(&link)
+        .args(["-genv", common::MARKER_VAR, &marker, "-n", "2", &hello()])
+        .stdin(std::process::Stdio::null())
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = status.expect("run mpiexec symlink");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "mpiexec -n 2 hello failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().filter(|l| l.contains("sum of ranks = 1 (expected 1)")).count(), 2, "{stdout}");
+    assert!(common::leftovers_after(&marker, common::LEFTOVER_GRACE).is_empty());
+}

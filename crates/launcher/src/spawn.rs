@@ -1,0 +1,116 @@
+//! Turning a spawn request (`MPI_Comm_spawn[_multiple]`) into a job plan.
+//!
+//! Info keys understood (MPI's reserved keys, MPICH's and Open MPI's spellings):
+//! - `wdir`: working directory (relative: to dpm's directory);
+//! - `path`: directories to find the program in (`:`-separated);
+//! - `env` (Open MPI): newline-separated `NAME=VALUE` for the children;
+//! - `host`, `hosts`, `add-host`: comma-separated `name[:n]`;
+//!   `hostfile`, `add-hostfile`: a file of `name[:n]` or `name slots=n` lines —
+//!   on one machine every name must be this machine;
+//! - `oversubscribe` (`true`/`false`) and `map-by`: placement policy;
+//! - `soft`: accepted (all `maxprocs` are started);
+//! - `arch`, `file`: accepted with a warning (meaningless here).
+//! Any other key is logged and ignored, never an error.
+
+use std::path::{Path, PathBuf};
+
+use dpm_kvs::Rank;
+use dpm_proto::{ProcSpec, SpawnCommand};
+
+use crate::plan::{resolve_program, resolve_wdir, PlanError};
+
+/// What every spawned job inherits from the `dpm run` that hosts it.
+#[derive(Clone, Debug)]
+pub struct SpawnContext {
+    /// The environment of the first segment (dpm's environment as captured at
+    /// start, after `-genv*`), before dpm's `PMI_*` variables.
+    pub base_env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    pub host: String,
+}
+
+/// A spawn request checked and resolved into processes.
+pub struct SpawnPlan {
+    pub procs: Vec<ProcSpec>,
+    pub appnums: Vec<i64>,
+    /// `Some(false)` if an info key turned oversubscription off.
+    pub oversubscribe: Option<bool>,
+}
+
+fn info<'a>(cmd: &'a SpawnCommand, keys: &[&str]) -> Option<&'a str> {
+    cmd.info.iter().find(|(k, _)| keys.contains(&k.as_str())).map(|(_, v)| v.as_str())
+}
+
+fn check_hosts(list: &str, host: &str) -> Result<(), PlanError> {
+    for entry in list.split([',', '\n']).map(str::trim).filter(|e| !e.is_empty()) {
+        let name = entry.split([':', ' ']).next().unwrap_or(entry);
+        if !crate::is_this_host(name, host) {
+            return Err(PlanError::Invalid(format!(
+                "host '{name}' is not this machine; spawning on other hosts needs the multi-node support, which this dpm does not have yet"
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<SpawnPlan, PlanError> {
+    let mut procs = Vec::new();
+    let mut appnums = Vec::new();
+    let mut oversubscribe = None;
+    for (appnum, cmd) in commands.iter().enumerate() {
+        for (key, value) in &cmd.info {
+            match key.as_str() {
+                "wdir" | "path" | "env" | "host" | "hosts" | "add-host" | "hostfile" | "add-hostfile" | "soft" | "map-by"
+                | "oversubscribe" => {}
+                "arch" | "file" => tracing::warn!("spawn info key '{key}={value}' has no meaning here and is ignored"),
+                _ => tracing::warn!("unknown spawn info key '{key}={value}' ignored"),
+            }
+        }
+        if let Some(list) = info(cmd, &["host", "hosts", "add-host"]) {
+            check_hosts(list, &ctx.host)?;
+        }
+        if let Some(file) = info(cmd, &["hostfile", "add-hostfile"]) {
+            let text = std::fs::read_to_string(ctx.cwd.join(file))
+                .map_err(|e| PlanError::Invalid(format!("hostfile {file}: {e}")))?;
+            let lines: Vec<&str> = text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()).collect();
+            check_hosts(&lines.join(","), &ctx.host)?;
+        }
+        if let Some(v) = info(cmd, &["oversubscribe"]) {
+            oversubscribe = Some(matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"));
+        }
+        let wdir = resolve_wdir(info(cmd, &["wdir"]), &ctx.cwd)?;
+        let mut env = ctx.base_env.clone();
+        if let Some(list) = info(cmd, &["env"]) {
+            for line in list.lines().filter(|l| !l.trim().is_empty()) {
+                let (k, v) = line.split_once('=').ok_or_else(|| PlanError::Invalid(format!("info env entry '{line}' is not NAME=VALUE")))?;
+                env.retain(|(ek, _)| ek != k);
+                env.push((k.to_string(), v.to_string()));
+            }
+        }
+        let exe = match info(cmd, &["path"]) {
+            // `path` names where to look: a list of directories, like PATH.
+            Some(path) if !cmd.exe.contains('/') => resolve_program(&cmd.exe, &wdir, Some(path)),
+            Some(path) => resolve_program(&Path::new(path).join(&cmd.exe).display().to_string(), &wdir, None),
+            None => {
+                let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
+                resolve_program(&cmd.exe, &wdir, path)
+            }
+        }?;
+        if cmd.maxprocs == 0 {
+            return Err(PlanError::Invalid(format!("spawn of '{}' with maxprocs 0", cmd.exe)));
+        }
+        let mut argv = vec![cmd.exe.clone()];
+        argv.extend(cmd.args.iter().cloned());
+        for _ in 0..cmd.maxprocs {
+            procs.push(ProcSpec {
+                rank: Rank(procs.len() as u32),
+                exe: exe.display().to_string(),
+                argv: argv.clone(),
+                env: env.clone(),
+                wdir: wdir.display().to_string(),
+            });
+            appnums.push(appnum as i64);
+        }
+    }
+    Ok(SpawnPlan { procs, appnums, oversubscribe })
+}
