@@ -78,6 +78,7 @@ pub fn hostname() -> String {
 
 /// How to run dpm once.
 pub struct Dpm {
+    exe: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
@@ -99,6 +100,21 @@ impl Dpm {
         Dpm::with_args(all, marker)
     }
 
+    /// `<exe> -genv DPM_TEST_MARKER <marker> ARGS...`: dpm invoked through a
+    /// link named mpiexec (or mpirun), which behaves as `dpm run`.
+    pub fn mpiexec<I, S>(exe: &Path, args: I) -> Dpm
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let marker = unique("dpmtest");
+        let mut all = vec!["-genv".to_string(), MARKER_VAR.into(), marker.clone()];
+        all.extend(args.into_iter().map(|a| a.as_ref().to_string()));
+        let mut dpm = Dpm::with_args(all, marker);
+        dpm.exe = exe.to_path_buf();
+        dpm
+    }
+
     /// `dpm ARGS...` exactly as given (no marker; for command-line tests).
     pub fn raw<I, S>(args: I) -> Dpm
     where
@@ -110,6 +126,7 @@ impl Dpm {
 
     fn with_args(args: Vec<String>, marker: String) -> Dpm {
         Dpm {
+            exe: PathBuf::from(dpm_bin()),
             args,
             env: Vec::new(),
             // Settings of the developer's shell must not change the outcome.
@@ -143,7 +160,7 @@ impl Dpm {
 
     /// Start dpm and return at once.
     pub fn spawn(self) -> Running {
-        let mut cmd = Command::new(dpm_bin());
+        let mut cmd = Command::new(&self.exe);
         cmd.args(&self.args)
             .stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
@@ -155,7 +172,7 @@ impl Dpm {
             cmd.env(k, v);
         }
         let started = Instant::now();
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", dpm_bin()));
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", self.exe.display()));
         let stdin_writer = match (self.stdin, child.stdin.take()) {
             (Some(data), Some(mut pipe)) => Some(thread::spawn(move || {
                 // dpm may legitimately stop reading (EPIPE); that is not our failure.
