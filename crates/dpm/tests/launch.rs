@@ -118,15 +118,7 @@ fn mpiexec_symlink_behaves_as_dpm_run() {
     std::fs::create_dir(&dir).expect("mkdir");
     let link = dir.join("mpiexec");
     std::os::unix::fs::symlink(common::dpm_bin(), &link).expect("symlink");
-    let marker = common::unique("dpmtest");
-    let status = std::process::Command::new(&link)
-        .args(["-genv", common::MARKER_VAR, &marker, "-n", "2", &hello()])
-        .stdin(std::process::Stdio::null())
-        .output();
+    let out = Dpm::mpiexec(&link, ["-n", "2", &hello()]).output();
     let _ = std::fs::remove_dir_all(&dir);
-    let out = status.expect("run mpiexec symlink");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "mpiexec -n 2 hello failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stdout.lines().filter(|l| l.contains("sum of ranks = 1 (expected 1)")).count(), 2, "{stdout}");
-    assert!(common::leftovers_after(&marker, common::LEFTOVER_GRACE).is_empty());
+    assert_hello(&out, 2);
 }
