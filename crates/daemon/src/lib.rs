@@ -128,23 +128,29 @@ impl Daemon {
                 }
             }
             ToDaemon::Forget { job } => self.forget(job),
+            ToDaemon::Adopt { launch, rank, pid, pmi_fd } => self.adopt_foreign(launch, rank, pid, pmi_fd),
             ToDaemon::Shutdown => {}
         }
     }
 
-    fn launch(&mut self, spec: LaunchJob) {
-        let job = spec.job;
+    fn register_job(&mut self, spec: &LaunchJob) {
+        let local_ranks = if spec.procs.is_empty() { (0..spec.size).map(Rank).collect() } else { spec.procs.iter().map(|p| p.rank).collect() };
         self.engine.add_job(JobSetup {
-            job,
+            job: spec.job,
             kvsname: spec.kvsname.clone(),
             size: spec.size,
-            local_ranks: spec.procs.iter().map(|p| p.rank).collect(),
+            local_ranks,
             appnums: spec.appnums.clone(),
             universe_size: spec.universe_size,
             process_mapping: spec.process_mapping.clone(),
             spawner: spec.spawner.clone(),
             preput: spec.preput.clone(),
         });
+    }
+
+    fn launch(&mut self, spec: LaunchJob) {
+        let job = spec.job;
+        self.register_job(&spec);
         let mut entry = JobProcs::default();
         if spec.pmi_mode == PmiMode::Port {
             match tasks::listen_pmi_port(job, self.events.clone()) {
@@ -222,10 +228,31 @@ impl Daemon {
         }
         let conn = s.pmi.map(|fd| self.open_conn(job, Some(rank), fd));
         let (closed_tx, closed_rx) = oneshot::channel();
-        tasks::watch_proc(job, rank, s.pidfd, s.stdout, s.stderr, closed_rx, self.events.clone());
+        tasks::watch_proc(job, rank, s.pidfd, Some(s.stdout), Some(s.stderr), closed_rx, self.events.clone());
         let proc = Proc { pid: s.pid, conn, pmi: PmiState::Silent, pmi_closed: Some(closed_tx) };
         self.procs.insert((job, rank), proc);
         let _ = self.up.send(ToLauncher::Started { job, rank, pid: s.pid as u32 });
+    }
+
+    /// Serve an already running process (an MPICH singleton).
+    fn adopt_foreign(&mut self, launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32) {
+        let job = launch.job;
+        self.register_job(&launch);
+        self.jobs.insert(job, JobProcs::default());
+        // SAFETY: the launcher hands over an fd it opened and no longer uses.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pmi_fd) };
+        let conn = self.open_conn(job, Some(rank), fd);
+        let pidfd = match spawn::pidfd_open(pid as i32) {
+            Ok(p) => p,
+            Err(e) => {
+                self.launch_failed(job, rank, format!("cannot watch process {pid}: {e}"), &e);
+                return;
+            }
+        };
+        let (closed_tx, closed_rx) = oneshot::channel();
+        tasks::watch_proc(job, rank, pidfd, None, None, closed_rx, self.events.clone());
+        self.procs.insert((job, rank), Proc { pid: pid as i32, conn: Some(conn), pmi: PmiState::Silent, pmi_closed: Some(closed_tx) });
+        let _ = self.up.send(ToLauncher::Started { job, rank, pid });
     }
 
     fn open_conn(&mut self, job: JobId, rank: Option<Rank>, fd: OwnedFd) -> ConnId {

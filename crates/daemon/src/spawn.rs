@@ -90,7 +90,7 @@ pub fn spawn_proc(spec: &ProcSpec, pmi: PmiEnv, pgid: i32, with_stdin: bool) -> 
     Ok(Started { pid, pidfd: pidfd_open(pid)?, pmi: parent_end, stdin, stdout, stderr })
 }
 
-fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     // SAFETY: plain syscall; on success the kernel returns a new fd we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -106,7 +106,13 @@ pub fn reap(pidfd: &OwnedFd) -> io::Result<Option<dpm_proto::ExitStatus>> {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let rc = libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG);
         if rc != 0 {
-            return Err(io::Error::last_os_error());
+            let err = io::Error::last_os_error();
+            // Not our child (an adopted singleton): it ended, status unknown;
+            // its PMI state decides how the exit is judged.
+            if err.raw_os_error() == Some(libc::ECHILD) {
+                return Ok(Some(dpm_proto::ExitStatus::Code(0)));
+            }
+            return Err(err);
         }
         if info.si_pid() == 0 {
             return Ok(None);

@@ -109,16 +109,16 @@ pub fn watch_proc(
     job: JobId,
     rank: Rank,
     pidfd: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
     mut pmi_closed: oneshot::Receiver<()>,
     events: mpsc::UnboundedSender<Event>,
 ) {
     tokio::spawn(async move {
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
         let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }.ok();
-        let mut out = pipe::Receiver::from_owned_fd(stdout).ok();
-        let mut err = pipe::Receiver::from_owned_fd(stderr).ok();
+        let mut out = stdout.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
+        let mut err = stderr.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
         let mut out_buf = vec![0u8; 16 * 1024];
         let mut err_buf = vec![0u8; 16 * 1024];
         let mut status: Option<ExitStatus> = None;

@@ -123,6 +123,17 @@ impl Controller {
 
     /// Start a job on daemon `daemon` (one node, for now).
     pub fn launch(&mut self, daemon: usize, launch: LaunchJob) {
+        self.register(daemon, &launch);
+        self.send(daemon, ToDaemon::Launch(launch));
+    }
+
+    /// Take on a process dpm did not start (singleton mode) as rank 0 of a job.
+    pub fn adopt(&mut self, daemon: usize, launch: LaunchJob, pid: u32, pmi_fd: i32) {
+        self.register(daemon, &launch);
+        self.send(daemon, ToDaemon::Adopt { launch, rank: Rank(0), pid, pmi_fd });
+    }
+
+    fn register(&mut self, daemon: usize, launch: &LaunchJob) {
         let size = launch.size;
         if launch.stdin_rank.is_some() {
             self.stdin_job = Some(launch.job);
@@ -142,10 +153,9 @@ impl Controller {
         );
         if self.settings.report_placement {
             let host = &self.daemons[daemon].host;
-            let ranks: Vec<u32> = launch.procs.iter().map(|p| p.rank.0).collect();
+            let ranks: Vec<u32> = (0..size).collect();
             eprintln!("dpm: {} ({}, {} ranks): ranks {} on {host}", launch.job, launch.kvsname, size, rank_ranges(&ranks));
         }
-        self.send(daemon, ToDaemon::Launch(launch));
     }
 
     fn send(&self, daemon: usize, msg: ToDaemon) {

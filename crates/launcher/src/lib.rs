@@ -14,6 +14,7 @@ pub mod cli;
 pub mod controller;
 pub mod output;
 pub mod plan;
+pub mod singleton;
 pub mod spawn;
 
 use std::time::Duration;
@@ -28,6 +29,9 @@ use controller::{Controller, DaemonLink, Settings};
 
 /// `dpm run ARGS` / `mpiexec ARGS`: returns the process exit status.
 pub fn run_command(args: &[String]) -> i32 {
+    if let Some(at) = args.iter().position(|a| a == "-pmi_args") {
+        return singleton::run(&args[at + 1..], args[..at].iter().any(|a| a == "-v"));
+    }
     let opts = match cli::parse_run(args) {
         Ok(o) => o,
         Err(CliError::Help) => {
@@ -57,7 +61,7 @@ pub fn run_command(args: &[String]) -> i32 {
 
 /// Run a job on this machine: one node daemon, in this process.
 async fn run_local(opts: RunOptions) -> i32 {
-    let host = nix::unistd::gethostname().map_or_else(|_| "localhost".into(), |h| h.to_string_lossy().into_owned());
+    let host = this_host();
     for h in &opts.hosts {
         if !is_this_host(h, &host) {
             eprintln!("dpm run: host '{h}' is not this machine; running on other hosts needs the multi-node support, which this dpm does not have yet");
@@ -82,11 +86,6 @@ async fn run_local(opts: RunOptions) -> i32 {
     let size = planned.procs.len() as u32;
     let timeout = opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()));
 
-    let (down_tx, down_rx) = mpsc::unbounded_channel();
-    let (up_tx, up_rx) = mpsc::unbounded_channel();
-    let config = dpm_daemon::DaemonConfig { host: host.clone(), trace: opts.pmi_trace };
-    let daemon = tokio::spawn(dpm_daemon::run(config, down_rx, up_tx));
-
     let universe_size = opts.universe_size.unwrap_or_else(cli::cpus);
     let pmi_mode = if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd };
     let settings = Settings {
@@ -102,7 +101,7 @@ async fn run_local(opts: RunOptions) -> i32 {
             host: host.clone(),
         },
     };
-    let mut controller = Controller::new(settings, vec![DaemonLink { tx: down_tx, host: host.clone() }], up_rx);
+    let (mut controller, daemon) = start_local(settings, opts.pmi_trace);
     let (job, kvsname) = controller.new_job_id();
     controller.launch(
         0,
@@ -124,6 +123,20 @@ async fn run_local(opts: RunOptions) -> i32 {
     // The daemon kills whatever is left when it shuts down; wait for that.
     let _ = daemon.await;
     code
+}
+
+/// The controller and its one node daemon, in this process.
+pub(crate) fn start_local(settings: Settings, trace: bool) -> (Controller, tokio::task::JoinHandle<()>) {
+    let (down_tx, down_rx) = mpsc::unbounded_channel();
+    let (up_tx, up_rx) = mpsc::unbounded_channel();
+    let host = settings.spawn.host.clone();
+    let config = dpm_daemon::DaemonConfig { host: host.clone(), trace };
+    let daemon = tokio::spawn(dpm_daemon::run(config, down_rx, up_tx));
+    (Controller::new(settings, vec![DaemonLink { tx: down_tx, host }], up_rx), daemon)
+}
+
+pub(crate) fn this_host() -> String {
+    nix::unistd::gethostname().map_or_else(|_| "localhost".into(), |h| h.to_string_lossy().into_owned())
 }
 
 pub(crate) fn is_this_host(name: &str, host: &str) -> bool {

@@ -110,6 +110,11 @@ pub enum ToDaemon {
     Stdin { job: JobId, data: Vec<u8> },
     /// The job is over on every node: forget it.
     Forget { job: JobId },
+    /// Serve a process dpm did not start (an MPICH singleton that asked for a
+    /// process manager): `pmi_fd` is its PMI connection, already through the
+    /// `singinit` handshake. Only meaningful for a daemon in the launcher's
+    /// process, since it carries a file descriptor number.
+    Adopt { launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32 },
     /// Stop: kill whatever is left and exit.
     Shutdown,
 }

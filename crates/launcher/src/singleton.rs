@@ -1,0 +1,106 @@
+//! Singleton mode: `mpiexec -pmi_args PORT INTERFACE KEY PID`.
+//!
+//! An MPICH program started without a launcher (`./prog`, `python script.py`)
+//! that needs a process manager — to spawn, or for `MPI_UNIVERSE_SIZE` —
+//! listens on a TCP port and runs `mpiexec -pmi_args …` found in its PATH
+//! (`pmi-wire.md` §2.4). dpm, installed as `mpiexec`, connects back, completes
+//! the `singinit` handshake, and serves the program as rank 0 of a one-process
+//! job; processes it spawns are launched as usual. dpm ends when the program
+//! and everything it spawned have ended.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::os::fd::IntoRawFd;
+use std::time::Duration;
+
+use dpm_proto::{LaunchJob, PmiMode};
+
+use crate::controller::Settings;
+
+/// Serve the singleton; returns dpm's exit status.
+pub fn run(args: &[String], verbose: bool) -> i32 {
+    crate::init_logging(u8::from(verbose));
+    let (Some(port), Some(pid)) = (args.first(), args.get(3)) else {
+        eprintln!("mpiexec: -pmi_args needs PORT INTERFACE KEY PID");
+        return 2;
+    };
+    let (Ok(port), Ok(pid)) = (port.parse::<u16>(), pid.parse::<u32>()) else {
+        eprintln!("mpiexec: -pmi_args {}: PORT and PID must be numbers", args.join(" "));
+        return 2;
+    };
+    let kvsname = format!("kvs_{}_0", std::process::id());
+    let stream = match handshake(port, &kvsname) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mpiexec: singleton handshake with process {pid} on port {port} failed: {e}");
+            return 1;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dpm: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let launcher_env: Vec<(String, String)> = std::env::vars().collect();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    runtime.block_on(async move {
+        let host = crate::this_host();
+        let universe_size = crate::cli::cpus();
+        let settings = Settings {
+            label: false,
+            kill_grace: Duration::from_secs(3),
+            universe_size,
+            pmi_mode: PmiMode::Fd,
+            no_oversubscribe: false,
+            report_placement: false,
+            spawn: crate::spawn::SpawnContext {
+                base_env: launcher_env.into_iter().filter(|(k, _)| !k.starts_with("PMI_") && !k.starts_with("PMIX_")).collect(),
+                cwd,
+                host,
+            },
+        };
+        let (mut controller, daemon) = crate::start_local(settings, false);
+        let (job, kvs) = controller.new_job_id(); // the same name as told in the handshake
+        let launch = LaunchJob {
+            job,
+            kvsname: kvs,
+            size: 1,
+            appnums: vec![0],
+            universe_size,
+            process_mapping: crate::plan::process_mapping(&[0]),
+            spawner: None,
+            preput: Vec::new(),
+            pmi_mode: PmiMode::Fd,
+            stdin_rank: None,
+            procs: Vec::new(),
+        };
+        controller.adopt(0, launch, pid, stream.into_raw_fd());
+        let code = controller.run(None).await;
+        let _ = daemon.await;
+        code
+    })
+}
+
+/// Connect to the singleton and agree on versions; the connection then
+/// carries ordinary PMI-1.
+fn handshake(port: u16, kvsname: &str) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    (&stream).write_all(b"cmd=singinit authtype=none\n")?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line)?;
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{what}: {line:?}"));
+    if !line.starts_with("cmd=singinit ") {
+        return Err(bad("unexpected reply"));
+    }
+    if !line.contains("authtype=none") {
+        return Err(bad("unsupported authentication"));
+    }
+    // stdio=no: the program keeps its own stdin/stdout/stderr.
+    (&stream).write_all(format!("cmd=singinit_info versionok=yes stdio=no kvsname={kvsname}\n").as_bytes())?;
+    stream.set_read_timeout(None)?;
+    Ok(stream)
+}
