@@ -353,7 +353,7 @@ impl Output {
     pub fn describe(&self) -> String {
         format!(
             "command: dpm {:?}\nstatus: {:?} after {:.3} s\n--- stdout ---\n{}\n--- stderr ---\n{}\n--------------",
-            self.args,
+            self.args.iter().map(|a| shorten(a, 120)).collect::<Vec<_>>(),
             self.status,
             self.elapsed.as_secs_f64(),
             self.stdout_str(),
@@ -389,6 +389,14 @@ impl Output {
     pub fn assert_stdout_lacks(&self, needle: &str) -> &Output {
         assert!(!self.stdout_str().contains(needle), "stdout contains {needle:?}\n{}", self.describe());
         self
+    }
+}
+
+/// `s`, cut to `max` characters with a note of how much was left out.
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}...[{} more bytes]", &s[..at], s.len() - at),
+        None => s.to_string(),
     }
 }
 
