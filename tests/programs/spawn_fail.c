@@ -28,6 +28,9 @@ static void child(MPI_Comm parent)
     MPI_Recv(&value, 1, MPI_INT, 0, 1, parent, MPI_STATUS_IGNORE);
     value *= 10;
     MPI_Send(&value, 1, MPI_INT, 0, 2, parent);
+    /* MPICH's disconnect does not synchronize: without this barrier the child
+     * may exit before every parent rank has connected to it. */
+    MPI_Barrier(parent);
     MPI_Comm_disconnect(&parent);
 }
 
@@ -110,6 +113,7 @@ int main(int argc, char **argv)
         MPI_OK(MPI_Recv(&answer, 1, MPI_INT, 0, 2, inter, MPI_STATUS_IGNORE));
         CHECK(answer == 70, "retry child answered %d, expected 70", answer);
     }
+    MPI_OK(MPI_Barrier(inter));
     MPI_OK(MPI_Comm_disconnect(&inter));
     bad = failures;
     MPI_OK(MPI_Allreduce(&bad, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));

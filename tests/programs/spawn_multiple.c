@@ -31,6 +31,9 @@ static void child(MPI_Comm parent)
     snprintf(line, sizeof line, "appnum=%d cwd=%s var=%s other=%s", flag ? *appnum : -1, cwd,
              var ? var : "(unset)", other ? other : "(unset)");
     MPI_Send(line, (int)strlen(line) + 1, MPI_CHAR, 0, 1, parent);
+    /* MPICH's disconnect does not synchronize: without this barrier a child
+     * may exit before every parent rank has connected to it. */
+    MPI_Barrier(parent);
     MPI_Comm_disconnect(&parent);
 }
 
@@ -78,6 +81,7 @@ static void parent(void)
     }
     MPI_Info_free(&infos[0]);
     MPI_Info_free(&infos[1]);
+    MPI_Barrier(inter);
     MPI_Comm_disconnect(&inter);
 
     int bad = failures, total = 0;
