@@ -45,6 +45,8 @@ pub struct RunOptions {
     pub hosts: Vec<String>,
     pub no_oversubscribe: bool,
     pub report_placement: bool,
+    /// Said about the command line once logging is up (ignored options).
+    pub warnings: Vec<String>,
 }
 
 impl Default for RunOptions {
@@ -63,6 +65,7 @@ impl Default for RunOptions {
             hosts: Vec::new(),
             no_oversubscribe: false,
             report_placement: false,
+            warnings: Vec::new(),
         }
     }
 }
@@ -237,10 +240,10 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
             "f" | "hostfile" | "machinefile" => {
                 return Err(usage(format!("'{arg}': host files need the multi-node support, which this dpm does not have yet")))
             }
-            _ if IGNORED_FLAGS.contains(&name) => tracing::warn!("option '{arg}' is ignored"),
+            _ if IGNORED_FLAGS.contains(&name) => opts.warnings.push(format!("option '{arg}' is ignored")),
             _ if IGNORED_VALUED.contains(&name) => {
                 let v = value("a value")?;
-                tracing::warn!("option '{arg} {v}' is ignored");
+                opts.warnings.push(format!("option '{arg} {v}' is ignored"));
             }
             _ => return Err(usage(format!("unknown option '{arg}'"))),
         }

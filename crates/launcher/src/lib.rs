@@ -48,6 +48,9 @@ pub fn run_command(args: &[String]) -> i32 {
         }
     };
     init_logging(opts.verbose);
+    for w in &opts.warnings {
+        tracing::warn!("{w}");
+    }
     raise_fd_limit();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -153,7 +156,13 @@ pub fn init_logging(verbose: u8) {
         _ => "trace",
     };
     let filter = std::env::var("DPM_LOG").ok().and_then(|f| EnvFilter::try_new(f).ok()).unwrap_or_else(|| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
 }
 
 /// Each rank costs the daemon a socket and two or three pipe ends.

@@ -28,6 +28,12 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
         eprintln!("mpiexec: -pmi_args {}: PORT and PID must be numbers", args.join(" "));
         return 2;
     };
+    // MPICH formats PID in the forked child, so it is our own pid: the
+    // singleton is the process that forked us.
+    let pid = if pid == std::process::id() { nix::unistd::getppid().as_raw() as u32 } else { pid };
+    // Everything the singleton had open was inherited (MPICH does not mark its
+    // fds close-on-exec): keep none of it, so spawned children get none either.
+    close_inherited_fds();
     let kvsname = format!("kvs_{}_0", std::process::id());
     let stream = match handshake(port, &kvsname) {
         Ok(s) => s,
@@ -81,6 +87,16 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
         let _ = daemon.await;
         code
     })
+}
+
+fn close_inherited_fds() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let fds: Vec<i32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).filter(|&fd| fd > 2).collect();
+    for fd in fds {
+        // SAFETY: nothing in this process owns these fds yet (no runtime, no
+        // files opened); the one read_dir used is closed and fails harmlessly.
+        unsafe { libc::close(fd) };
+    }
 }
 
 /// Connect to the singleton and agree on versions; the connection then

@@ -67,6 +67,9 @@ pub enum WireError {
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
+    /// After an over-long PMI-1 line: drop input up to its newline, so the
+    /// stream stays in step.
+    skip_line: bool,
 }
 
 impl Decoder {
@@ -74,7 +77,16 @@ impl Decoder {
         Self::default()
     }
 
-    pub fn feed(&mut self, data: &[u8]) {
+    pub fn feed(&mut self, mut data: &[u8]) {
+        if self.skip_line {
+            match data.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    self.skip_line = false;
+                    data = &data[end + 1..];
+                }
+                None => return,
+            }
+        }
         self.buf.extend_from_slice(data);
     }
 
@@ -85,6 +97,11 @@ impl Decoder {
 
     /// The next complete frame, `Ok(None)` if more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, WireError> {
+        // Blank lines between commands carry nothing: drop them.
+        let blank = self.buf.iter().take_while(|&&b| b == b'\n' || b == b'\r').count();
+        if blank > 0 {
+            self.buf.drain(..blank);
+        }
         let buf = &self.buf;
         if buf.is_empty() {
             return Ok(None);
@@ -167,10 +184,7 @@ impl Decoder {
                 WireError::BadLength(header)
             });
         };
-        if len > MAX_FRAME {
-            self.buf.clear();
-            return Err(WireError::TooLong(len));
-        }
+        // (Six digits cannot announce more than MAX_FRAME.)
         if self.buf.len() < 6 + len {
             return Ok(None);
         }
@@ -178,10 +192,14 @@ impl Decoder {
         parse_v2_body(&String::from_utf8_lossy(&body)).map(Some)
     }
 
+
+    /// A PMI-1 line or spawn block that grew past the limit: drop it through
+    /// its end of line, so the next command is read from its start.
     fn check_unbounded(&mut self) -> Result<Option<Frame>, WireError> {
         if self.buf.len() > MAX_FRAME {
             let n = self.buf.len();
             self.buf.clear();
+            self.skip_line = true;
             return Err(WireError::TooLong(n));
         }
         Ok(None)
@@ -286,5 +304,37 @@ pub fn trace_text(bytes: &[u8]) -> String {
         text.replace('\n', " / ")
     } else {
         text.get(6..).unwrap_or(text).to_string()
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_over_long_line_costs_one_error_and_the_stream_stays_in_step() {
+        let mut d = Decoder::new();
+        d.feed(b"cmd=put key=k value=");
+        let chunk = vec![b'z'; 64 * 1024];
+        let mut errors = 0;
+        for _ in 0..40 {
+            d.feed(&chunk);
+            while let Err(e) = d.next_frame() {
+                assert!(matches!(e, WireError::TooLong(_)));
+                errors += 1;
+            }
+        }
+        d.feed(b"zzz\ncmd=get_maxes\n");
+        assert_eq!(d.next_frame().unwrap().unwrap().name, "get_maxes");
+        assert_eq!(errors, 1);
+    }
+
+    #[test]
+    fn blank_lines_are_ignored() {
+        let mut d = Decoder::new();
+        d.feed(b"\n\r\ncmd=get_appnum\n");
+        assert_eq!(d.next_frame().unwrap().unwrap().name, "get_appnum");
+        assert_eq!(d.next_frame(), Ok(None));
     }
 }
