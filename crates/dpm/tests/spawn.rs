@@ -535,3 +535,140 @@ fn mpi4py_test_dynproc() {
         assert!(summaries.iter().all(|s| s == "OK"), "a test was skipped at -n {n}: {summaries:?}\n{}", out.describe());
     }
 }
+
+// ---- failures and signals in spawned jobs end the whole run -------------------
+
+/// Parent spawns 2 children of this script (argv[1] = mode) and waits for
+/// them on a barrier. Children print the -genv variable GV; in mode "sleep"
+/// everyone sleeps 30 s, "abort": child 1 calls MPI_Abort(9), "exit3":
+/// child 1 exits 3 after MPI_Finalize.
+const SPAWN_MODES: &str = r#"
+import os, sys, time
+from mpi4py import MPI
+mode = sys.argv[1]
+p = MPI.Comm.Get_parent()
+if p == MPI.COMM_NULL:
+    c = MPI.COMM_SELF.Spawn(sys.executable, args=[sys.argv[0], mode], maxprocs=2)
+    print("parent spawned", flush=True)
+    if mode == "sleep":
+        time.sleep(30)
+    c.Barrier()
+    c.Disconnect()
+    print("parent done", flush=True)
+else:
+    r = MPI.COMM_WORLD.Get_rank()
+    print(f"child {r} GV={os.environ.get('GV')}", flush=True)
+    if mode == "sleep":
+        time.sleep(30)
+    if mode == "abort" and r == 1:
+        MPI.COMM_WORLD.Abort(9)
+    p.Barrier()
+    p.Disconnect()
+    MPI.Finalize()
+    if mode == "exit3" and r == 1:
+        sys.exit(3)
+"#;
+
+fn spawn_modes(mode: &str, extra: &[&str]) -> (common::TempFile, Dpm) {
+    let script = common::TempFile::new("dpm-spawn-modes", SPAWN_MODES.as_bytes(), 0o644);
+    let path = script.path_str();
+    let python = venv_python();
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend(["-genv", "GV", "from-genv", "-n", "1", &python, &path, mode]);
+    let dpm = Dpm::run(args);
+    (script, dpm)
+}
+
+#[test]
+fn spawned_children_get_genv_and_a_clean_run_exits_0() {
+    let (_script, dpm) = spawn_modes("plain", &[]);
+    let out = dpm.output();
+    assert_ok_with(&out, &["parent spawned", "child 0 GV=from-genv", "child 1 GV=from-genv", "parent done"]);
+}
+
+#[test]
+fn mpi_abort_in_a_spawned_job_ends_the_run() {
+    let (_script, dpm) = spawn_modes("abort", &[]);
+    let out = dpm.output();
+    out.assert_code(9).assert_faster_than(Duration::from_secs(10));
+    out.assert_stderr_contains("rank 1 of job 1").assert_stderr_contains("MPI_Abort with exit code 9");
+    out.assert_stdout_lacks("parent done");
+}
+
+#[test]
+fn spawned_rank_exiting_non_zero_after_finalize_sets_the_status() {
+    let (_script, dpm) = spawn_modes("exit3", &[]);
+    let out = dpm.output();
+    out.assert_code(3);
+    out.assert_stderr_contains("rank 1 of job 1").assert_stderr_contains("exited with code 3");
+}
+
+#[test]
+fn timeout_kills_spawned_jobs_too() {
+    let (_script, dpm) = spawn_modes("sleep", &["--timeout", "3"]);
+    let out = dpm.output();
+    out.assert_code(124).assert_faster_than(Duration::from_secs(10));
+    out.assert_stdout_contains("child 1 GV=from-genv");
+}
+
+#[test]
+fn sigint_reaches_spawned_jobs() {
+    let (_script, dpm) = spawn_modes("sleep", &[]);
+    let mut running = dpm.spawn();
+    running.wait_for_procs(3);
+    thread::sleep(Duration::from_millis(500)); // let the children finish MPI_Init
+    running.signal("INT");
+    let out = running.wait();
+    out.assert_code(130).assert_faster_than(Duration::from_secs(20));
+}
+
+// ---- host-related and other info keys --------------------------------------------
+
+const SPAWN_INFO_KEYS: &str = r#"
+import socket, sys
+from mpi4py import MPI
+p = MPI.Comm.Get_parent()
+if p != MPI.COMM_NULL:
+    p.Barrier(); p.Disconnect(); sys.exit(0)
+MPI.COMM_WORLD.Set_errhandler(MPI.ERRORS_RETURN)
+def attempt(label, key, value):
+    info = MPI.Info.Create()
+    info.Set(key, value)
+    try:
+        c = MPI.COMM_WORLD.Spawn(sys.executable, args=[sys.argv[0]], maxprocs=1, info=info)
+        c.Barrier(); c.Disconnect()
+        print(label, "spawned", flush=True)
+    except MPI.Exception:
+        print(label, "failed", flush=True)
+attempt("host-self", "host", socket.gethostname())
+attempt("host-localhost", "host", "localhost")
+attempt("hosts-self-n", "hosts", socket.gethostname() + ":2")
+attempt("host-other", "host", "no-such-host.invalid")
+attempt("soft", "soft", "1:2")
+attempt("arch", "arch", "x86_64")
+attempt("unknown-key", "foo", "bar")
+attempt("oversubscribe-false", "oversubscribe", "false")
+print("done", flush=True)
+"#;
+
+#[test]
+fn spawn_info_host_and_other_keys() {
+    let script = common::TempFile::new("dpm-spawn-info", SPAWN_INFO_KEYS.as_bytes(), 0o644);
+    // 16 slots: room for the parent, the new children and the previous
+    // spawn's children, which may not have exited yet.
+    let out = Dpm::run(["--usize", "16", "-n", "1", &venv_python(), &script.path_str()]).output();
+    assert_ok_with(
+        &out,
+        &[
+            "host-self spawned",
+            "host-localhost spawned",
+            "hosts-self-n spawned",
+            "host-other failed",
+            "soft spawned",
+            "arch spawned",
+            "unknown-key spawned",
+            "oversubscribe-false spawned",
+            "done",
+        ],
+    );
+}
