@@ -167,22 +167,32 @@ impl Daemon {
             }
         }
         self.jobs.insert(job, entry);
+        let apps: Vec<std::io::Result<spawn::PreparedApp>> = spec.apps.iter().map(spawn::PreparedApp::new).collect();
         let local_n = spec.procs.len();
         for (local_id, proc) in spec.procs.iter().enumerate() {
             let pgid = self.jobs[&job].pgids.first().copied().unwrap_or(0);
             let with_stdin = spec.stdin_rank == Some(proc.rank);
-            let started = match spawn::spawn_proc(proc, self.pmi_env(&spec, proc.rank, local_id, local_n), pgid, with_stdin) {
+            let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
+            let app = match apps.get(proc.app) {
+                Some(Ok(app)) => app,
+                Some(Err(err)) => return self.launch_failed(job, proc.rank, format!("cannot start '{exe}': {err}"), err),
+                None => {
+                    let err = std::io::Error::from_raw_os_error(libc::EINVAL);
+                    return self.launch_failed(job, proc.rank, format!("rank {} names no program", proc.rank.0), &err);
+                }
+            };
+            let started = match spawn::spawn_proc(app, self.pmi_env(&spec, proc.rank, local_id, local_n), pgid, with_stdin) {
                 // The job's group vanishes when its leader exits early: start a new one.
                 Err(e) if pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => {
-                    spawn::spawn_proc(proc, self.pmi_env(&spec, proc.rank, local_id, local_n), 0, with_stdin)
+                    spawn::spawn_proc(app, self.pmi_env(&spec, proc.rank, local_id, local_n), 0, with_stdin)
                 }
                 other => other,
             };
             match started {
                 Ok(s) => self.adopt(job, proc.rank, s),
                 Err(err) => {
-                    self.launch_failed(job, proc.rank, format!("cannot start '{}': {err}", proc.exe), &err);
-                    return; // the launcher ends the job; ranks already started get killed
+                    // The launcher ends the job; ranks already started get killed.
+                    return self.launch_failed(job, proc.rank, format!("cannot start '{exe}': {err}"), &err);
                 }
             }
         }

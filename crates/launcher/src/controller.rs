@@ -388,7 +388,7 @@ impl Controller {
                 return reply(self, Err(e.to_string()));
             }
         };
-        let size = plan.procs.len() as u32;
+        let size = plan.job.procs.len() as u32;
         let oversubscribe = plan.oversubscribe.unwrap_or(!self.settings.no_oversubscribe);
         let slots = self.settings.universe_size;
         let live = self.live_procs();
@@ -404,14 +404,15 @@ impl Controller {
             job,
             kvsname,
             size,
-            appnums: plan.appnums,
+            appnums: plan.job.appnums,
             universe_size: self.settings.universe_size,
             process_mapping: process_mapping(&vec![0; size as usize]),
             spawner: Some(parent_kvs),
             preput,
             pmi_mode: self.settings.pmi_mode,
             stdin_rank: None,
-            procs: plan.procs,
+            apps: plan.job.apps,
+            procs: plan.job.procs,
         };
         self.launch(daemon, launch);
         if let Some(j) = self.jobs.get_mut(&job) {

@@ -119,6 +119,7 @@ async fn run_local(opts: RunOptions) -> i32 {
             preput: Vec::new(),
             pmi_mode,
             stdin_rank: Some(Rank(0)),
+            apps: planned.apps,
             procs: planned.procs,
         },
     );

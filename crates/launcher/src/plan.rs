@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use dpm_kvs::Rank;
-use dpm_proto::ProcSpec;
+use dpm_proto::{AppSpec, ProcSpec};
 
 use crate::cli::{EnvMode, RunOptions, Segment};
 
@@ -111,16 +111,38 @@ fn check_executable(candidate: &Path, program: &str) -> Result<PathBuf, PlanErro
     }
 }
 
-/// The processes of a job, rank order, with their appnum.
+/// The programs and processes of a job, rank order; a rank's appnum is its app's index.
 pub struct PlannedJob {
+    pub apps: Vec<AppSpec>,
     pub procs: Vec<ProcSpec>,
     pub appnums: Vec<i64>,
 }
 
+impl PlannedJob {
+    pub fn new() -> Self {
+        PlannedJob { apps: Vec::new(), procs: Vec::new(), appnums: Vec::new() }
+    }
+
+    /// Add `n` ranks running `app`.
+    pub fn push_app(&mut self, app: AppSpec, n: u32) {
+        let index = self.apps.len();
+        self.apps.push(app);
+        for _ in 0..n {
+            self.procs.push(ProcSpec { rank: Rank(self.procs.len() as u32), app: index });
+            self.appnums.push(index as i64);
+        }
+    }
+}
+
+impl Default for PlannedJob {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Build the initial job's processes from the command line.
 pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path) -> Result<PlannedJob, PlanError> {
-    let mut procs = Vec::new();
-    let mut appnums = Vec::new();
+    let mut job = PlannedJob::new();
     for (appnum, seg) in opts.segments.iter().enumerate() {
         let env = segment_env(opts, seg, launcher_env);
         let wdir = resolve_wdir(seg.wdir.as_deref(), cwd)?;
@@ -134,18 +156,9 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
         }
         let mut argv = vec![seg.program.clone()];
         argv.extend(seg.args.iter().cloned());
-        for _ in 0..n {
-            procs.push(ProcSpec {
-                rank: Rank(procs.len() as u32),
-                exe: exe.display().to_string(),
-                argv: argv.clone(),
-                env: env.clone(),
-                wdir: wdir.display().to_string(),
-            });
-            appnums.push(appnum as i64);
-        }
+        job.push_app(AppSpec { exe: exe.display().to_string(), argv, env, wdir: wdir.display().to_string() }, n);
     }
-    Ok(PlannedJob { procs, appnums })
+    Ok(job)
 }
 
 /// `PMI_process_mapping` for ranks placed on nodes `node_of[rank]`, in MPICH's

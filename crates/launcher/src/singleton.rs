@@ -80,6 +80,7 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
             preput: Vec::new(),
             pmi_mode: PmiMode::Fd,
             stdin_rank: None,
+            apps: Vec::new(),
             procs: Vec::new(),
         };
         controller.adopt(0, launch, pid, stream.into_raw_fd());

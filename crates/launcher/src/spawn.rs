@@ -14,10 +14,9 @@
 
 use std::path::{Path, PathBuf};
 
-use dpm_kvs::Rank;
-use dpm_proto::{ProcSpec, SpawnCommand};
+use dpm_proto::{AppSpec, SpawnCommand};
 
-use crate::plan::{resolve_program, resolve_wdir, PlanError};
+use crate::plan::{resolve_program, resolve_wdir, PlanError, PlannedJob};
 
 /// What every spawned job inherits from the `dpm run` that hosts it.
 #[derive(Clone, Debug)]
@@ -31,8 +30,7 @@ pub struct SpawnContext {
 
 /// A spawn request checked and resolved into processes.
 pub struct SpawnPlan {
-    pub procs: Vec<ProcSpec>,
-    pub appnums: Vec<i64>,
+    pub job: PlannedJob,
     /// `Some(false)` if an info key turned oversubscription off.
     pub oversubscribe: Option<bool>,
 }
@@ -54,10 +52,9 @@ fn check_hosts(list: &str, host: &str) -> Result<(), PlanError> {
 }
 
 pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<SpawnPlan, PlanError> {
-    let mut procs = Vec::new();
-    let mut appnums = Vec::new();
+    let mut job = PlannedJob::new();
     let mut oversubscribe = None;
-    for (appnum, cmd) in commands.iter().enumerate() {
+    for cmd in commands {
         for (key, value) in &cmd.info {
             match key.as_str() {
                 "wdir" | "path" | "env" | "host" | "hosts" | "add-host" | "hostfile" | "add-hostfile" | "soft" | "map-by"
@@ -101,16 +98,7 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
         }
         let mut argv = vec![cmd.exe.clone()];
         argv.extend(cmd.args.iter().cloned());
-        for _ in 0..cmd.maxprocs {
-            procs.push(ProcSpec {
-                rank: Rank(procs.len() as u32),
-                exe: exe.display().to_string(),
-                argv: argv.clone(),
-                env: env.clone(),
-                wdir: wdir.display().to_string(),
-            });
-            appnums.push(appnum as i64);
-        }
+        job.push_app(AppSpec { exe: exe.display().to_string(), argv, env, wdir: wdir.display().to_string() }, cmd.maxprocs);
     }
-    Ok(SpawnPlan { procs, appnums, oversubscribe })
+    Ok(SpawnPlan { job, oversubscribe })
 }

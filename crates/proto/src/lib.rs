@@ -19,10 +19,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RequestId(pub u64);
 
-/// One process to start.
+/// One program of a job (an MPMD segment, or one command of a spawn):
+/// described once, shared by all its ranks.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ProcSpec {
-    pub rank: Rank,
+pub struct AppSpec {
     /// Resolved path of the program.
     pub exe: String,
     /// `argv`, including `argv[0]` as the user wrote it.
@@ -30,6 +30,13 @@ pub struct ProcSpec {
     /// The complete environment, before dpm adds its `PMI_*` variables.
     pub env: Vec<(String, String)>,
     pub wdir: String,
+}
+
+/// One process to start: which rank, running which app (index into `LaunchJob::apps`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct ProcSpec {
+    pub rank: Rank,
+    pub app: usize,
 }
 
 /// How ranks reach their PMI server.
@@ -55,6 +62,8 @@ pub struct LaunchJob {
     pub pmi_mode: PmiMode,
     /// Which rank, if any on this node, gets the launcher's stdin.
     pub stdin_rank: Option<Rank>,
+    pub apps: Vec<AppSpec>,
+    /// This node's processes.
     pub procs: Vec<ProcSpec>,
 }
 
