@@ -672,3 +672,23 @@ fn spawn_info_host_and_other_keys() {
         ],
     );
 }
+
+/// Arguments travel literally through the PMI-1 spawn block: backslashes,
+/// semicolons, an empty argument, tabs, quotes, edge spaces, '=' and UTF-8
+/// (Hydra 5.0.2 rejects this very block: "unable to parse PMI command").
+const MPI4PY_ODD_ARGS: &str = r#"
+import sys
+from mpi4py import MPI
+args = ["back\\slash", "semi;colon", "", "tab\there", 'quote"s', "  lead", "trail  ", "x=y=z", "utf8 \u00e9"]
+CHILD = "import sys; from mpi4py import MPI; p = MPI.Comm.Get_parent(); p.send(sys.argv[1:], dest=0); p.Disconnect()"
+c = MPI.COMM_SELF.Spawn(sys.executable, args=["-c", CHILD] + args, maxprocs=1)
+got = c.recv(source=0)
+c.Disconnect()
+print("odd args same" if got == args else f"FAIL got {got!r}, sent {args!r}", flush=True)
+"#;
+
+#[test]
+fn mpi4py_spawn_arguments_travel_literally() {
+    let out = Dpm::run(["-n", "1", &venv_python(), "-c", MPI4PY_ODD_ARGS]).output();
+    assert_ok_with(&out, &["odd args same"]);
+}
