@@ -10,16 +10,23 @@
 //!   PMI traffic have been forwarded (so a finalize sent just before `exit()`
 //!   is never missed).
 //!
-//! Layout: [`run`] is the event loop (one task owns all state); per-process
-//! tasks ([`tasks`]) only move bytes and report events to it.
+//! Layout: [`run`] is the event loop. All state lives in one `Daemon` behind
+//! an `Rc<RefCell>` on a single thread (a tokio `LocalSet`): a PMI connection's
+//! task feeds the engine and writes the replies itself, so a request costs one
+//! read and one write, with no hop through other tasks. Per-process tasks
+//! ([`tasks`]) forward output and exits through an event channel.
 
 pub mod spawn;
 mod tasks;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::io::ErrorKind;
 use std::os::fd::OwnedFd;
+use std::rc::{Rc, Weak};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
@@ -38,7 +45,12 @@ pub struct DaemonConfig {
 
 struct ConnEntry {
     job: JobId,
-    replies: mpsc::UnboundedSender<Vec<u8>>,
+    stream: Rc<UnixStream>,
+    /// Reply bytes the socket would not take yet; the connection task flushes them.
+    outbox: Vec<u8>,
+    /// Set while the connection task is writing out the outbox.
+    flushing: bool,
+    flush: Rc<Notify>,
 }
 
 struct Proc {
@@ -60,6 +72,8 @@ struct JobProcs {
 }
 
 struct Daemon {
+    /// Handed to connection tasks, which call back into the daemon.
+    me: Weak<RefCell<Daemon>>,
     config: DaemonConfig,
     engine: Engine,
     up: mpsc::UnboundedSender<ToLauncher>,
@@ -73,12 +87,14 @@ struct Daemon {
 }
 
 /// Serve until [`ToDaemon::Shutdown`] or until the launcher goes away.
-/// Must run on a thread that lives as long as the daemon: ranks are forked
-/// from it, and `PR_SET_PDEATHSIG` fires when the forking thread exits.
+/// Must run inside a tokio `LocalSet`, on a thread that lives as long as the
+/// daemon: ranks are started from it, and `PR_SET_PDEATHSIG` fires when the
+/// thread that started them exits.
 pub async fn run(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<ToDaemon>, up: mpsc::UnboundedSender<ToLauncher>) {
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let _ = up.send(ToLauncher::Ready { host: config.host.clone() });
-    let mut d = Daemon {
+    let d = Rc::new_cyclic(|me| RefCell::new(Daemon {
+        me: me.clone(),
         engine: Engine::new(config.trace),
         config,
         up,
@@ -89,18 +105,78 @@ pub async fn run(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<ToDaemo
         requests: HashMap::new(),
         next_conn: 0,
         next_request: 0,
-    };
+    }));
     loop {
         tokio::select! {
             msg = down.recv() => match msg {
                 Some(ToDaemon::Shutdown) | None => break,
-                Some(msg) => d.on_down(msg),
+                Some(msg) => d.borrow_mut().on_down(msg),
             },
-            Some(event) = events_rx.recv() => d.on_event(event),
+            Some(event) = events_rx.recv() => d.borrow_mut().on_event(event),
         }
-        d.apply_effects();
+        d.borrow_mut().apply_effects();
     }
-    d.kill_everything();
+    d.borrow_mut().kill_everything();
+}
+
+/// Serve one PMI connection: read, run the engine, let it write the replies.
+fn serve_conn(me: Weak<RefCell<Daemon>>, conn: ConnId, stream: Rc<UnixStream>, flush: Rc<Notify>) {
+    tokio::task::spawn_local(async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            tokio::select! {
+                ready = stream.readable() => {
+                    if ready.is_err() {
+                        break;
+                    }
+                    match stream.try_read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            let Some(d) = me.upgrade() else { return };
+                            let mut d = d.borrow_mut();
+                            d.engine.on_bytes(conn, &buf[..n]);
+                            d.apply_effects();
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(_) => break,
+                    }
+                }
+                _ = flush.notified() => flush_outbox(&me, conn, &stream).await,
+            }
+        }
+        if let Some(d) = me.upgrade() {
+            let mut d = d.borrow_mut();
+            d.pmi_closed(conn);
+            d.apply_effects();
+        }
+    });
+}
+
+/// Write out what the socket would not take at once (a client slow to read).
+async fn flush_outbox(me: &Weak<RefCell<Daemon>>, conn: ConnId, stream: &UnixStream) {
+    loop {
+        let data = {
+            let Some(d) = me.upgrade() else { return };
+            let mut d = d.borrow_mut();
+            let Some(c) = d.conns.get_mut(&conn) else { return };
+            c.flushing = !c.outbox.is_empty();
+            std::mem::take(&mut c.outbox)
+        };
+        if data.is_empty() {
+            return;
+        }
+        let mut sent = 0;
+        while sent < data.len() {
+            if stream.writable().await.is_err() {
+                return;
+            }
+            match stream.try_write(&data[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => return, // the client is gone; its replies with it
+            }
+        }
+    }
 }
 
 impl Daemon {
@@ -196,6 +272,7 @@ impl Daemon {
                 }
             }
         }
+        tracing::debug!(%job, ranks = local_n, "launched")
     }
 
     fn launch_failed(&self, job: JobId, rank: Rank, error: String, err: &std::io::Error) {
@@ -236,7 +313,7 @@ impl Daemon {
         if let Some(stdin) = s.stdin {
             j.stdin = Some(tasks::feed_stdin(stdin));
         }
-        let conn = s.pmi.map(|fd| self.open_conn(job, Some(rank), fd));
+        let conn = s.pmi.and_then(|fd| self.open_conn(job, Some(rank), fd));
         let (closed_tx, closed_rx) = oneshot::channel();
         tasks::watch_proc(job, rank, s.pidfd, Some(s.stdout), Some(s.stderr), closed_rx, self.events.clone());
         let proc = Proc { pid: s.pid, conn, pmi: PmiState::Silent, pmi_closed: Some(closed_tx) };
@@ -251,7 +328,10 @@ impl Daemon {
         self.jobs.insert(job, JobProcs::default());
         // SAFETY: the launcher hands over an fd it opened and no longer uses.
         let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pmi_fd) };
-        let conn = self.open_conn(job, Some(rank), fd);
+        let Some(conn) = self.open_conn(job, Some(rank), fd) else {
+            let err = std::io::Error::from_raw_os_error(libc::EBADF);
+            return self.launch_failed(job, rank, format!("cannot serve process {pid}"), &err);
+        };
         let pidfd = match spawn::pidfd_open(pid as i32) {
             Ok(p) => p,
             Err(e) => {
@@ -265,30 +345,59 @@ impl Daemon {
         let _ = self.up.send(ToLauncher::Started { job, rank, pid });
     }
 
-    fn open_conn(&mut self, job: JobId, rank: Option<Rank>, fd: OwnedFd) -> ConnId {
+    fn open_conn(&mut self, job: JobId, rank: Option<Rank>, fd: OwnedFd) -> Option<ConnId> {
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
-        let replies = tasks::serve_conn(conn, fd, self.events.clone());
+        // (A TCP socket in PMI_PORT mode works the same through this wrapper:
+        // only read and write are used.)
+        let stream = std::os::unix::net::UnixStream::from(fd);
+        let stream = match stream.set_nonblocking(true).and_then(|()| UnixStream::from_std(stream)) {
+            Ok(s) => Rc::new(s),
+            Err(e) => {
+                tracing::error!(%job, "cannot serve a PMI connection: {e}");
+                return None;
+            }
+        };
+        let flush = Rc::new(Notify::new());
+        serve_conn(self.me.clone(), conn, stream.clone(), flush.clone());
         self.engine.attach(conn, job, rank);
-        self.conns.insert(conn, ConnEntry { job, replies });
-        conn
+        self.conns.insert(conn, ConnEntry { job, stream, outbox: Vec::new(), flushing: false, flush });
+        Some(conn)
+    }
+
+    /// A PMI connection closed: its process's PMI state is final.
+    fn pmi_closed(&mut self, conn: ConnId) {
+        let Some(entry) = self.conns.remove(&conn) else { return };
+        let rank = self.engine.rank(conn);
+        let state = self.engine.detach(conn);
+        if let Some(p) = rank.and_then(|r| self.procs.get_mut(&(entry.job, r))) {
+            p.conn = None;
+            p.pmi = state;
+            if let Some(tx) = p.pmi_closed.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    /// Write a reply now if the socket takes it; otherwise queue it, in order.
+    fn send(&mut self, conn: ConnId, bytes: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let mut rest = bytes;
+        if c.outbox.is_empty() && !c.flushing {
+            match c.stream.try_write(bytes) {
+                Ok(n) => rest = &bytes[n..],
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => return, // the client is gone
+            }
+        }
+        if !rest.is_empty() {
+            c.outbox.extend_from_slice(rest);
+            c.flush.notify_one();
+        }
     }
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Pmi { conn, data } => self.engine.on_bytes(conn, &data),
-            Event::PmiClosed { conn } => {
-                let Some(entry) = self.conns.remove(&conn) else { return };
-                let rank = self.engine.rank(conn);
-                let state = self.engine.detach(conn);
-                if let Some(p) = rank.and_then(|r| self.procs.get_mut(&(entry.job, r))) {
-                    p.conn = None;
-                    p.pmi = state;
-                    if let Some(tx) = p.pmi_closed.take() {
-                        let _ = tx.send(());
-                    }
-                }
-            }
             Event::PortConn { job, fd } => {
                 if self.jobs.contains_key(&job) {
                     self.open_conn(job, None, fd);
@@ -351,11 +460,7 @@ impl Daemon {
     fn apply_effects(&mut self) {
         for effect in self.engine.take_effects() {
             match effect {
-                Effect::Send(conn, bytes) => {
-                    if let Some(c) = self.conns.get(&conn) {
-                        let _ = c.replies.send(bytes);
-                    }
-                }
+                Effect::Send(conn, bytes) => self.send(conn, &bytes),
                 Effect::Trace { job, rank, dir, text } => {
                     let who = rank.map_or_else(|| "?".to_string(), |r| r.0.to_string());
                     let tag = if job.0 == 0 { String::new() } else { format!("{}:", job.0) };

@@ -1,7 +1,7 @@
 //! Per-process tasks. They own file descriptors and move bytes; all decisions
 //! are taken by the daemon's event loop, which they feed through [`Event`]s.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
@@ -10,7 +10,6 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
 use dpm_kvs::{JobId, Rank};
-use dpm_pmi::ConnId;
 use dpm_proto::{ExitStatus, Stream};
 
 use crate::spawn::reap;
@@ -20,53 +19,12 @@ use crate::spawn::reap;
 const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 pub enum Event {
-    Pmi { conn: ConnId, data: Vec<u8> },
-    PmiClosed { conn: ConnId },
     /// A TCP connection on a job's PMI port (`PMI_PORT` mode).
     PortConn { job: JobId, fd: OwnedFd },
     Output { job: JobId, rank: Rank, stream: Stream, data: Vec<u8> },
     /// Reported after the PMI connection closed and the pipes reached EOF,
     /// or after [`DRAIN_GRACE`].
     Exited { job: JobId, rank: Rank, status: ExitStatus },
-}
-
-fn nonblocking(fd: &OwnedFd) {
-    // SAFETY: fcntl on an fd we own.
-    unsafe {
-        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
-}
-
-/// Serve one PMI connection: reads go to the event loop as they come,
-/// replies come back through the returned channel.
-pub fn serve_conn(conn: ConnId, fd: OwnedFd, events: mpsc::UnboundedSender<Event>) -> mpsc::UnboundedSender<Vec<u8>> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    nonblocking(&fd);
-    let std_stream = std::os::unix::net::UnixStream::from(fd);
-    tokio::spawn(async move {
-        let Ok(stream) = tokio::net::UnixStream::from_std(std_stream) else {
-            let _ = events.send(Event::PmiClosed { conn });
-            return;
-        };
-        let (mut reader, mut writer) = stream.into_split();
-        let mut buf = vec![0u8; 16 * 1024];
-        let mut writable = true;
-        loop {
-            tokio::select! {
-                n = reader.read(&mut buf) => match n {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => { let _ = events.send(Event::Pmi { conn, data: buf[..n].to_vec() }); }
-                },
-                Some(bytes) = rx.recv(), if writable => {
-                    // A client that stopped reading (or exited) only loses its replies.
-                    if writer.write_all(&bytes).await.is_err() { writable = false; }
-                }
-            }
-        }
-        let _ = events.send(Event::PmiClosed { conn });
-    });
-    tx
 }
 
 /// Accept PMI connections for one job on a loopback TCP port.

@@ -425,6 +425,7 @@ impl Controller {
         match j.fence.arrive(epoch, count, puts) {
             Ok(None) => {}
             Ok(Some(done)) => {
+                tracing::debug!(%job, epoch = done.epoch, keys = done.delta.len(), "fence complete");
                 for &d in &j.daemons {
                     let _ = self.daemons[d].tx.send(ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });
                 }
@@ -460,6 +461,7 @@ impl Controller {
             return;
         }
         let j = self.jobs.remove(&job).expect("present");
+        tracing::debug!(%job, "job ended");
         if let Some((daemon, request)) = j.spawn_request {
             self.send(daemon, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")) });
         }

@@ -59,7 +59,8 @@ pub fn run_command(args: &[String]) -> i32 {
             return 1;
         }
     };
-    runtime.block_on(run_local(opts))
+    // One thread: the daemon keeps its state in a LocalSet (see dpm-daemon).
+    runtime.block_on(tokio::task::LocalSet::new().run_until(run_local(opts)))
 }
 
 /// Run a job on this machine: one node daemon, in this process.
@@ -135,7 +136,7 @@ pub(crate) fn start_local(settings: Settings, trace: bool) -> (Controller, tokio
     let (up_tx, up_rx) = mpsc::unbounded_channel();
     let host = settings.spawn.host.clone();
     let config = dpm_daemon::DaemonConfig { host: host.clone(), trace };
-    let daemon = tokio::spawn(dpm_daemon::run(config, down_rx, up_tx));
+    let daemon = tokio::task::spawn_local(dpm_daemon::run(config, down_rx, up_tx));
     (Controller::new(settings, vec![DaemonLink { tx: down_tx, host }], up_rx), daemon)
 }
 

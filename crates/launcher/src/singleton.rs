@@ -51,7 +51,7 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
     };
     let launcher_env: Vec<(String, String)> = std::env::vars().collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    runtime.block_on(async move {
+    runtime.block_on(tokio::task::LocalSet::new().run_until(async move {
         let host = crate::this_host();
         let universe_size = crate::cli::cpus();
         let settings = Settings {
@@ -87,7 +87,7 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
         let code = controller.run(None).await;
         let _ = daemon.await;
         code
-    })
+    }))
 }
 
 fn close_inherited_fds() {
