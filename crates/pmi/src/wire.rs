@@ -156,12 +156,21 @@ impl Decoder {
                 continue;
             }
             match line.split_once('=') {
-                Some((k, v)) => current.push((k.to_string(), v.to_string())),
-                None if line.is_empty() => {}
-                None => {
-                    self.buf.drain(..pos);
-                    return Err(WireError::BadSpawnBlock(format!("line {line:?} is not key=value")));
-                }
+                Some((k, v)) if is_spawn_key(k) => current.push((k.to_string(), v.to_string())),
+                // MPICH writes values raw, so a newline inside an argument or
+                // an info value (Open MPI's `env` is `A=1\nB=2`) splits it:
+                // a line that is not one of the block's keys continues the value.
+                _ => match current.last_mut() {
+                    Some((_, value)) => {
+                        value.push('\n');
+                        value.push_str(line);
+                    }
+                    None if line.is_empty() => {}
+                    None => {
+                        self.buf.drain(..pos);
+                        return Err(WireError::BadSpawnBlock(format!("line {line:?} is not key=value")));
+                    }
+                },
             }
         }
         self.check_unbounded()
@@ -204,6 +213,13 @@ impl Decoder {
         }
         Ok(None)
     }
+}
+
+/// The keys of an `mcmd=spawn` segment (`pmi-wire.md` §2.3).
+fn is_spawn_key(key: &str) -> bool {
+    let indexed = |prefix: &str| key.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    matches!(key, "mcmd" | "nprocs" | "execname" | "totspawns" | "spawnssofar" | "argcnt" | "preput_num" | "info_num")
+        || ["arg", "preput_key_", "preput_val_", "info_key_", "info_val_"].iter().any(|p| indexed(p))
 }
 
 /// `cmd=NAME k=v k=v` (no trailing newline).
@@ -328,6 +344,17 @@ mod tests {
         d.feed(b"zzz\ncmd=get_maxes\n");
         assert_eq!(d.next_frame().unwrap().unwrap().name, "get_maxes");
         assert_eq!(errors, 1);
+    }
+
+    #[test]
+    fn newlines_inside_spawn_values_are_kept() {
+        let mut d = Decoder::new();
+        d.feed(b"mcmd=spawn\nnprocs=1\nexecname=a\ntotspawns=1\nspawnssofar=1\nargcnt=1\narg1=line one\nline two\n\
+                 info_num=1\ninfo_key_0=env\ninfo_val_0=A=1\nB=x y\nendcmd\n");
+        let f = d.next_frame().unwrap().unwrap();
+        assert_eq!(lookup(&f.segments[0], "arg1"), Some("line one\nline two"));
+        assert_eq!(lookup(&f.segments[0], "info_val_0"), Some("A=1\nB=x y"));
+        assert_eq!(lookup(&f.segments[0], "B"), None);
     }
 
     #[test]
