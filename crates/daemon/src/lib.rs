@@ -305,10 +305,10 @@ impl Daemon {
     /// Take ownership of a started process's fds and start its tasks.
     fn adopt(&mut self, job: JobId, rank: Rank, s: spawn::Started) {
         let j = self.jobs.get_mut(&job).expect("launch registered the job");
-        // SAFETY: getpgid on a pid we just forked and have not reaped.
-        let pgid = unsafe { libc::getpgid(s.pid) };
-        if pgid > 0 && !j.pgids.contains(&pgid) {
-            j.pgids.push(pgid);
+        // The group we asked for, never one read back: a process that has not
+        // yet moved would report dpm's own group, and the job's end kills it.
+        if s.pgid > 0 && !j.pgids.contains(&s.pgid) {
+            j.pgids.push(s.pgid);
         }
         if let Some(stdin) = s.stdin {
             j.stdin = Some(tasks::feed_stdin(stdin));

@@ -22,6 +22,8 @@ use dpm_proto::AppSpec;
 /// A started process and the parent's ends of its channels.
 pub struct Started {
     pub pid: i32,
+    /// The process group it was put in.
+    pub pgid: i32,
     pub pidfd: OwnedFd,
     pub pmi: Option<OwnedFd>,
     pub stdin: Option<OwnedFd>,
@@ -140,6 +142,11 @@ pub fn spawn_proc(app: &PreparedApp, pmi: PmiEnv, pgid: i32, with_stdin: bool) -
     };
 
     let pid = clone_vfork(&setup)?;
+    // Also from this side (the usual idiom), so the group is settled whatever
+    // the timing; after the child's exec this fails harmlessly with EACCES.
+    let pgid = if pgid == 0 { pid } else { pgid };
+    // SAFETY: setpgid on our own child.
+    unsafe { libc::setpgid(pid, pgid) };
     let error = setup.error.load(Ordering::SeqCst);
     if error != 0 {
         // The child exited without exec'ing: reap it, report why.
@@ -148,7 +155,7 @@ pub fn spawn_proc(app: &PreparedApp, pmi: PmiEnv, pgid: i32, with_stdin: bool) -
         return Err(io::Error::from_raw_os_error(error));
     }
     drop((in_r, out_w, err_w, pmi_child));
-    Ok(Started { pid, pidfd: pidfd_open(pid)?, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
+    Ok(Started { pid, pgid, pidfd: pidfd_open(pid)?, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
 }
 
 /// Size of the child's stack: it only runs `child_main`, a few raw syscalls.
