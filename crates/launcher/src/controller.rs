@@ -95,6 +95,8 @@ pub struct Controller {
     timed_out: bool,
     stdin_job: Option<JobId>,
     next_job: u32,
+    /// Ranks dpm killed because of the failure, per job, for the summary.
+    terminated: Vec<(JobId, usize)>,
 }
 
 impl Controller {
@@ -111,6 +113,7 @@ impl Controller {
             timed_out: false,
             stdin_job: None,
             next_job: 0,
+            terminated: Vec::new(),
         }
     }
 
@@ -472,14 +475,12 @@ impl Controller {
         if withdrawn > 0 {
             tracing::debug!(%job, withdrawn, "names withdrawn with their job");
         }
-        if let Some(f) = &mut self.failure {
-            let terminated = (0..j.ranks.len())
-                .filter(|&r| j.ranks[r].end == Some(RankEnd::Terminated) && f.rank != Some((job, Rank(r as u32))))
-                .count();
-            if terminated > 0 && !f.summary.contains("other rank") {
-                let s = if terminated == 1 { "" } else { "s" };
-                f.summary.push_str(&format!("; {terminated} other rank{s} of {} ({}) terminated", job, j.kvsname));
-            }
+        let failed = self.failure.as_ref().and_then(|f| f.rank);
+        let terminated = (0..j.ranks.len())
+            .filter(|&r| j.ranks[r].end == Some(RankEnd::Terminated) && failed != Some((job, Rank(r as u32))))
+            .count();
+        if terminated > 0 {
+            self.terminated.push((job, terminated));
         }
     }
 
@@ -497,7 +498,15 @@ impl Controller {
         }
         match self.failure {
             Some(f) => {
-                eprintln!("dpm: job failed: {}", f.summary);
+                let total: usize = self.terminated.iter().map(|(_, n)| n).sum();
+                let detail = if total == 0 {
+                    String::new()
+                } else {
+                    let per_job: Vec<String> = self.terminated.iter().map(|(j, n)| format!("{n} of job {}", j.0)).collect();
+                    let s = if total == 1 { "" } else { "s" };
+                    format!("; {total} other rank{s} terminated ({})", per_job.join(", "))
+                };
+                eprintln!("dpm: job failed: {}{detail}", f.summary);
                 f.code
             }
             None => 0,
