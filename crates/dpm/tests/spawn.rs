@@ -512,14 +512,12 @@ fn mpi4py_test_spawn_one_rank() {
 }
 
 #[test]
-#[ignore = "8 s alone on an idle 2-core machine, but it pushes this file past a minute; run with --ignored"]
 fn mpi4py_test_spawn_two_ranks() {
     let (summaries, out) = mpi4py_suite("test_spawn.py", 2, &[], Duration::from_secs(240));
     assert_eq!(summaries, ["OK", "OK"], "no test may be skipped\n{}", out.describe());
 }
 
 #[test]
-#[ignore = "15 s alone on an idle 2-core machine, but it pushes this file past a minute; run with --ignored"]
 fn mpi4py_test_spawn_four_ranks() {
     let (summaries, out) = mpi4py_suite("test_spawn.py", 4, &[], Duration::from_secs(300));
     assert_eq!(summaries, ["OK"; 4], "no test may be skipped\n{}", out.describe());
