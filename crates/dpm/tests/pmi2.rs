@@ -94,3 +94,18 @@ fn pmi2_abort_ends_the_job() {
     out.assert_stderr_contains("rank 1 ");
     out.assert_stderr_contains("pmi2 abort test");
 }
+
+#[test]
+fn spawn_through_slurm_libpmi2() {
+    let out = Dpm::run(["-n", "1", &program("pmi2_spawn")]).output();
+    out.assert_success();
+    out.assert_stdout_lacks("FAIL");
+    let lines = out.lines();
+    let parent = lines.iter().find(|l| l.starts_with("pmi2 spawn parent ok child job ")).unwrap_or_else(|| panic!("{}", out.describe()));
+    // The job id the spawn returned is the one the children see.
+    let jobid = parent["pmi2 spawn parent ok child job ".len()..].split(';').next().unwrap().to_string();
+    for r in 0..2 {
+        let child = format!("pmi2 spawn child {r} of 2 ok jobid {jobid}");
+        assert!(lines.contains(&child), "no {child:?} line\n{}", out.describe());
+    }
+}

@@ -369,7 +369,8 @@ impl Controller {
         j.started += 1;
         if j.started as usize == j.ranks.len() {
             if let Some((daemon, request)) = j.spawn_request.take() {
-                self.send(daemon, ToDaemon::SpawnDone { request, result: Ok(()) });
+                let result = Ok(j.kvsname.clone());
+                self.send(daemon, ToDaemon::SpawnDone { request, result });
             }
         }
     }
@@ -380,7 +381,7 @@ impl Controller {
         let Some((parent_daemon, parent_kvs)) = self.jobs.get(&parent).map(|j| (j.daemons[0], j.kvsname.clone())) else {
             return;
         };
-        let reply = |c: &Self, result: Result<(), String>| c.send(parent_daemon, ToDaemon::SpawnDone { request, result });
+        let reply = |c: &Self, result: Result<String, String>| c.send(parent_daemon, ToDaemon::SpawnDone { request, result });
         if self.interrupted.is_some() || self.timed_out || self.failure.is_some() {
             return reply(self, Err("the run is ending; no new processes".into()));
         }

@@ -400,8 +400,9 @@ impl Engine {
     }
 
     /// The launcher's answer to an [`Effect::Spawn`].
-    pub fn spawn_done(&mut self, conn: ConnId, result: Result<(), String>) {
-        let reply = result.map_or_else(Reply::Error, |()| Reply::Ok);
+    /// `Ok(jobid)`: the new job's kvsname.
+    pub fn spawn_done(&mut self, conn: ConnId, result: Result<String, String>) {
+        let reply = result.map_or_else(Reply::Error, Reply::Spawned);
         self.finish_deferred(conn, &reply);
     }
 

@@ -30,6 +30,8 @@ pub enum Reply {
     /// A jobattr or nodeattr that does not exist (`rc=0;found=FALSE;` in PMI-2).
     Absent,
     BarrierOut,
+    /// A spawn started; the new job's id (PMI-2 clients such as Slurm's read it).
+    Spawned(String),
     Error(String),
 }
 
@@ -123,6 +125,8 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
         Reply::Absent if v1 => e.attr("rc", 1).attr("msg", safe_text(Version::V1, "not found")).finish(),
         Reply::Absent => e.attr("rc", 0).attr("found", "FALSE").finish(),
         Reply::BarrierOut => e.attr("rc", 0).finish(),
+        Reply::Spawned(_) if v1 => e.attr("rc", 0).finish(),
+        Reply::Spawned(jobid) => e.attr("rc", 0).attr("jobid", jobid).finish(),
         Reply::Error(msg) => {
             let key = if v1 { "msg" } else { "errmsg" };
             e.attr("rc", 1).attr(key, safe_text(framing, msg)).finish()

@@ -162,7 +162,7 @@ fn pmi1_spawn_block_split_across_reads() {
             info: vec![("wdir".into(), "/srv/run".into())],
         }]
     );
-    e.spawn_done(ConnId(0), Ok(()));
+    e.spawn_done(ConnId(0), Ok("kvs_42_1".into()));
     assert_eq!(sent(&mut e, 0), "cmd=spawn_result rc=0\n");
 }
 

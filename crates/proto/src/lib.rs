@@ -112,7 +112,8 @@ pub enum ToDaemon {
     /// Fence `epoch` of `job` completed; `delta` is every put made in it.
     FenceDone { job: JobId, epoch: u64, delta: KeyValues },
     NameDone { request: RequestId, result: Result<Option<String>, String> },
-    SpawnDone { request: RequestId, result: Result<(), String> },
+    /// The spawn's answer: the new job's kvsname, or why it failed.
+    SpawnDone { request: RequestId, result: Result<String, String> },
     /// Send `signal` to every process of `job`.
     Signal { job: JobId, signal: i32 },
     /// Bytes for the stdin of the job's stdin rank; empty means end of input.
