@@ -501,3 +501,51 @@ impl Daemon {
         id
     }
 }
+
+/// `dpm daemon`: serve a launcher over a byte stream (the daemon's stdin and
+/// stdout, piped by the launcher directly or through ssh). The launcher's
+/// process or ssh authenticated the channel; nothing listens on the network.
+/// Returns when the launcher says `Shutdown` or the stream closes.
+pub async fn serve_link<R, W>(config: DaemonConfig, node: usize, mut reader: R, mut writer: W) -> Result<(), dpm_proto::frame::FrameError>
+where
+    R: tokio::io::AsyncRead + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Unpin + 'static,
+{
+    use dpm_proto::frame::{handshake, read_frame, write_frame, Hello, Role, PROTOCOL_VERSION};
+    let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Daemon, node, host: config.host.clone() };
+    handshake(&mut reader, &mut writer, ours, Role::Launcher).await?;
+    let (down_tx, down_rx) = mpsc::unbounded_channel();
+    let (up_tx, mut up_rx) = mpsc::unbounded_channel::<ToLauncher>();
+    // Frames in → the event loop; a closed link reads as Shutdown.
+    let inbound = tokio::task::spawn_local(async move {
+        loop {
+            match read_frame::<_, ToDaemon>(&mut reader).await {
+                Ok(msg) => {
+                    if down_tx.send(msg).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    if !matches!(e, dpm_proto::frame::FrameError::Closed) {
+                        tracing::error!("link to the launcher failed: {e}");
+                    }
+                    let _ = down_tx.send(ToDaemon::Shutdown);
+                    return;
+                }
+            }
+        }
+    });
+    // The event loop's messages → frames out, in order.
+    let outbound = tokio::task::spawn_local(async move {
+        while let Some(msg) = up_rx.recv().await {
+            if let Err(e) = write_frame(&mut writer, &msg).await {
+                tracing::error!("cannot write to the launcher: {e}");
+                return;
+            }
+        }
+    });
+    run(config, down_rx, up_tx).await;
+    let _ = outbound.await;
+    inbound.abort();
+    Ok(())
+}

@@ -21,6 +21,22 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// A node daemon (started by `dpm run` through fork or ssh; speaks the
+    /// internal protocol on stdin/stdout). Not for interactive use.
+    Daemon {
+        /// The node index the launcher assigned.
+        #[arg(long)]
+        node: usize,
+        /// The node's name as the job sees it (default: this host's name).
+        #[arg(long)]
+        host: Option<String>,
+        /// Emit --pmi-trace lines.
+        #[arg(long)]
+        pmi_trace: bool,
+        /// Log verbosity (repeat for more).
+        #[arg(short, action = clap::ArgAction::Count)]
+        verbose: u8,
+    },
 }
 
 fn main() {
@@ -32,6 +48,7 @@ fn main() {
     }
     let code = match Cli::parse().command {
         Command::Run { args } => dpm_launcher::run_command(&args),
+        Command::Daemon { node, host, pmi_trace, verbose } => dpm_launcher::daemon_command(node, host, pmi_trace, verbose),
     };
     std::process::exit(code);
 }

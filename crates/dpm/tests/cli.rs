@@ -102,9 +102,9 @@ fn compatibility_options_are_accepted() {
 #[test]
 fn ignored_options_print_a_warning() {
     // RUN_HELP: "Accepted for compatibility and ignored, with a warning".
-    let out = Dpm::run(["-ppn", "2", "-bind-to", "core", "-n", "1", "/bin/true"]).output();
+    let out = Dpm::run(["-iface", "eth0", "-bind-to", "core", "-n", "1", "/bin/true"]).output();
     out.assert_success();
-    out.assert_stderr_contains("-ppn");
+    out.assert_stderr_contains("-iface");
     out.assert_stderr_contains("-bind-to");
     out.assert_stderr_contains("ignored");
 }

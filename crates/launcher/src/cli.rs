@@ -47,6 +47,18 @@ pub struct RunOptions {
     pub report_placement: bool,
     /// Said about the command line once logging is up (ignored options).
     pub warnings: Vec<String>,
+    /// `-f FILE`: hosts, one `name[:slots]` or `name slots=N` per line.
+    pub hostfile: Option<String>,
+    /// `--virtual-nodes N`: N daemons on this machine, each a node.
+    pub virtual_nodes: Option<u32>,
+    /// `-launcher fork|ssh`.
+    pub launcher: Option<String>,
+    /// `--ssh-command "ssh -o …"`.
+    pub ssh_command: Option<String>,
+    /// `-ppn N`: ranks per node.
+    pub ppn: Option<u32>,
+    /// `--map-by node`: round robin over nodes instead of filling each.
+    pub map_by_node: bool,
 }
 
 impl Default for RunOptions {
@@ -66,6 +78,12 @@ impl Default for RunOptions {
             no_oversubscribe: false,
             report_placement: false,
             warnings: Vec::new(),
+            hostfile: None,
+            virtual_nodes: None,
+            launcher: None,
+            ssh_command: None,
+            ppn: None,
+            map_by_node: false,
         }
     }
 }
@@ -125,12 +143,25 @@ Global options:
                             spawned jobs included
   --kill-grace SECS         after forwarding SIGINT/SIGTERM, wait SECS before
                             SIGKILL (default 3)
-  -hosts, -host H[,H...]    hosts to run on (this machine only, for now)
+Nodes and placement:
+  -hosts, -host H[:N][,...] hosts to run on, N slots each (default: CPUs)
+  -f, -hostfile FILE        hosts from a file: 'name[:N]' or 'name slots=N'
+  --virtual-nodes N         N daemons on this machine, each a separate node
+                            (MPICH then wires up across nodes)
+  -launcher fork|ssh        how daemons start (default: ssh for other hosts,
+                            fork for this machine); also DPM_LAUNCHER
+  --ssh-command CMD         the ssh command (default 'ssh -o BatchMode=yes');
+                            also DPM_SSH
+  -ppn N                    N ranks per node, then the next node
+  --map-by slot|node        fill each node's slots in turn (default), or
+                            deal ranks round-robin over the nodes
+Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else this
+machine alone (then the daemon runs inside dpm itself).
   -v, --verbose             log what dpm does (repeat for more; or DPM_LOG)
   -h, --help                show this help
 
-Accepted for compatibility and ignored, with a warning: -bind-to, -map-by,
--binding, -iface, -launcher, -rmk, -ppn, -print-all-exitcodes, -info.
+Accepted for compatibility and ignored, with a warning: -bind-to, -binding,
+-iface, -rmk, -prepend-pattern, -print-all-exitcodes, -info.
 
 Dynamic processes: MPI_Comm_spawn, MPI_Comm_spawn_multiple and
 MPI_Publish_name/MPI_Lookup_name work under dpm run. Spawned jobs get their own
@@ -150,7 +181,7 @@ not executable, 124 for --timeout, 128+N when dpm itself got signal N.
 /// Options that take no value and are ignored for compatibility.
 const IGNORED_FLAGS: &[&str] = &["print-all-exitcodes", "info", "nameserver-none", "disable-auto-cleanup", "enable-x", "disable-x"];
 /// Options that take one value and are ignored for compatibility.
-const IGNORED_VALUED: &[&str] = &["bind-to", "binding", "map-by", "iface", "launcher", "bootstrap", "rmk", "ppn", "prepend-pattern"];
+const IGNORED_VALUED: &[&str] = &["bind-to", "binding", "iface", "rmk", "prepend-pattern"];
 
 /// Parse the arguments after `dpm run` (or after `mpiexec`).
 pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
@@ -236,9 +267,31 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
                 let v = value("seconds")?;
                 opts.kill_grace = v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?;
             }
-            "hosts" | "host" => opts.hosts.extend(value("a host list")?.split(',').map(String::from)),
-            "f" | "hostfile" | "machinefile" => {
-                return Err(usage(format!("'{arg}': host files need the multi-node support, which this dpm does not have yet")))
+            "hosts" | "host" => opts.hosts.extend(value("a host list")?.split(',').filter(|h| !h.is_empty()).map(String::from)),
+            "f" | "hostfile" | "machinefile" => opts.hostfile = Some(value("a file")?),
+            "virtual-nodes" => {
+                let v = value("a node count")?;
+                opts.virtual_nodes = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a node count")))?);
+            }
+            "launcher" | "bootstrap" => {
+                let v = value("fork or ssh")?;
+                if !matches!(v.as_str(), "fork" | "ssh") {
+                    return Err(usage(format!("'{arg} {v}': this dpm starts daemons with fork or ssh")));
+                }
+                opts.launcher = Some(v);
+            }
+            "ssh-command" | "launcher-exec" | "bootstrap-exec" => opts.ssh_command = Some(value("a command")?),
+            "ppn" => {
+                let v = value("a count")?;
+                opts.ppn = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a count")))?);
+            }
+            "map-by" => {
+                let v = value("slot or node")?;
+                match v.to_ascii_lowercase().as_str() {
+                    "node" => opts.map_by_node = true,
+                    "slot" | "core" => opts.map_by_node = false,
+                    _ => return Err(usage(format!("'{arg} {v}': use slot or node"))),
+                }
             }
             _ if IGNORED_FLAGS.contains(&name) => opts.warnings.push(format!("option '{arg}' is ignored")),
             _ if IGNORED_VALUED.contains(&name) => {

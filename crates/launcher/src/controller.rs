@@ -46,6 +46,8 @@ struct Job {
     ranks: Vec<RankState>,
     /// Daemons hosting ranks of this job.
     daemons: Vec<usize>,
+    /// The node (daemon index) of each rank.
+    node_of: Vec<usize>,
     /// Set once the job is being torn down (failure, abort, signal, timeout).
     killing: bool,
     /// An abort was requested: the aborting rank's own exit is not a second failure.
@@ -80,12 +82,15 @@ pub struct Settings {
     pub no_oversubscribe: bool,
     pub report_placement: bool,
     pub spawn: SpawnContext,
+    /// Slots of each node (daemon), for placing spawned processes.
+    pub node_slots: Vec<u32>,
 }
 
 pub struct Controller {
     settings: Settings,
     daemons: Vec<DaemonLink>,
-    up: mpsc::UnboundedReceiver<ToLauncher>,
+    /// Messages from the daemons, tagged with the daemon's index.
+    up: mpsc::UnboundedReceiver<(usize, ToLauncher)>,
     jobs: BTreeMap<JobId, Job>,
     names: NameService,
     output: Output,
@@ -100,7 +105,7 @@ pub struct Controller {
 }
 
 impl Controller {
-    pub fn new(settings: Settings, daemons: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<ToLauncher>) -> Self {
+    pub fn new(settings: Settings, daemons: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<(usize, ToLauncher)>) -> Self {
         Controller {
             output: Output::new(settings.label),
             settings,
@@ -124,30 +129,41 @@ impl Controller {
         (job, format!("kvs_{}_{}", std::process::id(), job.0))
     }
 
-    /// Start a job on daemon `daemon` (one node, for now).
-    pub fn launch(&mut self, daemon: usize, launch: LaunchJob) {
-        self.register(daemon, &launch);
-        self.send(daemon, ToDaemon::Launch(launch));
+    /// Start a job whose rank `r` runs on node `node_of[r]`: each node's
+    /// daemon gets the processes placed on it.
+    pub fn launch(&mut self, launch: LaunchJob, node_of: Vec<usize>) {
+        self.register(&launch, node_of.clone());
+        let daemons = self.jobs[&launch.job].daemons.clone();
+        for d in daemons {
+            let mut part = launch.clone();
+            part.procs.retain(|p| node_of[p.rank.0 as usize] == d);
+            part.stdin_rank = launch.stdin_rank.filter(|r| node_of[r.0 as usize] == d);
+            self.send(d, ToDaemon::Launch(part));
+        }
     }
 
     /// Take on a process dpm did not start (singleton mode) as rank 0 of a job.
-    pub fn adopt(&mut self, daemon: usize, launch: LaunchJob, pid: u32, pmi_fd: i32) {
-        self.register(daemon, &launch);
-        self.send(daemon, ToDaemon::Adopt { launch, rank: Rank(0), pid, pmi_fd });
+    pub fn adopt(&mut self, launch: LaunchJob, pid: u32, pmi_fd: i32) {
+        self.register(&launch, vec![0]);
+        self.send(0, ToDaemon::Adopt { launch, rank: Rank(0), pid, pmi_fd });
     }
 
-    fn register(&mut self, daemon: usize, launch: &LaunchJob) {
+    fn register(&mut self, launch: &LaunchJob, node_of: Vec<usize>) {
         let size = launch.size;
         if launch.stdin_rank.is_some() {
             self.stdin_job = Some(launch.job);
         }
+        let mut daemons = node_of.clone();
+        daemons.sort_unstable();
+        daemons.dedup();
         self.jobs.insert(
             launch.job,
             Job {
                 kvsname: launch.kvsname.clone(),
                 fence: FenceTally::new(size),
                 ranks: vec![RankState { pid: None, end: None }; size as usize],
-                daemons: vec![daemon],
+                daemons: daemons.clone(),
+                node_of: node_of.clone(),
                 killing: false,
                 aborted: false,
                 spawn_request: None,
@@ -155,9 +171,11 @@ impl Controller {
             },
         );
         if self.settings.report_placement {
-            let host = &self.daemons[daemon].host;
-            let ranks: Vec<u32> = (0..size).collect();
-            eprintln!("dpm: {} ({}, {} ranks): ranks {} on {host}", launch.job, launch.kvsname, size, rank_ranges(&ranks));
+            for &d in &daemons {
+                let ranks: Vec<u32> = (0..size).filter(|&r| node_of[r as usize] == d).collect();
+                let host = &self.daemons[d].host;
+                eprintln!("dpm: {} ({}, {} ranks): ranks {} on {host}", launch.job, launch.kvsname, size, rank_ranges(&ranks));
+            }
         }
     }
 
@@ -165,8 +183,9 @@ impl Controller {
         let _ = self.daemons[daemon].tx.send(msg);
     }
 
-    fn host(&self, job: JobId) -> &str {
-        self.jobs.get(&job).and_then(|j| j.daemons.first()).map_or("?", |&d| self.daemons[d].host.as_str())
+    /// The host a rank runs on.
+    fn host(&self, job: JobId, rank: Rank) -> &str {
+        self.jobs.get(&job).and_then(|j| j.node_of.get(rank.0 as usize)).map_or("?", |&d| self.daemons[d].host.as_str())
     }
 
     /// Run until every job has ended; returns dpm's exit status.
@@ -181,7 +200,7 @@ impl Controller {
         while !self.jobs.is_empty() {
             tokio::select! {
                 msg = self.up.recv() => match msg {
-                    Some(msg) => self.on_message(msg),
+                    Some((node, msg)) => self.on_message(node, msg),
                     None => {
                         self.fail_run(1, "dpm: the node daemon went away".into());
                         break;
@@ -242,14 +261,12 @@ impl Controller {
 
     fn forward_stdin(&mut self, data: Vec<u8>) {
         let Some(job) = self.stdin_job else { return };
-        if let Some(j) = self.jobs.get(&job) {
-            for &d in &j.daemons {
-                let _ = self.daemons[d].tx.send(ToDaemon::Stdin { job, data: data.clone() });
-            }
+        if let Some(&d) = self.jobs.get(&job).and_then(|j| j.node_of.first()) {
+            self.send(d, ToDaemon::Stdin { job, data });
         }
     }
 
-    fn on_message(&mut self, msg: ToLauncher) {
+    fn on_message(&mut self, node: usize, msg: ToLauncher) {
         match msg {
             ToLauncher::Ready { .. } => {}
             ToLauncher::Started { job, rank, pid } => {
@@ -265,12 +282,11 @@ impl Controller {
             ToLauncher::Abort { job, rank, code, message } => self.abort(job, rank, code, message),
             ToLauncher::Name { request, job, op } => {
                 let result = self.name_op(job, op);
-                if let Some(d) = self.jobs.get(&job).and_then(|j| j.daemons.first().copied()) {
-                    self.send(d, ToDaemon::NameDone { request, result });
-                }
+                self.send(node, ToDaemon::NameDone { request, result });
             }
-            ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(request, job, rank, preput, commands),
+            ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(node, request, job, rank, preput, commands),
             ToLauncher::Trace { line } => eprintln!("{line}"),
+            ToLauncher::Lost { error } => self.node_lost(node, error),
         }
     }
 
@@ -282,7 +298,7 @@ impl Controller {
         if let Some((daemon, request)) = self.jobs.get_mut(&job).and_then(|j| j.spawn_request.take()) {
             // A spawn that cannot start all its processes fails as a whole:
             // MPI_Comm_spawn returns an error in the parent, the run goes on.
-            let host = self.host(job).to_string();
+            let host = self.host(job, rank).to_string();
             let who = describe_rank(job, rank, None, &host);
             self.send(daemon, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")) });
             if let Some(j) = self.jobs.get_mut(&job) {
@@ -299,7 +315,7 @@ impl Controller {
             libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM => 126,
             _ => 1,
         };
-        let host = self.host(job).to_string();
+        let host = self.host(job, rank).to_string();
         let who = describe_rank(job, rank, None, &host);
         self.record_failure(code, format!("{who} could not be started: {error}"), Some((job, rank)));
         // Ranks that were never started will never report: end them here.
@@ -314,7 +330,7 @@ impl Controller {
 
     fn exited(&mut self, job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress) {
         self.output.flush_rank(job, rank);
-        let host = self.host(job).to_string();
+        let host = self.host(job, rank).to_string();
         let interrupted = self.interrupted.is_some() || self.timed_out;
         let Some(j) = self.jobs.get_mut(&job) else { return };
         let who = describe_rank(job, rank, Some(pid), &host);
@@ -344,7 +360,7 @@ impl Controller {
     }
 
     fn abort(&mut self, job: JobId, rank: Rank, code: i32, message: String) {
-        let host = self.host(job).to_string();
+        let host = self.host(job, rank).to_string();
         let pid = self.jobs.get(&job).and_then(|j| j.ranks.get(rank.0 as usize)).and_then(|r| r.pid);
         let who = describe_rank(job, rank, pid, &host);
         // PMI-2 always says -1; an exit status is 0..255.
@@ -377,8 +393,8 @@ impl Controller {
 
     /// `MPI_Comm_spawn[_multiple]` from `rank` of `parent`: plan, place, launch.
     /// The answer goes back once every child has started, or on the first error.
-    fn spawn(&mut self, request: RequestId, parent: JobId, rank: Rank, preput: KeyValues, commands: Vec<SpawnCommand>) {
-        let Some((parent_daemon, parent_kvs)) = self.jobs.get(&parent).map(|j| (j.daemons[0], j.kvsname.clone())) else {
+    fn spawn(&mut self, parent_daemon: usize, request: RequestId, parent: JobId, rank: Rank, preput: KeyValues, commands: Vec<SpawnCommand>) {
+        let Some(parent_kvs) = self.jobs.get(&parent).map(|j| j.kvsname.clone()) else {
             return;
         };
         let reply = |c: &Self, result: Result<String, String>| c.send(parent_daemon, ToDaemon::SpawnDone { request, result });
@@ -401,16 +417,23 @@ impl Controller {
             tracing::warn!(%parent, rank = rank.0, "spawn refused: {msg}");
             return reply(self, Err(msg));
         }
+        let node_of = match self.place_spawn(&plan.job.procs, &plan.nodes, oversubscribe) {
+            Ok(n) => n,
+            Err(msg) => {
+                tracing::warn!(%parent, rank = rank.0, "spawn refused: {msg}");
+                return reply(self, Err(msg));
+            }
+        };
         let (job, kvsname) = self.new_job_id();
         tracing::debug!(%parent, %job, size, "spawn");
-        let daemon = 0; // one node: every process goes to the local daemon
+        let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
         let launch = LaunchJob {
             job,
             kvsname,
             size,
             appnums: plan.job.appnums,
             universe_size: self.settings.universe_size,
-            process_mapping: process_mapping(&vec![0; size as usize]),
+            process_mapping: process_mapping(&node_ids),
             spawner: Some(parent_kvs),
             preput,
             pmi_mode: self.settings.pmi_mode,
@@ -418,9 +441,67 @@ impl Controller {
             apps: plan.job.apps,
             procs: plan.job.procs,
         };
-        self.launch(daemon, launch);
+        self.launch(launch, node_of);
         if let Some(j) = self.jobs.get_mut(&job) {
             j.spawn_request = Some((parent_daemon, request));
+        }
+    }
+
+    /// Where spawned processes go, with a global view of load: each goes to
+    /// the allowed node with the most free slots (the least loaded first when
+    /// all are full, if oversubscription is allowed), counting the ones
+    /// already placed — never everything on the first node.
+    fn place_spawn(&self, procs: &[dpm_proto::ProcSpec], allowed: &[Option<Vec<usize>>], oversubscribe: bool) -> Result<Vec<usize>, String> {
+        let n_nodes = self.daemons.len();
+        let mut load = vec![0u32; n_nodes];
+        for j in self.jobs.values() {
+            for (r, st) in j.ranks.iter().enumerate() {
+                if st.end.is_none() {
+                    load[j.node_of[r]] += 1;
+                }
+            }
+        }
+        let slots = &self.settings.node_slots;
+        let mut out = Vec::with_capacity(procs.len());
+        for p in procs {
+            let candidates: Vec<usize> = match allowed.get(p.app).and_then(|a| a.as_ref()) {
+                Some(list) => list.clone(),
+                None => (0..n_nodes).collect(),
+            };
+            let free = |n: usize| i64::from(slots.get(n).copied().unwrap_or(1)) - i64::from(load[n]);
+            let best = candidates.iter().copied().max_by_key(|&n| (free(n), std::cmp::Reverse(n)));
+            let Some(node) = best else { return Err("no node to place the spawned processes on".into()) };
+            if free(node) <= 0 && !oversubscribe {
+                return Err("every allowed node's slots are in use and oversubscription is off".into());
+            }
+            load[node] += 1;
+            out.push(node);
+        }
+        Ok(out)
+    }
+
+    /// A daemon's link broke: its processes are gone, and the jobs using it
+    /// cannot go on.
+    fn node_lost(&mut self, node: usize, error: String) {
+        let host = self.daemons[node].host.clone();
+        let affected: Vec<JobId> = self.jobs.iter().filter(|(_, j)| j.daemons.contains(&node)).map(|(id, _)| *id).collect();
+        if affected.is_empty() && self.jobs.is_empty() {
+            return; // the run is over; daemons going away is expected
+        }
+        self.record_failure(1, format!("node {node} ({host}) was lost: {error}"), None);
+        for job in &affected {
+            if let Some(j) = self.jobs.get_mut(job) {
+                for (r, st) in j.ranks.iter_mut().enumerate() {
+                    if j.node_of[r] == node && st.end.is_none() {
+                        st.end = Some(RankEnd::Terminated);
+                    }
+                }
+                j.daemons.retain(|&d| d != node);
+            }
+        }
+        self.kill_all(libc::SIGKILL);
+        for job in affected {
+            self.check_done(job);
         }
     }
 

@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod controller;
+pub mod nodes;
 pub mod output;
 pub mod plan;
 pub mod singleton;
@@ -19,13 +20,11 @@ pub mod spawn;
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 use dpm_kvs::Rank;
 use dpm_proto::{LaunchJob, PmiMode};
 
 use cli::{CliError, RunOptions, RUN_HELP};
-use controller::{Controller, DaemonLink, Settings};
+use controller::{Controller, Settings};
 
 /// `dpm run ARGS` / `mpiexec ARGS`: returns the process exit status.
 pub fn run_command(args: &[String]) -> i32 {
@@ -63,15 +62,16 @@ pub fn run_command(args: &[String]) -> i32 {
     runtime.block_on(tokio::task::LocalSet::new().run_until(run_local(opts)))
 }
 
-/// Run a job on this machine: one node daemon, in this process.
+/// Run a job: start the nodes' daemons, place and launch, serve until the end.
 async fn run_local(opts: RunOptions) -> i32 {
     let host = this_host();
-    for h in &opts.hosts {
-        if !is_this_host(h, &host) {
-            eprintln!("dpm run: host '{h}' is not this machine; running on other hosts needs the multi-node support, which this dpm does not have yet");
+    let (node_list, bootstrap) = match nodes_and_bootstrap(&opts, &host) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("dpm run: {e}");
             return 2;
         }
-    }
+    };
     let launcher_env: Vec<(String, String)> = std::env::vars().collect();
     let cwd = match std::env::current_dir() {
         Ok(c) => c,
@@ -89,8 +89,17 @@ async fn run_local(opts: RunOptions) -> i32 {
     };
     let size = planned.procs.len() as u32;
     let timeout = opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()));
+    let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
+    let node_of = plan::place(size as usize, &slots, opts.ppn, opts.map_by_node);
 
-    let universe_size = opts.universe_size.unwrap_or_else(cli::cpus);
+    let daemons = match nodes::start(&node_list, &bootstrap, opts.pmi_trace, opts.verbose).await {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("dpm run: {e}");
+            return 1;
+        }
+    };
+    let universe_size = opts.universe_size.unwrap_or_else(|| slots.iter().map(|&s| i64::from(s)).sum());
     let pmi_mode = if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd };
     let settings = Settings {
         label: opts.label,
@@ -103,19 +112,22 @@ async fn run_local(opts: RunOptions) -> i32 {
             base_env: plan::segment_env(&opts, &opts.segments[0], &launcher_env),
             cwd: cwd.clone(),
             host: host.clone(),
+            nodes: node_list.iter().map(|n| n.host.clone()).collect(),
         },
+        node_slots: slots,
     };
-    let (mut controller, daemon) = start_local(settings, opts.pmi_trace);
+    let (links, up, waiter) = daemons.split();
+    let mut controller = Controller::new(settings, links, up);
     let (job, kvsname) = controller.new_job_id();
+    let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
     controller.launch(
-        0,
         LaunchJob {
             job,
             kvsname,
             size,
             appnums: planned.appnums,
             universe_size,
-            process_mapping: plan::process_mapping(&vec![0; size as usize]),
+            process_mapping: plan::process_mapping(&node_ids),
             spawner: None,
             preput: Vec::new(),
             pmi_mode,
@@ -123,21 +135,109 @@ async fn run_local(opts: RunOptions) -> i32 {
             apps: planned.apps,
             procs: planned.procs,
         },
+        node_of,
     );
     let code = controller.run(timeout.map(Duration::from_secs)).await;
-    // The daemon kills whatever is left when it shuts down; wait for that.
-    let _ = daemon.await;
+    // The daemons kill whatever is left when they shut down; wait for that.
+    waiter.wait().await;
     code
 }
 
-/// The controller and its one node daemon, in this process.
-pub(crate) fn start_local(settings: Settings, trace: bool) -> (Controller, tokio::task::JoinHandle<()>) {
-    let (down_tx, down_rx) = mpsc::unbounded_channel();
-    let (up_tx, up_rx) = mpsc::unbounded_channel();
-    let host = settings.spawn.host.clone();
-    let config = dpm_daemon::DaemonConfig { host: host.clone(), trace };
-    let daemon = tokio::task::spawn_local(dpm_daemon::run(config, down_rx, up_tx));
-    (Controller::new(settings, vec![DaemonLink { tx: down_tx, host }], up_rx), daemon)
+/// The node list (flag → environment → default) and how to start daemons there.
+fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node>, nodes::Bootstrap), String> {
+    let cpus = cli::cpus().max(1) as u32;
+    let parse = |entry: &str| -> Result<nodes::Node, String> {
+        let entry = entry.trim();
+        let (name, slots) = if let Some((n, rest)) = entry.split_once(char::is_whitespace) {
+            let slots = rest.trim().strip_prefix("slots=").ok_or_else(|| format!("host entry '{entry}': expected 'name slots=N'"))?;
+            (n, Some(slots))
+        } else if let Some((n, s)) = entry.split_once(':') {
+            (n, Some(s))
+        } else {
+            (entry, None)
+        };
+        let slots = match slots {
+            Some(s) => s.trim().parse().ok().filter(|&n: &u32| n > 0).ok_or_else(|| format!("host entry '{entry}': bad slot count"))?,
+            None => cpus,
+        };
+        Ok(nodes::Node { host: name.to_string(), slots })
+    };
+    let mut list: Vec<nodes::Node> = Vec::new();
+    if let Some(file) = &opts.hostfile {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("host file {file}: {e}"))?;
+        for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
+            list.push(parse(line)?);
+        }
+        if list.is_empty() {
+            return Err(format!("host file {file} names no host"));
+        }
+    }
+    for h in &opts.hosts {
+        list.push(parse(h)?);
+    }
+    let virtual_nodes = opts.virtual_nodes.is_some();
+    if virtual_nodes && !list.is_empty() {
+        return Err("--virtual-nodes and -hosts/-f exclude each other".into());
+    }
+    if let Some(n) = opts.virtual_nodes {
+        list = (0..n).map(|k| nodes::Node { host: format!("{host}-v{k}"), slots: cpus }).collect();
+    } else if list.is_empty() {
+        if let Ok(env) = std::env::var("DPM_HOSTS") {
+            for h in env.split(',').filter(|h| !h.trim().is_empty()) {
+                list.push(parse(h)?);
+            }
+        }
+    }
+    if list.is_empty() {
+        return Ok((vec![nodes::Node { host: host.to_string(), slots: cpus }], nodes::Bootstrap::InProcess));
+    }
+    let all_local = virtual_nodes || list.iter().all(|n| is_this_host(&n.host, host));
+    let ssh = || -> Vec<String> {
+        let cmd = opts.ssh_command.clone().or_else(|| std::env::var("DPM_SSH").ok()).unwrap_or_else(|| "ssh -o BatchMode=yes".into());
+        cmd.split_whitespace().map(String::from).collect()
+    };
+    let launcher = opts.launcher.clone().or_else(|| std::env::var("DPM_LAUNCHER").ok());
+    let bootstrap = match launcher.as_deref() {
+        Some("ssh") if virtual_nodes => return Err("--virtual-nodes run on this machine; they start with fork".into()),
+        Some("ssh") => nodes::Bootstrap::Ssh(ssh()),
+        Some("fork") if all_local => nodes::Bootstrap::Fork,
+        Some("fork") => return Err("-launcher fork starts daemons on this machine only; use ssh for other hosts".into()),
+        Some(other) => return Err(format!("unknown launcher '{other}' (fork or ssh)")),
+        None if all_local && list.len() == 1 => nodes::Bootstrap::InProcess,
+        None if all_local => nodes::Bootstrap::Fork,
+        None => nodes::Bootstrap::Ssh(ssh()),
+    };
+    Ok((list, bootstrap))
+}
+
+/// `dpm daemon`: serve one node for a launcher over stdin/stdout.
+pub fn daemon_command(node: usize, host: Option<String>, trace: bool, verbose: u8) -> i32 {
+    init_logging(verbose);
+    raise_fd_limit();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dpm daemon: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    // PMI_HOSTNAME must be a name the ranks can use, so the daemon reports
+    // this host's real name; `--host` (a virtual node's label) is the launcher's.
+    let _ = host;
+    let config = dpm_daemon::DaemonConfig { host: this_host(), trace };
+    let result = runtime.block_on(tokio::task::LocalSet::new().run_until(dpm_daemon::serve_link(
+        config,
+        node,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    )));
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("dpm daemon (node {node}): {e}");
+            1
+        }
+    }
 }
 
 pub(crate) fn this_host() -> String {

@@ -161,6 +161,30 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
     Ok(job)
 }
 
+/// The node of each of `n` ranks. By default each node is filled to its
+/// slots in turn (`-ppn` sets a fixed count per node instead); with
+/// `map_by_node` ranks are dealt round-robin. Ranks beyond all slots wrap
+/// around (oversubscription), keeping the same pattern.
+pub fn place(n: usize, slots: &[u32], ppn: Option<u32>, map_by_node: bool) -> Vec<usize> {
+    let nodes = slots.len().max(1);
+    if map_by_node {
+        return (0..n).map(|r| r % nodes).collect();
+    }
+    let per_node: Vec<usize> = (0..nodes).map(|k| ppn.unwrap_or_else(|| slots.get(k).copied().unwrap_or(1)).max(1) as usize).collect();
+    let mut out = Vec::with_capacity(n);
+    let mut node = 0;
+    let mut used = 0;
+    while out.len() < n {
+        if used == per_node[node] {
+            node = (node + 1) % nodes;
+            used = 0;
+        }
+        out.push(node);
+        used += 1;
+    }
+    out
+}
+
 /// `PMI_process_mapping` for ranks placed on nodes `node_of[rank]`, in MPICH's
 /// vector grammar: runs of ranks on one node become `(start,nnodes,ppn)` blocks,
 /// consecutive blocks over consecutive nodes with equal ppn are merged.
@@ -195,6 +219,15 @@ mod tests {
         assert_eq!(process_mapping(&[0, 1]), "(vector,(0,2,1))");
         assert_eq!(process_mapping(&[0, 0, 1, 1]), "(vector,(0,2,2))");
         assert_eq!(process_mapping(&[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]), "(vector,(0,3,4))");
+    }
+
+    #[test]
+    fn placement_fills_slots_or_deals_round_robin() {
+        assert_eq!(place(5, &[2, 2], None, false), vec![0, 0, 1, 1, 0]);
+        assert_eq!(place(4, &[4], None, false), vec![0, 0, 0, 0]);
+        assert_eq!(place(5, &[8, 8, 8], Some(2), false), vec![0, 0, 1, 1, 2]);
+        assert_eq!(place(5, &[8, 8], None, true), vec![0, 1, 0, 1, 0]);
+        assert_eq!(place(3, &[1, 2], None, false), vec![0, 1, 1]);
     }
 
     #[test]

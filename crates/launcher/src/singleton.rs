@@ -64,10 +64,21 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
             spawn: crate::spawn::SpawnContext {
                 base_env: launcher_env.into_iter().filter(|(k, _)| !k.starts_with("PMI_") && !k.starts_with("PMIX_")).collect(),
                 cwd,
-                host,
+                host: host.clone(),
+                nodes: vec![host.clone()],
             },
+            node_slots: vec![universe_size as u32],
         };
-        let (mut controller, daemon) = crate::start_local(settings, false);
+        let node = crate::nodes::Node { host, slots: universe_size as u32 };
+        let daemons = match crate::nodes::start(&[node], &crate::nodes::Bootstrap::InProcess, false, 0).await {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("mpiexec: {e}");
+                return 1;
+            }
+        };
+        let (links, up, waiter) = daemons.split();
+        let mut controller = crate::controller::Controller::new(settings, links, up);
         let (job, kvs) = controller.new_job_id(); // the same name as told in the handshake
         let launch = LaunchJob {
             job,
@@ -83,9 +94,9 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
             apps: Vec::new(),
             procs: Vec::new(),
         };
-        controller.adopt(0, launch, pid, stream.into_raw_fd());
+        controller.adopt(launch, pid, stream.into_raw_fd());
         let code = controller.run(None).await;
-        let _ = daemon.await;
+        waiter.wait().await;
         code
     }))
 }

@@ -6,7 +6,7 @@
 //! - `env` (Open MPI): newline-separated `NAME=VALUE` for the children;
 //! - `host`, `hosts`, `add-host`: comma-separated `name[:n]`;
 //!   `hostfile`, `add-hostfile`: a file of `name[:n]` or `name slots=n` lines —
-//!   on one machine every name must be this machine;
+//!   every name must be a node of the run (or this machine);
 //! - `oversubscribe` (`true`/`false`) and `map-by`: placement policy;
 //! - `soft`: accepted (all `maxprocs` are started);
 //! - `arch`, `file`: accepted with a warning (meaningless here).
@@ -26,11 +26,15 @@ pub struct SpawnContext {
     pub base_env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub host: String,
+    /// The host name of each node (daemon) of the run.
+    pub nodes: Vec<String>,
 }
 
 /// A spawn request checked and resolved into processes.
 pub struct SpawnPlan {
     pub job: PlannedJob,
+    /// Per app: the nodes its processes may go to (`None`: any node).
+    pub nodes: Vec<Option<Vec<usize>>>,
     /// `Some(false)` if an info key turned oversubscription off.
     pub oversubscribe: Option<bool>,
 }
@@ -39,20 +43,29 @@ fn info<'a>(cmd: &'a SpawnCommand, keys: &[&str]) -> Option<&'a str> {
     cmd.info.iter().find(|(k, _)| keys.contains(&k.as_str())).map(|(_, v)| v.as_str())
 }
 
-fn check_hosts(list: &str, host: &str) -> Result<(), PlanError> {
+/// The nodes a host list names; `None` when it names this machine itself
+/// (which every node of a one-machine run is).
+fn nodes_named(list: &str, ctx: &SpawnContext) -> Result<Option<Vec<usize>>, PlanError> {
+    let mut nodes = Vec::new();
     for entry in list.split([',', '\n']).map(str::trim).filter(|e| !e.is_empty()) {
         let name = entry.split([':', ' ']).next().unwrap_or(entry);
-        if !crate::is_this_host(name, host) {
-            return Err(PlanError::Invalid(format!(
-                "host '{name}' is not this machine; spawning on other hosts needs the multi-node support, which this dpm does not have yet"
-            )));
+        let matching: Vec<usize> = ctx.nodes.iter().enumerate().filter(|(_, h)| *h == name).map(|(i, _)| i).collect();
+        if !matching.is_empty() {
+            nodes.extend(matching);
+        } else if crate::is_this_host(name, &ctx.host) {
+            return Ok(None);
+        } else {
+            return Err(PlanError::Invalid(format!("host '{name}' is not a node of this run (nodes: {})", ctx.nodes.join(", "))));
         }
     }
-    Ok(())
+    nodes.sort_unstable();
+    nodes.dedup();
+    Ok(Some(nodes))
 }
 
 pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<SpawnPlan, PlanError> {
     let mut job = PlannedJob::new();
+    let mut nodes = Vec::new();
     let mut oversubscribe = None;
     for cmd in commands {
         for (key, value) in &cmd.info {
@@ -63,15 +76,17 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
                 _ => tracing::warn!("unknown spawn info key '{key}={value}' ignored"),
             }
         }
+        let mut allowed = None;
         if let Some(list) = info(cmd, &["host", "hosts", "add-host"]) {
-            check_hosts(list, &ctx.host)?;
+            allowed = nodes_named(list, ctx)?;
         }
         if let Some(file) = info(cmd, &["hostfile", "add-hostfile"]) {
             let text = std::fs::read_to_string(ctx.cwd.join(file))
                 .map_err(|e| PlanError::Invalid(format!("hostfile {file}: {e}")))?;
             let lines: Vec<&str> = text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()).collect();
-            check_hosts(&lines.join(","), &ctx.host)?;
+            allowed = nodes_named(&lines.join(","), ctx)?;
         }
+        nodes.push(allowed);
         if let Some(v) = info(cmd, &["oversubscribe"]) {
             oversubscribe = Some(matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"));
         }
@@ -100,5 +115,5 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
         argv.extend(cmd.args.iter().cloned());
         job.push_app(AppSpec { exe: exe.display().to_string(), argv, env, wdir: wdir.display().to_string() }, cmd.maxprocs);
     }
-    Ok(SpawnPlan { job, oversubscribe })
+    Ok(SpawnPlan { job, nodes, oversubscribe })
 }

@@ -11,6 +11,8 @@
 //! (forking ranks, serving their PMI connections, forwarding their stdio,
 //! reaping them).
 
+pub mod frame;
+
 use dpm_kvs::{JobId, KeyValues, Rank};
 use serde::{Deserialize, Serialize};
 
@@ -146,4 +148,7 @@ pub enum ToLauncher {
     Spawn { request: RequestId, job: JobId, rank: Rank, preput: KeyValues, commands: Vec<SpawnCommand> },
     /// A `--pmi-trace` line.
     Trace { line: String },
+    /// Never sent by a daemon: the launcher's end of a link reports with it
+    /// that the link broke (daemon killed, host lost).
+    Lost { error: String },
 }
