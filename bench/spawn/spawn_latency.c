@@ -19,7 +19,9 @@
  * as the children's argument; each child reads the clock first thing in
  * main() and again right after MPI_Init and sends both back. Per spawn:
  *   start = last child entering main() - t0   (the launcher's part: the
- *           spawn request, fork and exec; plus exec and loading libmpi)
+ *           spawn request, fork and exec; plus the child's exec, loading
+ *           libmpi and running its constructors: UCX installs its memory
+ *           hooks there, ~40 ms on the benchmark VM, see bench/README.md)
  *   init  = last child leaving MPI_Init - t0  (plus the children's MPI_Init:
  *           PMI traffic with the launcher, the connect to the parent)
  *
