@@ -65,7 +65,7 @@ pub fn run_command(args: &[String]) -> i32 {
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
 async fn run_local(opts: RunOptions) -> i32 {
     let host = this_host();
-    let (node_list, bootstrap) = match nodes_and_bootstrap(&opts, &host) {
+    let (mut node_list, bootstrap) = match nodes_and_bootstrap(&opts, &host) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("dpm run: {e}");
@@ -89,6 +89,12 @@ async fn run_local(opts: RunOptions) -> i32 {
     };
     let size = planned.procs.len() as u32;
     let timeout = opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()));
+    // On one node, an explicit universe size is its slot count.
+    if let (Some(u), [only]) = (opts.universe_size, node_list.as_mut_slice()) {
+        if u > 0 {
+            only.slots = u32::try_from(u).unwrap_or(u32::MAX);
+        }
+    }
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
     let node_of = plan::place(size as usize, &slots, opts.ppn, opts.map_by_node);
 
