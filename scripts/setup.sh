@@ -146,6 +146,7 @@ venv_install() {
         # MPICC only matters if pip falls back to building from source.
         MPICC="$PWD/$VENV/bin/mpicc" "${pip[@]}" "mpi4py==$MPI4PY_VERSION"
     fi
+    [ "$(venv_version matplotlib)" = 3.11.2 ] || "${pip[@]}" matplotlib==3.11.2  # bench/run's plots
     SUMMARY+=("mpich $MPICH_VERSION + mpi4py $MPI4PY_VERSION in $VENV")
 }
 
