@@ -1,0 +1,481 @@
+//! Real hosts: `dpm run -launcher ssh -hosts h1,h2,h3,h4` across network
+//! namespaces, each with its own sshd, hostname and boot id (see
+//! `tests/fixtures/netns_hosts.sh`). dpm runs on h0, the "login node"; its
+//! daemons start through ssh on h1..h4 and MPICH's ranks talk to each other
+//! over the bridge with its default UCX netmod (UCX's tcp transport on eth0:
+//! the per-host boot id makes UCX treat every host as a separate machine, so
+//! no shared memory is used between hosts — `ucx_uses_the_network` checks).
+//!
+//! The addresses (10.77.0.0/24) exist only inside those namespaces: no test
+//! traffic can leave this machine.
+//!
+//! Needs root, `ip netns`, sshd (`openssh-server`). When the fixture cannot be
+//! built the test says `SKIPPED: <reason>` loudly and passes — except under
+//! `CI=true`, where it fails, because CI must run it.
+//!
+//! One #[test] runs every scenario in turn with the fixture up once (~1.5 s
+//! to build, ~1 s per dpm run: ssh's key exchanges dominate on 2 cores). A
+//! failing scenario does not stop the others; the test fails at the end with
+//! every failure listed. After each scenario no process may be left on any
+//! host but its sshd listener. The fixture is brought down (and checked to be
+//! gone) at the end, also when the test panics.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{dpm_bin, hello, program, repo_root, Dpm, Running, TempFile};
+
+/// The fixture's exit status for "cannot be built on this machine".
+const SKIP_STATUS: i32 = 77;
+/// A lost daemon or host must end the run within this time.
+const LOSS_LIMIT: Duration = Duration::from_secs(2);
+
+fn fixture_script() -> PathBuf {
+    repo_root().join("tests/fixtures/netns_hosts.sh")
+}
+
+/// A process on one of the fixture's hosts.
+#[derive(Debug, Clone)]
+struct Proc {
+    host: String,
+    pid: u32,
+    cmd: String,
+}
+
+struct Fixture {
+    ssh_command: String,
+    /// `sh` script: `netns_hosts.sh exec h0 dpm run "$@"` (dpm keeps the pid).
+    on_h0: TempFile,
+    /// The sshd listeners, the only processes allowed between scenarios.
+    listeners: HashSet<u32>,
+    /// Holds the fixture's lock: the namespaces have fixed names, so two test
+    /// processes (two `cargo test` runs on one machine) take turns.
+    lock: Option<Lock>,
+    down: bool,
+}
+
+fn script(args: &[&str]) -> std::process::Output {
+    Command::new("bash")
+        .arg(fixture_script())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", fixture_script().display()))
+}
+
+/// `flock` on a lock file, held by a child that lives until its stdin closes:
+/// when this is dropped, or when this process dies.
+struct Lock(Child);
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+fn take_lock() -> Lock {
+    let path = std::env::temp_dir().join("dpm-netns-hosts.lock");
+    let mut child = Command::new("flock")
+        .args(["-w", "300"])
+        .arg(&path)
+        .args(["sh", "-c", "echo locked; exec cat >/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run flock(1) (util-linux): {e}"));
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let lock = Lock(child);
+    let waited = Instant::now();
+    let _ = out.read_line(&mut line);
+    assert_eq!(line.trim(), "locked", "could not lock {} within 300 s", path.display());
+    if waited.elapsed() > Duration::from_secs(1) {
+        eprintln!("waited {:.1} s for another test run's netns hosts", waited.elapsed().as_secs_f64());
+    }
+    lock
+}
+
+impl Fixture {
+    /// Build the hosts; `Err(reason)` when this machine cannot.
+    fn up() -> Result<Fixture, String> {
+        let lock = take_lock();
+        let started = Instant::now();
+        let out = script(&["up"]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        match out.status.code() {
+            Some(0) => {}
+            Some(SKIP_STATUS) => {
+                let reason = stderr.lines().find_map(|l| l.split_once("SKIP: ").map(|x| x.1.to_string()));
+                return Err(reason.unwrap_or(stderr));
+            }
+            _ => {
+                let _ = script(&["down"]);
+                panic!("tests/fixtures/netns_hosts.sh up failed ({:?})\n{stdout}\n{stderr}", out.status);
+            }
+        }
+        eprint!("{stderr}");
+        eprintln!("fixture up in {:.2} s", started.elapsed().as_secs_f64());
+        let ssh_command = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("SSH_COMMAND="))
+            .unwrap_or_else(|| panic!("no SSH_COMMAND in the fixture's info:\n{stdout}"))
+            .to_string();
+        let wrapper = format!(
+            "#!/bin/sh\nexec bash '{}' exec h0 '{}' run \"$@\"\n",
+            fixture_script().display(),
+            dpm_bin()
+        );
+        let on_h0 = TempFile::new("dpm-on-h0", wrapper.as_bytes(), 0o755);
+        let mut fx = Fixture { ssh_command, on_h0, listeners: HashSet::new(), lock: Some(lock), down: false };
+        let all = fx.procs();
+        assert!(
+            all.len() == 4 && all.iter().all(|p| p.cmd.contains("sshd")),
+            "expected exactly the four sshd listeners on a fresh fixture, found {all:?}"
+        );
+        fx.listeners = all.iter().map(|p| p.pid).collect();
+        Ok(fx)
+    }
+
+    /// `dpm run -launcher ssh --ssh-command <the fixture's> ARGS` on h0.
+    fn dpm(&self, args: &[&str]) -> Dpm {
+        let mut all = vec!["-launcher", "ssh", "--ssh-command", &self.ssh_command];
+        all.extend_from_slice(args);
+        Dpm::mpiexec(&self.on_h0.path, all)
+    }
+
+    /// Every process on the hosts but the sshd listeners.
+    fn procs(&self) -> Vec<Proc> {
+        let out = script(&["pids"]);
+        assert!(out.status.success(), "netns_hosts.sh pids: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.splitn(3, ' ');
+                let host = parts.next()?.to_string();
+                let pid = parts.next()?.parse().ok()?;
+                let cmd = parts.next().unwrap_or("").trim().to_string();
+                Some(Proc { host, pid, cmd })
+            })
+            .filter(|p| !self.listeners.contains(&p.pid))
+            .collect()
+    }
+
+    /// Wait up to `grace` for the hosts to be empty; kill and return what is left.
+    fn settle(&self, grace: Duration) -> Vec<Proc> {
+        let deadline = Instant::now() + grace;
+        loop {
+            let left = self.procs();
+            if left.is_empty() {
+                return left;
+            }
+            if Instant::now() >= deadline {
+                for p in &left {
+                    common::send_signal(p.pid, "KILL");
+                }
+                return left;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The pid of the dpm daemon on `host`.
+    fn daemon_on(&self, host: &str) -> Option<u32> {
+        self.procs().into_iter().find(|p| p.host == host && p.cmd.contains(" daemon --node ")).map(|p| p.pid)
+    }
+
+    /// Plug `host` into the bridge or pull its cable.
+    fn link(&self, host: &str, up: bool) {
+        let out = script(&["link", host, if up { "up" } else { "down" }]);
+        assert!(out.status.success(), "netns_hosts.sh link {host}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Tear down and check that nothing of the fixture remains.
+    fn down(&mut self) -> Result<(), String> {
+        self.down = true;
+        let started = Instant::now();
+        let out = script(&["down"]);
+        let mut problems = Vec::new();
+        if !out.status.success() {
+            problems.push(format!("netns_hosts.sh down failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        let list = Command::new("ip").args(["netns", "list"]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        let names: Vec<String> = ["hub", "h0", "h1", "h2", "h3", "h4"].iter().map(|h| format!("dpm-{h}")).collect();
+        if let Ok(list) = list {
+            let left: Vec<&str> = list.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| names.iter().any(|m| m == n)).collect();
+            if !left.is_empty() {
+                problems.push(format!("namespaces left after down: {left:?}"));
+            }
+        }
+        for n in &names {
+            if std::path::Path::new("/etc/netns").join(n).exists() {
+                problems.push(format!("/etc/netns/{n} left after down"));
+            }
+        }
+        let state = std::env::temp_dir().join("dpm-netns-hosts");
+        if state.exists() {
+            problems.push(format!("{} left after down", state.display()));
+        }
+        eprintln!("fixture down in {:.2} s", started.elapsed().as_secs_f64());
+        drop(self.lock.take());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if !self.down {
+            if let Err(e) = self.down() {
+                eprintln!("netns hosts fixture: {e}");
+            }
+        }
+    }
+}
+
+/// How long until process `pid` (our unreaped child) exits, if within `limit`.
+fn exits_within(pid: u32, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()).unwrap_or("Z");
+        if state == "Z" || state == "X" {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `(job, rank list, host)` from `--report-placement` lines.
+fn placement(stderr: &str) -> Vec<(u32, String, String)> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("dpm: job ")?;
+            let (job, rest) = rest.split_once(' ')?;
+            let (_, rest) = rest.split_once("): ranks ")?;
+            let (ranks, host) = rest.split_once(" on ")?;
+            Some((job.parse().ok()?, ranks.to_string(), host.to_string()))
+        })
+        .collect()
+}
+
+fn hello_on_four_hosts(fx: &Fixture) {
+    let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "-ppn", "2", "--report-placement", "-n", "8", &hello()]).output();
+    out.assert_success();
+    for r in 0..8 {
+        out.assert_stdout_contains(&format!("hello from rank {r} of 8 on host h{}: sum of ranks = 28 (expected 28)", r / 2 + 1));
+    }
+    let expected: Vec<_> = (0..4).map(|k| (0, format!("{}-{}", 2 * k, 2 * k + 1), format!("h{}", k + 1))).collect();
+    assert_eq!(placement(&out.stderr_str()), expected, "{}", out.describe());
+}
+
+fn ring_round_robin(fx: &Fixture) {
+    // By node: every ring neighbour is on another host.
+    let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "--map-by", "node", "--report-placement", "-n", "8", &program("ring")]).output();
+    out.assert_success();
+    out.assert_stdout_contains("ring ok size=8 sum=288");
+    let hosts: HashSet<String> = placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
+    assert_eq!(hosts.len(), 4, "not on four hosts\n{}", out.describe());
+}
+
+/// The fixture's promise: ranks on different hosts use the network.
+fn ucx_uses_the_network(fx: &Fixture) {
+    // UCX prints its protocol tables on stdout, a few hundred lines.
+    let out = fx.dpm(&["-hosts", "h1,h2", "-ppn", "1", "-genv", "UCX_PROTO_INFO", "y", "-n", "2", &program("ring")]).output();
+    let stdout = out.stdout_str();
+    let short = || format!("status {:?}; stderr:\n{}\nUCX's tables:\n{}", out.status, out.stderr_str(), ucx_summary(&stdout));
+    assert_eq!(out.status.code(), Some(0), "{}", short());
+    assert!(stdout.contains("ring ok size=2"), "{}", short());
+    // "inter-node" tables whose lanes are tcp/eth0; "intra-node" would mean
+    // UCX took h1 and h2 for one machine (shared memory, no network).
+    assert!(stdout.contains("inter-node") && stdout.contains("tcp/eth0"), "no inter-node tcp/eth0 lanes: {}", short());
+    assert!(!stdout.contains("intra-node"), "UCX thinks h1 and h2 are one machine: {}", short());
+}
+
+/// Which UCX contexts and transports UCX_PROTO_INFO reported, one line each.
+fn ucx_summary(stdout: &str) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for l in stdout.lines() {
+        let Some((_, rest)) = l.split_once("] ") else { continue };
+        let cells: Vec<&str> = rest.split('|').map(str::trim).filter(|c| !c.is_empty()).collect();
+        let item = match cells.as_slice() {
+            [ctx, _] if ctx.starts_with("ucp_context") => ctx.to_string(),
+            [_, _, lane] if lane.contains('/') => format!("  lane {lane}"),
+            _ => continue,
+        };
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen.join("\n")
+}
+
+fn spawn_onto_other_hosts(fx: &Fixture) {
+    let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "--report-placement", "-n", "1", &program("spawn_args"), "3"]).output();
+    out.assert_success();
+    out.assert_stdout_contains("spawn ok children=3 parents=1");
+    out.assert_stdout_lacks("FAIL");
+    let placed = placement(&out.stderr_str());
+    assert!(placed.contains(&(0, "0".into(), "h1".into())), "{}", out.describe());
+    let children: Vec<_> = placed.iter().filter(|p| p.0 == 1).collect();
+    let count: usize = children.iter().map(|c| c.1.split(',').map(|r| if r.contains('-') { 2 } else { 1 }).sum::<usize>()).sum();
+    assert_eq!(count, 3, "{children:?}\n{}", out.describe());
+    // The parent's host is the busiest: the children go to the other three.
+    assert!(children.iter().all(|c| c.2 != "h1"), "a child landed on the parent's host: {children:?}\n{}", out.describe());
+}
+
+fn spawn_info_host_names_another_host(fx: &Fixture) {
+    let script = "from mpi4py import MPI; import sys, socket\n\
+         info = MPI.Info.Create(); info.Set('host', 'h3')\n\
+         child = 'from mpi4py import MPI; import socket; p = MPI.Comm.Get_parent(); p.send(socket.gethostname(), dest=0); p.Disconnect()'\n\
+         c = MPI.COMM_SELF.Spawn(sys.executable, ['-c', child], 2, info)\n\
+         names = [c.recv(source=i) for i in range(2)]\n\
+         c.Disconnect(); print('parent on', socket.gethostname(), 'children on', ','.join(names))\n";
+    let python = repo_root().join(".venv/bin/python");
+    let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "--report-placement", "-n", "1", python.to_str().unwrap(), "-c", script]).output();
+    out.assert_success();
+    out.assert_stdout_contains("parent on h1 children on h3,h3");
+    let children: Vec<_> = placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).collect();
+    assert_eq!(children, vec![(1, "0-1".to_string(), "h3".to_string())], "{}", out.describe());
+}
+
+/// A host that cannot be reached at start: one clear line naming it, a
+/// non-zero exit, and the daemons already started elsewhere are gone.
+fn unreachable_at_start(fx: &Fixture, hosts: &str, bad: &str, limit: Duration) {
+    let out = fx.dpm(&["-hosts", hosts, "-n", "4", "sleep", "30"]).output();
+    assert_ne!(out.code(), 0, "{}", out.describe());
+    assert!(out.elapsed < limit, "took {:?}\n{}", out.elapsed, out.describe());
+    let err = out.stderr_str();
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("dpm run:") && l.contains(&format!("({bad})")))
+        .unwrap_or_else(|| panic!("no 'dpm run:' line names {bad}\n{}", out.describe()));
+    // Whether ssh is already gone when dpm writes its greeting is a race; the
+    // message must not depend on it (EPIPE is not an explanation).
+    assert!(
+        !line.contains("Broken pipe") && !line.contains("I/O error"),
+        "the error for {bad} is a bare I/O error, not a clear 'cannot reach {bad}': {line:?}\n{}",
+        out.describe()
+    );
+}
+
+fn unresolvable_host(fx: &Fixture) {
+    unreachable_at_start(fx, "h1,h9", "h9", Duration::from_secs(10));
+}
+
+fn host_down_at_start(fx: &Fixture) {
+    // h5 resolves to an address nobody holds: ssh gives up after ARP does (~3 s).
+    unreachable_at_start(fx, "h5,h1", "h5", Duration::from_secs(10));
+}
+
+/// Start `sleep 30` on two ranks per host and wait until all eight run.
+fn eight_sleepers(fx: &Fixture) -> Running {
+    let mut run = fx.dpm(&["-hosts", "h1,h2,h3,h4", "-ppn", "2", "-n", "8", "sleep", "30"]).watchdog(Duration::from_secs(40)).spawn();
+    run.wait_for_procs(8);
+    run
+}
+
+fn killed_daemon(fx: &Fixture) {
+    let run = eight_sleepers(fx);
+    let victim = fx.daemon_on("h2").unwrap_or_else(|| panic!("no dpm daemon on h2: {:?}", fx.procs()));
+    common::send_signal(victim, "KILL");
+    let ended = exits_within(run.pid(), Duration::from_secs(10));
+    let out = run.wait();
+    let ended = ended.unwrap_or_else(|| panic!("the run was still going 10 s after h2's daemon was killed\n{}", out.describe()));
+    assert!(ended < LOSS_LIMIT, "the run took {ended:?} to end after h2's daemon was killed\n{}", out.describe());
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    out.assert_stderr_contains("node 1 (h2) was lost");
+}
+
+fn lost_host(fx: &Fixture) {
+    let run = eight_sleepers(fx);
+    fx.link("h2", false);
+    // Up to twice the limit, to say how late it was; then reconnect h2 so
+    // that a SIGTERM can end the run.
+    let ended = exits_within(run.pid(), 2 * LOSS_LIMIT);
+    fx.link("h2", true);
+    if ended.is_none() {
+        run.signal("TERM");
+    }
+    let out = run.wait();
+    let ended = ended.unwrap_or_else(|| {
+        panic!(
+            "the run was still going {:?} after h2 was cut off (no keepalive reaches a silent host)\n{}",
+            2 * LOSS_LIMIT,
+            out.describe()
+        )
+    });
+    assert!(ended < LOSS_LIMIT, "the run took {ended:?} to end after h2 was cut off\n{}", out.describe());
+    assert_ne!(out.code(), 0, "{}", out.describe());
+    out.assert_stderr_contains("(h2)");
+}
+
+fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
+}
+
+#[test]
+fn mpich_across_four_ssh_hosts() {
+    let mut fx = match Fixture::up() {
+        Ok(fx) => fx,
+        Err(reason) => {
+            eprintln!("\n********\nSKIPPED: ssh_hosts (netns hosts fixture): {reason}\n********\n");
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("CI must run the netns hosts fixture, but this machine cannot build it: {reason}");
+            }
+            return;
+        }
+    };
+    type Scenario = fn(&Fixture);
+    let scenarios: [(&str, Scenario, u64); 9] = [
+        ("hello on four hosts", hello_on_four_hosts, 3),
+        ("ring, round robin over the hosts", ring_round_robin, 3),
+        ("UCX uses the network between hosts", ucx_uses_the_network, 3),
+        ("spawn onto other hosts", spawn_onto_other_hosts, 3),
+        ("spawn info 'host' names another host", spawn_info_host_names_another_host, 3),
+        ("unresolvable host at start", unresolvable_host, 3),
+        ("host down at start", host_down_at_start, 3),
+        ("killed daemon", killed_daemon, 3),
+        // The lost host's side ends only when its sshd hears of the closed
+        // connection (TCP retransmission once the cable is back): more grace.
+        ("lost host", lost_host, 8),
+    ];
+    let mut failures = Vec::new();
+    let total = Instant::now();
+    for (name, scenario, grace) in scenarios {
+        let started = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| scenario(&fx)));
+        let ran = started.elapsed();
+        let mut failed = false;
+        if let Err(e) = result {
+            failures.push(format!("{name}: {}", panic_text(e)));
+            failed = true;
+        }
+        let left = fx.settle(Duration::from_secs(grace));
+        if !left.is_empty() {
+            failures.push(format!("{name}: processes left on the hosts {grace} s after the run: {left:#?}"));
+            failed = true;
+        }
+        eprintln!("[ssh_hosts] {name}: {} ({:.2} s)", if failed { "FAILED" } else { "ok" }, ran.as_secs_f64());
+    }
+    eprintln!("[ssh_hosts] all scenarios: {:.2} s", total.elapsed().as_secs_f64());
+    if let Err(e) = fx.down() {
+        failures.push(format!("fixture down: {e}"));
+    }
+    assert!(failures.is_empty(), "{} of {} scenarios failed:\n\n{}", failures.len(), scenarios.len(), failures.join("\n\n"));
+}
