@@ -74,6 +74,7 @@ struct JobProcs {
 struct Daemon {
     /// Handed to connection tasks, which call back into the daemon.
     me: Weak<RefCell<Daemon>>,
+    spawner: spawn::Spawner,
     config: DaemonConfig,
     engine: Engine,
     up: mpsc::UnboundedSender<ToLauncher>,
@@ -93,8 +94,16 @@ struct Daemon {
 pub async fn run(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<ToDaemon>, up: mpsc::UnboundedSender<ToLauncher>) {
     let (events_tx, mut events_rx) = mpsc::unbounded_channel();
     let _ = up.send(ToLauncher::Ready { host: config.host.clone() });
+    let spawner = match spawn::Spawner::new() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot start the spawner threads: {e}");
+            return;
+        }
+    };
     let d = Rc::new_cyclic(|me| RefCell::new(Daemon {
         me: me.clone(),
+        spawner,
         engine: Engine::new(config.trace),
         config,
         up,
@@ -243,34 +252,45 @@ impl Daemon {
             }
         }
         self.jobs.insert(job, entry);
-        let apps: Vec<std::io::Result<spawn::PreparedApp>> = spec.apps.iter().map(spawn::PreparedApp::new).collect();
         let local_n = spec.procs.len();
+        let mut tasks = Vec::with_capacity(local_n);
+        let mut apps: Vec<Option<std::sync::Arc<spawn::PreparedApp>>> = Vec::with_capacity(spec.apps.len());
+        for app in &spec.apps {
+            apps.push(spawn::PreparedApp::new(app).ok().map(std::sync::Arc::new));
+        }
         for (local_id, proc) in spec.procs.iter().enumerate() {
-            let pgid = self.jobs[&job].pgids.first().copied().unwrap_or(0);
+            let Some(Some(app)) = apps.get(proc.app) else {
+                let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
+                let err = std::io::Error::from_raw_os_error(libc::EINVAL);
+                return self.launch_failed(job, proc.rank, format!("cannot start '{exe}': bad program, argument or variable"), &err);
+            };
             let with_stdin = spec.stdin_rank == Some(proc.rank);
-            let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
-            let app = match apps.get(proc.app) {
-                Some(Ok(app)) => app,
-                Some(Err(err)) => return self.launch_failed(job, proc.rank, format!("cannot start '{exe}': {err}"), err),
-                None => {
-                    let err = std::io::Error::from_raw_os_error(libc::EINVAL);
-                    return self.launch_failed(job, proc.rank, format!("rank {} names no program", proc.rank.0), &err);
-                }
-            };
-            let started = match spawn::spawn_proc(app, self.pmi_env(&spec, proc.rank, local_id, local_n), pgid, with_stdin) {
-                // The job's group vanishes when its leader exits early: start a new one.
-                Err(e) if pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => {
-                    spawn::spawn_proc(app, self.pmi_env(&spec, proc.rank, local_id, local_n), 0, with_stdin)
-                }
-                other => other,
-            };
+            tasks.push(spawn::SpawnTask { app: app.clone(), env: self.pmi_env(&spec, proc.rank, local_id, local_n), pgid: 0, with_stdin });
+        }
+        // The first process founds the job's process group; the others join it,
+        // started in parallel by the spawner threads.
+        let rest = if tasks.is_empty() { Vec::new() } else { tasks.split_off(1) };
+        let mut results = self.spawner.start_all(tasks);
+        let pgid = results.first().and_then(|r| r.as_ref().ok()).map(|s| s.pgid);
+        if let Some(pgid) = pgid {
+            let rest = rest.into_iter().map(|mut t| {
+                t.pgid = pgid;
+                t
+            });
+            results.extend(self.spawner.start_all(rest.collect()));
+        }
+        let mut failure = None;
+        for (proc, started) in spec.procs.iter().zip(results) {
             match started {
                 Ok(s) => self.adopt(job, proc.rank, s),
-                Err(err) => {
-                    // The launcher ends the job; ranks already started get killed.
-                    return self.launch_failed(job, proc.rank, format!("cannot start '{exe}': {err}"), &err);
-                }
+                Err(err) if failure.is_none() => failure = Some((proc, err)),
+                Err(_) => {}
             }
+        }
+        if let Some((proc, err)) = failure {
+            // The launcher ends the job; the ranks that did start get killed.
+            let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
+            return self.launch_failed(job, proc.rank, format!("cannot start '{exe}': {err}"), &err);
         }
         tracing::debug!(%job, ranks = local_n, "launched")
     }
