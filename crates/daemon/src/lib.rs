@@ -213,6 +213,7 @@ impl Daemon {
                 }
             }
             ToDaemon::Forget { job } => self.forget(job),
+            ToDaemon::Heartbeat => {}
             ToDaemon::Adopt { launch, rank, pid, pmi_fd } => self.adopt_foreign(launch, rank, pid, pmi_fd),
             ToDaemon::Shutdown => {}
         }
@@ -531,33 +532,44 @@ where
     R: tokio::io::AsyncRead + Unpin + 'static,
     W: tokio::io::AsyncWrite + Unpin + 'static,
 {
-    use dpm_proto::frame::{handshake, read_frame, write_frame, Hello, Role, PROTOCOL_VERSION};
+    use dpm_proto::frame::{handshake, read_frame, write_frame, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
     let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Daemon, node, host: config.host.clone() };
     handshake(&mut reader, &mut writer, ours, Role::Launcher).await?;
     let (down_tx, down_rx) = mpsc::unbounded_channel();
     let (up_tx, mut up_rx) = mpsc::unbounded_channel::<ToLauncher>();
-    // Frames in → the event loop; a closed link reads as Shutdown.
+    // Frames in → the event loop; a closed or silent link reads as Shutdown
+    // (the daemon then kills its ranks: a launcher that is gone cannot end them).
     let inbound = tokio::task::spawn_local(async move {
         loop {
-            match read_frame::<_, ToDaemon>(&mut reader).await {
-                Ok(msg) => {
+            match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToDaemon>(&mut reader)).await {
+                Ok(Ok(msg)) => {
                     if down_tx.send(msg).is_err() {
                         return;
                     }
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     if !matches!(e, dpm_proto::frame::FrameError::Closed) {
                         tracing::error!("link to the launcher failed: {e}");
                     }
                     let _ = down_tx.send(ToDaemon::Shutdown);
                     return;
                 }
+                Err(_) => {
+                    tracing::error!("the launcher has been silent for {HEARTBEAT_TIMEOUT:?}: taking it as lost");
+                    let _ = down_tx.send(ToDaemon::Shutdown);
+                    return;
+                }
             }
         }
     });
-    // The event loop's messages → frames out, in order.
+    // The event loop's messages → frames out, in order; heartbeats when idle.
     let outbound = tokio::task::spawn_local(async move {
-        while let Some(msg) = up_rx.recv().await {
+        loop {
+            let msg = match tokio::time::timeout(HEARTBEAT_EVERY, up_rx.recv()).await {
+                Ok(Some(msg)) => msg,
+                Ok(None) => return,
+                Err(_) => ToLauncher::Heartbeat,
+            };
             if let Err(e) = write_frame(&mut writer, &msg).await {
                 tracing::error!("cannot write to the launcher: {e}");
                 return;

@@ -287,6 +287,7 @@ impl Controller {
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(node, request, job, rank, preput, commands),
             ToLauncher::Trace { line } => eprintln!("{line}"),
             ToLauncher::Lost { error } => self.node_lost(node, error),
+            ToLauncher::Heartbeat => {}
         }
     }
 

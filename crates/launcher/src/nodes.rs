@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
 use dpm_proto::{ToDaemon, ToLauncher};
 
 use crate::controller::DaemonLink;
@@ -70,8 +70,11 @@ impl DaemonsWaiter {
         if let Some(h) = self.in_process.take() {
             let _ = h.await;
         }
+        // Healthy daemons kill their ranks and exit within milliseconds; what
+        // is still running after a second is an ssh to a host that is gone.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
         for child in &mut self.children {
-            if tokio::time::timeout(Duration::from_secs(5), child.wait()).await.is_err() {
+            if tokio::time::timeout_at(deadline, child.wait()).await.is_err() {
                 let _ = child.kill().await;
             }
         }
@@ -129,20 +132,22 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, trace: bool, verbose: 
             Ok(mut child) => {
                 let stdin = child.stdin.take().expect("piped");
                 let stdout = child.stdout.take().expect("piped");
-                pending.push((k, stdin, stdout));
+                pending.push((k, stdin, stdout, child.id()));
                 children.push(child);
             }
             Err(e) => return Err(format!("cannot start the daemon for node {k} ({}): {e}", node.host)),
         }
     }
-    for (k, mut stdin, mut stdout) in pending {
+    for (k, mut stdin, mut stdout, pid) in pending {
         let host = nodes[k].host.clone();
         let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: k, host: crate::this_host() };
         let greeting = tokio::time::timeout(CONNECT_TIMEOUT, handshake(&mut stdout, &mut stdin, ours, Role::Daemon)).await;
         match greeting {
             Ok(Ok(hello)) if hello.node == k => {}
             Ok(Ok(hello)) => return Err(format!("node {k} ({host}): the daemon answered as node {}", hello.node)),
-            Ok(Err(FrameError::Closed)) => {
+            // The daemon (or ssh) exited: our greeting hits a closed pipe, or
+            // its answer never comes. ssh has printed its own reason above.
+            Ok(Err(FrameError::Closed | FrameError::Io(_))) => {
                 return Err(format!("node {k} ({host}): the daemon exited before it was ready (unreachable host, or no dpm there?)"))
             }
             Ok(Err(e)) => return Err(format!("node {k} ({host}): {e}")),
@@ -150,7 +155,12 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, trace: bool, verbose: 
         }
         let (down_tx, mut down_rx) = mpsc::unbounded_channel::<ToDaemon>();
         tokio::task::spawn_local(async move {
-            while let Some(msg) = down_rx.recv().await {
+            loop {
+                let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
+                    Ok(Some(msg)) => msg,
+                    Ok(None) => return,
+                    Err(_) => ToDaemon::Heartbeat,
+                };
                 if write_frame(&mut stdin, &msg).await.is_err() {
                     return; // the reader reports the broken link
                 }
@@ -159,21 +169,26 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, trace: bool, verbose: 
         let up = up_tx.clone();
         tokio::task::spawn_local(async move {
             loop {
-                match read_frame::<_, ToLauncher>(&mut stdout).await {
-                    Ok(msg) => {
+                let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToLauncher>(&mut stdout)).await {
+                    Ok(Ok(ToLauncher::Heartbeat)) => continue,
+                    Ok(Ok(msg)) => {
                         if up.send((k, msg)).is_err() {
                             return;
                         }
+                        continue;
                     }
-                    Err(e) => {
-                        let error = match e {
-                            FrameError::Closed => "its daemon exited or the connection to it was lost".to_string(),
-                            e => e.to_string(),
-                        };
-                        let _ = up.send((k, ToLauncher::Lost { error }));
-                        return;
-                    }
+                    Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => format!("no word from its daemon for {:.1} s (host down or unreachable)", HEARTBEAT_TIMEOUT.as_secs_f64()),
+                };
+                // What is left of the link (an ssh to a host that is gone)
+                // is of no use: end it now rather than at shutdown.
+                if let Some(pid) = pid {
+                    // SAFETY: kill(2) on our own child, not yet reaped.
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
                 }
+                let _ = up.send((k, ToLauncher::Lost { error }));
+                return;
             }
         });
         links.push(DaemonLink { tx: down_tx, host });

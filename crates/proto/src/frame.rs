@@ -14,6 +14,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// Bumped whenever a message changes shape.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// A link with nothing to say sends a heartbeat this often…
+pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+/// …and a link silent for this long is taken as lost (a host down or cut off
+/// sends no FIN, so only silence shows it). Short enough that a lost node ends
+/// its jobs within 2 s.
+pub const HEARTBEAT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// Largest frame accepted (a fence delta of a large job is the biggest message).
 pub const MAX_FRAME: usize = 256 * 1024 * 1024;
 

@@ -129,6 +129,8 @@ pub enum ToDaemon {
     Adopt { launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32 },
     /// Stop: kill whatever is left and exit.
     Shutdown,
+    /// Sent on an idle link so that silence means a lost launcher.
+    Heartbeat,
 }
 
 /// Daemon → launcher.
@@ -151,4 +153,6 @@ pub enum ToLauncher {
     /// Never sent by a daemon: the launcher's end of a link reports with it
     /// that the link broke (daemon killed, host lost).
     Lost { error: String },
+    /// Sent on an idle link so that silence means a lost node.
+    Heartbeat,
 }
