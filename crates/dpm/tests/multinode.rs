@@ -8,19 +8,6 @@ use std::time::{Duration, Instant};
 
 use common::{hello, program, Dpm};
 
-/// `(job, first rank list, host)` from `--report-placement` lines.
-fn placement(stderr: &str) -> Vec<(u32, String, String)> {
-    stderr
-        .lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix("dpm: job ")?;
-            let (job, rest) = rest.split_once(' ')?;
-            let (_, rest) = rest.split_once("): ranks ")?;
-            let (ranks, host) = rest.split_once(" on ")?;
-            Some((job.parse().ok()?, ranks.to_string(), host.to_string()))
-        })
-        .collect()
-}
 
 #[test]
 fn ring_across_four_virtual_nodes() {
@@ -28,7 +15,7 @@ fn ring_across_four_virtual_nodes() {
     out.assert_success();
     out.assert_stdout_contains("ring ok size=8 sum=");
     let host = common::hostname();
-    let placed = placement(&out.stderr_str());
+    let placed = common::placement(&out.stderr_str());
     let expected: Vec<(u32, String, String)> =
         (0..4).map(|k| (0, format!("{}-{}", 2 * k, 2 * k + 1), format!("{host}-v{k}"))).collect();
     // Two slots per node on a 2-CPU machine; placement fills each node in turn.
@@ -73,7 +60,7 @@ fn spawned_children_are_spread_over_the_least_loaded_nodes() {
     out.assert_success();
     out.assert_stdout_contains("spawn ok children=4");
     let host = common::hostname();
-    let children: Vec<_> = placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).collect();
+    let children: Vec<_> = common::placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).collect();
     // Node 0 holds the parent, so the 4 children take the free slots of
     // nodes 1 and 2 first, then node 0's: one node never gets them all.
     let count = |k: usize| -> usize {
@@ -97,7 +84,7 @@ fn spawn_info_host_names_a_virtual_node() {
     let out = Dpm::run(["--virtual-nodes", "3", "--report-placement", "-n", "1", python.to_str().unwrap(), "-c", &script]).output();
     out.assert_success();
     out.assert_stdout_contains("spawned on v2");
-    let children: Vec<_> = placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).collect();
+    let children: Vec<_> = common::placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).collect();
     assert_eq!(children, vec![(1, "0-1".to_string(), format!("{host}-v2"))], "{}", out.describe());
 }
 

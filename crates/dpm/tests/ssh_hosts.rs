@@ -260,19 +260,6 @@ fn exits_within(pid: u32, limit: Duration) -> Option<Duration> {
     }
 }
 
-/// `(job, rank list, host)` from `--report-placement` lines.
-fn placement(stderr: &str) -> Vec<(u32, String, String)> {
-    stderr
-        .lines()
-        .filter_map(|l| {
-            let rest = l.strip_prefix("dpm: job ")?;
-            let (job, rest) = rest.split_once(' ')?;
-            let (_, rest) = rest.split_once("): ranks ")?;
-            let (ranks, host) = rest.split_once(" on ")?;
-            Some((job.parse().ok()?, ranks.to_string(), host.to_string()))
-        })
-        .collect()
-}
 
 fn hello_on_four_hosts(fx: &Fixture) {
     let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "-ppn", "2", "--report-placement", "-n", "8", &hello()]).output();
@@ -281,7 +268,7 @@ fn hello_on_four_hosts(fx: &Fixture) {
         out.assert_stdout_contains(&format!("hello from rank {r} of 8 on host h{}: sum of ranks = 28 (expected 28)", r / 2 + 1));
     }
     let expected: Vec<_> = (0..4).map(|k| (0, format!("{}-{}", 2 * k, 2 * k + 1), format!("h{}", k + 1))).collect();
-    assert_eq!(placement(&out.stderr_str()), expected, "{}", out.describe());
+    assert_eq!(common::placement(&out.stderr_str()), expected, "{}", out.describe());
 }
 
 fn ring_round_robin(fx: &Fixture) {
@@ -289,7 +276,7 @@ fn ring_round_robin(fx: &Fixture) {
     let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "--map-by", "node", "--report-placement", "-n", "8", &program("ring")]).output();
     out.assert_success();
     out.assert_stdout_contains("ring ok size=8 sum=288");
-    let hosts: HashSet<String> = placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
+    let hosts: HashSet<String> = common::placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
     assert_eq!(hosts.len(), 4, "not on four hosts\n{}", out.describe());
 }
 
@@ -330,7 +317,7 @@ fn spawn_onto_other_hosts(fx: &Fixture) {
     out.assert_success();
     out.assert_stdout_contains("spawn ok children=3 parents=1");
     out.assert_stdout_lacks("FAIL");
-    let placed = placement(&out.stderr_str());
+    let placed = common::placement(&out.stderr_str());
     assert!(placed.contains(&(0, "0".into(), "h1".into())), "{}", out.describe());
     let children: Vec<_> = placed.iter().filter(|p| p.0 == 1).collect();
     let count: usize = children.iter().map(|c| c.1.split(',').map(|r| if r.contains('-') { 2 } else { 1 }).sum::<usize>()).sum();
@@ -350,7 +337,7 @@ fn spawn_info_host_names_another_host(fx: &Fixture) {
     let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "--report-placement", "-n", "1", python.to_str().unwrap(), "-c", script]).output();
     out.assert_success();
     out.assert_stdout_contains("parent on h1 children on h3,h3");
-    let children: Vec<_> = placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).collect();
+    let children: Vec<_> = common::placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).collect();
     assert_eq!(children, vec![(1, "0-1".to_string(), "h3".to_string())], "{}", out.describe());
 }
 

@@ -51,15 +51,7 @@ pub fn run_command(args: &[String]) -> i32 {
         tracing::warn!("{w}");
     }
     raise_fd_limit();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("dpm: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
-    // One thread: the daemon keeps its state in a LocalSet (see dpm-daemon).
-    runtime.block_on(tokio::task::LocalSet::new().run_until(run_local(opts)))
+    block_on_local("dpm run", run_local(opts))
 }
 
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
@@ -220,27 +212,29 @@ fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node
 pub fn daemon_command(node: usize, host: Option<String>, trace: bool, verbose: u8) -> i32 {
     init_logging(verbose);
     raise_fd_limit();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("dpm daemon: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
     // PMI_HOSTNAME must be a name the ranks can use, so the daemon reports
     // this host's real name; `--host` (a virtual node's label) is the launcher's.
     let _ = host;
     let config = dpm_daemon::DaemonConfig { host: this_host(), trace };
-    let result = runtime.block_on(tokio::task::LocalSet::new().run_until(dpm_daemon::serve_link(
-        config,
-        node,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-    )));
-    match result {
-        Ok(()) => 0,
+    block_on_local("dpm daemon", async move {
+        match dpm_daemon::serve_link(config, node, tokio::io::stdin(), tokio::io::stdout()).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("dpm daemon (node {node}): {e}");
+                1
+            }
+        }
+    })
+}
+
+/// Run `main` to completion on one thread: the daemon keeps its state in a
+/// `LocalSet` (see dpm-daemon), and ranks are started from threads that live
+/// as long as the process.
+pub(crate) fn block_on_local(who: &str, main: impl std::future::Future<Output = i32>) -> i32 {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(tokio::task::LocalSet::new().run_until(main)),
         Err(e) => {
-            eprintln!("dpm daemon (node {node}): {e}");
+            eprintln!("{who}: cannot start the runtime: {e}");
             1
         }
     }

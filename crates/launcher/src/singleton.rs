@@ -42,16 +42,9 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
             return 1;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("dpm: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
     let launcher_env: Vec<(String, String)> = std::env::vars().collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    runtime.block_on(tokio::task::LocalSet::new().run_until(async move {
+    crate::block_on_local("mpiexec", async move {
         let host = crate::this_host();
         let universe_size = crate::cli::cpus();
         let settings = Settings {
@@ -98,7 +91,7 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
         let code = controller.run(None).await;
         waiter.wait().await;
         code
-    }))
+    })
 }
 
 fn close_inherited_fds() {

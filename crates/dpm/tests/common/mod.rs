@@ -483,3 +483,17 @@ impl Drop for TempFile {
         let _ = fs::remove_file(&self.path);
     }
 }
+
+/// `(job, rank list, host)` from `--report-placement` lines.
+pub fn placement(stderr: &str) -> Vec<(u32, String, String)> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("dpm: job ")?;
+            let (job, rest) = rest.split_once(' ')?;
+            let (_, rest) = rest.split_once("): ranks ")?;
+            let (ranks, host) = rest.split_once(" on ")?;
+            Some((job.parse().ok()?, ranks.to_string(), host.to_string()))
+        })
+        .collect()
+}
