@@ -20,6 +20,7 @@ puts it in .venv); renders with the Agg backend.
 
 import argparse
 import os
+import statistics
 import sys
 
 import matplotlib
@@ -71,6 +72,14 @@ def save(fig, out_dir, name, written):
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
+    try:                        # a 256-colour palette: a third of the size, same look
+        from PIL import Image
+
+        with Image.open(path) as img:
+            small = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+        small.save(path, optimize=True)
+    except ImportError:
+        pass
     written.append(name)
 
 
@@ -94,15 +103,18 @@ def plot_startup(ix, out_dir, written):
             continue
         a1.errorbar([p.nprocs for p in pts], [p.median for p in pts], yerr=errbars(pts),
                     marker="o", capsize=3, color=color(ix, name), label=label(ix, name))
-        inits = sorted(ix.select("startup", "launch_to_init", name), key=lambda p: p.nprocs)
-        if inits:
-            a2.plot([p.nprocs for p in inits], [p.max / 1000 for p in inits], marker="o",
-                    color=color(ix, name), label="%s: launch → last rank out of MPI_Init" % name)
-        mains = sorted(ix.select("startup", "launch_to_main", name), key=lambda p: p.nprocs)
-        if mains:
-            a2.plot([p.nprocs for p in mains], [p.max / 1000 for p in mains], marker="s",
-                    linestyle="--", color=color(ix, name),
-                    label="%s: launch → last rank in main()" % name)
+        for test, style, marker, what in (("launch_to_init", "-", "o", "out of MPI_Init"),
+                                          ("launch_to_main", "--", "s", "in main()")):
+            ns = sorted(p.nprocs for p in ix.select("startup", test, name))
+            if not ns:
+                continue
+            runs = [[x / 1000 for x in ix.run_stats("startup", test, name, "max", nprocs=n)]
+                    for n in ns]
+            med = [statistics.median(r) for r in runs]
+            a2.errorbar(ns, med, yerr=[[m - min(r) for m, r in zip(med, runs)],
+                                       [max(r) - m for m, r in zip(med, runs)]],
+                        marker=marker, linestyle=style, capsize=3, color=color(ix, name),
+                        label="%s: last rank %s" % (name, what))
     for ax in (a1, a2):
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(size_label))
@@ -111,8 +123,8 @@ def plot_startup(ix, out_dir, written):
         ax.grid(True, which="both", alpha=0.3)
     a1.set_ylabel("ms")
     a1.set_title("hello-world wall time (median, min–max)")
-    a2.set_ylabel("ms (worst repetition)")
-    a2.set_title("from starting the launcher to the last rank")
+    a2.set_ylabel("ms (median, min–max over repetitions)")
+    a2.set_title("from starting the launcher to the last rank ...")
     a1.legend(fontsize=8)
     a2.legend(fontsize=7)
     save(fig, out_dir, "startup.png", written)
@@ -355,8 +367,16 @@ def plot_onesided_extra(ix, out_dir, written):
         for k, sync in enumerate(("fence", "lock")):
             pts = sorted(ix.select("onesided", "overlap", name, sync=sync), key=lambda p: p.size)
             if pts:
-                ax.plot([p.size for p in pts], [p.extra_median("ratio") for p in pts],
-                        marker="o", color=LINE[k], label=sync)
+                ratios = [p.extra_median("ratio") or 0 for p in pts]
+                top = 3.0               # outliers (a descheduled run) are drawn at the top
+                ax.plot([p.size for p in pts], [min(r, top) for r in ratios], marker="o",
+                        color=LINE[k], label=sync)
+                for p, r in zip(pts, ratios):
+                    if r > top:
+                        ax.annotate("%.0f" % r, (p.size, top), fontsize=7, color=LINE[k],
+                                    ha="center", va="bottom", xytext=(0, 2),
+                                    textcoords="offset points")
+        ax.set_ylim(0.8, 3.3)
         ax.axhline(1, color="gray", linewidth=0.8)
         ax.axhline(2, color="gray", linewidth=0.8, linestyle="--")
         size_axis(ax)

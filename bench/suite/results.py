@@ -153,6 +153,19 @@ class Index:
                 vals.add(v)
         return sorted(vals, key=lambda v: (isinstance(v, str), v))
 
+    def run_stats(self, family, test, launcher, stat, nprocs=None, **variant):
+        """One statistic of every run's own record (e.g. each run's max), in run order."""
+        out = []
+        for r in self.results:
+            if (r["family"], r["test"], r["launcher"]) != (family, test, launcher):
+                continue
+            if nprocs is not None and r["nprocs"] != nprocs:
+                continue
+            if any(str(r["variant"].get(k)) != str(v) for k, v in variant.items()):
+                continue
+            out.append(r["stats"][stat])
+        return out
+
     def library(self, launcher):
         for c in self.configs:
             if c["launcher"] == launcher:
@@ -238,16 +251,20 @@ def summary_startup(ix):
         row = [n]
         for name in L:
             a = ix.one("startup", "init", name, nprocs=n)
-            b = ix.one("startup", "launch_to_init", name, nprocs=n)
-            row.append("%s / %s / %s" % (fmt(a.min), fmt(a.avg), fmt(a.max)) if a else "")
-            row.append(fmt(b.max / 1000) if b else "")
+            last = [x / 1000 for x in ix.run_stats("startup", "launch_to_init", name, "max",
+                                                   nprocs=n)]
+            row.append("%s / %s / %s" % (fmt(a.min / 1000), fmt(a.median / 1000),
+                                         fmt(a.max / 1000)) if a else "")
+            row.append("%s (%s–%s)" % (fmt(statistics.median(last)), fmt(min(last)),
+                                       fmt(max(last))) if last else "")
         rows.append(row)
     heads = ["n"]
     for name in L:
-        heads += ["%s MPI_Init µs min / avg / max" % name, "%s launch→init ms (last rank)" % name]
-    out.append("\nPer rank: `MPI_Init`'s duration (µs, over all ranks of all repetitions) and "
-               "the time from the runner starting the launcher to the last rank returning "
-               "from `MPI_Init` (ms, worst run).\n")
+        heads += ["%s MPI_Init ms min / median / max" % name,
+                  "%s launch → last rank out of MPI_Init, ms" % name]
+    out.append("\nPer rank: `MPI_Init`'s duration (ms, over all ranks of all repetitions), "
+               "and the time from the runner starting the launcher to the last rank "
+               "returning from `MPI_Init` (ms, median (min–max) over the repetitions).\n")
     out.append(table(heads, rows))
     return out
 
