@@ -16,6 +16,7 @@
 //! read and one write, with no hop through other tasks. Per-process tasks
 //! ([`tasks`]) forward output and exits through an event channel.
 
+pub mod links;
 pub mod spawn;
 mod tasks;
 
@@ -213,7 +214,9 @@ impl Daemon {
                 }
             }
             ToDaemon::Forget { job } => self.forget(job),
-            ToDaemon::Heartbeat => {}
+            ToDaemon::Routed { msg, .. } => self.on_down(*msg),
+            // Links and the tree are handled by `serve_link`.
+            ToDaemon::Heartbeat | ToDaemon::Tree(_) => {}
             ToDaemon::Adopt { launch, rank, pid, pmi_fd } => self.adopt_foreign(launch, rank, pid, pmi_fd),
             ToDaemon::Shutdown => {}
         }
@@ -523,10 +526,13 @@ impl Daemon {
     }
 }
 
-/// `dpm daemon`: serve a launcher over a byte stream (the daemon's stdin and
-/// stdout, piped by the launcher directly or through ssh). The launcher's
-/// process or ssh authenticated the channel; nothing listens on the network.
-/// Returns when the launcher says `Shutdown` or the stream closes.
+/// `dpm daemon`: serve a launcher (or a parent daemon) over a byte stream —
+/// the daemon's stdin and stdout, piped directly or through ssh, so the
+/// channel is authenticated by the parent's process or by ssh and nothing
+/// listens on the network. A daemon with children in the tree starts them,
+/// passes messages down to them (`Routed`) and theirs up (`FromNode`), and
+/// merges its subtree's fence arrivals into one. Returns when the parent says
+/// `Shutdown` or the stream closes or falls silent.
 pub async fn serve_link<R, W>(config: DaemonConfig, node: usize, mut reader: R, mut writer: W) -> Result<(), dpm_proto::frame::FrameError>
 where
     R: tokio::io::AsyncRead + Unpin + 'static,
@@ -537,47 +543,207 @@ where
     handshake(&mut reader, &mut writer, ours, Role::Launcher).await?;
     let (down_tx, down_rx) = mpsc::unbounded_channel();
     let (up_tx, mut up_rx) = mpsc::unbounded_channel::<ToLauncher>();
-    // Frames in → the event loop; a closed or silent link reads as Shutdown
-    // (the daemon then kills its ranks: a launcher that is gone cannot end them).
-    let inbound = tokio::task::spawn_local(async move {
-        loop {
-            match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToDaemon>(&mut reader)).await {
-                Ok(Ok(msg)) => {
-                    if down_tx.send(msg).is_err() {
+    // Messages from this daemon and from the subtree below, as (origin, msg).
+    let (tree_up_tx, mut tree_up_rx) = mpsc::unbounded_channel::<(usize, ToLauncher)>();
+    let router = Rc::new(RefCell::new(Router { me: node, fanout: 1, children: HashMap::new(), job_nodes: HashMap::new() }));
+
+    // Frames in → this daemon or down the tree; a closed or silent link reads
+    // as Shutdown (the daemon then kills its ranks: a parent that is gone
+    // cannot end them).
+    let inbound = {
+        let router = router.clone();
+        let tree_up = tree_up_tx.clone();
+        let host = config.host.clone();
+        tokio::task::spawn_local(async move {
+            loop {
+                match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToDaemon>(&mut reader)).await {
+                    Ok(Ok(ToDaemon::Heartbeat)) => {}
+                    Ok(Ok(ToDaemon::Tree(spec))) => {
+                        if let Err(e) = start_subtree(&router, &spec, &host, &tree_up).await {
+                            tracing::error!("cannot start the daemons below node {node}: {e}");
+                            let _ = tree_up.send((node, ToLauncher::Lost { error: e }));
+                        }
+                    }
+                    Ok(Ok(ToDaemon::Routed { node: to, msg })) => {
+                        router.borrow_mut().observe(to, &msg);
+                        if to == node {
+                            if down_tx.send(*msg).is_err() {
+                                return;
+                            }
+                        } else {
+                            router.borrow().forward(to, ToDaemon::Routed { node: to, msg });
+                        }
+                    }
+                    Ok(Ok(msg)) => {
+                        if down_tx.send(msg).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        if !matches!(e, dpm_proto::frame::FrameError::Closed) {
+                            tracing::error!("link to the parent failed: {e}");
+                        }
+                        let _ = down_tx.send(ToDaemon::Shutdown);
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::error!("the parent has been silent for {HEARTBEAT_TIMEOUT:?}: taking it as lost");
+                        let _ = down_tx.send(ToDaemon::Shutdown);
                         return;
                     }
                 }
-                Ok(Err(e)) => {
-                    if !matches!(e, dpm_proto::frame::FrameError::Closed) {
-                        tracing::error!("link to the launcher failed: {e}");
+            }
+        })
+    };
+    // This daemon's own messages join the subtree's.
+    let own = {
+        let tree_up = tree_up_tx.clone();
+        tokio::task::spawn_local(async move {
+            while let Some(msg) = up_rx.recv().await {
+                if tree_up.send((node, msg)).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    drop(tree_up_tx);
+    // Everything up → frames to the parent, fences merged, heartbeats when idle.
+    let outbound = {
+        let router = router.clone();
+        tokio::task::spawn_local(async move {
+            let mut fences: HashMap<(JobId, u64), PartialFence> = HashMap::new();
+            loop {
+                let (origin, msg) = match tokio::time::timeout(HEARTBEAT_EVERY, tree_up_rx.recv()).await {
+                    Ok(Some(x)) => x,
+                    Ok(None) => return,
+                    Err(_) => {
+                        if write_frame(&mut writer, &ToLauncher::Heartbeat).await.is_err() {
+                            return;
+                        }
+                        continue;
                     }
-                    let _ = down_tx.send(ToDaemon::Shutdown);
-                    return;
-                }
-                Err(_) => {
-                    tracing::error!("the launcher has been silent for {HEARTBEAT_TIMEOUT:?}: taking it as lost");
-                    let _ = down_tx.send(ToDaemon::Shutdown);
+                };
+                let out = match msg {
+                    ToLauncher::FenceIn { job, epoch, count, puts } => {
+                        // One arrival is due from each direct contributor:
+                        // this daemon, and each child whose subtree runs the
+                        // job (that child merged its own subtree's already).
+                        let (expected, from) = {
+                            let r = router.borrow();
+                            let expected: std::collections::HashSet<usize> =
+                                r.job_nodes.get(&job).map(|nodes| nodes.iter().map(|&n| r.hop(n)).collect()).unwrap_or_default();
+                            (expected, r.hop(origin))
+                        };
+                        match expected.len() {
+                            2.. => {
+                                let f = fences.entry((job, epoch)).or_default();
+                                f.count += count;
+                                f.puts.extend(puts);
+                                f.seen.insert(from);
+                                if !expected.is_subset(&f.seen) {
+                                    continue;
+                                }
+                                let f = fences.remove(&(job, epoch)).expect("present");
+                                ToLauncher::FromNode {
+                                    node,
+                                    msg: Box::new(ToLauncher::FenceIn { job, epoch, count: f.count, puts: f.puts }),
+                                }
+                            }
+                            _ => ToLauncher::FromNode { node: origin, msg: Box::new(ToLauncher::FenceIn { job, epoch, count, puts }) },
+                        }
+                    }
+                    msg => ToLauncher::FromNode { node: origin, msg: Box::new(msg) },
+                };
+                if let Err(e) = write_frame(&mut writer, &out).await {
+                    // The parent went away (at shutdown, it may go first);
+                    // the inbound side deals with a lost parent.
+                    tracing::debug!("cannot write to the parent: {e}");
                     return;
                 }
             }
-        }
-    });
-    // The event loop's messages → frames out, in order; heartbeats when idle.
-    let outbound = tokio::task::spawn_local(async move {
-        loop {
-            let msg = match tokio::time::timeout(HEARTBEAT_EVERY, up_rx.recv()).await {
-                Ok(Some(msg)) => msg,
-                Ok(None) => return,
-                Err(_) => ToLauncher::Heartbeat,
-            };
-            if let Err(e) = write_frame(&mut writer, &msg).await {
-                tracing::error!("cannot write to the launcher: {e}");
-                return;
-            }
-        }
-    });
+        })
+    };
     run(config, down_rx, up_tx).await;
-    let _ = outbound.await;
+    // Children go with us: closing their links makes them shut down too.
+    router.borrow_mut().children.clear();
+    let _ = own.await;
     inbound.abort();
+    let _ = tokio::time::timeout(HEARTBEAT_EVERY, outbound).await;
+    Ok(())
+}
+
+/// A fence's arrivals from this subtree, not yet complete.
+#[derive(Default)]
+struct PartialFence {
+    count: u32,
+    puts: dpm_kvs::KeyValues,
+    /// The contributors (this node, or a child) heard from.
+    seen: std::collections::HashSet<usize>,
+}
+
+/// Routing state of a daemon with children in the tree.
+struct Router {
+    me: usize,
+    fanout: usize,
+    /// Links to the direct children, by node.
+    children: HashMap<usize, mpsc::UnboundedSender<ToDaemon>>,
+    /// For each job, the nodes of this subtree that run its ranks (learnt from
+    /// the launches passing through), so fence arrivals can be merged here.
+    job_nodes: HashMap<JobId, std::collections::HashSet<usize>>,
+}
+
+impl Router {
+    fn observe(&mut self, to: usize, msg: &ToDaemon) {
+        match msg {
+            ToDaemon::Launch(l) if !l.procs.is_empty() => {
+                self.job_nodes.entry(l.job).or_default().insert(to);
+            }
+            ToDaemon::Forget { job } if to == self.me => {
+                self.job_nodes.remove(job);
+            }
+            _ => {}
+        }
+    }
+
+    /// Who speaks for `node` here: this daemon itself, or the child whose subtree holds it.
+    fn hop(&self, node: usize) -> usize {
+        if node == self.me {
+            return node;
+        }
+        dpm_proto::tree::next_hop(Some(self.me), node, self.fanout).unwrap_or(node)
+    }
+
+    fn forward(&self, to: usize, msg: ToDaemon) {
+        let hop = dpm_proto::tree::next_hop(Some(self.me), to, self.fanout);
+        match hop.and_then(|h| self.children.get(&h)) {
+            Some(tx) => {
+                let _ = tx.send(msg);
+            }
+            None => tracing::debug!(to, "a message for a node no longer linked below this one was dropped"),
+        }
+    }
+}
+
+/// Start this daemon's children (and, through them, the rest of its subtree).
+async fn start_subtree(
+    router: &Rc<RefCell<Router>>,
+    spec: &dpm_proto::tree::TreeSpec,
+    host: &str,
+    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+) -> Result<(), String> {
+    let me = router.borrow().me;
+    router.borrow_mut().fanout = spec.fanout;
+    let nodes = dpm_proto::tree::children(Some(me), spec.hosts.len(), spec.fanout);
+    let started = links::start_children(&nodes, spec, host).await?;
+    for child in started {
+        let node = child.node;
+        let (tx, process) = child.bridge(up.clone());
+        // The process handle lives as long as the link task that reaps it.
+        tokio::task::spawn_local(async move {
+            let mut process = process;
+            let _ = process.wait().await;
+        });
+        router.borrow_mut().children.insert(node, tx);
+    }
     Ok(())
 }

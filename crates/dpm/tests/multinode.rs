@@ -151,3 +151,82 @@ fn an_unreachable_host_is_named_and_nothing_is_left_running() {
     assert_eq!(out.code(), 1, "{}", out.describe());
     out.assert_stderr_contains("no-such-host-dpm.invalid");
 }
+
+/// `dpm daemon` processes still running under `dpm` (any depth).
+fn daemons_below(dpm: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut frontier = vec![dpm];
+    while let Some(parent) = frontier.pop() {
+        for pid in std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()) {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(parent) {
+                let cmd = String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ");
+                if cmd.contains(" daemon --node ") {
+                    found.push(pid);
+                    frontier.push(pid);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_binary_tree_of_seven_daemons_runs_mpich_across_three_levels() {
+    // Fan-out 2: the launcher starts nodes 0 and 1; node 0 starts 2 and 3,
+    // node 1 starts 4 and 5, node 2 starts 6. Fences are merged on the way up.
+    let out = Dpm::run(["--virtual-nodes", "7", "--tree-fanout", "2", "--pmi-trace", "-n", "14", &program("ring")]).output();
+    out.assert_success();
+    out.assert_stdout_contains("ring ok size=14 sum=");
+    out.assert_stderr_contains("cmd=get_result rc=0 value=(vector,(0,7,2))");
+    let out = Dpm::run(["--virtual-nodes", "7", "--tree-fanout", "2", "-n", "7", &program("pmi2_putfence")]).output();
+    out.assert_success();
+    assert_eq!(out.lines().iter().filter(|l| l.starts_with("pmi2 putfence ok")).count(), 7, "{}", out.describe());
+}
+
+#[test]
+fn the_tree_really_is_a_tree() {
+    let mut run = Dpm::run(["--virtual-nodes", "7", "--tree-fanout", "2", "-n", "7", "sleep", "30"]).spawn();
+    run.wait_for_procs(7);
+    let dpm = run.pid();
+    let direct: Vec<u32> = daemons_below(dpm).into_iter().filter(|&pid| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok()) == Some(dpm)
+    }).collect();
+    let all = daemons_below(dpm);
+    run.signal("TERM");
+    let out = run.wait();
+    assert_eq!(out.code(), 143, "{}", out.describe());
+    assert_eq!(direct.len(), 2, "the launcher should start only its 2 children, started {direct:?}");
+    assert_eq!(all.len(), 7, "7 daemons in all: {all:?}");
+}
+
+#[test]
+fn spawn_through_the_tree_places_children_on_deeper_nodes() {
+    let out = Dpm::run(["--virtual-nodes", "7", "--tree-fanout", "2", "--report-placement", "-n", "1", &program("spawn_args"), "6"]).output();
+    out.assert_success();
+    out.assert_stdout_contains("spawn ok children=6");
+    let hosts: std::collections::HashSet<String> = common::placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).map(|p| p.2).collect();
+    assert!(hosts.len() >= 5, "6 children should spread over the free nodes, got {hosts:?}\n{}", out.describe());
+}
+
+#[test]
+fn losing_an_inner_daemon_ends_the_run_and_its_subtree() {
+    let mut run = Dpm::run(["--virtual-nodes", "7", "--tree-fanout", "2", "-n", "14", "sleep", "30"]).spawn();
+    run.wait_for_procs(14);
+    let dpm = run.pid();
+    let node0 = daemons_below(dpm)
+        .into_iter()
+        .find(|pid| String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ").contains("daemon --node 0 "))
+        .expect("node 0's daemon");
+    let killed = Instant::now();
+    assert!(std::process::Command::new("kill").args(["-KILL", &node0.to_string()]).status().unwrap().success());
+    let out = run.wait(); // also checks that no rank is left anywhere
+    assert!(killed.elapsed() < Duration::from_secs(2), "took {:?}", killed.elapsed());
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    out.assert_stderr_contains("node 0 (");
+    out.assert_stderr_contains("was lost");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(daemons_below(dpm).is_empty(), "daemons left below the finished dpm");
+}

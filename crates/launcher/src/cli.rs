@@ -59,6 +59,8 @@ pub struct RunOptions {
     pub ppn: Option<u32>,
     /// `--map-by node`: round robin over nodes instead of filling each.
     pub map_by_node: bool,
+    /// `--tree-fanout K`: children per daemon in the daemon tree.
+    pub fanout: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -84,6 +86,7 @@ impl Default for RunOptions {
             ssh_command: None,
             ppn: None,
             map_by_node: false,
+            fanout: None,
         }
     }
 }
@@ -152,6 +155,10 @@ Nodes and placement:
                             fork for this machine); also DPM_LAUNCHER
   --ssh-command CMD         the ssh command (default 'ssh -o BatchMode=yes');
                             also DPM_SSH
+  --tree-fanout K           daemons form a K-ary tree under dpm (default 32,
+                            so up to 32 nodes are flat); each daemon starts
+                            its children and merges their fence traffic;
+                            also DPM_FANOUT
   -ppn N                    N ranks per node, then the next node
   --map-by slot|node        fill each node's slots in turn (default), or
                             deal ranks round-robin over the nodes
@@ -284,6 +291,10 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
             "ppn" => {
                 let v = value("a count")?;
                 opts.ppn = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a count")))?);
+            }
+            "tree-fanout" | "fanout" => {
+                let v = value("a count")?;
+                opts.fanout = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a fan-out")))?);
             }
             "map-by" => {
                 let v = value("slot or node")?;

@@ -84,6 +84,8 @@ pub struct Settings {
     pub spawn: SpawnContext,
     /// Slots of each node (daemon), for placing spawned processes.
     pub node_slots: Vec<u32>,
+    /// The daemon tree's fan-out: losing a node loses its subtree.
+    pub fanout: usize,
 }
 
 pub struct Controller {
@@ -287,6 +289,7 @@ impl Controller {
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(node, request, job, rank, preput, commands),
             ToLauncher::Trace { line } => eprintln!("{line}"),
             ToLauncher::Lost { error } => self.node_lost(node, error),
+            ToLauncher::FromNode { node, msg } => self.on_message(node, *msg),
             ToLauncher::Heartbeat => {}
         }
     }
@@ -481,11 +484,13 @@ impl Controller {
         Ok(out)
     }
 
-    /// A daemon's link broke: its processes are gone, and the jobs using it
-    /// cannot go on.
+    /// A daemon's link broke: its processes are gone — and those of every
+    /// node below it in the tree — and the jobs using them cannot go on.
     fn node_lost(&mut self, node: usize, error: String) {
-        let host = self.daemons[node].host.clone();
-        let affected: Vec<JobId> = self.jobs.iter().filter(|(_, j)| j.daemons.contains(&node)).map(|(id, _)| *id).collect();
+        let Some(host) = self.daemons.get(node).map(|d| d.host.clone()) else { return };
+        let lost = dpm_proto::tree::subtree(node, self.daemons.len(), self.settings.fanout);
+        let affected: Vec<JobId> =
+            self.jobs.iter().filter(|(_, j)| j.daemons.iter().any(|d| lost.contains(d))).map(|(id, _)| *id).collect();
         if affected.is_empty() && self.jobs.is_empty() {
             return; // the run is over; daemons going away is expected
         }
@@ -493,11 +498,11 @@ impl Controller {
         for job in &affected {
             if let Some(j) = self.jobs.get_mut(job) {
                 for (r, st) in j.ranks.iter_mut().enumerate() {
-                    if j.node_of[r] == node && st.end.is_none() {
+                    if lost.contains(&j.node_of[r]) && st.end.is_none() {
                         st.end = Some(RankEnd::Terminated);
                     }
                 }
-                j.daemons.retain(|&d| d != node);
+                j.daemons.retain(|d| !lost.contains(d));
             }
         }
         self.kill_all(libc::SIGKILL);

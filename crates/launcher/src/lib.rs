@@ -90,7 +90,8 @@ async fn run_local(opts: RunOptions) -> i32 {
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
     let node_of = plan::place(size as usize, &slots, opts.ppn, opts.map_by_node);
 
-    let daemons = match nodes::start(&node_list, &bootstrap, opts.pmi_trace, opts.verbose).await {
+    let fanout = opts.fanout.or_else(|| std::env::var("DPM_FANOUT").ok().and_then(|v| v.parse().ok())).unwrap_or(32).max(1);
+    let daemons = match nodes::start(&node_list, &bootstrap, fanout, opts.pmi_trace, opts.verbose).await {
         Ok(d) => d,
         Err(e) => {
             eprintln!("dpm run: {e}");
@@ -113,6 +114,7 @@ async fn run_local(opts: RunOptions) -> i32 {
             nodes: node_list.iter().map(|n| n.host.clone()).collect(),
         },
         node_slots: slots,
+        fanout,
     };
     let (links, up, waiter) = daemons.split();
     let mut controller = Controller::new(settings, links, up);

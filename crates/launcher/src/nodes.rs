@@ -12,13 +12,13 @@
 //! nothing listens on the network. Each link is bridged here to the
 //! controller's channels; a link that breaks becomes [`ToLauncher::Lost`].
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::mpsc;
 
-use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_daemon::links;
+use dpm_proto::tree::{self, TreeSpec};
 use dpm_proto::{ToDaemon, ToLauncher};
 
 use crate::controller::DaemonLink;
@@ -39,8 +39,8 @@ pub enum Bootstrap {
     Ssh(Vec<String>),
 }
 
-/// How long a daemon may take to answer the handshake (ssh connection included).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the whole tree may take to come up (ssh connections included).
+const TREE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The running daemons of a run.
 pub struct Daemons {
@@ -81,9 +81,11 @@ impl DaemonsWaiter {
     }
 }
 
-/// Start one daemon per node. On any failure nothing is left running.
-pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, trace: bool, verbose: u8) -> Result<Daemons, String> {
-    let (up_tx, up_rx) = mpsc::unbounded_channel();
+/// Start one daemon per node, in a tree of fan-out `fanout` (the launcher
+/// starts its children, each daemon its own). Returns once every node has
+/// reported ready. On any failure nothing is left running.
+pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: bool, verbose: u8) -> Result<Daemons, String> {
+    let (up_tx, mut up_rx) = mpsc::unbounded_channel();
     if *bootstrap == Bootstrap::InProcess {
         let (down_tx, down_rx) = mpsc::unbounded_channel();
         let (daemon_up_tx, mut daemon_up_rx) = mpsc::unbounded_channel();
@@ -99,99 +101,64 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, trace: bool, verbose: 
         let links = vec![DaemonLink { tx: down_tx, host: nodes[0].host.clone() }];
         return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle) });
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the dpm executable: {e}"))?;
+    let spec = TreeSpec {
+        hosts: nodes.iter().map(|n| n.host.clone()).collect(),
+        fanout: fanout.max(1),
+        bootstrap: match bootstrap {
+            Bootstrap::Ssh(cmd) => tree::Bootstrap::Ssh(cmd.clone()),
+            _ => tree::Bootstrap::Fork,
+        },
+        trace,
+        verbose,
+    };
+    let n = nodes.len();
+    let top = tree::children(None, n, spec.fanout);
+    let started = links::start_children(&top, &spec, &crate::this_host()).await?;
     let mut children = Vec::new();
-    let mut links = Vec::new();
-    // Start them all first (ssh connections proceed in parallel), then greet each.
-    let mut pending = Vec::new();
-    for (k, node) in nodes.iter().enumerate() {
-        let mut daemon_args = vec!["daemon".to_string(), "--node".into(), k.to_string(), "--host".into(), node.host.clone()];
-        if trace {
-            daemon_args.push("--pmi-trace".into());
-        }
-        for _ in 0..verbose {
-            daemon_args.push("-v".into());
-        }
-        let mut cmd = match bootstrap {
-            Bootstrap::Fork => {
-                let mut c = Command::new(&exe);
-                c.args(&daemon_args);
-                c
+    let mut top_links = std::collections::HashMap::new();
+    for child in started {
+        let node = child.node;
+        let (tx, process) = child.bridge(up_tx.clone());
+        children.push(process);
+        top_links.insert(node, tx);
+    }
+    // Every node is up when its Ready has come through the tree.
+    let mut ready = vec![false; n];
+    let mut early = Vec::new();
+    let deadline = tokio::time::Instant::now() + TREE_TIMEOUT;
+    while ready.iter().any(|r| !r) {
+        match tokio::time::timeout_at(deadline, up_rx.recv()).await {
+            Ok(Some((node, ToLauncher::Ready { .. }))) if node < n => ready[node] = true,
+            Ok(Some((node, ToLauncher::Lost { error }))) => {
+                let host = nodes.get(node).map_or("?", |h| h.host.as_str());
+                return Err(format!("node {node} ({host}): {error}"));
             }
-            Bootstrap::Ssh(ssh) => {
-                let mut c = Command::new(&ssh[0]);
-                c.args(&ssh[1..]).arg(&node.host).arg(exe.display().to_string()).args(&daemon_args);
-                c
+            Ok(Some(other)) => early.push(other),
+            Ok(None) => return Err("the daemon links closed while starting".into()),
+            Err(_) => {
+                let missing: Vec<String> = (0..n).filter(|&i| !ready[i]).map(|i| format!("{i} ({})", nodes[i].host)).collect();
+                return Err(format!("nodes {} did not come up within {} s", missing.join(", "), TREE_TIMEOUT.as_secs()));
             }
-            Bootstrap::InProcess => unreachable!(),
-        };
-        // Their own process group: a Ctrl-C at the terminal reaches the
-        // launcher, which forwards it in order; not the daemons directly.
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0).kill_on_drop(true);
-        match cmd.spawn() {
-            Ok(mut child) => {
-                let stdin = child.stdin.take().expect("piped");
-                let stdout = child.stdout.take().expect("piped");
-                pending.push((k, stdin, stdout, child.id()));
-                children.push(child);
-            }
-            Err(e) => return Err(format!("cannot start the daemon for node {k} ({}): {e}", node.host)),
         }
     }
-    for (k, mut stdin, mut stdout, pid) in pending {
-        let host = nodes[k].host.clone();
-        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: k, host: crate::this_host() };
-        let greeting = tokio::time::timeout(CONNECT_TIMEOUT, handshake(&mut stdout, &mut stdin, ours, Role::Daemon)).await;
-        match greeting {
-            Ok(Ok(hello)) if hello.node == k => {}
-            Ok(Ok(hello)) => return Err(format!("node {k} ({host}): the daemon answered as node {}", hello.node)),
-            // The daemon (or ssh) exited: our greeting hits a closed pipe, or
-            // its answer never comes. ssh has printed its own reason above.
-            Ok(Err(FrameError::Closed | FrameError::Io(_))) => {
-                return Err(format!("node {k} ({host}): the daemon exited before it was ready (unreachable host, or no dpm there?)"))
-            }
-            Ok(Err(e)) => return Err(format!("node {k} ({host}): {e}")),
-            Err(_) => return Err(format!("node {k} ({host}): no answer within {} s", CONNECT_TIMEOUT.as_secs())),
-        }
-        let (down_tx, mut down_rx) = mpsc::unbounded_channel::<ToDaemon>();
+    for msg in early {
+        let _ = up_tx.send(msg);
+    }
+    // One addressed link per node: messages for node d go to the top-level
+    // child whose subtree holds d, wrapped so the daemons on the way pass it on.
+    let mut node_links = Vec::with_capacity(n);
+    for (d, node) in nodes.iter().enumerate() {
+        let hop = tree::next_hop(None, d, spec.fanout).expect("every node is below the launcher");
+        let via = top_links[&hop].clone();
+        let (tx, mut rx) = mpsc::unbounded_channel::<ToDaemon>();
         tokio::task::spawn_local(async move {
-            loop {
-                let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
-                    Ok(Some(msg)) => msg,
-                    Ok(None) => return,
-                    Err(_) => ToDaemon::Heartbeat,
-                };
-                if write_frame(&mut stdin, &msg).await.is_err() {
-                    return; // the reader reports the broken link
+            while let Some(msg) = rx.recv().await {
+                if via.send(ToDaemon::Routed { node: d, msg: Box::new(msg) }).is_err() {
+                    return;
                 }
             }
         });
-        let up = up_tx.clone();
-        tokio::task::spawn_local(async move {
-            loop {
-                let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToLauncher>(&mut stdout)).await {
-                    Ok(Ok(ToLauncher::Heartbeat)) => continue,
-                    Ok(Ok(msg)) => {
-                        if up.send((k, msg)).is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                    Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => format!("no word from its daemon for {:.1} s (host down or unreachable)", HEARTBEAT_TIMEOUT.as_secs_f64()),
-                };
-                // What is left of the link (an ssh to a host that is gone)
-                // is of no use: end it now rather than at shutdown.
-                if let Some(pid) = pid {
-                    // SAFETY: kill(2) on our own child, not yet reaped.
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                }
-                let _ = up.send((k, ToLauncher::Lost { error }));
-                return;
-            }
-        });
-        links.push(DaemonLink { tx: down_tx, host });
+        node_links.push(DaemonLink { tx, host: node.host.clone() });
     }
-    Ok(Daemons { links, up: up_rx, children, in_process: None })
+    Ok(Daemons { links: node_links, up: up_rx, children, in_process: None })
 }

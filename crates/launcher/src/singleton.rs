@@ -61,9 +61,10 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
                 nodes: vec![host.clone()],
             },
             node_slots: vec![universe_size as u32],
+            fanout: 1,
         };
         let node = crate::nodes::Node { host, slots: universe_size as u32 };
-        let daemons = match crate::nodes::start(&[node], &crate::nodes::Bootstrap::InProcess, false, 0).await {
+        let daemons = match crate::nodes::start(&[node], &crate::nodes::Bootstrap::InProcess, 1, false, 0).await {
             Ok(d) => d,
             Err(e) => {
                 eprintln!("mpiexec: {e}");

@@ -12,6 +12,7 @@
 //! reaping them).
 
 pub mod frame;
+pub mod tree;
 
 use dpm_kvs::{JobId, KeyValues, Rank};
 use serde::{Deserialize, Serialize};
@@ -131,6 +132,11 @@ pub enum ToDaemon {
     Shutdown,
     /// Sent on an idle link so that silence means a lost launcher.
     Heartbeat,
+    /// For the daemon of `node`: intermediate daemons pass it down the tree.
+    Routed { node: usize, msg: Box<ToDaemon> },
+    /// Sent once, right after the handshake, when the daemon has children in
+    /// the tree: every node of the run, and how to start daemons.
+    Tree(tree::TreeSpec),
 }
 
 /// Daemon → launcher.
@@ -155,4 +161,6 @@ pub enum ToLauncher {
     Lost { error: String },
     /// Sent on an idle link so that silence means a lost node.
     Heartbeat,
+    /// A message from the daemon of `node`, passed up the tree.
+    FromNode { node: usize, msg: Box<ToLauncher> },
 }

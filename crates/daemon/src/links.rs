@@ -1,0 +1,158 @@
+//! Links to child daemons: start `dpm daemon` by fork or ssh, greet it, and
+//! bridge its frames. Used by the launcher for its children in the tree and
+//! by daemons for theirs.
+//!
+//! The child speaks on its stdin/stdout, so the link is a pipe or an ssh
+//! channel: nothing listens on the network. Both directions send heartbeats
+//! when idle; a link closed or silent for [`HEARTBEAT_TIMEOUT`] is reported as
+//! [`ToLauncher::Lost`] for the child's node.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+
+use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::tree::Bootstrap;
+use dpm_proto::{ToDaemon, ToLauncher};
+
+/// How long a daemon may take to answer the handshake (ssh connection included).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A child daemon's process and the two ends of its link.
+pub struct ChildDaemon {
+    pub node: usize,
+    pub host: String,
+    pub process: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+}
+
+/// Start the daemon for `node` on `host` (not yet greeted).
+pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbose: u8) -> Result<ChildDaemon, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the dpm executable: {e}"))?;
+    let mut args = vec!["daemon".to_string(), "--node".into(), node.to_string(), "--host".into(), host.to_string()];
+    if trace {
+        args.push("--pmi-trace".into());
+    }
+    for _ in 0..verbose {
+        args.push("-v".into());
+    }
+    let mut cmd = match bootstrap {
+        Bootstrap::Fork => {
+            let mut c = Command::new(&exe);
+            c.args(&args);
+            c
+        }
+        Bootstrap::Ssh(ssh) => {
+            let mut c = Command::new(&ssh[0]);
+            c.args(&ssh[1..]).arg(host).arg(exe.display().to_string()).args(&args);
+            c
+        }
+    };
+    // Their own process group: a Ctrl-C at the terminal reaches the launcher,
+    // which forwards it in order; not the daemons directly.
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0).kill_on_drop(true);
+    let mut process = cmd.spawn().map_err(|e| format!("node {node} ({host}): cannot start its daemon: {e}"))?;
+    let stdin = process.stdin.take().expect("piped");
+    let stdout = process.stdout.take().expect("piped");
+    Ok(ChildDaemon { node, host: host.to_string(), process, stdin, stdout })
+}
+
+impl ChildDaemon {
+    /// Exchange hellos; `me` is the greeting node's host.
+    pub async fn greet(&mut self, me: &str) -> Result<(), String> {
+        let (node, host) = (self.node, self.host.clone());
+        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node, host: me.to_string() };
+        match tokio::time::timeout(CONNECT_TIMEOUT, handshake(&mut self.stdout, &mut self.stdin, ours, Role::Daemon)).await {
+            Ok(Ok(hello)) if hello.node == node => Ok(()),
+            Ok(Ok(hello)) => Err(format!("node {node} ({host}): the daemon answered as node {}", hello.node)),
+            // The daemon (or ssh) exited: our greeting hits a closed pipe, or
+            // its answer never comes. ssh has printed its own reason.
+            Ok(Err(FrameError::Closed | FrameError::Io(_))) => {
+                Err(format!("node {node} ({host}): the daemon exited before it was ready (unreachable host, or no dpm there?)"))
+            }
+            Ok(Err(e)) => Err(format!("node {node} ({host}): {e}")),
+            Err(_) => Err(format!("node {node} ({host}): no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+        }
+    }
+
+    /// Send one message before the link is bridged (the tree description).
+    pub async fn send(&mut self, msg: &ToDaemon) -> Result<(), String> {
+        write_frame(&mut self.stdin, msg).await.map_err(|e| format!("node {} ({}): {e}", self.node, self.host))
+    }
+
+    /// Bridge the link: returns the sender for messages down; everything that
+    /// comes up is delivered to `up` as (origin node, message).
+    pub fn bridge(self, up: mpsc::UnboundedSender<(usize, ToLauncher)>) -> (mpsc::UnboundedSender<ToDaemon>, Child) {
+        let ChildDaemon { node, process, mut stdin, mut stdout, .. } = self;
+        let pid = process.id();
+        let (down_tx, mut down_rx) = mpsc::unbounded_channel::<ToDaemon>();
+        tokio::task::spawn_local(async move {
+            loop {
+                let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
+                    Ok(Some(msg)) => msg,
+                    Ok(None) => return,
+                    Err(_) => ToDaemon::Heartbeat,
+                };
+                if write_frame(&mut stdin, &msg).await.is_err() {
+                    return; // the reader reports the broken link
+                }
+            }
+        });
+        tokio::task::spawn_local(async move {
+            loop {
+                let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToLauncher>(&mut stdout)).await {
+                    Ok(Ok(ToLauncher::Heartbeat)) => continue,
+                    Ok(Ok(ToLauncher::FromNode { node: origin, msg })) => {
+                        if up.send((origin, *msg)).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Ok(Ok(msg)) => {
+                        if up.send((node, msg)).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => format!("no word from its daemon for {:.1} s (host down or unreachable)", HEARTBEAT_TIMEOUT.as_secs_f64()),
+                };
+                // What is left of the link (an ssh to a host that is gone) is
+                // of no use: end it now rather than at shutdown.
+                if let Some(pid) = pid {
+                    // SAFETY: kill(2) on our own child, not yet reaped.
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                }
+                let _ = up.send((node, ToLauncher::Lost { error }));
+                return;
+            }
+        });
+        (down_tx, process)
+    }
+}
+
+/// Start, greet and describe the tree to each of `nodes` (children of one
+/// parent), all started first so that ssh connections proceed in parallel.
+/// On error, the ones already started are killed when dropped.
+pub async fn start_children(
+    nodes: &[usize],
+    spec: &dpm_proto::tree::TreeSpec,
+    me: &str,
+) -> Result<Vec<ChildDaemon>, String> {
+    let mut started = Vec::with_capacity(nodes.len());
+    for &node in nodes {
+        started.push(start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose)?);
+    }
+    for child in &mut started {
+        child.greet(me).await?;
+        let n = spec.hosts.len();
+        if !dpm_proto::tree::children(Some(child.node), n, spec.fanout).is_empty() {
+            child.send(&ToDaemon::Tree(spec.clone())).await?;
+        }
+    }
+    Ok(started)
+}
