@@ -50,6 +50,18 @@ pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbos
             c.args(&ssh[1..]).arg(host).arg(exe.display().to_string()).args(&args);
             c
         }
+        Bootstrap::Slurm => {
+            // One task on that node, overlapping the allocation's other steps
+            // (daemons start children with nested sruns), without Slurm's own
+            // PMI, unbuffered so frames pass as they are written; --ntasks
+            // overrides the SLURM_NTASKS salloc exported.
+            let mut c = Command::new("srun");
+            c.args(["--nodes=1", "--ntasks=1", "--overlap", "--mpi=none", "--unbuffered", "--quiet", "--kill-on-bad-exit=1"])
+                .arg(format!("--nodelist={host}"))
+                .arg(exe.display().to_string())
+                .args(&args);
+            c
+        }
     };
     // Their own process group: a Ctrl-C at the terminal reaches the launcher,
     // which forwards it in order; not the daemons directly.

@@ -227,6 +227,42 @@ fn step_on_every_node(fx: &Fixture) {
     assert_eq!(nodes, ["n1", "n2", "n3", "n4"], "{stdout}");
 }
 
+/// `salloc -N3 -n6 dpm run …`: dpm reads the allocation, starts one daemon
+/// per node with an srun step each, and MPICH wires up across the nodes.
+fn dpm_bootstraps_through_slurm(fx: &Fixture) {
+    let dpm = common::dpm_bin();
+    let out = fx.client(&["salloc", "-N3", "-n6", dpm, "run", "--report-placement", "-n", "6", &program("ring")]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{:?}
+{stdout}
+{stderr}", out.status);
+    assert!(stdout.contains("ring ok size=6 sum="), "{stdout}
+{stderr}");
+    let placed = common::placement(&stderr);
+    let hosts: Vec<&str> = placed.iter().map(|p| p.2.as_str()).collect();
+    assert_eq!(hosts, ["n1", "n2", "n3"], "one daemon per allocated node, 2 slots each
+{stderr}");
+    assert!(placed.iter().all(|p| p.1.contains('-')), "two ranks per node
+{stderr}");
+}
+
+/// What `srun` alone cannot do: MPI_Comm_spawn inside the allocation, the
+/// children placed on the other allocated nodes.
+fn spawn_inside_the_allocation(fx: &Fixture) {
+    let dpm = common::dpm_bin();
+    let out = fx.client(&["salloc", "-N3", "-n6", dpm, "run", "--report-placement", "-n", "1", &program("spawn_args"), "4"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{:?}
+{stdout}
+{stderr}", out.status);
+    assert!(stdout.contains("spawn ok children=4"), "{stdout}
+{stderr}");
+    let child_hosts: std::collections::HashSet<String> =
+        common::placement(&stderr).into_iter().filter(|p| p.0 == 1).map(|p| p.2).collect();
+    assert!(child_hosts.contains("n2") && child_hosts.contains("n3"), "children not spread: {child_hosts:?}
+{stderr}");
+}
+
 fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
     e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
 }
@@ -242,10 +278,12 @@ fn dpm_inside_a_slurm_allocation() {
         }
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario); 3] = [
+    let scenarios: [(&str, Scenario); 5] = [
         ("salloc -N1 -n2 dpm run -n 2 hello", hello_in_allocation),
         ("ranks see the job's environment", ranks_see_the_job),
         ("one step on every node", step_on_every_node),
+        ("dpm bootstraps through Slurm across 3 nodes", dpm_bootstraps_through_slurm),
+        ("MPI_Comm_spawn inside the allocation", spawn_inside_the_allocation),
     ];
     let mut failures = Vec::new();
     let total = Instant::now();

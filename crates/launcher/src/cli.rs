@@ -151,8 +151,9 @@ Nodes and placement:
   -f, -hostfile FILE        hosts from a file: 'name[:N]' or 'name slots=N'
   --virtual-nodes N         N daemons on this machine, each a separate node
                             (MPICH then wires up across nodes)
-  -launcher fork|ssh        how daemons start (default: ssh for other hosts,
-                            fork for this machine); also DPM_LAUNCHER
+  -launcher fork|ssh|slurm  how daemons start (default: slurm inside a Slurm
+                            allocation, ssh for other hosts, fork for this
+                            machine); also DPM_LAUNCHER
   --ssh-command CMD         the ssh command (default 'ssh -o BatchMode=yes');
                             also DPM_SSH
   --tree-fanout K           daemons form a K-ary tree under dpm (default 32,
@@ -162,8 +163,9 @@ Nodes and placement:
   -ppn N                    N ranks per node, then the next node
   --map-by slot|node        fill each node's slots in turn (default), or
                             deal ranks round-robin over the nodes
-Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else this
-machine alone (then the daemon runs inside dpm itself).
+Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else the
+Slurm allocation (SLURM_JOB_NODELIST, slots from SLURM_TASKS_PER_NODE), else
+this machine alone (then the daemon runs inside dpm itself).
   -v, --verbose             log what dpm does (repeat for more; or DPM_LOG)
   -h, --help                show this help
 
@@ -281,9 +283,9 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
                 opts.virtual_nodes = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a node count")))?);
             }
             "launcher" | "bootstrap" => {
-                let v = value("fork or ssh")?;
-                if !matches!(v.as_str(), "fork" | "ssh") {
-                    return Err(usage(format!("'{arg} {v}': this dpm starts daemons with fork or ssh")));
+                let v = value("fork, ssh or slurm")?;
+                if !matches!(v.as_str(), "fork" | "ssh" | "slurm") {
+                    return Err(usage(format!("'{arg} {v}': this dpm starts daemons with fork, ssh or slurm")));
                 }
                 opts.launcher = Some(v);
             }

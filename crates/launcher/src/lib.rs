@@ -179,6 +179,7 @@ fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node
     if virtual_nodes && !list.is_empty() {
         return Err("--virtual-nodes and -hosts/-f exclude each other".into());
     }
+    let mut from_slurm = false;
     if let Some(n) = opts.virtual_nodes {
         list = (0..n).map(|k| nodes::Node { host: format!("{host}-v{k}"), slots: cpus }).collect();
     } else if list.is_empty() {
@@ -186,6 +187,9 @@ fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node
             for h in env.split(',').filter(|h| !h.trim().is_empty()) {
                 list.push(parse(h)?);
             }
+        } else if let Ok(nodelist) = std::env::var("SLURM_JOB_NODELIST") {
+            list = slurm_nodes(&nodelist)?;
+            from_slurm = true;
         }
     }
     if list.is_empty() {
@@ -198,16 +202,60 @@ fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node
     };
     let launcher = opts.launcher.clone().or_else(|| std::env::var("DPM_LAUNCHER").ok());
     let bootstrap = match launcher.as_deref() {
-        Some("ssh") if virtual_nodes => return Err("--virtual-nodes run on this machine; they start with fork".into()),
+        Some("ssh" | "slurm") if virtual_nodes => return Err("--virtual-nodes run on this machine; they start with fork".into()),
+        Some("slurm") if std::env::var_os("SLURM_JOB_ID").is_none() => {
+            return Err("-launcher slurm works inside a Slurm allocation (salloc, sbatch) only".into())
+        }
+        Some("slurm") => nodes::Bootstrap::Slurm,
         Some("ssh") => nodes::Bootstrap::Ssh(ssh()),
         Some("fork") if all_local => nodes::Bootstrap::Fork,
         Some("fork") => return Err("-launcher fork starts daemons on this machine only; use ssh for other hosts".into()),
         Some(other) => return Err(format!("unknown launcher '{other}' (fork or ssh)")),
+        None if list.len() == 1 && (all_local || from_slurm) && is_this_host_or_slurm_node(&list[0].host, host) => {
+            nodes::Bootstrap::InProcess
+        }
+        None if from_slurm => nodes::Bootstrap::Slurm,
         None if all_local && list.len() == 1 => nodes::Bootstrap::InProcess,
         None if all_local => nodes::Bootstrap::Fork,
         None => nodes::Bootstrap::Ssh(ssh()),
     };
     Ok((list, bootstrap))
+}
+
+/// A one-node Slurm allocation on the node dpm runs on needs no srun step.
+fn is_this_host_or_slurm_node(node: &str, host: &str) -> bool {
+    is_this_host(node, host) || std::env::var("SLURMD_NODENAME").is_ok_and(|n| n == node)
+}
+
+/// The nodes of the Slurm allocation: names expanded by `scontrol show
+/// hostnames`, slots from `SLURM_TASKS_PER_NODE` (`2(x3),1` means 2,2,2,1).
+fn slurm_nodes(nodelist: &str) -> Result<Vec<nodes::Node>, String> {
+    let out = std::process::Command::new("scontrol")
+        .args(["show", "hostnames", nodelist])
+        .output()
+        .map_err(|e| format!("SLURM_JOB_NODELIST is set but scontrol cannot be run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("scontrol show hostnames {nodelist}: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let hosts: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+    let slots = std::env::var("SLURM_TASKS_PER_NODE").map(|v| expand_slurm_counts(&v)).unwrap_or_default();
+    let cpus = cli::cpus().max(1) as u32;
+    Ok(hosts.into_iter().enumerate().map(|(i, host)| nodes::Node { host, slots: slots.get(i).copied().unwrap_or(cpus) }).collect())
+}
+
+/// `2(x3),1` → `[2, 2, 2, 1]` (Slurm's compressed per-node counts).
+fn expand_slurm_counts(text: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (count, times) = match item.split_once("(x") {
+            Some((c, t)) => (c, t.trim_end_matches(')')),
+            None => (item, "1"),
+        };
+        if let (Ok(c), Ok(t)) = (count.parse::<u32>(), times.parse::<usize>()) {
+            out.extend(std::iter::repeat_n(c.max(1), t));
+        }
+    }
+    out
 }
 
 /// `dpm daemon`: serve one node for a launcher over stdin/stdout.
@@ -276,5 +324,15 @@ fn raise_fd_limit() {
         if soft < hard {
             let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slurm_counts_expand() {
+        assert_eq!(super::expand_slurm_counts("2(x3),1"), vec![2, 2, 2, 1]);
+        assert_eq!(super::expand_slurm_counts("4"), vec![4]);
+        assert_eq!(super::expand_slurm_counts(""), Vec::<u32>::new());
     }
 }

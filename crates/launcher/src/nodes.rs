@@ -37,6 +37,8 @@ pub enum Bootstrap {
     Fork,
     /// The ssh command and its options, e.g. `["ssh", "-o", "BatchMode=yes"]`.
     Ssh(Vec<String>),
+    /// `srun` steps inside the Slurm allocation.
+    Slurm,
 }
 
 /// How long the whole tree may take to come up (ssh connections included).
@@ -106,6 +108,7 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: 
         fanout: fanout.max(1),
         bootstrap: match bootstrap {
             Bootstrap::Ssh(cmd) => tree::Bootstrap::Ssh(cmd.clone()),
+            Bootstrap::Slurm => tree::Bootstrap::Slurm,
             _ => tree::Bootstrap::Fork,
         },
         trace,

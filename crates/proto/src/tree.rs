@@ -14,6 +14,9 @@ pub enum Bootstrap {
     Fork,
     /// `ssh HOST dpm daemon`, with this ssh command and options.
     Ssh(Vec<String>),
+    /// One `srun` step per daemon, inside the job's Slurm allocation: the step's
+    /// single task has srun's stdin and stdout, which carry the link.
+    Slurm,
 }
 
 /// What a daemon needs to start its part of the tree.
