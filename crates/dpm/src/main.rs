@@ -21,8 +21,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
-    /// A node daemon (started by `dpm run` through fork or ssh; speaks the
-    /// internal protocol on stdin/stdout). Not for interactive use.
+    /// A node daemon, started by `dpm run` or a parent daemon through fork,
+    /// ssh or srun; speaks the internal protocol on stdin/stdout. Not for
+    /// interactive use.
     Daemon {
         /// The node index the launcher assigned.
         #[arg(long)]
