@@ -230,3 +230,10 @@ fn losing_an_inner_daemon_ends_the_run_and_its_subtree() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(daemons_below(dpm).is_empty(), "daemons left below the finished dpm");
 }
+
+#[test]
+fn one_virtual_node_is_still_a_forked_daemon() {
+    let out = Dpm::run(["--virtual-nodes", "1", "-n", "1", "sh", "-c", "ps -o args= -p $PPID"]).output();
+    out.assert_success();
+    out.assert_stdout_contains(" daemon --node 0 ");
+}

@@ -215,7 +215,8 @@ fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node
             nodes::Bootstrap::InProcess
         }
         None if from_slurm => nodes::Bootstrap::Slurm,
-        None if all_local && list.len() == 1 => nodes::Bootstrap::InProcess,
+        // --virtual-nodes N promises N daemon processes, even for N = 1.
+        None if all_local && list.len() == 1 && !virtual_nodes => nodes::Bootstrap::InProcess,
         None if all_local => nodes::Bootstrap::Fork,
         None => nodes::Bootstrap::Ssh(ssh()),
     };
