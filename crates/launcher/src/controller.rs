@@ -70,6 +70,8 @@ struct Failure {
     summary: String,
     /// The rank it was about, not counted among the ranks terminated because of it.
     rank: Option<(JobId, Rank)>,
+    /// It was an `MPI_Abort`.
+    abort: bool,
 }
 
 /// Job-independent settings the controller needs to create jobs.
@@ -370,7 +372,7 @@ impl Controller {
         // PMI-2 always says -1; an exit status is 0..255.
         let status = code & 0xff;
         let detail = if message.is_empty() || message == "abort" { String::new() } else { format!(": {message}") };
-        self.record_failure(status, format!("{who} called MPI_Abort with exit code {code}{detail}"), Some((job, rank)));
+        self.record_abort(status, format!("{who} called MPI_Abort with exit code {code}{detail}"), (job, rank));
         if let Some(j) = self.jobs.get_mut(&job) {
             j.aborted = true;
         }
@@ -537,7 +539,17 @@ impl Controller {
     fn record_failure(&mut self, code: i32, summary: String, rank: Option<(JobId, Rank)>) {
         tracing::debug!("{summary}");
         if self.failure.is_none() {
-            self.failure = Some(Failure { code, summary, rank });
+            self.failure = Some(Failure { code, summary, rank, abort: false });
+        }
+    }
+
+    /// An `MPI_Abort` is the cause of whatever fails around it: peers cut off
+    /// mid-communication may exit before its message is read. So it replaces
+    /// an earlier failure that was not itself an abort.
+    fn record_abort(&mut self, code: i32, summary: String, rank: (JobId, Rank)) {
+        tracing::debug!("{summary}");
+        if self.failure.as_ref().is_none_or(|f| !f.abort) {
+            self.failure = Some(Failure { code, summary, rank: Some(rank), abort: true });
         }
     }
 
