@@ -20,6 +20,8 @@ pub mod links;
 pub mod spawn;
 mod tasks;
 
+pub use tasks::now_micros;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -430,11 +432,11 @@ impl Daemon {
             Event::Output { job, rank, stream, data } => {
                 let _ = self.up.send(ToLauncher::Output { job, rank, stream, data });
             }
-            Event::Exited { job, rank, status } => self.exited(job, rank, status),
+            Event::Exited { job, rank, status, at } => self.exited(job, rank, status, at),
         }
     }
 
-    fn exited(&mut self, job: JobId, rank: Rank, status: ExitStatus) {
+    fn exited(&mut self, job: JobId, rank: Rank, status: ExitStatus, at: u64) {
         let Some(proc) = self.procs.remove(&(job, rank)) else { return };
         // A connection still open (a grandchild holds it, or the grace period
         // ran out): judge by what it has said so far.
@@ -447,7 +449,7 @@ impl Daemon {
             PmiState::Active => PmiProgress::Active,
             PmiState::Finalized => PmiProgress::Finalized,
         };
-        let _ = self.up.send(ToLauncher::Exited { job, rank, pid: proc.pid as u32, status, pmi });
+        let _ = self.up.send(ToLauncher::Exited { job, rank, pid: proc.pid as u32, status, pmi, at });
     }
 
     fn signal_job(&mut self, job: JobId, signal: i32) {

@@ -24,7 +24,7 @@ pub enum Event {
     Output { job: JobId, rank: Rank, stream: Stream, data: Vec<u8> },
     /// Reported after the PMI connection closed and the pipes reached EOF,
     /// or after [`DRAIN_GRACE`].
-    Exited { job: JobId, rank: Rank, status: ExitStatus },
+    Exited { job: JobId, rank: Rank, status: ExitStatus, at: u64 },
 }
 
 /// Accept PMI connections for one job on a loopback TCP port.
@@ -80,6 +80,7 @@ pub fn watch_proc(
         let mut out_buf = vec![0u8; 16 * 1024];
         let mut err_buf = vec![0u8; 16 * 1024];
         let mut status: Option<ExitStatus> = None;
+        let mut reaped_at = 0u64;
         let mut pmi_done = false;
         let mut reported = false;
         let mut deadline = None::<tokio::time::Instant>;
@@ -88,7 +89,7 @@ pub fn watch_proc(
         }
         loop {
             if !reported && status.is_some() && ((pmi_done && out.is_none() && err.is_none()) || deadline_passed(deadline)) {
-                let _ = events.send(Event::Exited { job, rank, status: status.unwrap() });
+                let _ = events.send(Event::Exited { job, rank, status: status.unwrap(), at: reaped_at });
                 reported = true;
             }
             if reported && out.is_none() && err.is_none() {
@@ -101,6 +102,7 @@ pub fn watch_proc(
                         match reap(pidfd.as_ref().unwrap().get_ref()) {
                             Ok(Some(s)) => {
                                 status = Some(s);
+                                reaped_at = now_micros();
                                 deadline = Some(tokio::time::Instant::now() + DRAIN_GRACE);
                             }
                             Ok(None) => guard.clear_ready(),
@@ -119,6 +121,11 @@ pub fn watch_proc(
             }
         }
     });
+}
+
+/// Wall-clock µs since the Unix epoch.
+pub fn now_micros() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 fn deadline_passed(deadline: Option<tokio::time::Instant>) -> bool {

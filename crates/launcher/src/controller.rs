@@ -72,6 +72,8 @@ struct Failure {
     rank: Option<(JobId, Rank)>,
     /// It was an `MPI_Abort`.
     abort: bool,
+    /// When the failing process ended (µs since the epoch), for an exit.
+    at: Option<u64>,
 }
 
 /// Job-independent settings the controller needs to create jobs.
@@ -103,6 +105,8 @@ pub struct Controller {
     interrupted: Option<i32>,
     timed_out: bool,
     stdin_job: Option<JobId>,
+    /// When dpm began killing because of a failure (µs since the epoch).
+    teardown_at: Option<u64>,
     next_job: u32,
     /// Ranks dpm killed because of the failure, per job, for the summary.
     terminated: Vec<(JobId, usize)>,
@@ -121,6 +125,7 @@ impl Controller {
             interrupted: None,
             timed_out: false,
             stdin_job: None,
+            teardown_at: None,
             next_job: 0,
             terminated: Vec::new(),
         }
@@ -281,7 +286,7 @@ impl Controller {
             }
             ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(job, rank, error, errno),
             ToLauncher::Output { job, rank, stream, data } => self.output.write(job, rank, stream, &data),
-            ToLauncher::Exited { job, rank, pid, status, pmi } => self.exited(job, rank, pid, status, pmi),
+            ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(job, rank, pid, status, pmi, at),
             ToLauncher::FenceIn { job, epoch, count, puts } => self.fence_in(job, epoch, count, puts),
             ToLauncher::Abort { job, rank, code, message } => self.abort(job, rank, code, message),
             ToLauncher::Name { request, job, op } => {
@@ -334,19 +339,24 @@ impl Controller {
         self.check_done(job);
     }
 
-    fn exited(&mut self, job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress) {
+    fn exited(&mut self, job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
         self.output.flush_rank(job, rank);
         let host = self.host(job, rank).to_string();
         let interrupted = self.interrupted.is_some() || self.timed_out;
+        // A process that ended before the teardown began was not ended by it,
+        // even if its exit is read afterwards (the reads of several nodes and
+        // connections race): judge it as a failure of its own.
+        let before_teardown = self.teardown_at.is_none_or(|t| at < t);
         let Some(j) = self.jobs.get_mut(&job) else { return };
+        let killing = j.killing && !before_teardown;
         let who = describe_rank(job, rank, Some(pid), &host);
         let end = match status {
-            ExitStatus::Code(0) if pmi == PmiProgress::Active && !j.killing => RankEnd::Failed {
+            ExitStatus::Code(0) if pmi == PmiProgress::Active && !killing => RankEnd::Failed {
                 why: format!("{who} exited with code 0 without calling MPI_Finalize (PMI finalize)"),
                 code: 1,
             },
             ExitStatus::Code(0) => RankEnd::Ok,
-            _ if j.killing || interrupted => RankEnd::Terminated,
+            _ if killing || interrupted => RankEnd::Terminated,
             ExitStatus::Code(c) => RankEnd::Failed { why: format!("{who} exited with code {c}"), code: c },
             ExitStatus::Signal(s) => RankEnd::Failed {
                 why: format!("{who} was killed by signal {s} ({})", signal_name(s)),
@@ -357,7 +367,7 @@ impl Controller {
             r.end = Some(end.clone());
         }
         if let RankEnd::Failed { why, code } = end {
-            self.record_failure(code, why, Some((job, rank)));
+            self.record_exit_failure(code, why, (job, rank), at);
             // Jobs of one run are connected (spawn, connect/accept): a failure
             // in any of them would leave the others waiting, so all end.
             self.kill_all(libc::SIGKILL);
@@ -539,7 +549,22 @@ impl Controller {
     fn record_failure(&mut self, code: i32, summary: String, rank: Option<(JobId, Rank)>) {
         tracing::debug!("{summary}");
         if self.failure.is_none() {
-            self.failure = Some(Failure { code, summary, rank, abort: false });
+            self.failure = Some(Failure { code, summary, rank, abort: false, at: None });
+        }
+    }
+
+    /// A failed exit: the earliest one is the run's failure (unless an abort).
+    fn record_exit_failure(&mut self, code: i32, summary: String, rank: (JobId, Rank), at: u64) {
+        tracing::debug!("{summary}");
+        let replace = match &self.failure {
+            None => true,
+            Some(f) => !f.abort && f.at.is_some_and(|t| at < t),
+        };
+        if replace {
+            self.failure = Some(Failure { code, summary, rank: Some(rank), abort: false, at: Some(at) });
+        }
+        if self.teardown_at.is_none() {
+            self.teardown_at = Some(dpm_daemon::now_micros());
         }
     }
 
@@ -549,7 +574,7 @@ impl Controller {
     fn record_abort(&mut self, code: i32, summary: String, rank: (JobId, Rank)) {
         tracing::debug!("{summary}");
         if self.failure.as_ref().is_none_or(|f| !f.abort) {
-            self.failure = Some(Failure { code, summary, rank: Some(rank), abort: true });
+            self.failure = Some(Failure { code, summary, rank: Some(rank), abort: true, at: None });
         }
     }
 

@@ -149,7 +149,9 @@ pub enum ToLauncher {
     LaunchFailed { job: JobId, rank: Rank, error: String, errno: i32 },
     Output { job: JobId, rank: Rank, stream: Stream, data: Vec<u8> },
     /// A rank ended; its output and PMI traffic have been forwarded before this.
-    Exited { job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress },
+    /// `at`: when it was reaped, in µs since the Unix epoch (the node's clock),
+    /// so the launcher can tell which of several failures came first.
+    Exited { job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64 },
     FenceIn { job: JobId, epoch: u64, count: u32, puts: KeyValues },
     Abort { job: JobId, rank: Rank, code: i32, message: String },
     Name { request: RequestId, job: JobId, op: NameRequest },
