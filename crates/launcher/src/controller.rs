@@ -105,6 +105,8 @@ pub struct Controller {
     interrupted: Option<i32>,
     timed_out: bool,
     stdin_job: Option<JobId>,
+    /// Random per run: part of every kvsname (see [`kvsname`]).
+    run_tag: u32,
     /// When dpm began killing because of a failure (µs since the epoch).
     teardown_at: Option<u64>,
     next_job: u32,
@@ -125,6 +127,7 @@ impl Controller {
             interrupted: None,
             timed_out: false,
             stdin_job: None,
+            run_tag: random_tag(),
             teardown_at: None,
             next_job: 0,
             terminated: Vec::new(),
@@ -135,7 +138,7 @@ impl Controller {
     pub fn new_job_id(&mut self) -> (JobId, String) {
         let job = JobId(self.next_job);
         self.next_job += 1;
-        (job, format!("kvs_{}_{}", std::process::id(), job.0))
+        (job, kvsname(self.run_tag, job))
     }
 
     /// Start a job whose rank `r` runs on node `node_of[r]`: each node's
@@ -637,6 +640,26 @@ impl Controller {
             None => 0,
         }
     }
+}
+
+/// A job's kvsname: `kvs_<dpm pid>_<random>_<job>`. MPICH names its node
+/// shared-memory segment after a hash of it (`/dev/shm/mpich_shm_<hash>_<node>`),
+/// and a killed run leaves that file behind: with the pid alone a later run
+/// that reuses the pid collides with it and fails in MPI_Init ("Out of memory").
+pub fn kvsname(run_tag: u32, job: JobId) -> String {
+    format!("kvs_{}_{:08x}_{}", std::process::id(), run_tag, job.0)
+}
+
+/// 32 random bits from the kernel (time and pid mixed in if that fails).
+pub fn random_tag() -> u32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: getrandom fills the buffer we pass.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n == 4 {
+        return u32::from_ne_bytes(bytes);
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    now ^ std::process::id().rotate_left(16)
 }
 
 fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {

@@ -34,7 +34,7 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
     // Everything the singleton had open was inherited (MPICH does not mark its
     // fds close-on-exec): keep none of it, so spawned children get none either.
     close_inherited_fds();
-    let kvsname = format!("kvs_{}_0", std::process::id());
+    let kvsname = crate::controller::kvsname(crate::controller::random_tag(), dpm_kvs::JobId(0));
     let stream = match handshake(port, &kvsname) {
         Ok(s) => s,
         Err(e) => {
@@ -73,10 +73,11 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
         };
         let (links, up, waiter) = daemons.split();
         let mut controller = crate::controller::Controller::new(settings, links, up);
-        let (job, kvs) = controller.new_job_id(); // the same name as told in the handshake
+        // Job 0 keeps the name the handshake already told the program.
+        let (job, _) = controller.new_job_id();
         let launch = LaunchJob {
             job,
-            kvsname: kvs,
+            kvsname: kvsname.clone(),
             size: 1,
             appnums: vec![0],
             universe_size,
