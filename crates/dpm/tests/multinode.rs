@@ -77,8 +77,8 @@ fn spawn_info_host_names_a_virtual_node() {
     let script = format!(
         "from mpi4py import MPI; import sys\n\
          info = MPI.Info.Create(); info.Set('host', '{host}-v2')\n\
-         c = MPI.COMM_SELF.Spawn(sys.executable, ['-c', 'from mpi4py import MPI; MPI.Comm.Get_parent().Disconnect()'], 2, info)\n\
-         c.Disconnect(); print('spawned on v2')\n"
+         c = MPI.COMM_SELF.Spawn(sys.executable, ['-c', 'from mpi4py import MPI; p = MPI.Comm.Get_parent(); p.Barrier(); p.Disconnect()'], 2, info)\n\
+         c.Barrier(); c.Disconnect(); print('spawned on v2')\n"
     );
     let python = common::repo_root().join(".venv/bin/python");
     let out = Dpm::run(["--virtual-nodes", "3", "--report-placement", "-n", "1", python.to_str().unwrap(), "-c", &script]).output();
