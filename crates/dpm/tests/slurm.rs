@@ -19,14 +19,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{dpm_bin, hello, program, repo_root, Dpm, TempFile};
+use common::{FixtureLock, dpm_bin, hello, program, repo_root, Dpm, TempFile};
 
 /// The fixture's exit status for "cannot be built on this machine".
 const SKIP_STATUS: i32 = 77;
@@ -36,46 +34,11 @@ fn fixture_script() -> PathBuf {
 }
 
 fn script(args: &[&str]) -> std::process::Output {
-    Command::new("bash")
-        .arg(fixture_script())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", fixture_script().display()))
+    common::run_fixture(&fixture_script(), args)
 }
 
-/// `flock` on a lock file, held by a child that lives until its stdin closes:
-/// when this is dropped, or when this process dies. The cluster has fixed
-/// ports and paths, so two test processes on one machine take turns.
-struct Lock(Child);
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let _ = self.0.wait();
-    }
-}
-
-fn take_lock() -> Lock {
-    let path = std::env::temp_dir().join("dpm-slurm-test.lock");
-    let mut child = Command::new("flock")
-        .args(["-w", "300"])
-        .arg(&path)
-        .args(["sh", "-c", "echo locked; exec cat >/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run flock(1) (util-linux): {e}"));
-    let mut line = String::new();
-    let mut out = BufReader::new(child.stdout.take().expect("piped"));
-    let lock = Lock(child);
-    let waited = Instant::now();
-    let _ = out.read_line(&mut line);
-    assert_eq!(line.trim(), "locked", "could not lock {} within 300 s", path.display());
-    if waited.elapsed() > Duration::from_secs(1) {
-        eprintln!("waited {:.1} s for another test run's Slurm cluster", waited.elapsed().as_secs_f64());
-    }
-    lock
+fn take_lock() -> FixtureLock {
+    common::lock_fixture("dpm-slurm-test.lock", "Slurm cluster")
 }
 
 struct Fixture {
@@ -83,7 +46,7 @@ struct Fixture {
     state: PathBuf,
     /// `sh` script: `slurm.sh exec salloc -N1 -n2 dpm run "$@"`.
     salloc_1x2: TempFile,
-    lock: Option<Lock>,
+    lock: Option<FixtureLock>,
     down: bool,
 }
 
@@ -126,6 +89,16 @@ impl Fixture {
     /// marker lets the harness check that no rank outlives the run).
     fn dpm_in_allocation(&self, args: &[&str]) -> Dpm {
         Dpm::mpiexec(&self.salloc_1x2.path, args).watchdog(Duration::from_secs(20))
+    }
+
+    /// `salloc -N3 -n6 dpm run ARGS` must succeed; its (stdout, stderr).
+    fn dpm_in_3_node_allocation(&self, args: &[&str]) -> (String, String) {
+        let mut cmd = vec!["salloc", "-N3", "-n6", dpm_bin(), "run"];
+        cmd.extend_from_slice(args);
+        let out = self.client(&cmd);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+        assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+        (stdout, stderr)
     }
 
     /// A client command of the cluster (`slurm.sh exec CMD`).
@@ -230,41 +203,22 @@ fn step_on_every_node(fx: &Fixture) {
 /// `salloc -N3 -n6 dpm run …`: dpm reads the allocation, starts one daemon
 /// per node with an srun step each, and MPICH wires up across the nodes.
 fn dpm_bootstraps_through_slurm(fx: &Fixture) {
-    let dpm = common::dpm_bin();
-    let out = fx.client(&["salloc", "-N3", "-n6", dpm, "run", "--report-placement", "-n", "6", &program("ring")]);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{:?}
-{stdout}
-{stderr}", out.status);
-    assert!(stdout.contains("ring ok size=6 sum="), "{stdout}
-{stderr}");
+    let (stdout, stderr) = fx.dpm_in_3_node_allocation(&["--report-placement", "-n", "6", &program("ring")]);
+    assert!(stdout.contains("ring ok size=6 sum="), "{stdout}\n{stderr}");
     let placed = common::placement(&stderr);
     let hosts: Vec<&str> = placed.iter().map(|p| p.2.as_str()).collect();
-    assert_eq!(hosts, ["n1", "n2", "n3"], "one daemon per allocated node, 2 slots each
-{stderr}");
-    assert!(placed.iter().all(|p| p.1.contains('-')), "two ranks per node
-{stderr}");
+    assert_eq!(hosts, ["n1", "n2", "n3"], "one daemon per allocated node, 2 slots each\n{stderr}");
+    assert!(placed.iter().all(|p| p.1.contains('-')), "two ranks per node\n{stderr}");
 }
 
 /// What `srun` alone cannot do: MPI_Comm_spawn inside the allocation, the
 /// children placed on the other allocated nodes.
 fn spawn_inside_the_allocation(fx: &Fixture) {
-    let dpm = common::dpm_bin();
-    let out = fx.client(&["salloc", "-N3", "-n6", dpm, "run", "--report-placement", "-n", "1", &program("spawn_args"), "4"]);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{:?}
-{stdout}
-{stderr}", out.status);
-    assert!(stdout.contains("spawn ok children=4"), "{stdout}
-{stderr}");
+    let (stdout, stderr) = fx.dpm_in_3_node_allocation(&["--report-placement", "-n", "1", &program("spawn_args"), "4"]);
+    assert!(stdout.contains("spawn ok children=4"), "{stdout}\n{stderr}");
     let child_hosts: std::collections::HashSet<String> =
         common::placement(&stderr).into_iter().filter(|p| p.0 == 1).map(|p| p.2).collect();
-    assert!(child_hosts.contains("n2") && child_hosts.contains("n3"), "children not spread: {child_hosts:?}
-{stderr}");
-}
-
-fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
+    assert!(child_hosts.contains("n2") && child_hosts.contains("n3"), "children not spread: {child_hosts:?}\n{stderr}");
 }
 
 #[test]
@@ -293,7 +247,7 @@ fn dpm_inside_a_slurm_allocation() {
         let ran = started.elapsed();
         let mut failed = false;
         if let Err(e) = result {
-            failures.push(format!("{name}: {}", panic_text(e)));
+            failures.push(format!("{name}: {}", common::panic_text(e)));
             failed = true;
         }
         let left = fx.settle(Duration::from_secs(5));

@@ -23,14 +23,13 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{dpm_bin, hello, program, repo_root, Dpm, Running, TempFile};
+use common::{FixtureLock, dpm_bin, hello, program, repo_root, Dpm, Running, TempFile};
 
 /// The fixture's exit status for "cannot be built on this machine".
 const SKIP_STATUS: i32 = 77;
@@ -57,50 +56,16 @@ struct Fixture {
     listeners: HashSet<u32>,
     /// Holds the fixture's lock: the namespaces have fixed names, so two test
     /// processes (two `cargo test` runs on one machine) take turns.
-    lock: Option<Lock>,
+    lock: Option<FixtureLock>,
     down: bool,
 }
 
 fn script(args: &[&str]) -> std::process::Output {
-    Command::new("bash")
-        .arg(fixture_script())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", fixture_script().display()))
+    common::run_fixture(&fixture_script(), args)
 }
 
-/// `flock` on a lock file, held by a child that lives until its stdin closes:
-/// when this is dropped, or when this process dies.
-struct Lock(Child);
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let _ = self.0.wait();
-    }
-}
-
-fn take_lock() -> Lock {
-    let path = std::env::temp_dir().join("dpm-netns-hosts.lock");
-    let mut child = Command::new("flock")
-        .args(["-w", "300"])
-        .arg(&path)
-        .args(["sh", "-c", "echo locked; exec cat >/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run flock(1) (util-linux): {e}"));
-    let mut line = String::new();
-    let mut out = BufReader::new(child.stdout.take().expect("piped"));
-    let lock = Lock(child);
-    let waited = Instant::now();
-    let _ = out.read_line(&mut line);
-    assert_eq!(line.trim(), "locked", "could not lock {} within 300 s", path.display());
-    if waited.elapsed() > Duration::from_secs(1) {
-        eprintln!("waited {:.1} s for another test run's netns hosts", waited.elapsed().as_secs_f64());
-    }
-    lock
+fn take_lock() -> FixtureLock {
+    common::lock_fixture("dpm-netns-hosts.lock", "netns hosts")
 }
 
 impl Fixture {
@@ -412,10 +377,6 @@ fn lost_host(fx: &Fixture) {
     out.assert_stderr_contains("(h2)");
 }
 
-fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
-    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
-}
-
 #[test]
 fn mpich_across_four_ssh_hosts() {
     let mut fx = match Fixture::up() {
@@ -450,7 +411,7 @@ fn mpich_across_four_ssh_hosts() {
         let ran = started.elapsed();
         let mut failed = false;
         if let Err(e) = result {
-            failures.push(format!("{name}: {}", panic_text(e)));
+            failures.push(format!("{name}: {}", common::panic_text(e)));
             failed = true;
         }
         let left = fx.settle(Duration::from_secs(grace));

@@ -497,3 +497,55 @@ pub fn placement(stderr: &str) -> Vec<(u32, String, String)> {
         })
         .collect()
 }
+
+/// Run a fixture script (`bash SCRIPT ARGS`) with no stdin; its output is returned.
+pub fn run_fixture(script: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("bash")
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()))
+}
+
+/// `flock` on a lock file in the temp directory, held by a child that lives
+/// until its stdin closes: when this is dropped, or when this process dies.
+/// Fixtures with fixed names, ports or paths take turns through it (two
+/// `cargo test` runs on one machine, or a benchmark using the same fixture).
+pub struct FixtureLock(Child);
+
+impl Drop for FixtureLock {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+/// Take `file` (waiting up to 300 s); `what` names the fixture in messages.
+pub fn lock_fixture(file: &str, what: &str) -> FixtureLock {
+    use std::io::{BufRead, BufReader};
+    let path = std::env::temp_dir().join(file);
+    let mut child = Command::new("flock")
+        .args(["-w", "300"])
+        .arg(&path)
+        .args(["sh", "-c", "echo locked; exec cat >/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run flock(1) (util-linux): {e}"));
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let lock = FixtureLock(child);
+    let waited = Instant::now();
+    let _ = out.read_line(&mut line);
+    assert_eq!(line.trim(), "locked", "could not lock {} within 300 s", path.display());
+    if waited.elapsed() > Duration::from_secs(1) {
+        eprintln!("waited {:.1} s for another test run's {what}", waited.elapsed().as_secs_f64());
+    }
+    lock
+}
+
+/// The message of a caught panic (scenario runners report and go on).
+pub fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
+    e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
+}
