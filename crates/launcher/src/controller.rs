@@ -55,7 +55,6 @@ struct Job {
     /// For a spawned job: the parent's pending spawn request, answered once
     /// every child has started (or one could not be).
     spawn_request: Option<(usize, RequestId)>,
-    started: u32,
 }
 
 impl Job {
@@ -179,7 +178,6 @@ impl Controller {
                 killing: false,
                 aborted: false,
                 spawn_request: None,
-                started: 0,
             },
         );
         if self.settings.report_placement {
@@ -399,14 +397,15 @@ impl Controller {
         self.jobs.values().map(|j| j.ranks.iter().filter(|r| r.end.is_none()).count() as u32).sum()
     }
 
+    /// A spawn is answered once every child has a pid.
     fn started(&mut self, job: JobId) {
         let Some(j) = self.jobs.get_mut(&job) else { return };
-        j.started += 1;
-        if j.started as usize == j.ranks.len() {
-            if let Some((daemon, request)) = j.spawn_request.take() {
-                let result = Ok(j.kvsname.clone());
-                self.send(daemon, ToDaemon::SpawnDone { request, result });
-            }
+        if j.spawn_request.is_none() || j.ranks.iter().any(|r| r.pid.is_none()) {
+            return;
+        }
+        if let Some((daemon, request)) = j.spawn_request.take() {
+            let result = Ok(j.kvsname.clone());
+            self.send(daemon, ToDaemon::SpawnDone { request, result });
         }
     }
 
