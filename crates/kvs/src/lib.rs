@@ -74,14 +74,6 @@ impl NodeKvs {
             self.visible.insert(k.clone(), v.clone());
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.visible.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.visible.is_empty()
-    }
 }
 
 /// The launcher's view of one job's fences.

@@ -135,10 +135,6 @@ impl Engine {
         self.conns.retain(|_, c| c.job != job);
     }
 
-    pub fn job(&self, job: JobId) -> Option<&JobSetup> {
-        self.jobs.get(&job).map(|j| &j.setup)
-    }
-
     /// A new PMI connection of `job`; `rank` is `None` until the client names itself.
     pub fn attach(&mut self, conn: ConnId, job: JobId, rank: Option<Rank>) {
         self.conns.insert(conn, Conn { job, rank, decoder: Decoder::new(), state: PmiState::Silent, waiting: None });

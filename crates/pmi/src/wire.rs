@@ -90,11 +90,6 @@ impl Decoder {
         self.buf.extend_from_slice(data);
     }
 
-    /// Bytes received but not yet part of a complete frame.
-    pub fn pending(&self) -> usize {
-        self.buf.len()
-    }
-
     /// The next complete frame, `Ok(None)` if more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, WireError> {
         // Blank lines between commands carry nothing: drop them.
