@@ -492,10 +492,17 @@ fn mpi4py_suite(test: &str, n: u32, extra: &[&str], watchdog: Duration) -> (Vec<
     let script = dir.join(test).to_string_lossy().into_owned();
     let n_str = n.to_string();
     let python = venv_python();
+    // `-l`: whole lines per rank, so one rank's closing "." cannot run into
+    // another rank's "OK" (unlabelled output is forwarded as it comes).
     let mut args: Vec<&str> = extra.to_vec();
-    args.extend(["-n", &n_str, &python, &script]);
+    args.extend(["-l", "-n", &n_str, &python, &script]);
     let out = Dpm::run(args).watchdog(watchdog).output();
-    let summaries: Vec<String> = out.err_lines().into_iter().filter(|l| l.starts_with("OK") || l.starts_with("FAILED")).collect();
+    let summaries: Vec<String> = out
+        .err_lines()
+        .into_iter()
+        .filter_map(|l| l.split_once("] ").map(|(_, text)| text.to_string()))
+        .filter(|l| l.starts_with("OK") || l.starts_with("FAILED"))
+        .collect();
     assert!(
         out.code() == 0 && summaries.len() == n as usize && summaries.iter().all(|s| s.starts_with("OK")),
         "mpi4py's {test} at -n {n} did not pass on every rank: {summaries:?}\n{}",
