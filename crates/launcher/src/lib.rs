@@ -21,10 +21,11 @@ pub mod spawn;
 use std::time::Duration;
 
 use dpm_kvs::Rank;
-use dpm_proto::{LaunchJob, PmiMode};
+use dpm_proto::{LaunchJob, PmiMode, ToDaemon};
 
 use cli::{CliError, RunOptions, RUN_HELP};
-use controller::{Controller, Settings};
+use controller::{Controller, Settings, Shared};
+use output::Console;
 
 /// `dpm run ARGS` / `mpiexec ARGS`: returns the process exit status.
 pub fn run_command(args: &[String]) -> i32 {
@@ -115,30 +116,50 @@ async fn run_local(opts: RunOptions) -> i32 {
         },
         node_slots: slots,
         fanout,
+        owner: std::process::id(),
     };
-    let (links, up, waiter) = daemons.split();
-    let mut controller = Controller::new(settings, links, up);
-    let (job, kvsname) = controller.new_job_id();
     let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
-    controller.launch(
-        LaunchJob {
-            job,
-            kvsname,
-            size,
-            appnums: planned.appnums,
-            universe_size,
-            process_mapping: plan::process_mapping(&node_ids),
-            spawner: None,
-            preput: Vec::new(),
-            pmi_mode,
-            stdin_rank: Some(Rank(0)),
-            apps: planned.apps,
-            procs: planned.procs,
-        },
-        node_of,
-    );
-    let code = controller.run(timeout.map(Duration::from_secs)).await;
+    let start = move |controller: &mut Controller| {
+        let (job, kvsname) = controller.new_job_id();
+        controller.launch(
+            LaunchJob {
+                job,
+                kvsname,
+                size,
+                appnums: planned.appnums,
+                universe_size,
+                process_mapping: plan::process_mapping(&node_ids),
+                spawner: None,
+                preput: Vec::new(),
+                pmi_mode,
+                stdin_rank: Some(Rank(0)),
+                apps: planned.apps,
+                procs: planned.procs,
+            },
+            node_of,
+        );
+    };
+    drive(daemons, settings, start, timeout.map(Duration::from_secs), true).await
+}
+
+/// Drive one run on daemons started for it, to its end; then shut them down.
+pub(crate) async fn drive(
+    daemons: nodes::Daemons,
+    settings: Settings,
+    start: impl FnOnce(&mut Controller),
+    timeout: Option<Duration>,
+    stdin: bool,
+) -> i32 {
+    let (links, up, waiter) = daemons.split();
+    let shared = Shared::new(links.len());
+    tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
+    let mut controller = Controller::new(settings, links.clone(), shared, Console::Local);
+    start(&mut controller);
+    let code = controller.run(timeout, controller::local_inputs(stdin)).await;
     // The daemons kill whatever is left when they shut down; wait for that.
+    for link in &links {
+        let _ = link.tx.send(ToDaemon::Shutdown);
+    }
     waiter.wait().await;
     code
 }
