@@ -10,11 +10,13 @@
 //! and talks to it over channels carrying the same [`dpm_proto`] messages a
 //! remote daemon would get.
 
+pub mod boot;
 pub mod cli;
 pub mod controller;
 pub mod nodes;
 pub mod output;
 pub mod plan;
+pub mod private_dir;
 pub mod singleton;
 pub mod spawn;
 
@@ -52,7 +54,24 @@ pub fn run_command(args: &[String]) -> i32 {
         tracing::warn!("{w}");
     }
     raise_fd_limit();
+    if boot::wants_boot(&opts) {
+        match boot::connect() {
+            Ok(Some(stream)) => return block_on_local("dpm run", boot::run_through(stream, opts)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("not looking for a boot: {e}"),
+        }
+    }
     block_on_local("dpm run", run_local(opts))
+}
+
+/// `--timeout`, else `MPIEXEC_TIMEOUT` (Hydra's variable).
+pub(crate) fn timeout_secs(opts: &RunOptions) -> Option<u64> {
+    opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()))
+}
+
+/// `--tree-fanout`, else `DPM_FANOUT`, else 32.
+pub(crate) fn fanout(opts: &RunOptions) -> usize {
+    opts.fanout.or_else(|| std::env::var("DPM_FANOUT").ok().and_then(|v| v.parse().ok())).unwrap_or(32).max(1)
 }
 
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
@@ -81,7 +100,7 @@ async fn run_local(opts: RunOptions) -> i32 {
         }
     };
     let size = planned.procs.len() as u32;
-    let timeout = opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()));
+    let timeout = timeout_secs(&opts);
     // On one node, an explicit universe size is its slot count.
     if let (Some(u), [only]) = (opts.universe_size, node_list.as_mut_slice()) {
         if u > 0 {
@@ -91,7 +110,7 @@ async fn run_local(opts: RunOptions) -> i32 {
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
     let node_of = plan::place(size as usize, &slots, opts.ppn, opts.map_by_node);
 
-    let fanout = opts.fanout.or_else(|| std::env::var("DPM_FANOUT").ok().and_then(|v| v.parse().ok())).unwrap_or(32).max(1);
+    let fanout = fanout(&opts);
     let daemons = match nodes::start(&node_list, &bootstrap, fanout, opts.pmi_trace, opts.verbose).await {
         Ok(d) => d,
         Err(e) => {
@@ -165,7 +184,7 @@ pub(crate) async fn drive(
 }
 
 /// The node list (flag → environment → default) and how to start daemons there.
-fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node>, nodes::Bootstrap), String> {
+pub(crate) fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node>, nodes::Bootstrap), String> {
     let cpus = cli::cpus().max(1) as u32;
     let parse = |entry: &str| -> Result<nodes::Node, String> {
         let entry = entry.trim();
