@@ -176,7 +176,8 @@ pub(crate) async fn drive(
     start(&mut controller);
     let code = controller.run(timeout, controller::local_inputs(stdin)).await;
     // The daemons kill whatever is left when they shut down; wait for that.
-    for link in &links {
+    // Dropping the links closes their pipes: a daemon's blocked read ends.
+    for link in links {
         let _ = link.tx.send(ToDaemon::Shutdown);
     }
     waiter.wait().await;
@@ -323,7 +324,13 @@ pub fn daemon_command(node: usize, host: Option<String>, trace: bool, verbose: u
 /// as long as the process.
 pub(crate) fn block_on_local(who: &str, main: impl std::future::Future<Output = i32>) -> i32 {
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime.block_on(tokio::task::LocalSet::new().run_until(main)),
+        Ok(runtime) => {
+            let code = runtime.block_on(tokio::task::LocalSet::new().run_until(main));
+            // Not waiting for blocking reads still pending (tokio's stdin of a
+            // daemon whose link is still open): the process is done.
+            runtime.shutdown_background();
+            code
+        }
         Err(e) => {
             eprintln!("{who}: cannot start the runtime: {e}");
             1
