@@ -12,6 +12,8 @@
 
 #![allow(dead_code)]
 
+pub mod pmi2_checks;
+
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
