@@ -6,11 +6,19 @@
  * exits 1, so a test only has to look at the exit status and grep for
  * "FAIL".  The library needs PMI_FD, PMI_RANK, PMI_SIZE and PMI_JOBID in
  * the environment; the launcher sets them.
+ *
+ * Built with -DDPM_PMI2 the same programs use dpm's own header and library
+ * (include/pmi2.h, target/client/lib/libpmi2.so): the Makefile's dpm_*
+ * copies.
  */
 #ifndef PMI2_EXPECT_H
 #define PMI2_EXPECT_H
 
+#ifdef DPM_PMI2
+#include <pmi2.h>
+#else
 #include <slurm/pmi2.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 
