@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::pmi2_checks::{assert_abort, assert_nameserv, assert_nodeattr, assert_putfence, assert_spawn};
-use common::{program, repo_root, Dpm, Output};
+use common::{assert_bench_line, pmi_bench, program, repo_root, Dpm, Output};
 
 /// target/client/lib, where `make -C client` puts libpmi.so.0 and
 /// libpmi2.so.0; fails the test when they were not built.
@@ -269,4 +269,17 @@ fn closed_socket_after_init_under_dpm() {
     out.assert_stdout_lacks("FAIL");
     out.assert_code(1);
     out.assert_stderr_contains("without calling MPI_Finalize");
+}
+
+// ---- bench/pmi's program over both libraries ----
+
+#[test]
+fn bench_pmi_patterns_over_both_libraries() {
+    let bench = pmi_bench();
+    for pattern in ["fence", "fence-put", "dense", "sparse", "alltoall"] {
+        for pmi in [1, 2] {
+            let out = Dpm::run(["--virtual-nodes", "2", "-n", "4", &bench, "--reps", "2", "--pmi", &pmi.to_string(), pattern]).output();
+            assert_bench_line(&out, pattern, pmi, 4);
+        }
+    }
 }

@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{program, Dpm, Output};
+use common::{assert_bench_line, pmi_bench, program, Dpm, Output};
 
 /// One ring call as tests/programs/pmi2_ring prints it.
 #[derive(Debug)]
@@ -139,4 +139,14 @@ fn waiting_get_without_fence() {
 #[test]
 fn waiting_get_across_virtual_nodes() {
     assert_getwait(&Dpm::run(["--virtual-nodes", "2", "-n", "4", &program("dpm_pmi2_getwait")]).output(), 4);
+}
+
+#[test]
+fn bench_pmi_extension_patterns() {
+    // bench/pmi's ring and fence-free patterns (PMI-2 only).
+    let bench = pmi_bench();
+    for pattern in ["ring", "dense-wait", "sparse-wait"] {
+        let out = Dpm::run(["--virtual-nodes", "2", "-n", "4", &bench, "--reps", "2", pattern]).output();
+        assert_bench_line(&out, pattern, 2, 4);
+    }
 }
