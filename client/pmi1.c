@@ -10,8 +10,9 @@
  * for "refused"); a broken connection stays broken (pmi_conn.h) and says
  * so once on stderr.
  *
- * The connection stays open after PMI_Finalize, as in MPICH: PMI_Init may
- * run again on it (MPI sessions re-initialise).
+ * The connection stays open after PMI_Finalize, as in MPICH: a later
+ * PMI_Init runs the handshake on it again (dpm accepts that; Hydra closes
+ * its end at finalize).
  *
  * Singleton (no PMI_FD, no PMI_PORT): size 1, rank 0, the KVS and names
  * are pmi_tables in this process; spawn returns PMI_FAIL.

@@ -53,15 +53,15 @@ typedef int PMI_BOOL;
 
 /* Connect to the process manager (or become a singleton); *spawned is
  * PMI_TRUE when this job was created by PMI_Spawn_multiple. Calling it
- * again, also after PMI_Finalize, repeats the handshake on the same
- * connection (as MPI sessions do). */
+ * again before PMI_Finalize returns the same answers. */
 int PMI_Init(int *spawned);
 
 /* *initialized = PMI_TRUE between a successful PMI_Init and PMI_Finalize. */
 int PMI_Initialized(int *initialized);
 
-/* Tell the process manager this process is done with PMI. The connection
- * stays open, so PMI_Init may be called again. */
+/* Tell the process manager this process is done with PMI. As in MPICH,
+ * the connection stays open: a later PMI_Init runs the handshake on it
+ * again, which dpm accepts (Hydra closes its end at finalize). */
 int PMI_Finalize(void);
 
 /* Job size, this process's rank, the universe size (-1: unknown), and the
