@@ -1,8 +1,9 @@
 /*
  * dpm_pmi2_api.c - the parts of dpm's libpmi2 the Slurm-derived pmi2_*
  * programs do not reach: argument checks and their codes, truncation,
- * missing keys, the IntArray forms, Job_Connect, the version symbol and
- * the state before PMI2_Init and after PMI2_Finalize.
+ * missing keys, the IntArray forms, Job_Connect, the version symbol, the
+ * state before PMI2_Init and after PMI2_Finalize, and calls from several
+ * threads at once (the library's lock keeps one request on the wire).
  *
  * Under a launcher every rank puts "api-<rank>", fences and reads every
  * rank's key back. Started directly (no PMI_FD, no PMI_PORT) it checks
@@ -11,8 +12,12 @@
  * MODE "server" or "singleton"; any failure prints "pmi2 FAIL ..." and
  * exits 1.
  */
+#include <pthread.h>
 #include <string.h>
 #include "pmi2_expect.h"
+
+#define THREADS 4
+#define THREAD_KEYS 25
 
 /* rc must be exactly want. */
 static void expect_rc(int rc, int want, int rank, const char *what)
@@ -133,6 +138,56 @@ static void check_job_attrs(int rank)
     printf("pmi2 rank %d universeSize %d mapping %s\n", rank, array[0], value);
 }
 
+struct worker {
+    pthread_t thread;
+    int rank, size, index, phase;
+    const char *jobid;
+};
+
+/* Phase 0: put this thread's keys; phase 1: read every rank's and thread's. */
+static void *worker_run(void *arg)
+{
+    struct worker *w = arg;
+    char key[PMI2_MAX_KEYLEN], want[64], got[PMI2_MAX_VALLEN];
+    int len = 0;
+
+    for (int i = 0; i < THREAD_KEYS; i++) {
+        if (w->phase == 0) {
+            snprintf(key, sizeof key, "thr-%d-%d-%d", w->rank, w->index, i);
+            snprintf(want, sizeof want, "%d.%d.%d", w->rank, w->index, i);
+            pmi2_expect(PMI2_KVS_Put(key, want), w->rank, "threaded Put");
+            continue;
+        }
+        for (int r = 0; r < w->size; r++) {
+            snprintf(key, sizeof key, "thr-%d-%d-%d", r, w->index, i);
+            snprintf(want, sizeof want, "%d.%d.%d", r, w->index, i);
+            pmi2_expect(PMI2_KVS_Get(w->jobid, r, key, got, sizeof got, &len), w->rank, "threaded Get");
+            if (strcmp(got, want) != 0) {
+                printf("pmi2 FAIL rank %d threaded %s=%s expected %s\n", w->rank, key, got, want);
+                exit(1);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void check_threads(int rank, int size, const char *jobid)
+{
+    struct worker w[THREADS];
+
+    for (int phase = 0; phase < 2; phase++) {
+        for (int t = 0; t < THREADS; t++) {
+            w[t] = (struct worker){ .rank = rank, .size = size, .index = t, .phase = phase, .jobid = jobid };
+            if (pthread_create(&w[t].thread, NULL, worker_run, &w[t]) != 0)
+                pmi2_fail(rank, "pthread_create");
+        }
+        for (int t = 0; t < THREADS; t++)
+            pthread_join(w[t].thread, NULL);
+        if (phase == 0)
+            pmi2_expect(PMI2_KVS_Fence(), rank, "Fence after threaded puts");
+    }
+}
+
 int main(void)
 {
     int spawned, size, rank, appnum, again[4];
@@ -164,6 +219,7 @@ int main(void)
     check_kvs(rank, size, jobid);
     check_node_attrs(rank, singleton || rank == 0 || (getenv("MPI_LOCALRANKID") && atoi(getenv("MPI_LOCALRANKID")) == 0));
     check_job_attrs(rank);
+    check_threads(rank, size, jobid);
 
     /* Name service round trip (one rank only: the names are run-wide). */
     if (rank == 0) {
