@@ -61,29 +61,28 @@ EXPORT const char *dpm_pmi_library_version(void)
 
 /* ---- argument checks ---------------------------------------------------- */
 
-/* PMI-1 splits on spaces and ends at a newline, and never escapes. */
-static int word_check(const char *s, size_t max, int bad_chars, int bad_length)
+/* PMI-1 splits on spaces and ends at a newline, and never escapes; the
+ * server's maxima count the NUL. */
+static int word_check(const char *s, int max, int bad_code, int length_code)
 {
-    size_t len;
-
-    if (s == NULL)
-        return PMI_ERR_INVALID_ARG;
-    len = strlen(s);
-    if (len == 0 || strpbrk(s, " \n\r") != NULL)
-        return bad_chars;
-    return len >= max ? bad_length : PMI_SUCCESS;
+    return pmi_word_check(s, " \n\r", (size_t)max - 1, PMI_ERR_INVALID_ARG, bad_code, length_code);
 }
 
 static int key_check(const char *key)
 {
     if (key != NULL && strchr(key, '=') != NULL)
         return PMI_ERR_INVALID_KEY;
-    return word_check(key, (size_t)g.keylen_max, PMI_ERR_INVALID_KEY, PMI_ERR_INVALID_KEY_LENGTH);
+    return word_check(key, g.keylen_max, PMI_ERR_INVALID_KEY, PMI_ERR_INVALID_KEY_LENGTH);
 }
 
 static int value_check(const char *value)
 {
-    return word_check(value, (size_t)g.vallen_max, PMI_ERR_INVALID_VAL, PMI_ERR_INVALID_VAL_LENGTH);
+    return word_check(value, g.vallen_max, PMI_ERR_INVALID_VAL, PMI_ERR_INVALID_VAL_LENGTH);
+}
+
+static int service_check(const char *name)
+{
+    return word_check(name, DEFAULT_VALLEN_MAX, PMI_ERR_INVALID_KEY, PMI_ERR_INVALID_KEY_LENGTH);
 }
 
 /* ---- one request, one reply --------------------------------------------- */
@@ -386,7 +385,7 @@ EXPORT int PMI_KVS_Put(const char kvsname[], const char key[], const char value[
 
     if ((rc = begin()) != PMI_SUCCESS)
         return rc;
-    if ((rc = word_check(kvsname, (size_t)g.kvsname_max, PMI_ERR_INVALID_ARG, PMI_ERR_INVALID_ARG)) != PMI_SUCCESS
+    if ((rc = word_check(kvsname, g.kvsname_max, PMI_ERR_INVALID_ARG, PMI_ERR_INVALID_ARG)) != PMI_SUCCESS
         || (rc = key_check(key)) != PMI_SUCCESS || (rc = value_check(value)) != PMI_SUCCESS)
         return done(rc);
     if (g.state == STATE_SINGLETON) {
@@ -420,7 +419,7 @@ EXPORT int PMI_KVS_Get(const char kvsname[], const char key[], char value[], int
         return PMI_ERR_INVALID_LENGTH;
     if ((rc = begin()) != PMI_SUCCESS)
         return rc;
-    if ((rc = word_check(kvsname, (size_t)g.kvsname_max, PMI_ERR_INVALID_ARG, PMI_ERR_INVALID_ARG)) != PMI_SUCCESS
+    if ((rc = word_check(kvsname, g.kvsname_max, PMI_ERR_INVALID_ARG, PMI_ERR_INVALID_ARG)) != PMI_SUCCESS
         || (rc = key_check(key)) != PMI_SUCCESS)
         return done(rc);
     if (g.state == STATE_SINGLETON) {
@@ -456,7 +455,7 @@ EXPORT int PMI_Publish_name(const char service_name[], const char port[])
 
     if ((rc = begin()) != PMI_SUCCESS)
         return rc;
-    if ((rc = word_check(service_name, DEFAULT_VALLEN_MAX, PMI_ERR_INVALID_KEY, PMI_ERR_INVALID_KEY_LENGTH)) != PMI_SUCCESS
+    if ((rc = service_check(service_name)) != PMI_SUCCESS
         || (rc = value_check(port)) != PMI_SUCCESS)
         return done(rc);
     if (g.state == STATE_SINGLETON) {
@@ -473,7 +472,7 @@ EXPORT int PMI_Unpublish_name(const char service_name[])
 
     if ((rc = begin()) != PMI_SUCCESS)
         return rc;
-    if ((rc = word_check(service_name, DEFAULT_VALLEN_MAX, PMI_ERR_INVALID_KEY, PMI_ERR_INVALID_KEY_LENGTH)) != PMI_SUCCESS)
+    if ((rc = service_check(service_name)) != PMI_SUCCESS)
         return done(rc);
     if (g.state == STATE_SINGLETON)
         return done(pmi_table_remove(&g.names, service_name) == 0 ? PMI_SUCCESS : PMI_FAIL);
@@ -489,7 +488,7 @@ EXPORT int PMI_Lookup_name(const char service_name[], char port[])
         return PMI_ERR_INVALID_ARG;
     if ((rc = begin()) != PMI_SUCCESS)
         return rc;
-    if ((rc = word_check(service_name, DEFAULT_VALLEN_MAX, PMI_ERR_INVALID_KEY, PMI_ERR_INVALID_KEY_LENGTH)) != PMI_SUCCESS)
+    if ((rc = service_check(service_name)) != PMI_SUCCESS)
         return done(rc);
     if (g.state == STATE_SINGLETON) {
         found = pmi_table_get(&g.names, service_name);

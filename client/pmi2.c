@@ -55,28 +55,16 @@ EXPORT const char *dpm_pmi2_library_version(void)
 
 static int key_check(const char *key)
 {
-    size_t len;
-
-    if (key == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    len = strlen(key);
-    if (len == 0 || strpbrk(key, ";=") != NULL)
-        return PMI2_ERR_INVALID_KEY;
-    return len > PMI2_MAX_KEYLEN ? PMI2_ERR_INVALID_KEY_LENGTH : PMI2_SUCCESS;
+    return pmi_word_check(key, ";=", PMI2_MAX_KEYLEN, PMI2_ERR_INVALID_ARG,
+                          PMI2_ERR_INVALID_KEY, PMI2_ERR_INVALID_KEY_LENGTH);
 }
 
 /* Values cannot hold ';': dpm's server and MPICH do not unescape `;;`.
  * Empty values are refused too: a reply can never carry one back. */
 static int value_check(const char *value)
 {
-    size_t len;
-
-    if (value == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    len = strlen(value);
-    if (len == 0 || strchr(value, ';') != NULL)
-        return PMI2_ERR_INVALID_VAL;
-    return len > PMI2_MAX_VALLEN ? PMI2_ERR_INVALID_VAL_LENGTH : PMI2_SUCCESS;
+    return pmi_word_check(value, ";", PMI2_MAX_VALLEN, PMI2_ERR_INVALID_ARG,
+                          PMI2_ERR_INVALID_VAL, PMI2_ERR_INVALID_VAL_LENGTH);
 }
 
 /* Text that is not a key or value (program names, arguments, info
@@ -91,11 +79,9 @@ static int text_check(const char *text)
 /* A service name of the name service: not empty, no ';'. */
 static int service_check(const char *name)
 {
-    if (name != NULL && *name == '\0')
-        return PMI2_ERR_INVALID_KEY;
-    return text_check(name);
+    return pmi_word_check(name, ";", (size_t)-1, PMI2_ERR_INVALID_ARG,
+                          PMI2_ERR_INVALID_KEY, PMI2_ERR_INVALID_KEY);
 }
-
 /* ---- one request, one reply --------------------------------------------- */
 
 /* Send req (freed here), read the reply into g.reply and check that it is
@@ -148,6 +134,23 @@ static int reply_found(void)
     const char *found = pmi_msg_get(&g.reply, "found");
 
     return found != NULL && strcmp(found, "TRUE") == 0 && pmi_msg_get(&g.reply, "value") != NULL;
+}
+
+/* Start a call: PMI2_ERR_INIT before PMI2_Init, else PMI2_SUCCESS with the
+ * lock held, released by done(). */
+static int begin(void)
+{
+    pthread_mutex_lock(&lock);
+    if (g.state != STATE_NONE)
+        return PMI2_SUCCESS;
+    pthread_mutex_unlock(&lock);
+    return PMI2_ERR_INIT;
+}
+
+static int done(int rc)
+{
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 /* ---- init, finalize, abort ---------------------------------------------- */
@@ -229,31 +232,26 @@ EXPORT int PMI2_Init(int *spawned, int *size, int *rank, int *appnum)
         *rank = g.rank;
         *appnum = g.appnum;
     }
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMI2_Finalize(void)
 {
-    int rc = PMI2_SUCCESS;
+    int rc = begin();
 
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE) {
-        rc = PMI2_ERR_INIT;
-    } else {
-        if (g.state == STATE_CONNECTED) {
-            rc = call_simple("finalize", NULL, NULL, NULL, NULL);
-            if (g.conn.fd >= 0)
-                shutdown(g.conn.fd, SHUT_RDWR);
-            pmi_conn_close(&g.conn);
-        }
-        pmi_table_clear(&g.kvs);
-        pmi_table_clear(&g.nodeattrs);
-        pmi_table_clear(&g.names);
-        g.state = STATE_NONE;
+    if (rc != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_CONNECTED) {
+        rc = call_simple("finalize", NULL, NULL, NULL, NULL);
+        if (g.conn.fd >= 0)
+            shutdown(g.conn.fd, SHUT_RDWR);
+        pmi_conn_close(&g.conn);
     }
-    pthread_mutex_unlock(&lock);
-    return rc;
+    pmi_table_clear(&g.kvs);
+    pmi_table_clear(&g.nodeattrs);
+    pmi_table_clear(&g.names);
+    g.state = STATE_NONE;
+    return done(rc);
 }
 
 EXPORT int PMI2_Initialized(void)
@@ -344,13 +342,10 @@ EXPORT int PMI2_Job_Spawn(int count, const char *cmds[], int argcs[], const char
 
     rc = spawn_check(count, cmds, argcs, argvs, maxprocs, info_keyval_sizes,
                      info_keyval_vectors, preput_keyval_size, preput_keyval_vector);
-    if (rc != PMI2_SUCCESS)
+    if (rc != PMI2_SUCCESS || (rc = begin()) != PMI2_SUCCESS)
         return rc;
-    pthread_mutex_lock(&lock);
-    if (g.state != STATE_CONNECTED) {
-        pthread_mutex_unlock(&lock);
-        return g.state == STATE_NONE ? PMI2_ERR_INIT : PMI2_ERR_OTHER;    /* a singleton has no one to ask */
-    }
+    if (g.state == STATE_SINGLETON)
+        return done(PMI2_ERR_OTHER);        /* no one to ask */
     /* pmi-wire.md §3.4: preputs once, then one block per command starting
      * at subcmd; every index is 0-based. */
     pmi_buf_v2_begin(&req, "spawn");
@@ -396,22 +391,20 @@ EXPORT int PMI2_Job_Spawn(int count, const char *cmds[], int argcs[], const char
                 errors[i] = 0;
         }
     }
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMI2_Job_GetId(char jobid[], int jobid_size)
 {
-    int rc = PMI2_SUCCESS;
+    int rc;
 
     if (jobid == NULL)
         return PMI2_ERR_INVALID_ARG;
     if (jobid_size <= 0)
         return PMI2_ERR_INVALID_LENGTH;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE) {
-        rc = PMI2_ERR_INIT;
-    } else if (g.jobid[0] == '\0') {
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.jobid[0] == '\0') {
         /* Asked once: a job's id never changes. */
         rc = call_simple("job-getid", NULL, NULL, NULL, NULL);
         if (rc == PMI2_SUCCESS) {
@@ -424,38 +417,30 @@ EXPORT int PMI2_Job_GetId(char jobid[], int jobid_size)
     }
     if (rc == PMI2_SUCCESS && pmi_copy_out(jobid, jobid_size, g.jobid) < 0)
         rc = PMI2_ERR_NOMEM;
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
+}
+
+/* One int that PMI2_Init learnt, for the getters below. */
+static int int_out(int *out, const int *field)
+{
+    int rc;
+
+    if (out == NULL)
+        return PMI2_ERR_INVALID_ARG;
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    *out = *field;
+    return done(PMI2_SUCCESS);
 }
 
 EXPORT int PMI2_Job_GetRank(int *rank)
 {
-    int rc = PMI2_SUCCESS;
-
-    if (rank == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE)
-        rc = PMI2_ERR_INIT;
-    else
-        *rank = g.rank;
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return int_out(rank, &g.rank);
 }
 
 EXPORT int PMI2_Info_GetSize(int *size)
 {
-    int rc = PMI2_SUCCESS;
-
-    if (size == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE)
-        rc = PMI2_ERR_INIT;
-    else
-        *size = g.size;
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return int_out(size, &g.size);
 }
 
 /* Not sent at all: Hydra treats job-connect as a fatal unknown command and
@@ -489,10 +474,9 @@ static int kvs_put(const char *key, const char *value, int hint)
         return rc;
     if (hint != PMI2_HINT_NONE && hint != PMI2_HINT_SPARSE && hint != PMI2_HINT_DENSE)
         return PMI2_ERR_INVALID_ARG;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE) {
-        rc = PMI2_ERR_INIT;
-    } else if (g.state == STATE_SINGLETON) {
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON) {
         rc = pmi_table_put(&g.kvs, key, value) == 0 ? PMI2_SUCCESS : PMI2_ERR_NOMEM;
     } else {
         pmi_buf_v2_begin(&req, "kvs-put");
@@ -502,8 +486,7 @@ static int kvs_put(const char *key, const char *value, int hint)
             pmi_buf_v2_pair(&req, "hint", hint_names[hint]);
         rc = call(&req, "kvs-put-response");
     }
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMI2_KVS_Put(const char key[], const char value[])
@@ -518,15 +501,13 @@ EXPORT int PMI2_KVS_PutHint(const char key[], const char value[], int hint)
 
 EXPORT int PMI2_KVS_Fence(void)
 {
-    int rc = PMI2_SUCCESS;
+    int rc = begin();
 
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE)
-        rc = PMI2_ERR_INIT;
-    else if (g.state == STATE_CONNECTED)
-        rc = call_simple("kvs-fence", NULL, NULL, NULL, NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    if (rc != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON)
+        return done(PMI2_SUCCESS);      /* its puts are visible at once */
+    return done(call_simple("kvs-fence", NULL, NULL, NULL, NULL));
 }
 
 /* Copy a got value out as PMI2_KVS_Get documents: *vallen is its length,
@@ -552,10 +533,9 @@ static int kvs_get(const char *jobid, int src, const char *key, char *value,
         return PMI2_ERR_INVALID_ARG;
     if (maxvalue <= 0)
         return PMI2_ERR_INVALID_LENGTH;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE) {
-        rc = PMI2_ERR_INIT;
-    } else if (g.state == STATE_SINGLETON) {
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON) {
         /* Nothing else can put: a waiting get would wait forever. */
         const char *v = pmi_table_get(&g.kvs, key);
         if (v != NULL)
@@ -581,8 +561,7 @@ static int kvs_get(const char *jobid, int src, const char *key, char *value,
                 rc = PMI2_ERR_OTHER;
         }
     }
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMI2_KVS_Get(const char *jobid, int src_pmi_id, const char key[], char value[],
@@ -610,10 +589,9 @@ static int ring(const char *value, int *rank, int *size, char *left, char *right
         return PMI2_ERR_INVALID_ARG;
     if (maxvalue <= 0)
         return PMI2_ERR_INVALID_LENGTH;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE) {
-        rc = PMI2_ERR_INIT;
-    } else if (g.state == STATE_SINGLETON) {
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON) {
         *rank = 0;
         *size = 1;
         if (pmi_copy_out(left, maxvalue, value) < 0 || pmi_copy_out(right, maxvalue, value) < 0)
@@ -643,8 +621,7 @@ static int ring(const char *value, int *rank, int *size, char *left, char *right
             }
         }
     }
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMIX_Ring(const char value[], int *rank, int *ranks, char left[], char right[], int maxvalue)
@@ -714,16 +691,14 @@ EXPORT int PMI2_Info_GetNodeAttr(const char name[], char value[], int valuelen, 
 
     if ((rc = key_check(name)) != PMI2_SUCCESS)
         return rc;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE)
-        rc = PMI2_ERR_INIT;
-    else if (g.state == STATE_SINGLETON)
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON)
         /* The only process of its node: waiting would never end. */
         rc = local_attr(pmi_table_get(&g.nodeattrs, name), value, valuelen, found);
     else
         rc = attr_get("info-getnodeattr", name, waitfor, value, valuelen, found);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMI2_Info_PutNodeAttr(const char name[], const char value[])
@@ -732,15 +707,13 @@ EXPORT int PMI2_Info_PutNodeAttr(const char name[], const char value[])
 
     if ((rc = key_check(name)) != PMI2_SUCCESS || (rc = value_check(value)) != PMI2_SUCCESS)
         return rc;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE)
-        rc = PMI2_ERR_INIT;
-    else if (g.state == STATE_SINGLETON)
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON)
         rc = pmi_table_put(&g.nodeattrs, name, value) == 0 ? PMI2_SUCCESS : PMI2_ERR_NOMEM;
     else
         rc = call_simple("info-putnodeattr", "key", name, "value", value);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMI2_Info_GetJobAttr(const char name[], char value[], int valuelen, int *found)
@@ -749,15 +722,13 @@ EXPORT int PMI2_Info_GetJobAttr(const char name[], char value[], int valuelen, i
 
     if ((rc = key_check(name)) != PMI2_SUCCESS)
         return rc;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE)
-        rc = PMI2_ERR_INIT;
-    else if (g.state == STATE_SINGLETON)
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON)
         rc = local_attr(singleton_job_attr(name), value, valuelen, found);
     else
         rc = attr_get("info-getjobattr", name, 0, value, valuelen, found);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 /* The IntArray forms: an attribute holding "n,n,n". */
@@ -805,16 +776,14 @@ EXPORT int PMI2_Nameserv_publish(const char service_name[], const struct MPID_In
     (void)info_ptr;
     if ((rc = service_check(service_name)) != PMI2_SUCCESS || (rc = value_check(port)) != PMI2_SUCCESS)
         return rc;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE)
-        rc = PMI2_ERR_INIT;
-    else if (g.state == STATE_SINGLETON)
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON)
         rc = pmi_table_get(&g.names, service_name) != NULL ? PMI2_ERR_OTHER
              : pmi_table_put(&g.names, service_name, port) == 0 ? PMI2_SUCCESS : PMI2_ERR_NOMEM;
     else
         rc = call_simple("name-publish", "name", service_name, "port", port);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMI2_Nameserv_lookup(const char service_name[], const struct MPID_Info *info_ptr,
@@ -830,10 +799,9 @@ EXPORT int PMI2_Nameserv_lookup(const char service_name[], const struct MPID_Inf
         return PMI2_ERR_INVALID_ARG;
     if (portLen <= 0)
         return PMI2_ERR_INVALID_LENGTH;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE) {
-        rc = PMI2_ERR_INIT;
-    } else if (g.state == STATE_SINGLETON) {
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON) {
         found = pmi_table_get(&g.names, service_name);
         rc = found != NULL ? PMI2_SUCCESS : PMI2_ERR_OTHER;
     } else {
@@ -849,8 +817,7 @@ EXPORT int PMI2_Nameserv_lookup(const char service_name[], const struct MPID_Inf
     }
     if (rc == PMI2_SUCCESS && pmi_copy_out(port, portLen, found) < 0)
         rc = PMI2_ERR_NOMEM;
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }
 
 EXPORT int PMI2_Nameserv_unpublish(const char service_name[], const struct MPID_Info *info_ptr)
@@ -860,13 +827,11 @@ EXPORT int PMI2_Nameserv_unpublish(const char service_name[], const struct MPID_
     (void)info_ptr;
     if ((rc = service_check(service_name)) != PMI2_SUCCESS)
         return rc;
-    pthread_mutex_lock(&lock);
-    if (g.state == STATE_NONE)
-        rc = PMI2_ERR_INIT;
-    else if (g.state == STATE_SINGLETON)
+    if ((rc = begin()) != PMI2_SUCCESS)
+        return rc;
+    if (g.state == STATE_SINGLETON)
         rc = pmi_table_remove(&g.names, service_name) == 0 ? PMI2_SUCCESS : PMI2_ERR_OTHER;
     else
         rc = call_simple("name-unpublish", "name", service_name, NULL, NULL);
-    pthread_mutex_unlock(&lock);
-    return rc;
+    return done(rc);
 }

@@ -29,9 +29,9 @@ static void conn_fail(struct pmi_conn *c, const char *what, int err)
     c->failed = 1;
 }
 
-int pmi_env_int(const char *name, int *out)
+/* s as a whole decimal int: 0, or -1 (NULL, empty, junk, out of range). */
+static int int_parse(const char *s, int *out)
 {
-    const char *s = getenv(name);
     char *end;
     long v;
 
@@ -43,6 +43,11 @@ int pmi_env_int(const char *name, int *out)
         return -1;
     *out = (int)v;
     return 0;
+}
+
+int pmi_env_int(const char *name, int *out)
+{
+    return int_parse(getenv(name), out);
 }
 
 /* PMI_PORT=host:port: a TCP connection with Nagle off (one small request,
@@ -349,18 +354,7 @@ const char *pmi_msg_get(const struct pmi_msg *m, const char *key)
 
 int pmi_msg_int(const struct pmi_msg *m, const char *key, int *out)
 {
-    const char *s = pmi_msg_get(m, key);
-    char *end;
-    long v;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < INT_MIN || v > INT_MAX)
-        return -1;
-    *out = (int)v;
-    return 0;
+    return int_parse(pmi_msg_get(m, key), out);
 }
 
 int pmi_msg_rc(const struct pmi_msg *m)
@@ -452,6 +446,19 @@ void pmi_buf_free(struct pmi_buf *b)
 {
     free(b->data);
     memset(b, 0, sizeof *b);
+}
+
+int pmi_word_check(const char *s, const char *bad, size_t max,
+                   int null_code, int bad_code, int length_code)
+{
+    size_t len;
+
+    if (s == NULL)
+        return null_code;
+    len = strlen(s);
+    if (len == 0 || strpbrk(s, bad) != NULL)
+        return bad_code;
+    return len > max ? length_code : 0;
 }
 
 int pmi_copy_out(char *dst, int cap, const char *src)

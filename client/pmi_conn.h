@@ -97,6 +97,12 @@ void pmi_buf_v2_pair_int(struct pmi_buf *b, const char *key, long value);
 void pmi_buf_v2_end(struct pmi_buf *b);
 void pmi_buf_free(struct pmi_buf *b);
 
+/* Check an argument before it goes on the wire: null_code for NULL,
+ * bad_code when empty or holding any character of bad, length_code when
+ * longer than max bytes, else 0. */
+int pmi_word_check(const char *s, const char *bad, size_t max,
+                   int null_code, int bad_code, int length_code);
+
 /* Copy src into dst of cap bytes, NUL-terminated: 0, or -1 when it had to
  * be cut (cap <= 0 writes nothing). */
 int pmi_copy_out(char *dst, int cap, const char *src);

@@ -148,8 +148,7 @@ struct worker {
 static void *worker_run(void *arg)
 {
     struct worker *w = arg;
-    char key[PMI2_MAX_KEYLEN], want[64], got[PMI2_MAX_VALLEN];
-    int len = 0;
+    char key[PMI2_MAX_KEYLEN], want[64];
 
     for (int i = 0; i < THREAD_KEYS; i++) {
         if (w->phase == 0) {
@@ -161,11 +160,7 @@ static void *worker_run(void *arg)
         for (int r = 0; r < w->size; r++) {
             snprintf(key, sizeof key, "thr-%d-%d-%d", r, w->index, i);
             snprintf(want, sizeof want, "%d.%d.%d", r, w->index, i);
-            pmi2_expect(PMI2_KVS_Get(w->jobid, r, key, got, sizeof got, &len), w->rank, "threaded Get");
-            if (strcmp(got, want) != 0) {
-                printf("pmi2 FAIL rank %d threaded %s=%s expected %s\n", w->rank, key, got, want);
-                exit(1);
-            }
+            pmi2_expect_value(PMI2_KVS_Get, w->jobid, r, key, want, w->rank);
         }
     }
     return NULL;

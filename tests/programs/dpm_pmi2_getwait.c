@@ -11,7 +11,6 @@
  *   pmi2 getwait ok rank R
  * or "pmi2 FAIL ... rc=N" and exit 1.
  */
-#include <string.h>
 #include <time.h>
 #include "pmi2_expect.h"
 
@@ -20,18 +19,6 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void get_wait(const char *jobid, int src, const char *key, const char *want, int rank)
-{
-    char got[PMI2_MAX_VALLEN];
-    int len = 0;
-
-    pmi2_expect(PMI2_KVS_GetWait(jobid, src, key, got, sizeof got, &len), rank, key);
-    if (strcmp(got, want) != 0) {
-        printf("pmi2 FAIL rank %d %s=%s expected %s\n", rank, key, got, want);
-        exit(1);
-    }
 }
 
 int main(void)
@@ -48,7 +35,7 @@ int main(void)
         pmi2_expect(PMI2_KVS_Put("late", "late-value"), rank, "Put late");
     } else {
         double start = now_ms();
-        get_wait(jobid, 0, "late", "late-value", rank);
+        pmi2_expect_value(PMI2_KVS_GetWait, jobid, 0, "late", "late-value", rank);
         printf("pmi2 getwait rank %d got late after %.0f ms\n", rank, now_ms() - start);
     }
 
@@ -57,7 +44,7 @@ int main(void)
     pmi2_expect(PMI2_KVS_PutHint(key, value, PMI2_HINT_SPARSE), rank, "PutHint w");
     snprintf(key, sizeof key, "w-%d", (rank + 1) % size);
     snprintf(value, sizeof value, "w%d", (rank + 1) % size);
-    get_wait(jobid, (rank + 1) % size, key, value, rank);
+    pmi2_expect_value(PMI2_KVS_GetWait, jobid, (rank + 1) % size, key, value, rank);
 
     pmi2_expect(PMI2_KVS_Fence(), rank, "PMI2_KVS_Fence");
     pmi2_expect(PMI2_Finalize(), rank, "PMI2_Finalize");

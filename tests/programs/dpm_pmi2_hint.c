@@ -6,20 +6,7 @@
  *
  * Prints "pmi2 hint ok rank R"; a failure "pmi2 FAIL ..." and exit 1.
  */
-#include <string.h>
 #include "pmi2_expect.h"
-
-static void get_check(const char *jobid, int src, const char *key, const char *want, int rank)
-{
-    char got[PMI2_MAX_VALLEN];
-    int len = 0;
-
-    pmi2_expect(PMI2_KVS_Get(jobid, src, key, got, sizeof got, &len), rank, key);
-    if (strcmp(got, want) != 0) {
-        printf("pmi2 FAIL rank %d %s=%s expected %s\n", rank, key, got, want);
-        exit(1);
-    }
-}
 
 int main(void)
 {
@@ -43,20 +30,20 @@ int main(void)
         int src = (rank + step + size) % size;
         snprintf(key, sizeof key, "sparse-%d", src);
         snprintf(value, sizeof value, "s%d", src);
-        get_check(jobid, src, key, value, rank);
+        pmi2_expect_value(PMI2_KVS_Get, jobid, src, key, value, rank);
     }
     for (int src = 0; src < size; src++) {
         snprintf(key, sizeof key, "none-%d", src);
         snprintf(value, sizeof value, "n%d", src);
-        get_check(jobid, src, key, value, rank);
+        pmi2_expect_value(PMI2_KVS_Get, jobid, src, key, value, rank);
     }
-    get_check(jobid, 0, "dense", "d1", rank);
+    pmi2_expect_value(PMI2_KVS_Get, jobid, 0, "dense", "d1", rank);
 
     pmi2_expect(PMI2_KVS_Fence(), rank, "PMI2_KVS_Fence");
     if (rank == 0)
         pmi2_expect(PMI2_KVS_PutHint("dense", "d2", PMI2_HINT_DENSE), rank, "PutHint dense again");
     pmi2_expect(PMI2_KVS_Fence(), rank, "PMI2_KVS_Fence");
-    get_check(jobid, 0, "dense", "d2", rank);
+    pmi2_expect_value(PMI2_KVS_Get, jobid, 0, "dense", "d2", rank);
 
     pmi2_expect(PMI2_Finalize(), rank, "PMI2_Finalize");
     printf("pmi2 hint ok rank %d\n", rank);

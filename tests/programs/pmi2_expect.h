@@ -21,6 +21,7 @@
 #endif
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline void pmi2_expect(int rc, int rank, const char *what)
 {
@@ -46,6 +47,25 @@ static inline void pmi2_fail(int rank, const char *what)
     printf("pmi2 FAIL rank %d %s\n", rank, what);
     fflush(stdout);
     exit(1);
+}
+
+/* The calls that read a key: PMI2_KVS_Get, and dpm's PMI2_KVS_GetWait. */
+typedef int pmi2_get_fn(const char *jobid, int src, const char key[], char value[],
+                        int maxvalue, int *vallen);
+
+/* get(jobid, src, key) must succeed and give want. */
+static inline void pmi2_expect_value(pmi2_get_fn *get, const char *jobid, int src,
+                                     const char *key, const char *want, int rank)
+{
+    char got[PMI2_MAX_VALLEN];
+    int len = 0;
+
+    pmi2_expect(get(jobid, src, key, got, sizeof got, &len), rank, key);
+    if (strcmp(got, want) != 0) {
+        printf("pmi2 FAIL rank %d %s=%s expected %s\n", rank, key, got, want);
+        fflush(stdout);
+        exit(1);
+    }
 }
 
 #endif

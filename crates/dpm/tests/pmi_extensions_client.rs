@@ -95,24 +95,23 @@ fn ring_through_slurm_libpmi2() {
     assert_ring_run(&out, "PMIX_Ring", 3);
 }
 
-#[test]
-fn put_hints_sparse_dense_none() {
-    let out = Dpm::run(["-n", "4", &program("dpm_pmi2_hint")]).output();
+/// dpm_pmi2_hint on `n` ranks: every rank read every kind of key back.
+fn assert_hints(out: &Output, n: u32) {
     out.assert_success();
     out.assert_stdout_lacks("FAIL");
-    for r in 0..4 {
+    for r in 0..n {
         out.assert_stdout_contains(&format!("pmi2 hint ok rank {r}\n"));
     }
 }
 
 #[test]
+fn put_hints_sparse_dense_none() {
+    assert_hints(&Dpm::run(["-n", "4", &program("dpm_pmi2_hint")]).output(), 4);
+}
+
+#[test]
 fn put_hints_over_virtual_nodes() {
-    let out = Dpm::run(["--virtual-nodes", "2", "-n", "4", &program("dpm_pmi2_hint")]).output();
-    out.assert_success();
-    out.assert_stdout_lacks("FAIL");
-    for r in 0..4 {
-        out.assert_stdout_contains(&format!("pmi2 hint ok rank {r}\n"));
-    }
+    assert_hints(&Dpm::run(["--virtual-nodes", "2", "-n", "4", &program("dpm_pmi2_hint")]).output(), 4);
 }
 
 fn assert_getwait(out: &Output, n: u32) {
