@@ -67,6 +67,14 @@ static int value_check(const char *value)
                           PMI2_ERR_INVALID_VAL, PMI2_ERR_INVALID_VAL_LENGTH);
 }
 
+/* An output buffer of len bytes. */
+static int out_check(const void *buf, int len)
+{
+    if (buf == NULL)
+        return PMI2_ERR_INVALID_ARG;
+    return len <= 0 ? PMI2_ERR_INVALID_LENGTH : PMI2_SUCCESS;
+}
+
 /* Text that is not a key or value (program names, arguments, info
  * entries, service names): only ';' is a problem. */
 static int text_check(const char *text)
@@ -398,11 +406,7 @@ EXPORT int PMI2_Job_GetId(char jobid[], int jobid_size)
 {
     int rc;
 
-    if (jobid == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    if (jobid_size <= 0)
-        return PMI2_ERR_INVALID_LENGTH;
-    if ((rc = begin()) != PMI2_SUCCESS)
+    if ((rc = out_check(jobid, jobid_size)) != PMI2_SUCCESS || (rc = begin()) != PMI2_SUCCESS)
         return rc;
     if (g.jobid[0] == '\0') {
         /* Asked once: a job's id never changes. */
@@ -527,13 +531,8 @@ static int kvs_get(const char *jobid, int src, const char *key, char *value,
     struct pmi_buf req = { 0 };
     int rc;
 
-    if ((rc = key_check(key)) != PMI2_SUCCESS)
-        return rc;
-    if (value == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    if (maxvalue <= 0)
-        return PMI2_ERR_INVALID_LENGTH;
-    if ((rc = begin()) != PMI2_SUCCESS)
+    if ((rc = key_check(key)) != PMI2_SUCCESS || (rc = out_check(value, maxvalue)) != PMI2_SUCCESS
+        || (rc = begin()) != PMI2_SUCCESS)
         return rc;
     if (g.state == STATE_SINGLETON) {
         /* Nothing else can put: a waiting get would wait forever. */
@@ -583,13 +582,10 @@ static int ring(const char *value, int *rank, int *size, char *left, char *right
     struct pmi_buf req = { 0 };
     int rc;
 
-    if ((rc = value_check(value)) != PMI2_SUCCESS)
-        return rc;
-    if (rank == NULL || size == NULL || left == NULL || right == NULL)
+    if (rank == NULL || size == NULL || left == NULL)
         return PMI2_ERR_INVALID_ARG;
-    if (maxvalue <= 0)
-        return PMI2_ERR_INVALID_LENGTH;
-    if ((rc = begin()) != PMI2_SUCCESS)
+    if ((rc = value_check(value)) != PMI2_SUCCESS || (rc = out_check(right, maxvalue)) != PMI2_SUCCESS
+        || (rc = begin()) != PMI2_SUCCESS)
         return rc;
     if (g.state == STATE_SINGLETON) {
         *rank = 0;
@@ -646,10 +642,6 @@ static int attr_get(const char *cmd, const char *name, int wait, char *out, int 
     char expect[64];
     int rc;
 
-    if (out == NULL || found == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    if (valuelen <= 0)
-        return PMI2_ERR_INVALID_LENGTH;
     pmi_buf_v2_begin(&req, cmd);
     pmi_buf_v2_pair(&req, "key", name);
     if (wait)
@@ -677,10 +669,6 @@ static const char *singleton_job_attr(const char *name)
 /* Answer an attribute get from a singleton table (or value). */
 static int local_attr(const char *value, char *out, int valuelen, int *found)
 {
-    if (out == NULL || found == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    if (valuelen <= 0)
-        return PMI2_ERR_INVALID_LENGTH;
     *found = value != NULL;
     return value != NULL && pmi_copy_out(out, valuelen, value) < 0 ? PMI2_ERR_NOMEM : PMI2_SUCCESS;
 }
@@ -689,9 +677,10 @@ EXPORT int PMI2_Info_GetNodeAttr(const char name[], char value[], int valuelen, 
 {
     int rc;
 
-    if ((rc = key_check(name)) != PMI2_SUCCESS)
-        return rc;
-    if ((rc = begin()) != PMI2_SUCCESS)
+    if (found == NULL)
+        return PMI2_ERR_INVALID_ARG;
+    if ((rc = key_check(name)) != PMI2_SUCCESS || (rc = out_check(value, valuelen)) != PMI2_SUCCESS
+        || (rc = begin()) != PMI2_SUCCESS)
         return rc;
     if (g.state == STATE_SINGLETON)
         /* The only process of its node: waiting would never end. */
@@ -720,9 +709,10 @@ EXPORT int PMI2_Info_GetJobAttr(const char name[], char value[], int valuelen, i
 {
     int rc;
 
-    if ((rc = key_check(name)) != PMI2_SUCCESS)
-        return rc;
-    if ((rc = begin()) != PMI2_SUCCESS)
+    if (found == NULL)
+        return PMI2_ERR_INVALID_ARG;
+    if ((rc = key_check(name)) != PMI2_SUCCESS || (rc = out_check(value, valuelen)) != PMI2_SUCCESS
+        || (rc = begin()) != PMI2_SUCCESS)
         return rc;
     if (g.state == STATE_SINGLETON)
         rc = local_attr(singleton_job_attr(name), value, valuelen, found);
@@ -738,10 +728,10 @@ static int int_array(int (*get)(const char *, char *, int, int *), const char *n
     char text[PMI2_MAX_ATTRVALUE + 1];
     int rc, n;
 
-    if (array == NULL || outlen == NULL || found == NULL)
+    if (outlen == NULL || found == NULL)
         return PMI2_ERR_INVALID_ARG;
-    if (arraylen <= 0)
-        return PMI2_ERR_INVALID_LENGTH;
+    if ((rc = out_check(array, arraylen)) != PMI2_SUCCESS)
+        return rc;
     rc = get(name, text, sizeof text, found);
     if (rc != PMI2_SUCCESS || !*found)
         return rc;
@@ -793,13 +783,8 @@ EXPORT int PMI2_Nameserv_lookup(const char service_name[], const struct MPID_Inf
     int rc;
 
     (void)info_ptr;
-    if ((rc = service_check(service_name)) != PMI2_SUCCESS)
-        return rc;
-    if (port == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    if (portLen <= 0)
-        return PMI2_ERR_INVALID_LENGTH;
-    if ((rc = begin()) != PMI2_SUCCESS)
+    if ((rc = service_check(service_name)) != PMI2_SUCCESS || (rc = out_check(port, portLen)) != PMI2_SUCCESS
+        || (rc = begin()) != PMI2_SUCCESS)
         return rc;
     if (g.state == STATE_SINGLETON) {
         found = pmi_table_get(&g.names, service_name);
