@@ -80,6 +80,11 @@ static int value_check(const char *value)
     return word_check(value, g.vallen_max, PMI_ERR_INVALID_VAL, PMI_ERR_INVALID_VAL_LENGTH);
 }
 
+static int out_check(const void *buf, int len)
+{
+    return pmi_out_check(buf, len, PMI_ERR_INVALID_ARG, PMI_ERR_INVALID_LENGTH);
+}
+
 static int service_check(const char *name)
 {
     return word_check(name, DEFAULT_VALLEN_MAX, PMI_ERR_INVALID_KEY, PMI_ERR_INVALID_KEY_LENGTH);
@@ -368,11 +373,7 @@ EXPORT int PMI_KVS_Get_my_name(char kvsname[], int length)
 {
     int rc;
 
-    if (kvsname == NULL)
-        return PMI_ERR_INVALID_ARG;
-    if (length <= 0)
-        return PMI_ERR_INVALID_LENGTH;
-    if ((rc = begin()) != PMI_SUCCESS)
+    if ((rc = out_check(kvsname, length)) != PMI_SUCCESS || (rc = begin()) != PMI_SUCCESS)
         return rc;
     return done(pmi_copy_out(kvsname, length, g.kvsname) < 0 ? PMI_ERR_NOMEM : PMI_SUCCESS);
 }
@@ -413,11 +414,7 @@ EXPORT int PMI_KVS_Get(const char kvsname[], const char key[], char value[], int
     const char *v;
     int rc;
 
-    if (value == NULL)
-        return PMI_ERR_INVALID_ARG;
-    if (length <= 0)
-        return PMI_ERR_INVALID_LENGTH;
-    if ((rc = begin()) != PMI_SUCCESS)
+    if ((rc = out_check(value, length)) != PMI_SUCCESS || (rc = begin()) != PMI_SUCCESS)
         return rc;
     if ((rc = word_check(kvsname, g.kvsname_max, PMI_ERR_INVALID_ARG, PMI_ERR_INVALID_ARG)) != PMI_SUCCESS
         || (rc = key_check(key)) != PMI_SUCCESS)
@@ -777,11 +774,7 @@ EXPORT int PMI_Get_clique_ranks(int ranks[], int length)
 {
     int rc;
 
-    if (ranks == NULL)
-        return PMI_ERR_INVALID_ARG;
-    if (length <= 0)
-        return PMI_ERR_INVALID_LENGTH;
-    if ((rc = begin()) != PMI_SUCCESS)
+    if ((rc = out_check(ranks, length)) != PMI_SUCCESS || (rc = begin()) != PMI_SUCCESS)
         return rc;
     return done(clique_find(ranks, length) > length ? PMI_ERR_INVALID_LENGTH : PMI_SUCCESS);
 }

@@ -70,9 +70,7 @@ static int value_check(const char *value)
 /* An output buffer of len bytes. */
 static int out_check(const void *buf, int len)
 {
-    if (buf == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    return len <= 0 ? PMI2_ERR_INVALID_LENGTH : PMI2_SUCCESS;
+    return pmi_out_check(buf, len, PMI2_ERR_INVALID_ARG, PMI2_ERR_INVALID_LENGTH);
 }
 
 /* Text that is not a key or value (program names, arguments, info
@@ -673,7 +671,8 @@ static int local_attr(const char *value, char *out, int valuelen, int *found)
     return value != NULL && pmi_copy_out(out, valuelen, value) < 0 ? PMI2_ERR_NOMEM : PMI2_SUCCESS;
 }
 
-EXPORT int PMI2_Info_GetNodeAttr(const char name[], char value[], int valuelen, int *found, int waitfor)
+/* A node attribute (node != 0) or a job attribute. */
+static int attr_query(int node, const char *name, char *value, int valuelen, int *found, int wait)
 {
     int rc;
 
@@ -683,11 +682,17 @@ EXPORT int PMI2_Info_GetNodeAttr(const char name[], char value[], int valuelen, 
         || (rc = begin()) != PMI2_SUCCESS)
         return rc;
     if (g.state == STATE_SINGLETON)
-        /* The only process of its node: waiting would never end. */
-        rc = local_attr(pmi_table_get(&g.nodeattrs, name), value, valuelen, found);
+        /* The only process of its node: a wait would never end. */
+        rc = local_attr(node ? pmi_table_get(&g.nodeattrs, name) : singleton_job_attr(name),
+                        value, valuelen, found);
     else
-        rc = attr_get("info-getnodeattr", name, waitfor, value, valuelen, found);
+        rc = attr_get(node ? "info-getnodeattr" : "info-getjobattr", name, wait, value, valuelen, found);
     return done(rc);
+}
+
+EXPORT int PMI2_Info_GetNodeAttr(const char name[], char value[], int valuelen, int *found, int waitfor)
+{
+    return attr_query(1, name, value, valuelen, found, waitfor);
 }
 
 EXPORT int PMI2_Info_PutNodeAttr(const char name[], const char value[])
@@ -707,23 +712,11 @@ EXPORT int PMI2_Info_PutNodeAttr(const char name[], const char value[])
 
 EXPORT int PMI2_Info_GetJobAttr(const char name[], char value[], int valuelen, int *found)
 {
-    int rc;
-
-    if (found == NULL)
-        return PMI2_ERR_INVALID_ARG;
-    if ((rc = key_check(name)) != PMI2_SUCCESS || (rc = out_check(value, valuelen)) != PMI2_SUCCESS
-        || (rc = begin()) != PMI2_SUCCESS)
-        return rc;
-    if (g.state == STATE_SINGLETON)
-        rc = local_attr(singleton_job_attr(name), value, valuelen, found);
-    else
-        rc = attr_get("info-getjobattr", name, 0, value, valuelen, found);
-    return done(rc);
+    return attr_query(0, name, value, valuelen, found, 0);
 }
 
 /* The IntArray forms: an attribute holding "n,n,n". */
-static int int_array(int (*get)(const char *, char *, int, int *), const char *name,
-                     int *array, int arraylen, int *outlen, int *found)
+static int int_array(int node, const char *name, int *array, int arraylen, int *outlen, int *found)
 {
     char text[PMI2_MAX_ATTRVALUE + 1];
     int rc, n;
@@ -732,7 +725,7 @@ static int int_array(int (*get)(const char *, char *, int, int *), const char *n
         return PMI2_ERR_INVALID_ARG;
     if ((rc = out_check(array, arraylen)) != PMI2_SUCCESS)
         return rc;
-    rc = get(name, text, sizeof text, found);
+    rc = attr_query(node, name, text, sizeof text, found, 0);
     if (rc != PMI2_SUCCESS || !*found)
         return rc;
     n = pmi_parse_int_list(text, array, arraylen);
@@ -742,19 +735,14 @@ static int int_array(int (*get)(const char *, char *, int, int *), const char *n
     return PMI2_SUCCESS;
 }
 
-static int node_attr_nowait(const char *name, char *value, int valuelen, int *found)
-{
-    return PMI2_Info_GetNodeAttr(name, value, valuelen, found, 0);
-}
-
 EXPORT int PMI2_Info_GetNodeAttrIntArray(const char name[], int array[], int arraylen, int *outlen, int *found)
 {
-    return int_array(node_attr_nowait, name, array, arraylen, outlen, found);
+    return int_array(1, name, array, arraylen, outlen, found);
 }
 
 EXPORT int PMI2_Info_GetJobAttrIntArray(const char name[], int array[], int arraylen, int *outlen, int *found)
 {
-    return int_array(PMI2_Info_GetJobAttr, name, array, arraylen, outlen, found);
+    return int_array(0, name, array, arraylen, outlen, found);
 }
 
 /* ---- name service ------------------------------------------------------- */

@@ -461,6 +461,13 @@ int pmi_word_check(const char *s, const char *bad, size_t max,
     return len > max ? length_code : 0;
 }
 
+int pmi_out_check(const void *buf, int len, int null_code, int length_code)
+{
+    if (buf == NULL)
+        return null_code;
+    return len <= 0 ? length_code : 0;
+}
+
 int pmi_copy_out(char *dst, int cap, const char *src)
 {
     size_t len = strlen(src);

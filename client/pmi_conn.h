@@ -103,6 +103,10 @@ void pmi_buf_free(struct pmi_buf *b);
 int pmi_word_check(const char *s, const char *bad, size_t max,
                    int null_code, int bad_code, int length_code);
 
+/* Check an output buffer of len bytes: null_code for NULL, length_code
+ * for no room, else 0. */
+int pmi_out_check(const void *buf, int len, int null_code, int length_code);
+
 /* Copy src into dst of cap bytes, NUL-terminated: 0, or -1 when it had to
  * be cut (cap <= 0 writes nothing). */
 int pmi_copy_out(char *dst, int cap, const char *src);
