@@ -93,6 +93,13 @@ fn libpmi2_abort() {
     assert_abort(&Dpm::run(["-n", "3", &program("dpm_pmi2_abort")]).output());
 }
 
+#[test]
+fn libpmi2_under_hydra() {
+    // The same library against Hydra's PMI-2 (its fence answers at once
+    // and holds gets instead; the library does not care).
+    assert_putfence(&Dpm::mpiexec(&hydra(), ["-n", "3", &program("dpm_pmi2_putfence")]).output(), 3);
+}
+
 // ---- libpmi2: the rest of the API ----
 
 #[test]
