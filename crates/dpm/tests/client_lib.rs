@@ -1,5 +1,5 @@
 //! dpm's PMI client libraries (client/, include/; docs/pmi-client.md):
-//! libpmi2 and libpmi against dpm's server, libpmi against Hydra, programs
+//! libpmi2 and libpmi against dpm's server and against Hydra, programs
 //! built against Slurm's libpmi2 running on dpm's (the ABI), the
 //! singleton, and a connection that closes under the library.
 //!
