@@ -1,0 +1,218 @@
+//! The KVS work a daemon does for its subtree, on the link to its parent
+//! (`serve_link`): what passes through it rather than what its own ranks ask.
+//!
+//! - **Ring**: one [`RingGather`] per job and ring number collects the
+//!   stretch of this node's ranks and one stretch per child subtree; when all
+//!   are in, one `RingIn` goes up. The parts are kept until the `RingOut`
+//!   for this subtree comes down, which is split among them (this daemon's
+//!   own part goes to its engine, each child's to that child).
+//! - **Routing** of daemon-to-daemon KVS messages: one for this node goes to
+//!   the engine, one for a node below goes down, anything else goes up (the
+//!   launcher passes it down to its node).
+//! - **Tree cache** (`Tree` and `Direct` jobs): the puts riding up with a
+//!   fence, and the answers passing down to the nodes below, are kept with
+//!   the last epoch they are current in; a get walking up the tree is
+//!   answered here if the copy is current for the asker's epoch, and passed
+//!   up otherwise.
+//!
+//! The ranks' own gets, puts and waiting gets are the engine's business
+//! ([`dpm_pmi::Engine`]); this module never queues a get.
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+
+use dpm_kvs::remote::{GetReply, KvsDest, KvsMsg};
+use dpm_kvs::ring::{combine, split, RingGather, RingSegment, RingSlot};
+use dpm_kvs::store::Cached;
+use dpm_kvs::{JobId, KvsDesign};
+use dpm_proto::{ToDaemon, ToLauncher};
+
+use tokio::sync::mpsc::{UnboundedSender, WeakUnboundedSender};
+
+use crate::Router;
+
+/// `serve_link`'s inbound side: a message addressed to `to` passing down.
+/// Returns it for the usual delivery, or `None` if it was handled here (a
+/// ring answer for this subtree, split and sent on).
+pub(crate) fn handle_down(kvs: &RefCell<TreeKvs>, router: &RefCell<Router>, own: &UnboundedSender<ToDaemon>, to: usize, msg: ToDaemon) -> Option<ToDaemon> {
+    let mut kvs = kvs.borrow_mut();
+    kvs.observe_down(to, &msg);
+    match msg {
+        ToDaemon::RingOut { job, seq, slot } if to == kvs.me => {
+            let out = kvs.ring_out(job, seq, slot);
+            drop(kvs);
+            let router = router.borrow();
+            for d in out {
+                if let Dispatch::Down(node, msg) = d {
+                    deliver(&router, own, node, msg);
+                }
+            }
+            None
+        }
+        msg => Some(msg),
+    }
+}
+
+/// `serve_link`'s outbound side: a message from `origin` on its way up.
+/// `Ok`: handled here, these go to the parent; `Err`: not a KVS matter.
+pub(crate) fn handle_up(
+    kvs: &RefCell<TreeKvs>,
+    router: &RefCell<Router>,
+    own: &WeakUnboundedSender<ToDaemon>,
+    origin: usize,
+    msg: ToLauncher,
+) -> Result<Vec<ToLauncher>, ToLauncher> {
+    let router = router.borrow();
+    let out = kvs.borrow_mut().up(&router, origin, msg)?;
+    let mut ups = Vec::new();
+    for d in out {
+        match d {
+            Dispatch::Up(msg) => ups.push(msg),
+            Dispatch::Down(node, msg) => match own.upgrade() {
+                Some(own) => deliver(&router, &own, node, msg),
+                None => tracing::debug!(node, "the daemon is stopping: a KVS message was dropped"),
+            },
+        }
+    }
+    Ok(ups)
+}
+
+/// Hand `msg` to this daemon's engine, or down the tree towards `node`.
+fn deliver(router: &Router, own: &UnboundedSender<ToDaemon>, node: usize, msg: ToDaemon) {
+    if node == router.me {
+        let _ = own.send(msg);
+    } else {
+        router.forward(node, ToDaemon::Routed { node, msg: Box::new(msg) });
+    }
+}
+
+/// Where a message handled here goes next.
+#[derive(Debug)]
+pub(crate) enum Dispatch {
+    /// To the parent (already wrapped as coming from a node).
+    Up(ToLauncher),
+    /// To a node of this subtree: this daemon's engine, or down the tree.
+    Down(usize, ToDaemon),
+}
+
+#[derive(Default)]
+struct TreeJob {
+    design: KvsDesign,
+    cache: HashMap<String, Cached>,
+    /// Rings being gathered, by number.
+    rings: HashMap<u64, RingGather>,
+    /// Rings sent up: the parts (contributor, stretch) to split the answer among.
+    sent: HashMap<u64, Vec<(usize, RingSegment)>>,
+}
+
+/// See the module documentation.
+pub(crate) struct TreeKvs {
+    me: usize,
+    jobs: HashMap<JobId, TreeJob>,
+}
+
+impl Router {
+    /// Whether `node` lies below this daemon (in a child's subtree).
+    fn below(&self, node: usize) -> bool {
+        node != self.me && dpm_proto::tree::next_hop(Some(self.me), node, self.fanout).is_some_and(|h| self.children.contains_key(&h))
+    }
+
+    /// Who contributes this subtree's part of a collective of `job`: this
+    /// node if it runs ranks of the job, and each child whose subtree does.
+    fn contributors(&self, job: JobId) -> BTreeSet<usize> {
+        self.job_nodes.get(&job).map(|nodes| nodes.iter().map(|&n| self.hop(n)).collect()).unwrap_or_default()
+    }
+}
+
+impl TreeKvs {
+    pub(crate) fn new(me: usize) -> Self {
+        TreeKvs { me, jobs: HashMap::new() }
+    }
+
+    /// A message on its way down through this daemon, addressed to `to`.
+    pub(crate) fn observe_down(&mut self, to: usize, msg: &ToDaemon) {
+        match msg {
+            ToDaemon::Launch(l) => self.jobs.entry(l.job).or_default().design = l.kvs,
+            ToDaemon::Forget { job } if to == self.me => {
+                self.jobs.remove(job);
+            }
+            // The answer of a get that walked up fans back down: keep it.
+            ToDaemon::Kvs(KvsMsg::Reply(GetReply { job, key, value: Some(value), valid_through, .. })) => {
+                if let Some(j) = self.jobs.get_mut(job).filter(|j| j.design.fence_caches()) {
+                    j.cache.insert(key.clone(), Cached { value: value.clone(), valid_through: *valid_through });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The answer to a ring, for this subtree: split it among its parts.
+    pub(crate) fn ring_out(&mut self, job: JobId, seq: u64, slot: RingSlot) -> Vec<Dispatch> {
+        let parts = self.jobs.get_mut(&job).and_then(|j| j.sent.remove(&seq));
+        let Some(parts) = parts else {
+            // Nothing gathered here (a job unknown to this link): the slot is
+            // this node's own.
+            return vec![Dispatch::Down(self.me, ToDaemon::RingOut { job, seq, slot })];
+        };
+        let stretches: Vec<RingSegment> = parts.iter().map(|(_, s)| s.clone()).collect();
+        parts.into_iter().zip(split(&slot, &stretches)).map(|((node, _), slot)| Dispatch::Down(node, ToDaemon::RingOut { job, seq, slot })).collect()
+    }
+
+    /// A message on its way up from `origin` (this node or one below).
+    /// `Err` gives it back for the usual handling (fence merging, or up as is).
+    pub(crate) fn up(&mut self, router: &Router, origin: usize, msg: ToLauncher) -> Result<Vec<Dispatch>, ToLauncher> {
+        match msg {
+            ToLauncher::RingIn { job, seq, segment } => Ok(self.ring_in(router, origin, job, seq, segment)),
+            ToLauncher::Kvs { to: KvsDest::Node(node), msg } if node == self.me || router.below(node) => {
+                Ok(vec![Dispatch::Down(node, ToDaemon::Kvs(msg))])
+            }
+            ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) } => {
+                let fresh = self.jobs.get(&req.job).and_then(|j| j.cache.get(&req.key)).filter(|c| c.fresh(req.epoch)).cloned();
+                match fresh {
+                    Some(c) => {
+                        let reply = GetReply { job: req.job, key: req.key, id: req.id, value: Some(c.value), valid_through: c.valid_through };
+                        Ok(vec![Dispatch::Down(req.origin, ToDaemon::Kvs(KvsMsg::Reply(reply)))])
+                    }
+                    None => {
+                        let msg = ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) };
+                        Ok(vec![Dispatch::Up(ToLauncher::FromNode { node: origin, msg: Box::new(msg) })])
+                    }
+                }
+            }
+            ToLauncher::FenceIn { job, epoch, count, puts } => {
+                // Puts riding up are current until a later fence completes.
+                if let Some(j) = self.jobs.get_mut(&job).filter(|j| j.design.fence_caches()) {
+                    for (k, v) in &puts {
+                        j.cache.insert(k.clone(), Cached { value: v.clone(), valid_through: epoch + 1 });
+                    }
+                }
+                Err(ToLauncher::FenceIn { job, epoch, count, puts })
+            }
+            msg => Err(msg),
+        }
+    }
+
+    fn ring_in(&mut self, router: &Router, origin: usize, job: JobId, seq: u64, segment: RingSegment) -> Vec<Dispatch> {
+        let expected = router.contributors(job);
+        let from = router.hop(origin);
+        if expected.is_empty() {
+            // A job this link knows nothing of: pass it on untouched.
+            let msg = ToLauncher::RingIn { job, seq, segment };
+            return vec![Dispatch::Up(ToLauncher::FromNode { node: origin, msg: Box::new(msg) })];
+        }
+        let j = self.jobs.entry(job).or_default();
+        let gather = j.rings.entry(seq).or_default();
+        if !gather.add(from, segment) {
+            tracing::warn!(%job, seq, from, "a second ring entry from the same part ignored");
+        }
+        if !gather.complete(&expected) {
+            return Vec::new();
+        }
+        let parts = j.rings.remove(&seq).expect("present").parts();
+        let stretches: Vec<RingSegment> = parts.iter().map(|(_, s)| s.clone()).collect();
+        let segment = combine(&stretches).expect("at least one part");
+        j.sent.insert(seq, parts);
+        let msg = ToLauncher::RingIn { job, seq, segment };
+        vec![Dispatch::Up(ToLauncher::FromNode { node: self.me, msg: Box::new(msg) })]
+    }
+}
