@@ -14,14 +14,19 @@
 //!   the last epoch they are current in; a get walking up the tree is
 //!   answered here if the copy is current for the asker's epoch, and passed
 //!   up otherwise.
+//! - **Waiting gets walking up** (any design) are also noted here on their
+//!   way to the launcher, and answered by the first put of their key that
+//!   rides a fence past this daemon: fences merge per subtree, so a put from
+//!   a node beside the waiting one may get no further up than here until the
+//!   waiting process itself joins the fence — which it cannot while it waits.
 //!
 //! The ranks' own gets, puts and waiting gets are the engine's business
-//! ([`dpm_pmi::Engine`]); this module never queues a get.
+//! ([`dpm_pmi::Engine`]).
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 
-use dpm_kvs::remote::{GetReply, KvsDest, KvsMsg};
+use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, split, RingGather, RingSegment, RingSlot};
 use dpm_kvs::store::Cached;
 use dpm_kvs::{JobId, KvsDesign};
@@ -36,7 +41,7 @@ use crate::Router;
 /// ring answer for this subtree, split and sent on).
 pub(crate) fn handle_down(kvs: &RefCell<TreeKvs>, router: &RefCell<Router>, own: &UnboundedSender<ToDaemon>, to: usize, msg: ToDaemon) -> Option<ToDaemon> {
     let mut kvs = kvs.borrow_mut();
-    kvs.observe_down(to, &msg);
+    kvs.observe_down(&msg);
     match msg {
         ToDaemon::RingOut { job, seq, slot } if to == kvs.me => {
             let out = kvs.ring_out(job, seq, slot);
@@ -54,16 +59,17 @@ pub(crate) fn handle_down(kvs: &RefCell<TreeKvs>, router: &RefCell<Router>, own:
 }
 
 /// `serve_link`'s outbound side: a message from `origin` on its way up.
-/// `Ok`: handled here, these go to the parent; `Err`: not a KVS matter.
+/// Returns the messages for the parent, and the message itself if it still
+/// needs the usual handling (fence merging, or up as it is).
 pub(crate) fn handle_up(
     kvs: &RefCell<TreeKvs>,
     router: &RefCell<Router>,
     own: &WeakUnboundedSender<ToDaemon>,
     origin: usize,
     msg: ToLauncher,
-) -> Result<Vec<ToLauncher>, ToLauncher> {
+) -> (Vec<ToLauncher>, Option<ToLauncher>) {
     let router = router.borrow();
-    let out = kvs.borrow_mut().up(&router, origin, msg)?;
+    let (out, rest) = kvs.borrow_mut().up(&router, origin, msg);
     let mut ups = Vec::new();
     for d in out {
         match d {
@@ -74,7 +80,7 @@ pub(crate) fn handle_up(
             },
         }
     }
-    Ok(ups)
+    (ups, rest)
 }
 
 /// Hand `msg` to this daemon's engine, or down the tree towards `node`.
@@ -103,6 +109,8 @@ struct TreeJob {
     rings: HashMap<u64, RingGather>,
     /// Rings sent up: the parts (contributor, stretch) to split the answer among.
     sent: HashMap<u64, Vec<(usize, RingSegment)>>,
+    /// Waiting gets that walked up through here, by key.
+    waiting: HashMap<String, Vec<GetRequest>>,
 }
 
 /// See the module documentation.
@@ -129,11 +137,12 @@ impl TreeKvs {
         TreeKvs { me, jobs: HashMap::new() }
     }
 
-    /// A message on its way down through this daemon, addressed to `to`.
-    pub(crate) fn observe_down(&mut self, to: usize, msg: &ToDaemon) {
+    /// A message on its way down through this daemon (or to it).
+    pub(crate) fn observe_down(&mut self, msg: &ToDaemon) {
         match msg {
             ToDaemon::Launch(l) => self.jobs.entry(l.job).or_default().design = l.kvs,
-            ToDaemon::Forget { job } if to == self.me => {
+            // The job is over everywhere once its first Forget is sent.
+            ToDaemon::Forget { job } => {
                 self.jobs.remove(job);
             }
             // The answer of a get that walked up fans back down: keep it.
@@ -158,37 +167,45 @@ impl TreeKvs {
         parts.into_iter().zip(split(&slot, &stretches)).map(|((node, _), slot)| Dispatch::Down(node, ToDaemon::RingOut { job, seq, slot })).collect()
     }
 
-    /// A message on its way up from `origin` (this node or one below).
-    /// `Err` gives it back for the usual handling (fence merging, or up as is).
-    pub(crate) fn up(&mut self, router: &Router, origin: usize, msg: ToLauncher) -> Result<Vec<Dispatch>, ToLauncher> {
+    /// A message on its way up from `origin` (this node or one below): what
+    /// to send where, and the message back if it still needs the usual
+    /// handling (fence merging, or up as it is).
+    pub(crate) fn up(&mut self, router: &Router, origin: usize, msg: ToLauncher) -> (Vec<Dispatch>, Option<ToLauncher>) {
         match msg {
-            ToLauncher::RingIn { job, seq, segment } => Ok(self.ring_in(router, origin, job, seq, segment)),
+            ToLauncher::RingIn { job, seq, segment } => (self.ring_in(router, origin, job, seq, segment), None),
             ToLauncher::Kvs { to: KvsDest::Node(node), msg } if node == self.me || router.below(node) => {
-                Ok(vec![Dispatch::Down(node, ToDaemon::Kvs(msg))])
+                (vec![Dispatch::Down(node, ToDaemon::Kvs(msg))], None)
             }
             ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) } => {
-                let fresh = self.jobs.get(&req.job).and_then(|j| j.cache.get(&req.key)).filter(|c| c.fresh(req.epoch)).cloned();
-                match fresh {
-                    Some(c) => {
-                        let reply = GetReply { job: req.job, key: req.key, id: req.id, value: Some(c.value), valid_through: c.valid_through };
-                        Ok(vec![Dispatch::Down(req.origin, ToDaemon::Kvs(KvsMsg::Reply(reply)))])
-                    }
-                    None => {
-                        let msg = ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) };
-                        Ok(vec![Dispatch::Up(ToLauncher::FromNode { node: origin, msg: Box::new(msg) })])
-                    }
+                let job = self.jobs.get_mut(&req.job);
+                let fresh = job.as_ref().and_then(|j| j.cache.get(&req.key)).filter(|c| c.fresh(req.epoch)).cloned();
+                if let Some(c) = fresh {
+                    let reply = GetReply { job: req.job, key: req.key, id: req.id, value: Some(c.value), valid_through: c.valid_through };
+                    return (vec![Dispatch::Down(req.origin, ToDaemon::Kvs(KvsMsg::Reply(reply)))], None);
                 }
+                if let Some(j) = job.filter(|_| req.wait) {
+                    j.waiting.entry(req.key.clone()).or_default().push(req.clone());
+                }
+                let msg = ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) };
+                (vec![Dispatch::Up(ToLauncher::FromNode { node: origin, msg: Box::new(msg) })], None)
             }
             ToLauncher::FenceIn { job, epoch, count, puts } => {
-                // Puts riding up are current until a later fence completes.
-                if let Some(j) = self.jobs.get_mut(&job).filter(|j| j.design.fence_caches()) {
+                let mut out = Vec::new();
+                if let Some(j) = self.jobs.get_mut(&job) {
                     for (k, v) in &puts {
-                        j.cache.insert(k.clone(), Cached { value: v.clone(), valid_through: epoch + 1 });
+                        // Puts riding up are current until a later fence completes.
+                        if j.design.fence_caches() {
+                            j.cache.insert(k.clone(), Cached { value: v.clone(), valid_through: epoch + 1 });
+                        }
+                        for req in j.waiting.remove(k).unwrap_or_default() {
+                            let reply = GetReply { job, key: k.clone(), id: req.id, value: Some(v.clone()), valid_through: req.epoch };
+                            out.push(Dispatch::Down(req.origin, ToDaemon::Kvs(KvsMsg::Reply(reply))));
+                        }
                     }
                 }
-                Err(ToLauncher::FenceIn { job, epoch, count, puts })
+                (out, Some(ToLauncher::FenceIn { job, epoch, count, puts }))
             }
-            msg => Err(msg),
+            msg => (Vec::new(), Some(msg)),
         }
     }
 

@@ -644,17 +644,13 @@ where
                         continue;
                     }
                 };
-                let msg = match kvs_node::handle_up(&tree_kvs, &router, &own_down, origin, msg) {
-                    Ok(ups) => {
-                        for m in ups {
-                            if write_frame(&mut writer, &m).await.is_err() {
-                                return;
-                            }
-                        }
-                        continue;
+                let (ups, rest) = kvs_node::handle_up(&tree_kvs, &router, &own_down, origin, msg);
+                for m in ups {
+                    if write_frame(&mut writer, &m).await.is_err() {
+                        return;
                     }
-                    Err(msg) => msg,
-                };
+                }
+                let Some(msg) = rest else { continue };
                 let out = match msg {
                     ToLauncher::FenceIn { job, epoch, count, puts } => {
                         // One arrival is due from each direct contributor:

@@ -72,6 +72,12 @@ impl Holder {
         self.values.get(key)
     }
 
+    /// A put seen passing by, not kept: answer the gets that waited for it.
+    pub fn wake(&mut self, key: &str, value: &str) -> Vec<(usize, KvsMsg)> {
+        let woken = self.queued.remove(key).unwrap_or_default();
+        woken.into_iter().map(|r| (r.origin, reply_to(&r, Some(value.to_string())))).collect()
+    }
+
     /// A get from elsewhere: the answer now, or `None` if it waits (queued).
     pub fn request(&mut self, req: GetRequest) -> Option<(usize, KvsMsg)> {
         match self.values.get(&req.key) {
@@ -177,7 +183,6 @@ pub struct NodeStore<W> {
 /// Where a get that missed locally goes.
 enum Route {
     NotFound,
-    Park,
     To(KvsDest),
 }
 
@@ -321,7 +326,11 @@ impl<W: Clone> NodeStore<W> {
             // The source node holds its own puts from the moment they are
             // made, under every design: a waiting get naming it needs no fence.
             (_, Some(node)) if wait => Route::To(KvsDest::Node(node)),
-            (KvsDesign::Allgather, _) if wait => Route::Park,
+            // Without a source, a waiting get for a key that rides the fence
+            // walks up and waits at each ancestor (and the launcher) for the
+            // put to come up; under Auto the launcher also asks the owner,
+            // where a sparse put would be.
+            (KvsDesign::Allgather | KvsDesign::Auto, None) if wait => Route::To(KvsDest::Up),
             (KvsDesign::Allgather, _) => Route::NotFound,
             (KvsDesign::Tree, _) | (KvsDesign::Direct, None) => Route::To(KvsDest::Up),
             (KvsDesign::Dkvs, _) | (KvsDesign::Auto, None) => Route::To(KvsDest::Node(self.owner_of(key))),
@@ -339,7 +348,6 @@ impl<W: Clone> NodeStore<W> {
         let source = srcid.and_then(|r| self.node_of.get(r as usize).copied());
         let dest = match self.route(key, source, wait) {
             Route::NotFound => return Lookup::NotFound,
-            Route::Park => return self.park(waiter, key),
             Route::To(dest) => dest,
         };
         if dest == KvsDest::Node(self.me) {
@@ -577,18 +585,32 @@ mod tests {
 
     #[test]
     fn local_waiters_are_woken_by_a_local_put_or_the_fence() {
+        let answers = |node: &mut NodeStore<u32>| -> Vec<Action<u32>> {
+            node.take_actions().into_iter().filter(|a| matches!(a, Action::Answer(..))).collect()
+        };
         let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, 0, vec![0, 0, 1], &[]);
         assert_eq!(node.get(1, "x", None, true), Lookup::Pending);
+        assert!(matches!(&node.take_actions()[..], [Action::Send(KvsDest::Up, KvsMsg::Get(r))] if r.wait), "walks up, waiting");
         node.put("x".into(), "local".into(), None);
-        assert_eq!(node.take_actions(), vec![Action::Answer(1, Some("local".into()))]);
+        assert_eq!(answers(&mut node), vec![Action::Answer(1, Some("local".into()))]);
         assert_eq!(node.get(2, "y", None, true), Lookup::Pending);
         node.fence_done(&[kv("y", "fenced")]);
-        assert_eq!(node.take_actions(), vec![Action::Answer(2, Some("fenced".into()))]);
+        assert_eq!(answers(&mut node), vec![Action::Answer(2, Some("fenced".into()))]);
         // A connection that went away is forgotten.
         assert_eq!(node.get(3, "z", None, true), Lookup::Pending);
         node.cancel(|w| *w == 3);
         node.fence_done(&[kv("z", "1")]);
-        assert!(node.take_actions().is_empty());
+        assert!(answers(&mut node).is_empty());
+        // The holder of a key answers from what it has, even an own put of
+        // an old epoch (the source's value is the one asked for).
+        let mut src: NodeStore<u32> = NodeStore::new(J, KvsDesign::Direct, 0, vec![0, 1], &[]);
+        src.put("old".into(), "v".into(), None);
+        src.fence_done(&[]);
+        src.fence_done(&[]);
+        assert_eq!(src.get(4, "old", Some(0), false), Lookup::Found("v".into()));
+        assert_eq!(src.get(5, "never", Some(0), true), Lookup::Pending, "parked at its own holder");
+        src.put("never".into(), "now".into(), None);
+        assert_eq!(answers(&mut src), vec![Action::Answer(5, Some("now".into()))]);
     }
 
     #[test]

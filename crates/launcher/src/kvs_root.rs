@@ -2,8 +2,10 @@
 //!
 //! - **Fence puts**: under `allgather` and `auto` the puts a fence gathers go
 //!   down to every node with its completion; under `tree` and `direct` they
-//!   stay here, in a [`Holder`] that answers the gets walking up the tree
-//!   (and the waiting ones queued until their key comes up with a fence).
+//!   stay here, in a [`Holder`] that answers the gets walking up the tree.
+//!   Waiting gets that walk up (any design without a `srcid`) are queued here
+//!   until their key comes up with a fence; under `auto` they are also sent
+//!   on to the key's owner, where a sparse put would be.
 //! - **Ring**: one part per top-level subtree hosting the job; when all are
 //!   in, the ring is closed and each subtree gets its [`RingSlot`].
 //! - **Routing**: KVS messages between daemons of different top-level
@@ -14,6 +16,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use dpm_kvs::design::owner;
 use dpm_kvs::remote::{KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, root_slot, split, RingGather, RingSegment};
 use dpm_kvs::{Holder, JobId, KeyValues, KvsDesign};
@@ -25,6 +28,8 @@ pub type Outbox = Vec<(usize, ToDaemon)>;
 
 struct RootJob {
     design: KvsDesign,
+    /// The job's daemons, sorted (for the owner hash).
+    nodes: Vec<usize>,
     /// The top-level subtrees (by their root node) hosting ranks of the job.
     parts: BTreeSet<usize>,
     /// Every put that rode a fence up (`tree`, `direct`).
@@ -46,7 +51,8 @@ impl KvsRoot {
     /// A job starts on `daemons` (the nodes hosting its ranks).
     pub fn add_job(&mut self, job: JobId, design: KvsDesign, daemons: &[usize]) {
         let parts = daemons.iter().filter_map(|&d| next_hop(None, d, self.fanout)).collect();
-        self.jobs.insert(job, RootJob { design, parts, store: Holder::default(), rings: HashMap::new() });
+        let nodes = daemons.to_vec();
+        self.jobs.insert(job, RootJob { design, nodes, parts, store: Holder::default(), rings: HashMap::new() });
     }
 
     pub fn remove_job(&mut self, job: JobId) {
@@ -66,10 +72,15 @@ impl KvsRoot {
     /// completes, and answers to gets that waited here for them.
     pub fn fence_puts(&mut self, job: JobId, epoch: u64, puts: KeyValues) -> (KeyValues, Outbox) {
         let Some(j) = self.jobs.get_mut(&job) else { return (puts, Vec::new()) };
-        if j.design.fence_broadcasts() {
-            return (puts, Vec::new());
-        }
         let mut out = Vec::new();
+        if j.design.fence_broadcasts() {
+            if j.store.queued() > 0 {
+                for (k, v) in &puts {
+                    out.extend(j.store.wake(k, v).into_iter().map(|(origin, reply)| (origin, ToDaemon::Kvs(reply))));
+                }
+            }
+            return (puts, out);
+        }
         for (k, v) in puts {
             for (origin, reply) in j.store.insert(k, v, epoch, false) {
                 out.push((origin, ToDaemon::Kvs(reply)));
@@ -104,7 +115,12 @@ impl KvsRoot {
             (KvsDest::Node(node), msg) => vec![(node, ToDaemon::Kvs(msg))],
             (KvsDest::Up, KvsMsg::Get(req)) => {
                 let Some(j) = self.jobs.get_mut(&req.job) else { return Vec::new() };
-                j.store.request(req).map(|(origin, reply)| (origin, ToDaemon::Kvs(reply))).into_iter().collect()
+                let ask_owner = (j.design == KvsDesign::Auto && req.wait).then(|| owner(&req.key, &j.nodes)).flatten();
+                match j.store.request(req.clone()) {
+                    Some((origin, reply)) => vec![(origin, ToDaemon::Kvs(reply))],
+                    // Whichever answers first wins; the node drops the other.
+                    None => ask_owner.map(|o| (o, ToDaemon::Kvs(KvsMsg::Get(req)))).into_iter().collect(),
+                }
             }
             (KvsDest::Up, msg) => {
                 tracing::warn!(job = %msg.job(), "a KVS message other than a get came up the tree; dropped");
@@ -128,9 +144,18 @@ mod tests {
         let (broadcast, out) = root.fence_puts(JobId(0), 0, vec![("k".into(), "v".into())]);
         assert!(broadcast.is_empty());
         assert!(matches!(&out[..], [(2, ToDaemon::Kvs(KvsMsg::Reply(r)))] if r.id == 7 && r.value.as_deref() == Some("v")));
-        // Allgather broadcasts instead.
-        root.add_job(JobId(1), KvsDesign::Allgather, &[0]);
-        assert_eq!(root.fence_puts(JobId(1), 0, vec![("a".into(), "1".into())]).0.len(), 1);
+        // Allgather broadcasts instead, answering what waited for the put.
+        root.add_job(JobId(1), KvsDesign::Allgather, &[0, 1]);
+        let req = GetRequest { job: JobId(1), key: "a".into(), origin: 1, id: 3, epoch: 0, wait: true };
+        assert!(root.route(KvsDest::Up, KvsMsg::Get(req)).is_empty(), "queued");
+        let (broadcast, out) = root.fence_puts(JobId(1), 0, vec![("a".into(), "1".into())]);
+        assert_eq!(broadcast.len(), 1);
+        assert!(matches!(&out[..], [(1, ToDaemon::Kvs(KvsMsg::Reply(r)))] if r.id == 3));
+        // Auto also asks the owner, where a sparse put would be.
+        root.add_job(JobId(2), KvsDesign::Auto, &[0, 1]);
+        let req = GetRequest { job: JobId(2), key: "s".into(), origin: 1, id: 4, epoch: 0, wait: true };
+        let out = root.route(KvsDest::Up, KvsMsg::Get(req));
+        assert!(matches!(&out[..], [(n, ToDaemon::Kvs(KvsMsg::Get(r)))] if Some(*n) == owner("s", &[0, 1]) && r.id == 4));
     }
 
     #[test]
