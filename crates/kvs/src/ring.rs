@@ -138,7 +138,7 @@ mod tests {
     #[test]
     fn one_process_is_its_own_neighbour() {
         let whole = RingSegment::one("x");
-        assert_eq!(split(&root_slot(&whole), &[whole.clone()]), vec![RingSlot { offset: 0, left: "x".into(), right: "x".into() }]);
+        assert_eq!(split(&root_slot(&whole), std::slice::from_ref(&whole)), vec![RingSlot { offset: 0, left: "x".into(), right: "x".into() }]);
         assert_eq!(combine(&[]), None);
     }
 

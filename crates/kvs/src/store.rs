@@ -474,9 +474,12 @@ mod tests {
         (0..n).map(|me| NodeStore::new(J, design, me, node_of.clone(), &[])).collect()
     }
 
+    /// Answers to local waiters: (node, waiter, value).
+    type Answers = Vec<(usize, u32, Option<String>)>;
+
     /// Deliver every node-addressed message until quiet; returns the answers
-    /// to local waiters as (node, waiter, value) and the messages sent `Up`.
-    fn settle(nodes: &mut [NodeStore<u32>]) -> (Vec<(usize, u32, Option<String>)>, Vec<KvsMsg>) {
+    /// to local waiters and the messages sent `Up`.
+    fn settle(nodes: &mut [NodeStore<u32>]) -> (Answers, Vec<KvsMsg>) {
         let mut answers = Vec::new();
         let mut up = Vec::new();
         loop {
