@@ -306,8 +306,11 @@ impl<W: Clone> NodeStore<W> {
         }
         let h = self.holder.get(key)?;
         // A copy sent here as owner is the key's latest value; so is any put
-        // under Dkvs when this node owns the key.
-        let authoritative = !h.local || (self.design == KvsDesign::Dkvs && self.owner_of(key) == self.me);
+        // under Dkvs when this node owns the key, and any put of a job that
+        // runs on this node alone (but Allgather keeps PMI's rule that plain
+        // gets see puts only after the fence).
+        let alone = self.nodes.len() == 1 && self.design != KvsDesign::Allgather;
+        let authoritative = !h.local || alone || (self.design == KvsDesign::Dkvs && self.owner_of(key) == self.me);
         // This node's own put is current until the fence after the one that
         // followed it (a put elsewhere may overwrite it then). Allgather keeps
         // PMI's rule that plain gets see puts only after the fence.
@@ -344,6 +347,10 @@ impl<W: Clone> NodeStore<W> {
         if let Some(v) = self.lookup(key, wait) {
             self.stats.local_hits += 1;
             return Lookup::Found(v);
+        }
+        if self.nodes.len() == 1 {
+            // The job runs here alone: every put of it is made on this node.
+            return if wait { self.park(waiter, key) } else { Lookup::NotFound };
         }
         let source = srcid.and_then(|r| self.node_of.get(r as usize).copied());
         let dest = match self.route(key, source, wait) {
@@ -612,6 +619,7 @@ mod tests {
         src.fence_done(&[]);
         assert_eq!(src.get(4, "old", Some(0), false), Lookup::Found("v".into()));
         assert_eq!(src.get(5, "never", Some(0), true), Lookup::Pending, "parked at its own holder");
+        assert!(src.take_actions().is_empty(), "nothing leaves the node");
         src.put("never".into(), "now".into(), None);
         assert_eq!(answers(&mut src), vec![Action::Answer(5, Some("now".into()))]);
     }
@@ -670,6 +678,20 @@ mod tests {
         fence_all(&mut nodes, &[]);
         assert_eq!(nodes[1].get(1, "k", Some(1), false), Lookup::Pending);
         assert_eq!(settle(&mut nodes).0, vec![(1, 1, Some("v".into()))]);
+    }
+
+    #[test]
+    fn a_job_on_one_node_never_asks_anyone() {
+        for design in [KvsDesign::Tree, KvsDesign::Dkvs, KvsDesign::Direct, KvsDesign::Auto] {
+            let mut node: NodeStore<u32> = NodeStore::new(J, design, 0, vec![0, 0], &[]);
+            node.put("k".into(), "v".into(), Some(Hint::Sparse));
+            for _ in 0..3 {
+                node.fence_done(&[]);
+            }
+            assert_eq!(node.get(1, "k", None, false), Lookup::Found("v".into()), "{design}");
+            assert_eq!(node.get(2, "none", None, false), Lookup::NotFound, "{design}");
+            assert!(node.take_actions().is_empty(), "{design}");
+        }
     }
 
     #[test]
