@@ -152,6 +152,19 @@ Global options:
                             spawned jobs included
   --kill-grace SECS         after forwarding SIGINT/SIGTERM, wait SECS before
                             SIGKILL (default 3)
+PMI key-value space (docs/pmi-extensions.md):
+  --kvs DESIGN              where puts live and how gets find them (default
+                            auto; also DPM_KVS); spawned jobs inherit it:
+                              allgather  every put goes to every node at the
+                                         fence; gets never leave the node
+                              tree       puts ride the fence up and are cached
+                                         at each ancestor; a get walks up
+                              dkvs       each key lives on an owner daemon (a
+                                         hash); gets ask it
+                              direct     puts stay on their node; a get asks
+                                         the node of its srcid (else as tree)
+                              auto       dense and unhinted keys as allgather,
+                                         hint=sparse keys as direct/dkvs
 Nodes and placement:
   -hosts, -host H[:N][,...] hosts to run on, N slots each (default: CPUs)
   -f, -hostfile FILE        hosts from a file: 'name[:N]' or 'name slots=N'
@@ -166,18 +179,6 @@ Nodes and placement:
                             so up to 32 nodes are flat); each daemon starts
                             its children and merges their fence traffic;
                             also DPM_FANOUT
-  --kvs DESIGN              how the PMI key-value space is kept (default auto;
-                            also DPM_KVS); spawned jobs inherit it:
-                              allgather  every put goes to every node at the
-                                         fence; gets never leave the node
-                              tree       puts ride the fence up and are cached
-                                         at each ancestor; a get walks up
-                              dkvs       each key lives on an owner daemon (a
-                                         hash); gets ask it
-                              direct     puts stay on their node; a get asks
-                                         the node of its srcid (else as tree)
-                              auto       dense and unhinted keys as allgather,
-                                         hint=sparse keys as direct/dkvs
   -ppn N                    N ranks per node, then the next node
   --map-by slot|node        fill each node's slots in turn (default), or
                             deal ranks round-robin over the nodes
