@@ -14,7 +14,9 @@
 //! an `Rc<RefCell>` on a single thread (a tokio `LocalSet`): a PMI connection's
 //! task feeds the engine and writes the replies itself, so a request costs one
 //! read and one write, with no hop through other tasks. Per-process tasks
-//! ([`tasks`]) forward output and exits through an event channel.
+//! ([`tasks`]) forward output and exits through an event channel. On the
+//! link to its parent ([`serve_link`]) a daemon also does its subtree's share
+//! of the KVS designs and the ring (`kvs_node`).
 
 mod kvs_node;
 pub mod links;
