@@ -233,3 +233,114 @@ impl TreeKvs {
         vec![Dispatch::Up(ToLauncher::FromNode { node: self.me, msg: Box::new(msg) })]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use dpm_kvs::ring::RingSlot;
+    use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec};
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    const J: JobId = JobId(0);
+
+    /// Node 0 of a fan-out-2 tree over 4 nodes (children 2 and 3), with the
+    /// job on nodes 0, 2 and 3.
+    fn node0(design: KvsDesign) -> (Router, TreeKvs) {
+        let children = [2, 3].into_iter().map(|c| (c, mpsc::unbounded_channel().0)).collect();
+        let job_nodes = [(J, HashSet::from([0, 2, 3]))].into_iter().collect();
+        let router = Router { me: 0, fanout: 2, children, job_nodes };
+        let mut kvs = TreeKvs::new(0);
+        let launch = LaunchJob {
+            job: J,
+            kvsname: "kvs".into(),
+            size: 6,
+            appnums: vec![0; 6],
+            universe_size: 6,
+            process_mapping: String::new(),
+            spawner: None,
+            preput: vec![],
+            pmi_mode: PmiMode::Fd,
+            stdin_rank: None,
+            apps: vec![AppSpec { exe: "a".into(), argv: vec![], env: vec![], wdir: "/".into() }],
+            procs: vec![ProcSpec { rank: dpm_kvs::Rank(0), app: 0 }],
+            kvs: design,
+            node_of: vec![0, 0, 2, 2, 3, 3],
+        };
+        kvs.observe_down(&ToDaemon::Launch(launch));
+        (router, kvs)
+    }
+
+    fn seg(c: u32, f: &str, l: &str) -> RingSegment {
+        RingSegment { count: c, first: f.into(), last: l.into() }
+    }
+
+    #[test]
+    fn a_subtree_sends_one_ring_part_up_and_splits_the_answer() {
+        let (router, mut kvs) = node0(KvsDesign::Auto);
+        for (from, part) in [(3, seg(2, "e", "f")), (0, seg(2, "a", "b"))] {
+            let (out, rest) = kvs.up(&router, from, ToLauncher::RingIn { job: J, seq: 0, segment: part });
+            assert!(out.is_empty() && rest.is_none(), "waits for node 2");
+        }
+        let (out, _) = kvs.up(&router, 2, ToLauncher::RingIn { job: J, seq: 0, segment: seg(2, "c", "d") });
+        let [Dispatch::Up(ToLauncher::FromNode { node: 0, msg })] = &out[..] else { panic!("{out:?}") };
+        assert!(matches!(&**msg, ToLauncher::RingIn { segment, .. } if *segment == seg(6, "a", "f")));
+        // The root places the subtree at 4 in a ring of 8, between "z" and "y".
+        let slot = RingSlot { offset: 4, left: "z".into(), right: "y".into() };
+        let got: Vec<(usize, u32, String, String)> = kvs
+            .ring_out(J, 0, slot)
+            .into_iter()
+            .map(|d| match d {
+                Dispatch::Down(n, ToDaemon::RingOut { slot, .. }) => (n, slot.offset, slot.left, slot.right),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let expected = [(0, 4, "z", "c"), (2, 6, "b", "e"), (3, 8, "d", "y")];
+        assert_eq!(got, expected.map(|(n, o, l, r)| (n, o, l.to_string(), r.to_string())));
+    }
+
+    #[test]
+    fn messages_for_the_subtree_go_down_and_the_rest_go_up() {
+        let (router, mut kvs) = node0(KvsDesign::Dkvs);
+        let ack = |n| ToLauncher::Kvs { to: KvsDest::Node(n), msg: KvsMsg::PutAck { job: J, id: 1 } };
+        assert!(matches!(&kvs.up(&router, 2, ack(3)).0[..], [Dispatch::Down(3, ToDaemon::Kvs(_))]));
+        assert!(matches!(&kvs.up(&router, 2, ack(0)).0[..], [Dispatch::Down(0, ToDaemon::Kvs(_))]));
+        let (out, rest) = kvs.up(&router, 2, ack(1));
+        assert!(out.is_empty() && matches!(rest, Some(ToLauncher::Kvs { .. })), "node 1 is not below node 0");
+    }
+
+    fn walk_up(key: &str, epoch: u64, wait: bool) -> ToLauncher {
+        let req = GetRequest { job: J, key: key.into(), origin: 3, id: 9, epoch, wait };
+        ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) }
+    }
+
+    #[test]
+    fn puts_riding_up_answer_gets_walking_up_while_current() {
+        let (router, mut kvs) = node0(KvsDesign::Tree);
+        let fence = ToLauncher::FenceIn { job: J, epoch: 1, count: 2, puts: vec![("k".into(), "v".into())] };
+        let (out, rest) = kvs.up(&router, 2, fence);
+        assert!(out.is_empty() && matches!(rest, Some(ToLauncher::FenceIn { .. })), "the fence goes on as usual");
+        let (out, _) = kvs.up(&router, 3, walk_up("k", 2, false));
+        assert!(matches!(&out[..], [Dispatch::Down(3, ToDaemon::Kvs(KvsMsg::Reply(r)))] if r.value.as_deref() == Some("v") && r.valid_through == 2));
+        // Two fences later the copy may be stale: ask further up.
+        let (out, _) = kvs.up(&router, 3, walk_up("k", 3, false));
+        assert!(matches!(&out[..], [Dispatch::Up(ToLauncher::FromNode { node: 3, .. })]), "{out:?}");
+    }
+
+    #[test]
+    fn a_waiting_get_walking_up_is_answered_by_a_put_riding_past() {
+        let (router, mut kvs) = node0(KvsDesign::Allgather);
+        let (out, _) = kvs.up(&router, 3, walk_up("late", 0, true));
+        assert!(matches!(&out[..], [Dispatch::Up(_)]), "passed on up");
+        let fence = ToLauncher::FenceIn { job: J, epoch: 0, count: 2, puts: vec![("late".into(), "here".into())] };
+        let (out, rest) = kvs.up(&router, 2, fence);
+        assert!(rest.is_some());
+        assert!(matches!(&out[..], [Dispatch::Down(3, ToDaemon::Kvs(KvsMsg::Reply(r)))] if r.id == 9 && r.value.as_deref() == Some("here")));
+        // Forgotten with the job.
+        kvs.up(&router, 3, walk_up("never", 0, true));
+        kvs.observe_down(&ToDaemon::Forget { job: J });
+        assert!(kvs.jobs.is_empty());
+    }
+}
