@@ -311,6 +311,36 @@ fn spawn_onto_other_hosts(fx: &Fixture) {
     assert!(children.iter().all(|c| c.2 != "h1"), "a child landed on the parent's host: {children:?}\n{}", out.describe());
 }
 
+/// `dpm boot` over ssh from h0: the daemons on h1..h4 start once and serve
+/// later runs (MPI across the hosts, a spawn onto the idle hosts); `dpm down`
+/// leaves nothing on any host (checked after every scenario).
+fn boot_over_ssh(fx: &Fixture) {
+    let dir = std::env::temp_dir().join(common::unique("dpm-netns-boot"));
+    let dpm = dpm_bin();
+    let script = format!(
+        "set -e; export DPM_RUNTIME_DIR='{}'; {dpm} boot -launcher ssh -hosts h1,h2,h3,h4; {dpm} status; \
+         {dpm} run -n 8 '{}'; {dpm} run --report-placement -n 1 '{}' 3; {dpm} down",
+        dir.display(),
+        program("ring"),
+        program("spawn_args"),
+    );
+    let out = Command::new("bash")
+        .arg(fixture_script())
+        .args(["exec", "h0", "env", &format!("DPM_SSH={}", fx.ssh_command), "DPM_NO_BOOT=", "sh", "-c", &script])
+        .output()
+        .expect("run the fixture");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    assert!(stdout.contains("dpm boot: 4 nodes up"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("ring ok size=8 sum=288"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("spawn ok children=3 parents=1"), "{stdout}\n{stderr}");
+    let placed = common::placement(&stderr);
+    let parent = placed.first().map(|p| p.0);
+    let child_hosts: Vec<&str> = placed.iter().filter(|p| Some(p.0) != parent).map(|p| p.2.as_str()).collect();
+    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| *h != "h1"), "children not on the idle hosts: {child_hosts:?}\n{stderr}");
+}
+
 fn spawn_info_host_names_another_host(fx: &Fixture) {
     let script = "from mpi4py import MPI; import sys, socket\n\
          info = MPI.Info.Create(); info.Set('host', 'h3')\n\
@@ -417,6 +447,7 @@ fn mpich_across_four_ssh_hosts() {
         ("UCX uses the network between hosts", ucx_uses_the_network, 3),
         ("spawn onto other hosts", spawn_onto_other_hosts, 3),
         ("spawn info 'host' names another host", spawn_info_host_names_another_host, 3),
+        ("dpm boot over ssh", boot_over_ssh, 3),
         ("unresolvable host at start", unresolvable_host, 3),
         ("host down at start", host_down_at_start, 3),
         ("killed daemon", killed_daemon, 3),

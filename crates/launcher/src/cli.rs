@@ -184,7 +184,9 @@ Nodes and placement:
                             deal ranks round-robin over the nodes
 Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else the
 Slurm allocation (SLURM_JOB_NODELIST, slots from SLURM_TASKS_PER_NODE), else
-this machine alone (then the daemon runs inside dpm itself).
+this machine alone (then the daemon runs inside dpm itself). With a booted
+tree (dpm boot), jobs go to its daemons instead, unless -hosts, -f,
+--virtual-nodes, -launcher or --pmi-trace is given or DPM_NO_BOOT=1.
   -v, --verbose             log what dpm does (repeat for more; or DPM_LOG)
   -h, --help                show this help
 

@@ -10,22 +10,25 @@
 //! and talks to it over channels carrying the same [`dpm_proto`] messages a
 //! remote daemon would get.
 
+pub mod boot;
 pub mod cli;
 pub mod controller;
 pub mod kvs_root;
 pub mod nodes;
 pub mod output;
 pub mod plan;
+pub mod private_dir;
 pub mod singleton;
 pub mod spawn;
 
 use std::time::Duration;
 
 use dpm_kvs::Rank;
-use dpm_proto::{LaunchJob, PmiMode};
+use dpm_proto::{LaunchJob, PmiMode, ToDaemon};
 
 use cli::{CliError, RunOptions, RUN_HELP};
-use controller::{Controller, Settings};
+use controller::{Controller, Settings, Shared};
+use output::Console;
 
 /// `dpm run ARGS` / `mpiexec ARGS`: returns the process exit status.
 pub fn run_command(args: &[String]) -> i32 {
@@ -52,7 +55,24 @@ pub fn run_command(args: &[String]) -> i32 {
         tracing::warn!("{w}");
     }
     raise_fd_limit();
+    if boot::wants_boot(&opts) {
+        match boot::connect() {
+            Ok(Some(stream)) => return block_on_local("dpm run", boot::run_through(stream, opts)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("not looking for a boot: {e}"),
+        }
+    }
     block_on_local("dpm run", run_local(opts))
+}
+
+/// `--timeout`, else `MPIEXEC_TIMEOUT` (Hydra's variable).
+pub(crate) fn timeout_secs(opts: &RunOptions) -> Option<u64> {
+    opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()))
+}
+
+/// `--tree-fanout`, else `DPM_FANOUT`, else 32.
+pub(crate) fn fanout(opts: &RunOptions) -> usize {
+    opts.fanout.or_else(|| std::env::var("DPM_FANOUT").ok().and_then(|v| v.parse().ok())).unwrap_or(32).max(1)
 }
 
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
@@ -88,7 +108,7 @@ async fn run_local(opts: RunOptions) -> i32 {
             return 2;
         }
     };
-    let timeout = opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()));
+    let timeout = timeout_secs(&opts);
     // On one node, an explicit universe size is its slot count.
     if let (Some(u), [only]) = (opts.universe_size, node_list.as_mut_slice()) {
         if u > 0 {
@@ -98,7 +118,7 @@ async fn run_local(opts: RunOptions) -> i32 {
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
     let node_of = plan::place(size as usize, &slots, opts.ppn, opts.map_by_node);
 
-    let fanout = opts.fanout.or_else(|| std::env::var("DPM_FANOUT").ok().and_then(|v| v.parse().ok())).unwrap_or(32).max(1);
+    let fanout = fanout(&opts);
     let daemons = match nodes::start(&node_list, &bootstrap, fanout, opts.pmi_trace, opts.verbose).await {
         Ok(d) => d,
         Err(e) => {
@@ -123,38 +143,58 @@ async fn run_local(opts: RunOptions) -> i32 {
         },
         node_slots: slots,
         fanout,
+        owner: std::process::id(),
     };
-    let (links, up, waiter) = daemons.split();
-    let mut controller = Controller::new(settings, links, up);
-    let (job, kvsname) = controller.new_job_id();
     let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
-    controller.launch(
-        LaunchJob {
-            job,
-            kvsname,
-            size,
-            appnums: planned.appnums,
-            universe_size,
-            process_mapping: plan::process_mapping(&node_ids),
-            spawner: None,
-            preput: Vec::new(),
-            pmi_mode,
-            stdin_rank: Some(Rank(0)),
-            apps: planned.apps,
-            procs: planned.procs,
-            kvs,
-            node_of: node_of.clone(),
-        },
-        node_of,
-    );
-    let code = controller.run(timeout.map(Duration::from_secs)).await;
+    let start = move |controller: &mut Controller| {
+        let (job, kvsname) = controller.new_job_id();
+        controller.launch(
+            LaunchJob {
+                job,
+                kvsname,
+                size,
+                appnums: planned.appnums,
+                universe_size,
+                process_mapping: plan::process_mapping(&node_ids),
+                spawner: None,
+                preput: Vec::new(),
+                pmi_mode,
+                stdin_rank: Some(Rank(0)),
+                apps: planned.apps,
+                procs: planned.procs,
+                kvs,
+                node_of: node_of.clone(),
+            },
+            node_of,
+        );
+    };
+    drive(daemons, settings, start, timeout.map(Duration::from_secs), true).await
+}
+
+/// Drive one run on daemons started for it, to its end; then shut them down.
+pub(crate) async fn drive(
+    daemons: nodes::Daemons,
+    settings: Settings,
+    start: impl FnOnce(&mut Controller),
+    timeout: Option<Duration>,
+    stdin: bool,
+) -> i32 {
+    let (links, up, waiter) = daemons.split();
+    let shared = Shared::new(links.len());
+    tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
+    let mut controller = Controller::new(settings, links.clone(), shared, Console::Local);
+    start(&mut controller);
+    let code = controller.run(timeout, controller::local_inputs(stdin)).await;
     // The daemons kill whatever is left when they shut down; wait for that.
+    for link in &links {
+        let _ = link.tx.send(ToDaemon::Shutdown);
+    }
     waiter.wait().await;
     code
 }
 
 /// The node list (flag → environment → default) and how to start daemons there.
-fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node>, nodes::Bootstrap), String> {
+pub(crate) fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node>, nodes::Bootstrap), String> {
     let cpus = cli::cpus().max(1) as u32;
     let parse = |entry: &str| -> Result<nodes::Node, String> {
         let entry = entry.trim();

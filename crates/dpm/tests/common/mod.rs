@@ -128,9 +128,11 @@ impl Dpm {
         Dpm {
             exe: PathBuf::from(dpm_bin()),
             args,
-            env: Vec::new(),
+            // A boot the developer left running must not take the tests' jobs
+            // (boot tests clear this and point DPM_RUNTIME_DIR at their own).
+            env: vec![("DPM_NO_BOOT".into(), "1".into())],
             // Settings of the developer's shell must not change the outcome.
-            env_remove: vec!["MPIEXEC_TIMEOUT".into(), "DPM_LOG".into(), MARKER_VAR.into()],
+            env_remove: vec!["MPIEXEC_TIMEOUT".into(), "DPM_LOG".into(), MARKER_VAR.into(), "DPM_BOOT".into()],
             stdin: None,
             watchdog: WATCHDOG,
             marker,
