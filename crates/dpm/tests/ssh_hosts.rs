@@ -440,7 +440,7 @@ fn mpich_across_four_ssh_hosts() {
         }
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario, u64); 10] = [
+    let scenarios: [(&str, Scenario, u64); 11] = [
         ("hello on four hosts", hello_on_four_hosts, 3),
         ("ring, round robin over the hosts", ring_round_robin, 3),
         ("KVS designs across the hosts (dkvs, direct)", kvs_designs_across_hosts, 3),
