@@ -187,6 +187,39 @@ fn two_runs_meet_through_the_shared_name_service() {
     client.assert_success().assert_stdout_contains("client ok");
 }
 
+/// Each run keeps its own KVS design on a shared tree (`--kvs` and
+/// `DPM_KVS` travel with the submission), and the KVS and ring traffic of two
+/// runs at once — same key names, different jobs — reaches the right one.
+#[test]
+fn runs_on_a_booted_tree_keep_their_own_kvs_design() {
+    let boot = Boot::start(&["-v", "--virtual-nodes", "4", "--tree-fanout", "2"]);
+    let ext = program("pmi2_ext");
+    let steps = ["put:k{r}:a{r}:sparse", "fence", "get:k{r+1}:x:a{r+1}", "get:k{r-1}:{r-1}:a{r-1}", "ring:v{r}", "fence"];
+    let runs: Vec<_> =
+        ["dkvs", "tree"].iter().map(|d| boot.run(&[&["--kvs", d, "-ppn", "2", "-n", "8", &ext][..], &steps[..]].concat()).spawn()).collect();
+    for run in runs {
+        let out = run.wait();
+        out.assert_success().assert_stdout_lacks("FAIL");
+        // Ranks 0-1 on node 0, then nodes 2, 3 (node 0's children), then node 1.
+        out.assert_stdout_contains("ext rank 1 ring pos 1 size 8 left v0 right v4");
+        out.assert_stdout_contains("ext rank 3 ring pos 7 size 8 left v2 right v0");
+    }
+    let out = boot.run(&["-n", "4", &program("ring")]).env("DPM_KVS", "direct").output();
+    out.assert_success().assert_stdout_contains("ring ok size=4");
+    // The daemons' -v statistics (in the boot's log, written as each job is
+    // forgotten, maybe just after its run returned) name each job's design.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(boot.dir.join("default.log")).unwrap_or_default();
+        let missing: Vec<&str> = ["dkvs", "tree", "direct"].into_iter().filter(|d| !log.contains(&format!("design={d}"))).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no job ran under {missing:?}:\n{log}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn one_runs_abort_or_crash_leaves_the_other_running() {
     let boot = Boot::start(&["--virtual-nodes", "2"]);

@@ -277,6 +277,26 @@ fn ucx_summary(stdout: &str) -> String {
     seen.join("\n")
 }
 
+/// The on-demand KVS designs across real hosts, on a 3-level ssh tree
+/// (dpm → h1, h2; h1 → h3, h4): MPICH under dkvs, and under direct a raw
+/// PMI-2 client's gets by srcid, through the tree, and one waiting for a put.
+fn kvs_designs_across_hosts(fx: &Fixture) {
+    let tree = ["-hosts", "h1,h2,h3,h4", "--tree-fanout", "2", "-ppn", "2"];
+    let ring = program("ring");
+    let out = fx.dpm(&[&tree[..], &["--kvs", "dkvs", "-n", "8", &ring]].concat()).output();
+    out.assert_success();
+    out.assert_stdout_contains("ring ok size=8 sum=288");
+    let ext = program("pmi2_ext");
+    let steps = ["put:x{r}:v{r}:sparse", "fence", "get:x{r+1}:{r+1}:v{r+1}", "get:x{r-1}:x:v{r-1}", "@7/sleep:200", "@7/put:late:seven", "@0/wget:late:7:seven", "fence"];
+    let out = fx.dpm(&[&tree[..], &["--kvs", "direct", "-n", "8", &ext], &steps[..]].concat()).output();
+    out.assert_success();
+    out.assert_stdout_lacks("FAIL");
+    out.assert_stdout_contains("ext rank 0 wget late = seven");
+    for r in 0..8 {
+        out.assert_stdout_contains(&format!("ext ok rank {r}\n"));
+    }
+}
+
 fn spawn_onto_other_hosts(fx: &Fixture) {
     let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "--report-placement", "-n", "1", &program("spawn_args"), "3"]).output();
     out.assert_success();
@@ -420,9 +440,10 @@ fn mpich_across_four_ssh_hosts() {
         }
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario, u64); 10] = [
+    let scenarios: [(&str, Scenario, u64); 11] = [
         ("hello on four hosts", hello_on_four_hosts, 3),
         ("ring, round robin over the hosts", ring_round_robin, 3),
+        ("KVS designs across the hosts (dkvs, direct)", kvs_designs_across_hosts, 3),
         ("UCX uses the network between hosts", ucx_uses_the_network, 3),
         ("spawn onto other hosts", spawn_onto_other_hosts, 3),
         ("spawn info 'host' names another host", spawn_info_host_names_another_host, 3),

@@ -536,6 +536,8 @@ fn settings_for(server: &Server, submit: &Submit) -> (Settings, LaunchOf) {
             stdin_rank: Some(Rank(0)),
             apps: submit.apps,
             procs: submit.procs,
+            kvs: submit.kvs,
+            node_of: node_of.clone(),
         };
         (launch, node_of)
     });
@@ -603,6 +605,13 @@ pub async fn run_through(stream: std::os::unix::net::UnixStream, opts: RunOption
             return e.exit_code();
         }
     };
+    let kvs = match opts.kvs.map_or_else(crate::cli::kvs_from_env, Ok) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("dpm run: DPM_KVS: {e}");
+            return 2;
+        }
+    };
     let submit = Submit {
         apps: planned.apps,
         procs: planned.procs,
@@ -620,6 +629,7 @@ pub async fn run_through(stream: std::os::unix::net::UnixStream, opts: RunOption
         cwd: cwd.display().to_string(),
         host: crate::this_host(),
         client_pid: std::process::id(),
+        kvs,
     };
     let Some((mut rd, mut wr)) = to_tokio(stream) else { return 1 };
     if let Err(e) = write_frame(&mut wr, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) }).await {

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use dpm_kvs::{FenceTally, JobId, KeyValues, NameService, Rank};
 use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, ToDaemon, ToLauncher};
 
+use crate::kvs_root::KvsRoot;
 use crate::output::{Console, Output};
 use crate::plan::process_mapping;
 use crate::spawn::{plan_spawn, SpawnContext};
@@ -142,9 +143,11 @@ pub async fn dispatch(
             | ToLauncher::Output { job, .. }
             | ToLauncher::Exited { job, .. }
             | ToLauncher::FenceIn { job, .. }
+            | ToLauncher::RingIn { job, .. }
             | ToLauncher::Abort { job, .. }
             | ToLauncher::Name { job, .. }
             | ToLauncher::Spawn { job, .. } => Some(*job),
+            ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Ready { .. } | ToLauncher::Heartbeat => continue,
             _ => None,
         };
@@ -212,12 +215,15 @@ pub struct Controller {
     teardown_at: Option<u64>,
     /// Ranks dpm killed because of the failure, per job, for the summary.
     terminated: Vec<(JobId, usize)>,
+    /// Each job's KVS design at the root: ring, tree store, routing.
+    kvs: KvsRoot,
 }
 
 impl Controller {
     pub fn new(settings: Settings, daemons: Vec<DaemonLink>, shared: SharedRef, console: Console) -> Self {
         let (up_tx, up) = mpsc::unbounded_channel();
         Controller {
+            kvs: KvsRoot::new(settings.fanout),
             output: Output::new(settings.label, console.clone()),
             console,
             settings,
@@ -270,6 +276,7 @@ impl Controller {
         let mut daemons = node_of.clone();
         daemons.sort_unstable();
         daemons.dedup();
+        self.kvs.add_job(launch.job, launch.kvs, &daemons);
         {
             let mut shared = self.shared.borrow_mut();
             shared.routes.insert(launch.job, self.up_tx.clone());
@@ -302,6 +309,14 @@ impl Controller {
 
     fn send(&self, daemon: usize, msg: ToDaemon) {
         let _ = self.daemons[daemon].tx.send(msg);
+    }
+
+    fn send_all(&self, out: crate::kvs_root::Outbox) {
+        for (daemon, msg) in out {
+            if daemon < self.daemons.len() {
+                self.send(daemon, msg);
+            }
+        }
     }
 
     /// The host a rank runs on.
@@ -392,6 +407,14 @@ impl Controller {
             ToLauncher::Output { job, rank, stream, data } => self.output.write(job, rank, stream, &data),
             ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(job, rank, pid, status, pmi, at),
             ToLauncher::FenceIn { job, epoch, count, puts } => self.fence_in(job, epoch, count, puts),
+            ToLauncher::RingIn { job, seq, segment } => {
+                let out = self.kvs.ring_in(job, node, seq, segment);
+                self.send_all(out);
+            }
+            ToLauncher::Kvs { to, msg } => {
+                let out = self.kvs.route(to, msg);
+                self.send_all(out);
+            }
             ToLauncher::Abort { job, rank, code, message } => self.abort(job, rank, code, message),
             ToLauncher::Name { request, job, op } => {
                 let result = self.name_op(job, op);
@@ -563,6 +586,8 @@ impl Controller {
             stdin_rank: None,
             apps: plan.job.apps,
             procs: plan.job.procs,
+            kvs: self.kvs.design(parent).unwrap_or_default(),
+            node_of: node_of.clone(),
         };
         self.launch(launch, node_of);
         if let Some(j) = self.jobs.get_mut(&job) {
@@ -625,6 +650,9 @@ impl Controller {
     }
 
     fn fence_in(&mut self, job: JobId, epoch: u64, count: u32, puts: Vec<(String, String)>) {
+        // Under tree and direct the puts stay here instead of going down.
+        let (puts, out) = self.kvs.fence_puts(job, epoch, puts);
+        self.send_all(out);
         let Some(j) = self.jobs.get_mut(&job) else { return };
         match j.fence.arrive(epoch, count, puts) {
             Ok(None) => {}
@@ -690,6 +718,7 @@ impl Controller {
             return;
         }
         let j = self.jobs.remove(&job).expect("present");
+        self.kvs.remove_job(job);
         tracing::debug!(%job, "job ended");
         if let Some((daemon, request)) = j.spawn_request {
             self.send(daemon, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")) });

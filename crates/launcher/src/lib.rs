@@ -13,6 +13,7 @@
 pub mod boot;
 pub mod cli;
 pub mod controller;
+pub mod kvs_root;
 pub mod nodes;
 pub mod output;
 pub mod plan;
@@ -100,6 +101,13 @@ async fn run_local(opts: RunOptions) -> i32 {
         }
     };
     let size = planned.procs.len() as u32;
+    let kvs = match opts.kvs.map_or_else(cli::kvs_from_env, Ok) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("dpm run: DPM_KVS: {e}");
+            return 2;
+        }
+    };
     let timeout = timeout_secs(&opts);
     // On one node, an explicit universe size is its slot count.
     if let (Some(u), [only]) = (opts.universe_size, node_list.as_mut_slice()) {
@@ -154,6 +162,8 @@ async fn run_local(opts: RunOptions) -> i32 {
                 stdin_rank: Some(Rank(0)),
                 apps: planned.apps,
                 procs: planned.procs,
+                kvs,
+                node_of: node_of.clone(),
             },
             node_of,
         );

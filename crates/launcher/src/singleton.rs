@@ -88,6 +88,8 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
             stdin_rank: None,
             apps: Vec::new(),
             procs: Vec::new(),
+            kvs: crate::cli::kvs_from_env().unwrap_or_default(),
+            node_of: vec![0],
         };
             controller.adopt(launch, pid, stream.into_raw_fd());
         };

@@ -35,6 +35,9 @@ pub struct Submit {
     pub host: String,
     /// The client's pid, shown by `dpm status`.
     pub client_pid: u32,
+    /// The run's KVS design (`--kvs`, `DPM_KVS`, resolved by the client).
+    #[serde(default)]
+    pub kvs: dpm_kvs::KvsDesign,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
