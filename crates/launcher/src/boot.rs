@@ -590,20 +590,9 @@ fn connect_for(who: &str) -> Option<std::os::unix::net::UnixStream> {
 
 /// `dpm run` through the boot: plan here, run there, relay until the exit status.
 pub async fn run_through(stream: std::os::unix::net::UnixStream, opts: RunOptions) -> i32 {
-    let launcher_env: Vec<(String, String)> = std::env::vars().collect();
-    let cwd = match std::env::current_dir() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("dpm run: cannot read the current directory: {e}");
-            return 1;
-        }
-    };
-    let planned = match plan::plan_job(&opts, &launcher_env, &cwd) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("dpm run: {e}");
-            return e.exit_code();
-        }
+    let (launcher_env, cwd, planned) = match crate::plan_here(&opts) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let kvs = match opts.kvs.map_or_else(crate::cli::kvs_from_env, Ok) {
         Ok(k) => k,
@@ -677,15 +666,26 @@ fn to_tokio(stream: std::os::unix::net::UnixStream) -> Option<(tokio::net::unix:
     }
 }
 
+/// Connect to the boot and send `msg`: the connection, to read the answer
+/// from (`dpm down`'s answer is the server closing it), or the exit status
+/// after saying what went wrong.
+async fn request(who: &str, msg: ToServer) -> Result<(tokio::net::unix::OwnedReadHalf, tokio::net::unix::OwnedWriteHalf), i32> {
+    let stream = connect_for(who).ok_or(1)?;
+    let (rd, mut wr) = to_tokio(stream).ok_or(1)?;
+    if write_frame(&mut wr, &msg).await.is_err() {
+        eprintln!("{who}: the boot server went away");
+        return Err(1);
+    }
+    Ok((rd, wr))
+}
+
 /// `dpm status`.
 pub fn status_command() -> i32 {
-    let Some(stream) = connect_for("dpm status") else { return 1 };
     crate::block_on_local("dpm status", async move {
-        let Some((mut rd, mut wr)) = to_tokio(stream) else { return 1 };
-        if write_frame(&mut wr, &ToServer::Status { version: CONTROL_VERSION }).await.is_err() {
-            eprintln!("dpm status: the boot server went away");
-            return 1;
-        }
+        let (mut rd, _wr) = match request("dpm status", ToServer::Status { version: CONTROL_VERSION }).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
         match read_frame::<_, ToClient>(&mut rd).await {
             Ok(ToClient::Status(s)) => {
                 print!("{}", format_status(&s));
@@ -730,13 +730,11 @@ fn format_status(s: &BootStatus) -> String {
 
 /// `dpm down`: returns once the server has ended every job and exited.
 pub fn down_command() -> i32 {
-    let Some(stream) = connect_for("dpm down") else { return 1 };
     crate::block_on_local("dpm down", async move {
-        let Some((mut rd, mut wr)) = to_tokio(stream) else { return 1 };
-        if write_frame(&mut wr, &ToServer::Down { version: CONTROL_VERSION }).await.is_err() {
-            eprintln!("dpm down: the boot server went away");
-            return 1;
-        }
+        let (mut rd, _wr) = match request("dpm down", ToServer::Down { version: CONTROL_VERSION }).await {
+            Ok(c) => c,
+            Err(code) => return code,
+        };
         // The server closes the connection when it exits.
         match tokio::time::timeout(Duration::from_secs(30), read_frame::<_, ToClient>(&mut rd)).await {
             Ok(Ok(ToClient::Refused(why))) => {

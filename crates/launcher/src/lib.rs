@@ -85,20 +85,9 @@ async fn run_local(opts: RunOptions) -> i32 {
             return 2;
         }
     };
-    let launcher_env: Vec<(String, String)> = std::env::vars().collect();
-    let cwd = match std::env::current_dir() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("dpm run: cannot read the current directory: {e}");
-            return 1;
-        }
-    };
-    let planned = match plan::plan_job(&opts, &launcher_env, &cwd) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("dpm run: {e}");
-            return e.exit_code();
-        }
+    let (launcher_env, cwd, planned) = match plan_here(&opts) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let size = planned.procs.len() as u32;
     let kvs = match opts.kvs.map_or_else(cli::kvs_from_env, Ok) {
@@ -192,6 +181,21 @@ pub(crate) async fn drive(
     }
     waiter.wait().await;
     code
+}
+
+/// The job planned in this process's environment and directory (programs
+/// resolved like `execvp` after `chdir`); on error, said, with the exit status.
+pub(crate) fn plan_here(opts: &RunOptions) -> Result<(Vec<(String, String)>, std::path::PathBuf, plan::PlannedJob), i32> {
+    let launcher_env: Vec<(String, String)> = std::env::vars().collect();
+    let cwd = std::env::current_dir().map_err(|e| {
+        eprintln!("dpm run: cannot read the current directory: {e}");
+        1
+    })?;
+    let planned = plan::plan_job(opts, &launcher_env, &cwd).map_err(|e| {
+        eprintln!("dpm run: {e}");
+        e.exit_code()
+    })?;
+    Ok((launcher_env, cwd, planned))
 }
 
 /// The node list (flag → environment → default) and how to start daemons there.
