@@ -290,10 +290,13 @@ fn a_new_run_goes_where_other_runs_left_slots() {
 fn a_stale_socket_is_ignored_and_replaced() {
     let boot = Boot::start(&[]);
     send_signal(boot.pid, "KILL");
+    // The process is gone once nothing accepts on its socket any more (its
+    // leader turns zombie before the last thread has closed its files).
     let deadline = Instant::now() + Duration::from_secs(5);
-    while running(boot.pid) && Instant::now() < deadline {
+    while std::os::unix::net::UnixStream::connect(boot.socket()).is_ok() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
+    assert!(!running(boot.pid), "the killed server still runs");
     assert!(boot.socket().exists(), "a killed server leaves its socket");
     // dpm run falls back to running on its own.
     boot.run(&["-n", "1", "true"]).output().assert_success();
