@@ -198,7 +198,7 @@ impl Daemon {
     fn on_down(&mut self, msg: ToDaemon) {
         match msg {
             ToDaemon::Launch(job) => self.launch(job),
-            ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, &delta),
+            ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, delta),
             ToDaemon::RingOut { job, seq, slot } => self.engine.ring_out(job, seq, &slot),
             ToDaemon::Kvs(msg) => self.engine.kvs_msg(msg),
             ToDaemon::NameDone { request, result } => {

@@ -17,6 +17,7 @@
 //! follows it completes (PMI semantics); a later put of the same key wins.
 
 pub mod design;
+pub mod fnv;
 pub mod remote;
 pub mod ring;
 pub mod store;
@@ -230,7 +231,7 @@ mod tests {
         let mut tally = FenceTally::new(2);
         assert_eq!(tally.arrive(0, 1, node.take_fence_puts()), Ok(None));
         let done = tally.arrive(0, 1, vec![kv("b", "2")]).unwrap().unwrap();
-        node.fence_done(&done.delta);
+        node.fence_done(done.delta);
         assert_eq!(node.peek("a").as_deref(), Some("1"));
         assert_eq!(node.peek("b").as_deref(), Some("2"));
         assert_eq!(tally.epoch(), 1);

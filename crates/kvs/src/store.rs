@@ -24,9 +24,8 @@
 //! acknowledged before the node enters the fence; the source node and the
 //! launcher have theirs), so a miss there means the key does not exist.
 
-use std::collections::{HashMap, HashSet};
-
 use crate::design::{owner, Hint, KvsDesign};
+use crate::fnv::{FnvMap, FnvSet};
 use crate::remote::{GetReply, GetRequest, KvsDest, KvsMsg, OwnerPut};
 use crate::{JobId, KeyValues};
 
@@ -45,8 +44,8 @@ pub struct Held {
 /// put that rode a fence up, under `Tree` and `Direct`).
 #[derive(Debug, Default)]
 pub struct Holder {
-    values: HashMap<String, Held>,
-    queued: HashMap<String, Vec<GetRequest>>,
+    values: FnvMap<String, Held>,
+    queued: FnvMap<String, Vec<GetRequest>>,
 }
 
 impl Holder {
@@ -167,14 +166,14 @@ pub struct NodeStore<W> {
     /// The job's nodes, sorted (for the owner hash).
     nodes: Vec<usize>,
     epoch: u64,
-    fenced: HashMap<String, String>,
+    fenced: FnvMap<String, String>,
     holder: Holder,
-    cache: HashMap<String, Cached>,
+    cache: FnvMap<String, Cached>,
     batch: KeyValues,
-    unacked: HashSet<u64>,
-    parked: HashMap<String, Vec<W>>,
-    outstanding: HashMap<u64, Outstanding<W>>,
-    coalesce: HashMap<Coalesce, u64>,
+    unacked: FnvSet<u64>,
+    parked: FnvMap<String, Vec<W>>,
+    outstanding: FnvMap<u64, Outstanding<W>>,
+    coalesce: FnvMap<Coalesce, u64>,
     next_id: u64,
     actions: Vec<Action<W>>,
     stats: KvsStats,
@@ -204,12 +203,12 @@ impl<W: Clone> NodeStore<W> {
             epoch: 0,
             fenced: preput.iter().cloned().collect(),
             holder: Holder::default(),
-            cache: HashMap::new(),
+            cache: FnvMap::default(),
             batch: Vec::new(),
-            unacked: HashSet::new(),
-            parked: HashMap::new(),
-            outstanding: HashMap::new(),
-            coalesce: HashMap::new(),
+            unacked: FnvSet::default(),
+            parked: FnvMap::default(),
+            outstanding: FnvMap::default(),
+            coalesce: FnvMap::default(),
             next_id: 0,
             actions: Vec::new(),
             stats: KvsStats::default(),
@@ -283,17 +282,18 @@ impl<W: Clone> NodeStore<W> {
         std::mem::take(&mut self.batch)
     }
 
-    /// The fence completed; `delta` is what it broadcast (allgather keys).
-    pub fn fence_done(&mut self, delta: &[(String, String)]) {
+    /// The fence completed; `delta` is what it broadcast (allgather keys),
+    /// taken whole: its keys and values move into the store.
+    pub fn fence_done(&mut self, delta: KeyValues) {
+        let waiters = !self.parked.is_empty() || !self.outstanding.is_empty();
+        self.fenced.reserve(delta.len());
         for (k, v) in delta {
-            self.fenced.insert(k.clone(), v.clone());
+            if waiters {
+                self.wake(&k, &v);
+            }
+            self.fenced.insert(k, v);
         }
         self.epoch += 1;
-        if !self.parked.is_empty() || !self.outstanding.is_empty() {
-            for (k, v) in delta {
-                self.wake(k, v);
-            }
-        }
     }
 
     /// What a local get can be answered with, without asking anyone.
@@ -510,7 +510,7 @@ mod tests {
     fn fence_all(nodes: &mut [NodeStore<u32>], delta: &[(String, String)]) {
         for n in nodes.iter_mut() {
             assert!(n.fence_ready());
-            n.fence_done(delta);
+            n.fence_done(delta.to_vec());
         }
     }
 
@@ -604,19 +604,19 @@ mod tests {
         node.put("x".into(), "local".into(), None);
         assert_eq!(answers(&mut node), vec![Action::Answer(1, Some("local".into()))]);
         assert_eq!(node.get(2, "y", None, true), Lookup::Pending);
-        node.fence_done(&[kv("y", "fenced")]);
+        node.fence_done(vec![kv("y", "fenced")]);
         assert_eq!(answers(&mut node), vec![Action::Answer(2, Some("fenced".into()))]);
         // A connection that went away is forgotten.
         assert_eq!(node.get(3, "z", None, true), Lookup::Pending);
         node.cancel(|w| *w == 3);
-        node.fence_done(&[kv("z", "1")]);
+        node.fence_done(vec![kv("z", "1")]);
         assert!(answers(&mut node).is_empty());
         // The holder of a key answers from what it has, even an own put of
         // an old epoch (the source's value is the one asked for).
         let mut src: NodeStore<u32> = NodeStore::new(J, KvsDesign::Direct, 0, vec![0, 1], &[]);
         src.put("old".into(), "v".into(), None);
-        src.fence_done(&[]);
-        src.fence_done(&[]);
+        src.fence_done(vec![]);
+        src.fence_done(vec![]);
         assert_eq!(src.get(4, "old", Some(0), false), Lookup::Found("v".into()));
         assert_eq!(src.get(5, "never", Some(0), true), Lookup::Pending, "parked at its own holder");
         assert!(src.take_actions().is_empty(), "nothing leaves the node");
@@ -686,7 +686,7 @@ mod tests {
             let mut node: NodeStore<u32> = NodeStore::new(J, design, 0, vec![0, 0], &[]);
             node.put("k".into(), "v".into(), Some(Hint::Sparse));
             for _ in 0..3 {
-                node.fence_done(&[]);
+                node.fence_done(vec![]);
             }
             assert_eq!(node.get(1, "k", None, false), Lookup::Found("v".into()), "{design}");
             assert_eq!(node.get(2, "none", None, false), Lookup::NotFound, "{design}");

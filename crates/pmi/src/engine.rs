@@ -453,7 +453,7 @@ impl Engine {
 
     /// The launcher completed fence `epoch` of `job`; `delta` is what it
     /// broadcast (every put under allgather, dense and unhinted ones under auto).
-    pub fn fence_done(&mut self, job_id: JobId, epoch: u64, delta: &[(String, String)]) {
+    pub fn fence_done(&mut self, job_id: JobId, epoch: u64, delta: KeyValues) {
         let Some(job) = self.jobs.get_mut(&job_id) else { return };
         if epoch != job.store.epoch() {
             tracing::warn!(%job_id, epoch, expected = job.store.epoch(), "fence completion for the wrong epoch ignored");

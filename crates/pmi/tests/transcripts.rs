@@ -84,7 +84,7 @@ fn pmi1_barrier_makes_puts_visible_to_every_rank() {
     });
     let (job, epoch, count, puts) = fence.expect("one fence goes up when both local ranks entered");
     assert_eq!((job, epoch, count, puts.len()), (JobId(0), 0, 2, 2));
-    e.fence_done(JobId(0), 0, &puts);
+    e.fence_done(JobId(0), 0, puts);
     let outs: Vec<String> = e
         .take_effects()
         .into_iter()
@@ -217,7 +217,7 @@ fn pmi2_fence_blocks_until_every_rank_fenced() {
     assert_eq!(talk(&mut e, 0, &v2("cmd=kvs-fence;")), "");
     e.on_bytes(ConnId(1), v2("cmd=kvs-fence;").as_bytes());
     let puts = e.take_effects().into_iter().find_map(|f| if let Effect::FenceIn { puts, .. } = f { Some(puts) } else { None }).unwrap();
-    e.fence_done(JobId(0), 0, &puts);
+    e.fence_done(JobId(0), 0, puts);
     assert_eq!(sent(&mut e, 1), v2("cmd=kvs-fence-response;rc=0;"));
     assert_eq!(
         talk(&mut e, 1, &v2(&format!("cmd=kvs-get;jobid={KVS};srcid=0;key=-allgather-1-0;"))),
