@@ -21,6 +21,7 @@
 mod kvs_node;
 pub mod links;
 pub mod spawn;
+pub mod stdio;
 mod tasks;
 
 pub use tasks::now_micros;

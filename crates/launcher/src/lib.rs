@@ -323,7 +323,8 @@ pub fn daemon_command(node: usize, host: Option<String>, trace: bool, verbose: u
     let _ = host;
     let config = dpm_daemon::DaemonConfig { host: this_host(), trace };
     block_on_local("dpm daemon", async move {
-        match dpm_daemon::serve_link(config, node, tokio::io::stdin(), tokio::io::stdout()).await {
+        let (reader, writer) = dpm_daemon::stdio::link();
+        match dpm_daemon::serve_link(config, node, reader, writer).await {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("dpm daemon (node {node}): {e}");
