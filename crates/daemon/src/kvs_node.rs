@@ -6,6 +6,9 @@
 //!   are in, one `RingIn` goes up. The parts are kept until the `RingOut`
 //!   for this subtree comes down, which is split among them (this daemon's
 //!   own part goes to its engine, each child's to that child).
+//! - **Fence completions** come down once per subtree: a daemon passes one
+//!   on to each child whose subtree runs the job (and keeps it if its own
+//!   node does), so a broadcast delta crosses each link once.
 //! - **Routing** of daemon-to-daemon KVS messages: one for this node goes to
 //!   the engine, one for a node below goes down, anything else goes up (the
 //!   launcher passes it down to its node).
@@ -53,6 +56,21 @@ pub(crate) fn handle_down(kvs: &RefCell<TreeKvs>, router: &RefCell<Router>, own:
                 }
             }
             None
+        }
+        ToDaemon::FenceDone { job, epoch, delta } if to == kvs.me => {
+            drop(kvs);
+            // The launcher sends a completed fence to the top of each subtree
+            // running the job: pass it on to each child whose subtree does,
+            // then take it here if this node runs the job too.
+            let router = router.borrow();
+            let contributors = router.contributors(job);
+            let children: Vec<usize> = contributors.iter().copied().filter(|&n| n != router.me).collect();
+            for &child in &children {
+                let msg = ToDaemon::FenceDone { job, epoch, delta: delta.clone() };
+                router.forward(child, ToDaemon::Routed { node: child, msg: Box::new(msg) });
+            }
+            // A job this link knows nothing of: the engine judges it.
+            (contributors.contains(&router.me) || contributors.is_empty()).then_some(ToDaemon::FenceDone { job, epoch, delta })
         }
         msg => Some(msg),
     }
@@ -299,6 +317,31 @@ mod tests {
             .collect();
         let expected = [(0, 4, "z", "c"), (2, 6, "b", "e"), (3, 8, "d", "y")];
         assert_eq!(got, expected.map(|(n, o, l, r)| (n, o, l.to_string(), r.to_string())));
+    }
+
+    #[test]
+    fn a_fence_completion_is_passed_to_each_child_subtree_running_the_job() {
+        let (mut router, kvs) = node0(KvsDesign::Allgather);
+        let (tx2, mut rx2) = mpsc::unbounded_channel();
+        let (tx3, mut rx3) = mpsc::unbounded_channel();
+        router.children = [(2, tx2), (3, tx3)].into_iter().collect();
+        // Node 3 does not run the second job.
+        router.job_nodes.insert(JobId(1), HashSet::from([2]));
+        let (router, kvs) = (RefCell::new(router), RefCell::new(kvs));
+        let (own, _own_rx) = mpsc::unbounded_channel();
+        let done = |job| ToDaemon::FenceDone { job, epoch: 4, delta: vec![("k".into(), "v".into())] };
+        let kept = handle_down(&kvs, &router, &own, 0, done(J));
+        assert!(matches!(kept, Some(ToDaemon::FenceDone { epoch: 4, .. })), "node 0 runs the job: {kept:?}");
+        for rx in [&mut rx2, &mut rx3] {
+            let got = rx.try_recv().expect("one copy per child");
+            assert!(matches!(got, ToDaemon::Routed { msg, .. } if matches!(*msg, ToDaemon::FenceDone { ref delta, .. } if delta.len() == 1)));
+        }
+        assert!(handle_down(&kvs, &router, &own, 0, done(JobId(1))).is_none(), "node 0 does not run job 1");
+        assert!(matches!(rx2.try_recv(), Ok(ToDaemon::Routed { node: 2, .. })));
+        assert!(rx3.try_recv().is_err(), "node 3's subtree does not run job 1");
+        // A completion addressed to a node below passes through untouched.
+        assert!(handle_down(&kvs, &router, &own, 2, done(J)).is_some());
+        assert!(rx2.try_recv().is_err() && rx3.try_recv().is_err());
     }
 
     #[test]

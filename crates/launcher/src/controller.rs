@@ -658,8 +658,14 @@ impl Controller {
             Ok(None) => {}
             Ok(Some(done)) => {
                 tracing::debug!(%job, epoch = done.epoch, keys = done.delta.len(), "fence complete");
-                for &d in &j.daemons {
-                    let _ = self.daemons[d].tx.send(ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });
+                // To the top of each subtree running the job; the daemons
+                // pass it down (a job the KVS root does not know: to each node).
+                let targets = self.kvs.fence_targets(job).unwrap_or_else(|| j.daemons.iter().copied().collect());
+                if let Some((&last, rest)) = targets.split_last() {
+                    for &d in rest {
+                        let _ = self.daemons[d].tx.send(ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });
+                    }
+                    let _ = self.daemons[last].tx.send(ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta });
                 }
             }
             Err(e) => tracing::error!(%job, "fence protocol error: {e}"),

@@ -89,6 +89,15 @@ impl KvsRoot {
         (Vec::new(), out)
     }
 
+    /// Where a completed fence of `job` is sent: the root of each top-level
+    /// subtree hosting the job, which passes it down its subtree (each
+    /// daemon to its children whose subtrees run the job, `kvs_node`), so
+    /// the delta is written once per link instead of once per node and
+    /// travels down the tree in parallel. `None` for a job not known here.
+    pub fn fence_targets(&self, job: JobId) -> Option<Vec<usize>> {
+        self.jobs.get(&job).map(|j| j.parts.iter().copied().collect())
+    }
+
     /// A subtree's stretch of ring `seq`; `from` is the node it came from.
     pub fn ring_in(&mut self, job: JobId, from: usize, seq: u64, segment: RingSegment) -> Outbox {
         let Some(j) = self.jobs.get_mut(&job) else { return Vec::new() };
@@ -156,6 +165,17 @@ mod tests {
         let req = GetRequest { job: JobId(2), key: "s".into(), origin: 1, id: 4, epoch: 0, wait: true };
         let out = root.route(KvsDest::Up, KvsMsg::Get(req));
         assert!(matches!(&out[..], [(n, ToDaemon::Kvs(KvsMsg::Get(r)))] if Some(*n) == owner("s", &[0, 1]) && r.id == 4));
+    }
+
+    #[test]
+    fn a_fence_completion_goes_to_the_top_of_each_subtree_running_the_job() {
+        // Fan-out 2 over 4 nodes: subtrees {0, 2, 3} and {1}.
+        let mut root = KvsRoot::new(2);
+        root.add_job(JobId(0), KvsDesign::Allgather, &[1, 2, 3]);
+        assert_eq!(root.fence_targets(JobId(0)), Some(vec![0, 1]), "node 0 passes it on to 2 and 3");
+        root.add_job(JobId(1), KvsDesign::Allgather, &[3]);
+        assert_eq!(root.fence_targets(JobId(1)), Some(vec![0]));
+        assert_eq!(root.fence_targets(JobId(9)), None);
     }
 
     #[test]
