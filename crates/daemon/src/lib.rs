@@ -764,16 +764,13 @@ async fn start_subtree(
     let me = router.borrow().me;
     router.borrow_mut().fanout = spec.fanout;
     let nodes = dpm_proto::tree::children(Some(me), spec.hosts.len(), spec.fanout);
-    let started = links::start_children(&nodes, spec, host, secret).await?;
-    for child in started {
-        let node = child.node;
-        let (tx, process) = child.bridge(up.clone());
+    for child in links::start_children(&nodes, spec, host, secret, up).await? {
         // The process handle lives as long as the link task that reaps it.
+        let mut process = child.process;
         tokio::task::spawn_local(async move {
-            let mut process = process;
             let _ = process.wait().await;
         });
-        router.borrow_mut().children.insert(node, tx);
+        router.borrow_mut().children.insert(child.node, child.down);
     }
     Ok(())
 }

@@ -204,25 +204,45 @@ where
     (down_tx, reader)
 }
 
-/// Start, greet and describe the tree to each of `nodes` (children of one
-/// parent), all started first so that ssh connections proceed in parallel.
-/// On error, the ones already started are killed when dropped.
+/// A child daemon whose link is up and bridged.
+pub struct LinkedChild {
+    pub node: usize,
+    /// Messages for the child's subtree.
+    pub down: mpsc::UnboundedSender<ToDaemon>,
+    pub process: Child,
+}
+
+/// Start each of `nodes` (children of one parent), then greet, authenticate
+/// and describe the tree to all of them at once (ssh connections proceed in
+/// parallel). Each link is bridged to `up` as soon as it is authenticated,
+/// so heartbeats flow while slower children are still connecting. On error,
+/// every child started is killed (when dropped).
 pub async fn start_children(
     nodes: &[usize],
     spec: &dpm_proto::tree::TreeSpec,
     me: &str,
     secret: &Secret,
-) -> Result<Vec<ChildDaemon>, String> {
-    let mut started = Vec::with_capacity(nodes.len());
+    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+) -> Result<Vec<LinkedChild>, String> {
+    let mut greeting = tokio::task::JoinSet::new();
     for &node in nodes {
-        started.push(start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose, secret)?);
+        let mut child = start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose, secret)?;
+        let (me, secret, spec) = (me.to_string(), secret.clone(), spec.clone());
+        greeting.spawn_local(async move {
+            child.greet(&me, &secret).await?;
+            if !dpm_proto::tree::children(Some(child.node), spec.hosts.len(), spec.fanout).is_empty() {
+                child.send(&ToDaemon::Tree(spec)).await?;
+            }
+            Ok::<_, String>(child)
+        });
     }
-    for child in &mut started {
-        child.greet(me, secret).await?;
-        let n = spec.hosts.len();
-        if !dpm_proto::tree::children(Some(child.node), n, spec.fanout).is_empty() {
-            child.send(&ToDaemon::Tree(spec.clone())).await?;
-        }
+    let mut linked = Vec::with_capacity(nodes.len());
+    while let Some(done) = greeting.join_next().await {
+        // The first failure ends the others (dropping the set kills them).
+        let child = done.map_err(|e| format!("starting a daemon failed: {e}"))??;
+        let node = child.node;
+        let (down, process) = child.bridge(up.clone());
+        linked.push(LinkedChild { node, down, process });
     }
-    Ok(started)
+    Ok(linked)
 }

@@ -26,7 +26,11 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+
+use dpm_daemon::links;
+use dpm_proto::{ToDaemon, ToLauncher};
 
 use dpm_proto::auth::{Secret, SECRET_FILE_ENV};
 use dpm_proto::frame::{answer_hello, authenticate, Hello, Role, PROTOCOL_VERSION};
@@ -52,15 +56,25 @@ pub struct Manual {
 /// Default for [`Manual::timeout`]: people type the commands.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// A daemon's authenticated connection.
+/// A daemon's authenticated connection, bridged.
 pub struct Connected {
     pub node: usize,
-    pub stream: TcpStream,
+    /// Messages for the daemon.
+    pub down: mpsc::UnboundedSender<ToDaemon>,
+    /// The task reading the link: ends when the daemon hangs up.
+    pub reader: JoinHandle<()>,
 }
 
 /// Listen, tell the user what to run, and wait until every node's daemon has
-/// connected and authenticated. Returns the connections by node.
-pub async fn connect_all(nodes: &[Node], opts: &Manual, secret: &Secret, me: &str) -> Result<Vec<Connected>, String> {
+/// connected and authenticated. Each link is bridged to `up` as soon as it is
+/// in (heartbeats keep it alive while the others come), and returned, by node.
+pub async fn connect_all(
+    nodes: &[Node],
+    opts: &Manual,
+    secret: &Secret,
+    me: &str,
+    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+) -> Result<Vec<Connected>, String> {
     // Signals first: from the moment the secret file exists, an interrupted
     // launcher must still remove it.
     let mut signals = Vec::new();
@@ -94,7 +108,7 @@ pub async fn connect_all(nodes: &[Node], opts: &Manual, secret: &Secret, me: &st
         );
     }
 
-    let result = accept(listener, nodes, opts.timeout, secret, me, &mut signals).await;
+    let result = accept(listener, nodes, opts.timeout, secret, me, up, &mut signals).await;
     // Every node is in (or the run is over): nobody needs the file any more.
     drop(file);
     result
@@ -106,6 +120,7 @@ async fn accept(
     timeout: Duration,
     secret: &Secret,
     me: &str,
+    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
     signals: &mut [tokio::signal::unix::Signal],
 ) -> Result<Vec<Connected>, String> {
     let n = nodes.len();
@@ -113,7 +128,7 @@ async fn accept(
     let secret = Rc::new(secret.clone());
     // Nodes whose daemon is in: a second one for them is refused at its hello.
     let taken = Rc::new(RefCell::new(vec![false; n]));
-    let mut links: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+    let mut links: Vec<Option<Connected>> = (0..n).map(|_| None).collect();
     let mut pending: JoinSet<Result<(usize, TcpStream, Hello), String>> = JoinSet::new();
     let [sigint, sigterm, sighup] = signals else { unreachable!("three signals registered") };
     while links.iter().any(Option::is_none) {
@@ -140,7 +155,9 @@ async fn accept(
                 Ok(Ok((node, stream, hello))) if links[node].is_none() => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
                     eprintln!("dpm: node {node} ({}) connected from {from} (host {})", nodes[node].host, hello.host);
-                    links[node] = Some(stream);
+                    let (r, w) = stream.into_split();
+                    let (down, reader) = links::bridge_link(node, r, w, || {}, up.clone());
+                    links[node] = Some(Connected { node, down, reader });
                 }
                 Ok(Ok((node, stream, _))) => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
@@ -167,7 +184,7 @@ async fn accept(
     // listens from now on.
     drop(listener);
     pending.abort_all();
-    Ok(links.into_iter().enumerate().map(|(node, s)| Connected { node, stream: s.expect("every node is in") }).collect())
+    Ok(links.into_iter().map(|c| c.expect("every node is in")).collect())
 }
 
 /// Greet one connection: its hello must name a node of this run not yet

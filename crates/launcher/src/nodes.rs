@@ -165,19 +165,15 @@ pub async fn start_with_secret(
     let mut tcp_links = Vec::new();
     let mut top_links = std::collections::HashMap::new();
     if let Bootstrap::Manual(opts) = bootstrap {
-        for c in manual::connect_all(nodes, opts, secret, &me).await? {
-            let (r, w) = c.stream.into_split();
-            let (tx, reader) = links::bridge_link(c.node, r, w, || {}, up_tx.clone());
-            tcp_links.push(reader);
-            top_links.insert(c.node, tx);
+        for link in manual::connect_all(nodes, opts, secret, &me, &up_tx).await? {
+            tcp_links.push(link.reader);
+            top_links.insert(link.node, link.down);
         }
     } else {
         let top = tree::children(None, n, spec.fanout);
-        for child in links::start_children(&top, &spec, &me, secret).await? {
-            let node = child.node;
-            let (tx, process) = child.bridge(up_tx.clone());
-            children.push(process);
-            top_links.insert(node, tx);
+        for child in links::start_children(&top, &spec, &me, secret, &up_tx).await? {
+            children.push(child.process);
+            top_links.insert(child.node, child.down);
         }
     }
     // Every node is up when its Ready has come through the tree.
