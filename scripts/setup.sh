@@ -6,7 +6,7 @@
 #   1. apt packages (C toolchain, Python venv, Slurm's libpmi2, curl)
 #   2. Rust toolchain: rustup, else Debian's rustc as a last resort
 #   3. .venv/ with the pinned MPICH wheel (mpicc, Hydra mpiexec) and mpi4py
-#   4. the C programs: examples/ and tests/programs/
+#   4. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
 #   5. cargo build --release of the workspace (last: it is the slowest step,
 #      and the C programs are still usable when the Rust code does not build)
 # All paths are relative to the repository root.
@@ -155,6 +155,7 @@ venv_install() {
 
 c_programs_build() {
     local mpicc="$PWD/$VENV/bin/mpicc"
+    make -s -C client      # dpm's libpmi/libpmi2 (target/client/lib); tests/programs links with them
     make -s -C examples MPICC="$mpicc"
     make -s -C tests/programs MPICC="$mpicc"
     SUMMARY+=("C programs built")

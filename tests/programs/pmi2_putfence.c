@@ -30,7 +30,6 @@ int main(void)
 {
     int spawned, size, rank, appnum;
     char jobid[PMI2_MAX_VALLEN], key[PMI2_MAX_KEYLEN], value[PMI2_MAX_VALLEN];
-    char got[PMI2_MAX_VALLEN];
 
     pmi2_expect(PMI2_Init(&spawned, &size, &rank, &appnum), -1, "PMI2_Init");
     pmi2_expect(PMI2_Job_GetId(jobid, sizeof jobid), rank, "PMI2_Job_GetId");
@@ -43,16 +42,11 @@ int main(void)
     pmi2_expect(PMI2_KVS_Fence(), rank, "PMI2_KVS_Fence");
 
     for (int src = 0; src < size; src++) {
-        int len = 0;
         if (src == rank)
             continue;
         snprintf(key, sizeof key, "key-%d", src);
         snprintf(value, sizeof value, "value-%d", src);
-        pmi2_expect(PMI2_KVS_Get(jobid, src, key, got, sizeof got, &len), rank, key);
-        if (strcmp(got, value) != 0) {
-            printf("pmi2 FAIL rank %d %s=%s expected %s\n", rank, key, got, value);
-            return 1;
-        }
+        pmi2_expect_value(PMI2_KVS_Get, jobid, src, key, value, rank);
     }
 
     job_attr_print("PMI_process_mapping", rank, 1);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <slurm/pmi2.h>
 
 #include "pmi2_expect.h"
 

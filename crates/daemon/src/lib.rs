@@ -14,8 +14,11 @@
 //! an `Rc<RefCell>` on a single thread (a tokio `LocalSet`): a PMI connection's
 //! task feeds the engine and writes the replies itself, so a request costs one
 //! read and one write, with no hop through other tasks. Per-process tasks
-//! ([`tasks`]) forward output and exits through an event channel.
+//! ([`tasks`]) forward output and exits through an event channel. On the
+//! link to its parent ([`serve_link`]) a daemon also does its subtree's share
+//! of the KVS designs and the ring (`kvs_node`).
 
+mod kvs_node;
 pub mod links;
 pub mod spawn;
 mod tasks;
@@ -196,6 +199,8 @@ impl Daemon {
         match msg {
             ToDaemon::Launch(job) => self.launch(job),
             ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, &delta),
+            ToDaemon::RingOut { job, seq, slot } => self.engine.ring_out(job, seq, &slot),
+            ToDaemon::Kvs(msg) => self.engine.kvs_msg(msg),
             ToDaemon::NameDone { request, result } => {
                 if let Some(conn) = self.requests.remove(&request) {
                     self.engine.name_done(conn, result);
@@ -236,6 +241,10 @@ impl Daemon {
             process_mapping: spec.process_mapping.clone(),
             spawner: spec.spawner.clone(),
             preput: spec.preput.clone(),
+            kvs: spec.kvs,
+            // A launch reaches only the daemons that host ranks of the job.
+            node: spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(0),
+            node_of: spec.node_of.clone(),
         });
     }
 
@@ -495,6 +504,12 @@ impl Daemon {
                 Effect::FenceIn { job, epoch, count, puts } => {
                     let _ = self.up.send(ToLauncher::FenceIn { job, epoch, count, puts });
                 }
+                Effect::RingIn { job, seq, segment } => {
+                    let _ = self.up.send(ToLauncher::RingIn { job, seq, segment });
+                }
+                Effect::Kvs { to, msg } => {
+                    let _ = self.up.send(ToLauncher::Kvs { to, msg });
+                }
                 Effect::Abort { job, rank, code, message } => {
                     let _ = self.up.send(ToLauncher::Abort { job, rank, code, message });
                 }
@@ -574,12 +589,16 @@ where
     // Messages from this daemon and from the subtree below, as (origin, msg).
     let (tree_up_tx, mut tree_up_rx) = mpsc::unbounded_channel::<(usize, ToLauncher)>();
     let router = Rc::new(RefCell::new(Router { me: node, fanout: 1, children: HashMap::new(), job_nodes: HashMap::new() }));
+    // Ring gathers, KVS routing and the tree cache of what passes through.
+    let tree_kvs = Rc::new(RefCell::new(kvs_node::TreeKvs::new(node)));
+    let own_down = down_tx.downgrade();
 
     // Frames in → this daemon or down the tree; a closed or silent link reads
     // as Shutdown (the daemon then kills its ranks: a parent that is gone
     // cannot end them).
     let inbound = {
         let router = router.clone();
+        let tree_kvs = tree_kvs.clone();
         let tree_up = tree_up_tx.clone();
         let host = config.host.clone();
         let secret = secret.clone();
@@ -595,12 +614,13 @@ where
                     }
                     Ok(Ok(ToDaemon::Routed { node: to, msg })) => {
                         router.borrow_mut().observe(to, &msg);
+                        let Some(msg) = kvs_node::handle_down(&tree_kvs, &router, &down_tx, to, *msg) else { continue };
                         if to == node {
-                            if down_tx.send(*msg).is_err() {
+                            if down_tx.send(msg).is_err() {
                                 return;
                             }
                         } else {
-                            router.borrow().forward(to, ToDaemon::Routed { node: to, msg });
+                            router.borrow().forward(to, ToDaemon::Routed { node: to, msg: Box::new(msg) });
                         }
                     }
                     Ok(Ok(msg)) => {
@@ -639,6 +659,7 @@ where
     // Everything up → frames to the parent, fences merged, heartbeats when idle.
     let outbound = {
         let router = router.clone();
+        let tree_kvs = tree_kvs.clone();
         tokio::task::spawn_local(async move {
             let mut fences: HashMap<(JobId, u64), PartialFence> = HashMap::new();
             loop {
@@ -652,6 +673,13 @@ where
                         continue;
                     }
                 };
+                let (ups, rest) = kvs_node::handle_up(&tree_kvs, &router, &own_down, origin, msg);
+                for m in ups {
+                    if write_frame(&mut writer, &m).await.is_err() {
+                        return;
+                    }
+                }
+                let Some(msg) = rest else { continue };
                 let out = match msg {
                     ToLauncher::FenceIn { job, epoch, count, puts } => {
                         // One arrival is due from each direct contributor:

@@ -21,6 +21,17 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Start a persistent daemon tree in the background (see `dpm boot --help`).
+    #[command(disable_help_flag = true)]
+    Boot {
+        /// Nodes and bootstrap options, as for dpm run.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// List the booted tree's nodes, jobs and load.
+    Status,
+    /// Stop the booted tree: end its jobs, stop its daemons.
+    Down,
     /// A node daemon, started by `dpm run` or a parent daemon through fork,
     /// ssh or srun (speaks the internal protocol on stdin/stdout), or by hand
     /// with --connect for `dpm run -launcher manual`. The secret that
@@ -60,12 +71,20 @@ fn main() {
         std::process::exit(dpm_launcher::run_command(&argv));
     }
     let code = match Cli::parse().command {
-        Command::Run { args } => {
-            dpm_proto::auth::scrub_env();
-            dpm_launcher::run_command(&args)
-        }
         Command::Daemon { node, host, connect, secret_stdin, pmi_trace, verbose } => {
             dpm_launcher::daemon_command(dpm_launcher::DaemonArgs { node, host, pmi_trace, verbose, secret_stdin, connect })
+        }
+        // A launcher (or boot server) makes its own secret; an inherited one
+        // goes nowhere.
+        command => {
+            dpm_proto::auth::scrub_env();
+            match command {
+                Command::Run { args } => dpm_launcher::run_command(&args),
+                Command::Boot { args } => dpm_launcher::boot::boot_command(&args),
+                Command::Status => dpm_launcher::boot::status_command(),
+                Command::Down => dpm_launcher::boot::down_command(),
+                Command::Daemon { .. } => unreachable!("matched above"),
+            }
         }
     };
     std::process::exit(code);

@@ -2,10 +2,10 @@
 //! `tests/fixtures/slurm.sh` (munged, slurmctld and four slurmd "nodes"
 //! n1..n4 on this machine, Debian's slurm-wlm).
 //!
-//! dpm does not bootstrap through Slurm yet: inside `salloc` it starts its
-//! ranks locally as it would anywhere. These scenarios check that this keeps
-//! working in an allocation (the ranks inherit the job's environment) and
-//! that the fixture itself works, for the Slurm bootstrap to build on.
+//! Scenarios: dpm inside `salloc` (the ranks inherit the job's environment),
+//! the Slurm bootstrap (one srun step per node) across 3 nodes, MPI_Comm_spawn
+//! inside the allocation (what srun alone cannot do), and `dpm boot` /
+//! `dpm run` / `dpm down` inside an allocation.
 //!
 //! Needs root and `slurm-wlm` + `munge` (scripts/setup.sh installs them).
 //! When the fixture cannot be built the test says `SKIPPED: <reason>`
@@ -221,6 +221,34 @@ fn spawn_inside_the_allocation(fx: &Fixture) {
     assert!(child_hosts.contains("n2") && child_hosts.contains("n3"), "children not spread: {child_hosts:?}\n{stderr}");
 }
 
+/// `dpm boot` inside the allocation: one srun step per node starts the
+/// daemons once; later `dpm run`s (an MPI ring, a spawn onto the other
+/// nodes) go through them; `dpm down` ends it all before salloc returns.
+fn boot_inside_the_allocation(fx: &Fixture) {
+    let dir = std::env::temp_dir().join(common::unique("dpm-slurm-boot"));
+    let dpm = dpm_bin();
+    let script = format!(
+        "set -e; export DPM_RUNTIME_DIR='{}'; {dpm} boot; {dpm} status; {dpm} run -n 6 '{}'; \
+         {dpm} run --report-placement -n 1 '{}' 2; {dpm} down",
+        dir.display(),
+        program("ring"),
+        program("spawn_args"),
+    );
+    let out = fx.client(&["salloc", "-N3", "-n6", "sh", "-c", &script]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    assert!(stdout.contains("dpm boot: 3 nodes up"), "{stdout}\n{stderr}");
+    for node in ["n1", "n2", "n3"] {
+        assert!(stdout.lines().any(|l| l.contains(node) && l.trim_end().ends_with(" 0")), "status lacks idle node {node}\n{stdout}");
+    }
+    assert!(stdout.contains("ring ok size=6 sum="), "{stdout}\n{stderr}");
+    assert!(stdout.contains("spawn ok children=2"), "{stdout}\n{stderr}");
+    let parent = common::placement(&stderr).first().map(|p| p.0);
+    let child_hosts: Vec<String> = common::placement(&stderr).into_iter().filter(|p| Some(p.0) != parent).map(|p| p.2).collect();
+    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h != "n1"), "children not on the free nodes: {child_hosts:?}\n{stderr}");
+}
+
 #[test]
 fn dpm_inside_a_slurm_allocation() {
     let mut fx = match Fixture::up() {
@@ -232,12 +260,13 @@ fn dpm_inside_a_slurm_allocation() {
         }
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario); 5] = [
+    let scenarios: [(&str, Scenario); 6] = [
         ("salloc -N1 -n2 dpm run -n 2 hello", hello_in_allocation),
         ("ranks see the job's environment", ranks_see_the_job),
         ("one step on every node", step_on_every_node),
         ("dpm bootstraps through Slurm across 3 nodes", dpm_bootstraps_through_slurm),
         ("MPI_Comm_spawn inside the allocation", spawn_inside_the_allocation),
+        ("dpm boot inside the allocation", boot_inside_the_allocation),
     ];
     let mut failures = Vec::new();
     let total = Instant::now();

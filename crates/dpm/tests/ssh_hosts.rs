@@ -277,6 +277,26 @@ fn ucx_summary(stdout: &str) -> String {
     seen.join("\n")
 }
 
+/// The on-demand KVS designs across real hosts, on a 3-level ssh tree
+/// (dpm → h1, h2; h1 → h3, h4): MPICH under dkvs, and under direct a raw
+/// PMI-2 client's gets by srcid, through the tree, and one waiting for a put.
+fn kvs_designs_across_hosts(fx: &Fixture) {
+    let tree = ["-hosts", "h1,h2,h3,h4", "--tree-fanout", "2", "-ppn", "2"];
+    let ring = program("ring");
+    let out = fx.dpm(&[&tree[..], &["--kvs", "dkvs", "-n", "8", &ring]].concat()).output();
+    out.assert_success();
+    out.assert_stdout_contains("ring ok size=8 sum=288");
+    let ext = program("pmi2_ext");
+    let steps = ["put:x{r}:v{r}:sparse", "fence", "get:x{r+1}:{r+1}:v{r+1}", "get:x{r-1}:x:v{r-1}", "@7/sleep:200", "@7/put:late:seven", "@0/wget:late:7:seven", "fence"];
+    let out = fx.dpm(&[&tree[..], &["--kvs", "direct", "-n", "8", &ext], &steps[..]].concat()).output();
+    out.assert_success();
+    out.assert_stdout_lacks("FAIL");
+    out.assert_stdout_contains("ext rank 0 wget late = seven");
+    for r in 0..8 {
+        out.assert_stdout_contains(&format!("ext ok rank {r}\n"));
+    }
+}
+
 fn spawn_onto_other_hosts(fx: &Fixture) {
     let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "--report-placement", "-n", "1", &program("spawn_args"), "3"]).output();
     out.assert_success();
@@ -289,6 +309,36 @@ fn spawn_onto_other_hosts(fx: &Fixture) {
     assert_eq!(count, 3, "{children:?}\n{}", out.describe());
     // The parent's host is the busiest: the children go to the other three.
     assert!(children.iter().all(|c| c.2 != "h1"), "a child landed on the parent's host: {children:?}\n{}", out.describe());
+}
+
+/// `dpm boot` over ssh from h0: the daemons on h1..h4 start once and serve
+/// later runs (MPI across the hosts, a spawn onto the idle hosts); `dpm down`
+/// leaves nothing on any host (checked after every scenario).
+fn boot_over_ssh(fx: &Fixture) {
+    let dir = std::env::temp_dir().join(common::unique("dpm-netns-boot"));
+    let dpm = dpm_bin();
+    let script = format!(
+        "set -e; export DPM_RUNTIME_DIR='{}'; {dpm} boot -launcher ssh -hosts h1,h2,h3,h4; {dpm} status; \
+         {dpm} run -n 8 '{}'; {dpm} run --report-placement -n 1 '{}' 3; {dpm} down",
+        dir.display(),
+        program("ring"),
+        program("spawn_args"),
+    );
+    let out = Command::new("bash")
+        .arg(fixture_script())
+        .args(["exec", "h0", "env", &format!("DPM_SSH={}", fx.ssh_command), "DPM_NO_BOOT=", "sh", "-c", &script])
+        .output()
+        .expect("run the fixture");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    assert!(stdout.contains("dpm boot: 4 nodes up"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("ring ok size=8 sum=288"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("spawn ok children=3 parents=1"), "{stdout}\n{stderr}");
+    let placed = common::placement(&stderr);
+    let parent = placed.first().map(|p| p.0);
+    let child_hosts: Vec<&str> = placed.iter().filter(|p| Some(p.0) != parent).map(|p| p.2.as_str()).collect();
+    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| *h != "h1"), "children not on the idle hosts: {child_hosts:?}\n{stderr}");
 }
 
 fn spawn_info_host_names_another_host(fx: &Fixture) {
@@ -406,13 +456,15 @@ fn mpich_across_four_ssh_hosts() {
         }
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario, u64); 10] = [
+    let scenarios: [(&str, Scenario, u64); 12] = [
         ("hello on four hosts", hello_on_four_hosts, 3),
         ("no secret on any command line", no_secret_on_any_command_line, 3),
         ("ring, round robin over the hosts", ring_round_robin, 3),
+        ("KVS designs across the hosts (dkvs, direct)", kvs_designs_across_hosts, 3),
         ("UCX uses the network between hosts", ucx_uses_the_network, 3),
         ("spawn onto other hosts", spawn_onto_other_hosts, 3),
         ("spawn info 'host' names another host", spawn_info_host_names_another_host, 3),
+        ("dpm boot over ssh", boot_over_ssh, 3),
         ("unresolvable host at start", unresolvable_host, 3),
         ("host down at start", host_down_at_start, 3),
         ("killed daemon", killed_daemon, 3),

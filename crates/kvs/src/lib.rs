@@ -2,16 +2,27 @@
 //!
 //! Pure data structures, no I/O, shared by the node daemon and the launcher:
 //! - [`JobId`], [`Rank`]: newtype ids, so a rank is never passed as a job.
-//! - [`NodeKvs`]: one job's keys as one node sees them: puts wait in a local
-//!   batch until the next fence, then the merged delta becomes visible.
+//! - [`design`]: the KVS designs (`dpm run --kvs`), put hints, the key → owner hash.
+//! - [`store`]: one job's keys on one node under every design ([`NodeStore`]),
+//!   and the [`Holder`] of values kept for other nodes (also the launcher's).
+//! - [`remote`]: the messages daemons exchange for on-demand gets and owner puts.
+//! - [`ring`]: the ring exchange as a prefix scan over the daemon tree.
 //! - [`FenceTally`]: the launcher's side of a fence (= PMI barrier): counts the
 //!   ranks each node reports and merges their puts; when the whole job has
 //!   arrived it yields the delta to send down once to every node.
 //! - [`NodeAttrs`]: PMI-2 node attributes, with waiters for `wait=TRUE` gets.
 //! - [`NameService`]: published service names, owned by the job that published.
 //!
-//! Consistency rule: a put is visible to gets only after the fence that follows
-//! it completes (PMI semantics); a later put of the same key wins.
+//! Consistency rule: a put is visible to gets no later than the fence that
+//! follows it completes (PMI semantics); a later put of the same key wins.
+
+pub mod design;
+pub mod remote;
+pub mod ring;
+pub mod store;
+
+pub use design::{Hint, KvsDesign};
+pub use store::{Holder, NodeStore};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -39,42 +50,6 @@ impl fmt::Display for Rank {
 }
 
 pub type KeyValues = Vec<(String, String)>;
-
-/// One job's KVS as seen from one node.
-#[derive(Debug, Default)]
-pub struct NodeKvs {
-    visible: HashMap<String, String>,
-    batch: KeyValues,
-}
-
-impl NodeKvs {
-    /// A store whose `preput` keys are visible at once (spawn's
-    /// `PARENT_ROOT_PORT_NAME` must be readable before any fence).
-    pub fn with_preput(preput: &[(String, String)]) -> Self {
-        NodeKvs { visible: preput.iter().cloned().collect(), batch: Vec::new() }
-    }
-
-    /// Record a put; it travels with the next fence.
-    pub fn put(&mut self, key: String, value: String) {
-        self.batch.push((key, value));
-    }
-
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.visible.get(key).map(String::as_str)
-    }
-
-    /// The puts made since the last fence, leaving the batch empty.
-    pub fn take_batch(&mut self) -> KeyValues {
-        std::mem::take(&mut self.batch)
-    }
-
-    /// Make a completed fence's merged puts visible.
-    pub fn apply(&mut self, delta: &[(String, String)]) {
-        for (k, v) in delta {
-            self.visible.insert(k.clone(), v.clone());
-        }
-    }
-}
 
 /// The launcher's view of one job's fences.
 #[derive(Debug)]
@@ -249,15 +224,15 @@ mod tests {
 
     #[test]
     fn puts_are_invisible_until_the_fence_completes() {
-        let mut node = NodeKvs::default();
-        node.put("a".into(), "1".into());
-        assert_eq!(node.get("a"), None);
+        let mut node: NodeStore<u32> = NodeStore::new(JobId(0), KvsDesign::Allgather, 0, vec![], &[]);
+        node.put("a".into(), "1".into(), None);
+        assert_eq!(node.peek("a"), None);
         let mut tally = FenceTally::new(2);
-        assert_eq!(tally.arrive(0, 1, node.take_batch()), Ok(None));
+        assert_eq!(tally.arrive(0, 1, node.take_fence_puts()), Ok(None));
         let done = tally.arrive(0, 1, vec![kv("b", "2")]).unwrap().unwrap();
-        node.apply(&done.delta);
-        assert_eq!(node.get("a"), Some("1"));
-        assert_eq!(node.get("b"), Some("2"));
+        node.fence_done(&done.delta);
+        assert_eq!(node.peek("a").as_deref(), Some("1"));
+        assert_eq!(node.peek("b").as_deref(), Some("2"));
         assert_eq!(tally.epoch(), 1);
     }
 
@@ -278,8 +253,8 @@ mod tests {
 
     #[test]
     fn preput_keys_are_visible_at_once() {
-        let node = NodeKvs::with_preput(&[kv("PARENT_ROOT_PORT_NAME", "tag#0$")]);
-        assert_eq!(node.get("PARENT_ROOT_PORT_NAME"), Some("tag#0$"));
+        let node: NodeStore<u32> = NodeStore::new(JobId(1), KvsDesign::Dkvs, 0, vec![], &[kv("PARENT_ROOT_PORT_NAME", "tag#0$")]);
+        assert_eq!(node.peek("PARENT_ROOT_PORT_NAME").as_deref(), Some("tag#0$"));
     }
 
     #[test]

@@ -7,6 +7,9 @@
 
 use std::fmt;
 
+use dpm_kvs::design::UnknownDesign;
+use dpm_kvs::KvsDesign;
+
 /// How much of the launcher's environment the ranks inherit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EnvMode {
@@ -65,6 +68,8 @@ pub struct RunOptions {
     pub map_by_node: bool,
     /// `--tree-fanout K`: children per daemon in the daemon tree.
     pub fanout: Option<usize>,
+    /// `--kvs DESIGN`: where puts live and how gets find them (else `DPM_KVS`).
+    pub kvs: Option<KvsDesign>,
 }
 
 impl Default for RunOptions {
@@ -93,6 +98,7 @@ impl Default for RunOptions {
             ppn: None,
             map_by_node: false,
             fanout: None,
+            kvs: None,
         }
     }
 }
@@ -152,6 +158,19 @@ Global options:
                             spawned jobs included
   --kill-grace SECS         after forwarding SIGINT/SIGTERM, wait SECS before
                             SIGKILL (default 3)
+PMI key-value space (docs/pmi-extensions.md):
+  --kvs DESIGN              where puts live and how gets find them (default
+                            auto; also DPM_KVS); spawned jobs inherit it:
+                              allgather  every put goes to every node at the
+                                         fence; gets never leave the node
+                              tree       puts ride the fence up and are cached
+                                         at each ancestor; a get walks up
+                              dkvs       each key lives on an owner daemon (a
+                                         hash); gets ask it
+                              direct     puts stay on their node; a get asks
+                                         the node of its srcid (else as tree)
+                              auto       dense and unhinted keys as allgather,
+                                         hint=sparse keys as direct/dkvs
 Nodes and placement:
   -hosts, -host H[:N][,...] hosts to run on, N slots each (default: CPUs)
   -f, -hostfile FILE        hosts from a file: 'name[:N]' or 'name slots=N'
@@ -180,7 +199,9 @@ Nodes and placement:
                             deal ranks round-robin over the nodes
 Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else the
 Slurm allocation (SLURM_JOB_NODELIST, slots from SLURM_TASKS_PER_NODE), else
-this machine alone (then the daemon runs inside dpm itself).
+this machine alone (then the daemon runs inside dpm itself). With a booted
+tree (dpm boot), jobs go to its daemons instead, unless -hosts, -f,
+--virtual-nodes, -launcher or --pmi-trace is given or DPM_NO_BOOT=1.
   -v, --verbose             log what dpm does (repeat for more; or DPM_LOG)
   -h, --help                show this help
 
@@ -321,6 +342,10 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
                 let v = value("a count")?;
                 opts.fanout = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a fan-out")))?);
             }
+            "kvs" => {
+                let v = value("a KVS design")?;
+                opts.kvs = Some(v.parse().map_err(|e: UnknownDesign| usage(format!("'{arg} {v}': {e}")))?);
+            }
             "map-by" => {
                 let v = value("slot or node")?;
                 match v.to_ascii_lowercase().as_str() {
@@ -366,6 +391,11 @@ fn parse_bind(text: &str) -> Option<std::net::SocketAddr> {
     text.parse().ok().or_else(|| text.parse::<std::net::IpAddr>().ok().map(|ip| std::net::SocketAddr::new(ip, 0)))
 }
 
+/// The design `DPM_KVS` names; the default (`auto`) when it is unset.
+pub fn kvs_from_env() -> Result<KvsDesign, UnknownDesign> {
+    std::env::var("DPM_KVS").map_or(Ok(KvsDesign::default()), |v| v.parse())
+}
+
 /// Logical CPUs of this machine.
 pub fn cpus() -> i64 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as i64)
@@ -406,6 +436,15 @@ mod tests {
         assert!(o.label);
         assert_eq!(o.universe_size, Some(16));
         assert_eq!(o.genv_mode, EnvMode::None);
+    }
+
+    #[test]
+    fn kvs_design_is_an_option() {
+        assert_eq!(parse("--kvs dkvs -n 2 ./p").kvs, Some(KvsDesign::Dkvs));
+        assert_eq!(parse("-kvs=tree ./p").kvs, Some(KvsDesign::Tree));
+        assert_eq!(parse("./p").kvs, None);
+        let err = parse_run(&["--kvs".into(), "ring".into(), "./p".into()]).unwrap_err();
+        assert_eq!(err, CliError::Usage("'--kvs ring': unknown KVS design 'ring' (use allgather, tree, dkvs, direct or auto)".into()));
     }
 
     #[test]

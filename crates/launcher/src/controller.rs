@@ -1,11 +1,18 @@
 //! The launcher's event loop: the root of the daemon tree.
 //!
-//! It owns job-wide state and decisions: fence completion ([`FenceTally`]),
-//! the name service, which ranks have ended and how, when a job has failed
-//! and must be killed, and the final exit status. Daemons are reached through
-//! [`DaemonLink`]s; on one machine there is one, in this process.
+//! A [`Controller`] owns one *run* (a `dpm run`: its job and every job it
+//! spawned) and its decisions: fence completion ([`FenceTally`]), which ranks
+//! have ended and how, when a job has failed and must be killed, and the exit
+//! status. What all runs of a daemon tree share — the name service, job ids,
+//! the load of each node, which run a job belongs to — is in [`Shared`]: one
+//! run per tree for a plain `dpm run`, many for a booted tree (`dpm boot`).
+//! [`dispatch`] hands each daemon message to the run owning its job. Daemons
+//! are reached through [`DaemonLink`]s; on one machine there is one, in this
+//! process.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
@@ -14,11 +21,13 @@ use tokio::sync::mpsc;
 use dpm_kvs::{FenceTally, JobId, KeyValues, NameService, Rank};
 use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, ToDaemon, ToLauncher};
 
-use crate::output::Output;
+use crate::kvs_root::KvsRoot;
+use crate::output::{Console, Output};
 use crate::plan::process_mapping;
 use crate::spawn::{plan_spawn, SpawnContext};
 
 /// The launcher's handle on one node daemon.
+#[derive(Clone)]
 pub struct DaemonLink {
     pub tx: mpsc::UnboundedSender<ToDaemon>,
     pub host: String,
@@ -61,6 +70,14 @@ impl Job {
     fn done(&self) -> bool {
         self.ranks.iter().all(|r| r.end.is_some())
     }
+
+    /// Record how rank `r` ended (the first word counts); its slot is free again.
+    fn end_rank(&mut self, r: usize, end: RankEnd, load: &mut [i64]) {
+        if self.ranks[r].end.is_none() {
+            load[self.node_of[r]] -= 1;
+            self.ranks[r].end = Some(end);
+        }
+    }
 }
 
 /// The first failure of the run, which decides the exit status.
@@ -73,6 +90,91 @@ struct Failure {
     abort: bool,
     /// When the failing process ended (µs since the epoch), for an exit.
     at: Option<u64>,
+}
+
+/// What a run receives from outside: the signals and stdin of `dpm run`.
+pub enum Input {
+    Signal(i32),
+    /// Empty: end of input.
+    Stdin(Vec<u8>),
+}
+
+/// State shared by every run of one daemon tree.
+pub struct Shared {
+    pub names: NameService,
+    next_job: u32,
+    /// Random per tree: part of every kvsname (see [`kvsname`]).
+    run_tag: u32,
+    /// The run each live job belongs to.
+    routes: HashMap<JobId, mpsc::UnboundedSender<(usize, ToLauncher)>>,
+    /// Processes placed on each node and not yet ended, over all runs.
+    pub load: Vec<i64>,
+    /// Live jobs: (owner's pid, kvsname, size), for `dpm status`.
+    pub jobs: BTreeMap<JobId, (u32, String, u32)>,
+}
+
+pub type SharedRef = Rc<RefCell<Shared>>;
+
+impl Shared {
+    pub fn new(nodes: usize) -> SharedRef {
+        Rc::new(RefCell::new(Shared {
+            names: NameService::default(),
+            next_job: 0,
+            run_tag: random_tag(),
+            routes: HashMap::new(),
+            load: vec![0; nodes],
+            jobs: BTreeMap::new(),
+        }))
+    }
+}
+
+/// Hand each message from the daemons to the run owning its job. A lost node
+/// concerns every run (and `on_lost`, the boot server); when the daemons'
+/// stream ends, every run hears so.
+pub async fn dispatch(
+    mut up: mpsc::UnboundedReceiver<(usize, ToLauncher)>,
+    shared: SharedRef,
+    on_lost: Option<mpsc::UnboundedSender<(usize, String)>>,
+) {
+    while let Some((node, msg)) = up.recv().await {
+        let job = match &msg {
+            ToLauncher::Started { job, .. }
+            | ToLauncher::LaunchFailed { job, .. }
+            | ToLauncher::Output { job, .. }
+            | ToLauncher::Exited { job, .. }
+            | ToLauncher::FenceIn { job, .. }
+            | ToLauncher::RingIn { job, .. }
+            | ToLauncher::Abort { job, .. }
+            | ToLauncher::Name { job, .. }
+            | ToLauncher::Spawn { job, .. } => Some(*job),
+            ToLauncher::Kvs { msg, .. } => Some(msg.job()),
+            ToLauncher::Ready { .. } | ToLauncher::Heartbeat => continue,
+            _ => None,
+        };
+        if let (ToLauncher::Lost { error }, Some(tx)) = (&msg, &on_lost) {
+            let _ = tx.send((node, error.clone()));
+        }
+        let shared = shared.borrow();
+        match job {
+            Some(job) => {
+                if let Some(tx) = shared.routes.get(&job) {
+                    let _ = tx.send((node, msg));
+                }
+            }
+            // Lost, trace lines: every run.
+            None => {
+                let mut seen: Vec<&mpsc::UnboundedSender<_>> = Vec::new();
+                for tx in shared.routes.values() {
+                    if !seen.iter().any(|s| s.same_channel(tx)) {
+                        seen.push(tx);
+                        let _ = tx.send((node, msg.clone()));
+                    }
+                }
+            }
+        }
+    }
+    // Dropping the routes closes every run's stream.
+    shared.borrow_mut().routes.clear();
 }
 
 /// Job-independent settings the controller needs to create jobs.
@@ -89,55 +191,62 @@ pub struct Settings {
     pub node_slots: Vec<u32>,
     /// The daemon tree's fan-out: losing a node loses its subtree.
     pub fanout: usize,
+    /// The pid of the `dpm run` this run is for (shown by `dpm status`).
+    pub owner: u32,
 }
 
 pub struct Controller {
     settings: Settings,
     daemons: Vec<DaemonLink>,
-    /// Messages from the daemons, tagged with the daemon's index.
+    /// Messages from the daemons about this run's jobs, tagged with the daemon's index.
     up: mpsc::UnboundedReceiver<(usize, ToLauncher)>,
+    /// Registered in [`Shared`] as the route of each job this run starts.
+    up_tx: mpsc::UnboundedSender<(usize, ToLauncher)>,
+    shared: SharedRef,
     jobs: BTreeMap<JobId, Job>,
-    names: NameService,
+    console: Console,
     output: Output,
     failure: Option<Failure>,
     /// A signal dpm itself received and forwarded.
     interrupted: Option<i32>,
     timed_out: bool,
     stdin_job: Option<JobId>,
-    /// Random per run: part of every kvsname (see [`kvsname`]).
-    run_tag: u32,
     /// When dpm began killing because of a failure (µs since the epoch).
     teardown_at: Option<u64>,
-    next_job: u32,
     /// Ranks dpm killed because of the failure, per job, for the summary.
     terminated: Vec<(JobId, usize)>,
+    /// Each job's KVS design at the root: ring, tree store, routing.
+    kvs: KvsRoot,
 }
 
 impl Controller {
-    pub fn new(settings: Settings, daemons: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<(usize, ToLauncher)>) -> Self {
+    pub fn new(settings: Settings, daemons: Vec<DaemonLink>, shared: SharedRef, console: Console) -> Self {
+        let (up_tx, up) = mpsc::unbounded_channel();
         Controller {
-            output: Output::new(settings.label),
+            kvs: KvsRoot::new(settings.fanout),
+            output: Output::new(settings.label, console.clone()),
+            console,
             settings,
             daemons,
             up,
+            up_tx,
+            shared,
             jobs: BTreeMap::new(),
-            names: NameService::default(),
             failure: None,
             interrupted: None,
             timed_out: false,
             stdin_job: None,
-            run_tag: random_tag(),
             teardown_at: None,
-            next_job: 0,
             terminated: Vec::new(),
         }
     }
 
-    /// A new job id and its kvsname (unique per `dpm run`, short enough for MPICH).
+    /// A new job id and its kvsname (unique per daemon tree, short enough for MPICH).
     pub fn new_job_id(&mut self) -> (JobId, String) {
-        let job = JobId(self.next_job);
-        self.next_job += 1;
-        (job, kvsname(self.run_tag, job))
+        let mut shared = self.shared.borrow_mut();
+        let job = JobId(shared.next_job);
+        shared.next_job += 1;
+        (job, kvsname(shared.run_tag, job))
     }
 
     /// Start a job whose rank `r` runs on node `node_of[r]`: each node's
@@ -167,6 +276,15 @@ impl Controller {
         let mut daemons = node_of.clone();
         daemons.sort_unstable();
         daemons.dedup();
+        self.kvs.add_job(launch.job, launch.kvs, &daemons);
+        {
+            let mut shared = self.shared.borrow_mut();
+            shared.routes.insert(launch.job, self.up_tx.clone());
+            for &d in &node_of {
+                shared.load[d] += 1;
+            }
+            shared.jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), size));
+        }
         self.jobs.insert(
             launch.job,
             Job {
@@ -184,7 +302,7 @@ impl Controller {
             for &d in &daemons {
                 let ranks: Vec<u32> = (0..size).filter(|&r| node_of[r as usize] == d).collect();
                 let host = &self.daemons[d].host;
-                eprintln!("dpm: {} ({}, {} ranks): ranks {} on {host}", launch.job, launch.kvsname, size, rank_ranges(&ranks));
+                self.console.say(&format!("dpm: {} ({}, {} ranks): ranks {} on {host}", launch.job, launch.kvsname, size, rank_ranges(&ranks)));
             }
         }
     }
@@ -193,17 +311,21 @@ impl Controller {
         let _ = self.daemons[daemon].tx.send(msg);
     }
 
+    fn send_all(&self, out: crate::kvs_root::Outbox) {
+        for (daemon, msg) in out {
+            if daemon < self.daemons.len() {
+                self.send(daemon, msg);
+            }
+        }
+    }
+
     /// The host a rank runs on.
     fn host(&self, job: JobId, rank: Rank) -> &str {
         self.jobs.get(&job).and_then(|j| j.node_of.get(rank.0 as usize)).map_or("?", |&d| self.daemons[d].host.as_str())
     }
 
     /// Run until every job has ended; returns dpm's exit status.
-    pub async fn run(mut self, timeout: Option<Duration>) -> i32 {
-        let mut sigint = signal(SignalKind::interrupt()).expect("SIGINT handler");
-        let mut sigterm = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut sighup = signal(SignalKind::hangup()).expect("SIGHUP handler");
-        let mut stdin = self.stdin_job.map(|_| spawn_stdin_reader());
+    pub async fn run(mut self, timeout: Option<Duration>, mut inputs: mpsc::UnboundedReceiver<Input>) -> i32 {
         let far = tokio::time::Instant::now() + Duration::from_secs(86400 * 365);
         let timeout_at = timeout.map_or(far, |t| tokio::time::Instant::now() + t);
         let mut kill_at = far;
@@ -216,18 +338,14 @@ impl Controller {
                         break;
                     }
                 },
-                _ = sigint.recv() => kill_at = self.on_signal(libc::SIGINT, kill_at),
-                _ = sigterm.recv() => kill_at = self.on_signal(libc::SIGTERM, kill_at),
-                _ = sighup.recv() => kill_at = self.on_signal(libc::SIGHUP, kill_at),
-                data = recv_opt(&mut stdin) => {
-                    let data = data.unwrap_or_default();
-                    if data.is_empty() { stdin = None; }
-                    self.forward_stdin(data);
-                }
+                Some(input) = inputs.recv() => match input {
+                    Input::Signal(sig) => kill_at = self.on_signal(sig, kill_at),
+                    Input::Stdin(data) => self.forward_stdin(data),
+                },
                 _ = tokio::time::sleep_until(timeout_at), if !self.timed_out && timeout.is_some() => {
                     self.timed_out = true;
                     let secs = timeout.unwrap().as_secs_f64();
-                    eprintln!("dpm: job timed out after {secs} s; killing it");
+                    self.console.say(&format!("dpm: job timed out after {secs} s; killing it"));
                     self.kill_all(libc::SIGTERM);
                     kill_at = tokio::time::Instant::now() + self.settings.kill_grace;
                 }
@@ -244,12 +362,12 @@ impl Controller {
         let name = signal_name(sig);
         if self.interrupted.is_some() {
             // A second signal: no more patience.
-            eprintln!("dpm: got {name} again; killing every process now");
+            self.console.say(&format!("dpm: got {name} again; killing every process now"));
             self.kill_all(libc::SIGKILL);
             return kill_at;
         }
         self.interrupted = Some(sig);
-        eprintln!("dpm: got {name}; forwarding it to every process");
+        self.console.say(&format!("dpm: got {name}; forwarding it to every process"));
         self.kill_all(sig);
         tokio::time::Instant::now() + self.settings.kill_grace
     }
@@ -289,13 +407,21 @@ impl Controller {
             ToLauncher::Output { job, rank, stream, data } => self.output.write(job, rank, stream, &data),
             ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(job, rank, pid, status, pmi, at),
             ToLauncher::FenceIn { job, epoch, count, puts } => self.fence_in(job, epoch, count, puts),
+            ToLauncher::RingIn { job, seq, segment } => {
+                let out = self.kvs.ring_in(job, node, seq, segment);
+                self.send_all(out);
+            }
+            ToLauncher::Kvs { to, msg } => {
+                let out = self.kvs.route(to, msg);
+                self.send_all(out);
+            }
             ToLauncher::Abort { job, rank, code, message } => self.abort(job, rank, code, message),
             ToLauncher::Name { request, job, op } => {
                 let result = self.name_op(job, op);
                 self.send(node, ToDaemon::NameDone { request, result });
             }
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(node, request, job, rank, preput, commands),
-            ToLauncher::Trace { line } => eprintln!("{line}"),
+            ToLauncher::Trace { line } => self.console.say(&line),
             ToLauncher::Lost { error } => self.node_lost(node, error),
             ToLauncher::FromNode { node, msg } => self.on_message(node, *msg),
             ToLauncher::Heartbeat => {}
@@ -313,11 +439,7 @@ impl Controller {
             let host = self.host(job, rank).to_string();
             let who = describe_rank(job, rank, None, &host);
             self.send(daemon, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")) });
-            if let Some(j) = self.jobs.get_mut(&job) {
-                for r in j.ranks.iter_mut().filter(|r| r.pid.is_none() && r.end.is_none()) {
-                    r.end = Some(RankEnd::Terminated);
-                }
-            }
+            self.end_unstarted(job);
             self.kill_job(job, libc::SIGKILL);
             self.check_done(job);
             return;
@@ -330,12 +452,7 @@ impl Controller {
         let host = self.host(job, rank).to_string();
         let who = describe_rank(job, rank, None, &host);
         self.record_failure(code, format!("{who} could not be started: {error}"), Some((job, rank)));
-        // Ranks that were never started will never report: end them here.
-        if let Some(j) = self.jobs.get_mut(&job) {
-            for r in j.ranks.iter_mut().filter(|r| r.pid.is_none() && r.end.is_none()) {
-                r.end = Some(RankEnd::Terminated);
-            }
-        }
+        self.end_unstarted(job);
         self.kill_job(job, libc::SIGKILL);
         self.check_done(job);
     }
@@ -364,8 +481,8 @@ impl Controller {
                 code: 128 + s,
             },
         };
-        if let Some(r) = j.ranks.get_mut(rank.0 as usize) {
-            r.end = Some(end.clone());
+        if (rank.0 as usize) < j.ranks.len() {
+            j.end_rank(rank.0 as usize, end.clone(), &mut self.shared.borrow_mut().load);
         }
         if let RankEnd::Failed { why, code } = end {
             self.record_exit_failure(code, why, (job, rank), at);
@@ -392,9 +509,20 @@ impl Controller {
         self.kill_all(libc::SIGKILL);
     }
 
-    /// Processes not yet ended, over all jobs.
+    /// Ranks that were never started will never report: end them here.
+    fn end_unstarted(&mut self, job: JobId) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        let mut shared = self.shared.borrow_mut();
+        for r in 0..j.ranks.len() {
+            if j.ranks[r].pid.is_none() {
+                j.end_rank(r, RankEnd::Terminated, &mut shared.load);
+            }
+        }
+    }
+
+    /// Processes not yet ended, over all runs of the tree.
     fn live_procs(&self) -> u32 {
-        self.jobs.values().map(|j| j.ranks.iter().filter(|r| r.end.is_none()).count() as u32).sum()
+        u32::try_from(self.shared.borrow().load.iter().sum::<i64>()).unwrap_or(0)
     }
 
     /// A spawn is answered once every child has a pid.
@@ -458,6 +586,8 @@ impl Controller {
             stdin_rank: None,
             apps: plan.job.apps,
             procs: plan.job.procs,
+            kvs: self.kvs.design(parent).unwrap_or_default(),
+            node_of: node_of.clone(),
         };
         self.launch(launch, node_of);
         if let Some(j) = self.jobs.get_mut(&job) {
@@ -471,14 +601,7 @@ impl Controller {
     /// already placed — never everything on the first node.
     fn place_spawn(&self, procs: &[dpm_proto::ProcSpec], allowed: &[Option<Vec<usize>>], oversubscribe: bool) -> Result<Vec<usize>, String> {
         let n_nodes = self.daemons.len();
-        let mut load = vec![0u32; n_nodes];
-        for j in self.jobs.values() {
-            for (r, st) in j.ranks.iter().enumerate() {
-                if st.end.is_none() {
-                    load[j.node_of[r]] += 1;
-                }
-            }
-        }
+        let mut load = self.shared.borrow().load.clone();
         let slots = &self.settings.node_slots;
         let mut out = Vec::with_capacity(procs.len());
         for p in procs {
@@ -486,7 +609,7 @@ impl Controller {
                 Some(list) => list.clone(),
                 None => (0..n_nodes).collect(),
             };
-            let free = |n: usize| i64::from(slots.get(n).copied().unwrap_or(1)) - i64::from(load[n]);
+            let free = |n: usize| i64::from(slots.get(n).copied().unwrap_or(1)) - load[n];
             let best = candidates.iter().copied().max_by_key(|&n| (free(n), std::cmp::Reverse(n)));
             let Some(node) = best else { return Err("no node to place the spawned processes on".into()) };
             if free(node) <= 0 && !oversubscribe {
@@ -511,9 +634,10 @@ impl Controller {
         self.record_failure(1, format!("node {node} ({host}) was lost: {error}"), None);
         for job in &affected {
             if let Some(j) = self.jobs.get_mut(job) {
-                for (r, st) in j.ranks.iter_mut().enumerate() {
-                    if lost.contains(&j.node_of[r]) && st.end.is_none() {
-                        st.end = Some(RankEnd::Terminated);
+                let mut shared = self.shared.borrow_mut();
+                for r in 0..j.ranks.len() {
+                    if lost.contains(&j.node_of[r]) {
+                        j.end_rank(r, RankEnd::Terminated, &mut shared.load);
                     }
                 }
                 j.daemons.retain(|d| !lost.contains(d));
@@ -526,6 +650,9 @@ impl Controller {
     }
 
     fn fence_in(&mut self, job: JobId, epoch: u64, count: u32, puts: Vec<(String, String)>) {
+        // Under tree and direct the puts stay here instead of going down.
+        let (puts, out) = self.kvs.fence_puts(job, epoch, puts);
+        self.send_all(out);
         let Some(j) = self.jobs.get_mut(&job) else { return };
         match j.fence.arrive(epoch, count, puts) {
             Ok(None) => {}
@@ -541,9 +668,9 @@ impl Controller {
 
     fn name_op(&mut self, job: JobId, op: NameRequest) -> Result<Option<String>, String> {
         match op {
-            NameRequest::Publish { service, port } => self.names.publish(service, port, job).map(|()| None),
-            NameRequest::Unpublish { service } => self.names.unpublish(&service).map(|()| None),
-            NameRequest::Lookup { service } => self.names.lookup(&service).map(|p| Some(p.to_string())),
+            NameRequest::Publish { service, port } => self.shared.borrow_mut().names.publish(service, port, job).map(|()| None),
+            NameRequest::Unpublish { service } => self.shared.borrow_mut().names.unpublish(&service).map(|()| None),
+            NameRequest::Lookup { service } => self.shared.borrow().names.lookup(&service).map(|p| Some(p.to_string())),
         }
         .map_err(|e| e.to_string())
     }
@@ -591,6 +718,7 @@ impl Controller {
             return;
         }
         let j = self.jobs.remove(&job).expect("present");
+        self.kvs.remove_job(job);
         tracing::debug!(%job, "job ended");
         if let Some((daemon, request)) = j.spawn_request {
             self.send(daemon, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")) });
@@ -598,7 +726,12 @@ impl Controller {
         for &d in &j.daemons {
             let _ = self.daemons[d].tx.send(ToDaemon::Forget { job });
         }
-        let withdrawn = self.names.withdraw_job(job);
+        let withdrawn = {
+            let mut shared = self.shared.borrow_mut();
+            shared.routes.remove(&job);
+            shared.jobs.remove(&job);
+            shared.names.withdraw_job(job)
+        };
         if withdrawn > 0 {
             tracing::debug!(%job, withdrawn, "names withdrawn with their job");
         }
@@ -611,13 +744,23 @@ impl Controller {
         }
     }
 
-    fn finish(mut self) -> i32 {
-        for d in &self.daemons {
-            let _ = d.tx.send(ToDaemon::Shutdown);
+    /// The exit status, after the final word on stderr. Jobs the daemons
+    /// never reported the end of (they went away) give back their load here.
+    fn finish(self) -> i32 {
+        {
+            let mut shared = self.shared.borrow_mut();
+            for (id, j) in &self.jobs {
+                shared.routes.remove(id);
+                shared.jobs.remove(id);
+                for (r, st) in j.ranks.iter().enumerate() {
+                    if st.end.is_none() {
+                        shared.load[j.node_of[r]] -= 1;
+                    }
+                }
+            }
         }
-        self.output = Output::new(false);
         if let Some(sig) = self.interrupted {
-            eprintln!("dpm: job ended by {}", signal_name(sig));
+            self.console.say(&format!("dpm: job ended by {}", signal_name(sig)));
             return 128 + sig;
         }
         if self.timed_out {
@@ -633,7 +776,7 @@ impl Controller {
                     let s = if total == 1 { "" } else { "s" };
                     format!("; {total} other rank{s} terminated ({})", per_job.join(", "))
                 };
-                eprintln!("dpm: job failed: {}{detail}", f.summary);
+                self.console.say(&format!("dpm: job failed: {}{detail}", f.summary));
                 f.code
             }
             None => 0,
@@ -688,31 +831,44 @@ pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }
 
-/// Read dpm's stdin on a thread of its own (a blocking read must not stall the
-/// event loop); an empty chunk means end of input.
-fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<Vec<u8>> {
+/// This process's signals (INT, TERM, HUP) and, if `stdin`, its stdin, read
+/// on a thread of its own (a blocking read must not stall the event loop).
+pub fn local_inputs(stdin: bool) -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::Builder::new()
-        .name("dpm-stdin".into())
-        .spawn(move || {
-            use std::io::Read;
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut stdin = std::io::stdin().lock();
-            loop {
-                match stdin.read(&mut buf) {
-                    Ok(0) | Err(_) => {
-                        let _ = tx.send(Vec::new());
-                        return;
-                    }
-                    Ok(n) => {
-                        if tx.send(buf[..n].to_vec()).is_err() {
+    for kind in [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()] {
+        let mut stream = signal(kind).expect("signal handler");
+        let tx = tx.clone();
+        tokio::task::spawn_local(async move {
+            while stream.recv().await.is_some() {
+                if tx.send(Input::Signal(kind.as_raw_value())).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    if stdin {
+        std::thread::Builder::new()
+            .name("dpm-stdin".into())
+            .spawn(move || {
+                use std::io::Read;
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut stdin = std::io::stdin().lock();
+                loop {
+                    match stdin.read(&mut buf) {
+                        Ok(0) | Err(_) => {
+                            let _ = tx.send(Input::Stdin(Vec::new()));
                             return;
+                        }
+                        Ok(n) => {
+                            if tx.send(Input::Stdin(buf[..n].to_vec())).is_err() {
+                                return;
+                            }
                         }
                     }
                 }
-            }
-        })
-        .expect("stdin thread");
+            })
+            .expect("stdin thread");
+    }
     rx
 }
 
@@ -722,12 +878,5 @@ mod tests {
     fn rank_ranges_are_compact() {
         assert_eq!(super::rank_ranges(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
         assert_eq!(super::rank_ranges(&[3]), "3");
-    }
-}
-
-async fn recv_opt(rx: &mut Option<mpsc::UnboundedReceiver<Vec<u8>>>) -> Option<Vec<u8>> {
-    match rx {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
     }
 }

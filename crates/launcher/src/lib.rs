@@ -13,9 +13,11 @@
 //! and talks to it over channels carrying the same [`dpm_proto`] messages a
 //! remote daemon would get.
 
+pub mod boot;
 pub mod cli;
 pub mod controller;
 pub mod daemon_cmd;
+pub mod kvs_root;
 pub mod manual;
 pub mod nodes;
 pub mod output;
@@ -27,11 +29,12 @@ pub mod spawn;
 use std::time::Duration;
 
 use dpm_kvs::Rank;
-use dpm_proto::{LaunchJob, PmiMode};
+use dpm_proto::{LaunchJob, PmiMode, ToDaemon};
 
 use cli::{CliError, RunOptions, RUN_HELP};
-use controller::{Controller, Settings};
+use controller::{Controller, Settings, Shared};
 pub use daemon_cmd::{daemon_command, DaemonArgs};
+use output::Console;
 
 /// `dpm run ARGS` / `mpiexec ARGS`: returns the process exit status.
 pub fn run_command(args: &[String]) -> i32 {
@@ -58,7 +61,24 @@ pub fn run_command(args: &[String]) -> i32 {
         tracing::warn!("{w}");
     }
     raise_fd_limit();
+    if boot::wants_boot(&opts) {
+        match boot::connect() {
+            Ok(Some(stream)) => return block_on_local("dpm run", boot::run_through(stream, opts)),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("not looking for a boot: {e}"),
+        }
+    }
     block_on_local("dpm run", run_local(opts))
+}
+
+/// `--timeout`, else `MPIEXEC_TIMEOUT` (Hydra's variable).
+pub(crate) fn timeout_secs(opts: &RunOptions) -> Option<u64> {
+    opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()))
+}
+
+/// `--tree-fanout`, else `DPM_FANOUT`, else 32.
+pub(crate) fn fanout(opts: &RunOptions) -> usize {
+    opts.fanout.or_else(|| std::env::var("DPM_FANOUT").ok().and_then(|v| v.parse().ok())).unwrap_or(32).max(1)
 }
 
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
@@ -71,23 +91,19 @@ async fn run_local(opts: RunOptions) -> i32 {
             return 2;
         }
     };
-    let launcher_env: Vec<(String, String)> = std::env::vars().collect();
-    let cwd = match std::env::current_dir() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("dpm run: cannot read the current directory: {e}");
-            return 1;
-        }
-    };
-    let planned = match plan::plan_job(&opts, &launcher_env, &cwd) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("dpm run: {e}");
-            return e.exit_code();
-        }
+    let (launcher_env, cwd, planned) = match plan_here(&opts) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let size = planned.procs.len() as u32;
-    let timeout = opts.timeout.or_else(|| std::env::var("MPIEXEC_TIMEOUT").ok().and_then(|v| v.parse().ok()));
+    let kvs = match opts.kvs.map_or_else(cli::kvs_from_env, Ok) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("dpm run: DPM_KVS: {e}");
+            return 2;
+        }
+    };
+    let timeout = timeout_secs(&opts);
     // On one node, an explicit universe size is its slot count.
     if let (Some(u), [only]) = (opts.universe_size, node_list.as_mut_slice()) {
         if u > 0 {
@@ -97,8 +113,7 @@ async fn run_local(opts: RunOptions) -> i32 {
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
     let node_of = plan::place(size as usize, &slots, opts.ppn, opts.map_by_node);
 
-    let fanout = opts.fanout.or_else(|| std::env::var("DPM_FANOUT").ok().and_then(|v| v.parse().ok())).unwrap_or(32).max(1);
-    let fanout = bootstrap.effective_fanout(fanout, node_list.len());
+    let fanout = bootstrap.effective_fanout(fanout(&opts), node_list.len());
     let daemons = match nodes::start(&node_list, &bootstrap, fanout, opts.pmi_trace, opts.verbose).await {
         Ok(d) => d,
         Err(e) => {
@@ -123,36 +138,74 @@ async fn run_local(opts: RunOptions) -> i32 {
         },
         node_slots: slots,
         fanout,
+        owner: std::process::id(),
     };
-    let (links, up, waiter) = daemons.split();
-    let mut controller = Controller::new(settings, links, up);
-    let (job, kvsname) = controller.new_job_id();
     let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
-    controller.launch(
-        LaunchJob {
-            job,
-            kvsname,
-            size,
-            appnums: planned.appnums,
-            universe_size,
-            process_mapping: plan::process_mapping(&node_ids),
-            spawner: None,
-            preput: Vec::new(),
-            pmi_mode,
-            stdin_rank: Some(Rank(0)),
-            apps: planned.apps,
-            procs: planned.procs,
-        },
-        node_of,
-    );
-    let code = controller.run(timeout.map(Duration::from_secs)).await;
+    let start = move |controller: &mut Controller| {
+        let (job, kvsname) = controller.new_job_id();
+        controller.launch(
+            LaunchJob {
+                job,
+                kvsname,
+                size,
+                appnums: planned.appnums,
+                universe_size,
+                process_mapping: plan::process_mapping(&node_ids),
+                spawner: None,
+                preput: Vec::new(),
+                pmi_mode,
+                stdin_rank: Some(Rank(0)),
+                apps: planned.apps,
+                procs: planned.procs,
+                kvs,
+                node_of: node_of.clone(),
+            },
+            node_of,
+        );
+    };
+    drive(daemons, settings, start, timeout.map(Duration::from_secs), true).await
+}
+
+/// Drive one run on daemons started for it, to its end; then shut them down.
+pub(crate) async fn drive(
+    daemons: nodes::Daemons,
+    settings: Settings,
+    start: impl FnOnce(&mut Controller),
+    timeout: Option<Duration>,
+    stdin: bool,
+) -> i32 {
+    let (links, up, waiter) = daemons.split();
+    let shared = Shared::new(links.len());
+    tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
+    let mut controller = Controller::new(settings, links.clone(), shared, Console::Local);
+    start(&mut controller);
+    let code = controller.run(timeout, controller::local_inputs(stdin)).await;
     // The daemons kill whatever is left when they shut down; wait for that.
+    // Dropping the links closes their pipes: a daemon's blocked read ends.
+    for link in links {
+        let _ = link.tx.send(ToDaemon::Shutdown);
+    }
     waiter.wait().await;
     code
 }
 
+/// The job planned in this process's environment and directory (programs
+/// resolved like `execvp` after `chdir`); on error, said, with the exit status.
+pub(crate) fn plan_here(opts: &RunOptions) -> Result<(Vec<(String, String)>, std::path::PathBuf, plan::PlannedJob), i32> {
+    let launcher_env: Vec<(String, String)> = std::env::vars().collect();
+    let cwd = std::env::current_dir().map_err(|e| {
+        eprintln!("dpm run: cannot read the current directory: {e}");
+        1
+    })?;
+    let planned = plan::plan_job(opts, &launcher_env, &cwd).map_err(|e| {
+        eprintln!("dpm run: {e}");
+        e.exit_code()
+    })?;
+    Ok((launcher_env, cwd, planned))
+}
+
 /// The node list (flag → environment → default) and how to start daemons there.
-fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node>, nodes::Bootstrap), String> {
+pub(crate) fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<nodes::Node>, nodes::Bootstrap), String> {
     let cpus = cli::cpus().max(1) as u32;
     let parse = |entry: &str| -> Result<nodes::Node, String> {
         let entry = entry.trim();
@@ -282,7 +335,13 @@ fn expand_slurm_counts(text: &str) -> Vec<u32> {
 /// as long as the process.
 pub(crate) fn block_on_local(who: &str, main: impl std::future::Future<Output = i32>) -> i32 {
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(runtime) => runtime.block_on(tokio::task::LocalSet::new().run_until(main)),
+        Ok(runtime) => {
+            let code = runtime.block_on(tokio::task::LocalSet::new().run_until(main));
+            // Not waiting for blocking reads still pending (tokio's stdin of a
+            // daemon whose link is still open): the process is done.
+            runtime.shutdown_background();
+            code
+        }
         Err(e) => {
             eprintln!("{who}: cannot start the runtime: {e}");
             1

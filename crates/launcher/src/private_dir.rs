@@ -1,70 +1,44 @@
-//! dpm's private per-user runtime directory, and files in it that only the
-//! user can read (the manual bootstrap's secret; later the persistent
-//! daemons' control socket and state).
+//! The per-user private directory where dpm keeps what only its owner may
+//! reach: a booted tree's control socket and rendezvous file, its log, the
+//! manual bootstrap's secret file ([`PrivateFile`]).
 //!
-//! The directory is `$DPM_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/dpm`, else
-//! `/tmp/dpm-<uid>`. It is created with mode 0700 when missing, and refused
-//! when it is a symbolic link, belongs to another user, or is open to group
-//! or others — in a shared `/tmp`, someone else could have made it first.
+//! `$DPM_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/dpm`, else `/tmp/dpm-<uid>`.
+//! Created mode 0700; an existing one must be a real directory (not a
+//! symlink) owned by the user and closed to group and others — otherwise
+//! another user could plant or read our sockets, and dpm refuses it.
 
-use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Overrides where dpm keeps its runtime files.
-pub const RUNTIME_DIR_ENV: &str = "DPM_RUNTIME_DIR";
-
-#[derive(Debug, thiserror::Error)]
-pub enum PrivateDirError {
-    #[error("cannot create the runtime directory {path}: {source}")]
-    Create { path: PathBuf, source: std::io::Error },
-    #[error("the runtime directory {path} {why}: it must be a directory of yours that only you can use (fix it, or point {RUNTIME_DIR_ENV} elsewhere)")]
-    Unsafe { path: PathBuf, why: String },
-    #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
-}
-
-/// The private runtime directory, created if missing and checked.
-pub fn runtime_dir() -> Result<PathBuf, PrivateDirError> {
-    let uid = nix::unistd::geteuid().as_raw();
-    let nonempty = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let dir = if let Some(dir) = nonempty(RUNTIME_DIR_ENV) {
-        dir
-    } else if let Some(xdg) = nonempty("XDG_RUNTIME_DIR") {
-        xdg.join("dpm")
-    } else {
-        std::env::temp_dir().join(format!("dpm-{uid}"))
+pub fn runtime_dir() -> Result<PathBuf, String> {
+    let uid = nix::unistd::getuid().as_raw();
+    let dir = match (std::env::var_os("DPM_RUNTIME_DIR"), std::env::var_os("XDG_RUNTIME_DIR")) {
+        (Some(d), _) if !d.is_empty() => PathBuf::from(d),
+        (_, Some(x)) if !x.is_empty() => PathBuf::from(x).join("dpm"),
+        _ => PathBuf::from(format!("/tmp/dpm-{uid}")),
     };
-    ensure_private_dir(&dir, uid)?;
-    Ok(dir)
-}
-
-/// Create `dir` (mode 0700) unless it exists, then check that it is a real
-/// directory owned by `uid` with no access for group or others.
-fn ensure_private_dir(dir: &Path, uid: u32) -> Result<(), PrivateDirError> {
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(source) => return Err(PrivateDirError::Create { path: dir.to_path_buf(), source }),
+    match std::fs::symlink_metadata(&dir) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| format!("cannot create the private directory {}: {e}", dir.display()))?;
+        }
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
     }
-    // lstat: a symbolic link is refused, not followed.
-    let meta = fs::symlink_metadata(dir).map_err(|source| PrivateDirError::Create { path: dir.to_path_buf(), source })?;
-    let unsafe_dir = |why: String| PrivateDirError::Unsafe { path: dir.to_path_buf(), why };
-    if meta.file_type().is_symlink() {
-        return Err(unsafe_dir("is a symbolic link".into()));
-    }
-    if !meta.is_dir() {
-        return Err(unsafe_dir("is not a directory".into()));
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.file_type().is_dir() {
+        return Err(format!("{} is not a directory (a symlink?); refusing to use it", dir.display()));
     }
     if meta.uid() != uid {
-        return Err(unsafe_dir(format!("belongs to uid {}, not to you (uid {uid})", meta.uid())));
+        return Err(format!("{} belongs to uid {}, not to you (uid {uid}); refusing to use it", dir.display(), meta.uid()));
     }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(unsafe_dir(format!("has mode {mode:03o}")));
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!("{} is open to other users (mode {:o}); make it 0700", dir.display(), meta.mode() & 0o777));
     }
-    Ok(())
+    Ok(dir)
 }
 
 /// A file only its owner can read (mode 0600, created anew: never an
@@ -74,20 +48,28 @@ pub struct PrivateFile {
     path: PathBuf,
 }
 
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {path}: {source}")]
+pub struct WriteError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
 impl PrivateFile {
-    /// Create `dir/name` holding `contents`.
-    pub fn create(dir: &Path, name: &str, contents: &[u8]) -> Result<PrivateFile, PrivateDirError> {
+    /// Create `dir/name` holding `contents` (`dir`: [`runtime_dir`]).
+    pub fn create(dir: &Path, name: &str, contents: &[u8]) -> Result<PrivateFile, WriteError> {
         let path = dir.join(name);
-        let mut file = fs::OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
-            .map_err(|source| PrivateDirError::Write { path: path.clone(), source })?;
+            .map_err(|source| WriteError { path: path.clone(), source })?;
         // From here on the file is ours to remove, also if writing fails.
         let created = PrivateFile { path };
-        file.write_all(contents).map_err(|source| PrivateDirError::Write { path: created.path.clone(), source })?;
+        file.write_all(contents).map_err(|source| WriteError { path: created.path.clone(), source })?;
         Ok(created)
     }
 
@@ -98,7 +80,7 @@ impl PrivateFile {
 
 impl Drop for PrivateFile {
     fn drop(&mut self) {
-        if let Err(e) = fs::remove_file(&self.path) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!("cannot remove {}: {e}", self.path.display());
             }
@@ -108,50 +90,43 @@ impl Drop for PrivateFile {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("dpm-private-dir-test-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir(&dir).unwrap();
-        dir
+    // One test: it sets DPM_RUNTIME_DIR, which other tests must not see change.
+    #[test]
+    fn creates_private_and_refuses_open_directories() {
+        let base = std::env::temp_dir().join(format!("dpm-private-dir-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir(&base).unwrap();
+        let dir = base.join("rt");
+        std::env::set_var("DPM_RUNTIME_DIR", &dir);
+        let got = super::runtime_dir().unwrap();
+        assert_eq!(got, dir);
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(super::runtime_dir().unwrap_err().contains("open to other users"));
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        std::env::set_var("DPM_RUNTIME_DIR", &link);
+        assert!(super::runtime_dir().unwrap_err().contains("not a directory"));
+        std::env::remove_var("DPM_RUNTIME_DIR");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
-    fn a_missing_directory_is_created_private_and_files_in_it_are_0600() {
-        let base = scratch("create");
-        let dir = base.join("rt");
-        let uid = nix::unistd::geteuid().as_raw();
-        ensure_private_dir(&dir, uid).unwrap();
-        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
-        ensure_private_dir(&dir, uid).unwrap(); // a second time: it exists, fine
-        let file = PrivateFile::create(&dir, "s", b"x\n").unwrap();
-        assert_eq!(fs::metadata(file.path()).unwrap().permissions().mode() & 0o777, 0o600);
-        assert!(PrivateFile::create(&dir, "s", b"y").is_err(), "never an existing file");
+    fn private_files_are_0600_new_and_removed_when_dropped() {
+        let dir = std::env::temp_dir().join(format!("dpm-private-file-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let file = super::PrivateFile::create(&dir, "s", b"x\n").unwrap();
+        assert_eq!(std::fs::metadata(file.path()).unwrap().permissions().mode() & 0o777, 0o600);
+        assert!(super::PrivateFile::create(&dir, "s", b"y").is_err(), "never an existing file");
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("link")).unwrap();
+        assert!(super::PrivateFile::create(&dir, "link", b"y").is_err(), "never through a link");
+        assert!(!dir.join("elsewhere").exists());
         let path = file.path().to_path_buf();
         drop(file);
         assert!(!path.exists(), "removed when dropped");
-        fs::remove_dir_all(&base).unwrap();
-    }
-
-    #[test]
-    fn unsafe_directories_are_refused() {
-        let base = scratch("unsafe");
-        let uid = nix::unistd::geteuid().as_raw();
-        let open = base.join("open");
-        fs::create_dir(&open).unwrap();
-        fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
-        let e = ensure_private_dir(&open, uid).unwrap_err();
-        assert!(e.to_string().contains("has mode 755"), "{e}");
-        let link = base.join("link");
-        let target = base.join("target");
-        fs::create_dir(&target).unwrap();
-        fs::set_permissions(&target, fs::Permissions::from_mode(0o700)).unwrap();
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        let e = ensure_private_dir(&link, uid).unwrap_err();
-        assert!(e.to_string().contains("is a symbolic link"), "{e}");
-        let e = ensure_private_dir(&target, uid + 1).unwrap_err();
-        assert!(e.to_string().contains("not to you"), "{e}");
-        fs::remove_dir_all(&base).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

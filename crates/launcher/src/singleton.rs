@@ -62,6 +62,7 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
             },
             node_slots: vec![universe_size as u32],
             fanout: 1,
+            owner: std::process::id(),
         };
         let node = crate::nodes::Node { host, slots: universe_size as u32 };
         let daemons = match crate::nodes::start(&[node], &crate::nodes::Bootstrap::InProcess, 1, false, 0).await {
@@ -71,11 +72,10 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
                 return 1;
             }
         };
-        let (links, up, waiter) = daemons.split();
-        let mut controller = crate::controller::Controller::new(settings, links, up);
-        // Job 0 keeps the name the handshake already told the program.
-        let (job, _) = controller.new_job_id();
-        let launch = LaunchJob {
+        let start = move |controller: &mut crate::controller::Controller| {
+            // Job 0 keeps the name the handshake already told the program.
+            let (job, _) = controller.new_job_id();
+            let launch = LaunchJob {
             job,
             kvsname: kvsname.clone(),
             size: 1,
@@ -88,11 +88,12 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
             stdin_rank: None,
             apps: Vec::new(),
             procs: Vec::new(),
+            kvs: crate::cli::kvs_from_env().unwrap_or_default(),
+            node_of: vec![0],
         };
-        controller.adopt(launch, pid, stream.into_raw_fd());
-        let code = controller.run(None).await;
-        waiter.wait().await;
-        code
+            controller.adopt(launch, pid, stream.into_raw_fd());
+        };
+        crate::drive(daemons, settings, start, None, false).await
     })
 }
 

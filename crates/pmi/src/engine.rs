@@ -8,18 +8,29 @@
 //! [`Engine::fence_done`], [`Engine::name_done`], [`Engine::spawn_done`].
 //!
 //! What is answered here, without a round trip: init, maxes, appnum, kvsname,
-//! universe size, `PMI_*` keys and job attributes, gets (from the node's cache
-//! of the job's KVS), node attributes (with real `wait=TRUE` blocking),
-//! finalize. A fence (PMI-1 `barrier_in`, PMI-2 `kvs-fence`) is counted here and
-//! goes up once, with all local puts, when every local rank of the job has
-//! entered it; the replies go out when the merged delta comes back.
+//! universe size, `PMI_*` keys and job attributes, gets of keys the node has
+//! (its [`NodeStore`]: fenced keys, its own puts, copies it owns or fetched),
+//! node attributes (with real `wait=TRUE` blocking), finalize. A get that
+//! misses goes where the job's KVS design says ([`Effect::Kvs`]; the answer
+//! comes back through [`Engine::kvs_msg`]); a waiting get (`wait=TRUE`) is
+//! answered when its key is put.
+//!
+//! Collectives are counted here and go up once per node: a fence (PMI-1
+//! `barrier_in`, PMI-2 `kvs-fence`) when every local rank of the job has
+//! entered it and every put sent to an owner is acknowledged, with the puts
+//! that ride it; the replies go out when it completes. A ring (`cmd=ring`)
+//! goes up as one [`RingSegment`] of the node's ranks in rank order; the
+//! node's [`RingSlot`] comes back ([`Engine::ring_out`]) and is split among them.
 //!
 //! Every request gets exactly one reply, in order, except abort (none).
 //! Malformed or unknown input gets an error reply and a warning, never a panic.
 
 use std::collections::HashMap;
 
-use dpm_kvs::{JobId, KeyValues, NodeAttrs, NodeKvs, Rank};
+use dpm_kvs::remote::{KvsDest, KvsMsg};
+use dpm_kvs::ring::{combine, split, RingSegment, RingSlot};
+use dpm_kvs::store::{Action, Lookup};
+use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeStore, Rank};
 
 use crate::reply::{encode, Reply};
 use crate::request::{Request, SpawnRequest};
@@ -57,6 +68,12 @@ pub struct JobSetup {
     pub spawner: Option<String>,
     /// Keys visible before any fence (spawn preputs).
     pub preput: KeyValues,
+    /// Where the job's puts live and how gets find them.
+    pub kvs: KvsDesign,
+    /// This node's index in the daemon tree.
+    pub node: usize,
+    /// The node of each rank of the job (index = rank; empty: all here).
+    pub node_of: Vec<usize>,
 }
 
 /// Name-service operations, answered by the launcher.
@@ -74,8 +91,15 @@ pub enum Effect {
     Send(ConnId, Vec<u8>),
     /// A `--pmi-trace` line: `C` for client→server, `S` for server→client.
     Trace { job: JobId, rank: Option<Rank>, dir: char, text: String },
-    /// Every local rank of `job` entered fence `epoch`; here are their puts.
+    /// Every local rank of `job` entered fence `epoch`; here are the puts
+    /// that ride it.
     FenceIn { job: JobId, epoch: u64, count: u32, puts: KeyValues },
+    /// Every local rank of `job` entered ring `seq`: the node's stretch of
+    /// the ring. Answer with [`Engine::ring_out`].
+    RingIn { job: JobId, seq: u64, segment: RingSegment },
+    /// A message for another daemon's KVS (or up the tree); answers come
+    /// back through [`Engine::kvs_msg`].
+    Kvs { to: KvsDest, msg: KvsMsg },
     /// A rank asked for the job to be aborted.
     Abort { job: JobId, rank: Rank, code: i32, message: String },
     /// Answer with [`Engine::name_done`].
@@ -89,6 +113,8 @@ pub enum Effect {
 struct Deferred {
     version: Version,
     request: String,
+    /// For a get: the key, to say which one was not found.
+    key: Option<String>,
 }
 
 #[derive(Debug)]
@@ -105,9 +131,13 @@ struct Conn {
 #[derive(Debug)]
 struct NodeJob {
     setup: JobSetup,
-    kvs: NodeKvs,
-    epoch: u64,
+    store: NodeStore<ConnId>,
     in_fence: Vec<ConnId>,
+    /// This node's `FenceIn` for the current epoch went up.
+    fence_sent: bool,
+    /// The ring in progress: its number, and each local entrant (in arrival order).
+    ring_seq: u64,
+    in_ring: Vec<(Rank, ConnId, String)>,
     attrs: NodeAttrs<ConnId>,
 }
 
@@ -126,12 +156,33 @@ impl Engine {
     }
 
     pub fn add_job(&mut self, setup: JobSetup) {
-        let kvs = NodeKvs::with_preput(&setup.preput);
-        self.jobs.insert(setup.job, NodeJob { setup, kvs, epoch: 0, in_fence: Vec::new(), attrs: NodeAttrs::default() });
+        let store = NodeStore::new(setup.job, setup.kvs, setup.node, setup.node_of.clone(), &setup.preput);
+        let job = NodeJob {
+            setup,
+            store,
+            in_fence: Vec::new(),
+            fence_sent: false,
+            ring_seq: 0,
+            in_ring: Vec::new(),
+            attrs: NodeAttrs::default(),
+        };
+        self.jobs.insert(job.setup.job, job);
     }
 
     pub fn remove_job(&mut self, job: JobId) {
-        self.jobs.remove(&job);
+        if let Some(j) = self.jobs.remove(&job) {
+            let s = j.store.stats();
+            tracing::debug!(
+                %job,
+                design = %j.store.design(),
+                local_hits = s.local_hits,
+                remote_gets = s.remote_gets,
+                coalesced = s.coalesced,
+                owner_puts = s.owner_puts,
+                served = s.served,
+                "kvs stats"
+            );
+        }
         self.conns.retain(|_, c| c.job != job);
     }
 
@@ -145,7 +196,9 @@ impl Engine {
         let Some(c) = self.conns.remove(&conn) else { return PmiState::Silent };
         if let Some(job) = self.jobs.get_mut(&c.job) {
             job.in_fence.retain(|&x| x != conn);
+            job.in_ring.retain(|&(_, x, _)| x != conn);
             job.attrs.cancel(|&w| w == conn);
+            job.store.cancel(|&w| w == conn);
         }
         c.state
     }
@@ -266,17 +319,19 @@ impl Engine {
             },
             Request::GetKvsname => Reply::Kvsname(setup.kvsname.clone()),
             Request::GetUniverseSize => Reply::UniverseSize(setup.universe_size),
-            Request::Put { kvsname, key, value, hint: _ } => {
+            Request::Put { kvsname, key, value, hint } => {
                 if let Some(bad) = kvsname.filter(|k| *k != setup.kvsname) {
                     Reply::Error(format!("put to kvsname '{bad}', but this process belongs to '{}'", setup.kvsname))
                 } else if key.starts_with("PMI_") {
                     Reply::Error(format!("key '{key}': keys with the PMI_ prefix are reserved"))
                 } else {
-                    job.kvs.put(key, value);
-                    Reply::Ok
+                    job.store.put(key, value, hint);
+                    // Answer the putter first, then whoever waited for the key.
+                    self.send(conn, version, name, &Reply::Ok);
+                    return self.flush_store(job_id);
                 }
             }
-            Request::Get { kvsname, key, srcid: _, wait: _ } => {
+            Request::Get { kvsname, key, srcid, wait } => {
                 if let Some(bad) = kvsname.filter(|k| *k != setup.kvsname) {
                     Reply::Error(format!("get from kvsname '{bad}', but this process belongs to '{}'", setup.kvsname))
                 } else if let Some(value) = pm_key(setup, &key) {
@@ -284,13 +339,34 @@ impl Engine {
                 } else if key.starts_with("PMI_") {
                     Reply::Error(format!("key '{key}' is not provided"))
                 } else {
-                    match job.kvs.get(&key) {
-                        Some(v) if !v.is_empty() => Reply::Value(v.to_string()),
-                        _ => Reply::Error(format!("key '{key}' not found")),
+                    // srcid is a hint: one that names no rank of the job is ignored.
+                    let srcid = srcid.and_then(|s| u32::try_from(s).ok()).filter(|&s| s < setup.size);
+                    match job.store.get(conn, &key, srcid, wait) {
+                        Lookup::Found(v) if !v.is_empty() => Reply::Value(v),
+                        Lookup::Found(_) | Lookup::NotFound => Reply::Error(format!("key '{key}' not found")),
+                        Lookup::Pending => {
+                            c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
+                            return self.flush_store(job_id);
+                        }
                     }
                 }
             }
-            Request::GetJobAttr { key } => match pm_key(setup, &key).or_else(|| job.kvs.get(&key).map(str::to_string)) {
+            Request::Ring { value } => match c.rank {
+                Some(rank) => {
+                    c.waiting = Some(Deferred { version, request: name.to_string(), key: None });
+                    job.in_ring.push((rank, conn, value));
+                    if job.in_ring.len() == job.setup.local_ranks.len() {
+                        // The node's stretch of the ring: its ranks in rank order.
+                        job.in_ring.sort_by_key(|&(r, _, _)| r);
+                        let ones: Vec<RingSegment> = job.in_ring.iter().map(|(_, _, v)| RingSegment::one(v.as_str())).collect();
+                        let segment = combine(&ones).expect("at least the caller");
+                        self.effects.push(Effect::RingIn { job: job_id, seq: job.ring_seq, segment });
+                    }
+                    return;
+                }
+                None => Reply::Error("rank unknown: send fullinit first".into()),
+            },
+            Request::GetJobAttr { key } => match pm_key(setup, &key).or_else(|| job.store.peek(&key)) {
                 Some(v) if !v.is_empty() => Reply::Value(v),
                 _ => Reply::Absent,
             },
@@ -298,17 +374,9 @@ impl Engine {
                 if job.in_fence.contains(&conn) {
                     Reply::Error("already waiting in this fence".into())
                 } else {
-                    c.waiting = Some(Deferred { version, request: name.to_string() });
+                    c.waiting = Some(Deferred { version, request: name.to_string(), key: None });
                     job.in_fence.push(conn);
-                    if job.in_fence.len() == job.setup.local_ranks.len() {
-                        self.effects.push(Effect::FenceIn {
-                            job: job_id,
-                            epoch: job.epoch,
-                            count: job.in_fence.len() as u32,
-                            puts: job.kvs.take_batch(),
-                        });
-                    }
-                    return;
+                    return self.maybe_enter_fence(job_id);
                 }
             }
             Request::PutNodeAttr { key, value } => {
@@ -326,7 +394,7 @@ impl Engine {
             Request::GetNodeAttr { key, wait } => match job.attrs.get(&key) {
                 Some(v) => Reply::Value(v.to_string()),
                 None if wait => {
-                    c.waiting = Some(Deferred { version, request: name.to_string() });
+                    c.waiting = Some(Deferred { version, request: name.to_string(), key: None });
                     job.attrs.wait(key, conn);
                     return;
                 }
@@ -337,7 +405,7 @@ impl Engine {
             Request::Lookup { service } => return self.defer_name(conn, version, name, NameOp::Lookup { service }),
             Request::Spawn(request) => match c.rank {
                 Some(rank) => {
-                    c.waiting = Some(Deferred { version, request: name.to_string() });
+                    c.waiting = Some(Deferred { version, request: name.to_string(), key: None });
                     self.effects.push(Effect::Spawn { conn, job: job_id, rank, request });
                     return;
                 }
@@ -367,21 +435,80 @@ impl Engine {
 
     fn defer_name(&mut self, conn: ConnId, version: Version, name: &str, op: NameOp) {
         let c = self.conns.get_mut(&conn).expect("caller checked");
-        c.waiting = Some(Deferred { version, request: name.to_string() });
+        c.waiting = Some(Deferred { version, request: name.to_string(), key: None });
         self.effects.push(Effect::Name { conn, job: c.job, op });
     }
 
-    /// The launcher completed fence `epoch` of `job` with this merged delta.
-    pub fn fence_done(&mut self, job_id: JobId, epoch: u64, delta: &[(String, String)]) {
+    /// Send this node's `FenceIn` once every local rank is in the fence and
+    /// every put sent to an owner is acknowledged.
+    fn maybe_enter_fence(&mut self, job_id: JobId) {
         let Some(job) = self.jobs.get_mut(&job_id) else { return };
-        if epoch != job.epoch {
-            tracing::warn!(%job_id, epoch, expected = job.epoch, "fence completion for the wrong epoch ignored");
+        if job.fence_sent || job.in_fence.len() < job.setup.local_ranks.len() || !job.store.fence_ready() {
             return;
         }
-        job.kvs.apply(delta);
-        job.epoch += 1;
+        job.fence_sent = true;
+        let puts = job.store.take_fence_puts();
+        self.effects.push(Effect::FenceIn { job: job_id, epoch: job.store.epoch(), count: job.in_fence.len() as u32, puts });
+    }
+
+    /// The launcher completed fence `epoch` of `job`; `delta` is what it
+    /// broadcast (every put under allgather, dense and unhinted ones under auto).
+    pub fn fence_done(&mut self, job_id: JobId, epoch: u64, delta: &[(String, String)]) {
+        let Some(job) = self.jobs.get_mut(&job_id) else { return };
+        if epoch != job.store.epoch() {
+            tracing::warn!(%job_id, epoch, expected = job.store.epoch(), "fence completion for the wrong epoch ignored");
+            return;
+        }
+        job.store.fence_done(delta);
+        job.fence_sent = false;
         for conn in std::mem::take(&mut job.in_fence) {
             self.finish_deferred(conn, &Reply::BarrierOut);
+        }
+        self.flush_store(job_id);
+    }
+
+    /// Ring `seq` of `job` completed: `slot` is this node's place in it.
+    pub fn ring_out(&mut self, job_id: JobId, seq: u64, slot: &RingSlot) {
+        let Some(job) = self.jobs.get_mut(&job_id) else { return };
+        if seq != job.ring_seq || job.in_ring.len() < job.setup.local_ranks.len() {
+            tracing::warn!(%job_id, seq, expected = job.ring_seq, "ring answer for a ring not in progress ignored");
+            return;
+        }
+        job.ring_seq += 1;
+        let size = job.setup.size;
+        let entrants = std::mem::take(&mut job.in_ring);
+        let ones: Vec<RingSegment> = entrants.iter().map(|(_, _, v)| RingSegment::one(v.as_str())).collect();
+        for ((_, conn, _), mine) in entrants.into_iter().zip(split(slot, &ones)) {
+            self.finish_deferred(conn, &Reply::Ring { rank: mine.offset, size, left: mine.left, right: mine.right });
+        }
+    }
+
+    /// A KVS message from another daemon (a get to serve, an answer, a put
+    /// to keep as the key's owner, an acknowledgement).
+    pub fn kvs_msg(&mut self, msg: KvsMsg) {
+        let job_id = msg.job();
+        let Some(job) = self.jobs.get_mut(&job_id) else {
+            tracing::debug!(%job_id, "KVS message for a job not on this node dropped");
+            return;
+        };
+        job.store.on_msg(msg);
+        self.flush_store(job_id);
+        self.maybe_enter_fence(job_id);
+    }
+
+    /// Carry out what the job's store asked for: answers to local gets, and
+    /// messages to other daemons.
+    fn flush_store(&mut self, job_id: JobId) {
+        let Some(job) = self.jobs.get_mut(&job_id) else { return };
+        for action in job.store.take_actions() {
+            match action {
+                Action::Answer(conn, Some(v)) if !v.is_empty() => self.finish_deferred(conn, &Reply::Value(v)),
+                Action::Answer(conn, _) => {
+                    let key = self.conns.get(&conn).and_then(|c| c.waiting.as_ref()).and_then(|d| d.key.clone()).unwrap_or_default();
+                    self.finish_deferred(conn, &Reply::Error(format!("key '{key}' not found")));
+                }
+                Action::Send(to, msg) => self.effects.push(Effect::Kvs { to, msg }),
+            }
         }
     }
 

@@ -3,8 +3,12 @@
 //! - [`wire`]: framing; bytes in, [`wire::Frame`]s out; the reply encoder.
 //! - [`request`]: a frame turned into a typed [`Request`] (one enum for both versions).
 //! - [`reply`]: typed [`Reply`] values, encoded in the request's framing.
-//! - [`engine`]: the node-side protocol engine: connections, per-job fences,
-//!   node attributes; produces [`Effect`]s for the daemon to carry out.
+//! - [`engine`]: the node-side protocol engine: connections, per-job fences
+//!   and rings, the job's KVS under its design (`dpm_kvs::NodeStore`), node
+//!   attributes; produces [`Effect`]s for the daemon to carry out.
+//!
+//! The PMI-2 extensions of paper 004 (`ring`, `hint=`, `wait=TRUE`, `srcid`)
+//! are specified in `docs/pmi-extensions.md`.
 //!
 //! `../shared/pmi-wire.md` (in the dpm workspace) is the reference for what
 //! MPICH 5 sends and expects; the tests replay its transcripts.

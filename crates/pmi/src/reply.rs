@@ -30,6 +30,9 @@ pub enum Reply {
     /// A jobattr or nodeattr that does not exist (`rc=0;found=FALSE;` in PMI-2).
     Absent,
     BarrierOut,
+    /// The ring exchange's answer: the caller's ring rank, the ring's size,
+    /// its neighbours' values.
+    Ring { rank: u32, size: u32, left: String, right: String },
     /// A spawn started; the new job's id (PMI-2 clients such as Slurm's read it).
     Spawned(String),
     Error(String),
@@ -125,6 +128,16 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
         Reply::Absent if v1 => e.attr("rc", 1).attr("msg", safe_text(Version::V1, "not found")).finish(),
         Reply::Absent => e.attr("rc", 0).attr("found", "FALSE").finish(),
         Reply::BarrierOut => e.attr("rc", 0).finish(),
+        // Slurm's PMIX_Ring reads the ring rank from `ring-count` (and the
+        // size from its job size); dpm's library reads `ring-rank`/`ring-size`.
+        Reply::Ring { rank, size, left, right } => e
+            .attr("rc", 0)
+            .attr("ring-count", rank)
+            .attr("ring-rank", rank)
+            .attr("ring-size", size)
+            .attr("ring-left", left)
+            .attr("ring-right", right)
+            .finish(),
         Reply::Spawned(_) if v1 => e.attr("rc", 0).finish(),
         Reply::Spawned(jobid) => e.attr("rc", 0).attr("jobid", jobid).finish(),
         Reply::Error(msg) => {

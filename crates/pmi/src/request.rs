@@ -4,14 +4,11 @@
 //! `kvs-put`, `barrier_in` vs `kvs-fence`, 1-based `argN` vs 0-based `argvN`);
 //! both map onto one enum so the engine handles each operation once.
 
+use crate::reply::VALLEN_MAX;
 use crate::wire::{lookup, Frame, Version};
 
-/// How the client expects a put to be read back (PMI extension, paper 004).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hint {
-    Sparse,
-    Dense,
-}
+/// How the client expects a put to be read back (PMI extension `hint=`).
+pub use dpm_kvs::Hint;
 
 /// One command of a (possibly multi-command) spawn request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,7 +41,11 @@ pub enum Request {
     GetKvsname,
     GetUniverseSize,
     Put { kvsname: Option<String>, key: String, value: String, hint: Option<Hint> },
+    /// `srcid`: the rank that put the key, a routing hint (PMI-2 only);
+    /// `wait`: answer once the key exists (PMI extension `wait=TRUE`).
     Get { kvsname: Option<String>, key: String, srcid: Option<i64>, wait: bool },
+    /// PMI-2 extension `ring` (Slurm's `PMIX_Ring`): this process's value.
+    Ring { value: String },
     /// PMI-2 `info-getjobattr`.
     GetJobAttr { key: String },
     /// PMI-1 `barrier_in`, PMI-2 `kvs-fence`.
@@ -90,12 +91,37 @@ fn flag(frame: &Frame, key: &str) -> bool {
     frame.get(key).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
-fn hint(frame: &Frame) -> Option<Hint> {
+/// `hint=sparse|dense` on a put; absent means unknown, anything else is an error.
+fn hint(frame: &Frame) -> Result<Option<Hint>, RequestError> {
     match frame.get("hint").map(str::to_ascii_lowercase).as_deref() {
-        Some("sparse") => Some(Hint::Sparse),
-        Some("dense") => Some(Hint::Dense),
-        _ => None,
+        None => Ok(None),
+        Some("sparse") => Ok(Some(Hint::Sparse)),
+        Some("dense") => Ok(Some(Hint::Dense)),
+        Some(other) => Err(RequestError { cmd: frame.name.clone(), reason: format!("hint '{other}' is not sparse or dense") }),
     }
+}
+
+/// `cmd=ring;ring-count=1;ring-left=V;ring-right=V;` — what Slurm's
+/// `PMIX_Ring` sends: a process enters the ring as a stretch of one, whose
+/// first and last value are its own.
+fn ring(frame: &Frame) -> Result<Request, RequestError> {
+    let bad = |reason: String| RequestError { cmd: frame.name.clone(), reason };
+    let count: i64 = need_int(frame, "ring-count")?;
+    if count != 1 {
+        return Err(bad(format!("ring-count={count}: a process enters the ring with ring-count=1")));
+    }
+    let left = need(frame, "ring-left")?;
+    let right = need(frame, "ring-right")?;
+    if left != right {
+        return Err(bad("ring-left and ring-right must both be the caller's value".into()));
+    }
+    if left.is_empty() {
+        return Err(bad("the ring value is empty (replies never carry an empty value)".into()));
+    }
+    if left.len() > VALLEN_MAX {
+        return Err(bad(format!("ring value of {} bytes exceeds {VALLEN_MAX}", left.len())));
+    }
+    Ok(Request::Ring { value: left.to_string() })
 }
 
 impl Request {
@@ -115,7 +141,7 @@ impl Request {
                 kvsname: frame.get("kvsname").map(str::to_string),
                 key: text("key")?,
                 value: text("value")?,
-                hint: hint(frame),
+                hint: hint(frame)?,
             },
             (Version::V1, "get") => Request::Get {
                 kvsname: frame.get("kvsname").map(str::to_string),
@@ -136,7 +162,7 @@ impl Request {
             // MPICH sends `pmirank`; Slurm's libpmi2 sends `srcid` (from PMI_ID) in port mode.
             (Version::V2, "fullinit") => Request::FullInit { pmirank: opt_int(frame, "pmirank").or_else(|| opt_int(frame, "srcid")) },
             (Version::V2, "info-getjobattr") => Request::GetJobAttr { key: text("key")? },
-            (Version::V2, "kvs-put") => Request::Put { kvsname: None, key: text("key")?, value: text("value")?, hint: hint(frame) },
+            (Version::V2, "kvs-put") => Request::Put { kvsname: None, key: text("key")?, value: text("value")?, hint: hint(frame)? },
             (Version::V2, "kvs-get") => Request::Get {
                 kvsname: frame.get("jobid").map(str::to_string),
                 key: text("key")?,
@@ -144,6 +170,7 @@ impl Request {
                 wait: flag(frame, "wait"),
             },
             (Version::V2, "kvs-fence") => Request::Barrier,
+            (Version::V2, "ring") => ring(frame)?,
             (Version::V2, "info-putnodeattr") => Request::PutNodeAttr { key: text("key")?, value: text("value")? },
             (Version::V2, "info-getnodeattr") => Request::GetNodeAttr { key: text("key")?, wait: flag(frame, "wait") },
             (Version::V2, "name-publish") => Request::Publish { service: text("name")?, port: text("port")? },

@@ -2,7 +2,7 @@
 //! and Slurm's libpmi2 send (transcripts from `pmi-wire.md` §6 and captures
 //! of `dpm run --pmi-trace`).
 
-use dpm_kvs::{JobId, Rank};
+use dpm_kvs::{JobId, KvsDesign, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, NameOp, PmiState, SpawnCommand};
 
 const KVS: &str = "kvs_42_0";
@@ -18,6 +18,9 @@ fn setup(size: u32) -> JobSetup {
         process_mapping: format!("(vector,(0,1,{size}))"),
         spawner: None,
         preput: vec![],
+        kvs: KvsDesign::Allgather,
+        node: 0,
+        node_of: vec![],
     }
 }
 

@@ -17,8 +17,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub use crate::auth::authenticate;
 use crate::auth::Secret;
 
-/// Bumped whenever a message changes shape (2: the authentication exchange).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// Bumped whenever a message changes shape (3: the authentication exchange
+/// after the Hellos).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);

@@ -12,10 +12,13 @@
 //! reaping them).
 
 pub mod auth;
+pub mod control;
 pub mod frame;
 pub mod tree;
 
-use dpm_kvs::{JobId, KeyValues, Rank};
+use dpm_kvs::remote::{KvsDest, KvsMsg};
+use dpm_kvs::ring::{RingSegment, RingSlot};
+use dpm_kvs::{JobId, KeyValues, KvsDesign, Rank};
 use serde::{Deserialize, Serialize};
 
 /// Identifies a request a daemon made on behalf of a PMI connection, so the
@@ -69,6 +72,13 @@ pub struct LaunchJob {
     pub apps: Vec<AppSpec>,
     /// This node's processes.
     pub procs: Vec<ProcSpec>,
+    /// The job's KVS design (`dpm run --kvs`); spawned jobs inherit it.
+    #[serde(default)]
+    pub kvs: KvsDesign,
+    /// The node of each rank of the job (index = rank): where `srcid` points,
+    /// and the job's daemons among which keys are hashed to owners.
+    #[serde(default)]
+    pub node_of: Vec<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,8 +123,15 @@ pub struct SpawnCommand {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ToDaemon {
     Launch(LaunchJob),
-    /// Fence `epoch` of `job` completed; `delta` is every put made in it.
+    /// Fence `epoch` of `job` completed; `delta` is every put made in it
+    /// that the job's KVS design broadcasts (none under tree, dkvs, direct).
     FenceDone { job: JobId, epoch: u64, delta: KeyValues },
+    /// Ring `seq` of `job` completed: `slot` is the place in the ring of the
+    /// receiving daemon's subtree (split further by a daemon with children).
+    RingOut { job: JobId, seq: u64, slot: RingSlot },
+    /// A KVS message from another daemon or from the launcher (the answer to
+    /// a get that walked up the tree).
+    Kvs(KvsMsg),
     NameDone { request: RequestId, result: Result<Option<String>, String> },
     /// The spawn's answer: the new job's kvsname, or why it failed.
     SpawnDone { request: RequestId, result: Result<String, String> },
@@ -154,6 +171,13 @@ pub enum ToLauncher {
     /// so the launcher can tell which of several failures came first.
     Exited { job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64 },
     FenceIn { job: JobId, epoch: u64, count: u32, puts: KeyValues },
+    /// Every rank of `job` in the sender's subtree entered ring `seq`: their
+    /// stretch of the ring (one message per subtree, merged on the way up).
+    RingIn { job: JobId, seq: u64, segment: RingSegment },
+    /// A KVS message for another daemon (`KvsDest::Node`), passed on by the
+    /// daemons on the way and by the launcher, or up the tree (`KvsDest::Up`:
+    /// a `Tree` get that each ancestor may answer, the launcher at the latest).
+    Kvs { to: KvsDest, msg: KvsMsg },
     Abort { job: JobId, rank: Rank, code: i32, message: String },
     Name { request: RequestId, job: JobId, op: NameRequest },
     Spawn { request: RequestId, job: JobId, rank: Rank, preput: KeyValues, commands: Vec<SpawnCommand> },

@@ -12,6 +12,8 @@
 
 #![allow(dead_code)]
 
+pub mod pmi2_checks;
+
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -45,6 +47,26 @@ pub fn repo_root() -> PathBuf {
 /// test (never skips it) when the program has not been built.
 pub fn program(name: &str) -> String {
     require(repo_root().join("tests/programs/bin").join(name))
+}
+
+/// Absolute path of bench/pmi/bin/pmi_bench, built here (once per test
+/// process) with `make -C bench/pmi`, as its `run` script does.
+pub fn pmi_bench() -> String {
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    BUILD.call_once(|| {
+        let status = Command::new("make").args(["-s", "-C"]).arg(repo_root().join("bench/pmi")).status().expect("run make");
+        assert!(status.success(), "make -C bench/pmi failed");
+    });
+    require(repo_root().join("bench/pmi/bin/pmi_bench"))
+}
+
+/// `pmi_bench` ran PATTERN on `n` ranks: rank 0's one JSON line.
+pub fn assert_bench_line(out: &Output, pattern: &str, pmi: u32, n: u32) {
+    out.assert_success();
+    let lines: Vec<String> = out.lines().into_iter().filter(|l| l.starts_with("{\"bench\":\"pmi\"")).collect();
+    assert_eq!(lines.len(), 1, "expected one result line\n{}", out.describe());
+    let head = format!("{{\"bench\":\"pmi\",\"pattern\":\"{pattern}\",\"pmi\":{pmi},");
+    assert!(lines[0].starts_with(&head) && lines[0].contains(&format!("\"procs\":{n},")), "{}", out.describe());
 }
 
 /// Absolute path of examples/hello.
@@ -128,9 +150,11 @@ impl Dpm {
         Dpm {
             exe: PathBuf::from(dpm_bin()),
             args,
-            env: Vec::new(),
+            // A boot the developer left running must not take the tests' jobs
+            // (boot tests clear this and point DPM_RUNTIME_DIR at their own).
+            env: vec![("DPM_NO_BOOT".into(), "1".into())],
             // Settings of the developer's shell must not change the outcome.
-            env_remove: vec!["MPIEXEC_TIMEOUT".into(), "DPM_LOG".into(), MARKER_VAR.into()],
+            env_remove: vec!["MPIEXEC_TIMEOUT".into(), "DPM_LOG".into(), MARKER_VAR.into(), "DPM_BOOT".into()],
             stdin: None,
             watchdog: WATCHDOG,
             marker,

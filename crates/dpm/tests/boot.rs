@@ -1,0 +1,326 @@
+//! Persistent daemons: `dpm boot` / `dpm run` through the boot / `dpm status`
+//! / `dpm down`. Each test boots its own tree in a private directory of its
+//! own (DPM_RUNTIME_DIR), so tests run in parallel and never meet a boot the
+//! developer left running.
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{dpm_bin, hello, leftovers_after, program, send_signal, unique, Dpm};
+
+const OFI: [&str; 6] = ["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-genv", "FI_PROVIDER", "tcp"];
+
+/// A booted tree for one test; `dpm down` (and a check that it worked) on drop.
+struct Boot {
+    dir: PathBuf,
+    pid: u32,
+    /// Cleared once the test itself ran `dpm down`.
+    up: bool,
+}
+
+impl Boot {
+    fn start(args: &[&str]) -> Boot {
+        let dir = std::env::temp_dir().join(unique("dpm-boot-test"));
+        let out = Command::new(dpm_bin())
+            .arg("boot")
+            .args(args)
+            .env("DPM_RUNTIME_DIR", &dir)
+            .env_remove("DPM_BOOT")
+            .output()
+            .expect("run dpm boot");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "dpm boot failed: {}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
+        let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok());
+        let pid = pid.unwrap_or_else(|| panic!("dpm boot did not say its pid: {stdout}"));
+        Boot { dir, pid, up: true }
+    }
+
+    fn down(&mut self) -> std::process::Output {
+        self.up = false;
+        self.command("down")
+    }
+
+    /// `dpm run ARGS` through this boot.
+    fn run(&self, args: &[&str]) -> Dpm {
+        Dpm::run(args).env("DPM_NO_BOOT", "").env("DPM_RUNTIME_DIR", &self.dir.to_string_lossy())
+    }
+
+    /// `dpm SUBCOMMAND` (status, down) against this boot.
+    fn command(&self, sub: &str) -> std::process::Output {
+        Command::new(dpm_bin()).arg(sub).env("DPM_RUNTIME_DIR", &self.dir).output().expect("run dpm")
+    }
+
+    fn status(&self) -> String {
+        let out = self.command("status");
+        assert!(out.status.success(), "dpm status failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join("default.sock")
+    }
+}
+
+/// Whether `pid` still runs (a zombie waiting for init to reap it does not).
+fn running(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from));
+        match state.as_deref() {
+            None | Some("Z") | Some("X") => return false,
+            _ if Instant::now() > deadline => return true,
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+impl Drop for Boot {
+    fn drop(&mut self) {
+        if !self.up {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            return;
+        }
+        let out = self.command("down");
+        let alive = running(self.pid);
+        if alive {
+            send_signal(self.pid, "KILL");
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if !std::thread::panicking() {
+            assert!(out.status.success(), "dpm down failed: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(!alive, "the boot server (pid {}) outlived dpm down", self.pid);
+        }
+    }
+}
+
+/// The pids of processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+#[test]
+fn jobs_run_through_a_booted_tree_and_down_leaves_nothing() {
+    let mut boot = Boot::start(&["--virtual-nodes", "2"]);
+    // The private directory and the socket are the user's alone.
+    let dir_mode = std::fs::metadata(&boot.dir).unwrap().mode() & 0o777;
+    assert_eq!(dir_mode, 0o700, "runtime directory mode {dir_mode:o}");
+    let sock_mode = std::fs::metadata(boot.socket()).unwrap().mode() & 0o777;
+    assert_eq!(sock_mode, 0o600, "control socket mode {sock_mode:o}");
+    let daemons = children_of(boot.pid);
+    assert_eq!(daemons.len(), 2, "two virtual nodes: two daemon processes under the server");
+
+    let status = boot.status();
+    assert!(status.contains("2 nodes") && status.contains("-v0") && status.contains("-v1"), "{status}");
+    assert!(status.contains("no jobs running"), "{status}");
+
+    // An MPI job across both nodes, twice: the daemons are reused.
+    for _ in 0..2 {
+        let out = boot.run(&["--report-placement", "-n", "4", &hello()]).output();
+        out.assert_success();
+        assert_eq!(out.lines().iter().filter(|l| l.contains("sum of ranks = 6 (expected 6)")).count(), 4, "{}", out.describe());
+        let hosts: Vec<String> = common::placement(&out.stderr_str()).into_iter().map(|(_, _, h)| h).collect();
+        assert!(hosts.iter().any(|h| h.ends_with("-v0")) && hosts.iter().any(|h| h.ends_with("-v1")), "{}", out.describe());
+    }
+    assert_eq!(children_of(boot.pid), daemons, "the same daemons serve every run");
+
+    // Exit codes, stdin and output come back as with a plain dpm run.
+    boot.run(&["-n", "2", "sh", "-c", "exit 3"]).output().assert_code(3);
+    let out = boot.run(&["-n", "1", "cat"]).stdin(b"through the boot\n").output();
+    out.assert_success().assert_stdout_contains("through the boot");
+
+    let down = boot.down();
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    assert!(!running(boot.pid), "server still running after dpm down");
+    for d in daemons {
+        assert!(!running(d), "daemon {d} still running after dpm down");
+    }
+    assert!(!boot.socket().exists() && !boot.dir.join("default.json").exists(), "rendezvous files left behind");
+    // Without the boot, dpm run runs on its own again.
+    boot.run(&["-n", "1", "true"]).output().assert_success();
+    assert!(boot.command("status").status.code() == Some(1), "status without a boot must fail");
+}
+
+#[test]
+fn status_shows_running_jobs_and_load() {
+    let boot = Boot::start(&["--virtual-nodes", "2"]);
+    let mut running = boot.run(&["-n", "3", "sleep", "30"]).spawn();
+    running.wait_for_procs(3);
+    let status = boot.status();
+    assert!(status.contains(&format!("dpm run (pid {})", running.pid())), "{status}");
+    assert!(status.contains("3 ranks"), "{status}");
+    let loads: i64 = status.lines().filter(|l| l.contains("-v")).filter_map(|l| l.split_whitespace().last()?.parse::<i64>().ok()).sum();
+    assert_eq!(loads, 3, "{status}");
+    running.signal("INT");
+    let out = running.wait_unchecked();
+    assert_eq!(out.code(), 130, "{}", out.describe());
+    assert!(boot.status().contains("no jobs running"));
+}
+
+#[test]
+fn two_runs_meet_through_the_shared_name_service() {
+    let boot = Boot::start(&["--virtual-nodes", "2"]);
+    let name = unique("svc");
+    let prog = program("name_connect");
+    let mut server_args: Vec<&str> = OFI.to_vec();
+    server_args.extend(["-n", "1", &prog, "server", &name]);
+    let mut client_args: Vec<&str> = OFI.to_vec();
+    client_args.extend(["-n", "1", &prog, "client", &name]);
+    let server = boot.run(&server_args).spawn();
+    let client = boot.run(&client_args).spawn();
+    let (server, client) = (server.wait(), client.wait());
+    server.assert_success().assert_stdout_contains("server ok");
+    client.assert_success().assert_stdout_contains("client ok");
+}
+
+/// Each run keeps its own KVS design on a shared tree (`--kvs` and
+/// `DPM_KVS` travel with the submission), and the KVS and ring traffic of two
+/// runs at once — same key names, different jobs — reaches the right one.
+#[test]
+fn runs_on_a_booted_tree_keep_their_own_kvs_design() {
+    let boot = Boot::start(&["-v", "--virtual-nodes", "4", "--tree-fanout", "2"]);
+    let ext = program("pmi2_ext");
+    let steps = ["put:k{r}:a{r}:sparse", "fence", "get:k{r+1}:x:a{r+1}", "get:k{r-1}:{r-1}:a{r-1}", "ring:v{r}", "fence"];
+    let runs: Vec<_> =
+        ["dkvs", "tree"].iter().map(|d| boot.run(&[&["--kvs", d, "-ppn", "2", "-n", "8", &ext][..], &steps[..]].concat()).spawn()).collect();
+    for run in runs {
+        let out = run.wait();
+        out.assert_success().assert_stdout_lacks("FAIL");
+        // Ranks 0-1 on node 0, then nodes 2, 3 (node 0's children), then node 1.
+        out.assert_stdout_contains("ext rank 1 ring pos 1 size 8 left v0 right v4");
+        out.assert_stdout_contains("ext rank 3 ring pos 7 size 8 left v2 right v0");
+    }
+    let out = boot.run(&["-n", "4", &program("ring")]).env("DPM_KVS", "direct").output();
+    out.assert_success().assert_stdout_contains("ring ok size=4");
+    // The daemons' -v statistics (in the boot's log, written as each job is
+    // forgotten, maybe just after its run returned) name each job's design.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = std::fs::read_to_string(boot.dir.join("default.log")).unwrap_or_default();
+        let missing: Vec<&str> = ["dkvs", "tree", "direct"].into_iter().filter(|d| !log.contains(&format!("design={d}"))).collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no job ran under {missing:?}:\n{log}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn one_runs_abort_or_crash_leaves_the_other_running() {
+    let boot = Boot::start(&["--virtual-nodes", "2"]);
+    let mut bystander = boot.run(&["-n", "2", "sleep", "30"]).spawn();
+    bystander.wait_for_procs(2);
+    let aborted = boot.run(&["-n", "2", &program("abort"), "1", "7"]).output();
+    aborted.assert_code(7).assert_stderr_contains("MPI_Abort");
+    let crashed = boot.run(&["-n", "2", &program("segv")]).output();
+    assert_eq!(crashed.code(), 128 + 11, "{}", crashed.describe());
+    // The bystander's processes are untouched.
+    assert_eq!(common::marked_procs(bystander.marker()).len(), 2, "the other run's ranks were touched");
+    bystander.signal("TERM");
+    assert_eq!(bystander.wait_unchecked().code(), 128 + 15);
+}
+
+#[test]
+fn a_client_that_vanishes_has_its_job_ended() {
+    let boot = Boot::start(&[]);
+    let mut running = boot.run(&["-n", "2", "sleep", "60"]).spawn();
+    running.wait_for_procs(2);
+    let marker = running.marker().to_string();
+    send_signal(running.pid(), "KILL");
+    let _ = running.wait_unchecked();
+    let left = leftovers_after(&marker, Duration::from_secs(5));
+    assert!(left.is_empty(), "ranks of a killed dpm run still running: {left:?}");
+    assert!(boot.status().contains("no jobs running"));
+}
+
+#[test]
+fn spawned_children_are_placed_with_the_load_of_every_run() {
+    let boot = Boot::start(&["--virtual-nodes", "2"]);
+    // Another run fills node 0 (2 slots per virtual node on a 2-CPU machine
+    // or more): a spawn in this run must go where the free slots are.
+    let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let filler_n = slots.to_string();
+    let mut filler = boot.run(&["-ppn", &filler_n, "-n", &filler_n, "sleep", "30"]).spawn();
+    filler.wait_for_procs(slots);
+    let out = boot.run(&["--report-placement", "-n", "1", &program("spawn_args"), "1"]).output();
+    out.assert_success();
+    let placed = common::placement(&out.stderr_str());
+    // Job ids are the boot's: the parent is the first job reported.
+    let parent = placed.first().map(|p| p.0);
+    let child_hosts: Vec<&String> = placed.iter().filter(|p| Some(p.0) != parent).map(|(_, _, h)| h).collect();
+    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h.ends_with("-v1")), "spawned child not placed on the free node: {placed:?}\n{}", out.describe());
+    filler.signal("TERM");
+    let _ = filler.wait_unchecked();
+}
+
+#[test]
+fn a_stale_socket_is_ignored_and_replaced() {
+    let boot = Boot::start(&[]);
+    send_signal(boot.pid, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while running(boot.pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(boot.socket().exists(), "a killed server leaves its socket");
+    // dpm run falls back to running on its own.
+    boot.run(&["-n", "1", "true"]).output().assert_success();
+    // And a new boot takes the place over.
+    let again = Command::new(dpm_bin()).arg("boot").env("DPM_RUNTIME_DIR", &boot.dir).output().unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    boot.run(&["-n", "1", "true"]).output().assert_success();
+    // Drop downs the new boot.
+}
+
+#[test]
+fn other_users_cannot_reach_the_control_socket() {
+    if !nix_is_root() {
+        eprintln!("SKIPPED: other_users_cannot_reach_the_control_socket needs root to act as another user");
+        return;
+    }
+    let boot = Boot::start(&[]);
+    // Even with the directory and socket opened up, the server checks the
+    // peer's uid and drops the connection without an answer.
+    std::fs::set_permissions(&boot.dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(boot.socket(), std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(dpm_bin())
+        .arg("status")
+        .env("DPM_RUNTIME_DIR", &boot.dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "another user got an answer: {}", String::from_utf8_lossy(&out.stdout));
+    // nobody's dpm refuses a directory that is not its own before it even
+    // connects; talk to the socket directly as well.
+    assert!(stderr.contains("not to you"), "{stderr}");
+    let raw = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
+        .arg("import socket,struct,sys; b=b'{\"Status\":{\"version\":1}}'; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\ntry:\n s.sendall(struct.pack('>I',len(b))+b); n=len(s.recv(100))\nexcept (BrokenPipeError, ConnectionResetError): n=0\nprint(n)")
+        .arg(boot.socket())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&raw.stdout).trim(), "0", "the server answered another user: {}", String::from_utf8_lossy(&raw.stderr));
+    std::fs::set_permissions(&boot.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let log = std::fs::read_to_string(boot.dir.join("default.log")).unwrap_or_default();
+    assert!(log.contains("another user"), "no log line for the refused connection: {log}");
+}
+
+fn nix_is_root() -> bool {
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}

@@ -1,0 +1,706 @@
+//! One job's keys on one node, under every KVS design: a pure state machine.
+//!
+//! [`NodeStore`] owns what a node daemon knows of a job's KVS:
+//! - `fenced`: keys delivered by fences (allgather, and dense/unhinted keys
+//!   under `Auto`) and the spawn preputs;
+//! - a [`Holder`]: this node's own puts, and the copies it keeps as a key's
+//!   owner (`Dkvs`, sparse keys under `Auto`), with the remote waiting gets
+//!   queued until their key is put;
+//! - `cache`: answers fetched from elsewhere, each with the last fence epoch
+//!   it is known current in ([`Cached`]);
+//! - the batch of puts that ride the next fence;
+//! - local gets waiting for a remote answer (identical ones coalesced into
+//!   one request) or for a local put or fence (parked).
+//!
+//! Inputs are the node's own operations (put, get, fence done) and
+//! [`KvsMsg`]s from other daemons; outputs are [`Action`]s: answer a local
+//! waiter, or send a message to another daemon (or up the tree).
+//!
+//! Consistency (paper 004 §3.4): the node counts completed fences (its
+//! epoch); a copy is used only while current (`valid_through >= epoch`), so a
+//! get after a later fence asks again and a later put of the same key wins.
+//! Holders answer at once, from whatever they have: every put made before a
+//! fence is at its holder by the time that fence completes (owner puts are
+//! acknowledged before the node enters the fence; the source node and the
+//! launcher have theirs), so a miss there means the key does not exist.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::design::{owner, Hint, KvsDesign};
+use crate::remote::{GetReply, GetRequest, KvsDest, KvsMsg, OwnerPut};
+use crate::{JobId, KeyValues};
+
+/// A value this node holds for others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub value: String,
+    /// Fence epoch of the put.
+    pub epoch: u64,
+    /// Put by a rank of this node (else: sent here as the key's owner).
+    pub local: bool,
+}
+
+/// Values held for others, and the waiting gets queued until their key comes.
+/// Used by node daemons (own puts, owner copies) and by the launcher (every
+/// put that rode a fence up, under `Tree` and `Direct`).
+#[derive(Debug, Default)]
+pub struct Holder {
+    values: HashMap<String, Held>,
+    queued: HashMap<String, Vec<GetRequest>>,
+}
+
+impl Holder {
+    /// Store a put (a later epoch wins; within one epoch, the last to arrive)
+    /// and answer the gets that waited for it, as (origin node, reply).
+    pub fn insert(&mut self, key: String, value: String, epoch: u64, local: bool) -> Vec<(usize, KvsMsg)> {
+        let woken = self.queued.remove(&key).unwrap_or_default();
+        let value = match self.values.get_mut(&key) {
+            Some(old) if old.epoch > epoch => old.value.clone(),
+            Some(old) => {
+                *old = Held { value: value.clone(), epoch, local };
+                value
+            }
+            None => {
+                self.values.insert(key, Held { value: value.clone(), epoch, local });
+                value
+            }
+        };
+        woken.into_iter().map(|r| (r.origin, reply_to(&r, Some(value.clone())))).collect()
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Held> {
+        self.values.get(key)
+    }
+
+    /// A put seen passing by, not kept: answer the gets that waited for it.
+    pub fn wake(&mut self, key: &str, value: &str) -> Vec<(usize, KvsMsg)> {
+        let woken = self.queued.remove(key).unwrap_or_default();
+        woken.into_iter().map(|r| (r.origin, reply_to(&r, Some(value.to_string())))).collect()
+    }
+
+    /// A get from elsewhere: the answer now, or `None` if it waits (queued).
+    pub fn request(&mut self, req: GetRequest) -> Option<(usize, KvsMsg)> {
+        match self.values.get(&req.key) {
+            Some(h) => Some((req.origin, reply_to(&req, Some(h.value.clone())))),
+            None if req.wait => {
+                self.queued.entry(req.key.clone()).or_default().push(req);
+                None
+            }
+            None => Some((req.origin, reply_to(&req, None))),
+        }
+    }
+
+    /// Waiting gets queued here.
+    pub fn queued(&self) -> usize {
+        self.queued.values().map(Vec::len).sum()
+    }
+}
+
+fn reply_to(req: &GetRequest, value: Option<String>) -> KvsMsg {
+    KvsMsg::Reply(GetReply { job: req.job, key: req.key.clone(), id: req.id, value, valid_through: req.epoch })
+}
+
+/// A copy of a value fetched from (or passing through from) its holder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cached {
+    pub value: String,
+    /// The last fence epoch in which it is known current.
+    pub valid_through: u64,
+}
+
+impl Cached {
+    pub fn fresh(&self, epoch: u64) -> bool {
+        self.valid_through >= epoch
+    }
+}
+
+/// The outcome of a local get.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Found(String),
+    NotFound,
+    /// Answered later by an [`Action::Answer`].
+    Pending,
+}
+
+/// What the node daemon must do for the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action<W> {
+    /// Answer a local get that was [`Lookup::Pending`]: the value, or not found.
+    Answer(W, Option<String>),
+    Send(KvsDest, KvsMsg),
+}
+
+/// Counters for `-v` logs and tests: how gets were served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvsStats {
+    /// Local gets answered from this node's state.
+    pub local_hits: u64,
+    /// Requests sent to other daemons.
+    pub remote_gets: u64,
+    /// Local gets that joined an identical outstanding request.
+    pub coalesced: u64,
+    /// Puts sent to their owner.
+    pub owner_puts: u64,
+    /// Requests from other daemons answered or queued here.
+    pub served: u64,
+}
+
+/// The coalescing key of an outstanding request: identical gets (same key,
+/// waiting or not, same fence epoch, same destination) share one request.
+type Coalesce = (String, bool, u64, KvsDest);
+
+#[derive(Debug)]
+struct Outstanding<W> {
+    key: Coalesce,
+    waiters: Vec<W>,
+}
+
+/// See the module documentation. `W` names a local waiter (a connection).
+#[derive(Debug)]
+pub struct NodeStore<W> {
+    job: JobId,
+    design: KvsDesign,
+    me: usize,
+    /// The node of each rank (for `srcid`).
+    node_of: Vec<usize>,
+    /// The job's nodes, sorted (for the owner hash).
+    nodes: Vec<usize>,
+    epoch: u64,
+    fenced: HashMap<String, String>,
+    holder: Holder,
+    cache: HashMap<String, Cached>,
+    batch: KeyValues,
+    unacked: HashSet<u64>,
+    parked: HashMap<String, Vec<W>>,
+    outstanding: HashMap<u64, Outstanding<W>>,
+    coalesce: HashMap<Coalesce, u64>,
+    next_id: u64,
+    actions: Vec<Action<W>>,
+    stats: KvsStats,
+}
+
+/// Where a get that missed locally goes.
+enum Route {
+    NotFound,
+    To(KvsDest),
+}
+
+impl<W: Clone> NodeStore<W> {
+    /// A store for `job` on node `me`; `node_of[r]` is rank r's node (empty:
+    /// every rank is here). `preput` keys are visible at once (spawn's
+    /// `PARENT_ROOT_PORT_NAME` must be readable before any fence).
+    pub fn new(job: JobId, design: KvsDesign, me: usize, node_of: Vec<usize>, preput: &[(String, String)]) -> Self {
+        let mut nodes: Vec<usize> = node_of.clone();
+        nodes.push(me);
+        nodes.sort_unstable();
+        nodes.dedup();
+        NodeStore {
+            job,
+            design,
+            me,
+            node_of,
+            nodes,
+            epoch: 0,
+            fenced: preput.iter().cloned().collect(),
+            holder: Holder::default(),
+            cache: HashMap::new(),
+            batch: Vec::new(),
+            unacked: HashSet::new(),
+            parked: HashMap::new(),
+            outstanding: HashMap::new(),
+            coalesce: HashMap::new(),
+            next_id: 0,
+            actions: Vec::new(),
+            stats: KvsStats::default(),
+        }
+    }
+
+    pub fn design(&self) -> KvsDesign {
+        self.design
+    }
+
+    /// Fences completed on this node.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn stats(&self) -> KvsStats {
+        self.stats
+    }
+
+    /// The actions produced since the last call.
+    pub fn take_actions(&mut self) -> Vec<Action<W>> {
+        std::mem::take(&mut self.actions)
+    }
+
+    fn owner_of(&self, key: &str) -> usize {
+        owner(key, &self.nodes).unwrap_or(self.me)
+    }
+
+    fn new_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn send(&mut self, dest: KvsDest, msg: KvsMsg) {
+        self.actions.push(Action::Send(dest, msg));
+    }
+
+    /// A put by a rank of this node.
+    pub fn put(&mut self, key: String, value: String, hint: Option<Hint>) {
+        for (origin, reply) in self.holder.insert(key.clone(), value.clone(), self.epoch, true) {
+            self.send(KvsDest::Node(origin), reply);
+        }
+        self.wake(&key, &value);
+        let to_owner = match self.design {
+            KvsDesign::Dkvs => true,
+            KvsDesign::Auto => hint == Some(Hint::Sparse),
+            KvsDesign::Allgather | KvsDesign::Tree | KvsDesign::Direct => false,
+        };
+        if !to_owner {
+            self.batch.push((key, value));
+            return;
+        }
+        let owner = self.owner_of(&key);
+        if owner != self.me {
+            let id = self.new_id();
+            self.unacked.insert(id);
+            self.stats.owner_puts += 1;
+            let put = OwnerPut { job: self.job, key, value, epoch: self.epoch, origin: self.me, id };
+            self.send(KvsDest::Node(owner), KvsMsg::Put(put));
+        }
+    }
+
+    /// Whether every owner put has been acknowledged, so the node may enter
+    /// the fence (a completed fence then implies every put is at its owner).
+    pub fn fence_ready(&self) -> bool {
+        self.unacked.is_empty()
+    }
+
+    /// The puts that ride this fence up, leaving the batch empty.
+    pub fn take_fence_puts(&mut self) -> KeyValues {
+        std::mem::take(&mut self.batch)
+    }
+
+    /// The fence completed; `delta` is what it broadcast (allgather keys).
+    pub fn fence_done(&mut self, delta: &[(String, String)]) {
+        for (k, v) in delta {
+            self.fenced.insert(k.clone(), v.clone());
+        }
+        self.epoch += 1;
+        if !self.parked.is_empty() || !self.outstanding.is_empty() {
+            for (k, v) in delta {
+                self.wake(k, v);
+            }
+        }
+    }
+
+    /// What a local get can be answered with, without asking anyone.
+    fn lookup(&self, key: &str, wait: bool) -> Option<String> {
+        if let Some(c) = self.cache.get(key).filter(|c| c.fresh(self.epoch)) {
+            return Some(c.value.clone());
+        }
+        if let Some(v) = self.fenced.get(key) {
+            return Some(v.clone());
+        }
+        let h = self.holder.get(key)?;
+        // A copy sent here as owner is the key's latest value; so is any put
+        // under Dkvs when this node owns the key, and any put of a job that
+        // runs on this node alone (but Allgather keeps PMI's rule that plain
+        // gets see puts only after the fence).
+        let alone = self.nodes.len() == 1 && self.design != KvsDesign::Allgather;
+        let authoritative = !h.local || alone || (self.design == KvsDesign::Dkvs && self.owner_of(key) == self.me);
+        // This node's own put is current until the fence after the one that
+        // followed it (a put elsewhere may overwrite it then). Allgather keeps
+        // PMI's rule that plain gets see puts only after the fence.
+        let own_fresh = h.epoch + 1 >= self.epoch && (self.design != KvsDesign::Allgather || wait);
+        (authoritative || own_fresh).then(|| h.value.clone())
+    }
+
+    /// What a local non-waiting get would find without leaving the node
+    /// (PMI-2 `info-getjobattr` reads the KVS this way).
+    pub fn peek(&self, key: &str) -> Option<String> {
+        self.lookup(key, false)
+    }
+
+    fn route(&self, key: &str, source: Option<usize>, wait: bool) -> Route {
+        match (self.design, source) {
+            // The source node holds its own puts from the moment they are
+            // made, under every design: a waiting get naming it needs no fence.
+            (_, Some(node)) if wait => Route::To(KvsDest::Node(node)),
+            // Without a source, a waiting get for a key that rides the fence
+            // walks up and waits at each ancestor (and the launcher) for the
+            // put to come up; under Auto the launcher also asks the owner,
+            // where a sparse put would be.
+            (KvsDesign::Allgather | KvsDesign::Auto, None) if wait => Route::To(KvsDest::Up),
+            (KvsDesign::Allgather, _) => Route::NotFound,
+            (KvsDesign::Tree, _) | (KvsDesign::Direct, None) => Route::To(KvsDest::Up),
+            (KvsDesign::Dkvs, _) | (KvsDesign::Auto, None) => Route::To(KvsDest::Node(self.owner_of(key))),
+            (KvsDesign::Direct | KvsDesign::Auto, Some(node)) => Route::To(KvsDest::Node(node)),
+        }
+    }
+
+    /// A get by a local rank: `srcid` is the rank that put the key, if the
+    /// client said; `wait` answers only once the key exists.
+    pub fn get(&mut self, waiter: W, key: &str, srcid: Option<u32>, wait: bool) -> Lookup {
+        if let Some(v) = self.lookup(key, wait) {
+            self.stats.local_hits += 1;
+            return Lookup::Found(v);
+        }
+        if self.nodes.len() == 1 {
+            // The job runs here alone: every put of it is made on this node.
+            return if wait { self.park(waiter, key) } else { Lookup::NotFound };
+        }
+        let source = srcid.and_then(|r| self.node_of.get(r as usize).copied());
+        let dest = match self.route(key, source, wait) {
+            Route::NotFound => return Lookup::NotFound,
+            Route::To(dest) => dest,
+        };
+        if dest == KvsDest::Node(self.me) {
+            // This node is the holder: what it has is the answer.
+            return match self.holder.get(key) {
+                Some(h) => Lookup::Found(h.value.clone()),
+                None if wait => self.park(waiter, key),
+                None => Lookup::NotFound,
+            };
+        }
+        let ckey: Coalesce = (key.to_string(), wait, self.epoch, dest);
+        if let Some(id) = self.coalesce.get(&ckey) {
+            if let Some(out) = self.outstanding.get_mut(id) {
+                out.waiters.push(waiter);
+                self.stats.coalesced += 1;
+                return Lookup::Pending;
+            }
+        }
+        let id = self.new_id();
+        self.coalesce.insert(ckey.clone(), id);
+        self.outstanding.insert(id, Outstanding { key: ckey, waiters: vec![waiter] });
+        self.stats.remote_gets += 1;
+        let req = GetRequest { job: self.job, key: key.to_string(), origin: self.me, id, epoch: self.epoch, wait };
+        self.send(dest, KvsMsg::Get(req));
+        Lookup::Pending
+    }
+
+    fn park(&mut self, waiter: W, key: &str) -> Lookup {
+        self.parked.entry(key.to_string()).or_default().push(waiter);
+        Lookup::Pending
+    }
+
+    /// `key` now has `value` here: answer the local gets waiting for it.
+    fn wake(&mut self, key: &str, value: &str) {
+        if let Some(waiters) = self.parked.remove(key) {
+            for w in waiters {
+                self.actions.push(Action::Answer(w, Some(value.to_string())));
+            }
+        }
+        let ids: Vec<u64> = self.outstanding.iter().filter(|(_, o)| o.key.0 == key).map(|(id, _)| *id).collect();
+        for id in ids {
+            // A reply that comes later finds no request and is dropped.
+            let out = self.outstanding.remove(&id).expect("listed");
+            self.coalesce.remove(&out.key);
+            for w in out.waiters {
+                self.actions.push(Action::Answer(w, Some(value.to_string())));
+            }
+        }
+    }
+
+    /// A message from another daemon.
+    pub fn on_msg(&mut self, msg: KvsMsg) {
+        match msg {
+            KvsMsg::Get(req) => {
+                self.stats.served += 1;
+                if let Some((origin, reply)) = self.holder.request(req) {
+                    self.send(KvsDest::Node(origin), reply);
+                }
+            }
+            KvsMsg::Reply(reply) => self.on_reply(reply),
+            KvsMsg::Put(put) => {
+                let ack = KvsMsg::PutAck { job: self.job, id: put.id };
+                for (origin, reply) in self.holder.insert(put.key.clone(), put.value.clone(), put.epoch, false) {
+                    self.send(KvsDest::Node(origin), reply);
+                }
+                self.wake(&put.key, &put.value);
+                self.send(KvsDest::Node(put.origin), ack);
+            }
+            KvsMsg::PutAck { id, .. } => {
+                self.unacked.remove(&id);
+            }
+        }
+    }
+
+    fn on_reply(&mut self, reply: GetReply) {
+        let Some(out) = self.outstanding.remove(&reply.id) else { return };
+        self.coalesce.remove(&out.key);
+        if let Some(v) = &reply.value {
+            self.cache.insert(reply.key.clone(), Cached { value: v.clone(), valid_through: reply.valid_through });
+        }
+        for w in out.waiters {
+            self.actions.push(Action::Answer(w, reply.value.clone()));
+        }
+        if let Some(v) = reply.value {
+            if let Some(waiters) = self.parked.remove(&reply.key) {
+                for w in waiters {
+                    self.actions.push(Action::Answer(w, Some(v.clone())));
+                }
+            }
+        }
+    }
+
+    /// Forget the waiters that went away (their connection closed).
+    pub fn cancel(&mut self, gone: impl Fn(&W) -> bool) {
+        for list in self.parked.values_mut() {
+            list.retain(|w| !gone(w));
+        }
+        self.parked.retain(|_, list| !list.is_empty());
+        for out in self.outstanding.values_mut() {
+            out.waiters.retain(|w| !gone(w));
+        }
+        let empty: Vec<u64> = self.outstanding.iter().filter(|(_, o)| o.waiters.is_empty()).map(|(id, _)| *id).collect();
+        for id in empty {
+            if let Some(out) = self.outstanding.remove(&id) {
+                self.coalesce.remove(&out.key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const J: JobId = JobId(0);
+
+    fn kv(k: &str, v: &str) -> (String, String) {
+        (k.to_string(), v.to_string())
+    }
+
+    /// Stores for nodes 0..n, ranks dealt two per node.
+    fn cluster(design: KvsDesign, n: usize) -> Vec<NodeStore<u32>> {
+        let node_of: Vec<usize> = (0..2 * n).map(|r| r / 2).collect();
+        (0..n).map(|me| NodeStore::new(J, design, me, node_of.clone(), &[])).collect()
+    }
+
+    /// Answers to local waiters: (node, waiter, value).
+    type Answers = Vec<(usize, u32, Option<String>)>;
+
+    /// Deliver every node-addressed message until quiet; returns the answers
+    /// to local waiters and the messages sent `Up`.
+    fn settle(nodes: &mut [NodeStore<u32>]) -> (Answers, Vec<KvsMsg>) {
+        let mut answers = Vec::new();
+        let mut up = Vec::new();
+        loop {
+            let mut moved = false;
+            for i in 0..nodes.len() {
+                for a in nodes[i].take_actions() {
+                    moved = true;
+                    match a {
+                        Action::Answer(w, v) => answers.push((i, w, v)),
+                        Action::Send(KvsDest::Node(to), msg) => nodes[to].on_msg(msg),
+                        Action::Send(KvsDest::Up, msg) => up.push(msg),
+                    }
+                }
+            }
+            if !moved {
+                return (answers, up);
+            }
+        }
+    }
+
+    fn fence_all(nodes: &mut [NodeStore<u32>], delta: &[(String, String)]) {
+        for n in nodes.iter_mut() {
+            assert!(n.fence_ready());
+            n.fence_done(delta);
+        }
+    }
+
+    #[test]
+    fn allgather_keys_are_visible_after_the_fence_only() {
+        let mut nodes = cluster(KvsDesign::Allgather, 2);
+        nodes[0].put("a".into(), "1".into(), None);
+        assert_eq!(nodes[0].get(7, "a", None, false), Lookup::NotFound);
+        assert_eq!(nodes[1].get(7, "a", None, false), Lookup::NotFound);
+        let delta = nodes[0].take_fence_puts();
+        assert_eq!(delta, vec![kv("a", "1")]);
+        fence_all(&mut nodes, &delta);
+        assert_eq!(nodes[1].get(7, "a", None, false), Lookup::Found("1".into()));
+        assert_eq!(settle(&mut nodes), (vec![], vec![]), "allgather never talks to other daemons");
+    }
+
+    #[test]
+    fn dkvs_puts_are_acknowledged_before_the_fence_and_gets_ask_the_owner() {
+        let mut nodes = cluster(KvsDesign::Dkvs, 4);
+        // Find a key owned by node 3 and put it from node 0.
+        let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1, 2, 3]) == Some(3)).unwrap();
+        nodes[0].put(key.clone(), "v".into(), None);
+        assert!(!nodes[0].fence_ready(), "the owner has not acknowledged yet");
+        assert!(nodes[0].take_fence_puts().is_empty(), "dkvs fences carry no puts");
+        settle(&mut nodes);
+        assert!(nodes[0].fence_ready());
+        fence_all(&mut nodes, &[]);
+        assert_eq!(nodes[1].get(1, &key, None, false), Lookup::Pending);
+        assert_eq!(settle(&mut nodes).0, vec![(1, 1, Some("v".into()))]);
+        // Now cached on node 1 for this epoch: no second request.
+        assert_eq!(nodes[1].get(2, &key, None, false), Lookup::Found("v".into()));
+        assert_eq!(nodes[1].stats().remote_gets, 1);
+        // The owner answers a missing key at once.
+        assert_eq!(nodes[1].get(3, "missing", None, false), Lookup::Pending);
+        assert_eq!(settle(&mut nodes).0, vec![(1, 3, None)]);
+    }
+
+    #[test]
+    fn identical_gets_from_one_node_are_coalesced() {
+        let mut nodes = cluster(KvsDesign::Dkvs, 2);
+        let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(0)).unwrap();
+        nodes[0].put(key.clone(), "v".into(), None);
+        fence_all(&mut nodes, &[]);
+        for w in 0..3 {
+            assert_eq!(nodes[1].get(w, &key, None, false), Lookup::Pending);
+        }
+        assert_eq!(nodes[1].stats().remote_gets, 1);
+        assert_eq!(nodes[1].stats().coalesced, 2);
+        let mut answers = settle(&mut nodes).0;
+        answers.sort();
+        assert_eq!(answers, (0..3).map(|w| (1, w, Some("v".to_string()))).collect::<Vec<_>>());
+        assert_eq!(nodes[0].stats().served, 1);
+    }
+
+    #[test]
+    fn a_waiting_get_is_answered_by_the_put_without_a_fence() {
+        for design in KvsDesign::ALL {
+            let mut nodes = cluster(design, 2);
+            // Rank 3 (node 1) waits for a key rank 0 (node 0) has not put yet.
+            assert_eq!(nodes[1].get(3, "late", Some(0), true), Lookup::Pending, "{design}");
+            settle(&mut nodes);
+            assert_eq!(nodes[0].holder.queued(), 1, "{design}: queued at the source");
+            nodes[0].put("late".into(), "here".into(), Some(Hint::Sparse));
+            let (answers, _) = settle(&mut nodes);
+            assert_eq!(answers, vec![(1, 3, Some("here".into()))], "{design}");
+        }
+    }
+
+    #[test]
+    fn a_waiting_get_at_the_owner_is_answered_by_the_owner_put() {
+        let mut nodes = cluster(KvsDesign::Dkvs, 3);
+        let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1, 2]) == Some(2)).unwrap();
+        assert_eq!(nodes[1].get(9, &key, None, true), Lookup::Pending);
+        settle(&mut nodes);
+        nodes[0].put(key.clone(), "v".into(), None);
+        assert_eq!(settle(&mut nodes).0, vec![(1, 9, Some("v".into()))]);
+        // A plain get of a key nobody put is not found, and does not wait.
+        let nothing = (0..).map(|i| format!("none{i}")).find(|k| owner(k, &[0, 1, 2]) == Some(2)).unwrap();
+        assert_eq!(nodes[1].get(10, &nothing, None, false), Lookup::Pending);
+        assert_eq!(settle(&mut nodes).0, vec![(1, 10, None)]);
+    }
+
+    #[test]
+    fn local_waiters_are_woken_by_a_local_put_or_the_fence() {
+        let answers = |node: &mut NodeStore<u32>| -> Vec<Action<u32>> {
+            node.take_actions().into_iter().filter(|a| matches!(a, Action::Answer(..))).collect()
+        };
+        let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, 0, vec![0, 0, 1], &[]);
+        assert_eq!(node.get(1, "x", None, true), Lookup::Pending);
+        assert!(matches!(&node.take_actions()[..], [Action::Send(KvsDest::Up, KvsMsg::Get(r))] if r.wait), "walks up, waiting");
+        node.put("x".into(), "local".into(), None);
+        assert_eq!(answers(&mut node), vec![Action::Answer(1, Some("local".into()))]);
+        assert_eq!(node.get(2, "y", None, true), Lookup::Pending);
+        node.fence_done(&[kv("y", "fenced")]);
+        assert_eq!(answers(&mut node), vec![Action::Answer(2, Some("fenced".into()))]);
+        // A connection that went away is forgotten.
+        assert_eq!(node.get(3, "z", None, true), Lookup::Pending);
+        node.cancel(|w| *w == 3);
+        node.fence_done(&[kv("z", "1")]);
+        assert!(answers(&mut node).is_empty());
+        // The holder of a key answers from what it has, even an own put of
+        // an old epoch (the source's value is the one asked for).
+        let mut src: NodeStore<u32> = NodeStore::new(J, KvsDesign::Direct, 0, vec![0, 1], &[]);
+        src.put("old".into(), "v".into(), None);
+        src.fence_done(&[]);
+        src.fence_done(&[]);
+        assert_eq!(src.get(4, "old", Some(0), false), Lookup::Found("v".into()));
+        assert_eq!(src.get(5, "never", Some(0), true), Lookup::Pending, "parked at its own holder");
+        assert!(src.take_actions().is_empty(), "nothing leaves the node");
+        src.put("never".into(), "now".into(), None);
+        assert_eq!(answers(&mut src), vec![Action::Answer(5, Some("now".into()))]);
+    }
+
+    #[test]
+    fn a_copy_from_an_earlier_fence_is_fetched_again_and_the_later_put_wins() {
+        let mut nodes = cluster(KvsDesign::Auto, 2);
+        // Owned by the source node, so node 1 holds no owner copy of it.
+        let k = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(0)).unwrap();
+        let k = k.as_str();
+        nodes[0].put(k.into(), "old".into(), Some(Hint::Sparse));
+        settle(&mut nodes);
+        fence_all(&mut nodes, &[]);
+        assert_eq!(nodes[1].get(1, k, Some(0), false), Lookup::Pending);
+        assert_eq!(settle(&mut nodes).0, vec![(1, 1, Some("old".into()))]);
+        assert_eq!(nodes[1].get(2, k, Some(0), false), Lookup::Found("old".into()), "cached within the epoch");
+        nodes[0].put(k.into(), "new".into(), Some(Hint::Sparse));
+        settle(&mut nodes);
+        fence_all(&mut nodes, &[]);
+        assert_eq!(nodes[1].get(3, k, Some(0), false), Lookup::Pending, "stale after the fence: asked again");
+        assert_eq!(settle(&mut nodes).0, vec![(1, 3, Some("new".into()))]);
+        assert_eq!(nodes[1].stats().remote_gets, 2);
+    }
+
+    #[test]
+    fn own_puts_are_served_locally_until_a_later_fence_could_have_overwritten_them() {
+        let mut nodes = cluster(KvsDesign::Dkvs, 2);
+        let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(1)).unwrap();
+        nodes[0].put(key.clone(), "mine".into(), None);
+        settle(&mut nodes);
+        fence_all(&mut nodes, &[]);
+        assert_eq!(nodes[0].get(1, &key, None, false), Lookup::Found("mine".into()));
+        fence_all(&mut nodes, &[]);
+        assert_eq!(nodes[0].get(2, &key, None, false), Lookup::Pending, "two fences later: ask the owner");
+        assert_eq!(settle(&mut nodes).0, vec![(0, 2, Some("mine".into()))]);
+    }
+
+    #[test]
+    fn tree_and_direct_without_srcid_walk_up_and_puts_ride_the_fence() {
+        for design in [KvsDesign::Tree, KvsDesign::Direct] {
+            let mut nodes = cluster(design, 2);
+            nodes[0].put("k".into(), "v".into(), None);
+            assert_eq!(nodes[0].take_fence_puts(), vec![kv("k", "v")]);
+            fence_all(&mut nodes, &[]);
+            assert_eq!(nodes[1].get(1, "k", None, false), Lookup::Pending);
+            let (answers, up) = settle(&mut nodes);
+            assert!(answers.is_empty());
+            let KvsMsg::Get(req) = &up[0] else { panic!("{up:?}") };
+            assert_eq!((req.origin, req.epoch, req.wait), (1, 1, false), "{design}");
+            nodes[1].on_msg(KvsMsg::Reply(GetReply { job: J, key: "k".into(), id: req.id, value: Some("v".into()), valid_through: 1 }));
+            assert_eq!(nodes[1].take_actions(), vec![Action::Answer(1, Some("v".into()))]);
+        }
+        // Direct with a srcid goes to the source node instead.
+        let mut nodes = cluster(KvsDesign::Direct, 2);
+        nodes[0].put("k".into(), "v".into(), None);
+        fence_all(&mut nodes, &[]);
+        assert_eq!(nodes[1].get(1, "k", Some(1), false), Lookup::Pending);
+        assert_eq!(settle(&mut nodes).0, vec![(1, 1, Some("v".into()))]);
+    }
+
+    #[test]
+    fn a_job_on_one_node_never_asks_anyone() {
+        for design in [KvsDesign::Tree, KvsDesign::Dkvs, KvsDesign::Direct, KvsDesign::Auto] {
+            let mut node: NodeStore<u32> = NodeStore::new(J, design, 0, vec![0, 0], &[]);
+            node.put("k".into(), "v".into(), Some(Hint::Sparse));
+            for _ in 0..3 {
+                node.fence_done(&[]);
+            }
+            assert_eq!(node.get(1, "k", None, false), Lookup::Found("v".into()), "{design}");
+            assert_eq!(node.get(2, "none", None, false), Lookup::NotFound, "{design}");
+            assert!(node.take_actions().is_empty(), "{design}");
+        }
+    }
+
+    #[test]
+    fn holders_keep_the_later_put() {
+        let mut h = Holder::default();
+        h.insert("k".into(), "e2".into(), 2, false);
+        h.insert("k".into(), "e1".into(), 1, false);
+        assert_eq!(h.get("k").unwrap().value, "e2");
+        h.insert("k".into(), "e2b".into(), 2, true);
+        assert_eq!(h.get("k").unwrap().value, "e2b");
+    }
+}
