@@ -403,7 +403,7 @@ fn an_unsafe_runtime_directory_or_secret_file_is_refused() {
     let written = fs::read_dir(&dir).unwrap().count();
     fs::remove_dir_all(&dir).unwrap();
     out.assert_code(1);
-    out.assert_stderr_contains("has mode 755");
+    out.assert_stderr_contains("(mode 755)");
     assert_eq!(written, 0, "dpm wrote into an unsafe directory");
 
     // A daemon refuses a secret file others can read, before connecting anywhere.
