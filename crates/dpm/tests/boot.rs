@@ -269,6 +269,24 @@ fn spawned_children_are_placed_with_the_load_of_every_run() {
 }
 
 #[test]
+fn a_new_run_goes_where_other_runs_left_slots() {
+    let boot = Boot::start(&["--virtual-nodes", "2"]);
+    let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = slots.to_string();
+    // The first run fills node 0; the second, of the same size, fits only on node 1.
+    let mut first = boot.run(&["--report-placement", "-n", &n, "sleep", "30"]).spawn();
+    first.wait_for_procs(slots);
+    let second = boot.run(&["--report-placement", "-n", &n, "true"]).output();
+    second.assert_success();
+    let hosts: Vec<String> = common::placement(&second.stderr_str()).into_iter().map(|p| p.2).collect();
+    assert!(!hosts.is_empty() && hosts.iter().all(|h| h.ends_with("-v1")), "second run not on the free node: {hosts:?}\n{}", second.describe());
+    first.signal("TERM");
+    let first = first.wait_unchecked();
+    let hosts: Vec<String> = common::placement(&first.stderr_str()).into_iter().map(|p| p.2).collect();
+    assert!(hosts.iter().all(|h| h.ends_with("-v0")), "first run not on node 0: {hosts:?}");
+}
+
+#[test]
 fn a_stale_socket_is_ignored_and_replaced() {
     let boot = Boot::start(&[]);
     send_signal(boot.pid, "KILL");

@@ -485,7 +485,8 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
     let (settings, launch_of) = settings_for(server, &submit);
     let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), Console::Remote(out_tx.clone()));
     let (job, kvsname) = controller.new_job_id();
-    let (launch, node_of) = launch_of(job, kvsname, submit);
+    let load = server.shared.borrow().load.clone();
+    let (launch, node_of) = launch_of(job, kvsname, submit, &load);
     controller.launch(launch, node_of);
     let code = controller.run(timeout, in_rx).await;
     let _ = out_tx.send(ToClient::Exit(code));
@@ -496,7 +497,8 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
     server.runs_changed.notify_waiters();
 }
 
-type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit) -> (LaunchJob, Vec<usize>)>;
+/// Makes the run's first job, placed with the nodes' current load.
+type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &[i64]) -> (LaunchJob, Vec<usize>)>;
 
 /// The run's settings on this tree, and how to make its first job.
 fn settings_for(server: &Server, submit: &Submit) -> (Settings, LaunchOf) {
@@ -519,9 +521,15 @@ fn settings_for(server: &Server, submit: &Submit) -> (Settings, LaunchOf) {
         fanout: server.fanout,
         owner: submit.client_pid,
     };
-    let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit| {
+    let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, load: &[i64]| {
         let size = submit.procs.len() as u32;
-        let node_of = plan::place(size as usize, &slots, submit.ppn, submit.map_by_node);
+        // Other runs' processes hold slots: a run that fits in the free
+        // slots goes there (the default placement only), else as usual.
+        let default_placement = submit.ppn.is_none() && !submit.map_by_node;
+        let node_of = match plan::place_in_free(size as usize, &slots, load) {
+            Some(node_of) if default_placement => node_of,
+            _ => plan::place(size as usize, &slots, submit.ppn, submit.map_by_node),
+        };
         let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
         let launch = LaunchJob {
             job,

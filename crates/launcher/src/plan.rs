@@ -166,6 +166,17 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
 /// slots in turn (`-ppn` sets a fixed count per node instead); with
 /// `map_by_node` ranks are dealt round-robin. Ranks beyond all slots wrap
 /// around (oversubscription), keeping the same pattern.
+/// `n` ranks into the slots other jobs leave free (`load` per node), filling
+/// nodes in order; `None` if they do not fit.
+pub fn place_in_free(n: usize, slots: &[u32], load: &[i64]) -> Option<Vec<usize>> {
+    let mut out = Vec::with_capacity(n);
+    for (node, &s) in slots.iter().enumerate() {
+        let free = (i64::from(s) - load.get(node).copied().unwrap_or(0)).max(0) as usize;
+        out.extend(std::iter::repeat_n(node, free.min(n - out.len())));
+    }
+    (out.len() == n).then_some(out)
+}
+
 pub fn place(n: usize, slots: &[u32], ppn: Option<u32>, map_by_node: bool) -> Vec<usize> {
     let nodes = slots.len().max(1);
     if map_by_node {
@@ -220,6 +231,14 @@ mod tests {
         assert_eq!(process_mapping(&[0, 1]), "(vector,(0,2,1))");
         assert_eq!(process_mapping(&[0, 0, 1, 1]), "(vector,(0,2,2))");
         assert_eq!(process_mapping(&[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]), "(vector,(0,3,4))");
+    }
+
+    #[test]
+    fn placement_in_free_slots_skips_busy_nodes() {
+        assert_eq!(place_in_free(3, &[2, 2, 2], &[2, 1, 0]), Some(vec![1, 2, 2]));
+        assert_eq!(place_in_free(2, &[2, 2], &[0, 0]), Some(vec![0, 0]));
+        assert_eq!(place_in_free(4, &[2, 2], &[1, 0]), None);
+        assert_eq!(place_in_free(1, &[2], &[5]), None);
     }
 
     #[test]
