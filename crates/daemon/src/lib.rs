@@ -544,21 +544,47 @@ impl Daemon {
     }
 }
 
+/// The daemon's side of its link to the launcher (or parent daemon).
+pub struct Uplink {
+    /// The node index the launcher assigned.
+    pub node: usize,
+    /// The run's secret, proved to the parent and passed on to the children.
+    pub secret: dpm_proto::auth::Secret,
+    /// Who is at the other end, for messages: "the parent on stdin", an address.
+    pub peer: String,
+}
+
+/// The parent could not be greeted or authenticated.
+#[derive(Debug, thiserror::Error)]
+#[error("link to {peer} refused: {source}")]
+pub struct LinkError {
+    pub peer: String,
+    #[source]
+    pub source: dpm_proto::frame::FrameError,
+}
+
 /// `dpm daemon`: serve a launcher (or a parent daemon) over a byte stream —
-/// the daemon's stdin and stdout, piped directly or through ssh, so the
-/// channel is authenticated by the parent's process or by ssh and nothing
-/// listens on the network. A daemon with children in the tree starts them,
-/// passes messages down to them (`Routed`) and theirs up (`FromNode`), and
-/// merges its subtree's fence arrivals into one. Returns when the parent says
-/// `Shutdown` or the stream closes or falls silent.
-pub async fn serve_link<R, W>(config: DaemonConfig, node: usize, mut reader: R, mut writer: W) -> Result<(), dpm_proto::frame::FrameError>
+/// the daemon's stdin and stdout (piped directly, or through ssh or srun), or
+/// a TCP connection the daemon made to the launcher (manual bootstrap). The
+/// link opens with the hellos and the mutual proof of the run's secret
+/// ([`dpm_proto::auth`]); a parent that fails it is refused. A daemon with
+/// children in the tree starts them, passes messages down to them (`Routed`)
+/// and theirs up (`FromNode`), and merges its subtree's fence arrivals into
+/// one. Returns when the parent says `Shutdown` or the stream closes or falls
+/// silent.
+pub async fn serve_link<R, W>(config: DaemonConfig, uplink: Uplink, mut reader: R, mut writer: W) -> Result<(), LinkError>
 where
     R: tokio::io::AsyncRead + Unpin + 'static,
     W: tokio::io::AsyncWrite + Unpin + 'static,
 {
     use dpm_proto::frame::{handshake, read_frame, write_frame, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+    let Uplink { node, secret, peer } = uplink;
     let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Daemon, node, host: config.host.clone() };
-    handshake(&mut reader, &mut writer, ours, Role::Launcher).await?;
+    if let Err(source) = handshake(&mut reader, &mut writer, ours, Role::Launcher, &secret).await {
+        return Err(LinkError { peer, source });
+    }
+    tracing::debug!(node, "link to {peer} authenticated");
+    let secret = Rc::new(secret);
     let (down_tx, down_rx) = mpsc::unbounded_channel();
     let (up_tx, mut up_rx) = mpsc::unbounded_channel::<ToLauncher>();
     // Messages from this daemon and from the subtree below, as (origin, msg).
@@ -576,12 +602,13 @@ where
         let tree_kvs = tree_kvs.clone();
         let tree_up = tree_up_tx.clone();
         let host = config.host.clone();
+        let secret = secret.clone();
         tokio::task::spawn_local(async move {
             loop {
                 match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToDaemon>(&mut reader)).await {
                     Ok(Ok(ToDaemon::Heartbeat)) => {}
                     Ok(Ok(ToDaemon::Tree(spec))) => {
-                        if let Err(e) = start_subtree(&router, &spec, &host, &tree_up).await {
+                        if let Err(e) = start_subtree(&router, &spec, &host, &tree_up, &secret).await {
                             tracing::error!("cannot start the daemons below node {node}: {e}");
                             let _ = tree_up.send((node, ToLauncher::Lost { error: e }));
                         }
@@ -761,20 +788,18 @@ async fn start_subtree(
     spec: &dpm_proto::tree::TreeSpec,
     host: &str,
     up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+    secret: &dpm_proto::auth::Secret,
 ) -> Result<(), String> {
     let me = router.borrow().me;
     router.borrow_mut().fanout = spec.fanout;
     let nodes = dpm_proto::tree::children(Some(me), spec.hosts.len(), spec.fanout);
-    let started = links::start_children(&nodes, spec, host).await?;
-    for child in started {
-        let node = child.node;
-        let (tx, process) = child.bridge(up.clone());
+    for child in links::start_children(&nodes, spec, host, secret, up).await? {
         // The process handle lives as long as the link task that reaps it.
+        let mut process = child.process;
         tokio::task::spawn_local(async move {
-            let mut process = process;
             let _ = process.wait().await;
         });
-        router.borrow_mut().children.insert(node, tx);
+        router.borrow_mut().children.insert(child.node, child.down);
     }
     Ok(())
 }

@@ -1,24 +1,33 @@
-//! Links to child daemons: start `dpm daemon` by fork or ssh, greet it, and
-//! bridge its frames. Used by the launcher for its children in the tree and
-//! by daemons for theirs.
+//! Links to child daemons: start `dpm daemon` by fork, ssh or srun, greet
+//! and authenticate it, and bridge its frames. Used by the launcher for its
+//! children in the tree and by daemons for theirs; [`bridge_link`] also
+//! serves links that arrive by TCP (the manual bootstrap).
 //!
 //! The child speaks on its stdin/stdout, so the link is a pipe or an ssh
-//! channel: nothing listens on the network. Both directions send heartbeats
-//! when idle; a link closed or silent for [`HEARTBEAT_TIMEOUT`] is reported as
-//! [`ToLauncher::Lost`] for the child's node.
+//! channel. The run's secret reaches it without touching its command line: in
+//! its environment when forked, as the first frame on its stdin through ssh or
+//! srun. Both directions send heartbeats when idle; a link closed or silent
+//! for [`HEARTBEAT_TIMEOUT`] is reported as [`ToLauncher::Lost`] for the
+//! child's node.
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
+use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
 use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
 use dpm_proto::tree::Bootstrap;
 use dpm_proto::{ToDaemon, ToLauncher};
 
 /// How long a daemon may take to answer the handshake (ssh connection included).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `dpm daemon` flag that says: the secret is the first frame on stdin.
+pub const SECRET_STDIN_FLAG: &str = "--secret-stdin";
 
 /// A child daemon's process and the two ends of its link.
 pub struct ChildDaemon {
@@ -27,10 +36,14 @@ pub struct ChildDaemon {
     pub process: Child,
     stdin: ChildStdin,
     stdout: ChildStdout,
+    /// Whether the secret goes first on stdin (ssh, srun) rather than in the
+    /// environment (fork).
+    secret_on_stdin: bool,
 }
 
-/// Start the daemon for `node` on `host` (not yet greeted).
-pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbose: u8) -> Result<ChildDaemon, String> {
+/// Start the daemon for `node` on `host` (not yet greeted). A forked daemon
+/// gets `secret` in its environment now; the others on stdin when greeted.
+pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbose: u8, secret: &Secret) -> Result<ChildDaemon, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the dpm executable: {e}"))?;
     let mut args = vec!["daemon".to_string(), "--node".into(), node.to_string(), "--host".into(), host.to_string()];
     if trace {
@@ -39,10 +52,14 @@ pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbos
     for _ in 0..verbose {
         args.push("-v".into());
     }
+    let secret_on_stdin = *bootstrap != Bootstrap::Fork;
+    if secret_on_stdin {
+        args.push(SECRET_STDIN_FLAG.into());
+    }
     let mut cmd = match bootstrap {
         Bootstrap::Fork => {
             let mut c = Command::new(&exe);
-            c.args(&args);
+            c.args(&args).env(SECRET_ENV, secret.to_hex());
             c
         }
         Bootstrap::Ssh(ssh) => {
@@ -63,27 +80,44 @@ pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbos
             c
         }
     };
+    if secret_on_stdin {
+        // Never in ssh's or srun's environment (ssh could be set to send it).
+        cmd.env_remove(SECRET_ENV);
+    }
+    cmd.env_remove(SECRET_FILE_ENV);
     // Their own process group: a Ctrl-C at the terminal reaches the launcher,
     // which forwards it in order; not the daemons directly.
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0).kill_on_drop(true);
     let mut process = cmd.spawn().map_err(|e| format!("node {node} ({host}): cannot start its daemon: {e}"))?;
     let stdin = process.stdin.take().expect("piped");
     let stdout = process.stdout.take().expect("piped");
-    Ok(ChildDaemon { node, host: host.to_string(), process, stdin, stdout })
+    Ok(ChildDaemon { node, host: host.to_string(), process, stdin, stdout, secret_on_stdin })
 }
 
 impl ChildDaemon {
-    /// Exchange hellos; `me` is the greeting node's host.
-    pub async fn greet(&mut self, me: &str) -> Result<(), String> {
+    /// Hand over the secret if it goes on stdin, exchange hellos and
+    /// authenticate both ways; `me` is the greeting node's host.
+    pub async fn greet(&mut self, me: &str, secret: &Secret) -> Result<(), String> {
         let (node, host) = (self.node, self.host.clone());
         let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node, host: me.to_string() };
-        match tokio::time::timeout(CONNECT_TIMEOUT, handshake(&mut self.stdout, &mut self.stdin, ours, Role::Daemon)).await {
+        let (stdin, stdout, on_stdin) = (&mut self.stdin, &mut self.stdout, self.secret_on_stdin);
+        let greeting = async move {
+            if on_stdin {
+                write_frame(stdin, &secret.to_hex()).await?;
+            }
+            handshake(stdout, stdin, ours, Role::Daemon, secret).await
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, greeting).await {
             Ok(Ok(hello)) if hello.node == node => Ok(()),
             Ok(Ok(hello)) => Err(format!("node {node} ({host}): the daemon answered as node {}", hello.node)),
             // The daemon (or ssh) exited: our greeting hits a closed pipe, or
             // its answer never comes. ssh has printed its own reason.
             Ok(Err(FrameError::Closed | FrameError::Io(_))) => {
                 Err(format!("node {node} ({host}): the daemon exited before it was ready (unreachable host, or no dpm there?)"))
+            }
+            Ok(Err(e @ (FrameError::PeerNotAuthenticated | FrameError::RefusedByPeer))) => {
+                tracing::error!(node, %host, "the daemon's link was refused: {e}");
+                Err(format!("node {node} ({host}): {e}"))
             }
             Ok(Err(e)) => Err(format!("node {node} ({host}): {e}")),
             Err(_) => Err(format!("node {node} ({host}): no answer within {} s", CONNECT_TIMEOUT.as_secs())),
@@ -96,75 +130,119 @@ impl ChildDaemon {
     }
 
     /// Bridge the link: returns the sender for messages down; everything that
-    /// comes up is delivered to `up` as (origin node, message).
+    /// comes up is delivered to `up` as (origin node, message). A broken link
+    /// kills what is left of the child (an ssh to a host that is gone).
     pub fn bridge(self, up: mpsc::UnboundedSender<(usize, ToLauncher)>) -> (mpsc::UnboundedSender<ToDaemon>, Child) {
-        let ChildDaemon { node, process, mut stdin, mut stdout, .. } = self;
+        let ChildDaemon { node, process, stdin, stdout, .. } = self;
         let pid = process.id();
-        let (down_tx, mut down_rx) = mpsc::unbounded_channel::<ToDaemon>();
-        tokio::task::spawn_local(async move {
-            loop {
-                let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
-                    Ok(Some(msg)) => msg,
-                    Ok(None) => return,
-                    Err(_) => ToDaemon::Heartbeat,
-                };
-                if write_frame(&mut stdin, &msg).await.is_err() {
-                    return; // the reader reports the broken link
-                }
+        let on_lost = move || {
+            if let Some(pid) = pid {
+                // SAFETY: kill(2) on our own child, not yet reaped.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }
-        });
-        tokio::task::spawn_local(async move {
-            loop {
-                let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToLauncher>(&mut stdout)).await {
-                    Ok(Ok(ToLauncher::Heartbeat)) => continue,
-                    Ok(Ok(ToLauncher::FromNode { node: origin, msg })) => {
-                        if up.send((origin, *msg)).is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                    Ok(Ok(msg)) => {
-                        if up.send((node, msg)).is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                    Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => format!("no word from its daemon for {:.1} s (host down or unreachable)", HEARTBEAT_TIMEOUT.as_secs_f64()),
-                };
-                // What is left of the link (an ssh to a host that is gone) is
-                // of no use: end it now rather than at shutdown.
-                if let Some(pid) = pid {
-                    // SAFETY: kill(2) on our own child, not yet reaped.
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                }
-                let _ = up.send((node, ToLauncher::Lost { error }));
-                return;
-            }
-        });
-        (down_tx, process)
+        };
+        let (down, _reader) = bridge_link(node, stdout, stdin, on_lost, up);
+        (down, process)
     }
 }
 
-/// Start, greet and describe the tree to each of `nodes` (children of one
-/// parent), all started first so that ssh connections proceed in parallel.
-/// On error, the ones already started are killed when dropped.
+/// Bridge an open, authenticated link to the daemon of `node`: returns the
+/// sender for messages down, and the task reading from the link, which ends
+/// when the link does (after reporting [`ToLauncher::Lost`] to `up` and
+/// calling `on_lost`). Everything that comes up is delivered to `up` as
+/// (origin node, message). Heartbeats go down when the link is idle.
+pub fn bridge_link<R, W>(
+    node: usize,
+    mut reader: R,
+    mut writer: W,
+    on_lost: impl FnOnce() + 'static,
+    up: mpsc::UnboundedSender<(usize, ToLauncher)>,
+) -> (mpsc::UnboundedSender<ToDaemon>, JoinHandle<()>)
+where
+    R: AsyncRead + Unpin + 'static,
+    W: AsyncWrite + Unpin + 'static,
+{
+    let (down_tx, mut down_rx) = mpsc::unbounded_channel::<ToDaemon>();
+    tokio::task::spawn_local(async move {
+        loop {
+            let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
+                Ok(Some(msg)) => msg,
+                Ok(None) => return,
+                Err(_) => ToDaemon::Heartbeat,
+            };
+            if write_frame(&mut writer, &msg).await.is_err() {
+                return; // the reader reports the broken link
+            }
+        }
+    });
+    let reader = tokio::task::spawn_local(async move {
+        loop {
+            let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToLauncher>(&mut reader)).await {
+                Ok(Ok(ToLauncher::Heartbeat)) => continue,
+                Ok(Ok(ToLauncher::FromNode { node: origin, msg })) => {
+                    if up.send((origin, *msg)).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(Ok(msg)) => {
+                    if up.send((node, msg)).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no word from its daemon for {:.1} s (host down or unreachable)", HEARTBEAT_TIMEOUT.as_secs_f64()),
+            };
+            // What is left of the link is of no use: end it now rather than at shutdown.
+            on_lost();
+            let _ = up.send((node, ToLauncher::Lost { error }));
+            return;
+        }
+    });
+    (down_tx, reader)
+}
+
+/// A child daemon whose link is up and bridged.
+pub struct LinkedChild {
+    pub node: usize,
+    /// Messages for the child's subtree.
+    pub down: mpsc::UnboundedSender<ToDaemon>,
+    pub process: Child,
+}
+
+/// Start each of `nodes` (children of one parent), then greet, authenticate
+/// and describe the tree to all of them at once (ssh connections proceed in
+/// parallel). Each link is bridged to `up` as soon as it is authenticated,
+/// so heartbeats flow while slower children are still connecting. On error,
+/// every child started is killed (when dropped).
 pub async fn start_children(
     nodes: &[usize],
     spec: &dpm_proto::tree::TreeSpec,
     me: &str,
-) -> Result<Vec<ChildDaemon>, String> {
-    let mut started = Vec::with_capacity(nodes.len());
+    secret: &Secret,
+    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+) -> Result<Vec<LinkedChild>, String> {
+    let mut greeting = tokio::task::JoinSet::new();
     for &node in nodes {
-        started.push(start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose)?);
+        let mut child = start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose, secret)?;
+        let (me, secret, spec) = (me.to_string(), secret.clone(), spec.clone());
+        greeting.spawn_local(async move {
+            child.greet(&me, &secret).await?;
+            if !dpm_proto::tree::children(Some(child.node), spec.hosts.len(), spec.fanout).is_empty() {
+                child.send(&ToDaemon::Tree(spec)).await?;
+            }
+            Ok::<_, String>(child)
+        });
     }
-    for child in &mut started {
-        child.greet(me).await?;
-        let n = spec.hosts.len();
-        if !dpm_proto::tree::children(Some(child.node), n, spec.fanout).is_empty() {
-            child.send(&ToDaemon::Tree(spec.clone())).await?;
-        }
+    let mut linked = Vec::with_capacity(nodes.len());
+    while let Some(done) = greeting.join_next().await {
+        // The first failure ends the others (dropping the set kills them).
+        let child = done.map_err(|e| format!("starting a daemon failed: {e}"))??;
+        let node = child.node;
+        let (down, process) = child.bridge(up.clone());
+        linked.push(LinkedChild { node, down, process });
     }
-    Ok(started)
+    Ok(linked)
 }

@@ -54,7 +54,13 @@ impl PreparedApp {
             exe: cstring(OsStr::new(&app.exe).as_bytes())?,
             wdir: cstring(app.wdir.as_bytes())?,
             args: app.argv.iter().map(|a| cstring(a.as_bytes())).collect::<io::Result<_>>()?,
-            env: app.env.iter().map(|(k, v)| cstring(format!("{k}={v}").as_bytes())).collect::<io::Result<_>>()?,
+            // A link secret never reaches a rank, whatever the launcher sent.
+            env: app
+                .env
+                .iter()
+                .filter(|(k, _)| !dpm_proto::auth::is_secret_var(k))
+                .map(|(k, v)| cstring(format!("{k}={v}").as_bytes()))
+                .collect::<io::Result<_>>()?,
         })
     }
 }

@@ -33,8 +33,10 @@ enum Command {
     /// Stop the booted tree: end its jobs, stop its daemons.
     Down,
     /// A node daemon, started by `dpm run` or a parent daemon through fork,
-    /// ssh or srun; speaks the internal protocol on stdin/stdout. Not for
-    /// interactive use.
+    /// ssh or srun (speaks the internal protocol on stdin/stdout), or by hand
+    /// with --connect for `dpm run -launcher manual`. The secret that
+    /// authenticates the link never goes on this command line: it comes in
+    /// DPM_SECRET_FILE (a 0600 file of yours) or DPM_SECRET, or on stdin.
     Daemon {
         /// The node index the launcher assigned.
         #[arg(long)]
@@ -42,6 +44,14 @@ enum Command {
         /// The node's name as the job sees it (default: this host's name).
         #[arg(long)]
         host: Option<String>,
+        /// Connect to the launcher at HOST:PORT (the command `dpm run
+        /// -launcher manual` printed) instead of serving stdin/stdout.
+        #[arg(long, value_name = "HOST:PORT")]
+        connect: Option<String>,
+        /// Read the secret as the first frame on stdin (how ssh and srun
+        /// daemons get it; set by dpm itself).
+        #[arg(long, conflicts_with = "connect")]
+        secret_stdin: bool,
         /// Emit --pmi-trace lines.
         #[arg(long)]
         pmi_trace: bool,
@@ -56,14 +66,26 @@ fn main() {
     let invoked_as = argv.first().and_then(|a| a.rsplit('/').next()).unwrap_or("dpm").to_string();
     if matches!(invoked_as.as_str(), "mpiexec" | "mpirun" | "mpiexec.dpm") {
         argv.remove(0);
+        // A launcher makes its own secret; an inherited one goes nowhere.
+        dpm_proto::auth::scrub_env();
         std::process::exit(dpm_launcher::run_command(&argv));
     }
     let code = match Cli::parse().command {
-        Command::Run { args } => dpm_launcher::run_command(&args),
-        Command::Boot { args } => dpm_launcher::boot::boot_command(&args),
-        Command::Status => dpm_launcher::boot::status_command(),
-        Command::Down => dpm_launcher::boot::down_command(),
-        Command::Daemon { node, host, pmi_trace, verbose } => dpm_launcher::daemon_command(node, host, pmi_trace, verbose),
+        Command::Daemon { node, host, connect, secret_stdin, pmi_trace, verbose } => {
+            dpm_launcher::daemon_command(dpm_launcher::DaemonArgs { node, host, pmi_trace, verbose, secret_stdin, connect })
+        }
+        // A launcher (or boot server) makes its own secret; an inherited one
+        // goes nowhere.
+        command => {
+            dpm_proto::auth::scrub_env();
+            match command {
+                Command::Run { args } => dpm_launcher::run_command(&args),
+                Command::Boot { args } => dpm_launcher::boot::boot_command(&args),
+                Command::Status => dpm_launcher::boot::status_command(),
+                Command::Down => dpm_launcher::boot::down_command(),
+                Command::Daemon { .. } => unreachable!("matched above"),
+            }
+        }
     };
     std::process::exit(code);
 }

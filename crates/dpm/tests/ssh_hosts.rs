@@ -427,6 +427,22 @@ fn lost_host(fx: &Fixture) {
     out.assert_stderr_contains("(h2)");
 }
 
+/// The run's secret reaches the daemons on the ssh channel: no command line
+/// on any host (dpm, the ssh clients, sshd's sessions, the daemons, the
+/// ranks) holds a word shaped like it.
+fn no_secret_on_any_command_line(fx: &Fixture) {
+    let run = eight_sleepers(fx);
+    let procs = fx.procs();
+    run.signal("TERM");
+    let out = run.wait();
+    assert_eq!(out.code(), 143, "{}", out.describe());
+    let daemons: Vec<&Proc> = procs.iter().filter(|p| p.host != "h0" && p.cmd.contains(" daemon --node ")).collect();
+    assert_eq!(daemons.len(), 4, "one daemon per host: {procs:#?}");
+    assert!(daemons.iter().all(|p| p.cmd.contains("--secret-stdin")), "daemons not told to read the secret on stdin: {daemons:#?}");
+    let shaped: Vec<&Proc> = procs.iter().filter(|p| p.cmd.split(|c: char| !c.is_ascii_hexdigit()).any(|w| w.len() >= 64)).collect();
+    assert!(shaped.is_empty(), "secret-shaped words on command lines: {shaped:#?}");
+}
+
 #[test]
 fn mpich_across_four_ssh_hosts() {
     let mut fx = match Fixture::up() {
@@ -440,8 +456,9 @@ fn mpich_across_four_ssh_hosts() {
         }
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario, u64); 11] = [
+    let scenarios: [(&str, Scenario, u64); 12] = [
         ("hello on four hosts", hello_on_four_hosts, 3),
+        ("no secret on any command line", no_secret_on_any_command_line, 3),
         ("ring, round robin over the hosts", ring_round_robin, 3),
         ("KVS designs across the hosts (dkvs, direct)", kvs_designs_across_hosts, 3),
         ("UCX uses the network between hosts", ucx_uses_the_network, 3),

@@ -250,7 +250,7 @@ async fn serve(opts: RunOptions, files: BootFiles, ready_on_stdout: bool) -> i32
             return 2;
         }
     };
-    let fanout = crate::fanout(&opts);
+    let fanout = bootstrap.effective_fanout(crate::fanout(&opts), node_list.len());
     let daemons = match nodes::start(&node_list, &bootstrap, fanout, false, opts.verbose).await {
         Ok(d) => d,
         Err(e) => {

@@ -54,8 +54,12 @@ pub struct RunOptions {
     pub hostfile: Option<String>,
     /// `--virtual-nodes N`: N daemons on this machine, each a node.
     pub virtual_nodes: Option<u32>,
-    /// `-launcher fork|ssh`.
+    /// `-launcher fork|ssh|slurm|manual`.
     pub launcher: Option<String>,
+    /// `--bind ADDR[:PORT]`: where `-launcher manual` listens.
+    pub bind: Option<std::net::SocketAddr>,
+    /// `--connect-timeout SECS`: how long `-launcher manual` waits for its daemons.
+    pub connect_timeout: Option<u64>,
     /// `--ssh-command "ssh -o …"`.
     pub ssh_command: Option<String>,
     /// `-ppn N`: ranks per node.
@@ -88,6 +92,8 @@ impl Default for RunOptions {
             hostfile: None,
             virtual_nodes: None,
             launcher: None,
+            bind: None,
+            connect_timeout: None,
             ssh_command: None,
             ppn: None,
             map_by_node: false,
@@ -170,11 +176,20 @@ Nodes and placement:
   -f, -hostfile FILE        hosts from a file: 'name[:N]' or 'name slots=N'
   --virtual-nodes N         N daemons on this machine, each a separate node
                             (MPICH then wires up across nodes)
-  -launcher fork|ssh|slurm  how daemons start (default: slurm inside a Slurm
+  -launcher fork|ssh|slurm|manual
+                            how daemons start (default: slurm inside a Slurm
                             allocation, ssh for other hosts, fork for this
-                            machine); also DPM_LAUNCHER
+                            machine); also DPM_LAUNCHER. manual: dpm listens
+                            on TCP and prints one command per node to run
+                            by hand; each daemon connects back and proves
+                            the run's secret (kept in a private 0600 file,
+                            never on a command line); a flat tree
   --ssh-command CMD         the ssh command (default 'ssh -o BatchMode=yes');
                             also DPM_SSH
+  --bind ADDR[:PORT]        where -launcher manual listens (default: every
+                            IPv4 address, a free port)
+  --connect-timeout SECS    how long -launcher manual waits for the daemons
+                            to connect (default 300); also DPM_CONNECT_TIMEOUT
   --tree-fanout K           daemons form a K-ary tree under dpm (default 32,
                             so up to 32 nodes are flat); each daemon starts
                             its children and merges their fence traffic;
@@ -304,11 +319,19 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
                 opts.virtual_nodes = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a node count")))?);
             }
             "launcher" | "bootstrap" => {
-                let v = value("fork, ssh or slurm")?;
-                if !matches!(v.as_str(), "fork" | "ssh" | "slurm") {
-                    return Err(usage(format!("'{arg} {v}': this dpm starts daemons with fork, ssh or slurm")));
+                let v = value("fork, ssh, slurm or manual")?;
+                if !matches!(v.as_str(), "fork" | "ssh" | "slurm" | "manual") {
+                    return Err(usage(format!("'{arg} {v}': this dpm starts daemons with fork, ssh, slurm or manual")));
                 }
                 opts.launcher = Some(v);
+            }
+            "bind" => {
+                let v = value("an address")?;
+                opts.bind = Some(parse_bind(&v).ok_or_else(|| usage(format!("'{arg} {v}': not an IP address (ADDR or ADDR:PORT)")))?);
+            }
+            "connect-timeout" => {
+                let v = value("seconds")?;
+                opts.connect_timeout = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?);
             }
             "ssh-command" | "launcher-exec" | "bootstrap-exec" => opts.ssh_command = Some(value("a command")?),
             "ppn" => {
@@ -361,6 +384,11 @@ fn finish_segment(opts: &mut RunOptions, seg: &mut Segment) -> Result<(), CliErr
     }
     opts.segments.push(seg);
     Ok(())
+}
+
+/// `10.0.0.1`, `10.0.0.1:7000`, `::1` or `[::1]:7000` (port 0: any).
+fn parse_bind(text: &str) -> Option<std::net::SocketAddr> {
+    text.parse().ok().or_else(|| text.parse::<std::net::IpAddr>().ok().map(|ip| std::net::SocketAddr::new(ip, 0)))
 }
 
 /// The design `DPM_KVS` names; the default (`auto`) when it is unset.
@@ -434,5 +462,15 @@ mod tests {
         assert_eq!(err("-n 2"), CliError::Usage("options given without a program".into()));
         assert_eq!(err("-n 1 ./a :"), CliError::Usage("empty segment after ':'".into()));
         assert_eq!(err("--help"), CliError::Help);
+        assert_eq!(err("--bind host.example ./p"), CliError::Usage("'--bind host.example': not an IP address (ADDR or ADDR:PORT)".into()));
+    }
+
+    #[test]
+    fn manual_bootstrap_options() {
+        let o = parse("-launcher manual --bind 127.0.0.1 --connect-timeout 20 -hosts a,b ./p");
+        assert_eq!(o.launcher.as_deref(), Some("manual"));
+        assert_eq!(o.bind, Some("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(o.connect_timeout, Some(20));
+        assert_eq!(parse("--bind=[::1]:7000 ./p").bind, Some("[::1]:7000".parse().unwrap()));
     }
 }

@@ -5,6 +5,9 @@
 //! - [`controller`]: the launcher's event loop: fences, name service, failure
 //!   policy, signals, timeout, stdin, exit status.
 //! - [`output`]: the ranks' stdout/stderr, raw or labelled.
+//! - [`nodes`], [`manual`]: the node list and starting the daemon tree;
+//!   [`private_dir`]: the per-user runtime directory for secrets.
+//! - [`daemon_cmd`]: `dpm daemon`.
 //!
 //! On one machine the launcher starts its node daemon inside its own process
 //! and talks to it over channels carrying the same [`dpm_proto`] messages a
@@ -13,7 +16,9 @@
 pub mod boot;
 pub mod cli;
 pub mod controller;
+pub mod daemon_cmd;
 pub mod kvs_root;
+pub mod manual;
 pub mod nodes;
 pub mod output;
 pub mod plan;
@@ -28,6 +33,7 @@ use dpm_proto::{LaunchJob, PmiMode, ToDaemon};
 
 use cli::{CliError, RunOptions, RUN_HELP};
 use controller::{Controller, Settings, Shared};
+pub use daemon_cmd::{daemon_command, DaemonArgs};
 use output::Console;
 
 /// `dpm run ARGS` / `mpiexec ARGS`: returns the process exit status.
@@ -107,7 +113,7 @@ async fn run_local(opts: RunOptions) -> i32 {
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
     let node_of = plan::place(size as usize, &slots, opts.ppn, opts.map_by_node);
 
-    let fanout = fanout(&opts);
+    let fanout = bootstrap.effective_fanout(fanout(&opts), node_list.len());
     let daemons = match nodes::start(&node_list, &bootstrap, fanout, opts.pmi_trace, opts.verbose).await {
         Ok(d) => d,
         Err(e) => {
@@ -247,7 +253,11 @@ pub(crate) fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<
             from_slurm = true;
         }
     }
+    let launcher = opts.launcher.clone().or_else(|| std::env::var("DPM_LAUNCHER").ok());
     if list.is_empty() {
+        if launcher.as_deref() == Some("manual") {
+            return Err("-launcher manual needs the nodes: -hosts, -f or DPM_HOSTS".into());
+        }
         return Ok((vec![nodes::Node { host: host.to_string(), slots: cpus }], nodes::Bootstrap::InProcess));
     }
     let all_local = virtual_nodes || list.iter().all(|n| is_this_host(&n.host, host));
@@ -255,9 +265,8 @@ pub(crate) fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<
         let cmd = opts.ssh_command.clone().or_else(|| std::env::var("DPM_SSH").ok()).unwrap_or_else(|| "ssh -o BatchMode=yes".into());
         cmd.split_whitespace().map(String::from).collect()
     };
-    let launcher = opts.launcher.clone().or_else(|| std::env::var("DPM_LAUNCHER").ok());
     let bootstrap = match launcher.as_deref() {
-        Some("ssh" | "slurm") if virtual_nodes => return Err("--virtual-nodes run on this machine; they start with fork".into()),
+        Some("ssh" | "slurm" | "manual") if virtual_nodes => return Err("--virtual-nodes run on this machine; they start with fork".into()),
         Some("slurm") if std::env::var_os("SLURM_JOB_ID").is_none() => {
             return Err("-launcher slurm works inside a Slurm allocation (salloc, sbatch) only".into())
         }
@@ -265,7 +274,14 @@ pub(crate) fn nodes_and_bootstrap(opts: &RunOptions, host: &str) -> Result<(Vec<
         Some("ssh") => nodes::Bootstrap::Ssh(ssh()),
         Some("fork") if all_local => nodes::Bootstrap::Fork,
         Some("fork") => return Err("-launcher fork starts daemons on this machine only; use ssh for other hosts".into()),
-        Some(other) => return Err(format!("unknown launcher '{other}' (fork or ssh)")),
+        Some("manual") => nodes::Bootstrap::Manual(manual::Manual {
+            bind: opts.bind,
+            timeout: opts
+                .connect_timeout
+                .or_else(|| std::env::var("DPM_CONNECT_TIMEOUT").ok().and_then(|v| v.parse().ok()))
+                .map_or(manual::DEFAULT_TIMEOUT, Duration::from_secs),
+        }),
+        Some(other) => return Err(format!("unknown launcher '{other}' (fork, ssh, slurm or manual)")),
         None if list.len() == 1 && (all_local || from_slurm) && is_this_host_or_slurm_node(&list[0].host, host) => {
             nodes::Bootstrap::InProcess
         }
@@ -312,26 +328,6 @@ fn expand_slurm_counts(text: &str) -> Vec<u32> {
         }
     }
     out
-}
-
-/// `dpm daemon`: serve one node for a launcher over stdin/stdout.
-pub fn daemon_command(node: usize, host: Option<String>, trace: bool, verbose: u8) -> i32 {
-    init_logging(verbose);
-    raise_fd_limit();
-    // PMI_HOSTNAME must be a name the ranks can use, so the daemon reports
-    // this host's real name; `--host` (a virtual node's label) is the launcher's.
-    let _ = host;
-    let config = dpm_daemon::DaemonConfig { host: this_host(), trace };
-    block_on_local("dpm daemon", async move {
-        let (reader, writer) = dpm_daemon::stdio::link();
-        match dpm_daemon::serve_link(config, node, reader, writer).await {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("dpm daemon (node {node}): {e}");
-                1
-            }
-        }
-    })
 }
 
 /// Run `main` to completion on one thread: the daemon keeps its state in a
@@ -381,7 +377,7 @@ pub fn init_logging(verbose: u8) {
 }
 
 /// Each rank costs the daemon a socket and two or three pipe ends.
-fn raise_fd_limit() {
+pub(crate) fn raise_fd_limit() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
         if soft < hard {

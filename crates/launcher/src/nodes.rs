@@ -5,23 +5,31 @@
 //!   machine alone ([`crate::cli`] resolves flag → environment → default);
 //! - the bootstrap: `InProcess` (one node: the daemon is a task of the
 //!   launcher), `Fork` (a `dpm daemon` child process per node on this machine
-//!   — virtual nodes), `Ssh` (`ssh HOST dpm daemon`).
+//!   — virtual nodes), `Ssh` (`ssh HOST dpm daemon`), `Slurm` (an `srun` step
+//!   per daemon), `Manual` (daemons started by hand connect by TCP; see
+//!   [`crate::manual`]).
 //!
-//! A fork or ssh daemon speaks the framed protocol on its stdin/stdout, so the
-//! link is a pipe the launcher owns or an ssh channel ssh authenticated:
-//! nothing listens on the network. Each link is bridged here to the
-//! controller's channels; a link that breaks becomes [`ToLauncher::Lost`].
+//! A fork, ssh or srun daemon speaks the framed protocol on its stdin/stdout,
+//! so the link is a pipe the launcher owns or a channel ssh or Slurm set up;
+//! only the manual bootstrap listens on the network, until its daemons are
+//! in. Every link, whatever carries it, opens with the hellos and a mutual
+//! proof of the run's [`Secret`] ([`dpm_proto::auth`]). Each link is bridged
+//! here to the controller's channels; a link that breaks becomes
+//! [`ToLauncher::Lost`].
 
 use std::time::Duration;
 
 use tokio::process::Child;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use dpm_daemon::links;
+use dpm_proto::auth::Secret;
 use dpm_proto::tree::{self, TreeSpec};
 use dpm_proto::{ToDaemon, ToLauncher};
 
 use crate::controller::DaemonLink;
+use crate::manual::{self, Manual};
 
 /// One node of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +47,19 @@ pub enum Bootstrap {
     Ssh(Vec<String>),
     /// `srun` steps inside the Slurm allocation.
     Slurm,
+    /// Daemons started by hand, connecting by TCP.
+    Manual(Manual),
+}
+
+impl Bootstrap {
+    /// The tree's fan-out for `nodes` nodes when `requested` was asked for:
+    /// daemons started by hand have no children, so that tree is flat.
+    pub fn effective_fanout(&self, requested: usize, nodes: usize) -> usize {
+        match self {
+            Bootstrap::Manual(_) => nodes.max(1),
+            _ => requested.max(1),
+        }
+    }
 }
 
 /// How long the whole tree may take to come up (ssh connections included).
@@ -50,18 +71,21 @@ pub struct Daemons {
     pub up: mpsc::UnboundedReceiver<(usize, ToLauncher)>,
     children: Vec<Child>,
     in_process: Option<tokio::task::JoinHandle<()>>,
+    /// The reading ends of TCP links (manual bootstrap): done when the daemon hangs up.
+    tcp_links: Vec<JoinHandle<()>>,
 }
 
 /// What remains of [`Daemons`] once the controller took the links.
 pub struct DaemonsWaiter {
     children: Vec<Child>,
     in_process: Option<tokio::task::JoinHandle<()>>,
+    tcp_links: Vec<JoinHandle<()>>,
 }
 
 impl Daemons {
     /// The links and message stream for the controller; the rest waits for the end.
     pub fn split(self) -> (Vec<DaemonLink>, mpsc::UnboundedReceiver<(usize, ToLauncher)>, DaemonsWaiter) {
-        (self.links, self.up, DaemonsWaiter { children: self.children, in_process: self.in_process })
+        (self.links, self.up, DaemonsWaiter { children: self.children, in_process: self.in_process, tcp_links: self.tcp_links })
     }
 }
 
@@ -80,13 +104,34 @@ impl DaemonsWaiter {
                 let _ = child.kill().await;
             }
         }
+        // A daemon started by hand is not ours to kill: it has been told to
+        // shut down, and hangs up when its ranks are gone.
+        for link in self.tcp_links {
+            if tokio::time::timeout_at(deadline, link).await.is_err() {
+                tracing::warn!("a daemon started by hand did not hang up within a second of the shutdown");
+            }
+        }
     }
 }
 
 /// Start one daemon per node, in a tree of fan-out `fanout` (the launcher
-/// starts its children, each daemon its own). Returns once every node has
-/// reported ready. On any failure nothing is left running.
+/// starts its children, each daemon its own), every link authenticated with a
+/// fresh secret. Returns once every node has reported ready. On any failure
+/// nothing is left running.
 pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: bool, verbose: u8) -> Result<Daemons, String> {
+    let secret = Secret::generate().map_err(|e| e.to_string())?;
+    start_with_secret(nodes, bootstrap, fanout, trace, verbose, &secret).await
+}
+
+/// [`start`] with a given secret (a persistent boot keeps one).
+pub async fn start_with_secret(
+    nodes: &[Node],
+    bootstrap: &Bootstrap,
+    fanout: usize,
+    trace: bool,
+    verbose: u8,
+    secret: &Secret,
+) -> Result<Daemons, String> {
     let (up_tx, mut up_rx) = mpsc::unbounded_channel();
     if *bootstrap == Bootstrap::InProcess {
         let (down_tx, down_rx) = mpsc::unbounded_channel();
@@ -101,11 +146,12 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: 
             }
         });
         let links = vec![DaemonLink { tx: down_tx, host: nodes[0].host.clone() }];
-        return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle) });
+        return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle), tcp_links: Vec::new() });
     }
+    let n = nodes.len();
     let spec = TreeSpec {
         hosts: nodes.iter().map(|n| n.host.clone()).collect(),
-        fanout: fanout.max(1),
+        fanout: bootstrap.effective_fanout(fanout, n),
         bootstrap: match bootstrap {
             Bootstrap::Ssh(cmd) => tree::Bootstrap::Ssh(cmd.clone()),
             Bootstrap::Slurm => tree::Bootstrap::Slurm,
@@ -114,16 +160,21 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: 
         trace,
         verbose,
     };
-    let n = nodes.len();
-    let top = tree::children(None, n, spec.fanout);
-    let started = links::start_children(&top, &spec, &crate::this_host()).await?;
+    let me = crate::this_host();
     let mut children = Vec::new();
+    let mut tcp_links = Vec::new();
     let mut top_links = std::collections::HashMap::new();
-    for child in started {
-        let node = child.node;
-        let (tx, process) = child.bridge(up_tx.clone());
-        children.push(process);
-        top_links.insert(node, tx);
+    if let Bootstrap::Manual(opts) = bootstrap {
+        for link in manual::connect_all(nodes, opts, secret, &me, &up_tx).await? {
+            tcp_links.push(link.reader);
+            top_links.insert(link.node, link.down);
+        }
+    } else {
+        let top = tree::children(None, n, spec.fanout);
+        for child in links::start_children(&top, &spec, &me, secret, &up_tx).await? {
+            children.push(child.process);
+            top_links.insert(child.node, child.down);
+        }
     }
     // Every node is up when its Ready has come through the tree.
     let mut ready = vec![false; n];
@@ -163,5 +214,5 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: 
         });
         node_links.push(DaemonLink { tx, host: node.host.clone() });
     }
-    Ok(Daemons { links: node_links, up: up_rx, children, in_process: None })
+    Ok(Daemons { links: node_links, up: up_rx, children, in_process: None, tcp_links })
 }

@@ -45,8 +45,9 @@ pub fn segment_env(opts: &RunOptions, seg: &Segment, launcher_env: &[(String, St
         EnvMode::List(names) => launcher_env.iter().filter(|(k, _)| names.contains(k)).cloned().collect(),
     };
     // An outer launcher's PMI variables would point the ranks at the wrong
-    // server (and PMIX_* makes MPICH refuse PMI-1/2 altogether).
-    env.retain(|(k, _)| !is_launcher_var(k));
+    // server (and PMIX_* makes MPICH refuse PMI-1/2 altogether); a link
+    // secret is never a rank's business.
+    env.retain(|(k, _)| !is_launcher_var(k) && !dpm_proto::auth::is_secret_var(k));
     for (k, v) in opts.genv.iter().chain(seg.env.iter()) {
         env.retain(|(ek, _)| ek != k);
         env.push((k.clone(), v.clone()));

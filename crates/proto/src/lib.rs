@@ -11,6 +11,7 @@
 //! (forking ranks, serving their PMI connections, forwarding their stdio,
 //! reaping them).
 
+pub mod auth;
 pub mod control;
 pub mod frame;
 pub mod tree;

@@ -1,0 +1,227 @@
+//! The manual bootstrap (`-launcher manual`): the user starts each node's
+//! daemon by hand, and the daemons connect to the launcher by TCP.
+//!
+//! The launcher listens (on `--bind ADDR[:PORT]`, default every address, a
+//! port the system picks), writes the run's secret to a 0600 file in the
+//! private runtime directory ([`crate::private_dir`]), and prints one command
+//! per node:
+//!
+//! ```text
+//! DPM_SECRET_FILE=/run/user/1000/dpm/manual-4242-1a2b3c4d.secret dpm daemon --connect HOST:PORT --node 2
+//! ```
+//!
+//! The secret itself is never printed nor put on a command line. Each
+//! connection must complete the hello and the mutual proof of the secret
+//! within [`HANDSHAKE_TIMEOUT`]; a stranger, a wrong secret or a second
+//! daemon for a node already connected is logged and closed, and the launcher
+//! keeps waiting for the real one. Once every node is in, the listener is
+//! closed and the secret file removed (also on any failure, and on
+//! SIGINT/SIGTERM/SIGHUP while waiting). The daemons form a flat tree: each is
+//! a direct child of the launcher, whatever `--tree-fanout` says.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+
+use dpm_daemon::links;
+use dpm_proto::{ToDaemon, ToLauncher};
+
+use dpm_proto::auth::{Secret, SECRET_FILE_ENV};
+use dpm_proto::frame::{answer_hello, authenticate, Hello, Role, PROTOCOL_VERSION};
+
+use crate::nodes::Node;
+use crate::private_dir::{self, PrivateFile};
+
+/// How long one connection may take to say hello and prove the secret.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections handshaking at once; more are closed at once (a flood of
+/// strangers cannot exhaust the launcher's descriptors).
+const MAX_PENDING: usize = 64;
+
+/// How the manual bootstrap listens and waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manual {
+    /// Where to listen (default: every IPv4 address, any port).
+    pub bind: Option<SocketAddr>,
+    /// How long to wait for every daemon to connect.
+    pub timeout: Duration,
+}
+
+/// Default for [`Manual::timeout`]: people type the commands.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A daemon's authenticated connection, bridged.
+pub struct Connected {
+    pub node: usize,
+    /// Messages for the daemon.
+    pub down: mpsc::UnboundedSender<ToDaemon>,
+    /// The task reading the link: ends when the daemon hangs up.
+    pub reader: JoinHandle<()>,
+}
+
+/// Listen, tell the user what to run, and wait until every node's daemon has
+/// connected and authenticated. Each link is bridged to `up` as soon as it is
+/// in (heartbeats keep it alive while the others come), and returned, by node.
+pub async fn connect_all(
+    nodes: &[Node],
+    opts: &Manual,
+    secret: &Secret,
+    me: &str,
+    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+) -> Result<Vec<Connected>, String> {
+    // Signals first: from the moment the secret file exists, an interrupted
+    // launcher must still remove it.
+    let mut signals = Vec::new();
+    for kind in [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()] {
+        signals.push(signal(kind).map_err(|e| format!("cannot handle signals: {e}"))?);
+    }
+    let bind = opts.bind.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let listener = TcpListener::bind(bind).await.map_err(|e| format!("-launcher manual: cannot listen on {bind}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| format!("-launcher manual: {e}"))?;
+    let dir = private_dir::runtime_dir().map_err(|e| format!("-launcher manual: {e}"))?;
+    let name = format!("manual-{}-{}.secret", std::process::id(), &Secret::generate().map_err(|e| e.to_string())?.to_hex()[..8]);
+    let file = PrivateFile::create(&dir, &name, format!("{}\n", secret.to_hex()).as_bytes()).map_err(|e| format!("-launcher manual: {e}"))?;
+
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the dpm executable: {e}"))?;
+    // Daemons connect to the address we listen on, or to this host's name
+    // when we listen on all of them.
+    let target = if local.ip().is_unspecified() { format!("{me}:{}", local.port()) } else { local.to_string() };
+    eprintln!(
+        "dpm: -launcher manual: listening on {local}; waiting up to {} s for {} daemon{}. Run on each node \
+         (the secret file must be there too, mode 0600):",
+        opts.timeout.as_secs(),
+        nodes.len(),
+        if nodes.len() == 1 { "" } else { "s" }
+    );
+    for (i, node) in nodes.iter().enumerate() {
+        eprintln!(
+            "dpm:   node {i} ({}): {SECRET_FILE_ENV}={} {} daemon --connect {target} --node {i}",
+            node.host,
+            shell_quote(&file.path().display().to_string()),
+            shell_quote(&exe.display().to_string())
+        );
+    }
+
+    let result = accept(listener, nodes, opts.timeout, secret, me, up, &mut signals).await;
+    // Every node is in (or the run is over): nobody needs the file any more.
+    drop(file);
+    result
+}
+
+async fn accept(
+    listener: TcpListener,
+    nodes: &[Node],
+    timeout: Duration,
+    secret: &Secret,
+    me: &str,
+    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+    signals: &mut [tokio::signal::unix::Signal],
+) -> Result<Vec<Connected>, String> {
+    let n = nodes.len();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let secret = Rc::new(secret.clone());
+    // Nodes whose daemon is in: a second one for them is refused at its hello.
+    let taken = Rc::new(RefCell::new(vec![false; n]));
+    let mut links: Vec<Option<Connected>> = (0..n).map(|_| None).collect();
+    let mut pending: JoinSet<Result<(usize, TcpStream, Hello), String>> = JoinSet::new();
+    let [sigint, sigterm, sighup] = signals else { unreachable!("three signals registered") };
+    while links.iter().any(Option::is_none) {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, addr)) if pending.len() < MAX_PENDING => {
+                    let (secret, taken, me) = (secret.clone(), taken.clone(), me.to_string());
+                    pending.spawn_local(async move {
+                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, admit(stream, &secret, &taken, &me)).await {
+                            Ok(Ok((node, stream, hello))) => Ok((node, stream, hello)),
+                            Ok(Err(e)) => Err(format!("refused a connection from {addr}: {e}")),
+                            Err(_) => Err(format!("refused a connection from {addr}: no hello and proof within {} s", HANDSHAKE_TIMEOUT.as_secs())),
+                        }
+                    });
+                }
+                Ok((_, addr)) => tracing::warn!("refused a connection from {addr}: {MAX_PENDING} connections are already handshaking"),
+                // Out of descriptors, or a connection reset before accept: keep listening.
+                Err(e) => {
+                    tracing::warn!("accepting a daemon's connection failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(done) = pending.join_next() => match done {
+                Ok(Ok((node, stream, hello))) if links[node].is_none() => {
+                    let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
+                    eprintln!("dpm: node {node} ({}) connected from {from} (host {})", nodes[node].host, hello.host);
+                    let (r, w) = stream.into_split();
+                    let (down, reader) = links::bridge_link(node, r, w, || {}, up.clone());
+                    links[node] = Some(Connected { node, down, reader });
+                }
+                Ok(Ok((node, stream, _))) => {
+                    let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
+                    tracing::warn!("refused a connection from {from}: node {node} is already connected");
+                }
+                Ok(Err(e)) => tracing::warn!("{e}"),
+                Err(e) => tracing::warn!("a connection's handshake failed: {e}"),
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                let missing: Vec<String> = (0..n).filter(|&i| links[i].is_none()).map(|i| format!("{i} ({})", nodes[i].host)).collect();
+                return Err(format!(
+                    "-launcher manual: node{} {} did not connect within {} s (start them with the commands above; --connect-timeout sets the wait)",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", "),
+                    timeout.as_secs()
+                ));
+            }
+            _ = sigint.recv() => return Err("interrupted (SIGINT) while waiting for the daemons".into()),
+            _ = sigterm.recv() => return Err("terminated (SIGTERM) while waiting for the daemons".into()),
+            _ = sighup.recv() => return Err("hung up (SIGHUP) while waiting for the daemons".into()),
+        }
+    }
+    // Dropping the listener and the handshakes still going on: nothing else
+    // listens from now on.
+    drop(listener);
+    pending.abort_all();
+    Ok(links.into_iter().map(|c| c.expect("every node is in")).collect())
+}
+
+/// Greet one connection: its hello must name a node of this run not yet
+/// connected, then it must prove the secret (and we prove it to it).
+async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, me: &str) -> Result<(usize, TcpStream, Hello), String> {
+    let _ = stream.set_nodelay(true);
+    let (mut r, mut w) = stream.into_split();
+    let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: 0, host: me.to_string() };
+    let hello = answer_hello(&mut r, &mut w, ours, Role::Daemon).await.map_err(|e| e.to_string())?;
+    let node = hello.node;
+    let n = taken.borrow().len();
+    if node >= n {
+        return Err(format!("it claims node {node}, but this run has nodes 0 to {}", n - 1));
+    }
+    if taken.borrow()[node] {
+        return Err(format!("node {node} is already connected"));
+    }
+    authenticate(&mut r, &mut w, secret, Role::Launcher, node).await.map_err(|e| format!("node {node} (host {}): {e}", hello.host))?;
+    taken.borrow_mut()[node] = true;
+    let stream = r.reunite(w).map_err(|e| e.to_string())?;
+    Ok((node, stream, hello))
+}
+
+/// `text` as one shell word.
+fn shell_quote(text: &str) -> String {
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+:=@%,".contains(&b)) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shell_words() {
+        assert_eq!(super::shell_quote("/tmp/dpm-0/manual-1.secret"), "/tmp/dpm-0/manual-1.secret");
+        assert_eq!(super::shell_quote("/a b/it's"), r"'/a b/it'\''s'");
+    }
+}
