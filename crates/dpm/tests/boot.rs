@@ -345,3 +345,22 @@ fn other_users_cannot_reach_the_control_socket() {
 fn nix_is_root() -> bool {
     std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
+
+#[test]
+fn a_detached_manual_boot_is_refused() {
+    let dir = std::env::temp_dir().join(unique("dpm-boot-manual"));
+    for env_launcher in [false, true] {
+        let mut cmd = Command::new(dpm_bin());
+        cmd.arg("boot").args(["-hosts", "localhost"]).env("DPM_RUNTIME_DIR", &dir);
+        if env_launcher {
+            cmd.env("DPM_LAUNCHER", "manual");
+        } else {
+            cmd.args(["-launcher", "manual"]);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("needs --foreground"));
+    }
+    assert!(!dir.join("default.sock").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

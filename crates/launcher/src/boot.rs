@@ -50,7 +50,9 @@ Nodes and bootstrap, as for dpm run:
   -hosts a,b:4 | -f FILE    the nodes (default: this machine; inside a
                             Slurm allocation: its nodes)
   --virtual-nodes N         N daemons on this machine, each a node
-  -launcher fork|ssh|slurm  how daemons start; --ssh-command CMD
+  -launcher fork|ssh|slurm|manual
+                            how daemons start; --ssh-command CMD
+                            (manual: with --foreground)
   --tree-fanout K           children per daemon (default 32)
   --foreground              stay in the foreground (batch scripts, debugging)
   -v                        log more (in the boot's log file)
@@ -113,6 +115,13 @@ pub fn boot_command(args: &[String]) -> i32 {
     if std::os::unix::net::UnixStream::connect(&files.socket).is_ok() {
         eprintln!("dpm boot: already booted ({}); `dpm down` first", files.socket.display());
         return 1;
+    }
+    // Manual daemons need the command lines dpm prints while it waits for
+    // them: on the terminal, so only in the foreground.
+    let launcher = boot.opts.launcher.clone().or_else(|| std::env::var("DPM_LAUNCHER").ok());
+    if launcher.as_deref() == Some("manual") && !boot.foreground {
+        eprintln!("dpm boot: -launcher manual needs --foreground (it prints the daemons' command lines and waits for them)");
+        return 2;
     }
     if boot.foreground {
         crate::init_logging(boot.opts.verbose);
@@ -209,8 +218,8 @@ fn parse_boot(args: &[String]) -> Result<Option<BootArgs>, String> {
             "virtual-nodes" => opts.virtual_nodes = Some(count(value()?)?),
             "launcher" | "bootstrap" => {
                 let v = value()?;
-                if !matches!(v.as_str(), "fork" | "ssh" | "slurm") {
-                    return Err(format!("'{arg} {v}': daemons start with fork, ssh or slurm"));
+                if !matches!(v.as_str(), "fork" | "ssh" | "slurm" | "manual") {
+                    return Err(format!("'{arg} {v}': daemons start with fork, ssh, slurm or manual"));
                 }
                 opts.launcher = Some(v);
             }
