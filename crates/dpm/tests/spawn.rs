@@ -551,18 +551,22 @@ const SPAWN_MODES: &str = r#"
 import os, sys, time
 from mpi4py import MPI
 mode = sys.argv[1]
+def say(line):
+    # One write per line: print() writes the text and the newline apart
+    # when unbuffered (PYTHONUNBUFFERED), and two ranks' lines could mix.
+    os.write(1, (line + "\n").encode())
 p = MPI.Comm.Get_parent()
 if p == MPI.COMM_NULL:
     c = MPI.COMM_SELF.Spawn(sys.executable, args=[sys.argv[0], mode], maxprocs=2)
-    print("parent spawned", flush=True)
+    say("parent spawned")
     if mode == "sleep":
         time.sleep(30)
     c.Barrier()
     c.Disconnect()
-    print("parent done", flush=True)
+    say("parent done")
 else:
     r = MPI.COMM_WORLD.Get_rank()
-    print(f"child {r} GV={os.environ.get('GV')}", flush=True)
+    say(f"child {r} GV={os.environ.get('GV')}")
     if mode == "sleep":
         time.sleep(30)
     if mode == "abort" and r == 1:
