@@ -22,8 +22,12 @@ use tokio::net::unix::pipe;
 /// anyway; this takes a burst of small KVS frames in one.
 const READ_BUFFER: usize = 64 * 1024;
 
+/// One end of the link, whatever drives it.
+pub type Reader = Pin<Box<dyn AsyncRead>>;
+pub type Writer = Pin<Box<dyn AsyncWrite>>;
+
 /// The link's reading and writing ends, from stdin and stdout.
-pub fn link() -> (Pin<Box<dyn AsyncRead>>, Pin<Box<dyn AsyncWrite>>) {
+pub fn link() -> (Reader, Writer) {
     let reader: Pin<Box<dyn AsyncRead>> = match stdin_pipe() {
         Some(r) => Box::pin(BufReader::with_capacity(READ_BUFFER, r)),
         None => Box::pin(tokio::io::stdin()),

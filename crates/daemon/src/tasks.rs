@@ -88,8 +88,8 @@ pub fn watch_proc(
             tracing::error!(%job, rank = rank.0, "cannot watch the process: pidfd unavailable");
         }
         loop {
-            if !reported && status.is_some() && ((pmi_done && out.is_none() && err.is_none()) || deadline_passed(deadline)) {
-                let _ = events.send(Event::Exited { job, rank, status: status.unwrap(), at: reaped_at });
+            if let Some(s) = status.filter(|_| !reported && ((pmi_done && out.is_none() && err.is_none()) || deadline_passed(deadline))) {
+                let _ = events.send(Event::Exited { job, rank, status: s, at: reaped_at });
                 reported = true;
             }
             if reported && out.is_none() && err.is_none() {

@@ -660,7 +660,7 @@ impl Controller {
                 tracing::debug!(%job, epoch = done.epoch, keys = done.delta.len(), "fence complete");
                 // To the top of each subtree running the job; the daemons
                 // pass it down (a job the KVS root does not know: to each node).
-                let targets = self.kvs.fence_targets(job).unwrap_or_else(|| j.daemons.iter().copied().collect());
+                let targets = self.kvs.fence_targets(job).unwrap_or_else(|| j.daemons.to_vec());
                 if let Some((&last, rest)) = targets.split_last() {
                     for &d in rest {
                         let _ = self.daemons[d].tx.send(ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });

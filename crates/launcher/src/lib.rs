@@ -189,9 +189,12 @@ pub(crate) async fn drive(
     code
 }
 
+/// This process's environment and directory, and the job planned in them.
+pub(crate) type PlannedHere = (Vec<(String, String)>, std::path::PathBuf, plan::PlannedJob);
+
 /// The job planned in this process's environment and directory (programs
 /// resolved like `execvp` after `chdir`); on error, said, with the exit status.
-pub(crate) fn plan_here(opts: &RunOptions) -> Result<(Vec<(String, String)>, std::path::PathBuf, plan::PlannedJob), i32> {
+pub(crate) fn plan_here(opts: &RunOptions) -> Result<PlannedHere, i32> {
     let launcher_env: Vec<(String, String)> = std::env::vars().collect();
     let cwd = std::env::current_dir().map_err(|e| {
         eprintln!("dpm run: cannot read the current directory: {e}");

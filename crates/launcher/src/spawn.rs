@@ -10,6 +10,7 @@
 //! - `oversubscribe` (`true`/`false`) and `map-by`: placement policy;
 //! - `soft`: accepted (all `maxprocs` are started);
 //! - `arch`, `file`: accepted with a warning (meaningless here).
+//!
 //! Any other key is logged and ignored, never an error.
 
 use std::path::{Path, PathBuf};

@@ -176,9 +176,9 @@ fn pmi1_spawn_multiple_is_one_block_of_segments() {
                  preput_key_0=PARENT_ROOT_PORT_NAME\npreput_val_0=p\ninfo_num=1\ninfo_key_0=path\ninfo_val_0=/srv/app\nendcmd\n\
                  mcmd=spawn\nnprocs=2\nexecname=./spawnmult\ntotspawns=2\nspawnssofar=2\nargcnt=2\narg1=B1\narg2=B2\ninfo_num=0\nendcmd\n";
     let first_endcmd = block.find("endcmd\n").unwrap() + 7;
-    e.on_bytes(ConnId(0), block[..first_endcmd].as_bytes());
+    e.on_bytes(ConnId(0), &block.as_bytes()[..first_endcmd]);
     assert!(e.take_effects().is_empty(), "not complete until the last segment");
-    e.on_bytes(ConnId(0), block[first_endcmd..].as_bytes());
+    e.on_bytes(ConnId(0), &block.as_bytes()[first_endcmd..]);
     let spawn = e.take_effects().into_iter().find_map(|f| if let Effect::Spawn { request, .. } = f { Some(request) } else { None });
     let cmds = spawn.unwrap().commands;
     assert_eq!(cmds.len(), 2);
