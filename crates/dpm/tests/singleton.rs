@@ -109,7 +109,15 @@ else:
     assert got == [0, 10], got
     print("python singleton spawn ok", got, "universe", MPI.COMM_WORLD.Get_attr(MPI.UNIVERSE_SIZE))
 "#;
-    let dir = std::env::temp_dir().join(format!("dpm-singleton-py-{}", std::process::id()));
+    /// Removed however the test ends (a timeout panics in run_direct).
+    struct Dir(std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let guard = Dir(std::env::temp_dir().join(format!("dpm-singleton-py-{}", std::process::id())));
+    let dir = guard.0.clone();
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("spawner.py");
     std::fs::write(&file, script).unwrap();
@@ -119,7 +127,7 @@ else:
         cmd.env_remove(var);
     }
     let (code, out, err) = run_direct(cmd, Duration::from_secs(60));
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(guard);
     assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
     assert!(out.contains("python singleton spawn ok [0, 10]"), "stdout:\n{out}\nstderr:\n{err}");
     // The singleton's MPI_UNIVERSE_SIZE comes from dpm: the logical CPUs.
