@@ -73,6 +73,9 @@ struct Proc {
 #[derive(Default)]
 struct JobProcs {
     pgids: Vec<i32>,
+    /// Group leaders left as zombies until the job's final kill, so that
+    /// `kill(-pgid)` can never reach a group that reused the id.
+    leaders: Vec<i32>,
     stdin: Option<mpsc::UnboundedSender<Vec<u8>>>,
     listener: Option<tokio::task::AbortHandle>,
     port: Option<String>,
@@ -346,12 +349,16 @@ impl Daemon {
         if s.pgid > 0 && !j.pgids.contains(&s.pgid) {
             j.pgids.push(s.pgid);
         }
+        let leader = s.pgid == s.pid;
+        if leader {
+            j.leaders.push(s.pid);
+        }
         if let Some(stdin) = s.stdin {
             j.stdin = Some(tasks::feed_stdin(stdin));
         }
         let conn = s.pmi.and_then(|fd| self.open_conn(job, Some(rank), fd));
         let (closed_tx, closed_rx) = oneshot::channel();
-        tasks::watch_proc(job, rank, s.pidfd, Some(s.stdout), Some(s.stderr), closed_rx, self.events.clone());
+        tasks::watch_proc(job, rank, s.pidfd, leader, Some(s.stdout), Some(s.stderr), closed_rx, self.events.clone());
         let proc = Proc { pid: s.pid, conn, pmi: PmiState::Silent, pmi_closed: Some(closed_tx) };
         self.procs.insert((job, rank), proc);
         let _ = self.up.send(ToLauncher::Started { job, rank, pid: s.pid as u32 });
@@ -376,7 +383,7 @@ impl Daemon {
             }
         };
         let (closed_tx, closed_rx) = oneshot::channel();
-        tasks::watch_proc(job, rank, pidfd, None, None, closed_rx, self.events.clone());
+        tasks::watch_proc(job, rank, pidfd, false, None, None, closed_rx, self.events.clone());
         self.procs.insert((job, rank), Proc { pid: pid as i32, conn: Some(conn), pmi: PmiState::Silent, pmi_closed: Some(closed_tx) });
         let _ = self.up.send(ToLauncher::Started { job, rank, pid });
     }
@@ -480,6 +487,12 @@ impl Daemon {
         if let Some(j) = self.jobs.remove(&job) {
             if let Some(l) = j.listener {
                 l.abort();
+            }
+            // Now the group ids may go. A leader still running (a shutdown
+            // mid-job) is reaped by init once this daemon is gone.
+            for pid in j.leaders {
+                // SAFETY: waitpid on our own child.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
             }
         }
         self.engine.remove_job(job);

@@ -388,12 +388,15 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// Reap the process behind `pidfd` if it has ended.
-pub fn reap(pidfd: &OwnedFd) -> io::Result<Option<dpm_proto::ExitStatus>> {
+/// Reap the process behind `pidfd` if it has ended. With `keep`, only read
+/// its status and leave the zombie: a process-group leader stays in the
+/// table so that its group id cannot be reused before the job's final kill.
+pub fn reap(pidfd: &OwnedFd, keep: bool) -> io::Result<Option<dpm_proto::ExitStatus>> {
     // SAFETY: waitid fills `info`; a zeroed siginfo_t is a valid initial value.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG);
+        let flags = libc::WEXITED | libc::WNOHANG | if keep { libc::WNOWAIT } else { 0 };
+        let rc = libc::waitid(libc::P_PIDFD, pidfd.as_raw_fd() as libc::id_t, &mut info, flags);
         if rc != 0 {
             let err = io::Error::last_os_error();
             // Not our child (an adopted singleton): it ended, status unknown;

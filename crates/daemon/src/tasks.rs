@@ -61,12 +61,15 @@ pub fn feed_stdin(fd: OwnedFd) -> mpsc::UnboundedSender<Vec<u8>> {
     tx
 }
 
-/// Watch one process: forward its stdout/stderr, reap it through its pidfd,
-/// report its exit once its PMI traffic and output are through.
+/// Watch one process: forward its stdout/stderr, reap it through its pidfd
+/// (a group leader is left a zombie: `keep_zombie`, see [`reap`]), report
+/// its exit once its PMI traffic and output are through.
+#[allow(clippy::too_many_arguments)]
 pub fn watch_proc(
     job: JobId,
     rank: Rank,
     pidfd: OwnedFd,
+    keep_zombie: bool,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
     mut pmi_closed: oneshot::Receiver<()>,
@@ -99,7 +102,7 @@ pub fn watch_proc(
             tokio::select! {
                 ready = async { pidfd.as_ref().unwrap().readable().await }, if status.is_none() && pidfd.is_some() => {
                     if let Ok(mut guard) = ready {
-                        match reap(pidfd.as_ref().unwrap().get_ref()) {
+                        match reap(pidfd.as_ref().unwrap().get_ref(), keep_zombie) {
                             Ok(Some(s)) => {
                                 status = Some(s);
                                 reaped_at = now_micros();

@@ -364,3 +364,43 @@ fn a_detached_manual_boot_is_refused() {
     assert!(!dir.join("default.sock").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A job's process-group leader that exits first stays a zombie until the
+/// job's final kill — so that `kill(-pgid)` cannot reach a group that reused
+/// its id — and is reaped then (checked through a boot, whose daemon lives on).
+#[test]
+fn group_leaders_are_held_until_the_job_ends_then_reaped() {
+    let boot = Boot::start(&[]);
+    let running = boot.run(&["-n", "1", "sh", "-c", "echo leader $$", ":", "-n", "1", "sleep", "2"]).spawn();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let state = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from))
+    };
+    // The leader: a zombie child of the boot server (its daemon runs inside it).
+    let pid = loop {
+        let pids: Vec<u32> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+            .filter(|p| children_of(boot.pid).contains(p) && state(*p).as_deref() == Some("Z"))
+            .collect();
+        if let Some(&p) = pids.first() {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "no zombie leader under the boot server while the job ran");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Held, not just caught between its exit and the daemon's wait.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(state(pid).as_deref(), Some("Z"), "the leader {pid} was reaped while its job still ran");
+    let out = running.wait();
+    out.assert_success().assert_stdout_contains(&format!("leader {pid}"));
+    // The job is over: the daemon reaped its leader.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while state(pid).is_some() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(state(pid), None, "the leader {pid} was not reaped when its job ended");
+}
