@@ -20,6 +20,7 @@
 
 mod kvs_node;
 pub mod links;
+pub mod mpich_shm;
 pub mod spawn;
 pub mod stdio;
 mod tasks;
@@ -72,6 +73,8 @@ struct Proc {
 
 #[derive(Default)]
 struct JobProcs {
+    /// Names the job's MPICH shared-memory segments (see [`mpich_shm`]).
+    kvsname: String,
     pgids: Vec<i32>,
     /// Group leaders left as zombies until the job's final kill, so that
     /// `kill(-pgid)` can never reach a group that reused the id.
@@ -255,7 +258,7 @@ impl Daemon {
     fn launch(&mut self, spec: LaunchJob) {
         let job = spec.job;
         self.register_job(&spec);
-        let mut entry = JobProcs::default();
+        let mut entry = JobProcs { kvsname: spec.kvsname.clone(), ..JobProcs::default() };
         if spec.pmi_mode == PmiMode::Port {
             match tasks::listen_pmi_port(job, self.events.clone()) {
                 Ok((port, handle)) => {
@@ -368,7 +371,7 @@ impl Daemon {
     fn adopt_foreign(&mut self, launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32) {
         let job = launch.job;
         self.register_job(&launch);
-        self.jobs.insert(job, JobProcs::default());
+        self.jobs.insert(job, JobProcs { kvsname: launch.kvsname.clone(), ..JobProcs::default() });
         // SAFETY: the launcher hands over an fd it opened and no longer uses.
         let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pmi_fd) };
         let Some(conn) = self.open_conn(job, Some(rank), fd) else {
@@ -493,6 +496,10 @@ impl Daemon {
             for pid in j.leaders {
                 // SAFETY: waitpid on our own child.
                 unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+            }
+            let removed = mpich_shm::remove_segments(std::path::Path::new("/dev/shm"), &j.kvsname);
+            if removed > 0 {
+                tracing::debug!(%job, removed, "removed the job's MPICH shared-memory segments");
             }
         }
         self.engine.remove_job(job);

@@ -169,3 +169,25 @@ fn timeout_also_kills_ranks_that_ignore_sigterm() {
     out.assert_code(124).assert_faster_than(FAST);
     out.assert_stdout_lacks("survived");
 }
+
+/// MPICH's node shared-memory segment of a killed job (`/dev/shm/mpich_shm_<id>_<node>`,
+/// `<id>` the FNV-1a hash of the kvsname) is removed when the job ends.
+#[test]
+fn a_killed_jobs_mpich_shared_memory_is_removed() {
+    let out = Dpm::run(["--pmi-trace", "--virtual-nodes", "2", "-n", "4", &program("abort"), "1", "7"]).output();
+    out.assert_code(7);
+    let err = out.stderr_str();
+    let kvsname = err
+        .lines()
+        .find_map(|l| l.split_once("cmd=my_kvsname ").and_then(|(_, r)| r.split_whitespace().find_map(|kv| kv.strip_prefix("kvsname="))))
+        .unwrap_or_else(|| panic!("no kvsname in the trace\n{}", out.describe()))
+        .to_string();
+    let id = kvsname.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    let left: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("mpich_shm_{id:x}_")) || n.starts_with(&format!("mpich_vci_{id:x}_")))
+        .collect();
+    assert!(left.is_empty(), "segments of {kvsname} left in /dev/shm: {left:?}");
+}
