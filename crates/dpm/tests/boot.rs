@@ -259,11 +259,8 @@ fn spawned_children_are_placed_with_the_load_of_every_run() {
     filler.wait_for_procs(slots);
     let out = boot.run(&["--report-placement", "-n", "1", &program("spawn_args"), "1"]).output();
     out.assert_success();
-    let placed = common::placement(&out.stderr_str());
-    // Job ids are the boot's: the parent is the first job reported.
-    let parent = placed.first().map(|p| p.0);
-    let child_hosts: Vec<&String> = placed.iter().filter(|p| Some(p.0) != parent).map(|(_, _, h)| h).collect();
-    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h.ends_with("-v1")), "spawned child not placed on the free node: {placed:?}\n{}", out.describe());
+    let child_hosts = common::spawned_hosts(&out.stderr_str());
+    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h.ends_with("-v1")), "spawned child not placed on the free node: {child_hosts:?}\n{}", out.describe());
     filler.signal("TERM");
     let _ = filler.wait_unchecked();
 }

@@ -26,9 +26,6 @@ use std::time::{Duration, Instant};
 
 use common::{FixtureLock, dpm_bin, hello, program, repo_root, Dpm, TempFile};
 
-/// The fixture's exit status for "cannot be built on this machine".
-const SKIP_STATUS: i32 = 77;
-
 fn fixture_script() -> PathBuf {
     repo_root().join("tests/fixtures/slurm.sh")
 }
@@ -54,28 +51,8 @@ impl Fixture {
     /// Build the cluster; `Err(reason)` when this machine cannot.
     fn up() -> Result<Fixture, String> {
         let lock = take_lock();
-        let started = Instant::now();
-        let out = script(&["up"]);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        match out.status.code() {
-            Some(0) => {}
-            Some(SKIP_STATUS) => {
-                let reason = stderr.lines().find_map(|l| l.split_once("SKIP: ").map(|x| x.1.to_string()));
-                return Err(reason.unwrap_or(stderr));
-            }
-            _ => {
-                let _ = script(&["down"]);
-                panic!("tests/fixtures/slurm.sh up failed ({:?})\n{stdout}\n{stderr}", out.status);
-            }
-        }
-        eprint!("{stderr}");
-        eprintln!("fixture up in {:.2} s", started.elapsed().as_secs_f64());
-        let state = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("STATE="))
-            .unwrap_or_else(|| panic!("no STATE in the fixture's info:\n{stdout}"))
-            .into();
+        let info = common::fixture_up(&fixture_script())?;
+        let state = common::fixture_info(&info, "STATE").into();
         let wrapper = format!(
             "#!/bin/sh\nexec bash '{}' exec salloc -N1 -n2 '{}' run \"$@\"\n",
             fixture_script().display(),
@@ -226,14 +203,7 @@ fn spawn_inside_the_allocation(fx: &Fixture) {
 /// nodes) go through them; `dpm down` ends it all before salloc returns.
 fn boot_inside_the_allocation(fx: &Fixture) {
     let dir = std::env::temp_dir().join(common::unique("dpm-slurm-boot"));
-    let dpm = dpm_bin();
-    let script = format!(
-        "set -e; export DPM_RUNTIME_DIR='{}'; {dpm} boot; {dpm} status; {dpm} run -n 6 '{}'; \
-         {dpm} run --report-placement -n 1 '{}' 2; {dpm} down",
-        dir.display(),
-        program("ring"),
-        program("spawn_args"),
-    );
+    let script = common::boot_session_script(&dir, "", 6, 2);
     let out = fx.client(&["salloc", "-N3", "-n6", "sh", "-c", &script]);
     let _ = std::fs::remove_dir_all(&dir);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -244,8 +214,7 @@ fn boot_inside_the_allocation(fx: &Fixture) {
     }
     assert!(stdout.contains("ring ok size=6 sum="), "{stdout}\n{stderr}");
     assert!(stdout.contains("spawn ok children=2"), "{stdout}\n{stderr}");
-    let parent = common::placement(&stderr).first().map(|p| p.0);
-    let child_hosts: Vec<String> = common::placement(&stderr).into_iter().filter(|p| Some(p.0) != parent).map(|p| p.2).collect();
+    let child_hosts = common::spawned_hosts(&stderr);
     assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h != "n1"), "children not on the free nodes: {child_hosts:?}\n{stderr}");
 }
 

@@ -31,8 +31,6 @@ use std::time::{Duration, Instant};
 
 use common::{FixtureLock, dpm_bin, hello, program, repo_root, Dpm, Running, TempFile};
 
-/// The fixture's exit status for "cannot be built on this machine".
-const SKIP_STATUS: i32 = 77;
 /// A lost daemon or host must end the run within this time.
 const LOSS_LIMIT: Duration = Duration::from_secs(2);
 
@@ -72,28 +70,8 @@ impl Fixture {
     /// Build the hosts; `Err(reason)` when this machine cannot.
     fn up() -> Result<Fixture, String> {
         let lock = take_lock();
-        let started = Instant::now();
-        let out = script(&["up"]);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        match out.status.code() {
-            Some(0) => {}
-            Some(SKIP_STATUS) => {
-                let reason = stderr.lines().find_map(|l| l.split_once("SKIP: ").map(|x| x.1.to_string()));
-                return Err(reason.unwrap_or(stderr));
-            }
-            _ => {
-                let _ = script(&["down"]);
-                panic!("tests/fixtures/netns_hosts.sh up failed ({:?})\n{stdout}\n{stderr}", out.status);
-            }
-        }
-        eprint!("{stderr}");
-        eprintln!("fixture up in {:.2} s", started.elapsed().as_secs_f64());
-        let ssh_command = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("SSH_COMMAND="))
-            .unwrap_or_else(|| panic!("no SSH_COMMAND in the fixture's info:\n{stdout}"))
-            .to_string();
+        let info = common::fixture_up(&fixture_script())?;
+        let ssh_command = common::fixture_info(&info, "SSH_COMMAND");
         let wrapper = format!(
             "#!/bin/sh\nexec bash '{}' exec h0 '{}' run \"$@\"\n",
             fixture_script().display(),
@@ -316,14 +294,7 @@ fn spawn_onto_other_hosts(fx: &Fixture) {
 /// leaves nothing on any host (checked after every scenario).
 fn boot_over_ssh(fx: &Fixture) {
     let dir = std::env::temp_dir().join(common::unique("dpm-netns-boot"));
-    let dpm = dpm_bin();
-    let script = format!(
-        "set -e; export DPM_RUNTIME_DIR='{}'; {dpm} boot -launcher ssh -hosts h1,h2,h3,h4; {dpm} status; \
-         {dpm} run -n 8 '{}'; {dpm} run --report-placement -n 1 '{}' 3; {dpm} down",
-        dir.display(),
-        program("ring"),
-        program("spawn_args"),
-    );
+    let script = common::boot_session_script(&dir, "-launcher ssh -hosts h1,h2,h3,h4", 8, 3);
     let out = Command::new("bash")
         .arg(fixture_script())
         .args(["exec", "h0", "env", &format!("DPM_SSH={}", fx.ssh_command), "DPM_NO_BOOT=", "sh", "-c", &script])
@@ -335,10 +306,8 @@ fn boot_over_ssh(fx: &Fixture) {
     assert!(stdout.contains("dpm boot: 4 nodes up"), "{stdout}\n{stderr}");
     assert!(stdout.contains("ring ok size=8 sum=288"), "{stdout}\n{stderr}");
     assert!(stdout.contains("spawn ok children=3 parents=1"), "{stdout}\n{stderr}");
-    let placed = common::placement(&stderr);
-    let parent = placed.first().map(|p| p.0);
-    let child_hosts: Vec<&str> = placed.iter().filter(|p| Some(p.0) != parent).map(|p| p.2.as_str()).collect();
-    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| *h != "h1"), "children not on the idle hosts: {child_hosts:?}\n{stderr}");
+    let child_hosts = common::spawned_hosts(&stderr);
+    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h != "h1"), "children not on the idle hosts: {child_hosts:?}\n{stderr}");
 }
 
 fn spawn_info_host_names_another_host(fx: &Fixture) {

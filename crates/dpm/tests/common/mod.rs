@@ -509,6 +509,28 @@ impl Drop for TempFile {
 }
 
 /// `(job, rank list, host)` from `--report-placement` lines.
+/// The hosts of every job `--report-placement` names but the first: the
+/// spawned children of a run (whose job ids, through a boot, need not start at 0).
+pub fn spawned_hosts(stderr: &str) -> Vec<String> {
+    let placed = placement(stderr);
+    let parent = placed.first().map(|p| p.0);
+    placed.into_iter().filter(|p| Some(p.0) != parent).map(|p| p.2).collect()
+}
+
+/// A `sh -c` script for a whole booted session in the private runtime
+/// directory `dir`: `dpm boot BOOT_ARGS`, `dpm status`, an MPI ring of
+/// `ring_n` ranks, one rank spawning `children` (placement reported), `dpm down`.
+pub fn boot_session_script(dir: &Path, boot_args: &str, ring_n: u32, children: u32) -> String {
+    let dpm = dpm_bin();
+    format!(
+        "set -e; export DPM_RUNTIME_DIR='{}'; {dpm} boot {boot_args}; {dpm} status; {dpm} run -n {ring_n} '{}'; \
+         {dpm} run --report-placement -n 1 '{}' {children}; {dpm} down",
+        dir.display(),
+        program("ring"),
+        program("spawn_args"),
+    )
+}
+
 pub fn placement(stderr: &str) -> Vec<(u32, String, String)> {
     stderr
         .lines()
@@ -523,6 +545,42 @@ pub fn placement(stderr: &str) -> Vec<(u32, String, String)> {
 }
 
 /// Run a fixture script (`bash SCRIPT ARGS`) with no stdin; its output is returned.
+/// A fixture script's exit status for "cannot be built on this machine".
+pub const FIXTURE_SKIP_STATUS: i32 = 77;
+
+/// `bash SCRIPT up`: its stdout (the fixture's info lines), or `Err(reason)`
+/// when the machine cannot build it. Any other failure tears down what was
+/// built and panics.
+pub fn fixture_up(script: &Path) -> Result<String, String> {
+    let started = Instant::now();
+    let out = run_fixture(script, &["up"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    match out.status.code() {
+        Some(0) => {}
+        Some(FIXTURE_SKIP_STATUS) => {
+            let reason = stderr.lines().find_map(|l| l.split_once("SKIP: ").map(|x| x.1.to_string()));
+            return Err(reason.unwrap_or(stderr));
+        }
+        _ => {
+            let _ = run_fixture(script, &["down"]);
+            panic!("{} up failed ({:?})\n{stdout}\n{stderr}", script.display(), out.status);
+        }
+    }
+    eprint!("{stderr}");
+    eprintln!("fixture up in {:.2} s", started.elapsed().as_secs_f64());
+    Ok(stdout)
+}
+
+/// The value of a `NAME=value` line of a fixture's info.
+pub fn fixture_info(info: &str, name: &str) -> String {
+    let prefix = format!("{name}=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no {name} in the fixture's info:\n{info}"))
+        .to_string()
+}
+
 pub fn run_fixture(script: &Path, args: &[&str]) -> std::process::Output {
     Command::new("bash")
         .arg(script)
