@@ -495,8 +495,7 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
     let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), Console::Remote(out_tx.clone()));
     let (job, kvsname) = controller.new_job_id();
     let load = server.shared.borrow().load.clone();
-    let (launch, node_of) = launch_of(job, kvsname, submit, &load);
-    controller.launch(launch, node_of);
+    controller.launch(launch_of(job, kvsname, submit, &load));
     let code = controller.run(timeout, in_rx).await;
     let _ = out_tx.send(ToClient::Exit(code));
     drop(out_tx);
@@ -507,7 +506,7 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
 }
 
 /// Makes the run's first job, placed with the nodes' current load.
-type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &[i64]) -> (LaunchJob, Vec<usize>)>;
+type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &[i64]) -> LaunchJob>;
 
 /// The run's settings on this tree, and how to make its first job.
 fn settings_for(server: &Server, submit: &Submit) -> (Settings, LaunchOf) {
@@ -539,24 +538,9 @@ fn settings_for(server: &Server, submit: &Submit) -> (Settings, LaunchOf) {
             Some(node_of) if default_placement => node_of,
             _ => plan::place(size as usize, &slots, submit.ppn, submit.map_by_node),
         };
-        let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
-        let launch = LaunchJob {
-            job,
-            kvsname,
-            size,
-            appnums: submit.appnums,
-            universe_size,
-            process_mapping: plan::process_mapping(&node_ids),
-            spawner: None,
-            preput: Vec::new(),
-            pmi_mode: submit.pmi_mode,
-            stdin_rank: Some(Rank(0)),
-            apps: submit.apps,
-            procs: submit.procs,
-            kvs: submit.kvs,
-            node_of: node_of.clone(),
-        };
-        (launch, node_of)
+        let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
+        let launch = planned.into_launch(job, kvsname, universe_size, node_of, submit.pmi_mode, submit.kvs);
+        LaunchJob { stdin_rank: Some(Rank(0)), ..launch }
     });
     (settings, launch_of)
 }

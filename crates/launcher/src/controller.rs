@@ -23,7 +23,6 @@ use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, Reques
 
 use crate::kvs_root::KvsRoot;
 use crate::output::{Console, Output};
-use crate::plan::process_mapping;
 use crate::spawn::{plan_spawn, SpawnContext};
 
 /// The launcher's handle on one node daemon.
@@ -251,8 +250,9 @@ impl Controller {
 
     /// Start a job whose rank `r` runs on node `node_of[r]`: each node's
     /// daemon gets the processes placed on it.
-    pub fn launch(&mut self, launch: LaunchJob, node_of: Vec<usize>) {
-        self.register(&launch, node_of.clone());
+    pub fn launch(&mut self, launch: LaunchJob) {
+        self.register(&launch);
+        let node_of = &launch.node_of;
         let daemons = self.jobs[&launch.job].daemons.clone();
         for d in daemons {
             let mut part = launch.clone();
@@ -264,11 +264,12 @@ impl Controller {
 
     /// Take on a process dpm did not start (singleton mode) as rank 0 of a job.
     pub fn adopt(&mut self, launch: LaunchJob, pid: u32, pmi_fd: i32) {
-        self.register(&launch, vec![0]);
+        self.register(&launch);
         self.send(0, ToDaemon::Adopt { launch, rank: Rank(0), pid, pmi_fd });
     }
 
-    fn register(&mut self, launch: &LaunchJob, node_of: Vec<usize>) {
+    fn register(&mut self, launch: &LaunchJob) {
+        let node_of = &launch.node_of;
         let size = launch.size;
         if launch.stdin_rank.is_some() {
             self.stdin_job = Some(launch.job);
@@ -280,7 +281,7 @@ impl Controller {
         {
             let mut shared = self.shared.borrow_mut();
             shared.routes.insert(launch.job, self.up_tx.clone());
-            for &d in &node_of {
+            for &d in node_of {
                 shared.load[d] += 1;
             }
             shared.jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), size));
@@ -572,24 +573,13 @@ impl Controller {
         };
         let (job, kvsname) = self.new_job_id();
         tracing::debug!(%parent, %job, size, "spawn");
-        let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
+        let design = self.kvs.design(parent).unwrap_or_default();
         let launch = LaunchJob {
-            job,
-            kvsname,
-            size,
-            appnums: plan.job.appnums,
-            universe_size: self.settings.universe_size,
-            process_mapping: process_mapping(&node_ids),
             spawner: Some(parent_kvs),
             preput,
-            pmi_mode: self.settings.pmi_mode,
-            stdin_rank: None,
-            apps: plan.job.apps,
-            procs: plan.job.procs,
-            kvs: self.kvs.design(parent).unwrap_or_default(),
-            node_of: node_of.clone(),
+            ..plan.job.into_launch(job, kvsname, self.settings.universe_size, node_of, self.settings.pmi_mode, design)
         };
-        self.launch(launch, node_of);
+        self.launch(launch);
         if let Some(j) = self.jobs.get_mut(&job) {
             j.spawn_request = Some((parent_daemon, request));
         }

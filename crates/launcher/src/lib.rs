@@ -140,28 +140,10 @@ async fn run_local(opts: RunOptions) -> i32 {
         fanout,
         owner: std::process::id(),
     };
-    let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
     let start = move |controller: &mut Controller| {
         let (job, kvsname) = controller.new_job_id();
-        controller.launch(
-            LaunchJob {
-                job,
-                kvsname,
-                size,
-                appnums: planned.appnums,
-                universe_size,
-                process_mapping: plan::process_mapping(&node_ids),
-                spawner: None,
-                preput: Vec::new(),
-                pmi_mode,
-                stdin_rank: Some(Rank(0)),
-                apps: planned.apps,
-                procs: planned.procs,
-                kvs,
-                node_of: node_of.clone(),
-            },
-            node_of,
-        );
+        let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
+        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), ..launch });
     };
     drive(daemons, settings, start, timeout.map(Duration::from_secs), true).await
 }

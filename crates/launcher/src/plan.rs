@@ -7,8 +7,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use dpm_kvs::Rank;
-use dpm_proto::{AppSpec, ProcSpec};
+use dpm_kvs::{JobId, KvsDesign, Rank};
+use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec};
 
 use crate::cli::{EnvMode, RunOptions, Segment};
 
@@ -122,6 +122,28 @@ pub struct PlannedJob {
 impl PlannedJob {
     pub fn new() -> Self {
         PlannedJob { apps: Vec::new(), procs: Vec::new(), appnums: Vec::new() }
+    }
+
+    /// The job to launch with rank `r` on node `node_of[r]`: no parent, no
+    /// preput keys, no stdin (callers set those that apply).
+    pub fn into_launch(self, job: JobId, kvsname: String, universe_size: i64, node_of: Vec<usize>, pmi_mode: PmiMode, kvs: KvsDesign) -> LaunchJob {
+        let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
+        LaunchJob {
+            job,
+            kvsname,
+            size: self.procs.len() as u32,
+            appnums: self.appnums,
+            universe_size,
+            process_mapping: process_mapping(&node_ids),
+            spawner: None,
+            preput: Vec::new(),
+            pmi_mode,
+            stdin_rank: None,
+            apps: self.apps,
+            procs: self.procs,
+            kvs,
+            node_of,
+        }
     }
 
     /// Add `n` ranks running `app`.
