@@ -34,7 +34,7 @@ use dpm_proto::control::{BootStatus, NodeStatus, RunStatus, Submit, ToClient, To
 use dpm_proto::frame::{read_frame, write_frame};
 use dpm_proto::{LaunchJob, ToDaemon};
 
-use crate::cli::RunOptions;
+use crate::cli::{self, CliError, RunOptions};
 use crate::controller::{self, Controller, DaemonLink, Input, Settings, Shared, SharedRef};
 use crate::output::{emit, Console};
 use crate::{nodes, plan, private_dir, spawn};
@@ -52,7 +52,8 @@ Nodes and bootstrap, as for dpm run:
   --virtual-nodes N         N daemons on this machine, each a node
   -launcher fork|ssh|slurm|manual
                             how daemons start; --ssh-command CMD
-                            (manual: with --foreground)
+                            (manual: with --foreground; --bind ADDR[:PORT],
+                            --connect-timeout SECS)
   --tree-fanout K           children per daemon (default 32)
   --foreground              stay in the foreground (batch scripts, debugging)
   -v                        log more (in the boot's log file)
@@ -202,32 +203,23 @@ fn parse_boot(args: &[String]) -> Result<Option<BootArgs>, String> {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (stripped, None),
         };
-        let mut value = || -> Result<String, String> {
+        let mut value = |what: &str| -> Result<String, CliError> {
             if let Some(v) = inline.clone() {
                 return Ok(v);
             }
-            let v = args.get(i).cloned().ok_or_else(|| format!("option '{arg}' needs a value"))?;
+            let v = args.get(i).cloned().ok_or_else(|| CliError::Usage(format!("option '{arg}' needs {what}")))?;
             i += 1;
             Ok(v)
         };
-        let count = |v: String| v.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| format!("'{arg} {v}': not a positive count"));
         match name {
             "h" | "help" => return Ok(None),
-            "hosts" | "host" => opts.hosts.extend(value()?.split(',').filter(|h| !h.is_empty()).map(String::from)),
-            "f" | "hostfile" | "machinefile" => opts.hostfile = Some(value()?),
-            "virtual-nodes" => opts.virtual_nodes = Some(count(value()?)?),
-            "launcher" | "bootstrap" => {
-                let v = value()?;
-                if !matches!(v.as_str(), "fork" | "ssh" | "slurm" | "manual") {
-                    return Err(format!("'{arg} {v}': daemons start with fork, ssh, slurm or manual"));
-                }
-                opts.launcher = Some(v);
-            }
-            "ssh-command" | "launcher-exec" | "bootstrap-exec" => opts.ssh_command = Some(value()?),
-            "tree-fanout" | "fanout" => opts.fanout = Some(count(value()?)? as usize),
             "v" | "verbose" => opts.verbose += 1,
             "foreground" => foreground = true,
             "ready-on-stdout" => ready_on_stdout = true,
+            _ if cli::node_option(name, arg, &mut value, &mut opts).map_err(|e| match e {
+                CliError::Usage(m) => m,
+                other => other.to_string(),
+            })? => {}
             _ => return Err(format!("unknown option '{arg}' (see dpm boot --help)")),
         }
     }

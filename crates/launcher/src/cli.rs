@@ -228,6 +228,48 @@ const IGNORED_FLAGS: &[&str] = &["print-all-exitcodes", "info", "nameserver-none
 /// Options that take one value and are ignored for compatibility.
 const IGNORED_VALUED: &[&str] = &["bind-to", "binding", "iface", "rmk", "prepend-pattern"];
 
+/// The options choosing the nodes and how daemons start there, shared by
+/// `dpm run` and `dpm boot`: `Ok(false)` if `name` is none of them. `value`
+/// takes the option's value (saying what it should be).
+pub fn node_option(
+    name: &str,
+    arg: &str,
+    value: &mut dyn FnMut(&str) -> Result<String, CliError>,
+    opts: &mut RunOptions,
+) -> Result<bool, CliError> {
+    let usage = |m: String| CliError::Usage(m);
+    match name {
+        "hosts" | "host" => opts.hosts.extend(value("a host list")?.split(',').filter(|h| !h.is_empty()).map(String::from)),
+        "f" | "hostfile" | "machinefile" => opts.hostfile = Some(value("a file")?),
+        "virtual-nodes" => {
+            let v = value("a node count")?;
+            opts.virtual_nodes = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a node count")))?);
+        }
+        "launcher" | "bootstrap" => {
+            let v = value("fork, ssh, slurm or manual")?;
+            if !matches!(v.as_str(), "fork" | "ssh" | "slurm" | "manual") {
+                return Err(usage(format!("'{arg} {v}': this dpm starts daemons with fork, ssh, slurm or manual")));
+            }
+            opts.launcher = Some(v);
+        }
+        "bind" => {
+            let v = value("an address")?;
+            opts.bind = Some(parse_bind(&v).ok_or_else(|| usage(format!("'{arg} {v}': not an IP address (ADDR or ADDR:PORT)")))?);
+        }
+        "connect-timeout" => {
+            let v = value("seconds")?;
+            opts.connect_timeout = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?);
+        }
+        "ssh-command" | "launcher-exec" | "bootstrap-exec" => opts.ssh_command = Some(value("a command")?),
+        "tree-fanout" | "fanout" => {
+            let v = value("a count")?;
+            opts.fanout = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a fan-out")))?);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Parse the arguments after `dpm run` (or after `mpiexec`).
 pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
     let mut opts = RunOptions::default();
@@ -312,35 +354,9 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
                 let v = value("seconds")?;
                 opts.kill_grace = v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?;
             }
-            "hosts" | "host" => opts.hosts.extend(value("a host list")?.split(',').filter(|h| !h.is_empty()).map(String::from)),
-            "f" | "hostfile" | "machinefile" => opts.hostfile = Some(value("a file")?),
-            "virtual-nodes" => {
-                let v = value("a node count")?;
-                opts.virtual_nodes = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a node count")))?);
-            }
-            "launcher" | "bootstrap" => {
-                let v = value("fork, ssh, slurm or manual")?;
-                if !matches!(v.as_str(), "fork" | "ssh" | "slurm" | "manual") {
-                    return Err(usage(format!("'{arg} {v}': this dpm starts daemons with fork, ssh, slurm or manual")));
-                }
-                opts.launcher = Some(v);
-            }
-            "bind" => {
-                let v = value("an address")?;
-                opts.bind = Some(parse_bind(&v).ok_or_else(|| usage(format!("'{arg} {v}': not an IP address (ADDR or ADDR:PORT)")))?);
-            }
-            "connect-timeout" => {
-                let v = value("seconds")?;
-                opts.connect_timeout = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?);
-            }
-            "ssh-command" | "launcher-exec" | "bootstrap-exec" => opts.ssh_command = Some(value("a command")?),
             "ppn" => {
                 let v = value("a count")?;
                 opts.ppn = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a count")))?);
-            }
-            "tree-fanout" | "fanout" => {
-                let v = value("a count")?;
-                opts.fanout = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a fan-out")))?);
             }
             "kvs" => {
                 let v = value("a KVS design")?;
@@ -354,6 +370,7 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
                     _ => return Err(usage(format!("'{arg} {v}': use slot or node"))),
                 }
             }
+            _ if node_option(name, arg, &mut value, &mut opts)? => {}
             _ if IGNORED_FLAGS.contains(&name) => opts.warnings.push(format!("option '{arg}' is ignored")),
             _ if IGNORED_VALUED.contains(&name) => {
                 let v = value("a value")?;
