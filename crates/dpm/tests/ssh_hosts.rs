@@ -416,13 +416,7 @@ fn no_secret_on_any_command_line(fx: &Fixture) {
 fn mpich_across_four_ssh_hosts() {
     let mut fx = match Fixture::up() {
         Ok(fx) => fx,
-        Err(reason) => {
-            eprintln!("\n********\nSKIPPED: ssh_hosts (netns hosts fixture): {reason}\n********\n");
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("CI must run the netns hosts fixture, but this machine cannot build it: {reason}");
-            }
-            return;
-        }
+        Err(reason) => return common::fixture_unavailable("netns hosts fixture (ssh_hosts)", &reason),
     };
     type Scenario = fn(&Fixture);
     let scenarios: [(&str, Scenario, u64); 12] = [

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::frame::{read_frame_limited, write_frame, FrameError, Role, HANDSHAKE_MAX_FRAME};
+use crate::frame::{read_handshake_frame, write_handshake_frame, FrameError, Role};
 
 /// The environment variable that carries the secret (hex) to a forked daemon.
 pub const SECRET_ENV: &str = "DPM_SECRET";
@@ -233,8 +233,8 @@ where
         Role::Daemon => Role::Launcher,
     };
     let ours: Nonce = random().map_err(|e| FrameError::Io(std::io::Error::other(e.to_string())))?;
-    write_frame(w, &AuthFrame::Challenge { nonce: hex(&ours) }).await?;
-    let theirs = match read_frame_limited(r, HANDSHAKE_MAX_FRAME).await? {
+    write_handshake_frame(w, &AuthFrame::Challenge { nonce: hex(&ours) }).await?;
+    let theirs = match read_handshake_frame(r).await? {
         AuthFrame::Challenge { nonce } => decode_hex(&nonce).ok_or(FrameError::Unexpected("a 32-byte nonce"))?,
         _ => return Err(FrameError::Unexpected("a challenge")),
     };
@@ -243,8 +243,8 @@ where
         Role::Daemon => (theirs, ours),
     };
     let mine = proof(secret, me, node, &launcher_nonce, &daemon_nonce);
-    write_frame(w, &AuthFrame::Proof { mac: hex(&mine) }).await?;
-    let claimed = match read_frame_limited(r, HANDSHAKE_MAX_FRAME).await? {
+    write_handshake_frame(w, &AuthFrame::Proof { mac: hex(&mine) }).await?;
+    let claimed = match read_handshake_frame(r).await? {
         AuthFrame::Proof { mac } => mac,
         _ => return Err(FrameError::Unexpected("a proof")),
     };
@@ -252,14 +252,14 @@ where
         .is_some_and(|claimed| verify(secret, peer, node, &launcher_nonce, &daemon_nonce, &claimed));
     // Our verdict goes out even if the peer has gone (its verdict may still
     // be waiting to be read); then theirs.
-    let sent = write_frame(w, &AuthFrame::Verdict { accepted }).await;
+    let sent = write_handshake_frame(w, &AuthFrame::Verdict { accepted }).await;
     if !accepted {
         // Read the peer's verdict before closing, so our refusal is not lost
         // in a reset connection; a silent peer gets a short grace only.
-        let _ = tokio::time::timeout(VERDICT_GRACE, read_frame_limited::<_, AuthFrame>(r, HANDSHAKE_MAX_FRAME)).await;
+        let _ = tokio::time::timeout(VERDICT_GRACE, read_handshake_frame::<_, AuthFrame>(r)).await;
         return Err(FrameError::PeerNotAuthenticated);
     }
-    match read_frame_limited(r, HANDSHAKE_MAX_FRAME).await {
+    match read_handshake_frame(r).await {
         Ok(AuthFrame::Verdict { accepted: true }) => sent,
         Ok(AuthFrame::Verdict { accepted: false }) => Err(FrameError::RefusedByPeer),
         Ok(_) => Err(FrameError::Unexpected("a verdict")),
@@ -364,12 +364,12 @@ mod tests {
         let (mut ar, mut aw) = tokio::io::split(a);
         let (mut br, mut bw) = tokio::io::split(b);
         let replayer = async {
-            write_frame(&mut bw, &AuthFrame::Challenge { nonce: hex(&recorded_daemon_nonce) }).await.unwrap();
-            let _: AuthFrame = read_frame_limited(&mut br, HANDSHAKE_MAX_FRAME).await.unwrap();
-            write_frame(&mut bw, &AuthFrame::Proof { mac: hex(&recorded) }).await.unwrap();
-            let _: AuthFrame = read_frame_limited(&mut br, HANDSHAKE_MAX_FRAME).await.unwrap();
-            write_frame(&mut bw, &AuthFrame::Verdict { accepted: true }).await.unwrap();
-            let verdict: AuthFrame = read_frame_limited(&mut br, HANDSHAKE_MAX_FRAME).await.unwrap();
+            write_handshake_frame(&mut bw, &AuthFrame::Challenge { nonce: hex(&recorded_daemon_nonce) }).await.unwrap();
+            let _: AuthFrame = read_handshake_frame(&mut br).await.unwrap();
+            write_handshake_frame(&mut bw, &AuthFrame::Proof { mac: hex(&recorded) }).await.unwrap();
+            let _: AuthFrame = read_handshake_frame(&mut br).await.unwrap();
+            write_handshake_frame(&mut bw, &AuthFrame::Verdict { accepted: true }).await.unwrap();
+            let verdict: AuthFrame = read_handshake_frame(&mut br).await.unwrap();
             verdict
         };
         let (launcher, verdict) = tokio::join!(authenticate(&mut ar, &mut aw, &s, Role::Launcher, 0), replayer);
@@ -384,7 +384,7 @@ mod tests {
         let (_br, mut bw) = tokio::io::split(b);
         tokio::io::AsyncWriteExt::write_all(&mut bw, b"\0\0\0\x05hello").await.unwrap();
         let r = authenticate(&mut ar, &mut aw, &secret(1), Role::Launcher, 0).await;
-        assert!(matches!(r, Err(FrameError::Decode(_))), "{r:?}");
+        assert!(matches!(r, Err(FrameError::DecodeHandshake(_))), "{r:?}");
     }
 
     #[test]

@@ -548,6 +548,16 @@ pub fn placement(stderr: &str) -> Vec<(u32, String, String)> {
 /// A fixture script's exit status for "cannot be built on this machine".
 pub const FIXTURE_SKIP_STATUS: i32 = 77;
 
+/// A machine-wide fixture could not be built: say so loudly, and fail under
+/// `CI=true` (CI installs everything a fixture needs, so a fixture that
+/// cannot be built there is a broken set-up, never a pass).
+pub fn fixture_unavailable(name: &str, reason: &str) {
+    eprintln!("\n********\nSKIPPED: {name}: {reason}\n********\n");
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("CI must run the {name}, but this machine cannot build it: {reason}");
+    }
+}
+
 /// `bash SCRIPT up`: its stdout (the fixture's info lines), or `Err(reason)`
 /// when the machine cannot build it. Any other failure tears down what was
 /// built and panics.
