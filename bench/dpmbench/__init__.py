@@ -15,5 +15,12 @@
                 command lines, copies and availability; add_options()
     provenance  git commit and dirty flag, machine (cores, load, kernel,
                 date), binaries (path, mtime, size)
+    programs    the benchmark programs' output: lines_check(), SpawnProgram
+                and spawn_parse() for spawn_latency / spawn_rate
+    paths       ROOT, BENCH, RESULTS (bench/results/), pick()
     output      JSON results under bench/results/ (git-ignored)
+    runners     the runners bench/run dispatches to
+
+A runner puts bench/ on sys.path (sys.path.insert(0, <bench>)) and imports
+from dpmbench; tests: python3 -m unittest discover -s bench/dpmbench.
 """

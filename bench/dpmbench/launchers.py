@@ -101,8 +101,10 @@ def available(args, paths, need_dpm=False):
             note("dpm-base: %s is the same file as --dpm: an A/A run" % base)
         out.append(Launcher(BASE, DPM, base))
     mpiexec = paths.get("mpiexec")
-    if mpiexec is None or getattr(args, "no_hydra", False):
-        note("hydra: skipped%s" % (" (--no-hydra)" if mpiexec else ""))
+    if mpiexec is None:
+        pass                                    # a runner without Hydra
+    elif getattr(args, "no_hydra", False):
+        note("hydra: skipped (--no-hydra)")
     elif not is_exe(mpiexec):
         note("hydra: mpiexec not found at %s (run scripts/setup.sh, or pass --mpiexec)" % mpiexec)
     elif is_exe(dpm) and os.path.realpath(mpiexec) == os.path.realpath(dpm):
