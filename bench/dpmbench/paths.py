@@ -15,8 +15,3 @@ def pick(option, env_name, default):
     if os.environ.get(env_name):
         return os.path.abspath(os.environ[env_name])
     return default
-
-
-def short(path):
-    """A path relative to the repository when it lies inside it."""
-    return path.replace(ROOT + "/", "") if isinstance(path, str) else path

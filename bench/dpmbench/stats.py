@@ -37,10 +37,6 @@ def summary(values):
             "iqr": q3 - q1, "mad": statistics.median(abs(x - med) for x in s)}
 
 
-def median(values):
-    return statistics.median(values) if values else None
-
-
 class Ratio:
     """median(a) / median(b), and a bootstrap 95 % interval [lo, hi]."""
 
