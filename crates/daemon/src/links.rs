@@ -137,8 +137,8 @@ impl ChildDaemon {
         let pid = process.id();
         let on_lost = move || {
             if let Some(pid) = pid {
-                // SAFETY: kill(2) on our own child, not yet reaped.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                // Our own child, not yet reaped: the pid is still its.
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
             }
         };
         let (down, _reader) = bridge_link(node, stdout, stdin, on_lost, up);
