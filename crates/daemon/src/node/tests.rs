@@ -286,3 +286,12 @@ fn an_adopted_singleton_is_served_and_watched() {
     r.on_pmi_closed(&mut fx, *conn);
     assert_eq!(exited(&mut fx), vec![(Rank(0), ExitStatus::Code(0), PmiProgress::Active)]);
 }
+
+#[test]
+fn the_reactor_takes_its_effects_as_a_trait_object() {
+    // An in-process cluster may wire nodes through `dyn NodeEffects`.
+    let (mut r, mut rec) = node();
+    let fx: &mut dyn NodeEffects = &mut rec;
+    r.on_message(fx, ToDaemon::Launch(launch(1, 1, PmiMode::Fd)));
+    assert_eq!(rec.starts().len(), 1);
+}
