@@ -1,0 +1,52 @@
+"""A worker: renders the bands the master sends and returns their pixels.
+
+Messages (pickled, `comm.send`): the master sends on tag TASK
+("setup", Settings, nice, die_on_tile), ("render", index, first_row, last_row)
+and ("stop",); the worker answers on tag RESULT ("ready", host, pid) once, then
+("pixels", index, rgb bytes, seconds) or ("error", index, text) per band.
+The master is rank 0 of `comm`: COMM_WORLD for static workers, the parent
+intercommunicator for spawned ones (which disconnect from it when stopped,
+so their slot is free again).
+"""
+
+import os
+import signal
+import time
+
+from mpi4py import MPI
+
+from .povray import RenderError, render_band
+
+TASK = 1
+RESULT = 2
+
+
+def serve(comm):
+    comm.send(("ready", MPI.Get_processor_name(), os.getpid()), dest=0, tag=RESULT)
+    settings, nice, die_on_tile = None, 0, None
+    while True:
+        msg = comm.recv(source=0, tag=TASK)
+        if msg[0] == "setup":
+            _, settings, nice, die_on_tile = msg
+        elif msg[0] == "render":
+            _, index, first, last = msg
+            if index == die_on_tile:
+                # Test hook (--die-on-tile): die mid-tile as a crashed node would.
+                os.kill(os.getpid(), signal.SIGKILL)
+            started = time.monotonic()
+            try:
+                rgb = render_band(settings, first, last, nice)
+            except RenderError as e:
+                comm.send(("error", index, str(e)), dest=0, tag=RESULT)
+                continue
+            comm.send(("pixels", index, rgb, time.monotonic() - started), dest=0, tag=RESULT)
+        elif msg[0] == "stop":
+            return
+
+
+def main_spawned():
+    parent = MPI.Comm.Get_parent()
+    if parent == MPI.COMM_NULL:
+        raise SystemExit("farm.py --spawned-worker: not started by MPI_Comm_spawn")
+    serve(parent)
+    parent.Disconnect()
