@@ -40,7 +40,9 @@ def parse(argv):
     p.add_argument("--progress", choices=["auto", "line", "plain", "none"], default="auto")
     p.add_argument("--nice", type=int, default=0, help="run povray under nice -n N")
     p.add_argument("--verbose", action="store_true")
-    p.add_argument("--die-on-tile", type=int, default=None, help=argparse.SUPPRESS)  # test hook
+    # Test hooks: the first worker given tile K fails on it (killed, stopped, or exits 1).
+    p.add_argument("--fault-tile", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--fault", choices=["kill", "stop", "exit"], default="kill", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.workers < 1 or args.max_workers < args.workers:
         p.error("need 1 <= --workers <= --max-workers")

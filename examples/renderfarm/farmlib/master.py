@@ -86,6 +86,8 @@ class Master:
         self.progress = Progress(len(self.tiles), args.progress)
         self.elastic = Elastic(args.max_workers, args.grow_interval, args.grow_retries)
         self.lost = 0
+        self.faulted = set()
+        self.slowest = 0.0             # seconds, dispatch to result, of the slowest tile
 
     # ---- the pool ---------------------------------------------------------
 
@@ -100,7 +102,7 @@ class Master:
             w = Worker(len(self.workers) + 1, group, rank, decided_at)
             group.members[rank] = w
             self.workers.append(w)
-            w.send(("setup", self.settings, self.args.nice, self.args.die_on_tile))
+            w.send(("setup", self.settings, self.args.nice))
         self.groups.append(group)
         return list(group.members.values())
 
@@ -172,6 +174,7 @@ class Master:
             w.tiles += 1
             if w.tiles == 1 and self.mode == "elastic":
                 log(f"worker {w.wid} finished its first tile {now - w.decided_at:.3f} s after the grow decision")
+            self.slowest = max(self.slowest, now - w.since)
             w.state, w.tile, w.since = "idle", None, now
             self.progress.tile_done(len(self.live()))
         elif kind == "error":
@@ -195,7 +198,11 @@ class Master:
             if w.state == "idle" and self.queue:
                 w.tile = self.queue.popleft()
                 w.state, w.since = "busy", now
-                w.send(("render",) + w.tile)
+                fault = None
+                if w.tile[0] == self.args.fault_tile and w.tile[0] not in self.faulted:
+                    fault = self.args.fault  # test hook: the first worker given this tile fails
+                    self.faulted.add(w.tile[0])
+                w.send(("render",) + w.tile + (fault,))
 
     def release_idle(self, force=False):
         """Stop idle workers once nothing waits (elastic: at once; else at the end)."""
@@ -214,9 +221,12 @@ class Master:
                     log(f"released worker {w.wid} ({w.tiles} tiles); {len(self.live())} workers remain")
 
     def check_timeouts(self, now):
+        # A tile may take longer than --tile-timeout when the machine is
+        # loaded: never call a worker lost before 4x the slowest tile so far.
+        limit = max(self.args.tile_timeout, 4 * self.slowest)
         for w in self.workers:
-            if w.state == "busy" and now - w.since > self.args.tile_timeout:
-                self.lose(w, f"no answer for tile {w.tile[0]} in {self.args.tile_timeout:g} s")
+            if w.state == "busy" and now - w.since > limit:
+                self.lose(w, f"no answer for tile {w.tile[0]} in {limit:.1f} s")
             elif w.state == "starting" and now - w.since > self.args.start_timeout:
                 self.lose(w, f"not ready {self.args.start_timeout:g} s after it was started")
 
@@ -291,6 +301,7 @@ def main(args, settings):
         log(f"error: {e}")
         sys.stdout.flush()
         MPI.COMM_WORLD.Abort(3)
+        os._exit(3)  # Abort does not return; should a launcher let it, still never go on
     if args.out:
         write_image(args.out, settings.width, settings.height, master.image)
         log(f"wrote {args.out}")

@@ -14,6 +14,7 @@ the band black; `render_band` cuts the band out.
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -70,6 +71,14 @@ class Settings:
         return cmd
 
 
+def _ignore_sigusr1():
+    # Hydra with -disable-auto-cleanup tells the survivors of a failed rank
+    # with SIGUSR1 to their process group (MPICH's failure notification);
+    # measured: it killed the povray of a healthy worker (exit -10). MPICH
+    # handles the signal in the worker itself; povray should ignore it.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
 def _run(settings, first_row=None, last_row=None, nice=0):
     """The full-size RGB bytes POV-Ray wrote for these rows (or all of them)."""
     with tempfile.TemporaryDirectory(prefix="renderfarm-") as tmp:
@@ -79,7 +88,7 @@ def _run(settings, first_row=None, last_row=None, nice=0):
             cmd = ["nice", "-n", str(nice)] + cmd
         try:
             proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE)
+                                  stderr=subprocess.PIPE, preexec_fn=_ignore_sigusr1)
         except OSError as e:
             raise RenderError(f"cannot run {cmd[0]}: {e}") from None
         if proc.returncode != 0 or not os.path.exists(out):

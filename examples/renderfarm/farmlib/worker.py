@@ -1,7 +1,7 @@
 """A worker: renders the bands the master sends and returns their pixels.
 
 Messages (pickled, `comm.send`): the master sends on tag TASK
-("setup", Settings, nice, die_on_tile), ("render", index, first_row, last_row)
+("setup", Settings, nice), ("render", index, first_row, last_row, fault)
 and ("stop",); the worker answers on tag RESULT ("ready", host, pid) once, then
 ("pixels", index, rgb bytes, seconds) or ("error", index, text) per band.
 The master is rank 0 of `comm`: COMM_WORLD for static workers, the parent
@@ -23,16 +23,15 @@ RESULT = 2
 
 def serve(comm):
     comm.send(("ready", MPI.Get_processor_name(), os.getpid()), dest=0, tag=RESULT)
-    settings, nice, die_on_tile = None, 0, None
+    settings, nice = None, 0
     while True:
         msg = comm.recv(source=0, tag=TASK)
         if msg[0] == "setup":
-            _, settings, nice, die_on_tile = msg
+            _, settings, nice = msg
         elif msg[0] == "render":
-            _, index, first, last = msg
-            if index == die_on_tile:
-                # Test hook (--die-on-tile): die mid-tile as a crashed node would.
-                os.kill(os.getpid(), signal.SIGKILL)
+            _, index, first, last, fault = msg
+            if fault:
+                inject(fault, index)
             started = time.monotonic()
             try:
                 rgb = render_band(settings, first, last, nice)
@@ -42,6 +41,14 @@ def serve(comm):
             comm.send(("pixels", index, rgb, time.monotonic() - started), dest=0, tag=RESULT)
         elif msg[0] == "stop":
             return
+
+
+def inject(fault, index):
+    """Test hook (--fault-tile): fail on this tile as a crashed or hung node would."""
+    print(f"farm: worker pid {os.getpid()} fault {fault} on tile {index} at {time.time():.3f}", flush=True)
+    if fault == "exit":
+        os._exit(1)
+    os.kill(os.getpid(), signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
 
 
 def main_spawned():
