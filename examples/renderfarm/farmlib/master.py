@@ -160,6 +160,11 @@ class Master:
     def handle(self, w, msg):
         now = time.monotonic()
         kind = msg[0]
+        if w.state == "lost":
+            # Only slow after all; its tile went back to the queue. A second
+            # copy of the same pixels is harmless, but keep the count honest.
+            log(f"late answer from lost worker {w.wid} ignored")
+            return
         if kind == "ready":
             _, w.host, pid = msg
             w.state, w.since = "idle", now
@@ -170,13 +175,14 @@ class Master:
             _, first, last = self.tiles[index]
             stride = self.settings.width * 3
             self.image[(first - 1) * stride:last * stride] = rgb
-            self.done.add(index)
             w.tiles += 1
             if w.tiles == 1 and self.mode == "elastic":
                 log(f"worker {w.wid} finished its first tile {now - w.decided_at:.3f} s after the grow decision")
             self.slowest = max(self.slowest, now - w.since)
             w.state, w.tile, w.since = "idle", None, now
-            self.progress.tile_done(len(self.live()))
+            if index not in self.done:
+                self.done.add(index)
+                self.progress.tile_done(len(self.live()))
         elif kind == "error":
             raise FarmError(f"worker {w.wid} on {w.host} failed: {msg[2]}")
 
