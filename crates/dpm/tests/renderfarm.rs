@@ -76,6 +76,18 @@ fn checked_render(dpm_args: &[&str], mode: &[&str]) {
 }
 
 #[test]
+fn farm_library_unit_tests_pass() {
+    // The MPI-free parts (PNG/PPM, settings, the elastic policy): Python's unittest.
+    let out = std::process::Command::new(repo_root().join(".venv/bin/python"))
+        .args(["-m", "unittest", "discover", "-s"])
+        .arg(repo_root().join("examples/renderfarm/tests"))
+        .output()
+        .expect("run the venv's python");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && text.contains("\nOK"), "farmlib unit tests failed:\n{text}");
+}
+
+#[test]
 fn static_mode_renders_pixel_identically() {
     checked_render(&["-n", "3"], &["--mode", "static"]);
 }
