@@ -79,7 +79,7 @@ def main(argv):
         for problem in problems:
             log(f"error: {problem}")
         for rank in range(1, world.Get_size()):
-            world.send(("stop",), dest=rank, tag=worker.TASK)
+            world.send(("stop", False), dest=rank, tag=worker.TASK)
         return 2
     return master.main(args, settings)
 

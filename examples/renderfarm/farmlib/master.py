@@ -211,13 +211,22 @@ class Master:
                 w.send(("render",) + w.tile + (fault,))
 
     def release_idle(self, force=False):
-        """Stop idle workers once nothing waits (elastic: at once; else at the end)."""
+        """Stop idle workers once nothing waits (elastic: at once; else at the end).
+
+        After a loss, the ones left are told to leave without disconnecting
+        or finalising: both are collective with the lost worker's side (a
+        dynamic group's intercommunicator, static COMM_WORLD), and measured
+        under Hydra -disable-auto-cleanup, a healthy worker's Disconnect or
+        Finalize then waited forever."""
         if self.queue or not (force or self.mode == "elastic"):
             return
+        abandon = self.lost > 0
         for w in self.workers:
             if w.state == "idle":
-                w.send(("stop",))
+                w.send(("stop", abandon))
                 w.state = "stopped"
+        if abandon:
+            return
         for group in self.groups:
             members = group.members.values()
             if group.spawned and not group.disconnected and all(w.state == "stopped" for w in members):

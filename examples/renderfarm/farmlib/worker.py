@@ -2,7 +2,7 @@
 
 Messages (pickled, `comm.send`): the master sends on tag TASK
 ("setup", Settings, nice), ("render", index, first_row, last_row, fault)
-and ("stop",); the worker answers on tag RESULT ("ready", host, pid) once, then
+and ("stop", abandon); the worker answers on tag RESULT ("ready", host, pid) once, then
 ("pixels", index, rgb bytes, seconds) or ("error", index, text) per band.
 The master is rank 0 of `comm`: COMM_WORLD for static workers, the parent
 intercommunicator for spawned ones (which disconnect from it when stopped,
@@ -40,6 +40,10 @@ def serve(comm):
                 continue
             comm.send(("pixels", index, rgb, time.monotonic() - started), dest=0, tag=RESULT)
         elif msg[0] == "stop":
+            if msg[1]:
+                # The master lost a worker: disconnect and finalize could wait
+                # for it forever (see master.release_idle). Leave at once.
+                os._exit(0)
             return
 
 
