@@ -33,6 +33,7 @@ def parse(argv):
     p.add_argument("--workers", type=int, default=2, help="workers at start (dynamic, elastic)")
     p.add_argument("--max-workers", type=int, default=8, help="elastic: grow up to this many workers")
     p.add_argument("--grow-interval", type=float, default=0.5, help="elastic: seconds between refused spawns")
+    p.add_argument("--grow-after", type=float, default=0.0, help="elastic: no growth in the first S seconds")
     p.add_argument("--grow-retries", type=int, default=20, help="elastic: refusals in a row before growth stops")
     p.add_argument("--tile-timeout", type=float, default=300.0, help="seconds before a silent worker is lost")
     p.add_argument("--start-timeout", type=float, default=60.0, help="seconds for a spawned worker to report")
@@ -46,8 +47,9 @@ def parse(argv):
     args = p.parse_args(argv)
     if args.workers < 1 or args.max_workers < args.workers:
         p.error("need 1 <= --workers <= --max-workers")
-    if args.tile_timeout <= 0 or args.start_timeout <= 0 or args.grow_interval < 0 or args.grow_retries < 1:
-        p.error("timeouts must be positive, --grow-interval >= 0, --grow-retries >= 1")
+    if args.tile_timeout <= 0 or args.start_timeout <= 0 or min(args.grow_interval, args.grow_after) < 0 \
+            or args.grow_retries < 1:
+        p.error("timeouts must be positive, --grow-interval and --grow-after >= 0, --grow-retries >= 1")
     return args
 
 

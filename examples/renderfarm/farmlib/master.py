@@ -119,7 +119,7 @@ class Master:
             info.Free()
         return self.add_group(comm, True, decided), time.monotonic() - decided
 
-    def try_grow(self, now):
+    def try_grow(self):
         try:
             added, took = self.spawn_group(1)
         except MPI.Exception as e:
@@ -260,19 +260,22 @@ class Master:
             log(f"dynamic: spawned {len(added)} workers in {took:.3f} s")
         else:
             for _ in range(self.args.workers):
-                self.try_grow(time.monotonic())
+                self.try_grow()
 
     def run(self):
         self.start_workers()
         started = time.monotonic()
+        self.elastic.next_try = max(self.elastic.next_try, started + self.args.grow_after)
         log(f"rendering {self.settings.scene} at {self.settings.width}x{self.settings.height} "
             f"in {len(self.tiles)} tiles of {self.args.tile_rows} rows, mode {self.mode}")
         while len(self.done) < len(self.tiles):
             active = self.poll()
             self.dispatch()
             now = time.monotonic()
-            if self.mode == "elastic" and self.elastic.should_grow(now, len(self.live()), len(self.queue)):
-                self.try_grow(now)
+            # Tiles no worker will take: workers still starting take one each.
+            waiting = len(self.queue) - sum(w.state == "starting" for w in self.workers)
+            if self.mode == "elastic" and self.elastic.should_grow(now, len(self.live()), waiting):
+                self.try_grow()
                 active = True
             self.release_idle()
             self.check_timeouts(now)
