@@ -174,6 +174,9 @@ class Master:
             _, index, rgb, seconds = msg
             _, first, last = self.tiles[index]
             stride = self.settings.width * 3
+            if len(rgb) != (last - first + 1) * stride:
+                raise FarmError(f"worker {w.wid} sent {len(rgb)} bytes for tile {index}, "
+                                f"expected {(last - first + 1) * stride}")
             self.image[(first - 1) * stride:last * stride] = rgb
             w.tiles += 1
             if w.tiles == 1 and self.mode == "elastic":
