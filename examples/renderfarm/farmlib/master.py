@@ -216,11 +216,12 @@ class Master:
     def release_idle(self, force=False):
         """Stop idle workers once nothing waits (elastic: at once; else at the end).
 
-        After a loss, the ones left are told to leave without disconnecting
-        or finalising: both are collective with the lost worker's side (a
-        dynamic group's intercommunicator, static COMM_WORLD), and measured
-        under Hydra -disable-auto-cleanup, a healthy worker's Disconnect or
-        Finalize then waited forever."""
+        After a loss (called last, once the image is written), the ones left
+        are told to leave without disconnecting or finalising: both are
+        collective with the lost worker's side (a dynamic group's
+        intercommunicator, static COMM_WORLD), and measured under Hydra
+        -disable-auto-cleanup, a healthy worker's Disconnect or Finalize then
+        waited forever."""
         if self.queue or not (force or self.mode == "elastic"):
             return
         abandon = self.lost > 0
@@ -287,7 +288,8 @@ class Master:
             if not active:
                 time.sleep(POLL_SLEEP)
         elapsed = time.monotonic() - started
-        self.release_idle(force=True)
+        if not self.lost:
+            self.release_idle(force=True)  # after a loss: main() does it last
         log(f"rendered {len(self.tiles)} tiles in {elapsed:.3f} s with {len(self.workers)} workers "
             f"(" + ", ".join(f"worker {w.wid}: {w.tiles}" for w in self.workers) + ")")
         return elapsed
@@ -335,5 +337,6 @@ def main(args, settings):
         # MPI_Finalize waits for connected processes: leave without it.
         log(f"{master.lost} worker(s) were lost; leaving without MPI_Finalize")
         sys.stdout.flush()
+        master.release_idle(force=True)
         os._exit(code or 4)
     return code
