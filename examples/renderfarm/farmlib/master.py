@@ -27,11 +27,12 @@ from .povray import RenderError, render_whole
 from .progress import Progress, log
 from .worker import RESULT, TASK
 
-# Info keys for every spawn. Growth asks for one worker at a time today; with
-# dpm's `soft` key (MPI-4: spawn as many as fit, between the bounds) growth
-# becomes one call for all the room there is: set SPAWN_INFO = {"soft": "1:%d"}
-# (filled with the count asked for) -- `spawn_group` already accepts a group of
-# any remote size.
+# Info keys for every spawn. Growth asks for one worker at a time today (a
+# spawn is all or nothing). With dpm's `soft` key (spawn as many as fit,
+# between the bounds) growth becomes one call for all the room there is, and
+# this is the one line to change: SPAWN_INFO = {"soft": "1:%d"} (`%d` is the
+# count asked for). `try_grow` then asks for every worker it wants, and
+# `add_group` already takes a group of any remote size.
 SPAWN_INFO = {}
 POLL_SLEEP = 0.005  # seconds between polls when nothing happened
 
@@ -119,9 +120,13 @@ class Master:
             info.Free()
         return self.add_group(comm, True, decided), time.monotonic() - decided
 
-    def try_grow(self):
+    def try_grow(self, waiting):
+        """Spawn one worker (with a `soft` SPAWN_INFO: every worker wanted, as many as fit)."""
+        count = 1
+        if "soft" in SPAWN_INFO:
+            count = max(1, min(self.args.max_workers - len(self.live()), waiting))
         try:
-            added, took = self.spawn_group(1)
+            added, took = self.spawn_group(count)
         except MPI.Exception as e:
             ended = self.elastic.refused(time.monotonic())
             log(f"no room for another worker (spawn refused: {mpi_error(e)}); "
@@ -129,8 +134,9 @@ class Master:
                    else f"retrying in {self.elastic.retry_interval:g} s"))
             return
         self.elastic.grew(time.monotonic())
-        n = len(self.live())
+        n = len(self.live()) - len(added)
         for w in added:
+            n += 1
             log(f"grew to {n} worker{'s' if n != 1 else ''}: worker {w.wid} spawned in {took:.3f} s")
 
     # ---- messages -------------------------------------------------------
@@ -264,7 +270,7 @@ class Master:
             log(f"dynamic: spawned {len(added)} workers in {took:.3f} s")
         else:
             for _ in range(self.args.workers):
-                self.try_grow()
+                self.try_grow(1)
 
     def run(self):
         self.start_workers()
@@ -279,7 +285,7 @@ class Master:
             # Tiles no worker will take: workers still starting take one each.
             waiting = len(self.queue) - sum(w.state == "starting" for w in self.workers)
             if self.mode == "elastic" and self.elastic.should_grow(now, len(self.live()), waiting):
-                self.try_grow()
+                self.try_grow(waiting)
                 active = True
             self.release_idle()
             self.check_timeouts(now)
