@@ -3,7 +3,7 @@
 #
 # Idempotent: every step first checks whether its work is already done, so a
 # second run takes a few seconds.  Steps, in order:
-#   1. apt packages (C toolchain, Python venv, Slurm's libpmi2, curl)
+#   1. apt packages (C toolchain, Python venv, Slurm's libpmi2, curl, POV-Ray)
 #   2. Rust toolchain: rustup, else Debian's rustc as a last resort
 #   3. .venv/ with the pinned MPICH wheel (mpicc, Hydra mpiexec) and mpi4py
 #   4. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
@@ -17,6 +17,7 @@ MPICH_VERSION=5.0.2
 MPI4PY_VERSION=4.1.2    # binary wheel on PyPI for CPython 3.11; loads the MPICH wheel's libmpi
 APT_PACKAGES=(build-essential python3-venv python3-dev libpmi2-0-dev pkg-config curl ca-certificates iproute2 openssh-server)
 APT_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
+APT_PACKAGES+=(povray povray-examples)    # examples/renderfarm: the renderer and its glass chess scene
 RUSTUP_SCRIPT_URL=https://sh.rustup.rs
 RUSTUP_DIST_URL=https://static.rust-lang.org/rustup/dist
 VENV=.venv

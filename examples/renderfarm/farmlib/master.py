@@ -1,0 +1,348 @@
+"""The master: the tile queue, the worker pool in each mode, growth and release.
+
+Workers live in *groups*, one per communicator they were reached through:
+COMM_WORLD (static: ranks 1..P), one intercommunicator for the P workers a
+dynamic run spawns at start, or one intercommunicator per worker in elastic
+mode, so each can be released alone. A group of spawned workers is
+disconnected (`MPI_Comm_disconnect`) once every member has been told to stop;
+their processes then finalise and exit, and dpm counts their slots free.
+
+The loop polls (`Iprobe` per group, then a short sleep) rather than blocking
+in a receive, because MPI gives no receive timeout: a worker that stops
+answering is declared lost after --tile-timeout, and so is one whose receive
+raises an MPI error. A lost worker's tile goes back to the front of the
+queue; see README.md ("Failure") for what MPICH and dpm do today.
+"""
+
+import collections
+import os
+import sys
+import time
+
+from mpi4py import MPI
+
+from .image import first_difference, write_image
+from .policy import Elastic
+from .povray import RenderError, render_whole
+from .progress import Progress, log
+from .worker import RESULT, TASK
+
+# Info keys for every spawn. Growth asks for one worker at a time today (a
+# spawn is all or nothing). With dpm's `soft` key (spawn as many as fit,
+# between the bounds) growth becomes one call for all the room there is, and
+# this is the one line to change: SPAWN_INFO = {"soft": "1:%d"} (`%d` is the
+# count asked for). `try_grow` then asks for every worker it wants, and
+# `add_group` already takes a group of any remote size.
+SPAWN_INFO = {}
+POLL_SLEEP = 0.005  # seconds between polls when nothing happened
+
+
+def mpi_error(e):
+    """An MPI exception in one line: MPICH's error stack ends with the cause."""
+    lines = [line.strip() for line in e.Get_error_string().splitlines() if line.strip()]
+    return lines[-1].replace("....", "").replace("..", "") if lines else str(e)
+
+
+class Worker:
+    def __init__(self, wid, group, rank, decided_at):
+        self.wid = wid
+        self.group = group
+        self.rank = rank
+        self.decided_at = decided_at   # when the master decided to have this worker
+        self.state = "starting"        # starting, idle, busy, stopped, lost
+        self.host = "?"
+        self.tile = None
+        self.since = decided_at        # start of the current state
+        self.tiles = 0
+
+    def send(self, msg):
+        self.group.comm.send(msg, dest=self.rank, tag=TASK)
+
+
+class Group:
+    def __init__(self, comm, spawned):
+        self.comm = comm
+        self.spawned = spawned
+        self.members = {}              # remote rank -> Worker
+        self.disconnected = False
+
+
+class FarmError(Exception):
+    """The farm cannot finish: rendered error text for the user."""
+
+
+class Master:
+    def __init__(self, args, settings):
+        self.args = args
+        self.settings = settings
+        self.mode = args.mode
+        rows = args.tile_rows
+        self.tiles = [(i, first, min(first + rows - 1, settings.height))
+                      for i, first in enumerate(range(1, settings.height + 1, rows))]
+        self.queue = collections.deque(self.tiles)
+        self.image = bytearray(settings.width * settings.height * 3)
+        self.done = set()
+        self.groups = []
+        self.workers = []
+        self.progress = Progress(len(self.tiles), args.progress)
+        self.elastic = Elastic(args.max_workers, args.grow_interval, args.grow_retries)
+        self.lost = 0
+        self.faulted = set()
+        self.slowest = 0.0             # seconds, dispatch to result, of the slowest tile
+
+    # ---- the pool ---------------------------------------------------------
+
+    def live(self):
+        return [w for w in self.workers if w.state in ("starting", "idle", "busy")]
+
+    def add_group(self, comm, spawned, decided_at):
+        group = Group(comm, spawned)
+        size = comm.Get_remote_size() if spawned else comm.Get_size()
+        ranks = range(size) if spawned else range(1, size)
+        for rank in ranks:
+            w = Worker(len(self.workers) + 1, group, rank, decided_at)
+            group.members[rank] = w
+            self.workers.append(w)
+            w.send(("setup", self.settings, self.args.nice))
+        self.groups.append(group)
+        return list(group.members.values())
+
+    def spawn_group(self, count):
+        """Spawn `count` workers as one group; raises MPI.Exception when refused."""
+        info = MPI.Info.Create()
+        for key, value in SPAWN_INFO.items():
+            info.Set(key, value % count if "%d" in value else value)
+        farm = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "farm.py")
+        decided = time.monotonic()
+        try:
+            comm = MPI.COMM_SELF.Spawn(sys.executable, [farm, "--spawned-worker"], maxprocs=count, info=info)
+        finally:
+            info.Free()
+        return self.add_group(comm, True, decided), time.monotonic() - decided
+
+    def try_grow(self, waiting):
+        """Spawn one worker (with a `soft` SPAWN_INFO: every worker wanted, as many as fit)."""
+        count = 1
+        if "soft" in SPAWN_INFO:
+            count = max(1, min(self.args.max_workers - len(self.live()), waiting))
+        try:
+            added, took = self.spawn_group(count)
+        except MPI.Exception as e:
+            ended = self.elastic.refused(time.monotonic())
+            log(f"no room for another worker (spawn refused: {mpi_error(e)}); "
+                + ("growth stopped after %d refusals in a row" % self.elastic.refusals if ended
+                   else f"retrying in {self.elastic.retry_interval:g} s"))
+            return
+        self.elastic.grew(time.monotonic())
+        n = len(self.live()) - len(added)
+        for w in added:
+            n += 1
+            log(f"grew to {n} worker{'s' if n != 1 else ''}: worker {w.wid} spawned in {took:.3f} s")
+
+    # ---- messages -------------------------------------------------------
+
+    def poll(self):
+        """Receive every waiting message; True when there was any."""
+        got = False
+        for group in self.groups:
+            if group.disconnected or not any(w.state in ("starting", "busy") for w in group.members.values()):
+                continue
+            status = MPI.Status()
+            while True:
+                try:
+                    if not group.comm.Iprobe(source=MPI.ANY_SOURCE, tag=RESULT, status=status):
+                        break
+                    src = status.Get_source()
+                    msg = group.comm.recv(source=src, tag=RESULT)
+                except MPI.Exception as e:
+                    for w in group.members.values():
+                        if w.state in ("starting", "busy"):
+                            self.lose(w, f"MPI error: {mpi_error(e)}")
+                    break
+                got = True
+                self.handle(group.members[src], msg)
+        return got
+
+    def handle(self, w, msg):
+        now = time.monotonic()
+        kind = msg[0]
+        if w.state == "lost":
+            # Only slow after all; its tile went back to the queue. A second
+            # copy of the same pixels is harmless, but keep the count honest.
+            log(f"late answer from lost worker {w.wid} ignored")
+            return
+        if kind == "ready":
+            _, w.host, pid = msg
+            w.state, w.since = "idle", now
+            if self.args.verbose or self.mode == "elastic":
+                log(f"worker {w.wid} ready on {w.host} (pid {pid}) {now - w.decided_at:.3f} s after it was asked for")
+        elif kind == "pixels":
+            _, index, rgb, seconds = msg
+            _, first, last = self.tiles[index]
+            stride = self.settings.width * 3
+            if len(rgb) != (last - first + 1) * stride:
+                raise FarmError(f"worker {w.wid} sent {len(rgb)} bytes for tile {index}, "
+                                f"expected {(last - first + 1) * stride}")
+            self.image[(first - 1) * stride:last * stride] = rgb
+            w.tiles += 1
+            if w.tiles == 1 and self.mode == "elastic":
+                log(f"worker {w.wid} finished its first tile {now - w.decided_at:.3f} s after the grow decision")
+            self.slowest = max(self.slowest, now - w.since)
+            w.state, w.tile, w.since = "idle", None, now
+            if index not in self.done:
+                self.done.add(index)
+                self.progress.tile_done(len(self.live()))
+        elif kind == "error":
+            raise FarmError(f"worker {w.wid} on {w.host} failed: {msg[2]}")
+
+    def lose(self, w, reason):
+        self.lost += 1
+        tile = w.tile
+        w.state, w.tile = "lost", None
+        if tile is not None and tile[0] not in self.done:
+            self.queue.appendleft(tile)
+            log(f"lost worker {w.wid} on {w.host} ({reason}); tile {tile[0]} re-queued")
+        else:
+            log(f"lost worker {w.wid} on {w.host} ({reason})")
+
+    # ---- the loop ---------------------------------------------------------
+
+    def dispatch(self):
+        now = time.monotonic()
+        for w in self.workers:
+            if w.state == "idle" and self.queue:
+                w.tile = self.queue.popleft()
+                w.state, w.since = "busy", now
+                fault = None
+                if w.tile[0] == self.args.fault_tile and w.tile[0] not in self.faulted:
+                    fault = self.args.fault  # test hook: the first worker given this tile fails
+                    self.faulted.add(w.tile[0])
+                w.send(("render",) + w.tile + (fault,))
+
+    def release_idle(self, force=False):
+        """Stop idle workers once nothing waits (elastic: at once; else at the end).
+
+        After a loss (called last, once the image is written), the ones left
+        are told to leave without disconnecting or finalising: both are
+        collective with the lost worker's side (a dynamic group's
+        intercommunicator, static COMM_WORLD), and measured under Hydra
+        -disable-auto-cleanup, a healthy worker's Disconnect or Finalize then
+        waited forever."""
+        if self.queue or not (force or self.mode == "elastic"):
+            return
+        abandon = self.lost > 0
+        for w in self.workers:
+            if w.state == "idle":
+                w.send(("stop", abandon))
+                w.state = "stopped"
+        if abandon:
+            return
+        for group in self.groups:
+            members = group.members.values()
+            if group.spawned and not group.disconnected and all(w.state == "stopped" for w in members):
+                group.comm.Disconnect()
+                group.disconnected = True
+                for w in members:
+                    log(f"released worker {w.wid} ({w.tiles} tiles); {len(self.live())} workers remain")
+
+    def check_timeouts(self, now):
+        # A tile may take longer than --tile-timeout when the machine is
+        # loaded: never call a worker lost before 4x the slowest tile so far.
+        limit = max(self.args.tile_timeout, 4 * self.slowest)
+        for w in self.workers:
+            if w.state == "busy" and now - w.since > limit:
+                self.lose(w, f"no answer for tile {w.tile[0]} in {limit:.1f} s")
+            elif w.state == "starting" and now - w.since > self.args.start_timeout:
+                self.lose(w, f"not ready {self.args.start_timeout:g} s after it was started")
+
+    def start_workers(self):
+        world = MPI.COMM_WORLD
+        if self.mode == "static":
+            if world.Get_size() < 2:
+                raise FarmError("static mode needs workers: start it as `dpm run -n P+1 ... --mode static`")
+            self.add_group(world, False, time.monotonic())
+            log(f"static: {world.Get_size() - 1} workers (ranks 1..{world.Get_size() - 1})")
+        elif self.mode == "dynamic":
+            try:
+                added, took = self.spawn_group(self.args.workers)
+            except MPI.Exception as e:
+                raise FarmError(f"cannot spawn {self.args.workers} workers: {mpi_error(e)}") from None
+            log(f"dynamic: spawned {len(added)} workers in {took:.3f} s")
+        else:
+            for _ in range(self.args.workers):
+                self.try_grow(1)
+
+    def run(self):
+        self.start_workers()
+        started = time.monotonic()
+        self.elastic.next_try = max(self.elastic.next_try, started + self.args.grow_after)
+        log(f"rendering {self.settings.scene} at {self.settings.width}x{self.settings.height} "
+            f"in {len(self.tiles)} tiles of {self.args.tile_rows} rows, mode {self.mode}")
+        while len(self.done) < len(self.tiles):
+            active = self.poll()
+            self.dispatch()
+            now = time.monotonic()
+            # Tiles no worker will take: workers still starting take one each.
+            waiting = len(self.queue) - sum(w.state == "starting" for w in self.workers)
+            if self.mode == "elastic" and self.elastic.should_grow(now, len(self.live()), waiting):
+                self.try_grow(waiting)
+                active = True
+            self.release_idle()
+            self.check_timeouts(now)
+            if not self.live() and self.queue and (self.mode != "elastic" or self.elastic.stopped):
+                raise FarmError(f"no workers left and {len(self.queue)} tiles unrendered")
+            if not active:
+                time.sleep(POLL_SLEEP)
+        elapsed = time.monotonic() - started
+        if not self.lost:
+            self.release_idle(force=True)  # after a loss: main() does it last
+        log(f"rendered {len(self.tiles)} tiles in {elapsed:.3f} s with {len(self.workers)} workers "
+            f"(" + ", ".join(f"worker {w.wid}: {w.tiles}" for w in self.workers) + ")")
+        return elapsed
+
+
+def check(settings, rgb, nice):
+    """Compare with one plain POV-Ray render; returns the number of differing pixels."""
+    started = time.monotonic()
+    try:
+        reference = render_whole(settings, nice)
+    except RenderError as e:
+        raise FarmError(f"--check: the reference render failed: {e}") from None
+    count, first = first_difference(settings.width, rgb, reference)
+    took = time.monotonic() - started
+    if count:
+        log(f"check: FAILED: {count} of {settings.width * settings.height} pixels differ from a plain "
+            f"povray render (first at x={first[0]}, y={first[1]}); reference took {took:.3f} s")
+    else:
+        log(f"check: pixel-identical to a plain povray render ({settings.width}x{settings.height}, "
+            f"reference took {took:.3f} s)")
+    return count
+
+
+def main(args, settings):
+    """The master's whole run; returns the process exit code."""
+    master = Master(args, settings)
+    try:
+        elapsed = master.run()
+    except FarmError as e:
+        # Workers may be mid-tile or mid-disconnect; MPI_Abort ends them all
+        # (dpm reports the abort code) instead of leaving anyone waiting.
+        log(f"error: {e}")
+        sys.stdout.flush()
+        MPI.COMM_WORLD.Abort(3)
+        os._exit(3)  # Abort does not return; should a launcher let it, still never go on
+    if args.out:
+        write_image(args.out, settings.width, settings.height, master.image)
+        log(f"wrote {args.out}")
+    log(f"time {elapsed:.3f} s")
+    code = 0
+    if args.check and check(settings, master.image, args.nice):
+        code = 5
+    if master.lost:
+        # A lost worker may still be "connected" as far as MPICH knows, and
+        # MPI_Finalize waits for connected processes: leave without it.
+        log(f"{master.lost} worker(s) were lost; leaving without MPI_Finalize")
+        sys.stdout.flush()
+        master.release_idle(force=True)
+        os._exit(code or 4)
+    return code

@@ -1,0 +1,118 @@
+"""Running POV-Ray: one band of rows, or the whole image as the reference.
+
+Measured (POV-Ray 3.7.0.10, glasschess, +A0.3): a band rendered alone is
+pixel-identical to the same rows of a whole-image render only when it starts
+on POV-Ray's render-block grid (+BS, default 32 rows: rows 1, 33, 65, ...).
+Anti-aliasing and jitter are worked out per 32x32 block, so a band starting
+at row 38 differed from the whole render in its edge rows and in rows inside
+(69, 96, ...) by up to 28 levels. Tiles are therefore whole multiples of the
+block size; `Settings.check()` refuses anything else.
+
+A partial render (+SR/+ER) still writes a full-size PPM with the rows outside
+the band black; `render_band` cuts the band out.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+from .image import ImageError, read_ppm
+
+
+class RenderError(Exception):
+    """POV-Ray is missing, refused the scene, or produced no image."""
+
+
+@dataclass
+class Settings:
+    """What every worker needs to render a band; sent to each worker once."""
+    scene: str
+    width: int
+    height: int
+    aa: str = ""               # "" = no anti-aliasing, else POV-Ray's threshold, e.g. "0.3"
+    block: int = 32            # POV-Ray's render block size (+BS)
+    povray: str = "povray"
+    library: list = field(default_factory=list)  # extra +L include paths
+
+    def check(self, tile_rows):
+        """A list of problems with these settings (empty when they are fine)."""
+        problems = []
+        if self.width < 1 or self.height < 1:
+            problems.append(f"image size {self.width}x{self.height} must be at least 1x1")
+        if self.block < 1:
+            problems.append(f"--block-size {self.block} must be at least 1")
+        elif tile_rows < 1 or tile_rows % self.block:
+            problems.append(f"--tile-rows {tile_rows} must be a positive multiple of the render block size "
+                            f"{self.block} (bands off POV-Ray's block grid render different pixels)")
+        if self.aa:
+            try:
+                float(self.aa)
+            except ValueError:
+                problems.append(f"--aa {self.aa!r} is not a number (POV-Ray's anti-aliasing threshold, e.g. 0.3)")
+        if not os.path.isfile(self.scene):
+            problems.append(f"scene file {self.scene} does not exist")
+        if shutil.which(self.povray) is None:
+            problems.append(f"POV-Ray ({self.povray}) is not installed or not on PATH "
+                            "(Debian: apt-get install povray povray-examples)")
+        return problems
+
+    def command(self, output, first_row=None, last_row=None):
+        scene = os.path.abspath(self.scene)
+        cmd = [self.povray, f"+I{scene}", f"+L{os.path.dirname(scene)}"]
+        cmd += [f"+L{p}" for p in self.library]
+        cmd += [f"+W{self.width}", f"+H{self.height}", f"+BS{self.block}",
+                "+FP", "-D", "+WT1", f"+O{output}"]
+        cmd.append(f"+A{self.aa}" if self.aa else "-A")
+        if first_row is not None:
+            cmd += [f"+SR{first_row}", f"+ER{last_row}"]
+        return cmd
+
+
+def _ignore_sigusr1():
+    # Hydra with -disable-auto-cleanup tells the survivors of a failed rank
+    # with SIGUSR1 to their process group (MPICH's failure notification);
+    # measured: it killed the povray of a healthy worker (exit -10). MPICH
+    # handles the signal in the worker itself; povray should ignore it.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
+def _run(settings, first_row=None, last_row=None, nice=0):
+    """The full-size RGB bytes POV-Ray wrote for these rows (or all of them)."""
+    with tempfile.TemporaryDirectory(prefix="renderfarm-") as tmp:
+        out = os.path.join(tmp, "out.ppm")
+        cmd = settings.command(out, first_row, last_row)
+        if nice:
+            cmd = ["nice", "-n", str(nice)] + cmd
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, preexec_fn=_ignore_sigusr1)
+        except OSError as e:
+            raise RenderError(f"cannot run {cmd[0]}: {e}") from None
+        if proc.returncode != 0 or not os.path.exists(out):
+            tail = b"\n".join((proc.stderr or b"").strip().splitlines()[-6:]).decode(errors="replace")
+            raise RenderError(f"povray exited with {proc.returncode} rendering {settings.scene}"
+                              f" rows {first_row or 1}-{last_row or settings.height}:\n{tail}")
+        with open(out, "rb") as f:
+            data = f.read()
+    try:
+        width, height, rgb = read_ppm(data)
+    except ImageError as e:
+        raise RenderError(f"povray's output is unreadable: {e}") from None
+    if (width, height) != (settings.width, settings.height):
+        raise RenderError(f"povray wrote a {width}x{height} image, expected {settings.width}x{settings.height}")
+    return rgb
+
+
+def render_band(settings, first_row, last_row, nice=0):
+    """RGB bytes of rows first_row..last_row (1-based, inclusive)."""
+    rgb = _run(settings, first_row, last_row, nice)
+    stride = settings.width * 3
+    return rgb[(first_row - 1) * stride:last_row * stride]
+
+
+def render_whole(settings, nice=0):
+    """RGB bytes of the whole image from one plain POV-Ray run."""
+    return _run(settings, nice=nice)

@@ -1,0 +1,67 @@
+"""A worker: renders the bands the master sends and returns their pixels.
+
+Messages (pickled, `comm.send`): the master sends on tag TASK
+("setup", Settings, nice), ("render", index, first_row, last_row, fault)
+and ("stop", abandon); the worker answers on tag RESULT ("ready", host, pid) once, then
+("pixels", index, rgb bytes, seconds) or ("error", index, text) per band.
+The master is rank 0 of `comm`: COMM_WORLD for static workers, the parent
+intercommunicator for spawned ones (which disconnect from it when stopped,
+so their slot is free again).
+"""
+
+import os
+import signal
+import time
+
+from mpi4py import MPI
+
+from .povray import RenderError, render_band
+
+TASK = 1
+RESULT = 2
+
+
+def serve(comm):
+    comm.send(("ready", MPI.Get_processor_name(), os.getpid()), dest=0, tag=RESULT)
+    settings, nice = None, 0
+    while True:
+        msg = comm.recv(source=0, tag=TASK)
+        if msg[0] == "setup":
+            _, settings, nice = msg
+        elif msg[0] == "render":
+            _, index, first, last, fault = msg
+            if fault:
+                inject(fault, index)
+            started = time.monotonic()
+            try:
+                rgb = render_band(settings, first, last, nice)
+            except RenderError as e:
+                comm.send(("error", index, str(e)), dest=0, tag=RESULT)
+                continue
+            comm.send(("pixels", index, rgb, time.monotonic() - started), dest=0, tag=RESULT)
+        elif msg[0] == "stop":
+            if msg[1]:
+                # The master lost a worker: disconnect and finalize could wait
+                # for it forever (see master.release_idle). Leave without them,
+                # after the master: it exits at once with the run's real code
+                # (4), which dpm, ending the run on the first failure, reports;
+                # our own exit without MPI_Finalize would count as a failure too.
+                time.sleep(2)
+                os._exit(0)
+            return
+
+
+def inject(fault, index):
+    """Test hook (--fault-tile): fail on this tile as a crashed or hung node would."""
+    print(f"farm: worker pid {os.getpid()} fault {fault} on tile {index} at {time.time():.3f}", flush=True)
+    if fault == "exit":
+        os._exit(1)
+    os.kill(os.getpid(), signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+
+
+def main_spawned():
+    parent = MPI.Comm.Get_parent()
+    if parent == MPI.COMM_NULL:
+        raise SystemExit("farm.py --spawned-worker: not started by MPI_Comm_spawn")
+    serve(parent)
+    parent.Disconnect()
