@@ -2,8 +2,15 @@
 //!
 //! Rules that MPICH's client enforces (see `pmi-wire.md` §2.1, §3.1, §7):
 //! the reply name must be the exact one expected, values are never empty,
-//! PMI-1 values cannot hold a bare space (the parser splits on it; a
-//! backslash escapes it), PMI-2 values cannot hold `;`.
+//! PMI-1 values cannot hold a bare space (the parser splits on it), PMI-2
+//! values cannot hold `;`.
+//!
+//! A PMI-1 error text (`msg=`) holds no space at all, escaped or not:
+//! MPICH's parser reads `\ ` as a space, but Intel MPI's rejects the line
+//! (`PMIU_parse_keyvals: unexpected key delimiter`) and then takes the failed
+//! lookup/publish/unpublish for a success. Intel's own Hydra writes
+//! `msg=service_not_found`; dpm writes `_` for every run of white space,
+//! which both parsers read.
 
 use crate::wire::{Encoder, Version};
 
@@ -64,13 +71,16 @@ fn reply_name(version: Version, request: &str) -> String {
     }
 }
 
-/// Make a free text safe as a value in the given framing.
+/// Make a free text safe as a value in the given framing (never empty).
 fn safe_text(version: Version, text: &str) -> String {
-    let text = if text.is_empty() { "error" } else { text };
-    match version {
-        Version::V1 => text.replace('\n', " ").replace('\\', "/").replace(' ', "\\ "),
+    let text = match version {
+        Version::V1 => {
+            let words = text.split(|c: char| c.is_whitespace() || c.is_control()).filter(|w| !w.is_empty());
+            words.collect::<Vec<_>>().join("_").replace('\\', "/")
+        }
         Version::V2 => text.replace(';', ","),
-    }
+    };
+    if text.is_empty() { "error".into() } else { text }
 }
 
 /// Encode `reply` to a request named `request` that arrived in `version` framing.
