@@ -21,6 +21,7 @@
 mod kvs_node;
 pub mod links;
 pub mod mpich_shm;
+pub mod peer;
 pub mod spawn;
 pub mod stdio;
 mod tasks;

@@ -228,7 +228,7 @@ impl Engine {
                     // connection spoke last; a client whose framing we never
                     // read is most likely speaking PMI-1 lines.
                     let version = err.version().or(c.version).unwrap_or(Version::V1);
-                    self.answer(conn, version, "error", err.to_string());
+                    self.answer(conn, version, err.request(), err.to_string());
                 }
             }
         }

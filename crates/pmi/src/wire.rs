@@ -87,6 +87,14 @@ impl WireError {
             WireError::BadLine(_) | WireError::TooLong(_) => None,
         }
     }
+
+    /// The request the error answers (its reply is named after it).
+    pub fn request(&self) -> &'static str {
+        match self {
+            WireError::BadSpawnBlock(_) | WireError::SpawnTooLarge => "spawn",
+            _ => "error",
+        }
+    }
 }
 
 /// Client bytes for an error message: the first few, escaped and cut.
@@ -497,6 +505,22 @@ mod tests {
         assert_eq!(lookup(&f.segments[0], "arg1"), Some("line one\nline two"));
         assert_eq!(lookup(&f.segments[0], "info_val_0"), Some("A=1\nB=x y"));
         assert_eq!(lookup(&f.segments[0], "B"), None);
+    }
+
+    #[test]
+    fn the_decoder_holds_bounded_bytes_whatever_arrives() {
+        // An endless line, an endless PMI-2 body, an endless spawn argument,
+        // endless junk.
+        for start in [&b"cmd=put key=k value="[..], b"999999cmd=kvs-put;", b"mcmd=spawn\nnprocs=1\narg1=", b"junk"] {
+            let mut d = Decoder::new();
+            d.feed(start);
+            let chunk = vec![b'z'; 64 * 1024];
+            for _ in 0..100 {
+                d.feed(&chunk);
+                while let Ok(Some(_)) | Err(_) = d.next_frame() {}
+                assert!(d.buffered() <= MAX_SPAWN_BLOCK.max(MAX_FRAME + 6) + chunk.len(), "{} bytes held", d.buffered());
+            }
+        }
     }
 
     #[test]
