@@ -266,9 +266,20 @@ impl<'a> Segment<'a> {
         }
     }
 
-    /// `count` numbered pairs `{key}{i}`/`{val}{i}`.
+    /// A name (program, info or preput key): a raw newline in one is no
+    /// MPI library's doing, and would reach the launcher's log lines as is.
+    fn name(&self, key: &str) -> Result<String, RequestError> {
+        let v = self.get(key)?;
+        if v.is_empty() || v.chars().any(char::is_control) {
+            return Err(self.bad(format!("`{key}={}` is empty or holds control characters", quote(v))));
+        }
+        Ok(v.to_string())
+    }
+
+    /// `count` numbered pairs `{key}{i}`/`{val}{i}` (values may hold newlines:
+    /// Open MPI's `env` info is `A=1\nB=2`).
     fn pairs(&self, count: usize, key: &str, val: &str) -> Result<Vec<(String, String)>, RequestError> {
-        (0..count).map(|i| Ok((self.get(&format!("{key}{i}"))?.to_string(), self.get(&format!("{val}{i}"))?.to_string()))).collect()
+        (0..count).map(|i| Ok((self.name(&format!("{key}{i}"))?, self.get(&format!("{val}{i}"))?.to_string()))).collect()
     }
 }
 
@@ -304,7 +315,7 @@ fn parse_v1_spawn(frame: &Frame) -> Result<SpawnRequest, RequestError> {
         request.preput.extend(seg.pairs(npre, "preput_key_", "preput_val_")?);
         let ninfo = seg.count("info_num", false, MAX_SPAWN_PAIRS, "info pairs (MAX_SPAWN_PAIRS)")?;
         let info = seg.pairs(ninfo, "info_key_", "info_val_")?;
-        request.commands.push(SpawnCommand { exe: seg.get("execname")?.to_string(), args, maxprocs, info });
+        request.commands.push(SpawnCommand { exe: seg.name("execname")?, args, maxprocs, info });
     }
     if request.commands.is_empty() {
         return Err(RequestError { cmd: "spawn".into(), reason: "no commands".into() });
@@ -330,7 +341,7 @@ fn parse_v2_spawn(frame: &Frame) -> Result<SpawnRequest, RequestError> {
         let (maxprocs, argc) = totals.take(&seg, "maxprocs", "argc", false)?;
         let ninfo = seg.count("infokeycount", false, MAX_SPAWN_PAIRS, "info pairs (MAX_SPAWN_PAIRS)")?;
         request.commands.push(SpawnCommand {
-            exe: seg.get("subcmd")?.to_string(),
+            exe: seg.name("subcmd")?,
             args: (0..argc).map(|i| seg.get(&format!("argv{i}")).map(str::to_string)).collect::<Result<_, _>>()?,
             maxprocs,
             info: seg.pairs(ninfo, "infokey", "infoval")?,
