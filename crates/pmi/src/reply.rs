@@ -83,6 +83,14 @@ fn safe_text(version: Version, text: &str) -> String {
     if text.is_empty() { "error".into() } else { text }
 }
 
+/// Whether `value` fits in a reply of this framing unchanged.
+fn carries(version: Version, value: &str) -> bool {
+    match version {
+        Version::V1 => !value.contains(['\n', '\r', ' ']),
+        Version::V2 => !value.contains(';'),
+    }
+}
+
 /// Encode `reply` to a request named `request` that arrived in `version` framing.
 pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
     // `init` always uses PMI-1 framing, whatever version it negotiates.
@@ -127,6 +135,14 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
         Reply::Kvsname(name) => e.attr("rc", 0).attr("jobid", name).finish(),
         Reply::UniverseSize(n) => e.attr("rc", 0).attr("size", n).finish(),
         Reply::Ok => e.attr("rc", 0).finish(),
+        // A value put in the other framing may hold what this one cannot
+        // carry (a PMI-2 value with a newline read over PMI-1, a PMI-1 value
+        // with `;` over PMI-2): refused rather than sent as a broken reply.
+        Reply::Value(value) if !carries(framing, value) => {
+            let msg = format!("the value holds a character PMI-{} cannot carry", if v1 { 1 } else { 2 });
+            let key = if v1 { "msg" } else { "errmsg" };
+            e.attr("rc", 1).attr(key, safe_text(framing, &msg)).finish()
+        }
         // A name lookup answers `port` (what MPICH reads); PMI-2 also gets
         // `value`, which Slurm's libpmi2 reads instead.
         Reply::Value(value) if request.contains("lookup") => {
