@@ -2,6 +2,8 @@
 //! reply it is owed, the error replies queued behind that reply (bounded by
 //! [`MAX_QUEUED_REPLIES`]), the framing it speaks, and its warning budget.
 
+use std::collections::HashMap;
+
 use dpm_kvs::{JobId, Rank};
 
 use crate::engine::{ConnId, PmiState};
@@ -102,5 +104,20 @@ impl Conn {
                 self.dropped
             );
         }
+    }
+}
+
+/// Why `conn` may not become `rank` of `job`, if it may not: a connection
+/// never changes its rank, and a rank held by a live connection is not
+/// handed to a second one (`PMI_PORT` mode lets anyone who can connect
+/// claim any id).
+pub(crate) fn bind_refusal(conns: &HashMap<ConnId, Conn>, conn: ConnId, job: JobId, current: Option<Rank>, rank: Rank) -> Option<String> {
+    match current {
+        Some(r) if r == rank => None,
+        Some(r) => Some(format!("this connection is rank {}; it cannot become rank {}", r.0, rank.0)),
+        None if conns.iter().any(|(&other, c)| other != conn && c.job == job && c.rank == Some(rank)) => {
+            Some(format!("rank {} is already connected", rank.0))
+        }
+        None => None,
     }
 }

@@ -42,11 +42,11 @@ use dpm_kvs::ring::{combine, split, RingSegment, RingSlot};
 use dpm_kvs::store::{Action, Lookup};
 use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeStore, Rank};
 
-use crate::conn::{Conn, Deferred, Queued};
+use crate::conn::{bind_refusal, Conn, Deferred, Queued};
 use crate::reply::{encode, Reply};
 use crate::request::{Request, SpawnRequest};
-use crate::sanitize::{escape, quote};
-use crate::wire::{trace_text, Frame, Version};
+use crate::sanitize::quote;
+use crate::wire::{trace_frame, trace_text, Frame, Version};
 
 /// A PMI connection, as numbered by the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -581,21 +581,6 @@ impl Engine {
     }
 }
 
-/// Why `conn` may not become `rank` of `job`, if it may not: a connection
-/// never changes its rank, and a rank held by a live connection is not
-/// handed to a second one (`PMI_PORT` mode lets anyone who can connect
-/// claim any id).
-fn bind_refusal(conns: &HashMap<ConnId, Conn>, conn: ConnId, job: JobId, current: Option<Rank>, rank: Rank) -> Option<String> {
-    match current {
-        Some(r) if r == rank => None,
-        Some(r) => Some(format!("this connection is rank {}; it cannot become rank {}", r.0, rank.0)),
-        None if conns.iter().any(|(&other, c)| other != conn && c.job == job && c.rank == Some(rank)) => {
-            Some(format!("rank {} is already connected", rank.0))
-        }
-        None => None,
-    }
-}
-
 /// Keys the process manager answers itself.
 fn pm_key(setup: &JobSetup, key: &str) -> Option<String> {
     match key {
@@ -603,26 +588,4 @@ fn pm_key(setup: &JobSetup, key: &str) -> Option<String> {
         "universeSize" => Some(setup.universe_size.to_string()),
         _ => None,
     }
-}
-
-fn trace_frame(frame: &Frame) -> String {
-    let sep = if frame.version == Version::V1 { " " } else { ";" };
-    let mut text = format!("cmd={}", frame.name);
-    if !frame.segments.is_empty() {
-        text = "mcmd=spawn".into();
-        for (i, seg) in frame.segments.iter().enumerate() {
-            if i > 0 {
-                text.push_str(" | mcmd=spawn");
-            }
-            for (k, v) in seg {
-                text.push_str(&format!(" {k}={v}"));
-            }
-        }
-        return escape(&text);
-    }
-    for (k, v) in &frame.attrs {
-        text.push_str(sep);
-        text.push_str(&format!("{k}={v}"));
-    }
-    escape(&text)
 }

@@ -155,11 +155,8 @@ pub fn engine(data: &[u8]) {
             _ => {
                 let t = tally.get_mut(&conn).expect("attached");
                 t.decoder.feed(bytes);
-                loop {
-                    match t.decoder.next_frame() {
-                        Ok(Some(_)) | Err(_) => t.requests += 1,
-                        Ok(None) => break,
-                    }
+                while let Ok(Some(_)) | Err(_) = t.decoder.next_frame() {
+                    t.requests += 1;
                 }
                 e.on_bytes(ConnId(conn), bytes);
             }

@@ -474,6 +474,30 @@ pub fn trace_text(bytes: &[u8]) -> String {
 }
 
 
+/// A printable form of a decoded frame for `--pmi-trace` (control
+/// characters escaped).
+pub fn trace_frame(frame: &Frame) -> String {
+    let sep = if frame.version == Version::V1 { " " } else { ";" };
+    let mut text = format!("cmd={}", frame.name);
+    if !frame.segments.is_empty() {
+        text = "mcmd=spawn".into();
+        for (i, seg) in frame.segments.iter().enumerate() {
+            if i > 0 {
+                text.push_str(" | mcmd=spawn");
+            }
+            for (k, v) in seg {
+                text.push_str(&format!(" {k}={v}"));
+            }
+        }
+        return escape(&text);
+    }
+    for (k, v) in &frame.attrs {
+        text.push_str(sep);
+        text.push_str(&format!("{k}={v}"));
+    }
+    escape(&text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,37 +7,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dpm_kvs::{JobId, KvsDesign, Rank};
-use dpm_pmi::{ConnId, Effect, Engine, JobSetup};
+mod common;
 
-const KVS: &str = "kvs_7_0";
-
-fn setup(size: u32) -> JobSetup {
-    JobSetup {
-        job: JobId(0),
-        kvsname: KVS.into(),
-        size,
-        local_ranks: (0..size).map(Rank).collect(),
-        appnums: vec![0; size as usize],
-        universe_size: size as i64,
-        process_mapping: format!("(vector,(0,1,{size}))"),
-        spawner: None,
-        preput: vec![],
-        kvs: KvsDesign::Allgather,
-        node: 0,
-        node_of: vec![],
-    }
-}
-
-/// One job of `size` ranks, each attached in `PMI_FD` mode on conn = rank.
-fn engine(size: u32) -> Engine {
-    let mut e = Engine::new(false);
-    e.add_job(setup(size));
-    for r in 0..size {
-        e.attach(ConnId(r as u64), JobId(0), Some(Rank(r)));
-    }
-    e
-}
+use common::{engine, setup, KVS};
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::{ConnId, Effect, Engine};
 
 /// Messages written to `conn` (a PMI-1 reply is one line, except the
 /// four-line initack; a PMI-2 reply one length-prefixed message).
@@ -243,10 +217,10 @@ fn every_pmi1_error_reply_is_readable_by_intel_mpi() {
     let mut e = engine(2);
     let mut lines: Vec<String> = Vec::new();
     for input in [
-        "cmd=get kvsname=kvs_7_0 key=missing\n",
+        "cmd=get kvsname=kvs_42_0 key=missing\n",
         "cmd=get kvsname=other key=k\n",
         "cmd=put kvsname=other key=k value=v\n",
-        "cmd=put kvsname=kvs_7_0 key=PMI_x value=v\n",
+        "cmd=put kvsname=kvs_42_0 key=PMI_x value=v\n",
         "cmd=nosuch\n",
         "garbage line here\n",
         "cmd=init pmi_version=9 pmi_subversion=0\n",

@@ -2,36 +2,11 @@
 //! and Slurm's libpmi2 send (transcripts from `pmi-wire.md` §6 and captures
 //! of `dpm run --pmi-trace`).
 
-use dpm_kvs::{JobId, KvsDesign, Rank};
-use dpm_pmi::{ConnId, Effect, Engine, JobSetup, NameOp, PmiState, SpawnCommand};
+mod common;
 
-const KVS: &str = "kvs_42_0";
-
-fn setup(size: u32) -> JobSetup {
-    JobSetup {
-        job: JobId(0),
-        kvsname: KVS.into(),
-        size,
-        local_ranks: (0..size).map(Rank).collect(),
-        appnums: vec![0; size as usize],
-        universe_size: 8,
-        process_mapping: format!("(vector,(0,1,{size}))"),
-        spawner: None,
-        preput: vec![],
-        kvs: KvsDesign::Allgather,
-        node: 0,
-        node_of: vec![],
-    }
-}
-
-fn engine(size: u32) -> Engine {
-    let mut e = Engine::new(false);
-    e.add_job(setup(size));
-    for r in 0..size {
-        e.attach(ConnId(r as u64), JobId(0), Some(Rank(r)));
-    }
-    e
-}
+use common::{engine, setup, KVS};
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::{ConnId, Effect, Engine, NameOp, PmiState, SpawnCommand};
 
 /// Feed `input` on `conn`; return the text written back to it.
 fn talk(e: &mut Engine, conn: u64, input: &str) -> String {
