@@ -19,7 +19,7 @@
 //!   [`WireError::SpawnTooLarge`], then the rest of the block is dropped
 //!   through its last `endcmd` (or up to a `cmd=` line, which ends any block);
 //! - `mcmd=` other than `mcmd=spawn`, or a junk line of any length: one error
-//!   at once, through its newline;
+//!   when its newline is in (a junk line is bounded like any other line);
 //! - a PMI-2 message cannot exceed [`MAX_FRAME`] (its header's width).
 
 use std::fmt;
@@ -218,15 +218,7 @@ impl Decoder {
     }
 
     fn take_line(&mut self) -> Result<Option<Frame>, WireError> {
-        let Some(end) = self.find_newline() else {
-            let n = self.pending().len();
-            if n > MAX_LINE {
-                self.consume(n);
-                self.skip_line = true;
-                return Err(WireError::TooLong(n));
-            }
-            return Ok(None);
-        };
+        let Some(end) = self.find_newline() else { return self.partial_line() };
         let text = String::from_utf8_lossy(&self.pending()[..end]).into_owned();
         self.consume(end + 1);
         if end > MAX_LINE {
@@ -241,6 +233,18 @@ impl Decoder {
             return self.block_lines();
         }
         parse_v1_line(&text).map(Some)
+    }
+
+    /// A line without its newline yet: wait, unless it is already too long
+    /// (then one error, and the rest of it is dropped as it comes).
+    fn partial_line(&mut self) -> Result<Option<Frame>, WireError> {
+        let n = self.pending().len();
+        if n > MAX_LINE {
+            self.consume(n);
+            self.skip_line = true;
+            return Err(WireError::TooLong(n));
+        }
+        Ok(None)
     }
 
     /// Read the spawn block's lines as far as they have arrived. It ends at
@@ -338,21 +342,27 @@ impl Decoder {
     fn take_v2(&mut self) -> Result<Option<Frame>, WireError> {
         let buf = self.pending();
         let head = &buf[..buf.len().min(6)];
-        // A length header is six digits or spaces; anything else (a junk
-        // line, however short) is answered at once, not waited on.
+        // A length header is six digits or spaces; anything else is a junk
+        // line (however short: `=cmd\n` is answered, not waited on).
         let header_like = head.iter().all(|&b| b.is_ascii_digit() || b == b' ');
         if header_like && head.len() < 6 {
             return Ok(None);
         }
-        let len = header_like.then(|| std::str::from_utf8(head).ok()?.trim().parse::<usize>().ok()).flatten();
+        if !header_like {
+            // A junk line: answered once, when its newline is in.
+            let Some(end) = self.find_newline() else { return self.partial_line() };
+            let junk = snippet(self.pending()[..end].trim_ascii_end());
+            self.consume(end + 1);
+            return Err(WireError::BadLine(junk));
+        }
+        let len = std::str::from_utf8(head).ok().and_then(|h| h.trim().parse::<usize>().ok());
         let Some(len) = len else {
-            // Not a length: resynchronise at the next newline so that one bad
-            // line costs one error reply, not the connection.
+            // Not a length (`      `): resynchronise at the next newline, or
+            // drop what is here (PMI-2 has no other resynchronisation point).
             let header = snippet(head);
             let end = self.find_newline().map_or(self.pending().len(), |p| p + 1);
-            let junk = snippet(self.pending()[..end].trim_ascii_end());
             self.consume(end);
-            return Err(if header_like { WireError::BadLength(header) } else { WireError::BadLine(junk) });
+            return Err(WireError::BadLength(header));
         };
         // (Six digits cannot announce more than MAX_FRAME.)
         if buf.len() < 6 + len {

@@ -106,6 +106,20 @@ fn a_junk_line_shorter_than_a_pmi2_header_is_answered_at_once() {
 }
 
 #[test]
+fn a_junk_line_split_across_reads_is_answered_once() {
+    let mut e = engine(1);
+    let mut effects = Vec::new();
+    for piece in [&b"junk lin"[..], b"e one\nmore ", b"junk\ncmd=get_appnum\n"] {
+        e.on_bytes(ConnId(0), piece);
+        effects.extend(e.take_effects());
+    }
+    let r = replies(&effects, 0);
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert!(r[0].contains("rc=1") && r[1].contains("rc=1"), "{r:?}");
+    assert_eq!(r[2], "cmd=appnum rc=0 appnum=0\n");
+}
+
+#[test]
 fn a_command_line_inside_an_unterminated_spawn_block_ends_it() {
     let mut e = engine(1);
     let r = replies(&feed(&mut e, 0, b"mcmd=spawn\nnprocs=1\ncmd=finalize\n"), 0);
