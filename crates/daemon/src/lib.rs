@@ -23,7 +23,8 @@
 //!   `tasks`: per-process tasks (pidfd reaping, output, stdin, PMI ports);
 //! - [`links`]: starting, greeting and bridging child daemons (shared with
 //!   the launcher); [`stdio`]: the link over stdin/stdout; [`mpich_shm`]:
-//!   MPICH's leftover shared memory.
+//!   MPICH's leftover shared memory; [`peer`]: who is on the other end of a
+//!   PMI port connection (its uid, from the kernel), so no other user gets in.
 //!
 //! Every log line carries the node: the drivers run inside a `node` span
 //! (`node`, `host`), and the tasks and threads they start inherit it.
@@ -32,6 +33,7 @@ pub mod link;
 pub mod links;
 pub mod mpich_shm;
 pub mod node;
+pub mod peer;
 pub mod spawn;
 pub mod stdio;
 mod tasks;

@@ -37,7 +37,14 @@ pub fn listen_pmi_port(
     let port = format!("127.0.0.1:{}", listener.local_addr()?.port());
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let handle = spawn_here(async move {
-        while let Ok((stream, _)) = listener.accept().await {
+        while let Ok((stream, peer)) = listener.accept().await {
+            // Another local user must not reach the job's PMI server (they
+            // could spawn programs as its owner): the peer's uid, or nothing.
+            let local = stream.local_addr().map_err(crate::peer::PeerError::from);
+            if let Err(why) = local.and_then(|local| crate::peer::check_same_user(local, peer)) {
+                tracing::warn!(%job, %peer, "refused a PMI port connection: {why}");
+                continue; // dropping the stream closes it
+            }
             let _ = stream.set_nodelay(true);
             let Ok(std) = stream.into_std() else { continue };
             let _ = std.set_nonblocking(false);

@@ -24,6 +24,16 @@
 //!
 //! Every request gets exactly one reply, in order, except abort (none).
 //! Malformed or unknown input gets an error reply and a warning, never a panic.
+//! A request sent while an earlier one is pending is answered with an error
+//! that goes out after the pending reply ([`MAX_QUEUED_REPLIES`](crate::limits::MAX_QUEUED_REPLIES)
+//! at most). Warnings are rate-limited per connection and every
+//! client-supplied text in them, and in trace lines, is escaped
+//! ([`crate::sanitize`]).
+//!
+//! A `PMI_PORT` connection (attached without a rank) is served nothing but
+//! `init`, `initack` and `fullinit` until it names a rank of the job on this
+//! node that no live connection holds; a connection never changes its rank.
+//! (Who may connect at all is the daemon's check: the peer's uid.)
 
 use std::collections::HashMap;
 
@@ -32,9 +42,11 @@ use dpm_kvs::ring::{combine, split, RingSegment, RingSlot};
 use dpm_kvs::store::{Action, Lookup};
 use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeStore, Rank};
 
+use crate::conn::{bind_refusal, Conn, Deferred, Queued};
 use crate::reply::{encode, Reply};
 use crate::request::{Request, SpawnRequest};
-use crate::wire::{trace_text, Decoder, Frame, Version};
+use crate::sanitize::quote;
+use crate::wire::{trace_frame, trace_text, Frame, Version};
 
 /// A PMI connection, as numbered by the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -108,26 +120,6 @@ pub enum Effect {
     Spawn { conn: ConnId, job: JobId, rank: Rank, request: SpawnRequest },
 }
 
-/// A reply the engine owes and will send later.
-#[derive(Clone, Debug)]
-struct Deferred {
-    version: Version,
-    request: String,
-    /// For a get: the key, to say which one was not found.
-    key: Option<String>,
-}
-
-#[derive(Debug)]
-struct Conn {
-    job: JobId,
-    /// Known from the start in `PMI_FD` mode; learnt from `initack`/`fullinit` in `PMI_PORT` mode.
-    rank: Option<Rank>,
-    decoder: Decoder,
-    state: PmiState,
-    /// A reply held back (fence, name service, spawn, waiting get).
-    waiting: Option<Deferred>,
-}
-
 #[derive(Debug)]
 struct NodeJob {
     setup: JobSetup,
@@ -188,12 +180,13 @@ impl Engine {
 
     /// A new PMI connection of `job`; `rank` is `None` until the client names itself.
     pub fn attach(&mut self, conn: ConnId, job: JobId, rank: Option<Rank>) {
-        self.conns.insert(conn, Conn { job, rank, decoder: Decoder::new(), state: PmiState::Silent, waiting: None });
+        self.conns.insert(conn, Conn::new(job, rank));
     }
 
     /// The connection closed; returns how far its process got with PMI.
     pub fn detach(&mut self, conn: ConnId) -> PmiState {
         let Some(c) = self.conns.remove(&conn) else { return PmiState::Silent };
+        c.closing_summary(conn);
         if let Some(job) = self.jobs.get_mut(&c.job) {
             job.in_fence.retain(|&x| x != conn);
             job.in_ring.retain(|&(_, x, _)| x != conn);
@@ -230,19 +223,24 @@ impl Engine {
                 Ok(Some(frame)) => self.on_frame(conn, frame),
                 Ok(None) => return,
                 Err(err) => {
-                    let (job, rank) = (c.job, c.rank);
-                    tracing::warn!(%job, rank = rank.map(|r| r.0), "bad PMI input: {err}");
-                    // Answer in PMI-1 form: a client whose framing we could not
-                    // read at all is most likely speaking PMI-1 lines.
-                    let version = if matches!(err, crate::wire::WireError::BadMessage(_)) { Version::V2 } else { Version::V1 };
-                    self.send(conn, version, "error", &Reply::Error(err.to_string()));
+                    c.warn(conn, &format!("bad PMI input: {err}"));
+                    // Answer in the framing the input shows, else the one the
+                    // connection spoke last; a client whose framing we never
+                    // read is most likely speaking PMI-1 lines.
+                    let version = err.version().or(c.version).unwrap_or(Version::V1);
+                    self.answer(conn, version, err.request(), err.to_string());
                 }
             }
         }
     }
 
     fn on_frame(&mut self, conn: ConnId, frame: Frame) {
-        let Some(c) = self.conns.get(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.version = Some(match (frame.version, frame.name.as_str(), frame.get("pmi_version")) {
+            (Version::V1, "init", Some(v)) if v.trim() == "2" => Version::V2,
+            (Version::V1, "init", _) => c.version.unwrap_or(Version::V1),
+            (v, _, _) => v,
+        });
         if self.trace {
             let text = trace_frame(&frame);
             self.effects.push(Effect::Trace { job: c.job, rank: c.rank, dir: 'C', text });
@@ -252,8 +250,8 @@ impl Engine {
         match Request::parse(&frame) {
             Ok(request) => self.on_request(conn, version, &name, request),
             Err(err) => {
-                tracing::warn!(job = %c.job, rank = c.rank.map(|r| r.0), "bad PMI request: {err}");
-                self.send(conn, version, &name, &Reply::Error(err.to_string()));
+                c.warn(conn, &format!("bad PMI request: {err}"));
+                self.answer(conn, version, &name, err.to_string());
             }
         }
     }
@@ -262,11 +260,24 @@ impl Engine {
         let c = self.conns.get_mut(&conn).expect("caller checked");
         if c.waiting.is_some() {
             // One outstanding request per process is the protocol; a second one
-            // while the first waits is a client bug, answered rather than queued.
-            let msg = format!("'{name}' sent while an earlier request is still pending");
-            tracing::warn!(job = %c.job, rank = c.rank.map(|r| r.0), "{msg}");
-            return self.send(conn, version, name, &Reply::Error(msg));
+            // while the first waits is a client bug: refused, and the refusal
+            // goes out after the reply it waits behind.
+            let message = format!("'{}' sent while an earlier request is still pending", quote(name));
+            c.warn(conn, &message);
+            c.queue(Queued { version, request: name.to_string(), message });
+            return;
         }
+        if c.port && c.rank.is_none() && !matches!(request, Request::Init { .. } | Request::InitAck { .. } | Request::FullInit { .. }) {
+            let message = format!("'{}' before initack: a PMI_PORT connection names its rank first", quote(name));
+            c.warn(conn, &message);
+            return self.answer(conn, version, name, message);
+        }
+        if let Some(refusal) = self.claim_refusal(conn, &request) {
+            let c = self.conns.get_mut(&conn).expect("caller checked");
+            c.warn(conn, &refusal);
+            return self.answer(conn, version, name, refusal);
+        }
+        let c = self.conns.get_mut(&conn).expect("caller checked");
         if !matches!(request, Request::Unknown | Request::Unsupported) && c.state == PmiState::Silent {
             c.state = PmiState::Active;
         }
@@ -422,12 +433,14 @@ impl Engine {
                 return; // no reply: the client exits
             }
             Request::Unsupported => {
-                tracing::warn!(job = %job_id, rank = c.rank.map(|r| r.0), "PMI command '{name}' is not supported");
-                Reply::Error(format!("'{name}' is not supported by dpm"))
+                let message = format!("'{}' is not supported by dpm", quote(name));
+                c.warn(conn, &message);
+                Reply::Error(message)
             }
             Request::Unknown => {
-                tracing::warn!(job = %job_id, rank = c.rank.map(|r| r.0), "unknown PMI command '{name}'");
-                Reply::Error(format!("unknown command '{name}'"))
+                let message = format!("unknown command '{}'", quote(name));
+                c.warn(conn, &message);
+                Reply::Error(message)
             }
         };
         self.send(conn, version, name, &reply);
@@ -530,8 +543,30 @@ impl Engine {
     }
 
     fn finish_deferred(&mut self, conn: ConnId, reply: &Reply) {
-        let Some(d) = self.conns.get_mut(&conn).and_then(|c| c.waiting.take()) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(d) = c.waiting.take() else { return };
+        let queued = c.take_queued();
         self.send(conn, d.version, &d.request, reply);
+        for q in queued {
+            self.send(conn, q.version, &q.request, &Reply::Error(q.message));
+        }
+    }
+
+    /// Why an `initack`/`fullinit` may not bind its connection to the rank
+    /// it names ([`bind_refusal`]), if it may not.
+    fn claim_refusal(&self, conn: ConnId, request: &Request) -> Option<String> {
+        let c = self.conns.get(&conn)?;
+        let claim = match *request {
+            Request::InitAck { pmiid } => pmiid,
+            Request::FullInit { pmirank: Some(r) } if c.rank.is_none() => r,
+            _ => return None,
+        };
+        bind_refusal(&self.conns, conn, c.job, c.rank, Rank(u32::try_from(claim).ok()?))
+    }
+
+    /// An error reply to a request.
+    fn answer(&mut self, conn: ConnId, version: Version, request: &str, message: String) {
+        self.send(conn, version, request, &Reply::Error(message));
     }
 
     fn send(&mut self, conn: ConnId, version: Version, request: &str, reply: &Reply) {
@@ -553,26 +588,4 @@ fn pm_key(setup: &JobSetup, key: &str) -> Option<String> {
         "universeSize" => Some(setup.universe_size.to_string()),
         _ => None,
     }
-}
-
-fn trace_frame(frame: &Frame) -> String {
-    let sep = if frame.version == Version::V1 { " " } else { ";" };
-    let mut text = format!("cmd={}", frame.name);
-    if !frame.segments.is_empty() {
-        text = "mcmd=spawn".into();
-        for (i, seg) in frame.segments.iter().enumerate() {
-            if i > 0 {
-                text.push_str(" | mcmd=spawn");
-            }
-            for (k, v) in seg {
-                text.push_str(&format!(" {k}={v}"));
-            }
-        }
-        return text;
-    }
-    for (k, v) in &frame.attrs {
-        text.push_str(sep);
-        text.push_str(&format!("{k}={v}"));
-    }
-    text
 }

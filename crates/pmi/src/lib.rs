@@ -6,6 +6,12 @@
 //! - [`engine`]: the node-side protocol engine: connections, per-job fences
 //!   and rings, the job's KVS under its design (`dpm_kvs::NodeStore`), node
 //!   attributes; produces [`Effect`]s for the daemon to carry out.
+//! - [`limits`]: the resource bounds (line, spawn block, argument and process
+//!   counts, queued replies, logged warnings), each with its reason.
+//! - [`sanitize`]: client text escaped for logs and traces; the per-connection
+//!   warning budget.
+//! - `fuzzing` (feature `fuzzing`): the bodies of the `fuzz/` targets, also
+//!   run on the stable toolchain by `tests/fuzz_smoke.rs`.
 //!
 //! The PMI-2 extensions of paper 004 (`ring`, `hint=`, `wait=TRUE`, `srcid`)
 //! are specified in `docs/pmi-extensions.md`.
@@ -13,9 +19,14 @@
 //! `../shared/pmi-wire.md` (in the dpm workspace) is the reference for what
 //! MPICH 5 sends and expects; the tests replay its transcripts.
 
+mod conn;
 pub mod engine;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
+pub mod limits;
 pub mod reply;
 pub mod request;
+pub mod sanitize;
 pub mod wire;
 
 pub use engine::{ConnId, Effect, Engine, JobSetup, NameOp, PmiState};

@@ -2,8 +2,15 @@
 //!
 //! Rules that MPICH's client enforces (see `pmi-wire.md` §2.1, §3.1, §7):
 //! the reply name must be the exact one expected, values are never empty,
-//! PMI-1 values cannot hold a bare space (the parser splits on it; a
-//! backslash escapes it), PMI-2 values cannot hold `;`.
+//! PMI-1 values cannot hold a bare space (the parser splits on it), PMI-2
+//! values cannot hold `;`.
+//!
+//! A PMI-1 error text (`msg=`) holds no space at all, escaped or not:
+//! MPICH's parser reads `\ ` as a space, but Intel MPI's rejects the line
+//! (`PMIU_parse_keyvals: unexpected key delimiter`) and then takes the failed
+//! lookup/publish/unpublish for a success. Intel's own Hydra writes
+//! `msg=service_not_found`; dpm writes `_` for every run of white space,
+//! which both parsers read.
 
 use crate::wire::{Encoder, Version};
 
@@ -64,12 +71,23 @@ fn reply_name(version: Version, request: &str) -> String {
     }
 }
 
-/// Make a free text safe as a value in the given framing.
+/// Make a free text safe as a value in the given framing (never empty).
 fn safe_text(version: Version, text: &str) -> String {
-    let text = if text.is_empty() { "error" } else { text };
-    match version {
-        Version::V1 => text.replace('\n', " ").replace('\\', "/").replace(' ', "\\ "),
+    let text = match version {
+        Version::V1 => {
+            let words = text.split(|c: char| c.is_whitespace() || c.is_control()).filter(|w| !w.is_empty());
+            words.collect::<Vec<_>>().join("_").replace('\\', "/")
+        }
         Version::V2 => text.replace(';', ","),
+    };
+    if text.is_empty() { "error".into() } else { text }
+}
+
+/// Whether `value` fits in a reply of this framing unchanged.
+fn carries(version: Version, value: &str) -> bool {
+    match version {
+        Version::V1 => !value.contains(['\n', '\r', ' ']),
+        Version::V2 => !value.contains(';'),
     }
 }
 
@@ -117,6 +135,14 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
         Reply::Kvsname(name) => e.attr("rc", 0).attr("jobid", name).finish(),
         Reply::UniverseSize(n) => e.attr("rc", 0).attr("size", n).finish(),
         Reply::Ok => e.attr("rc", 0).finish(),
+        // A value put in the other framing may hold what this one cannot
+        // carry (a PMI-2 value with a newline read over PMI-1, a PMI-1 value
+        // with `;` over PMI-2): refused rather than sent as a broken reply.
+        Reply::Value(value) if !carries(framing, value) => {
+            let msg = format!("the value holds a character PMI-{} cannot carry", if v1 { 1 } else { 2 });
+            let key = if v1 { "msg" } else { "errmsg" };
+            e.attr("rc", 1).attr(key, safe_text(framing, &msg)).finish()
+        }
         // A name lookup answers `port` (what MPICH reads); PMI-2 also gets
         // `value`, which Slurm's libpmi2 reads instead.
         Reply::Value(value) if request.contains("lookup") => {

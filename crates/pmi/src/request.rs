@@ -3,9 +3,21 @@
 //! PMI-1 and PMI-2 say the same things with different words (`put` vs
 //! `kvs-put`, `barrier_in` vs `kvs-fence`, 1-based `argN` vs 0-based `argvN`);
 //! both map onto one enum so the engine handles each operation once.
+//!
+//! Bounds checked here, before anything is allocated for them: keys, values
+//! and kvsnames within what `get_maxes` advertises ([`KEYLEN_MAX`],
+//! [`VALLEN_MAX`], [`KVSNAME_MAX`]), put values and names non-empty; a spawn's
+//! process count ([`MAX_SPAWN_PROCS`], no wrapping), argument count
+//! ([`MAX_SPAWN_ARGS`]) and info/preput counts ([`MAX_SPAWN_PAIRS`]). A spawn
+//! is read through a map of each segment's keys, so its cost is linear in
+//! its size.
 
-use crate::reply::VALLEN_MAX;
-use crate::wire::{lookup, Frame, Version};
+use std::collections::HashMap;
+
+use crate::limits::{MAX_SPAWN_ARGS, MAX_SPAWN_PAIRS, MAX_SPAWN_PROCS};
+use crate::reply::{KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
+use crate::sanitize::quote;
+use crate::wire::{Frame, Version};
 
 /// How the client expects a put to be read back (PMI extension `hint=`).
 pub use dpm_kvs::Hint;
@@ -76,6 +88,27 @@ fn need<'a>(frame: &'a Frame, key: &str) -> Result<&'a str, RequestError> {
     frame.get(key).ok_or_else(|| RequestError { cmd: frame.name.clone(), reason: format!("missing attribute `{key}`") })
 }
 
+/// A key, value or name that must be non-empty and at most `max` bytes.
+fn word(frame: &Frame, key: &str, max: usize) -> Result<String, RequestError> {
+    let v = need(frame, key)?;
+    let bad = |reason: String| RequestError { cmd: frame.name.clone(), reason };
+    if v.is_empty() {
+        return Err(bad(format!("`{key}` is empty")));
+    }
+    if v.len() > max {
+        return Err(bad(format!("`{key}` of {} bytes exceeds {max}", v.len())));
+    }
+    Ok(v.to_string())
+}
+
+/// An optional kvsname, at most [`KVSNAME_MAX`] bytes.
+fn kvsname(frame: &Frame, key: &str) -> Result<Option<String>, RequestError> {
+    match frame.get(key) {
+        Some(_) => word(frame, key, KVSNAME_MAX).map(Some),
+        None => Ok(None),
+    }
+}
+
 fn need_int<T: std::str::FromStr>(frame: &Frame, key: &str) -> Result<T, RequestError> {
     need(frame, key)?
         .trim()
@@ -138,14 +171,14 @@ impl Request {
             (Version::V1, "get_my_kvsname") | (Version::V2, "job-getid") => Request::GetKvsname,
             (Version::V1, "get_universe_size") => Request::GetUniverseSize,
             (Version::V1, "put") => Request::Put {
-                kvsname: frame.get("kvsname").map(str::to_string),
-                key: text("key")?,
-                value: text("value")?,
+                kvsname: kvsname(frame, "kvsname")?,
+                key: word(frame, "key", KEYLEN_MAX)?,
+                value: word(frame, "value", VALLEN_MAX)?,
                 hint: hint(frame)?,
             },
             (Version::V1, "get") => Request::Get {
-                kvsname: frame.get("kvsname").map(str::to_string),
-                key: text("key")?,
+                kvsname: kvsname(frame, "kvsname")?,
+                key: word(frame, "key", KEYLEN_MAX)?,
                 srcid: opt_int(frame, "srcid"),
                 wait: flag(frame, "wait"),
             },
@@ -155,27 +188,31 @@ impl Request {
                 code: opt_int(frame, "exitcode").unwrap_or(1) as i32,
                 message: frame.get("message").map(str::to_string),
             },
-            (Version::V1, "publish_name") => Request::Publish { service: text("service")?, port: text("port")? },
-            (Version::V1, "unpublish_name") => Request::Unpublish { service: text("service")? },
-            (Version::V1, "lookup_name") => Request::Lookup { service: text("service")? },
+            (Version::V1, "publish_name") => Request::Publish { service: word(frame, "service", VALLEN_MAX)?, port: word(frame, "port", VALLEN_MAX)? },
+            (Version::V1, "unpublish_name") => Request::Unpublish { service: word(frame, "service", VALLEN_MAX)? },
+            (Version::V1, "lookup_name") => Request::Lookup { service: word(frame, "service", VALLEN_MAX)? },
             (Version::V1, "spawn") => Request::Spawn(parse_v1_spawn(frame)?),
             // MPICH sends `pmirank`; Slurm's libpmi2 sends `srcid` (from PMI_ID) in port mode.
             (Version::V2, "fullinit") => Request::FullInit { pmirank: opt_int(frame, "pmirank").or_else(|| opt_int(frame, "srcid")) },
             (Version::V2, "info-getjobattr") => Request::GetJobAttr { key: text("key")? },
-            (Version::V2, "kvs-put") => Request::Put { kvsname: None, key: text("key")?, value: text("value")?, hint: hint(frame)? },
+            (Version::V2, "kvs-put") => {
+                Request::Put { kvsname: None, key: word(frame, "key", KEYLEN_MAX)?, value: word(frame, "value", VALLEN_MAX)?, hint: hint(frame)? }
+            }
             (Version::V2, "kvs-get") => Request::Get {
-                kvsname: frame.get("jobid").map(str::to_string),
-                key: text("key")?,
+                kvsname: kvsname(frame, "jobid")?,
+                key: word(frame, "key", KEYLEN_MAX)?,
                 srcid: opt_int(frame, "srcid").filter(|&s| s >= 0),
                 wait: flag(frame, "wait"),
             },
             (Version::V2, "kvs-fence") => Request::Barrier,
             (Version::V2, "ring") => ring(frame)?,
-            (Version::V2, "info-putnodeattr") => Request::PutNodeAttr { key: text("key")?, value: text("value")? },
-            (Version::V2, "info-getnodeattr") => Request::GetNodeAttr { key: text("key")?, wait: flag(frame, "wait") },
-            (Version::V2, "name-publish") => Request::Publish { service: text("name")?, port: text("port")? },
-            (Version::V2, "name-unpublish") => Request::Unpublish { service: text("name")? },
-            (Version::V2, "name-lookup") => Request::Lookup { service: text("name")? },
+            (Version::V2, "info-putnodeattr") => {
+                Request::PutNodeAttr { key: word(frame, "key", KEYLEN_MAX)?, value: word(frame, "value", VALLEN_MAX)? }
+            }
+            (Version::V2, "info-getnodeattr") => Request::GetNodeAttr { key: word(frame, "key", KEYLEN_MAX)?, wait: flag(frame, "wait") },
+            (Version::V2, "name-publish") => Request::Publish { service: word(frame, "name", VALLEN_MAX)?, port: word(frame, "port", VALLEN_MAX)? },
+            (Version::V2, "name-unpublish") => Request::Unpublish { service: word(frame, "name", VALLEN_MAX)? },
+            (Version::V2, "name-lookup") => Request::Lookup { service: word(frame, "name", VALLEN_MAX)? },
             (Version::V2, "spawn") => Request::Spawn(parse_v2_spawn(frame)?),
             // MPICH: `exitcode=-1;message=…`; Slurm's libpmi2: `isworld=…;msg=…`.
             (Version::V2, "abort") => Request::Abort {
@@ -189,36 +226,99 @@ impl Request {
     }
 }
 
+/// One spawn segment's (or PMI-2 command's) attributes by key, the first
+/// occurrence winning as in [`lookup`]: reading N arguments costs N hash
+/// lookups, not N scans (55 k arguments took 2.7 s that way).
+struct Segment<'a> {
+    map: HashMap<&'a str, &'a str>,
+    /// "segment 2: " or "" — where an error is.
+    at: String,
+}
+
+impl<'a> Segment<'a> {
+    fn new(attrs: &'a [(String, String)], at: String) -> Self {
+        let mut map = HashMap::with_capacity(attrs.len());
+        for (k, v) in attrs {
+            map.entry(k.as_str()).or_insert(v.as_str());
+        }
+        Segment { map, at }
+    }
+
+    fn bad(&self, reason: String) -> RequestError {
+        RequestError { cmd: "spawn".into(), reason: format!("{}{reason}", self.at) }
+    }
+
+    fn get(&self, key: &str) -> Result<&'a str, RequestError> {
+        self.map.get(key).copied().ok_or_else(|| self.bad(format!("missing `{key}`")))
+    }
+
+    /// A count no larger than `max` (`what` names the limit); absent is 0
+    /// unless `required`.
+    fn count(&self, key: &str, required: bool, max: usize, what: &str) -> Result<usize, RequestError> {
+        let Some(v) = self.map.get(key) else {
+            return if required { Err(self.bad(format!("missing `{key}`"))) } else { Ok(0) };
+        };
+        // u64 first: a count past usize (or u32) is refused, never wrapped.
+        let n: u64 = v.trim().parse().map_err(|_| self.bad(format!("`{key}={}` is not a count", quote(v))))?;
+        match usize::try_from(n) {
+            Ok(n) if n <= max => Ok(n),
+            _ => Err(self.bad(format!("`{key}={n}` exceeds the limit of {max} {what}"))),
+        }
+    }
+
+    /// A name (program, info or preput key): a raw newline in one is no
+    /// MPI library's doing, and would reach the launcher's log lines as is.
+    fn name(&self, key: &str) -> Result<String, RequestError> {
+        let v = self.get(key)?;
+        if v.is_empty() || v.chars().any(char::is_control) {
+            return Err(self.bad(format!("`{key}={}` is empty or holds control characters", quote(v))));
+        }
+        Ok(v.to_string())
+    }
+
+    /// `count` numbered pairs `{key}{i}`/`{val}{i}` (values may hold newlines:
+    /// Open MPI's `env` info is `A=1\nB=2`).
+    fn pairs(&self, count: usize, key: &str, val: &str) -> Result<Vec<(String, String)>, RequestError> {
+        (0..count).map(|i| Ok((self.name(&format!("{key}{i}"))?, self.get(&format!("{val}{i}"))?.to_string()))).collect()
+    }
+}
+
+/// Running totals over a spawn's commands, checked against the limits.
+#[derive(Default)]
+struct Totals {
+    args: usize,
+    procs: u32,
+}
+
+impl Totals {
+    /// Read one command's process and argument counts within what is left.
+    /// (Both are required in a PMI-1 segment, optional in a PMI-2 command.)
+    fn take(&mut self, seg: &Segment, procs_key: &str, argc_key: &str, required: bool) -> Result<(u32, usize), RequestError> {
+        let left = MAX_SPAWN_PROCS - self.procs;
+        let procs = seg.count(procs_key, required, left as usize, "processes per spawn (MAX_SPAWN_PROCS)")? as u32;
+        let argc = seg.count(argc_key, required, MAX_SPAWN_ARGS - self.args, "arguments per spawn (MAX_SPAWN_ARGS)")?;
+        self.procs += procs;
+        self.args += argc;
+        Ok((procs, argc))
+    }
+}
+
 /// PMI-1 `mcmd=spawn` segments: 1-based `argN`, preputs in the first segment only.
 fn parse_v1_spawn(frame: &Frame) -> Result<SpawnRequest, RequestError> {
-    let bad = |reason: String| RequestError { cmd: "spawn".into(), reason };
     let mut request = SpawnRequest::default();
-    for (index, seg) in frame.segments.iter().enumerate() {
-        let get = |key: &str| lookup(seg, key).ok_or_else(|| bad(format!("segment {}: missing `{key}`", index + 1)));
-        let int = |key: &str| -> Result<usize, RequestError> {
-            get(key)?.trim().parse().map_err(|_| bad(format!("segment {}: `{key}` is not a number", index + 1)))
-        };
-        let argc = int("argcnt")?;
-        let args = (1..=argc).map(|i| get(&format!("arg{i}")).map(str::to_string)).collect::<Result<_, _>>()?;
-        if let Some(n) = lookup(seg, "preput_num") {
-            let n: usize = n.trim().parse().map_err(|_| bad("`preput_num` is not a number".into()))?;
-            for i in 0..n {
-                request.preput.push((get(&format!("preput_key_{i}"))?.to_string(), get(&format!("preput_val_{i}"))?.to_string()));
-            }
-        }
-        let ninfo = lookup(seg, "info_num").map_or(Ok(0), |_| int("info_num"))?;
-        let info = (0..ninfo)
-            .map(|i| Ok((get(&format!("info_key_{i}"))?.to_string(), get(&format!("info_val_{i}"))?.to_string())))
-            .collect::<Result<_, RequestError>>()?;
-        request.commands.push(SpawnCommand {
-            exe: get("execname")?.to_string(),
-            args,
-            maxprocs: int("nprocs")? as u32,
-            info,
-        });
+    let mut totals = Totals::default();
+    for (index, attrs) in frame.segments.iter().enumerate() {
+        let seg = Segment::new(attrs, format!("segment {}: ", index + 1));
+        let (maxprocs, argc) = totals.take(&seg, "nprocs", "argcnt", true)?;
+        let args = (1..=argc).map(|i| seg.get(&format!("arg{i}")).map(str::to_string)).collect::<Result<_, _>>()?;
+        let npre = seg.count("preput_num", false, MAX_SPAWN_PAIRS, "preput pairs (MAX_SPAWN_PAIRS)")?;
+        request.preput.extend(seg.pairs(npre, "preput_key_", "preput_val_")?);
+        let ninfo = seg.count("info_num", false, MAX_SPAWN_PAIRS, "info pairs (MAX_SPAWN_PAIRS)")?;
+        let info = seg.pairs(ninfo, "info_key_", "info_val_")?;
+        request.commands.push(SpawnCommand { exe: seg.name("execname")?, args, maxprocs, info });
     }
     if request.commands.is_empty() {
-        return Err(bad("no commands".into()));
+        return Err(RequestError { cmd: "spawn".into(), reason: "no commands".into() });
     }
     Ok(request)
 }
@@ -230,28 +330,21 @@ fn parse_v2_spawn(frame: &Frame) -> Result<SpawnRequest, RequestError> {
     // Attributes before the first `subcmd` are the header (ncmds, preputs).
     let first = frame.attrs.iter().position(|(k, _)| k == "subcmd").ok_or_else(|| bad("no `subcmd`".into()))?;
     let (header, rest) = frame.attrs.split_at(first);
-    let count = |attrs: &[(String, String)], key: &str| -> Result<usize, RequestError> {
-        lookup(attrs, key).map_or(Ok(0), |v| v.trim().parse().map_err(|_| bad(format!("`{key}` is not a number"))))
-    };
-    let get = |attrs: &'_ [(String, String)], key: &str| -> Result<String, RequestError> {
-        lookup(attrs, key).map(str::to_string).ok_or_else(|| bad(format!("missing `{key}`")))
-    };
-    for i in 0..count(header, "preputcount")? {
-        request.preput.push((get(header, &format!("ppkey{i}"))?, get(header, &format!("ppval{i}"))?));
-    }
+    let header = Segment::new(header, String::new());
+    let npre = header.count("preputcount", false, MAX_SPAWN_PAIRS, "preput pairs (MAX_SPAWN_PAIRS)")?;
+    request.preput = header.pairs(npre, "ppkey", "ppval")?;
     let mut starts: Vec<usize> = rest.iter().enumerate().filter(|(_, (k, _))| k == "subcmd").map(|(i, _)| i).collect();
     starts.push(rest.len());
-    for w in starts.windows(2) {
-        let block = &rest[w[0]..w[1]];
-        let argc = count(block, "argc")?;
-        let nprocs = count(block, "maxprocs")?;
+    let mut totals = Totals::default();
+    for (index, w) in starts.windows(2).enumerate() {
+        let seg = Segment::new(&rest[w[0]..w[1]], format!("command {}: ", index + 1));
+        let (maxprocs, argc) = totals.take(&seg, "maxprocs", "argc", false)?;
+        let ninfo = seg.count("infokeycount", false, MAX_SPAWN_PAIRS, "info pairs (MAX_SPAWN_PAIRS)")?;
         request.commands.push(SpawnCommand {
-            exe: get(block, "subcmd")?,
-            args: (0..argc).map(|i| get(block, &format!("argv{i}"))).collect::<Result<_, _>>()?,
-            maxprocs: nprocs as u32,
-            info: (0..count(block, "infokeycount")?)
-                .map(|i| Ok((get(block, &format!("infokey{i}"))?, get(block, &format!("infoval{i}"))?)))
-                .collect::<Result<_, RequestError>>()?,
+            exe: seg.name("subcmd")?,
+            args: (0..argc).map(|i| seg.get(&format!("argv{i}")).map(str::to_string)).collect::<Result<_, _>>()?,
+            maxprocs,
+            info: seg.pairs(ninfo, "infokey", "infoval")?,
         });
     }
     Ok(request)

@@ -10,11 +10,23 @@
 //! Nothing is unescaped: MPICH 5 never escapes, and Hydra's unescaping mangles
 //! arguments that contain a backslash. Keys end at the first `=`, so values may
 //! contain `=` (`value=segments=9`).
+//!
+//! Every request gets exactly one answer, and the stream stays in step:
+//! - a line longer than [`MAX_LINE`](crate::limits::MAX_LINE): one
+//!   [`WireError::TooLong`], then input is dropped through its newline;
+//! - a spawn block past [`MAX_SPAWN_BLOCK`](crate::limits::MAX_SPAWN_BLOCK)
+//!   bytes or [`MAX_SPAWN_LINES`](crate::limits::MAX_SPAWN_LINES) lines: one
+//!   [`WireError::SpawnTooLarge`], then the rest of the block is dropped
+//!   through its last `endcmd` (or up to a `cmd=` line, which ends any block);
+//! - `mcmd=` other than `mcmd=spawn`, or a junk line of any length: one error
+//!   when its newline is in (a junk line is bounded like any other line);
+//! - a PMI-2 message cannot exceed [`MAX_FRAME`] (its header's width).
 
 use std::fmt;
 
-/// Largest frame accepted; PMI-2's length header cannot say more than this.
-pub const MAX_FRAME: usize = 999_999;
+pub use crate::limits::MAX_FRAME;
+use crate::limits::{MAX_LINE, MAX_SPAWN_BLOCK, MAX_SPAWN_LINES, QUOTE_MAX};
+use crate::sanitize::{escape, quote};
 
 /// Which of the two wire protocols a frame used (the reply must use the same).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -48,28 +60,89 @@ pub fn lookup<'a>(attrs: &'a [(String, String)], key: &str) -> Option<&'a str> {
 }
 
 /// What the decoder could not make sense of. The bytes in question are
-/// consumed, so the stream can go on after the error is answered.
+/// consumed, so the stream can go on after the error is answered. Quoted
+/// client text is escaped and cut ([`quote`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
-    #[error("malformed PMI-1 line {0:?}: expected `cmd=NAME key=value ...`")]
+    #[error("malformed PMI-1 line '{0}': expected `cmd=NAME key=value ...`")]
     BadLine(String),
-    #[error("malformed PMI-2 length header {0:?}")]
+    #[error("malformed PMI-2 length header '{0}'")]
     BadLength(String),
-    #[error("malformed PMI-2 message {0:?}: expected `cmd=NAME;key=value;...;`")]
+    #[error("malformed PMI-2 message '{0}': expected `cmd=NAME;key=value;...;`")]
     BadMessage(String),
     #[error("malformed mcmd=spawn block: {0}")]
     BadSpawnBlock(String),
-    #[error("message of {0} bytes exceeds the {MAX_FRAME}-byte limit")]
+    #[error("PMI-1 line of {0} bytes exceeds the {MAX_LINE}-byte limit")]
     TooLong(usize),
+    #[error("mcmd=spawn block exceeds the limit of {MAX_SPAWN_BLOCK} bytes or {MAX_SPAWN_LINES} lines")]
+    SpawnTooLarge,
+}
+
+impl WireError {
+    /// The framing the bad input was evidently written in, if it says.
+    pub fn version(&self) -> Option<Version> {
+        match self {
+            WireError::BadLength(_) | WireError::BadMessage(_) => Some(Version::V2),
+            WireError::BadSpawnBlock(_) | WireError::SpawnTooLarge => Some(Version::V1),
+            WireError::BadLine(_) | WireError::TooLong(_) => None,
+        }
+    }
+
+    /// The request the error answers (its reply is named after it).
+    pub fn request(&self) -> &'static str {
+        match self {
+            WireError::BadSpawnBlock(_) | WireError::SpawnTooLarge => "spawn",
+            _ => "error",
+        }
+    }
+}
+
+/// Client bytes for an error message: the first few, escaped and cut.
+fn snippet(bytes: &[u8]) -> String {
+    quote(&String::from_utf8_lossy(&bytes[..bytes.len().min(4 * QUOTE_MAX)]))
 }
 
 /// Accumulates stream bytes and yields frames. One per connection.
+///
+/// Every byte is scanned once: the buffer is consumed from the front by an
+/// offset (compacted on the next feed), the newline search resumes where it
+/// stopped, and a spawn block is built line by line as it arrives. What it
+/// holds is bounded by [`MAX_LINE`] / [`MAX_FRAME`] / [`MAX_SPAWN_BLOCK`]
+/// plus one read.
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
-    /// After an over-long PMI-1 line: drop input up to its newline, so the
+    /// `buf[..start]` is consumed.
+    start: usize,
+    /// `buf[start..start + scanned]` has no newline.
+    scanned: usize,
+    /// After an over-long line: drop input up to its newline, so the
     /// stream stays in step.
     skip_line: bool,
+    /// The `mcmd=spawn` block being read.
+    block: Option<Block>,
+}
+
+/// A PMI-1 spawn block in progress.
+#[derive(Debug, Default)]
+struct Block {
+    segments: Vec<Vec<(String, String)>>,
+    current: Vec<(String, String)>,
+    bytes: usize,
+    lines: usize,
+    /// The current segment's `totspawns` and `spawnssofar`.
+    total: Option<usize>,
+    sofar: Option<usize>,
+    /// Past a limit (already answered): read to the block's end keeping nothing.
+    dropping: bool,
+}
+
+impl Block {
+    fn drop_rest(&mut self) {
+        self.dropping = true;
+        self.segments = Vec::new();
+        self.current = Vec::new();
+    }
 }
 
 impl Decoder {
@@ -77,34 +150,65 @@ impl Decoder {
         Self::default()
     }
 
-    pub fn feed(&mut self, mut data: &[u8]) {
-        if self.skip_line {
-            match data.iter().position(|&b| b == b'\n') {
-                Some(end) => {
-                    self.skip_line = false;
-                    data = &data[end + 1..];
-                }
-                None => return,
-            }
+    pub fn feed(&mut self, data: &[u8]) {
+        // Amortised compaction: move the unread tail only once it is no
+        // longer than what was consumed.
+        if self.start > 0 && self.start * 2 >= self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
         }
         self.buf.extend_from_slice(data);
     }
 
+    /// Bytes buffered and not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    fn pending(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        if n > 0 {
+            self.start += n;
+            self.scanned = 0;
+        }
+    }
+
+    /// Offset (from the unread start) of the next newline.
+    fn find_newline(&mut self) -> Option<usize> {
+        let from = self.start + self.scanned;
+        match self.buf[from..].iter().position(|&b| b == b'\n') {
+            Some(off) => Some(self.scanned + off),
+            None => {
+                self.scanned = self.buf.len() - self.start;
+                None
+            }
+        }
+    }
+
     /// The next complete frame, `Ok(None)` if more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, WireError> {
-        // Blank lines between commands carry nothing: drop them.
-        let blank = self.buf.iter().take_while(|&&b| b == b'\n' || b == b'\r').count();
-        if blank > 0 {
-            self.buf.drain(..blank);
+        if self.skip_line {
+            let Some(end) = self.find_newline() else {
+                self.consume(self.pending().len());
+                return Ok(None);
+            };
+            self.consume(end + 1);
+            self.skip_line = false;
         }
-        let buf = &self.buf;
+        if self.block.is_some() {
+            return self.block_lines();
+        }
+        // Blank lines between commands carry nothing: drop them.
+        let blank = self.pending().iter().take_while(|&&b| b == b'\n' || b == b'\r').count();
+        self.consume(blank);
+        let buf = self.pending();
         if buf.is_empty() {
             return Ok(None);
         }
-        if buf.starts_with(b"mcmd=") {
-            return self.take_spawn_block();
-        }
-        if buf.starts_with(b"cmd=") {
+        if buf.starts_with(b"mcmd=") || buf.starts_with(b"cmd=") {
             return self.take_line();
         }
         if b"mcmd=".starts_with(&buf[..buf.len().min(5)]) || b"cmd=".starts_with(&buf[..buf.len().min(4)]) {
@@ -114,99 +218,159 @@ impl Decoder {
     }
 
     fn take_line(&mut self) -> Result<Option<Frame>, WireError> {
-        let Some(end) = self.buf.iter().position(|&b| b == b'\n') else {
-            return self.check_unbounded();
-        };
-        let line: Vec<u8> = self.buf.drain(..=end).collect();
-        let text = String::from_utf8_lossy(&line[..end]).into_owned();
+        let Some(end) = self.find_newline() else { return self.partial_line() };
+        let text = String::from_utf8_lossy(&self.pending()[..end]).into_owned();
+        self.consume(end + 1);
+        if end > MAX_LINE {
+            return Err(WireError::TooLong(end));
+        }
+        if let Some(rest) = text.strip_prefix("mcmd=") {
+            if rest.trim_end_matches('\r') != "spawn" {
+                return Err(WireError::BadSpawnBlock(format!("'mcmd={}' is not mcmd=spawn", quote(rest))));
+            }
+            let current = vec![("mcmd".to_string(), "spawn".to_string())];
+            self.block = Some(Block { current, bytes: end + 1, lines: 1, ..Block::default() });
+            return self.block_lines();
+        }
         parse_v1_line(&text).map(Some)
     }
 
-    fn take_spawn_block(&mut self) -> Result<Option<Frame>, WireError> {
-        // Scan whole lines; the block ends at the `endcmd` whose segment has
-        // spawnssofar == totspawns.
-        let mut segments: Vec<Vec<(String, String)>> = Vec::new();
-        let mut current: Vec<(String, String)> = Vec::new();
-        let mut pos = 0;
-        while let Some(off) = self.buf[pos..].iter().position(|&b| b == b'\n') {
-            let line = String::from_utf8_lossy(&self.buf[pos..pos + off]).into_owned();
-            pos += off + 1;
-            let line = line.trim_end_matches('\r');
-            if line == "endcmd" {
-                let done = {
-                    let total = lookup(&current, "totspawns").and_then(|v| v.trim().parse::<usize>().ok());
-                    let sofar = lookup(&current, "spawnssofar").and_then(|v| v.trim().parse::<usize>().ok());
-                    segments.push(std::mem::take(&mut current));
-                    match (total, sofar) {
-                        (Some(t), Some(s)) => s >= t,
-                        _ => true, // without counters a block is one segment
+    /// A line without its newline yet: wait, unless it is already too long
+    /// (then one error, and the rest of it is dropped as it comes).
+    fn partial_line(&mut self) -> Result<Option<Frame>, WireError> {
+        let n = self.pending().len();
+        if n > MAX_LINE {
+            self.consume(n);
+            self.skip_line = true;
+            return Err(WireError::TooLong(n));
+        }
+        Ok(None)
+    }
+
+    /// Read the spawn block's lines as far as they have arrived. It ends at
+    /// the `endcmd` whose segment has `spawnssofar == totspawns`.
+    fn block_lines(&mut self) -> Result<Option<Frame>, WireError> {
+        loop {
+            let Some(end) = self.find_newline() else {
+                let partial = self.pending().len();
+                let (bytes, dropping) = self.block.as_ref().map(|b| (b.bytes, b.dropping)).expect("in a block");
+                if bytes + partial > MAX_SPAWN_BLOCK || (dropping && partial > MAX_LINE) {
+                    // One line this long cannot be part of a spawn anyone can run.
+                    self.consume(partial);
+                    self.skip_line = true;
+                    let block = self.block.as_mut().expect("in a block");
+                    if !block.dropping {
+                        block.drop_rest();
+                        return Err(WireError::SpawnTooLarge);
                     }
-                };
-                if done {
-                    self.buf.drain(..pos);
-                    let mut frame = Frame::new(Version::V1, "spawn");
-                    frame.segments = segments;
-                    return Ok(Some(frame));
                 }
-                continue;
+                return Ok(None);
+            };
+            let line = String::from_utf8_lossy(&self.pending()[..end]).into_owned();
+            let line = line.trim_end_matches('\r');
+            if line.starts_with("cmd=") {
+                // A command before the block's end: the client gave up on the
+                // block (or never was a PMI-1 spawner). Answer the block; the
+                // command is read next.
+                let block = self.block.take().expect("in a block");
+                if block.dropping {
+                    return self.next_frame();
+                }
+                return Err(WireError::BadSpawnBlock("a cmd= line before the block's last endcmd".into()));
+            }
+            self.consume(end + 1);
+            let block = self.block.as_mut().expect("in a block");
+            block.bytes += end + 1;
+            block.lines += 1;
+            if line == "endcmd" {
+                // Without counters a block is one segment.
+                let done = match (block.total.take(), block.sofar.take()) {
+                    (Some(t), Some(s)) => s >= t,
+                    _ => true,
+                };
+                let segment = std::mem::take(&mut block.current);
+                if !block.dropping {
+                    block.segments.push(segment);
+                }
+                if !done {
+                    continue;
+                }
+                let block = self.block.take().expect("in a block");
+                if block.dropping {
+                    return self.next_frame();
+                }
+                let mut frame = Frame::new(Version::V1, "spawn");
+                frame.segments = block.segments;
+                return Ok(Some(frame));
+            }
+            if !block.dropping && (block.bytes > MAX_SPAWN_BLOCK || block.lines > MAX_SPAWN_LINES) {
+                block.drop_rest();
+                return Err(WireError::SpawnTooLarge);
             }
             match line.split_once('=') {
-                Some((k, v)) if is_spawn_key(k) => current.push((k.to_string(), v.to_string())),
+                Some((k, v)) if is_spawn_key(k) => {
+                    let count = || v.trim().parse::<usize>().ok();
+                    match k {
+                        "totspawns" => block.total = count(),
+                        "spawnssofar" => block.sofar = count(),
+                        _ => {}
+                    }
+                    if !block.dropping {
+                        block.current.push((k.to_string(), v.to_string()));
+                    }
+                }
                 // MPICH writes values raw, so a newline inside an argument or
                 // an info value (Open MPI's `env` is `A=1\nB=2`) splits it:
                 // a line that is not one of the block's keys continues the value.
-                _ => match current.last_mut() {
+                _ if block.dropping => {}
+                _ => match block.current.last_mut() {
                     Some((_, value)) => {
                         value.push('\n');
                         value.push_str(line);
                     }
                     None if line.is_empty() => {}
                     None => {
-                        self.buf.drain(..pos);
-                        return Err(WireError::BadSpawnBlock(format!("line {line:?} is not key=value")));
+                        let err = WireError::BadSpawnBlock(format!("line '{}' is not key=value", quote(line)));
+                        block.drop_rest();
+                        return Err(err);
                     }
                 },
             }
         }
-        self.check_unbounded()
     }
 
     fn take_v2(&mut self) -> Result<Option<Frame>, WireError> {
-        if self.buf.len() < 6 {
+        let buf = self.pending();
+        let head = &buf[..buf.len().min(6)];
+        // A length header is six digits or spaces; anything else is a junk
+        // line (however short: `=cmd\n` is answered, not waited on).
+        let header_like = head.iter().all(|&b| b.is_ascii_digit() || b == b' ');
+        if header_like && head.len() < 6 {
             return Ok(None);
         }
-        let header = String::from_utf8_lossy(&self.buf[..6]).into_owned();
-        let Ok(len) = header.trim().parse::<usize>() else {
-            // Not a length: resynchronise at the next newline so that one bad
-            // line costs one error reply, not the connection.
-            let end = self.buf.iter().position(|&b| b == b'\n').map(|p| p + 1).unwrap_or(self.buf.len());
-            let junk: Vec<u8> = self.buf.drain(..end).collect();
-            let text = String::from_utf8_lossy(&junk).trim_end().to_string();
-            return Err(if text.contains(';') || text.contains('=') {
-                WireError::BadLine(text)
-            } else {
-                WireError::BadLength(header)
-            });
+        if !header_like {
+            // A junk line: answered once, when its newline is in.
+            let Some(end) = self.find_newline() else { return self.partial_line() };
+            let junk = snippet(self.pending()[..end].trim_ascii_end());
+            self.consume(end + 1);
+            return Err(WireError::BadLine(junk));
+        }
+        let len = std::str::from_utf8(head).ok().and_then(|h| h.trim().parse::<usize>().ok());
+        let Some(len) = len else {
+            // Not a length (`      `): resynchronise at the next newline, or
+            // drop what is here (PMI-2 has no other resynchronisation point).
+            let header = snippet(head);
+            let end = self.find_newline().map_or(self.pending().len(), |p| p + 1);
+            self.consume(end);
+            return Err(WireError::BadLength(header));
         };
         // (Six digits cannot announce more than MAX_FRAME.)
-        if self.buf.len() < 6 + len {
+        if buf.len() < 6 + len {
             return Ok(None);
         }
-        let body: Vec<u8> = self.buf.drain(..6 + len).skip(6).collect();
-        parse_v2_body(&String::from_utf8_lossy(&body)).map(Some)
-    }
-
-
-    /// A PMI-1 line or spawn block that grew past the limit: drop it through
-    /// its end of line, so the next command is read from its start.
-    fn check_unbounded(&mut self) -> Result<Option<Frame>, WireError> {
-        if self.buf.len() > MAX_FRAME {
-            let n = self.buf.len();
-            self.buf.clear();
-            self.skip_line = true;
-            return Err(WireError::TooLong(n));
-        }
-        Ok(None)
+        let body = String::from_utf8_lossy(&buf[6..6 + len]).into_owned();
+        self.consume(6 + len);
+        parse_v2_body(&body).map(Some)
     }
 }
 
@@ -223,7 +387,7 @@ pub fn parse_v1_line(line: &str) -> Result<Frame, WireError> {
     let mut tokens = line.split(' ').filter(|t| !t.is_empty());
     let name = match tokens.next().and_then(|t| t.strip_prefix("cmd=")) {
         Some(n) if !n.is_empty() => n,
-        _ => return Err(WireError::BadLine(line.to_string())),
+        _ => return Err(WireError::BadLine(quote(line))),
     };
     let mut frame = Frame::new(Version::V1, name);
     for token in tokens {
@@ -231,7 +395,7 @@ pub fn parse_v1_line(line: &str) -> Result<Frame, WireError> {
             Some((k, v)) if !k.is_empty() => frame.attrs.push((k.to_string(), v.to_string())),
             // A bare word is a flag (e.g. PMI-1.2 `endcmd`): keep it with no value.
             None => frame.attrs.push((token.to_string(), String::new())),
-            _ => return Err(WireError::BadLine(line.to_string())),
+            _ => return Err(WireError::BadLine(quote(line))),
         }
     }
     Ok(frame)
@@ -246,7 +410,7 @@ pub fn parse_v2_body(body: &str) -> Result<Frame, WireError> {
         }
         match part.split_once('=') {
             Some((k, v)) if !k.is_empty() => pairs.push((k.to_string(), v.to_string())),
-            _ => return Err(WireError::BadMessage(body.to_string())),
+            _ => return Err(WireError::BadMessage(quote(body))),
         }
     }
     let mut pairs = pairs.into_iter();
@@ -256,7 +420,7 @@ pub fn parse_v2_body(body: &str) -> Result<Frame, WireError> {
             frame.attrs = pairs.collect();
             Ok(frame)
         }
-        _ => Err(WireError::BadMessage(body.to_string())),
+        _ => Err(WireError::BadMessage(quote(body))),
     }
 }
 
@@ -307,17 +471,42 @@ impl Encoder {
     }
 }
 
-/// A printable form of a raw frame for `--pmi-trace` (newline and length header removed).
+/// A printable form of a raw frame for `--pmi-trace` (newline and length
+/// header removed, control characters escaped).
 pub fn trace_text(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let text = text.trim_end_matches('\n');
     if text.starts_with("cmd=") || text.starts_with("mcmd=") {
-        text.replace('\n', " / ")
+        escape(&text.replace('\n', " / "))
     } else {
-        text.get(6..).unwrap_or(text).to_string()
+        escape(text.get(6..).unwrap_or(text))
     }
 }
 
+
+/// A printable form of a decoded frame for `--pmi-trace` (control
+/// characters escaped).
+pub fn trace_frame(frame: &Frame) -> String {
+    let sep = if frame.version == Version::V1 { " " } else { ";" };
+    let mut text = format!("cmd={}", frame.name);
+    if !frame.segments.is_empty() {
+        text = "mcmd=spawn".into();
+        for (i, seg) in frame.segments.iter().enumerate() {
+            if i > 0 {
+                text.push_str(" | mcmd=spawn");
+            }
+            for (k, v) in seg {
+                text.push_str(&format!(" {k}={v}"));
+            }
+        }
+        return escape(&text);
+    }
+    for (k, v) in &frame.attrs {
+        text.push_str(sep);
+        text.push_str(&format!("{k}={v}"));
+    }
+    escape(&text)
+}
 
 #[cfg(test)]
 mod tests {
@@ -350,6 +539,22 @@ mod tests {
         assert_eq!(lookup(&f.segments[0], "arg1"), Some("line one\nline two"));
         assert_eq!(lookup(&f.segments[0], "info_val_0"), Some("A=1\nB=x y"));
         assert_eq!(lookup(&f.segments[0], "B"), None);
+    }
+
+    #[test]
+    fn the_decoder_holds_bounded_bytes_whatever_arrives() {
+        // An endless line, an endless PMI-2 body, an endless spawn argument,
+        // endless junk.
+        for start in [&b"cmd=put key=k value="[..], b"999999cmd=kvs-put;", b"mcmd=spawn\nnprocs=1\narg1=", b"junk"] {
+            let mut d = Decoder::new();
+            d.feed(start);
+            let chunk = vec![b'z'; 64 * 1024];
+            for _ in 0..100 {
+                d.feed(&chunk);
+                while let Ok(Some(_)) | Err(_) = d.next_frame() {}
+                assert!(d.buffered() <= MAX_SPAWN_BLOCK.max(MAX_FRAME + 6) + chunk.len(), "{} bytes held", d.buffered());
+            }
+        }
     }
 
     #[test]

@@ -2,36 +2,11 @@
 //! and Slurm's libpmi2 send (transcripts from `pmi-wire.md` §6 and captures
 //! of `dpm run --pmi-trace`).
 
-use dpm_kvs::{JobId, KvsDesign, Rank};
-use dpm_pmi::{ConnId, Effect, Engine, JobSetup, NameOp, PmiState, SpawnCommand};
+mod common;
 
-const KVS: &str = "kvs_42_0";
-
-fn setup(size: u32) -> JobSetup {
-    JobSetup {
-        job: JobId(0),
-        kvsname: KVS.into(),
-        size,
-        local_ranks: (0..size).map(Rank).collect(),
-        appnums: vec![0; size as usize],
-        universe_size: 8,
-        process_mapping: format!("(vector,(0,1,{size}))"),
-        spawner: None,
-        preput: vec![],
-        kvs: KvsDesign::Allgather,
-        node: 0,
-        node_of: vec![],
-    }
-}
-
-fn engine(size: u32) -> Engine {
-    let mut e = Engine::new(false);
-    e.add_job(setup(size));
-    for r in 0..size {
-        e.attach(ConnId(r as u64), JobId(0), Some(Rank(r)));
-    }
-    e
-}
+use common::{engine, setup, KVS};
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::{ConnId, Effect, Engine, NameOp, PmiState, SpawnCommand};
 
 /// Feed `input` on `conn`; return the text written back to it.
 fn talk(e: &mut Engine, conn: u64, input: &str) -> String {
@@ -229,12 +204,20 @@ fn pmi2_fence_blocks_until_every_rank_fenced() {
 fn pmi2_getnodeattr_wait_blocks_until_the_put() {
     let mut e = engine(2);
     assert_eq!(talk(&mut e, 1, &v2("cmd=info-getnodeattr;key=-bcast-1-0;wait=TRUE;")), "", "held until the put");
-    assert_eq!(talk(&mut e, 1, &v2("cmd=info-getnodeattr;key=other;")), v2("cmd=info-getnodeattr-response;rc=1;errmsg='info-getnodeattr' sent while an earlier request is still pending;"));
+    // A second request while the first waits is refused, but the refusal
+    // goes out after the reply it waits behind, never before it.
+    assert_eq!(talk(&mut e, 1, &v2("cmd=info-getnodeattr;key=other;")), "", "the refusal waits behind the pending reply");
     e.on_bytes(ConnId(0), v2("cmd=info-putnodeattr;key=-bcast-1-0;value=2F6D70696368[3]41;").as_bytes());
     let effects = e.take_effects();
-    let to = |c: u64| effects.iter().find_map(|f| match f { Effect::Send(x, b) if *x == ConnId(c) => Some(String::from_utf8(b.clone()).unwrap()), _ => None });
-    assert_eq!(to(0).unwrap(), v2("cmd=info-putnodeattr-response;rc=0;"));
-    assert_eq!(to(1).unwrap(), v2("cmd=info-getnodeattr-response;rc=0;found=TRUE;value=2F6D70696368[3]41;"));
+    let to = |c: u64| -> String {
+        effects.iter().filter_map(|f| match f { Effect::Send(x, b) if *x == ConnId(c) => Some(String::from_utf8(b.clone()).unwrap()), _ => None }).collect()
+    };
+    assert_eq!(to(0), v2("cmd=info-putnodeattr-response;rc=0;"));
+    assert_eq!(
+        to(1),
+        v2("cmd=info-getnodeattr-response;rc=0;found=TRUE;value=2F6D70696368[3]41;")
+            + &v2("cmd=info-getnodeattr-response;rc=1;errmsg='info-getnodeattr' sent while an earlier request is still pending;")
+    );
     assert_eq!(talk(&mut e, 0, &v2("cmd=info-getnodeattr;key=absent;")), v2("cmd=info-getnodeattr-response;rc=0;found=FALSE;"));
 }
 
