@@ -29,6 +29,12 @@ impl Run {
             // A spawn that cannot start all its processes fails as a whole:
             // MPI_Comm_spawn returns an error in the parent, the run goes on.
             fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")) });
+            // Its children that did start are killed with it; their deaths
+            // are not failures of the run.
+            let now = fx.now_micros();
+            if let Some(j) = self.jobs.get_mut(&job) {
+                j.alone_since.get_or_insert(now);
+            }
         } else {
             let code = match errno {
                 libc::ENOENT => 127,

@@ -87,7 +87,7 @@ impl TreeShared {
 pub enum LaunchError {
     #[error("{0} has no processes")]
     Empty(JobId),
-    #[error("{job} has {size} ranks but {what} for {got}")]
+    #[error("{job} has {size} ranks but {got} {what}")]
     Mismatch { job: JobId, size: u32, what: &'static str, got: usize },
     #[error("{job}: a process has rank {rank} (size {size}) or a rank twice")]
     BadRank { job: JobId, rank: u32, size: u32 },
