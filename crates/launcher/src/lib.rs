@@ -2,8 +2,11 @@
 //!
 //! - [`cli`]: the mpiexec-compatible command line.
 //! - [`plan`]: executables, environments, working directories, process mapping.
-//! - [`controller`]: the launcher's event loop: fences, name service, failure
-//!   policy, signals, timeout, stdin, exit status.
+//! - [`run`]: the run reactor, a plain state machine: jobs, fences, spawns,
+//!   failure policy, exit status, acting through [`run::RunEffects`].
+//! - [`controller`]: its async driver (channels, signals, timers) and
+//!   [`controller::dispatch`], which routes daemon messages to runs.
+//! - [`node_table`]: the nodes, their load, and the one placer.
 //! - [`output`]: the ranks' stdout/stderr, raw or labelled.
 //! - [`nodes`], [`manual`]: the node list and starting the daemon tree;
 //!   [`private_dir`]: the per-user runtime directory for secrets.
