@@ -42,6 +42,9 @@ pub trait RunEffects {
 }
 
 /// One recorded effect.
+// A launch message is large, but boxing it would only add noise to every
+// test that matches on what was sent.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Effect {
     Send(NodeId, ToDaemon),

@@ -58,6 +58,7 @@ fn started(run: &mut Run, rec: &mut Recorder, node_of: &[usize]) -> JobId {
     id
 }
 
+#[allow(clippy::too_many_arguments)]
 fn exit(run: &mut Run, rec: &mut Recorder, node: usize, job: JobId, rank: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
     let pid = 100 * (job.0 + 1) + rank;
     run.on_message(rec, NodeId(node), ToLauncher::Exited { job, rank: Rank(rank), pid, status, pmi, at });
@@ -383,7 +384,8 @@ fn the_daemons_going_away_ends_the_run() {
 /// panicked the run's task; now the run fails saying why, sending nothing.
 #[test]
 fn a_job_that_does_not_hold_together_is_refused_not_a_panic() {
-    let bad: Vec<(&str, fn(&mut LaunchJob))> = vec![
+    type Spoil = fn(&mut LaunchJob);
+    let bad: Vec<(&str, Spoil)> = vec![
         ("appnums", |l| l.appnums.clear()),
         ("rank 5", |l| l.procs.push(ProcSpec { rank: Rank(5), app: 0 })),
         ("rank 1", |l| l.procs[0].rank = Rank(1)),
