@@ -198,20 +198,24 @@ impl Run {
     /// together (a control frame's, say) is refused: the run fails with
     /// exit status 2 and the reason, nothing is sent.
     pub fn launch(&mut self, fx: &mut dyn RunEffects, launch: LaunchJob) -> Result<(), LaunchError> {
-        let slots = check(&launch).and_then(|()| fx.shared().nodes.reserve(&launch.node_of).map_err(|e| LaunchError::Placement(launch.job, e)));
-        let slots = slots.inspect_err(|e| self.verdict.record(2, format!("invalid job: {e}"), None))?;
+        let slots = self.admit(fx, &launch)?;
         self.start_job(fx, launch, slots, None);
         Ok(())
     }
 
     /// Take on a process dpm did not start (singleton mode) as rank 0 of a job.
     pub fn adopt(&mut self, fx: &mut dyn RunEffects, launch: LaunchJob, pid: u32, pmi_fd: i32) -> Result<(), LaunchError> {
-        check(&launch)?;
-        let slots = fx.shared().nodes.reserve(&launch.node_of).map_err(|e| LaunchError::Placement(launch.job, e))?;
+        let slots = self.admit(fx, &launch)?;
         let node = slots.node(0).unwrap_or(NodeId(0));
         self.register(fx, &launch, slots, None);
         fx.send(node, ToDaemon::Adopt { launch, rank: Rank(0), pid, pmi_fd });
         Ok(())
+    }
+
+    /// Check a job and reserve its placement; a job refused fails the run.
+    fn admit(&mut self, fx: &mut dyn RunEffects, launch: &LaunchJob) -> Result<Reservation, LaunchError> {
+        let slots = check(launch).and_then(|()| fx.shared().nodes.reserve(&launch.node_of).map_err(|e| LaunchError::Placement(launch.job, e)));
+        slots.inspect_err(|e| self.verdict.record(2, format!("invalid job: {e}"), None))
     }
 
     /// A checked, placed job: register it and send each node its part.
