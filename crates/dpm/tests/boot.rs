@@ -401,3 +401,55 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     }
     assert_eq!(state(pid), None, "the leader {pid} was not reaped when its job ended");
 }
+
+/// Submit a run straight on the control socket, as a `dpm run` would, with
+/// `procs` and `appnums` as given; `dpm run`'s exit status and stderr.
+fn submit_raw(boot: &Boot, procs: serde_json::Value, appnums: serde_json::Value) -> (i32, String) {
+    use std::io::{Read, Write};
+    let app = serde_json::json!({ "exe": "/bin/true", "argv": ["true"], "env": [], "wdir": "/" });
+    let submit = serde_json::json!({
+        "apps": [app], "procs": procs, "appnums": appnums, "ppn": null, "map_by_node": false, "label": false,
+        "kill_grace_secs": 1.0, "universe_size": null, "pmi_mode": "Fd", "no_oversubscribe": false,
+        "report_placement": false, "timeout_secs": null, "spawn_env": [], "cwd": "/", "host": "localhost",
+        "client_pid": std::process::id(),
+    });
+    let frame = serde_json::to_vec(&serde_json::json!({ "Run": { "version": 1, "submit": submit } })).unwrap();
+    let mut stream = std::os::unix::net::UnixStream::connect(boot.socket()).expect("connect to the boot");
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream.write_all(&(frame.len() as u32).to_be_bytes()).unwrap();
+    stream.write_all(&frame).unwrap();
+    let mut stderr = String::new();
+    loop {
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len).unwrap_or_else(|e| panic!("no exit status from the boot ({e}); stderr so far: {stderr}"));
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        stream.read_exact(&mut body).unwrap();
+        let msg: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        if let Some(code) = msg.get("Exit").and_then(|c| c.as_i64()) {
+            return (code as i32, stderr);
+        }
+        if let Some(bytes) = msg.get("Stderr").and_then(|b| b.as_array()) {
+            stderr.extend(bytes.iter().filter_map(|b| b.as_u64()).map(|b| b as u8 as char));
+        }
+    }
+}
+
+/// A submitted job that does not hold together (no appnums, a rank beyond
+/// its size) panicked its run's task, leaving the client without an answer;
+/// now the client gets the reason and a non-zero exit, and the boot goes on.
+#[test]
+fn a_submitted_job_that_does_not_hold_together_is_refused_with_a_reason() {
+    let boot = Boot::start(&[]);
+    let rank = |r: u32| serde_json::json!({ "rank": r, "app": 0 });
+    let cases = [
+        (serde_json::json!([rank(0)]), serde_json::json!([]), "appnums"),
+        (serde_json::json!([rank(0), rank(5)]), serde_json::json!([0, 0]), "rank 5"),
+    ];
+    for (procs, appnums, why) in cases {
+        let (code, stderr) = submit_raw(&boot, procs, appnums);
+        assert_ne!(code, 0, "{why}: {stderr}");
+        assert!(stderr.contains("invalid job") && stderr.contains(why), "{why}: {stderr}");
+    }
+    let out = boot.run(&["-n", "1", "true"]).output();
+    out.assert_success();
+}

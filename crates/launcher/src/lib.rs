@@ -2,8 +2,11 @@
 //!
 //! - [`cli`]: the mpiexec-compatible command line.
 //! - [`plan`]: executables, environments, working directories, process mapping.
-//! - [`controller`]: the launcher's event loop: fences, name service, failure
-//!   policy, signals, timeout, stdin, exit status.
+//! - [`run`]: the run reactor, a plain state machine: jobs, fences, spawns,
+//!   failure policy, exit status, acting through [`run::RunEffects`].
+//! - [`controller`]: its async driver (channels, signals, timers) and
+//!   [`controller::dispatch`], which routes daemon messages to runs.
+//! - [`node_table`]: the nodes, their load, and the one placer.
 //! - [`output`]: the ranks' stdout/stderr, raw or labelled.
 //! - [`nodes`], [`manual`]: the node list and starting the daemon tree;
 //!   [`private_dir`]: the per-user runtime directory for secrets.
@@ -19,10 +22,12 @@ pub mod controller;
 pub mod daemon_cmd;
 pub mod kvs_root;
 pub mod manual;
+pub mod node_table;
 pub mod nodes;
 pub mod output;
 pub mod plan;
 pub mod private_dir;
+pub mod run;
 pub mod singleton;
 pub mod spawn;
 
@@ -157,7 +162,7 @@ pub(crate) async fn drive(
     stdin: bool,
 ) -> i32 {
     let (links, up, waiter) = daemons.split();
-    let shared = Shared::new(links.len());
+    let shared = Shared::for_run(&links, &settings);
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
     let mut controller = Controller::new(settings, links.clone(), shared, Console::Local);
     start(&mut controller);
