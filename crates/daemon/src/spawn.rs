@@ -18,7 +18,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
+use nix::unistd::Pid;
+
 use dpm_proto::AppSpec;
+
+use crate::node::StartError;
 
 /// A started process and the parent's ends of its channels.
 pub struct Started {
@@ -33,6 +38,7 @@ pub struct Started {
 }
 
 /// Extra environment for one process, beyond its spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PmiEnv {
     /// `PMI_FD` mode: create a socketpair and pass its child end.
     pub socketpair: bool,
@@ -42,6 +48,7 @@ pub struct PmiEnv {
 /// An app's program, arguments and environment as C strings, built once and
 /// shared by all its ranks.
 pub struct PreparedApp {
+    spec: AppSpec,
     exe: CString,
     wdir: CString,
     args: Vec<CString>,
@@ -51,6 +58,7 @@ pub struct PreparedApp {
 impl PreparedApp {
     pub fn new(app: &AppSpec) -> io::Result<Self> {
         Ok(PreparedApp {
+            spec: app.clone(),
             exe: cstring(OsStr::new(&app.exe).as_bytes())?,
             wdir: cstring(app.wdir.as_bytes())?,
             args: app.argv.iter().map(|a| cstring(a.as_bytes())).collect::<io::Result<_>>()?,
@@ -62,6 +70,11 @@ impl PreparedApp {
                 .map(|(k, v)| cstring(format!("{k}={v}").as_bytes()))
                 .collect::<io::Result<_>>()?,
         })
+    }
+
+    /// The app as the launcher described it.
+    pub fn spec(&self) -> &AppSpec {
+        &self.spec
     }
 }
 
@@ -87,21 +100,31 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds we then own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
 
 fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: socketpair fills two fds we then own.
-    if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType};
+    Ok(nix::sys::socket::socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)?)
+}
+
+/// A failed start as the launcher reports it. Running out of file
+/// descriptors says which limit and how to raise it: each rank costs the
+/// daemon four (PMI socket, stdout, stderr, pidfd) for its whole life.
+pub fn start_error(e: io::Error) -> StartError {
+    let errno = e.raw_os_error().unwrap_or(0);
+    if errno != libc::EMFILE && errno != libc::ENFILE {
+        return StartError::from(e);
     }
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    let limit = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) => format!(" (RLIMIT_NOFILE: soft {soft}, hard {})", if hard == libc::RLIM_INFINITY { "unlimited".to_string() } else { hard.to_string() }),
+        Err(_) => String::new(),
+    };
+    let what = if errno == libc::ENFILE { "the system ran out of open files" } else { "the daemon ran out of file descriptors" };
+    StartError {
+        errno,
+        message: format!("{what}{limit}; each rank takes four: raise the limit with `ulimit -n` (up to the hard limit) before starting dpm, or run fewer ranks per node"),
+    }
 }
 
 /// One process to start: its app, its extra variables, its group, its stdin.
@@ -150,11 +173,13 @@ impl Spawner {
         let (queue, rx) = mpsc::channel::<Queued>();
         let rx = Arc::new(Mutex::new(rx));
         let mut sockets = Vec::with_capacity(threads);
+        // The threads log in the node's span.
+        let span = tracing::Span::current();
         for i in 0..threads {
             let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
             sockets.push(ours);
-            let rx = rx.clone();
-            std::thread::Builder::new().name(format!("dpm-spawn-{i}")).spawn(move || spawner_thread(i, theirs, rx))?;
+            let (rx, span) = (rx.clone(), span.clone());
+            std::thread::Builder::new().name(format!("dpm-spawn-{i}")).spawn(move || span.in_scope(|| spawner_thread(i, theirs, rx)))?;
         }
         Ok(Spawner { queue, sockets })
     }
@@ -186,7 +211,10 @@ impl Spawner {
         let msg = recvmsg::<()>(self.sockets[thread].as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC)
             .map_err(io::Error::from)?;
         let mut fds: Vec<OwnedFd> = Vec::new();
-        for c in msg.cmsgs().map_err(io::Error::from)? {
+        // The kernel truncates the control message (MSG_CTRUNC, which nix
+        // reports as ENOBUFS) when the daemon's fd table is full: say so.
+        let cmsgs = msg.cmsgs().map_err(|e| if e == nix::errno::Errno::ENOBUFS { io::Error::from_raw_os_error(libc::EMFILE) } else { e.into() })?;
+        for c in cmsgs {
             if let ControlMessageOwned::ScmRights(list) = c {
                 // SAFETY: the kernel just installed these fds for us.
                 fds.extend(list.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
@@ -207,18 +235,20 @@ impl Spawner {
 
 fn spawner_thread(index: usize, socket: std::os::unix::net::UnixStream, rx: Arc<Mutex<mpsc::Receiver<Queued>>>) {
     // A private fd table holding only the standard streams and our socket.
-    // SAFETY: unshare and close_range affect this thread's own fd table;
-    // nothing on this thread holds other fds.
-    unsafe {
-        if libc::unshare(libc::CLONE_FILES) == 0 {
+    match nix::sched::unshare(nix::sched::CloneFlags::CLONE_FILES) {
+        Ok(()) => {
             let keep = socket.as_raw_fd() as libc::c_uint;
-            if keep > 3 {
-                libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32);
+            // SAFETY: close_range (which nix does not wrap) closes fds of this
+            // thread's own, just unshared table; nothing on this thread holds
+            // any of them (the OwnedFds they belong to live in the daemon's table).
+            unsafe {
+                if keep > 3 {
+                    libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32);
+                }
+                libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
             }
-            libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
-        } else {
-            tracing::warn!("spawner thread {index}: cannot use a private fd table: {}", io::Error::last_os_error());
         }
+        Err(e) => tracing::warn!("spawner thread {index}: cannot use a private fd table: {e}"),
     }
     loop {
         let next = rx.lock().map(|r| r.recv());
@@ -254,12 +284,8 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         let (r, w) = pipe()?;
         (r, Some(w))
     } else {
-        // SAFETY: open(2) of a constant path; we own the result.
-        let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        (unsafe { OwnedFd::from_raw_fd(fd) }, None)
+        // std opens with O_CLOEXEC.
+        (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
     };
     let pmi_fd = pmi_child.as_ref().map_or(-1, |fd| fd.as_raw_fd());
 
@@ -293,13 +319,11 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
     // Also from this side (the usual idiom), so the group is settled whatever
     // the timing; after the child's exec this fails harmlessly with EACCES.
     let pgid = if pgid == 0 { pid } else { pgid };
-    // SAFETY: setpgid on our own child.
-    unsafe { libc::setpgid(pid, pgid) };
+    let _ = nix::unistd::setpgid(Pid::from_raw(pid), Pid::from_raw(pgid));
     let error = setup.error.load(Ordering::SeqCst);
     if error != 0 {
         // The child exited without exec'ing: reap it, report why.
-        // SAFETY: waitpid on our own child.
-        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        let _ = nix::sys::wait::waitpid(Pid::from_raw(pid), None);
         return Err(io::Error::from_raw_os_error(error));
     }
     drop((in_r, out_w, err_w, pmi_child));
@@ -311,15 +335,13 @@ const CHILD_STACK: usize = 64 * 1024;
 
 fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
     let mut stack = vec![0u8; CHILD_STACK];
+    let mut old = SigSet::empty();
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut old))?;
     // SAFETY: all signals are blocked around the clone, so no handler of this
     // process can run on the child's stack; the child unblocks them only after
     // resetting every disposition. CLONE_VFORK suspends this thread until the
     // child has exec'd or exited, so `setup` and `stack` outlive its use.
     unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         let top = stack.as_mut_ptr().add(CHILD_STACK) as *mut libc::c_void;
         let pid = libc::clone(
             child_main,
@@ -328,7 +350,7 @@ fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
             setup as *const ChildSetup as *mut libc::c_void,
         );
         let err = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
         if pid < 0 {
             return Err(err);
         }
@@ -336,7 +358,9 @@ fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
     }
 }
 
-/// Runs in the child, sharing the parent's memory: raw syscalls only.
+/// Runs in the child, sharing the parent's memory: raw syscalls only (no
+/// nix wrappers either: nothing here may allocate or touch shared state but
+/// `error`).
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's ChildSetup, alive until we exec or exit.
     unsafe {
@@ -380,17 +404,21 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall; on success the kernel returns a new fd we own.
+    // SAFETY: pidfd_open (which nix does not wrap) is a plain syscall; on
+    // success the kernel returns a new fd that nothing else owns.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: see above: a fresh fd, ours alone.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Reap the process behind `pidfd` if it has ended. With `keep`, only read
 /// its status and leave the zombie: a process-group leader stays in the
 /// table so that its group id cannot be reused before the job's final kill.
+/// (Raw `waitid`: nix's `WaitStatus` cannot hold a death by a real-time
+/// signal, which dpm reports like any other.)
 pub fn reap(pidfd: &OwnedFd, keep: bool) -> io::Result<Option<dpm_proto::ExitStatus>> {
     // SAFETY: waitid fills `info`; a zeroed siginfo_t is a valid initial value.
     unsafe {

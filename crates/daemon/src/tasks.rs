@@ -1,30 +1,30 @@
-//! Per-process tasks. They own file descriptors and move bytes; all decisions
-//! are taken by the daemon's event loop, which they feed through [`Event`]s.
+//! Per-process tasks of the node driver. They own file descriptors and move
+//! bytes; all decisions are taken by the node reactor, which they feed
+//! through [`Event`]s.
 
 use std::os::fd::OwnedFd;
-use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use dpm_kvs::{JobId, Rank};
 use dpm_proto::{ExitStatus, Stream};
 
+use crate::node::Timer;
 use crate::spawn::reap;
-
-/// How long an exited process's PMI connection and pipes may stay open
-/// (held by a grandchild) before its exit is reported anyway.
-const DRAIN_GRACE: Duration = Duration::from_millis(250);
+use crate::spawn_here;
 
 pub enum Event {
     /// A TCP connection on a job's PMI port (`PMI_PORT` mode).
     PortConn { job: JobId, fd: OwnedFd },
     Output { job: JobId, rank: Rank, stream: Stream, data: Vec<u8> },
-    /// Reported after the PMI connection closed and the pipes reached EOF,
-    /// or after [`DRAIN_GRACE`].
+    /// The stream reached end of file (every holder closed it).
+    OutputClosed { job: JobId, rank: Rank, stream: Stream },
+    /// Reaped (or could not be watched any more).
     Exited { job: JobId, rank: Rank, status: ExitStatus, at: u64 },
+    Timer(Timer),
 }
 
 /// Accept PMI connections for one job on a loopback TCP port.
@@ -36,7 +36,7 @@ pub fn listen_pmi_port(
     listener.set_nonblocking(true)?;
     let port = format!("127.0.0.1:{}", listener.local_addr()?.port());
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    let handle = tokio::spawn(async move {
+    let handle = spawn_here(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let _ = stream.set_nodelay(true);
             let Ok(std) = stream.into_std() else { continue };
@@ -50,7 +50,7 @@ pub fn listen_pmi_port(
 /// Write what the launcher sends to a rank's stdin; dropping the sender closes it.
 pub fn feed_stdin(fd: OwnedFd) -> mpsc::UnboundedSender<Vec<u8>> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    tokio::spawn(async move {
+    spawn_here(async move {
         let Ok(mut pipe) = pipe::Sender::from_owned_fd(fd) else { return };
         while let Some(data) = rx.recv().await {
             if pipe.write_all(&data).await.is_err() {
@@ -61,10 +61,9 @@ pub fn feed_stdin(fd: OwnedFd) -> mpsc::UnboundedSender<Vec<u8>> {
     tx
 }
 
-/// Watch one process: forward its stdout/stderr, reap it through its pidfd
-/// (a group leader is left a zombie: `keep_zombie`, see [`reap`]), report
-/// its exit once its PMI traffic and output are through.
-#[allow(clippy::too_many_arguments)]
+/// Watch one process: forward its stdout/stderr until end of file, reap it
+/// through its pidfd (a group leader is left a zombie: `keep_zombie`, see
+/// [`reap`]). When its exit may be reported is the reactor's decision.
 pub fn watch_proc(
     job: JobId,
     rank: Rank,
@@ -72,55 +71,41 @@ pub fn watch_proc(
     keep_zombie: bool,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
-    mut pmi_closed: oneshot::Receiver<()>,
     events: mpsc::UnboundedSender<Event>,
 ) {
-    tokio::spawn(async move {
+    spawn_here(async move {
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
         let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }.ok();
         let mut out = stdout.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
         let mut err = stderr.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
         let mut out_buf = vec![0u8; 16 * 1024];
         let mut err_buf = vec![0u8; 16 * 1024];
-        let mut status: Option<ExitStatus> = None;
-        let mut reaped_at = 0u64;
-        let mut pmi_done = false;
-        let mut reported = false;
-        let mut deadline = None::<tokio::time::Instant>;
+        // Without a pidfd its exit is never known: only its output is forwarded.
+        let mut reaped = pidfd.is_none();
         if pidfd.is_none() {
             tracing::error!(%job, rank = rank.0, "cannot watch the process: pidfd unavailable");
         }
-        loop {
-            if let Some(s) = status.filter(|_| !reported && ((pmi_done && out.is_none() && err.is_none()) || deadline_passed(deadline))) {
-                let _ = events.send(Event::Exited { job, rank, status: s, at: reaped_at });
-                reported = true;
-            }
-            if reported && out.is_none() && err.is_none() {
-                break;
-            }
-            let sleep_until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+        while !(reaped && out.is_none() && err.is_none()) {
             tokio::select! {
-                ready = async { pidfd.as_ref().unwrap().readable().await }, if status.is_none() && pidfd.is_some() => {
-                    if let Ok(mut guard) = ready {
-                        match reap(pidfd.as_ref().unwrap().get_ref(), keep_zombie) {
-                            Ok(Some(s)) => {
-                                status = Some(s);
-                                reaped_at = now_micros();
-                                deadline = Some(tokio::time::Instant::now() + DRAIN_GRACE);
-                            }
-                            Ok(None) => guard.clear_ready(),
-                            Err(e) => {
-                                tracing::error!(%job, rank = rank.0, "waitid failed: {e}");
-                                status = Some(ExitStatus::Code(255));
-                                deadline = Some(tokio::time::Instant::now());
-                            }
+                ready = async { pidfd.as_ref().expect("watched").readable().await }, if !reaped => {
+                    let Ok(mut guard) = ready else { continue };
+                    match reap(guard.get_inner(), keep_zombie) {
+                        Ok(Some(status)) => {
+                            reaped = true;
+                            let _ = events.send(Event::Exited { job, rank, status, at: now_micros() });
+                        }
+                        Ok(None) => guard.clear_ready(),
+                        Err(e) => {
+                            tracing::error!(%job, rank = rank.0, "waitid failed: {e}");
+                            reaped = true;
+                            // Reported at once, whatever is still open.
+                            let _ = events.send(Event::Exited { job, rank, status: ExitStatus::Code(255), at: 0 });
+                            let _ = events.send(Event::Timer(Timer::DrainGrace { job, rank }));
                         }
                     }
                 }
-                _ = &mut pmi_closed, if !pmi_done => pmi_done = true,
                 n = read_opt(&mut out, &mut out_buf) => forward(&events, job, rank, Stream::Stdout, &mut out, &out_buf, n),
                 n = read_opt(&mut err, &mut err_buf) => forward(&events, job, rank, Stream::Stderr, &mut err, &err_buf, n),
-                _ = tokio::time::sleep_until(sleep_until), if deadline.is_some() && !reported => {}
             }
         }
     });
@@ -129,10 +114,6 @@ pub fn watch_proc(
 /// Wall-clock µs since the Unix epoch.
 pub fn now_micros() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
-}
-
-fn deadline_passed(deadline: Option<tokio::time::Instant>) -> bool {
-    deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
 }
 
 async fn read_opt(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -152,7 +133,10 @@ fn forward(
     n: std::io::Result<usize>,
 ) {
     match n {
-        Ok(0) | Err(_) => *pipe = None,
+        Ok(0) | Err(_) => {
+            *pipe = None;
+            let _ = events.send(Event::OutputClosed { job, rank, stream });
+        }
         Ok(n) => {
             let _ = events.send(Event::Output { job, rank, stream, data: buf[..n].to_vec() });
         }

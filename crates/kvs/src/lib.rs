@@ -1,7 +1,7 @@
 //! # dpm-kvs: job identity and the key-value state behind PMI
 //!
 //! Pure data structures, no I/O, shared by the node daemon and the launcher:
-//! - [`JobId`], [`Rank`]: newtype ids, so a rank is never passed as a job.
+//! - [`JobId`], [`Rank`], [`NodeId`]: newtype ids, so a rank is never passed as a job or a node.
 //! - [`design`]: the KVS designs (`dpm run --kvs`), put hints, the key → owner hash.
 //! - [`store`]: one job's keys on one node under every design ([`NodeStore`]),
 //!   and the [`Holder`] of values kept for other nodes (also the launcher's).
@@ -37,6 +37,17 @@ pub struct JobId(pub u32);
 /// A process's rank within its job (its `MPI_COMM_WORLD` rank).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Rank(pub u32);
+
+/// A node of a daemon tree: its position in the run's (or boot's) node list,
+/// 0 being the launcher's first child. Messages still carry a bare `usize`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NodeId(pub usize);
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {}", self.0)
+    }
+}
 
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -260,7 +260,7 @@ async fn serve(opts: RunOptions, files: BootFiles, ready_on_stdout: bool) -> i32
         }
     };
     let (links, up, waiter) = daemons.split();
-    let shared = Shared::new(links.len());
+    let shared = Shared::new(crate::node_table::NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout));
     let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), Some(lost_tx)));
 
@@ -432,10 +432,10 @@ fn status(server: &Server) -> BootStatus {
         .nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| NodeStatus { host: n.host.clone(), slots: n.slots, load: shared.load.get(i).copied().unwrap_or(0) })
+        .map(|(i, n)| NodeStatus { host: n.host.clone(), slots: n.slots, load: shared.tree.nodes.load(dpm_kvs::NodeId(i)) })
         .collect();
     let mut by_owner: HashMap<u32, Vec<(u32, String, u32)>> = HashMap::new();
-    for (job, (owner, kvsname, size)) in &shared.jobs {
+    for (job, (owner, kvsname, size)) in &shared.tree.jobs {
         by_owner.entry(*owner).or_default().push((job.0, kvsname.clone(), *size));
     }
     let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
@@ -486,7 +486,7 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
     let (settings, launch_of) = settings_for(server, &submit);
     let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), Console::Remote(out_tx.clone()));
     let (job, kvsname) = controller.new_job_id();
-    let load = server.shared.borrow().load.clone();
+    let load = server.shared.borrow().tree.nodes.loads();
     controller.launch(launch_of(job, kvsname, submit, &load));
     let code = controller.run(timeout, in_rx).await;
     let _ = out_tx.send(ToClient::Exit(code));

@@ -19,10 +19,12 @@ pub mod controller;
 pub mod daemon_cmd;
 pub mod kvs_root;
 pub mod manual;
+pub mod node_table;
 pub mod nodes;
 pub mod output;
 pub mod plan;
 pub mod private_dir;
+pub mod run;
 pub mod singleton;
 pub mod spawn;
 
@@ -157,7 +159,7 @@ pub(crate) async fn drive(
     stdin: bool,
 ) -> i32 {
     let (links, up, waiter) = daemons.split();
-    let shared = Shared::new(links.len());
+    let shared = Shared::for_run(&links, &settings);
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
     let mut controller = Controller::new(settings, links.clone(), shared, Console::Local);
     start(&mut controller);

@@ -184,39 +184,18 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
     Ok(job)
 }
 
-/// The node of each of `n` ranks. By default each node is filled to its
-/// slots in turn (`-ppn` sets a fixed count per node instead); with
-/// `map_by_node` ranks are dealt round-robin. Ranks beyond all slots wrap
-/// around (oversubscription), keeping the same pattern.
 /// `n` ranks into the slots other jobs leave free (`load` per node), filling
-/// nodes in order; `None` if they do not fit.
+/// nodes in order; `None` if they do not fit. The placer's
+/// [`crate::node_table::in_free`]; callers with a node table use
+/// [`crate::node_table::NodeTable::place_booted`].
 pub fn place_in_free(n: usize, slots: &[u32], load: &[i64]) -> Option<Vec<usize>> {
-    let mut out = Vec::with_capacity(n);
-    for (node, &s) in slots.iter().enumerate() {
-        let free = (i64::from(s) - load.get(node).copied().unwrap_or(0)).max(0) as usize;
-        out.extend(std::iter::repeat_n(node, free.min(n - out.len())));
-    }
-    (out.len() == n).then_some(out)
+    crate::node_table::in_free(n, slots, load)
 }
 
+/// The node of each of `n` ranks of a first job: the placer's
+/// [`crate::node_table::fill`] (slots in turn, `-ppn`, `--map-by node`).
 pub fn place(n: usize, slots: &[u32], ppn: Option<u32>, map_by_node: bool) -> Vec<usize> {
-    let nodes = slots.len().max(1);
-    if map_by_node {
-        return (0..n).map(|r| r % nodes).collect();
-    }
-    let per_node: Vec<usize> = (0..nodes).map(|k| ppn.unwrap_or_else(|| slots.get(k).copied().unwrap_or(1)).max(1) as usize).collect();
-    let mut out = Vec::with_capacity(n);
-    let mut node = 0;
-    let mut used = 0;
-    while out.len() < n {
-        if used == per_node[node] {
-            node = (node + 1) % nodes;
-            used = 0;
-        }
-        out.push(node);
-        used += 1;
-    }
-    out
+    crate::node_table::fill(n, slots, ppn, map_by_node)
 }
 
 /// `PMI_process_mapping` for ranks placed on nodes `node_of[rank]`, in MPICH's

@@ -64,7 +64,20 @@ fn nodes_named(list: &str, ctx: &SpawnContext) -> Result<Option<Vec<usize>>, Pla
     Ok(Some(nodes))
 }
 
+/// The most processes one spawn request may ask for. `maxprocs` arrives as
+/// a 32-bit number from any rank; each process costs the launcher a rank
+/// entry, a slot in the fence tally and a line of the launch message before
+/// anything starts, so an absurd count (a garbled or hostile request) must be
+/// refused before it is planned (a `maxprocs` of 4 billion made dpm try to
+/// allocate and launch them all). 65,536 is a round limit well above a
+/// spawn on any tree dpm runs, and still cheap to plan and to refuse.
+pub const MAX_SPAWN_PROCS: u64 = 65_536;
+
 pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<SpawnPlan, PlanError> {
+    let total: u64 = commands.iter().map(|c| u64::from(c.maxprocs)).sum();
+    if total > MAX_SPAWN_PROCS {
+        return Err(PlanError::Invalid(format!("spawn of {total} processes refused: at most {MAX_SPAWN_PROCS} per request")));
+    }
     let mut job = PlannedJob::new();
     let mut nodes = Vec::new();
     let mut oversubscribe = None;

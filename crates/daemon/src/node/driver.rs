@@ -1,0 +1,325 @@
+//! The async driver of a real node: owns the PMI sockets, the spawner
+//! threads, the per-process tasks ([`crate::tasks`]) and the timers,
+//! implements [`NodeEffects`] for them, and feeds the [`NodeReactor`].
+//!
+//! Everything runs on one thread (a tokio `LocalSet`). The reactor and the
+//! driver's I/O state sit together in one `Rc<RefCell<Node>>`: a PMI
+//! connection's task hands the bytes it read straight to the reactor, which
+//! writes the replies through [`NodeEffects::pmi_write`] before returning — a
+//! request costs one read and one write, with no hop through other tasks.
+//! Per-process tasks report output and exits through an event channel.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::{self, ErrorKind};
+use std::os::fd::OwnedFd;
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, Notify};
+use tracing::Instrument;
+
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::ConnId;
+use dpm_proto::{ToDaemon, ToLauncher};
+
+use super::{NodeEffects, NodeReactor, ProcStart, ProcStarted, StartError, Timer};
+use crate::spawn::{self, SpawnTask};
+use crate::tasks::{self, Event};
+use crate::{mpich_shm, DaemonConfig};
+
+/// Serve until [`ToDaemon::Shutdown`] or until the launcher goes away, as
+/// node 0 (the launcher's in-process daemon; `dpm daemon` goes through
+/// [`crate::serve_link`]). Must run inside a tokio `LocalSet`, on a thread
+/// that lives as long as the daemon: ranks are started from it, and
+/// `PR_SET_PDEATHSIG` fires when the thread that started them exits.
+pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<ToDaemon>, up: mpsc::UnboundedSender<ToLauncher>) {
+    let span = crate::node_span(0, &config.host);
+    serve(config, down, up).instrument(span).await
+}
+
+/// [`run`] inside the caller's span.
+pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<ToDaemon>, up: mpsc::UnboundedSender<ToLauncher>) {
+    let (events, mut events_rx) = mpsc::unbounded_channel();
+    let reactor = NodeReactor::new(&config);
+    let _ = up.send(reactor.hello());
+    let spawner = match spawn::Spawner::new() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot start the spawner threads: {e}");
+            return;
+        }
+    };
+    let node = Rc::new_cyclic(|me| {
+        let io = Io { me: me.clone(), spawner, up, events, conns: HashMap::new(), stdin: HashMap::new(), ports: HashMap::new() };
+        RefCell::new(Node { reactor, io })
+    });
+    loop {
+        tokio::select! {
+            msg = down.recv() => match msg {
+                Some(ToDaemon::Shutdown) | None => break,
+                Some(msg) => node.borrow_mut().with(|r, io| r.on_message(io, msg)),
+            },
+            Some(event) = events_rx.recv() => node.borrow_mut().on_event(event),
+        }
+    }
+    node.borrow_mut().with(|r, io| r.shutdown(io));
+}
+
+/// The reactor and the I/O it acts through.
+struct Node {
+    reactor: NodeReactor,
+    io: Io,
+}
+
+impl Node {
+    fn with<T>(&mut self, f: impl FnOnce(&mut NodeReactor, &mut Io) -> T) -> T {
+        f(&mut self.reactor, &mut self.io)
+    }
+
+    fn on_event(&mut self, event: Event) {
+        let Node { reactor, io } = self;
+        match event {
+            Event::PortConn { job, fd } => {
+                let Some(stream) = nonblocking(job, fd) else { return };
+                if let Some(conn) = reactor.on_port_connection(job) {
+                    io.serve(conn, stream);
+                }
+            }
+            Event::Output { job, rank, stream, data } => reactor.on_output(io, job, rank, stream, data),
+            Event::OutputClosed { job, rank, stream } => reactor.on_output_closed(io, job, rank, stream),
+            Event::Exited { job, rank, status, at } => reactor.on_exited(io, job, rank, status, at),
+            Event::Timer(timer) => reactor.on_timer(io, timer),
+        }
+    }
+}
+
+/// One PMI connection's write side.
+struct Conn {
+    stream: Rc<UnixStream>,
+    /// Reply bytes the socket would not take yet; the connection task flushes them.
+    outbox: Vec<u8>,
+    /// Set while the connection task is writing out the outbox.
+    flushing: bool,
+    flush: Rc<Notify>,
+}
+
+/// The driver's side of a node: [`NodeEffects`] on real sockets and processes.
+struct Io {
+    /// Handed to connection tasks, which call back into the reactor.
+    me: Weak<RefCell<Node>>,
+    spawner: spawn::Spawner,
+    up: mpsc::UnboundedSender<ToLauncher>,
+    events: mpsc::UnboundedSender<Event>,
+    conns: HashMap<ConnId, Conn>,
+    stdin: HashMap<JobId, mpsc::UnboundedSender<Vec<u8>>>,
+    ports: HashMap<JobId, tokio::task::AbortHandle>,
+}
+
+/// A PMI socket as a non-blocking tokio stream. (A TCP socket in `PMI_PORT`
+/// mode works the same through this wrapper: only read and write are used.)
+fn nonblocking(job: JobId, fd: OwnedFd) -> Option<Rc<UnixStream>> {
+    let stream = std::os::unix::net::UnixStream::from(fd);
+    match stream.set_nonblocking(true).and_then(|()| UnixStream::from_std(stream)) {
+        Ok(s) => Some(Rc::new(s)),
+        Err(e) => {
+            tracing::error!(%job, "cannot serve a PMI connection: {e}");
+            None
+        }
+    }
+}
+
+impl Io {
+    /// Serve `stream` as PMI connection `conn`.
+    fn serve(&mut self, conn: ConnId, stream: Rc<UnixStream>) {
+        let flush = Rc::new(Notify::new());
+        serve_conn(self.me.clone(), conn, stream.clone(), flush.clone());
+        self.conns.insert(conn, Conn { stream, outbox: Vec::new(), flushing: false, flush });
+    }
+
+    /// Take over a started process's fds: its PMI socket, stdin, and the
+    /// task that forwards its output and reaps it.
+    fn adopt(&mut self, p: &ProcStart, s: spawn::Started) -> ProcStarted {
+        let pmi = match (p.pmi_conn, s.pmi) {
+            (Some(conn), Some(fd)) => nonblocking(p.job, fd).map(|stream| {
+                self.serve(conn, stream);
+                conn
+            }),
+            _ => None,
+        };
+        let stdin = s.stdin.map(|fd| self.stdin.insert(p.job, tasks::feed_stdin(fd))).is_some();
+        let leader = s.pgid == s.pid;
+        tasks::watch_proc(p.job, p.rank, s.pidfd, leader, Some(s.stdout), Some(s.stderr), self.events.clone());
+        ProcStarted { pid: s.pid, pgid: s.pgid, pmi, stdin }
+    }
+}
+
+impl NodeEffects for Io {
+    fn send_up(&mut self, msg: ToLauncher) {
+        let _ = self.up.send(msg);
+    }
+
+    /// Write a reply now if the socket takes it; otherwise queue it, in order.
+    fn pmi_write(&mut self, conn: ConnId, bytes: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let mut rest = bytes;
+        if c.outbox.is_empty() && !c.flushing {
+            match c.stream.try_write(bytes) {
+                Ok(n) => rest = &bytes[n..],
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => return, // the client is gone
+            }
+        }
+        if !rest.is_empty() {
+            c.outbox.extend_from_slice(rest);
+            c.flush.notify_one();
+        }
+    }
+
+    fn pmi_drop(&mut self, conn: ConnId) {
+        self.conns.remove(&conn);
+    }
+
+    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: i32) -> bool {
+        // SAFETY: the launcher hands over an fd it opened and no longer uses.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let Some(stream) = nonblocking(job, fd) else { return false };
+        self.serve(conn, stream);
+        true
+    }
+
+    fn open_pmi_port(&mut self, job: JobId) -> io::Result<String> {
+        let (port, handle) = tasks::listen_pmi_port(job, self.events.clone())?;
+        self.ports.insert(job, handle);
+        Ok(port)
+    }
+
+    fn close_pmi_port(&mut self, job: JobId) {
+        if let Some(listener) = self.ports.remove(&job) {
+            listener.abort();
+        }
+    }
+
+    fn start(&mut self, procs: Vec<ProcStart>) -> Vec<Result<ProcStarted, StartError>> {
+        let tasks = procs.iter().map(|p| SpawnTask { app: Arc::clone(&p.app), env: p.env.clone(), pgid: p.pgid, with_stdin: p.with_stdin }).collect();
+        let results = self.spawner.start_all(tasks);
+        procs.iter().zip(results).map(|(p, r)| r.map(|s| self.adopt(p, s)).map_err(spawn::start_error)).collect()
+    }
+
+    fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()> {
+        let pidfd = spawn::pidfd_open(pid as i32)?;
+        tasks::watch_proc(job, rank, pidfd, false, None, None, self.events.clone());
+        Ok(())
+    }
+
+    fn stdin_write(&mut self, job: JobId, data: Vec<u8>) {
+        if let Some(tx) = self.stdin.get(&job) {
+            let _ = tx.send(data);
+        }
+    }
+
+    fn stdin_close(&mut self, job: JobId) {
+        self.stdin.remove(&job); // dropping the sender closes the pipe
+    }
+
+    fn kill_group(&mut self, pgid: i32, signal: i32) {
+        kill(-pgid, signal);
+    }
+
+    fn kill_process(&mut self, pid: i32, signal: i32) {
+        kill(pid, signal);
+    }
+
+    fn release_leader(&mut self, pid: i32) {
+        use nix::sys::wait::{waitpid, WaitPidFlag};
+        let _ = waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+    }
+
+    fn remove_shm(&mut self, job: JobId, kvsname: &str) {
+        let removed = mpich_shm::remove_segments(std::path::Path::new("/dev/shm"), kvsname);
+        if removed > 0 {
+            tracing::debug!(%job, removed, "removed the job's MPICH shared-memory segments");
+        }
+    }
+
+    fn set_timer(&mut self, after: Duration, timer: Timer) {
+        let events = self.events.clone();
+        crate::spawn_local_here(async move {
+            tokio::time::sleep(after).await;
+            let _ = events.send(Event::Timer(timer));
+        });
+    }
+}
+
+/// `kill(2)`; `pid` < 0 names a process group.
+fn kill(pid: i32, signal: i32) {
+    use nix::sys::signal::Signal;
+    match Signal::try_from(signal) {
+        Ok(sig) => {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        }
+        Err(_) => tracing::warn!(pid, signal, "not a signal this daemon can send"),
+    }
+}
+
+/// Serve one PMI connection: read, hand the bytes to the reactor (which
+/// writes the replies), flush what the socket would not take.
+fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flush: Rc<Notify>) {
+    crate::spawn_local_here(async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            tokio::select! {
+                ready = stream.readable() => {
+                    if ready.is_err() {
+                        break;
+                    }
+                    match stream.try_read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            let Some(node) = me.upgrade() else { return };
+                            node.borrow_mut().with(|r, io| r.on_pmi_bytes(io, conn, &buf[..n]));
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                        Err(_) => break,
+                    }
+                }
+                _ = flush.notified() => flush_outbox(&me, conn, &stream).await,
+            }
+        }
+        if let Some(node) = me.upgrade() {
+            node.borrow_mut().with(|r, io| {
+                io.conns.remove(&conn);
+                r.on_pmi_closed(io, conn)
+            });
+        }
+    });
+}
+
+/// Write out what the socket would not take at once (a client slow to read).
+async fn flush_outbox(me: &Weak<RefCell<Node>>, conn: ConnId, stream: &UnixStream) {
+    loop {
+        let data = {
+            let Some(node) = me.upgrade() else { return };
+            let mut node = node.borrow_mut();
+            let Some(c) = node.io.conns.get_mut(&conn) else { return };
+            c.flushing = !c.outbox.is_empty();
+            std::mem::take(&mut c.outbox)
+        };
+        if data.is_empty() {
+            return;
+        }
+        let mut sent = 0;
+        while sent < data.len() {
+            if stream.writable().await.is_err() {
+                return;
+            }
+            match stream.try_write(&data[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(_) => return, // the client is gone
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The node reactor: everything a node daemon decides, as a plain state
+//! machine, and the effects it asks of the outside world.
+//!
+//! [`NodeReactor`] owns the node's state — jobs, their processes, process
+//! groups and group leaders, PMI connections and the [`dpm_pmi::Engine`]
+//! serving them, requests in flight (name service, spawn), stdin routing, the
+//! rule for when an exit may be reported. Each input is one method call with
+//! plain data (a [`ToDaemon`](dpm_proto::ToDaemon) from the parent, bytes read
+//! on PMI connection X, connection X closed, a process's output, its exit, a
+//! timer); it acts only through [`NodeEffects`]. It holds no sockets, no
+//! clocks and makes no syscalls, so a test (or an in-process cluster) drives
+//! it with a recorder ([`recorder::RecordingEffects`]).
+//!
+//! [`driver`] is the async side for a real node: it owns the sockets, pidfds,
+//! pipes, timers and spawner threads, implements [`NodeEffects`] and feeds
+//! the reactor.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::ConnId;
+use dpm_proto::ToLauncher;
+
+pub use crate::spawn::{PmiEnv, PreparedApp};
+
+pub mod driver;
+mod reactor;
+#[cfg(any(test, feature = "testing"))]
+pub mod recorder;
+#[cfg(test)]
+mod tests;
+
+pub use reactor::NodeReactor;
+
+/// How long an exited process's PMI connection and pipes may stay open (held
+/// by a grandchild) before its exit is reported anyway.
+pub const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+/// One process the reactor asks to be started.
+#[derive(Clone)]
+pub struct ProcStart {
+    pub job: JobId,
+    pub rank: Rank,
+    /// Program, arguments, environment and directory, checked and shared by
+    /// the app's ranks ([`PreparedApp::spec`] gives the original spec).
+    pub app: Arc<PreparedApp>,
+    /// The variables dpm adds (`PMI_RANK`, `PMI_PORT`…), and whether to pass
+    /// a PMI socketpair (`PMI_FD`).
+    pub env: PmiEnv,
+    /// The process group to join; 0: found a new one led by the process.
+    pub pgid: i32,
+    /// Give it a pipe for the launcher's stdin (else `/dev/null`).
+    pub with_stdin: bool,
+    /// In `PMI_FD` mode: serve the parent's end of the socketpair as this
+    /// connection.
+    pub pmi_conn: Option<ConnId>,
+}
+
+/// A process that was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcStarted {
+    pub pid: i32,
+    /// The group it was put in (the one asked for, or its own pid).
+    pub pgid: i32,
+    /// The PMI connection now served for it ([`ProcStart::pmi_conn`], unless
+    /// that socket could not be served).
+    pub pmi: Option<ConnId>,
+    /// Whether it reads the launcher's stdin.
+    pub stdin: bool,
+}
+
+/// Why a process could not be started: the errno (the launcher turns it into
+/// an exit code) and a message that says what to do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StartError {
+    pub errno: i32,
+    pub message: String,
+}
+
+impl From<io::Error> for StartError {
+    fn from(e: io::Error) -> Self {
+        StartError { errno: e.raw_os_error().unwrap_or(0), message: e.to_string() }
+    }
+}
+
+/// A timer the reactor sets; it comes back through [`NodeReactor::on_timer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Timer {
+    /// [`DRAIN_GRACE`] after a process was reaped: report its exit even if
+    /// its PMI connection or pipes are still open.
+    DrainGrace { job: JobId, rank: Rank },
+}
+
+/// Everything the node reactor does to the outside world.
+pub trait NodeEffects {
+    /// Send a message up to the parent (launcher or parent daemon).
+    fn send_up(&mut self, msg: ToLauncher);
+    /// Write reply bytes on a PMI connection, in order (queue what the
+    /// socket does not take at once).
+    fn pmi_write(&mut self, conn: ConnId, bytes: &[u8]);
+    /// The reactor is done with a connection (its job was forgotten): drop
+    /// what is kept for writing to it.
+    fn pmi_drop(&mut self, conn: ConnId);
+    /// Serve an open fd (handed over by the launcher, an adopted singleton's)
+    /// as PMI connection `conn`; false if it cannot be served.
+    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: i32) -> bool;
+    /// Open a loopback PMI port for a job (`PMI_PORT` mode); its connections
+    /// come back through [`NodeReactor::on_port_connection`].
+    fn open_pmi_port(&mut self, job: JobId) -> io::Result<String>;
+    fn close_pmi_port(&mut self, job: JobId);
+    /// Start processes (in parallel where possible); one result per entry,
+    /// in order. A started process's output, exit and PMI traffic come back
+    /// through the reactor's `on_*` methods.
+    fn start(&mut self, procs: Vec<ProcStart>) -> Vec<Result<ProcStarted, StartError>>;
+    /// Watch a process this node did not start (an adopted singleton).
+    fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()>;
+    /// Pass bytes to the stdin of the job's process that reads it.
+    fn stdin_write(&mut self, job: JobId, data: Vec<u8>);
+    /// Close that stdin.
+    fn stdin_close(&mut self, job: JobId);
+    /// `kill(-pgid, signal)`.
+    fn kill_group(&mut self, pgid: i32, signal: i32);
+    /// `kill(pid, signal)`.
+    fn kill_process(&mut self, pid: i32, signal: i32);
+    /// Reap a group leader kept as a zombie (its group was killed for good).
+    fn release_leader(&mut self, pid: i32);
+    /// Remove an ended job's MPICH shared-memory segments (`mpich_shm`).
+    fn remove_shm(&mut self, job: JobId, kvsname: &str);
+    /// Call [`NodeReactor::on_timer`] with `timer` after `after`.
+    fn set_timer(&mut self, after: Duration, timer: Timer);
+}

@@ -1,0 +1,452 @@
+//! [`NodeReactor`]: the node's state and one handler per input.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
+use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
+
+use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, Timer, DRAIN_GRACE};
+use crate::DaemonConfig;
+
+/// One process of a job on this node, until its exit is reported.
+struct Proc {
+    pid: i32,
+    /// Its open PMI connection, if any.
+    conn: Option<ConnId>,
+    /// How far it got with PMI when its connection closed.
+    pmi: PmiState,
+    /// Its PMI connection has closed and all its traffic is handled.
+    pmi_closed: bool,
+    stdout_open: bool,
+    stderr_open: bool,
+    /// Reaped: its status and when (µs since the epoch).
+    exit: Option<(ExitStatus, u64)>,
+    /// [`DRAIN_GRACE`] has passed since it was reaped.
+    grace_over: bool,
+}
+
+impl Proc {
+    fn new(pid: i32, conn: Option<ConnId>, output: bool) -> Self {
+        Proc { pid, conn, pmi: PmiState::Silent, pmi_closed: false, stdout_open: output, stderr_open: output, exit: None, grace_over: false }
+    }
+
+    /// An exit is reported once its PMI traffic and output are through (so a
+    /// finalize sent just before `exit()` is never missed), or after the grace.
+    fn exit_due(&self) -> Option<(ExitStatus, u64)> {
+        let drained = self.pmi_closed && !self.stdout_open && !self.stderr_open;
+        self.exit.filter(|_| drained || self.grace_over)
+    }
+}
+
+#[derive(Default)]
+struct JobProcs {
+    /// Names the job's MPICH shared-memory segments (see [`crate::mpich_shm`]).
+    kvsname: String,
+    pgids: Vec<i32>,
+    /// Group leaders left as zombies until the job's final kill, so that
+    /// `kill(-pgid)` can never reach a group that reused the id.
+    leaders: Vec<i32>,
+    /// A process of the job reads the launcher's stdin, still open.
+    stdin: bool,
+    /// The job's PMI port (`PMI_PORT` mode).
+    port: Option<String>,
+}
+
+/// The node daemon's state machine. See the module documentation of
+/// [`crate::node`].
+pub struct NodeReactor {
+    host: String,
+    engine: Engine,
+    /// Open PMI connections and their jobs.
+    conns: HashMap<ConnId, JobId>,
+    procs: HashMap<(JobId, Rank), Proc>,
+    jobs: HashMap<JobId, JobProcs>,
+    requests: HashMap<RequestId, ConnId>,
+    next_conn: u64,
+    next_request: u64,
+}
+
+impl NodeReactor {
+    pub fn new(config: &DaemonConfig) -> Self {
+        NodeReactor {
+            host: config.host.clone(),
+            engine: Engine::new(config.trace),
+            conns: HashMap::new(),
+            procs: HashMap::new(),
+            jobs: HashMap::new(),
+            requests: HashMap::new(),
+            next_conn: 0,
+            next_request: 0,
+        }
+    }
+
+    /// The first message up, once the node is there.
+    pub fn hello(&self) -> ToLauncher {
+        ToLauncher::Ready { host: self.host.clone() }
+    }
+
+    /// A message from the parent. `Shutdown` is the driver's business (it
+    /// stops feeding the reactor and calls [`NodeReactor::shutdown`]);
+    /// heartbeats and the tree are the link's.
+    pub fn on_message(&mut self, fx: &mut impl NodeEffects, msg: ToDaemon) {
+        self.message(fx, msg);
+        self.apply_engine(fx);
+    }
+
+    fn message(&mut self, fx: &mut impl NodeEffects, msg: ToDaemon) {
+        match msg {
+            ToDaemon::Launch(job) => self.launch(fx, job),
+            ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, delta),
+            ToDaemon::RingOut { job, seq, slot } => self.engine.ring_out(job, seq, &slot),
+            ToDaemon::Kvs(msg) => self.engine.kvs_msg(msg),
+            ToDaemon::NameDone { request, result } => {
+                if let Some(conn) = self.requests.remove(&request) {
+                    self.engine.name_done(conn, result);
+                }
+            }
+            ToDaemon::SpawnDone { request, result } => {
+                if let Some(conn) = self.requests.remove(&request) {
+                    self.engine.spawn_done(conn, result);
+                }
+            }
+            ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),
+            ToDaemon::Stdin { job, data } => {
+                let Some(j) = self.jobs.get_mut(&job).filter(|j| j.stdin) else { return };
+                if data.is_empty() {
+                    j.stdin = false;
+                    fx.stdin_close(job);
+                } else {
+                    fx.stdin_write(job, data);
+                }
+            }
+            ToDaemon::Forget { job } => self.forget(fx, job),
+            ToDaemon::Routed { msg, .. } => self.message(fx, *msg),
+            ToDaemon::Heartbeat | ToDaemon::Tree(_) | ToDaemon::Shutdown => {}
+            ToDaemon::Adopt { launch, rank, pid, pmi_fd } => self.adopt_foreign(fx, launch, rank, pid, pmi_fd),
+        }
+    }
+
+    /// Bytes read on PMI connection `conn`. The replies are written through
+    /// [`NodeEffects::pmi_write`] before this returns: one read, one write.
+    pub fn on_pmi_bytes(&mut self, fx: &mut impl NodeEffects, conn: ConnId, bytes: &[u8]) {
+        self.engine.on_bytes(conn, bytes);
+        self.apply_engine(fx);
+    }
+
+    /// PMI connection `conn` closed: its process's PMI state is final.
+    pub fn on_pmi_closed(&mut self, fx: &mut impl NodeEffects, conn: ConnId) {
+        let Some(job) = self.conns.remove(&conn) else { return };
+        let rank = self.engine.rank(conn);
+        let state = self.engine.detach(conn);
+        self.apply_engine(fx);
+        let Some(rank) = rank else { return };
+        if let Some(p) = self.procs.get_mut(&(job, rank)) {
+            p.conn = None;
+            p.pmi = state;
+            p.pmi_closed = true;
+            self.report_exit_if_due(fx, job, rank);
+        }
+    }
+
+    /// A connection on a job's PMI port: the id to serve it as, or `None`
+    /// if the job is gone (close it).
+    pub fn on_port_connection(&mut self, job: JobId) -> Option<ConnId> {
+        if !self.jobs.contains_key(&job) {
+            return None;
+        }
+        let conn = self.new_conn();
+        self.attach(conn, job, None);
+        Some(conn)
+    }
+
+    /// A process wrote to its stdout or stderr.
+    pub fn on_output(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) {
+        fx.send_up(ToLauncher::Output { job, rank, stream, data });
+    }
+
+    /// A process's stdout or stderr reached end of file.
+    pub fn on_output_closed(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, stream: Stream) {
+        let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
+        match stream {
+            Stream::Stdout => p.stdout_open = false,
+            Stream::Stderr => p.stderr_open = false,
+        }
+        self.report_exit_if_due(fx, job, rank);
+    }
+
+    /// A process was reaped at `at` (µs since the epoch).
+    pub fn on_exited(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, status: ExitStatus, at: u64) {
+        let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
+        if p.exit.is_some() {
+            return;
+        }
+        p.exit = Some((status, at));
+        fx.set_timer(DRAIN_GRACE, Timer::DrainGrace { job, rank });
+        self.report_exit_if_due(fx, job, rank);
+    }
+
+    pub fn on_timer(&mut self, fx: &mut impl NodeEffects, timer: Timer) {
+        match timer {
+            Timer::DrainGrace { job, rank } => {
+                let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
+                p.grace_over = true;
+                self.report_exit_if_due(fx, job, rank);
+            }
+        }
+    }
+
+    /// The node stops: every job goes as if forgotten.
+    pub fn shutdown(&mut self, fx: &mut impl NodeEffects) {
+        let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
+        for job in jobs {
+            self.forget(fx, job);
+        }
+        self.apply_engine(fx);
+    }
+
+    fn register_job(&mut self, spec: &LaunchJob) {
+        let local_ranks = if spec.procs.is_empty() { (0..spec.size).map(Rank).collect() } else { spec.procs.iter().map(|p| p.rank).collect() };
+        self.engine.add_job(JobSetup {
+            job: spec.job,
+            kvsname: spec.kvsname.clone(),
+            size: spec.size,
+            local_ranks,
+            appnums: spec.appnums.clone(),
+            universe_size: spec.universe_size,
+            process_mapping: spec.process_mapping.clone(),
+            spawner: spec.spawner.clone(),
+            preput: spec.preput.clone(),
+            kvs: spec.kvs,
+            // A launch reaches only the daemons that host ranks of the job.
+            node: spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(0),
+            node_of: spec.node_of.clone(),
+        });
+    }
+
+    fn launch(&mut self, fx: &mut impl NodeEffects, spec: LaunchJob) {
+        let job = spec.job;
+        self.register_job(&spec);
+        let mut entry = JobProcs { kvsname: spec.kvsname.clone(), ..JobProcs::default() };
+        if spec.pmi_mode == PmiMode::Port {
+            match fx.open_pmi_port(job) {
+                Ok(port) => entry.port = Some(port),
+                Err(err) => {
+                    if let Some(p) = spec.procs.first() {
+                        let errno = err.raw_os_error().unwrap_or(0);
+                        self.launch_failed(fx, job, p.rank, format!("cannot open a PMI port: {err}"), errno);
+                    }
+                    return;
+                }
+            }
+        }
+        self.jobs.insert(job, entry);
+        let local_n = spec.procs.len();
+        let apps: Vec<Option<Arc<PreparedApp>>> = spec.apps.iter().map(|app| PreparedApp::new(app).ok().map(Arc::new)).collect();
+        let mut starts = Vec::with_capacity(local_n);
+        for (local_id, proc) in spec.procs.iter().enumerate() {
+            let Some(Some(app)) = apps.get(proc.app) else {
+                let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
+                let error = format!("cannot start '{exe}': bad program, argument or variable");
+                return self.launch_failed(fx, job, proc.rank, error, libc::EINVAL);
+            };
+            let env = self.pmi_env(&spec, proc.rank, local_id, local_n);
+            let pmi_conn = (spec.pmi_mode == PmiMode::Fd).then(|| self.new_conn());
+            let with_stdin = spec.stdin_rank == Some(proc.rank);
+            starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn });
+        }
+        // The first process founds the job's process group; the others join
+        // it, started in parallel.
+        let rest = if starts.is_empty() { Vec::new() } else { starts.split_off(1) };
+        let mut results = fx.start(starts);
+        let pgid = results.first().and_then(|r| r.as_ref().ok()).map(|s| s.pgid);
+        if let Some(pgid) = pgid {
+            results.extend(fx.start(rest.into_iter().map(|s| ProcStart { pgid, ..s }).collect()));
+        }
+        let mut failure = None;
+        for (proc, started) in spec.procs.iter().zip(results) {
+            match started {
+                Ok(s) => self.started(fx, job, proc.rank, s),
+                Err(err) if failure.is_none() => failure = Some((proc, err)),
+                Err(_) => {}
+            }
+        }
+        if let Some((proc, err)) = failure {
+            // The launcher ends the job; the ranks that did start get killed.
+            let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
+            return self.launch_failed(fx, job, proc.rank, format!("cannot start '{exe}': {err}"), err.errno);
+        }
+        tracing::debug!(%job, ranks = local_n, "launched")
+    }
+
+    fn launch_failed(&self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, error: String, errno: i32) {
+        tracing::error!(%job, rank = rank.0, "{error}");
+        fx.send_up(ToLauncher::LaunchFailed { job, rank, error, errno });
+    }
+
+    /// The variables dpm adds to one rank's environment.
+    fn pmi_env(&self, spec: &LaunchJob, rank: Rank, local_id: usize, local_n: usize) -> PmiEnv {
+        let mut vars = vec![
+            ("PMI_RANK".to_string(), rank.0.to_string()),
+            ("PMI_SIZE".to_string(), spec.size.to_string()),
+            // Slurm's libpmi2 needs it; MPICH ignores it.
+            ("PMI_JOBID".to_string(), spec.kvsname.clone()),
+            ("PMI_HOSTNAME".to_string(), self.host.clone()),
+            ("MPI_LOCALNRANKS".to_string(), local_n.to_string()),
+            ("MPI_LOCALRANKID".to_string(), local_id.to_string()),
+        ];
+        if spec.spawner.is_some() {
+            vars.push(("PMI_SPAWNED".into(), "1".into()));
+        }
+        if let Some(port) = self.jobs.get(&spec.job).and_then(|j| j.port.clone()) {
+            vars.push(("PMI_PORT".into(), port));
+            vars.push(("PMI_ID".into(), rank.0.to_string()));
+        }
+        PmiEnv { socketpair: spec.pmi_mode == PmiMode::Fd, vars }
+    }
+
+    /// A process of a launch started.
+    fn started(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, s: ProcStarted) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        // The group we asked for, never one read back: a process that has not
+        // yet moved would report dpm's own group, and the job's end kills it.
+        if s.pgid > 0 && !j.pgids.contains(&s.pgid) {
+            j.pgids.push(s.pgid);
+        }
+        if s.pgid == s.pid {
+            j.leaders.push(s.pid);
+        }
+        j.stdin |= s.stdin;
+        if let Some(conn) = s.pmi {
+            self.attach(conn, job, Some(rank));
+        }
+        self.procs.insert((job, rank), Proc::new(s.pid, s.pmi, true));
+        fx.send_up(ToLauncher::Started { job, rank, pid: s.pid as u32 });
+    }
+
+    /// Serve an already running process (an MPICH singleton).
+    fn adopt_foreign(&mut self, fx: &mut impl NodeEffects, launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32) {
+        let job = launch.job;
+        self.register_job(&launch);
+        self.jobs.insert(job, JobProcs { kvsname: launch.kvsname.clone(), ..JobProcs::default() });
+        let conn = self.new_conn();
+        if !fx.pmi_serve_fd(job, conn, pmi_fd) {
+            return self.launch_failed(fx, job, rank, format!("cannot serve process {pid}"), libc::EBADF);
+        }
+        self.attach(conn, job, Some(rank));
+        if let Err(e) = fx.watch_pid(job, rank, pid) {
+            let errno = e.raw_os_error().unwrap_or(0);
+            return self.launch_failed(fx, job, rank, format!("cannot watch process {pid}: {e}"), errno);
+        }
+        self.procs.insert((job, rank), Proc::new(pid as i32, Some(conn), false));
+        fx.send_up(ToLauncher::Started { job, rank, pid });
+    }
+
+    fn new_conn(&mut self) -> ConnId {
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        conn
+    }
+
+    fn attach(&mut self, conn: ConnId, job: JobId, rank: Option<Rank>) {
+        self.engine.attach(conn, job, rank);
+        self.conns.insert(conn, job);
+    }
+
+    fn report_exit_if_due(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank) {
+        let Some((status, at)) = self.procs.get(&(job, rank)).and_then(Proc::exit_due) else { return };
+        let proc = self.procs.remove(&(job, rank)).expect("present");
+        // A connection still open (a grandchild holds it, or the grace period
+        // ran out): judge by what it has said so far.
+        let live_conn = proc.conn.or_else(|| {
+            self.conns.iter().find(|(c, j)| **j == job && self.engine.rank(**c) == Some(rank)).map(|(c, _)| *c)
+        });
+        let state = live_conn.map_or(proc.pmi, |c| self.engine.pmi_state(c));
+        let pmi = match state {
+            PmiState::Silent => PmiProgress::Silent,
+            PmiState::Active => PmiProgress::Active,
+            PmiState::Finalized => PmiProgress::Finalized,
+        };
+        fx.send_up(ToLauncher::Exited { job, rank, pid: proc.pid as u32, status, pmi, at });
+    }
+
+    fn signal_job(&mut self, fx: &mut impl NodeEffects, job: JobId, signal: i32) {
+        let Some(j) = self.jobs.get(&job) else { return };
+        for &pgid in &j.pgids {
+            fx.kill_group(pgid, signal);
+        }
+        for ((_, _), p) in self.procs.iter().filter(|((j, _), _)| *j == job) {
+            // A rank that left the group (setsid) still gets it.
+            fx.kill_process(p.pid, signal);
+        }
+    }
+
+    fn forget(&mut self, fx: &mut impl NodeEffects, job: JobId) {
+        // Whatever is left of the job (grandchildren in its groups) goes now.
+        self.signal_job(fx, job, libc::SIGKILL);
+        if let Some(j) = self.jobs.remove(&job) {
+            if j.port.is_some() {
+                fx.close_pmi_port(job);
+            }
+            if j.stdin {
+                fx.stdin_close(job);
+            }
+            // Now the group ids may go. A leader still running (a shutdown
+            // mid-job) is reaped by init once this daemon is gone.
+            for pid in j.leaders {
+                fx.release_leader(pid);
+            }
+            fx.remove_shm(job, &j.kvsname);
+        }
+        self.engine.remove_job(job);
+        let mut gone: Vec<ConnId> = self.conns.iter().filter(|(_, j)| **j == job).map(|(c, _)| *c).collect();
+        gone.sort();
+        for conn in gone {
+            self.conns.remove(&conn);
+            fx.pmi_drop(conn);
+        }
+    }
+
+    fn apply_engine(&mut self, fx: &mut impl NodeEffects) {
+        for effect in self.engine.take_effects() {
+            match effect {
+                Effect::Send(conn, bytes) => fx.pmi_write(conn, &bytes),
+                Effect::Trace { job, rank, dir, text } => {
+                    let who = rank.map_or_else(|| "?".to_string(), |r| r.0.to_string());
+                    let tag = if job.0 == 0 { String::new() } else { format!("{}:", job.0) };
+                    fx.send_up(ToLauncher::Trace { line: format!("{dir}[{tag}{who}]: {text}") });
+                }
+                Effect::FenceIn { job, epoch, count, puts } => fx.send_up(ToLauncher::FenceIn { job, epoch, count, puts }),
+                Effect::RingIn { job, seq, segment } => fx.send_up(ToLauncher::RingIn { job, seq, segment }),
+                Effect::Kvs { to, msg } => fx.send_up(ToLauncher::Kvs { to, msg }),
+                Effect::Abort { job, rank, code, message } => fx.send_up(ToLauncher::Abort { job, rank, code, message }),
+                Effect::Name { conn, job, op } => {
+                    let request = self.new_request(conn);
+                    let op = match op {
+                        dpm_pmi::NameOp::Publish { service, port } => NameRequest::Publish { service, port },
+                        dpm_pmi::NameOp::Unpublish { service } => NameRequest::Unpublish { service },
+                        dpm_pmi::NameOp::Lookup { service } => NameRequest::Lookup { service },
+                    };
+                    fx.send_up(ToLauncher::Name { request, job, op });
+                }
+                Effect::Spawn { conn, job, rank, request: spawn } => {
+                    let request = self.new_request(conn);
+                    let commands = spawn
+                        .commands
+                        .into_iter()
+                        .map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info })
+                        .collect();
+                    fx.send_up(ToLauncher::Spawn { request, job, rank, preput: spawn.preput, commands });
+                }
+            }
+        }
+    }
+
+    fn new_request(&mut self, conn: ConnId) -> RequestId {
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        self.requests.insert(id, conn);
+        id
+    }
+}

@@ -1,0 +1,202 @@
+//! [`RecordingEffects`]: a [`NodeEffects`] that records what the reactor
+//! asks and answers like a healthy node (every start succeeds, with made-up
+//! pids), unless told to fail. Enough to test a node without a socket, and
+//! the base of an in-process cluster (built with the `testing` feature).
+
+use std::collections::HashMap;
+use std::io;
+use std::time::Duration;
+
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::ConnId;
+use dpm_proto::ToLauncher;
+
+use super::{NodeEffects, PmiEnv, ProcStart, ProcStarted, StartError, Timer};
+
+/// The first pid handed out; each start takes the next.
+pub const FIRST_PID: i32 = 1000;
+
+/// A process start as asked ([`ProcStart`] without the prepared app).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartRecord {
+    pub job: JobId,
+    pub rank: Rank,
+    pub exe: String,
+    pub argv: Vec<String>,
+    pub env: PmiEnv,
+    pub pgid: i32,
+    pub with_stdin: bool,
+    pub pmi_conn: Option<ConnId>,
+}
+
+impl StartRecord {
+    /// The value of one variable dpm added.
+    pub fn var(&self, name: &str) -> Option<&str> {
+        self.env.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// One effect, as recorded.
+#[derive(Clone, Debug)]
+pub enum Recorded {
+    Up(ToLauncher),
+    PmiWrite(ConnId, Vec<u8>),
+    PmiDrop(ConnId),
+    PmiServeFd { job: JobId, conn: ConnId, fd: i32 },
+    OpenPort(JobId),
+    ClosePort(JobId),
+    /// One call of [`NodeEffects::start`] (a batch).
+    Start(Vec<StartRecord>),
+    WatchPid { job: JobId, rank: Rank, pid: u32 },
+    StdinWrite(JobId, Vec<u8>),
+    StdinClose(JobId),
+    KillGroup { pgid: i32, signal: i32 },
+    KillProcess { pid: i32, signal: i32 },
+    ReleaseLeader(i32),
+    RemoveShm { job: JobId, kvsname: String },
+    SetTimer(Duration, Timer),
+}
+
+/// See the module documentation.
+#[derive(Default)]
+pub struct RecordingEffects {
+    /// Everything asked, in order.
+    pub log: Vec<Recorded>,
+    /// Starts of these ranks fail with this error.
+    pub fail_start: HashMap<(JobId, Rank), StartError>,
+    /// Opening a PMI port fails with this errno.
+    pub fail_port: Option<i32>,
+    /// Serving a handed-over fd fails.
+    pub fail_serve_fd: bool,
+    next_pid: i32,
+    next_port: u16,
+}
+
+impl RecordingEffects {
+    pub fn new() -> Self {
+        RecordingEffects { next_pid: FIRST_PID, next_port: 40000, ..Default::default() }
+    }
+
+    /// The log so far, emptied.
+    pub fn take(&mut self) -> Vec<Recorded> {
+        std::mem::take(&mut self.log)
+    }
+
+    /// The messages sent up so far, taken out of the log.
+    pub fn take_up(&mut self) -> Vec<ToLauncher> {
+        let (up, rest): (Vec<Recorded>, Vec<Recorded>) = self.take().into_iter().partition(|r| matches!(r, Recorded::Up(_)));
+        self.log = rest;
+        up.into_iter().filter_map(|r| if let Recorded::Up(m) = r { Some(m) } else { None }).collect()
+    }
+
+    /// The text written to `conn` so far, taken out of the log.
+    pub fn take_written(&mut self, conn: ConnId) -> String {
+        let mut text = String::new();
+        self.log.retain(|r| match r {
+            Recorded::PmiWrite(c, bytes) if *c == conn => {
+                text.push_str(&String::from_utf8_lossy(bytes));
+                false
+            }
+            _ => true,
+        });
+        text
+    }
+
+    /// Every process start asked so far, batches flattened.
+    pub fn starts(&self) -> Vec<&StartRecord> {
+        self.log.iter().filter_map(|r| if let Recorded::Start(b) = r { Some(b) } else { None }).flatten().collect()
+    }
+}
+
+impl NodeEffects for RecordingEffects {
+    fn send_up(&mut self, msg: ToLauncher) {
+        self.log.push(Recorded::Up(msg));
+    }
+
+    fn pmi_write(&mut self, conn: ConnId, bytes: &[u8]) {
+        self.log.push(Recorded::PmiWrite(conn, bytes.to_vec()));
+    }
+
+    fn pmi_drop(&mut self, conn: ConnId) {
+        self.log.push(Recorded::PmiDrop(conn));
+    }
+
+    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: i32) -> bool {
+        self.log.push(Recorded::PmiServeFd { job, conn, fd });
+        !self.fail_serve_fd
+    }
+
+    fn open_pmi_port(&mut self, job: JobId) -> io::Result<String> {
+        self.log.push(Recorded::OpenPort(job));
+        if let Some(errno) = self.fail_port {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        self.next_port += 1;
+        Ok(format!("127.0.0.1:{}", self.next_port))
+    }
+
+    fn close_pmi_port(&mut self, job: JobId) {
+        self.log.push(Recorded::ClosePort(job));
+    }
+
+    fn start(&mut self, procs: Vec<ProcStart>) -> Vec<Result<ProcStarted, StartError>> {
+        let mut batch = Vec::with_capacity(procs.len());
+        let mut results = Vec::with_capacity(procs.len());
+        for p in procs {
+            let spec = p.app.spec();
+            batch.push(StartRecord {
+                job: p.job,
+                rank: p.rank,
+                exe: spec.exe.clone(),
+                argv: spec.argv.clone(),
+                env: p.env.clone(),
+                pgid: p.pgid,
+                with_stdin: p.with_stdin,
+                pmi_conn: p.pmi_conn,
+            });
+            if let Some(err) = self.fail_start.get(&(p.job, p.rank)) {
+                results.push(Err(err.clone()));
+                continue;
+            }
+            let pid = self.next_pid;
+            self.next_pid += 1;
+            let pgid = if p.pgid == 0 { pid } else { p.pgid };
+            results.push(Ok(ProcStarted { pid, pgid, pmi: p.pmi_conn, stdin: p.with_stdin }));
+        }
+        self.log.push(Recorded::Start(batch));
+        results
+    }
+
+    fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()> {
+        self.log.push(Recorded::WatchPid { job, rank, pid });
+        Ok(())
+    }
+
+    fn stdin_write(&mut self, job: JobId, data: Vec<u8>) {
+        self.log.push(Recorded::StdinWrite(job, data));
+    }
+
+    fn stdin_close(&mut self, job: JobId) {
+        self.log.push(Recorded::StdinClose(job));
+    }
+
+    fn kill_group(&mut self, pgid: i32, signal: i32) {
+        self.log.push(Recorded::KillGroup { pgid, signal });
+    }
+
+    fn kill_process(&mut self, pid: i32, signal: i32) {
+        self.log.push(Recorded::KillProcess { pid, signal });
+    }
+
+    fn release_leader(&mut self, pid: i32) {
+        self.log.push(Recorded::ReleaseLeader(pid));
+    }
+
+    fn remove_shm(&mut self, job: JobId, kvsname: &str) {
+        self.log.push(Recorded::RemoveShm { job, kvsname: kvsname.to_string() });
+    }
+
+    fn set_timer(&mut self, after: Duration, timer: Timer) {
+        self.log.push(Recorded::SetTimer(after, timer));
+    }
+}

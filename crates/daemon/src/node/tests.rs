@@ -1,0 +1,285 @@
+//! The node reactor driven without a socket or a process: a recorder stands
+//! in for the world, fake processes speak PMI-1 by bytes.
+
+use dpm_kvs::{JobId, KvsDesign, Rank};
+use dpm_pmi::ConnId;
+use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, Stream, ToDaemon, ToLauncher};
+
+use super::recorder::{Recorded, RecordingEffects, FIRST_PID};
+use super::*;
+use crate::DaemonConfig;
+
+const J: JobId = JobId(3);
+const KVS: &str = "kvs_7_3";
+
+fn node() -> (NodeReactor, RecordingEffects) {
+    (NodeReactor::new(&DaemonConfig { host: "n0".into(), trace: false }), RecordingEffects::new())
+}
+
+/// A job of `size` ranks, the first `local` of them on this node.
+fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
+    LaunchJob {
+        job: J,
+        kvsname: KVS.into(),
+        size,
+        appnums: vec![0; size as usize],
+        universe_size: size as i64,
+        process_mapping: format!("(vector,(0,1,{size}))"),
+        spawner: None,
+        preput: vec![],
+        pmi_mode: mode,
+        stdin_rank: Some(Rank(0)),
+        apps: vec![AppSpec { exe: "/bin/app".into(), argv: vec!["app".into(), "-x".into()], env: vec![("HOME".into(), "/h".into())], wdir: "/".into() }],
+        procs: (0..local).map(|r| ProcSpec { rank: Rank(r), app: 0 }).collect(),
+        kvs: KvsDesign::Allgather,
+        node_of: vec![0; size as usize],
+    }
+}
+
+/// Launch `local` ranks of a job of `local` on this node, in `PMI_FD` mode;
+/// returns each rank's PMI connection.
+fn launched(r: &mut NodeReactor, fx: &mut RecordingEffects, local: u32) -> Vec<ConnId> {
+    r.on_message(fx, ToDaemon::Launch(launch(local, local, PmiMode::Fd)));
+    let conns = fx.starts().iter().map(|s| s.pmi_conn.expect("PMI_FD mode")).collect();
+    fx.take();
+    conns
+}
+
+fn talk(r: &mut NodeReactor, fx: &mut RecordingEffects, conn: ConnId, line: &str) -> String {
+    r.on_pmi_bytes(fx, conn, line.as_bytes());
+    fx.take_written(conn)
+}
+
+#[test]
+fn a_launch_starts_each_rank_with_its_pmi_environment() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(4, 3, PmiMode::Fd)));
+    // The first rank founds the job's group; the others join it, in one batch.
+    let batches: Vec<Vec<i32>> =
+        fx.log.iter().filter_map(|e| if let Recorded::Start(b) = e { Some(b.iter().map(|s| s.pgid).collect()) } else { None }).collect();
+    assert_eq!(batches, vec![vec![0], vec![FIRST_PID, FIRST_PID]]);
+    let starts = fx.starts();
+    for (i, s) in starts.iter().enumerate() {
+        assert_eq!((s.rank, s.exe.as_str(), &s.argv[..]), (Rank(i as u32), "/bin/app", &["app".to_string(), "-x".to_string()][..]));
+        let vars = ["PMI_RANK", "PMI_SIZE", "PMI_JOBID", "PMI_HOSTNAME", "MPI_LOCALNRANKS", "MPI_LOCALRANKID"].map(|k| s.var(k));
+        let i = i.to_string();
+        assert_eq!(vars, [Some(i.as_str()), Some("4"), Some(KVS), Some("n0"), Some("3"), Some(i.as_str())]);
+        assert!(s.env.socketpair && s.var("PMI_PORT").is_none() && s.var("PMI_SPAWNED").is_none());
+        assert_eq!(s.with_stdin, i == "0", "only the stdin rank reads stdin");
+    }
+    let conns: std::collections::HashSet<_> = starts.iter().map(|s| s.pmi_conn.unwrap()).collect();
+    assert_eq!(conns.len(), 3, "one PMI connection each");
+    let started: Vec<(Rank, u32)> =
+        fx.take_up().into_iter().map(|m| if let ToLauncher::Started { rank, pid, .. } = m { (rank, pid) } else { panic!("{m:?}") }).collect();
+    assert_eq!(started, (0..3).map(|i| (Rank(i), (FIRST_PID + i as i32) as u32)).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_port_mode_launch_opens_the_jobs_port_and_passes_it() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Port)));
+    assert!(matches!(fx.log[0], Recorded::OpenPort(J)));
+    for s in fx.starts() {
+        assert!(!s.env.socketpair && s.pmi_conn.is_none());
+        assert_eq!(s.var("PMI_ID"), Some(s.rank.0.to_string().as_str()));
+        assert!(s.var("PMI_PORT").is_some_and(|p| p.starts_with("127.0.0.1:")));
+    }
+    // A connection on the port is served until the job is forgotten.
+    let conn = r.on_port_connection(J).expect("the job is known");
+    assert!(talk(&mut r, &mut fx, conn, "cmd=init pmi_version=1 pmi_subversion=1\n").starts_with("cmd=response_to_init rc=0"));
+    r.on_message(&mut fx, ToDaemon::Forget { job: J });
+    assert!(fx.log.iter().any(|e| matches!(e, Recorded::ClosePort(J))));
+    assert!(fx.log.iter().any(|e| matches!(e, Recorded::PmiDrop(c) if *c == conn)));
+    assert!(r.on_port_connection(J).is_none(), "no connections for a job that is gone");
+}
+
+#[test]
+fn pmi_requests_are_answered_on_their_connection() {
+    let (mut r, mut fx) = node();
+    let c = launched(&mut r, &mut fx, 2);
+    // The start of MPICH 5's PMI-1 conversation (crates/pmi/tests/transcripts.rs).
+    let transcript = [
+        ("cmd=init pmi_version=1 pmi_subversion=1\n", "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1\n".to_string()),
+        ("cmd=get_maxes\n", "cmd=maxes rc=0 kvsname_max=256 keylen_max=64 vallen_max=1024\n".into()),
+        ("cmd=get_appnum\n", "cmd=appnum rc=0 appnum=0\n".into()),
+        ("cmd=get_my_kvsname\n", format!("cmd=my_kvsname rc=0 kvsname={KVS}\n")),
+        ("cmd=get kvsname=kvs_7_3 key=PMI_process_mapping\n", "cmd=get_result rc=0 value=(vector,(0,1,2))\n".into()),
+    ];
+    for (line, reply) in transcript {
+        assert_eq!(talk(&mut r, &mut fx, c[1], line), reply);
+    }
+    assert!(fx.take_written(c[0]).is_empty(), "nothing for the other rank");
+    assert!(fx.take_up().is_empty());
+}
+
+#[test]
+fn a_fence_goes_up_once_for_the_node_and_its_completion_releases_every_rank() {
+    let (mut r, mut fx) = node();
+    let c = launched(&mut r, &mut fx, 2);
+    for &conn in &c {
+        talk(&mut r, &mut fx, conn, "cmd=init pmi_version=1 pmi_subversion=1\n");
+    }
+    assert_eq!(talk(&mut r, &mut fx, c[0], "cmd=put kvsname=kvs_7_3 key=k0 value=v0\n"), "cmd=put_result rc=0\n");
+    assert_eq!(talk(&mut r, &mut fx, c[0], "cmd=barrier_in\n"), "", "waits for rank 1");
+    assert!(fx.take_up().is_empty(), "nothing goes up before every local rank entered");
+    talk(&mut r, &mut fx, c[1], "cmd=barrier_in\n");
+    let ups = fx.take_up();
+    let [ToLauncher::FenceIn { job: J, epoch: 0, count: 2, puts }] = &ups[..] else { panic!("{ups:?}") };
+    assert_eq!(puts, &vec![("k0".to_string(), "v0".to_string())]);
+    r.on_message(&mut fx, ToDaemon::FenceDone { job: J, epoch: 0, delta: puts.clone() });
+    for &conn in &c {
+        assert_eq!(fx.take_written(conn), "cmd=barrier_out rc=0\n");
+    }
+    assert_eq!(talk(&mut r, &mut fx, c[1], "cmd=get kvsname=kvs_7_3 key=k0\n"), "cmd=get_result rc=0 value=v0\n");
+}
+
+fn exited(fx: &mut RecordingEffects) -> Vec<(Rank, ExitStatus, PmiProgress)> {
+    fx.take_up()
+        .into_iter()
+        .filter_map(|m| if let ToLauncher::Exited { rank, status, pmi, .. } = m { Some((rank, status, pmi)) } else { None })
+        .collect()
+}
+
+#[test]
+fn an_exit_is_reported_only_after_its_pmi_connection_and_output_closed() {
+    let (mut r, mut fx) = node();
+    let c = launched(&mut r, &mut fx, 1);
+    talk(&mut r, &mut fx, c[0], "cmd=init pmi_version=1 pmi_subversion=1\n");
+    assert_eq!(talk(&mut r, &mut fx, c[0], "cmd=finalize\n"), "cmd=finalize_ack rc=0\n");
+    r.on_output(&mut fx, J, Rank(0), Stream::Stdout, b"bye\n".to_vec());
+    r.on_exited(&mut fx, J, Rank(0), ExitStatus::Code(0), 42);
+    assert!(fx.log.iter().any(|e| matches!(e, Recorded::SetTimer(DRAIN_GRACE, Timer::DrainGrace { job: J, rank: Rank(0) }))));
+    r.on_output_closed(&mut fx, J, Rank(0), Stream::Stdout);
+    r.on_output_closed(&mut fx, J, Rank(0), Stream::Stderr);
+    let ups = fx.take_up();
+    assert!(matches!(&ups[..], [ToLauncher::Output { .. }]), "reaped, output through, PMI still open: {ups:?}");
+    r.on_pmi_closed(&mut fx, c[0]);
+    let ups = fx.take_up();
+    assert!(
+        matches!(&ups[..], [ToLauncher::Exited { job: J, rank: Rank(0), pid, status: ExitStatus::Code(0), pmi: PmiProgress::Finalized, at: 42 }] if *pid == FIRST_PID as u32),
+        "{ups:?}"
+    );
+    // The grace timer firing later changes nothing.
+    r.on_timer(&mut fx, Timer::DrainGrace { job: J, rank: Rank(0) });
+    assert!(fx.take_up().is_empty());
+}
+
+#[test]
+fn an_exit_held_up_by_an_open_connection_is_reported_after_the_grace() {
+    let (mut r, mut fx) = node();
+    let c = launched(&mut r, &mut fx, 2);
+    talk(&mut r, &mut fx, c[1], "cmd=init pmi_version=1 pmi_subversion=1\n");
+    // A grandchild keeps rank 1's connection and stdout open.
+    r.on_output_closed(&mut fx, J, Rank(1), Stream::Stderr);
+    r.on_exited(&mut fx, J, Rank(1), ExitStatus::Signal(9), 7);
+    assert!(exited(&mut fx).is_empty());
+    r.on_timer(&mut fx, Timer::DrainGrace { job: J, rank: Rank(1) });
+    assert_eq!(exited(&mut fx), vec![(Rank(1), ExitStatus::Signal(9), PmiProgress::Active)], "judged by what it said so far");
+    // Output after the report still goes up; the late close reports nothing more.
+    r.on_output(&mut fx, J, Rank(1), Stream::Stdout, b"late".to_vec());
+    r.on_pmi_closed(&mut fx, c[1]);
+    let ups = fx.take_up();
+    assert!(matches!(&ups[..], [ToLauncher::Output { .. }]), "{ups:?}");
+}
+
+#[test]
+fn signals_reach_the_group_and_each_rank_and_forget_cleans_up() {
+    let (mut r, mut fx) = node();
+    let c = launched(&mut r, &mut fx, 2);
+    r.on_message(&mut fx, ToDaemon::Signal { job: J, signal: libc::SIGTERM });
+    let leader = FIRST_PID;
+    let mut sent: Vec<String> = fx.take().iter().map(|e| format!("{e:?}")).collect();
+    sent.sort();
+    let mut expected = [
+        Recorded::KillGroup { pgid: leader, signal: libc::SIGTERM },
+        Recorded::KillProcess { pid: leader, signal: libc::SIGTERM },
+        Recorded::KillProcess { pid: leader + 1, signal: libc::SIGTERM },
+    ]
+    .iter()
+    .map(|e| format!("{e:?}"))
+    .collect::<Vec<_>>();
+    expected.sort();
+    assert_eq!(sent, expected, "the group once, and each rank (one may have left the group)");
+    r.on_message(&mut fx, ToDaemon::Stdin { job: J, data: b"in".to_vec() });
+    r.on_message(&mut fx, ToDaemon::Forget { job: J });
+    let log = fx.take();
+    assert!(matches!(log[0], Recorded::StdinWrite(J, _)));
+    assert!(log.iter().any(|e| matches!(e, Recorded::KillGroup { pgid, signal: libc::SIGKILL } if *pgid == leader)));
+    assert!(log.iter().any(|e| matches!(e, Recorded::ReleaseLeader(pid) if *pid == leader)));
+    assert!(log.iter().any(|e| matches!(e, Recorded::StdinClose(J))));
+    assert!(log.iter().any(|e| matches!(e, Recorded::RemoveShm { job: J, kvsname } if kvsname == KVS)));
+    let dropped: Vec<ConnId> = log.iter().filter_map(|e| if let Recorded::PmiDrop(c) = e { Some(*c) } else { None }).collect();
+    assert_eq!(dropped, c);
+    // The leader is released only after the group was killed.
+    let kill = log.iter().position(|e| matches!(e, Recorded::KillGroup { .. })).unwrap();
+    let release = log.iter().position(|e| matches!(e, Recorded::ReleaseLeader(_))).unwrap();
+    assert!(kill < release);
+    // Stdin for a forgotten job goes nowhere.
+    r.on_message(&mut fx, ToDaemon::Stdin { job: J, data: b"more".to_vec() });
+    assert!(fx.take().is_empty());
+}
+
+#[test]
+fn a_spawn_goes_up_and_its_answer_comes_back_to_the_asking_connection() {
+    let (mut r, mut fx) = node();
+    let c = launched(&mut r, &mut fx, 2);
+    for &conn in &c {
+        talk(&mut r, &mut fx, conn, "cmd=init pmi_version=1 pmi_subversion=1\n");
+    }
+    let block = "mcmd=spawn\nnprocs=2\nexecname=./child\ntotspawns=1\nspawnssofar=1\nargcnt=0\npreput_num=0\ninfo_num=0\nendcmd\n";
+    r.on_pmi_bytes(&mut fx, c[1], block.as_bytes());
+    let ups = fx.take_up();
+    let [ToLauncher::Spawn { request, job: J, rank: Rank(1), commands, .. }] = &ups[..] else { panic!("{ups:?}") };
+    assert_eq!((commands[0].exe.as_str(), commands[0].maxprocs), ("./child", 2));
+    r.on_message(&mut fx, ToDaemon::SpawnDone { request: *request, result: Ok("kvs_7_4".into()) });
+    assert_eq!(fx.take_written(c[1]), "cmd=spawn_result rc=0\n");
+    assert!(fx.take_written(c[0]).is_empty());
+    // An answer to no request in flight is dropped.
+    r.on_message(&mut fx, ToDaemon::SpawnDone { request: *request, result: Ok("kvs_7_4".into()) });
+    assert!(fx.take().is_empty());
+}
+
+#[test]
+fn a_rank_that_cannot_start_fails_the_launch_with_its_errno() {
+    let (mut r, mut fx) = node();
+    let err = StartError { errno: libc::ENOENT, message: "No such file or directory (os error 2)".into() };
+    fx.fail_start.insert((J, Rank(2)), err);
+    r.on_message(&mut fx, ToDaemon::Launch(launch(3, 3, PmiMode::Fd)));
+    let ups = fx.take_up();
+    let started = ups.iter().filter(|m| matches!(m, ToLauncher::Started { .. })).count();
+    assert_eq!(started, 2, "the others started (and the launcher kills them)");
+    let Some(ToLauncher::LaunchFailed { job: J, rank: Rank(2), error, errno }) = ups.last() else { panic!("{ups:?}") };
+    assert_eq!((*errno, error.as_str()), (libc::ENOENT, "cannot start '/bin/app': No such file or directory (os error 2)"));
+
+    // A program that cannot be passed to exec never reaches a start.
+    let (mut r, mut fx) = node();
+    let mut bad = launch(1, 1, PmiMode::Fd);
+    bad.apps[0].argv.push("nul\0byte".into());
+    r.on_message(&mut fx, ToDaemon::Launch(bad));
+    assert!(fx.starts().is_empty());
+    let ups = fx.take_up();
+    assert!(matches!(&ups[..], [ToLauncher::LaunchFailed { errno: libc::EINVAL, .. }]), "{ups:?}");
+
+    // Nor does one whose PMI port cannot be opened.
+    let (mut r, mut fx) = node();
+    fx.fail_port = Some(libc::EADDRINUSE);
+    r.on_message(&mut fx, ToDaemon::Launch(launch(1, 1, PmiMode::Port)));
+    assert!(fx.starts().is_empty());
+    let ups = fx.take_up();
+    assert!(matches!(&ups[..], [ToLauncher::LaunchFailed { errno: libc::EADDRINUSE, .. }]), "{ups:?}");
+}
+
+#[test]
+fn an_adopted_singleton_is_served_and_watched() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Adopt { launch: launch(1, 1, PmiMode::Fd), rank: Rank(0), pid: 77, pmi_fd: 9 });
+    let log = fx.take();
+    let [Recorded::PmiServeFd { job: J, conn, fd: 9 }, Recorded::WatchPid { job: J, rank: Rank(0), pid: 77 }, Recorded::Up(ToLauncher::Started { pid: 77, .. })] = &log[..] else {
+        panic!("{log:?}")
+    };
+    assert!(talk(&mut r, &mut fx, *conn, "cmd=get_appnum\n").starts_with("cmd=appnum rc=0"));
+    // No output pipes: the exit waits only for the connection.
+    r.on_exited(&mut fx, J, Rank(0), ExitStatus::Code(0), 1);
+    r.on_pmi_closed(&mut fx, *conn);
+    assert_eq!(exited(&mut fx), vec![(Rank(0), ExitStatus::Code(0), PmiProgress::Active)]);
+}

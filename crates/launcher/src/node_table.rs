@@ -1,0 +1,362 @@
+//! The nodes of a daemon tree and where processes go on them.
+//!
+//! One [`NodeTable`] per tree (one per `dpm run`, one per `dpm boot` shared
+//! by all its runs): each node's host, slots, state (up, draining, lost) and
+//! place in the fan-out tree, and the load — processes placed there and not
+//! yet ended, over every run.
+//!
+//! One placer, three uses, all through the table:
+//! - a run's first job: [`NodeTable::place_first`] (fill each node's slots in
+//!   turn, `-ppn`, `--map-by node`; beyond every slot, wrap around);
+//! - a booted run's first job: [`NodeTable::place_booted`] (into the slots
+//!   other runs left free, with the default placement; else as a first job);
+//! - a spawn: [`NodeTable::place_spawn`] (each process to the allowed node
+//!   with the most free slots; `host`/`hosts` info narrows the nodes;
+//!   refused when full and oversubscription is off).
+//!
+//! Each returns a [`Reservation`]: the load it adds is given back rank by
+//! rank as ranks end ([`Reservation::release`]) and all at once when it is
+//! dropped, so a launch that fails or a job that ends can never leak load.
+//! The load counters are atomics behind an `Arc` so a reservation can give
+//! its slots back from wherever it is dropped, with no `RefCell` to borrow.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use dpm_kvs::NodeId;
+
+/// Whether a node takes new processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeState {
+    Up,
+    /// Running what it has, taking nothing new.
+    Draining,
+    /// Its link broke: its processes are gone.
+    Lost,
+}
+
+#[derive(Clone, Debug)]
+struct NodeEntry {
+    host: String,
+    slots: u32,
+    state: NodeState,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct NodeTable {
+    nodes: Vec<NodeEntry>,
+    fanout: usize,
+    load: Arc<[AtomicI64]>,
+}
+
+/// Why processes could not be placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceError {
+    #[error("no node to place the spawned processes on")]
+    NoNode,
+    #[error("every allowed node's slots are in use and oversubscription is off")]
+    Full,
+    #[error("spawning {size} processes would exceed the {slots} slots ({live} in use) and oversubscription is off")]
+    OverUniverse { size: u32, slots: i64, live: i64 },
+    #[error("rank {rank} is placed on node {node}, but the tree has {nodes} nodes")]
+    NoSuchNode { rank: usize, node: usize, nodes: usize },
+}
+
+impl NodeTable {
+    /// `nodes`: each node's host and slots, in node order; `fanout`: the tree's.
+    pub fn new(nodes: impl IntoIterator<Item = (String, u32)>, fanout: usize) -> Self {
+        let nodes: Vec<NodeEntry> = nodes.into_iter().map(|(host, slots)| NodeEntry { host, slots, state: NodeState::Up }).collect();
+        let load = nodes.iter().map(|_| AtomicI64::new(0)).collect();
+        NodeTable { nodes, fanout: fanout.max(1), load }
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = NodeId> {
+        (0..self.nodes.len()).map(NodeId)
+    }
+
+    pub fn contains(&self, node: NodeId) -> bool {
+        node.0 < self.nodes.len()
+    }
+
+    /// The node's host name; `?` for a node not in the table.
+    pub fn host(&self, node: NodeId) -> &str {
+        self.nodes.get(node.0).map_or("?", |n| n.host.as_str())
+    }
+
+    pub fn slots(&self, node: NodeId) -> u32 {
+        self.nodes.get(node.0).map_or(1, |n| n.slots)
+    }
+
+    pub fn all_slots(&self) -> Vec<u32> {
+        self.nodes.iter().map(|n| n.slots).collect()
+    }
+
+    pub fn state(&self, node: NodeId) -> Option<NodeState> {
+        self.nodes.get(node.0).map(|n| n.state)
+    }
+
+    pub fn set_state(&mut self, node: NodeId, state: NodeState) {
+        if let Some(n) = self.nodes.get_mut(node.0) {
+            n.state = state;
+        }
+    }
+
+    /// Processes placed on `node` and not yet ended, over every run.
+    pub fn load(&self, node: NodeId) -> i64 {
+        self.load.get(node.0).map_or(0, |l| l.load(Ordering::Relaxed))
+    }
+
+    pub fn loads(&self) -> Vec<i64> {
+        self.load.iter().map(|l| l.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Processes not yet ended on every node.
+    pub fn live(&self) -> i64 {
+        self.load.iter().map(|l| l.load(Ordering::Relaxed)).sum()
+    }
+
+    pub fn fanout(&self) -> usize {
+        self.fanout
+    }
+
+    /// The node's parent in the tree (`None`: the launcher).
+    pub fn parent(&self, node: NodeId) -> Option<NodeId> {
+        dpm_proto::tree::parent(node.0, self.fanout).map(NodeId)
+    }
+
+    pub fn children(&self, node: NodeId) -> Vec<NodeId> {
+        dpm_proto::tree::children(Some(node.0), self.len(), self.fanout).into_iter().map(NodeId).collect()
+    }
+
+    /// The node and every node below it: what is lost with its link.
+    pub fn subtree(&self, node: NodeId) -> Vec<NodeId> {
+        dpm_proto::tree::subtree(node.0, self.len(), self.fanout).into_iter().map(NodeId).collect()
+    }
+
+    /// Reserve a placement made elsewhere (rank `r` on `node_of[r]`).
+    pub fn reserve(&self, node_of: &[usize]) -> Result<Reservation, PlaceError> {
+        if let Some((rank, &node)) = node_of.iter().enumerate().find(|(_, &n)| n >= self.len()) {
+            return Err(PlaceError::NoSuchNode { rank, node, nodes: self.len() });
+        }
+        Ok(Reservation::new(self.load.clone(), node_of.iter().map(|&n| NodeId(n)).collect()))
+    }
+
+    /// A run's first job of `n` ranks (see [`fill`]).
+    pub fn place_first(&self, n: usize, ppn: Option<u32>, map_by_node: bool) -> Reservation {
+        let node_of = fill(n, &self.all_slots(), ppn, map_by_node);
+        Reservation::new(self.load.clone(), node_of.into_iter().map(NodeId).collect())
+    }
+
+    /// A booted run's first job: other runs' processes hold slots, so a job
+    /// that fits in the free slots goes there (the default placement only);
+    /// else it is placed as a first job.
+    pub fn place_booted(&self, n: usize, ppn: Option<u32>, map_by_node: bool) -> Reservation {
+        let default_placement = ppn.is_none() && !map_by_node;
+        match in_free(n, &self.all_slots(), &self.loads()) {
+            Some(node_of) if default_placement => Reservation::new(self.load.clone(), node_of.into_iter().map(NodeId).collect()),
+            _ => self.place_first(n, ppn, map_by_node),
+        }
+    }
+
+    /// Spawned processes, one per entry of `apps` (the app index of each):
+    /// each goes to the allowed node (`allowed[app]`, `None`: any) with the
+    /// most free slots, counting the ones already placed — never everything
+    /// on the first node; when all are full, the least loaded, if
+    /// `oversubscribe`. `universe`: the run's universe size (negative:
+    /// unlimited), which the whole tree's live processes may not exceed
+    /// without oversubscription. Lost and draining nodes take nothing.
+    pub fn place_spawn(&self, apps: &[usize], allowed: &[Option<Vec<usize>>], oversubscribe: bool, universe: i64) -> Result<Reservation, PlaceError> {
+        let size = u32::try_from(apps.len()).unwrap_or(u32::MAX);
+        let live = self.live();
+        if !oversubscribe && universe >= 0 && live + i64::from(size) > universe {
+            return Err(PlaceError::OverUniverse { size, slots: universe, live });
+        }
+        let mut load = self.loads();
+        let mut out = Vec::with_capacity(apps.len());
+        for &app in apps {
+            let up = |n: &usize| self.state(NodeId(*n)) == Some(NodeState::Up);
+            let candidates: Vec<usize> = match allowed.get(app).and_then(|a| a.as_ref()) {
+                Some(list) => list.iter().copied().filter(up).collect(),
+                None => (0..self.len()).filter(up).collect(),
+            };
+            let free = |n: usize| i64::from(self.slots(NodeId(n))) - load[n];
+            let best = candidates.iter().copied().max_by_key(|&n| (free(n), std::cmp::Reverse(n)));
+            let Some(node) = best else { return Err(PlaceError::NoNode) };
+            if free(node) <= 0 && !oversubscribe {
+                return Err(PlaceError::Full);
+            }
+            load[node] += 1;
+            out.push(NodeId(node));
+        }
+        Ok(Reservation::new(self.load.clone(), out))
+    }
+}
+
+/// Slots held by one job's ranks (see the module documentation).
+#[derive(Debug)]
+pub struct Reservation {
+    load: Arc<[AtomicI64]>,
+    node_of: Vec<NodeId>,
+    /// Ranks whose slot is still held.
+    held: Vec<bool>,
+}
+
+impl Reservation {
+    fn new(load: Arc<[AtomicI64]>, node_of: Vec<NodeId>) -> Self {
+        for n in &node_of {
+            load[n.0].fetch_add(1, Ordering::Relaxed);
+        }
+        let held = vec![true; node_of.len()];
+        Reservation { load, node_of, held }
+    }
+
+    /// The node of each rank.
+    pub fn node_of(&self) -> &[NodeId] {
+        &self.node_of
+    }
+
+    /// The node of each rank, as the messages carry it.
+    pub fn node_indices(&self) -> Vec<usize> {
+        self.node_of.iter().map(|n| n.0).collect()
+    }
+
+    pub fn node(&self, rank: usize) -> Option<NodeId> {
+        self.node_of.get(rank).copied()
+    }
+
+    /// Rank `rank` ended: its slot is free again (once; out of range: nothing).
+    pub fn release(&mut self, rank: usize) {
+        if let Some(h) = self.held.get_mut(rank).filter(|h| **h) {
+            *h = false;
+            self.load[self.node_of[rank].0].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        for rank in 0..self.node_of.len() {
+            self.release(rank);
+        }
+    }
+}
+
+/// The node of each of `n` ranks. By default each node is filled to its
+/// slots in turn (`ppn` sets a fixed count per node instead); with
+/// `map_by_node` ranks are dealt round-robin. Ranks beyond all slots wrap
+/// around (oversubscription), keeping the same pattern.
+pub fn fill(n: usize, slots: &[u32], ppn: Option<u32>, map_by_node: bool) -> Vec<usize> {
+    let nodes = slots.len().max(1);
+    if map_by_node {
+        return (0..n).map(|r| r % nodes).collect();
+    }
+    let per_node: Vec<usize> = (0..nodes).map(|k| ppn.unwrap_or_else(|| slots.get(k).copied().unwrap_or(1)).max(1) as usize).collect();
+    let mut out = Vec::with_capacity(n);
+    let mut node = 0;
+    let mut used = 0;
+    while out.len() < n {
+        if used == per_node[node] {
+            node = (node + 1) % nodes;
+            used = 0;
+        }
+        out.push(node);
+        used += 1;
+    }
+    out
+}
+
+/// `n` ranks into the slots other jobs leave free (`load` per node), filling
+/// nodes in order; `None` if they do not fit.
+pub fn in_free(n: usize, slots: &[u32], load: &[i64]) -> Option<Vec<usize>> {
+    let mut out = Vec::with_capacity(n.min(slots.iter().map(|&s| s as usize).sum()));
+    for (node, &s) in slots.iter().enumerate() {
+        let free = (i64::from(s) - load.get(node).copied().unwrap_or(0)).max(0) as usize;
+        out.extend(std::iter::repeat_n(node, free.min(n - out.len())));
+    }
+    (out.len() == n).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(slots: &[u32]) -> NodeTable {
+        NodeTable::new(slots.iter().enumerate().map(|(i, &s)| (format!("h{i}"), s)), 2)
+    }
+
+    #[test]
+    fn a_reservation_gives_its_slots_back_rank_by_rank_and_when_dropped() {
+        let t = table(&[2, 2]);
+        let mut r = t.place_first(3, None, false);
+        assert_eq!(r.node_indices(), vec![0, 0, 1]);
+        assert_eq!(t.loads(), vec![2, 1]);
+        r.release(0);
+        r.release(0); // once only
+        r.release(9); // out of range: nothing
+        assert_eq!(t.loads(), vec![1, 1]);
+        drop(r);
+        assert_eq!(t.loads(), vec![0, 0]);
+        // A placement that cannot be reserved takes nothing.
+        assert_eq!(t.reserve(&[0, 5]).unwrap_err(), PlaceError::NoSuchNode { rank: 1, node: 5, nodes: 2 });
+        assert_eq!(t.live(), 0);
+    }
+
+    #[test]
+    fn a_booted_run_goes_into_free_slots_with_the_default_placement_only() {
+        let t = table(&[2, 2, 2]);
+        let _busy = t.reserve(&[0, 0, 1]).unwrap();
+        assert_eq!(t.place_booted(3, None, false).node_indices(), vec![1, 2, 2]);
+        assert_eq!(t.place_booted(3, Some(1), false).node_indices(), vec![0, 1, 2], "-ppn places as always");
+        assert_eq!(t.place_booted(4, None, false).node_indices(), vec![0, 0, 1, 1], "does not fit: as a first job");
+    }
+
+    #[test]
+    fn spawns_go_to_the_most_free_allowed_node() {
+        let t = table(&[2, 2, 2]);
+        let _busy = t.reserve(&[0, 0]).unwrap();
+        let r = t.place_spawn(&[0, 0, 0], &[None], true, -1).unwrap();
+        assert_eq!(r.node_indices(), vec![1, 2, 1]);
+        drop(r);
+        // `host` info: only the named nodes, oversubscribed when allowed.
+        let r = t.place_spawn(&[0, 1, 1], &[Some(vec![2]), Some(vec![0])], true, -1).unwrap();
+        assert_eq!(r.node_indices(), vec![2, 0, 0]);
+    }
+
+    #[test]
+    fn no_oversubscribe_refuses_full_nodes_and_the_universe() {
+        let t = table(&[1, 1]);
+        let _busy = t.reserve(&[0]).unwrap();
+        assert_eq!(t.place_spawn(&[0], &[Some(vec![0])], false, -1).unwrap_err(), PlaceError::Full);
+        assert_eq!(t.place_spawn(&[0, 0], &[None], false, 2).unwrap_err(), PlaceError::OverUniverse { size: 2, slots: 2, live: 1 });
+        assert_eq!(t.live(), 1, "a refused spawn holds nothing");
+        assert_eq!(t.place_spawn(&[0], &[None], false, 2).unwrap().node_indices(), vec![1]);
+    }
+
+    #[test]
+    fn lost_nodes_take_no_spawns() {
+        let mut t = table(&[4, 4]);
+        t.set_state(NodeId(1), NodeState::Lost);
+        assert_eq!(t.place_spawn(&[0, 0], &[None], true, -1).unwrap().node_indices(), vec![0, 0]);
+        assert_eq!(t.place_spawn(&[0], &[Some(vec![1])], true, -1).unwrap_err(), PlaceError::NoNode);
+    }
+
+    #[test]
+    fn the_table_knows_the_tree() {
+        let t = NodeTable::new((0..7).map(|i| (format!("h{i}"), 1)), 2);
+        assert_eq!(t.parent(NodeId(0)), None);
+        assert_eq!(t.parent(NodeId(2)), Some(NodeId(0)));
+        assert_eq!(t.children(NodeId(0)), vec![NodeId(2), NodeId(3)]);
+        assert_eq!(t.subtree(NodeId(0)), vec![NodeId(0), NodeId(2), NodeId(3), NodeId(6)]);
+        assert_eq!(t.host(NodeId(3)), "h3");
+        assert_eq!(t.host(NodeId(9)), "?");
+    }
+}

@@ -1,0 +1,118 @@
+//! What a run reactor does to the world: the [`RunEffects`] trait, and
+//! [`Recorder`], an implementation that records everything under a virtual
+//! clock (for tests, and for an in-process cluster that forwards the
+//! recorded messages to node reactors).
+
+use std::time::Duration;
+
+use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::{Stream, ToDaemon};
+
+use super::TreeShared;
+
+/// A deadline a run asks its driver for; arming one again moves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Timer {
+    /// `--timeout`: the run is killed (SIGTERM, then the grace).
+    Timeout,
+    /// The grace after SIGTERM (or a forwarded signal): then SIGKILL.
+    KillGrace,
+}
+
+/// Everything a [`super::Run`] does besides changing its own state.
+pub trait RunEffects {
+    /// A message for the daemon of `node`.
+    fn send(&mut self, node: NodeId, msg: ToDaemon);
+    /// Output of a rank, to pass on (raw or labelled).
+    fn output(&mut self, job: JobId, rank: Rank, stream: Stream, data: &[u8]);
+    /// A rank ended: write what is left of its unfinished lines.
+    fn flush_output(&mut self, job: JobId, rank: Rank);
+    /// One line of dpm's own on stderr (the summary line among them).
+    fn say(&mut self, line: &str);
+    /// Now, in µs since the Unix epoch (the clock of the daemons' `at`).
+    fn now_micros(&self) -> u64;
+    /// Call [`super::Run::on_timer`] with `timer` after `after`; again: moved.
+    fn arm(&mut self, timer: Timer, after: Duration);
+    /// Daemon messages about `job` go to this run (`true`) or nowhere any more.
+    fn route(&mut self, job: JobId, to_this_run: bool);
+    /// What the runs of one tree share: names, job ids, nodes and their load.
+    fn shared(&mut self) -> &mut TreeShared;
+    /// The run is over; dpm's exit status is `code`.
+    fn finished(&mut self, code: i32);
+}
+
+/// One recorded effect.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    Send(NodeId, ToDaemon),
+    Output(JobId, Rank, Stream, Vec<u8>),
+    Flush(JobId, Rank),
+    Say(String),
+    Arm(Timer, Duration),
+    Route(JobId, bool),
+    Finished(i32),
+}
+
+/// A [`RunEffects`] that records every effect, with a virtual clock
+/// (`now`, µs since the epoch, moved by the caller).
+pub struct Recorder {
+    pub effects: Vec<Effect>,
+    pub now: u64,
+    pub shared: TreeShared,
+}
+
+impl Recorder {
+    pub fn new(shared: TreeShared) -> Self {
+        Recorder { effects: Vec::new(), now: 1_000_000, shared }
+    }
+
+    /// Take what was recorded so far.
+    pub fn take(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    /// The messages sent so far (without taking them).
+    pub fn sent(&self) -> Vec<(NodeId, &ToDaemon)> {
+        self.effects.iter().filter_map(|e| if let Effect::Send(n, m) = e { Some((*n, m)) } else { None }).collect()
+    }
+
+    /// dpm's own lines so far.
+    pub fn said(&self) -> Vec<&str> {
+        self.effects.iter().filter_map(|e| if let Effect::Say(l) = e { Some(l.as_str()) } else { None }).collect()
+    }
+
+    /// The exit status, once the run said it is finished.
+    pub fn exit_code(&self) -> Option<i32> {
+        self.effects.iter().find_map(|e| if let Effect::Finished(c) = e { Some(*c) } else { None })
+    }
+}
+
+impl RunEffects for Recorder {
+    fn send(&mut self, node: NodeId, msg: ToDaemon) {
+        self.effects.push(Effect::Send(node, msg));
+    }
+    fn output(&mut self, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
+        self.effects.push(Effect::Output(job, rank, stream, data.to_vec()));
+    }
+    fn flush_output(&mut self, job: JobId, rank: Rank) {
+        self.effects.push(Effect::Flush(job, rank));
+    }
+    fn say(&mut self, line: &str) {
+        self.effects.push(Effect::Say(line.to_string()));
+    }
+    fn now_micros(&self) -> u64 {
+        self.now
+    }
+    fn arm(&mut self, timer: Timer, after: Duration) {
+        self.effects.push(Effect::Arm(timer, after));
+    }
+    fn route(&mut self, job: JobId, to_this_run: bool) {
+        self.effects.push(Effect::Route(job, to_this_run));
+    }
+    fn shared(&mut self) -> &mut TreeShared {
+        &mut self.shared
+    }
+    fn finished(&mut self, code: i32) {
+        self.effects.push(Effect::Finished(code));
+    }
+}

@@ -1,0 +1,226 @@
+//! A run's jobs rank by rank: starts, launch failures, exits, aborts, lost
+//! nodes, fences, names, and the end of a job. How a failure is judged and
+//! what it does to the run is [`super::verdict`]'s.
+
+use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::{ExitStatus, NameRequest, PmiProgress, ToDaemon};
+
+use super::{describe_rank, signal_name, RankEnd, Run, RunEffects};
+use crate::node_table::NodeState;
+
+impl Run {
+    /// A rank has a pid; a spawn is answered once every child has one.
+    pub(super) fn started(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, pid: u32) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        if let Some(r) = j.ranks.get_mut(rank.0 as usize) {
+            r.pid = Some(pid);
+        }
+        if j.spawn_request.is_none() || j.ranks.iter().any(|r| r.pid.is_none()) {
+            return;
+        }
+        if let Some((node, request)) = j.spawn_request.take() {
+            fx.send(node, ToDaemon::SpawnDone { request, result: Ok(j.kvsname.clone()) });
+        }
+    }
+
+    pub(super) fn launch_failed(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, error: String, errno: i32) {
+        let who = describe_rank(job, rank, None, &self.host(fx, job, rank));
+        if let Some((node, request)) = self.jobs.get_mut(&job).and_then(|j| j.spawn_request.take()) {
+            // A spawn that cannot start all its processes fails as a whole:
+            // MPI_Comm_spawn returns an error in the parent, the run goes on.
+            fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")) });
+            // Its children that did start are killed with it; their deaths
+            // are not failures of the run.
+            let now = fx.now_micros();
+            if let Some(j) = self.jobs.get_mut(&job) {
+                j.alone_since.get_or_insert(now);
+            }
+        } else {
+            let code = match errno {
+                libc::ENOENT => 127,
+                libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM => 126,
+                _ => 1,
+            };
+            self.verdict.record(code, format!("{who} could not be started: {error}"), Some((job, rank)));
+        }
+        self.end_unstarted(job);
+        self.kill_job(fx, job, libc::SIGKILL);
+        self.check_done(fx, job);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn exited(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
+        fx.flush_output(job, rank);
+        let host = self.host(fx, job, rank);
+        let interrupted = self.verdict.interrupted.is_some() || self.verdict.timed_out;
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        // A process that ended before the teardown began was not ended by it,
+        // even if its exit is read afterwards (the reads of several nodes and
+        // connections race): judge it as a failure of its own.
+        let before_teardown = self.verdict.teardown_at.or(j.alone_since).is_none_or(|t| at < t);
+        let killing = j.killing && !before_teardown;
+        let who = describe_rank(job, rank, Some(pid), &host);
+        let end = match status {
+            ExitStatus::Code(0) if pmi == PmiProgress::Active && !killing => RankEnd::Failed {
+                why: format!("{who} exited with code 0 without calling MPI_Finalize (PMI finalize)"),
+                code: 1,
+            },
+            ExitStatus::Code(0) => RankEnd::Ok,
+            _ if killing || interrupted => RankEnd::Terminated,
+            ExitStatus::Code(c) => RankEnd::Failed { why: format!("{who} exited with code {c}"), code: c },
+            ExitStatus::Signal(s) => RankEnd::Failed { why: format!("{who} was killed by signal {s} ({})", signal_name(s)), code: 128 + s },
+        };
+        j.end_rank(rank.0 as usize, end.clone());
+        if let RankEnd::Failed { why, code } = end {
+            if self.policy.ends_run(j.spawned) {
+                self.verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
+                // Jobs of one run are connected (spawn, connect/accept): a failure
+                // in any of them would leave the others waiting, so all end.
+                self.kill_all(fx, libc::SIGKILL);
+            } else {
+                self.fail_alone(fx, job, &why);
+            }
+        }
+        self.check_done(fx, job);
+    }
+
+    pub(super) fn abort(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, code: i32, message: String) {
+        let host = self.host(fx, job, rank);
+        let j = self.jobs.get(&job);
+        let pid = j.and_then(|j| j.ranks.get(rank.0 as usize)).and_then(|r| r.pid);
+        let spawned = j.is_some_and(|j| j.spawned);
+        let who = describe_rank(job, rank, pid, &host);
+        // PMI-2 always says -1; an exit status is 0..255.
+        let status = code & 0xff;
+        let detail = if message.is_empty() || message == "abort" { String::new() } else { format!(": {message}") };
+        let why = format!("{who} called MPI_Abort with exit code {code}{detail}");
+        if !self.policy.ends_run(spawned) {
+            return self.fail_alone(fx, job, &why);
+        }
+        self.verdict.record_abort(status, why, (job, rank));
+        // MPI_Abort ends the run: the aborting job's communicators may span
+        // spawned and connected jobs.
+        self.kill_all(fx, libc::SIGKILL);
+    }
+
+    /// The failure policy keeps the run going: this job alone ends.
+    fn fail_alone(&mut self, fx: &mut dyn RunEffects, job: JobId, why: &str) {
+        let now = fx.now_micros();
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        if j.alone_since.is_none() {
+            tracing::warn!(%job, "{why}; the job is ended, the run goes on (failure policy)");
+            j.alone_since = Some(now);
+        }
+        self.kill_job(fx, job, libc::SIGKILL);
+    }
+
+    /// Ranks that were never started will never report: end them here.
+    fn end_unstarted(&mut self, job: JobId) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        for r in 0..j.ranks.len() {
+            if j.ranks[r].pid.is_none() {
+                j.end_rank(r, RankEnd::Terminated);
+            }
+        }
+    }
+
+    /// A daemon's link broke: its processes are gone — and those of every
+    /// node below it in the tree — and the jobs using them cannot go on.
+    pub(super) fn node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
+        let nodes = &mut fx.shared().nodes;
+        if !nodes.contains(node) {
+            return;
+        }
+        let host = nodes.host(node).to_string();
+        let lost = nodes.subtree(node);
+        for &n in &lost {
+            nodes.set_state(n, NodeState::Lost);
+        }
+        let affected: Vec<JobId> = self.jobs.iter().filter(|(_, j)| j.daemons.iter().any(|d| lost.contains(d))).map(|(id, _)| *id).collect();
+        if affected.is_empty() && self.jobs.is_empty() {
+            return; // the run is over; daemons going away is expected
+        }
+        self.verdict.record_node_lost(format!("node {} ({host}) was lost: {error}", node.0));
+        for job in &affected {
+            if let Some(j) = self.jobs.get_mut(job) {
+                for r in 0..j.ranks.len() {
+                    if j.node(Rank(r as u32)).is_some_and(|n| lost.contains(&n)) {
+                        j.end_rank(r, RankEnd::Terminated);
+                    }
+                }
+                j.daemons.retain(|d| !lost.contains(d));
+            }
+        }
+        self.kill_all(fx, libc::SIGKILL);
+        for job in affected {
+            self.check_done(fx, job);
+        }
+    }
+
+    pub(super) fn fence_in(&mut self, fx: &mut dyn RunEffects, job: JobId, epoch: u64, count: u32, puts: Vec<(String, String)>) {
+        // Under tree and direct the puts stay here instead of going down.
+        let (puts, out) = self.kvs.fence_puts(job, epoch, puts);
+        super::send_all(fx, out);
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        match j.fence.arrive(epoch, count, puts) {
+            Ok(None) => {}
+            Ok(Some(done)) => {
+                tracing::debug!(%job, epoch = done.epoch, keys = done.delta.len(), "fence complete");
+                // To the top of each subtree running the job; the daemons
+                // pass it down (a job the KVS root does not know: to each node).
+                let targets = self.kvs.fence_targets(job).map_or_else(|| j.daemons.clone(), |t| t.into_iter().map(NodeId).collect());
+                if let Some((&last, rest)) = targets.split_last() {
+                    for &d in rest {
+                        fx.send(d, ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });
+                    }
+                    fx.send(last, ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta });
+                }
+            }
+            Err(e) => tracing::error!(%job, "fence protocol error: {e}"),
+        }
+    }
+
+    pub(super) fn name_op(&mut self, fx: &mut dyn RunEffects, job: JobId, op: NameRequest) -> Result<Option<String>, String> {
+        let names = &mut fx.shared().names;
+        match op {
+            NameRequest::Publish { service, port } => names.publish(service, port, job).map(|()| None),
+            NameRequest::Unpublish { service } => names.unpublish(&service).map(|()| None),
+            NameRequest::Lookup { service } => names.lookup(&service).map(|p| Some(p.to_string())),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    /// A job whose every rank has ended is over: its daemons forget it, its
+    /// names are withdrawn, its slots given back (its reservation dropped).
+    pub(super) fn check_done(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        if !self.jobs.get(&job).is_some_and(|j| j.done()) {
+            return;
+        }
+        let Some(j) = self.jobs.remove(&job) else { return };
+        self.kvs.remove_job(job);
+        tracing::debug!(%job, "job ended");
+        if let Some((node, request)) = j.spawn_request {
+            fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")) });
+        }
+        for &d in &j.daemons {
+            fx.send(d, ToDaemon::Forget { job });
+        }
+        fx.route(job, false);
+        let shared = fx.shared();
+        shared.jobs.remove(&job);
+        let withdrawn = shared.names.withdraw_job(job);
+        if withdrawn > 0 {
+            tracing::debug!(%job, withdrawn, "names withdrawn with their job");
+        }
+        if j.alone_since.is_some() {
+            return; // its failure was its own; its ranks are nobody's business
+        }
+        let failed = self.verdict.failed_rank();
+        let terminated = (0..j.ranks.len())
+            .filter(|&r| j.ranks[r].end == Some(RankEnd::Terminated) && failed != Some((job, Rank(r as u32))))
+            .count();
+        if terminated > 0 {
+            self.verdict.terminated.push((job, terminated));
+        }
+    }
+}

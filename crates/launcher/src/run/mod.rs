@@ -1,0 +1,472 @@
+//! One run as a plain state machine: the run reactor.
+//!
+//! A [`Run`] owns a `dpm run`'s jobs (its first job and every job it
+//! spawned): rank states, fence tallies ([`FenceTally`]), the KVS root,
+//! spawn requests, stdin routing, the failure policy, the first failure and
+//! the exit status. Each handler takes one event — a daemon message
+//! ([`Run::on_message`]), a signal, stdin data, a timer, the daemons going
+//! away — as plain data, and acts only through [`RunEffects`]: messages to
+//! nodes, console lines, timers, the end of the run. No I/O, no async, no
+//! shared cells: the async driver is [`crate::controller::Controller`];
+//! tests drive a run with [`Recorder`] and a virtual clock.
+//!
+//! What all runs of one tree share ([`TreeShared`]: the name service, job
+//! ids, the node table with its load, the jobs listed by `dpm status`) is
+//! reached through [`RunEffects::shared`].
+//!
+//! Submodules: `effects` (the trait, [`Timer`], [`Recorder`]), `verdict`
+//! (failure policy, first failure, exit status), `jobs` (a job's ranks:
+//! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`.
+
+mod effects;
+mod jobs;
+mod spawn;
+mod verdict;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dpm_kvs::{FenceTally, JobId, NameService, NodeId, Rank};
+use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher};
+
+use crate::kvs_root::KvsRoot;
+use crate::node_table::{NodeTable, PlaceError, Reservation};
+use crate::spawn::SpawnContext;
+
+pub use effects::{Effect, Recorder, RunEffects, Timer};
+pub use verdict::{FailurePolicy, Verdict};
+
+/// Job-independent settings the run needs to create jobs.
+pub struct Settings {
+    pub label: bool,
+    pub kill_grace: Duration,
+    pub universe_size: i64,
+    pub pmi_mode: PmiMode,
+    /// Refuse spawns beyond the universe size instead of oversubscribing.
+    pub no_oversubscribe: bool,
+    pub report_placement: bool,
+    pub spawn: SpawnContext,
+    /// Slots of each node: the node table of a plain run's own tree is made
+    /// of them ([`crate::controller::Shared::for_run`]); a booted run uses
+    /// the boot's table.
+    pub node_slots: Vec<u32>,
+    /// The daemon tree's fan-out: losing a node loses its subtree.
+    pub fanout: usize,
+    /// The pid of the `dpm run` this run is for (shown by `dpm status`).
+    pub owner: u32,
+}
+
+/// State shared by every run of one daemon tree (see the module documentation).
+pub struct TreeShared {
+    pub names: NameService,
+    next_job: u32,
+    /// Random per tree: part of every kvsname (see [`kvsname`]).
+    run_tag: u32,
+    pub nodes: NodeTable,
+    /// Live jobs: (owner's pid, kvsname, size), for `dpm status`.
+    pub jobs: BTreeMap<JobId, (u32, String, u32)>,
+}
+
+impl TreeShared {
+    pub fn new(nodes: NodeTable) -> Self {
+        TreeShared { names: NameService::default(), next_job: 0, run_tag: random_tag(), nodes, jobs: BTreeMap::new() }
+    }
+
+    /// A new job id and its kvsname (unique per daemon tree, short enough for MPICH).
+    pub fn new_job_id(&mut self) -> (JobId, String) {
+        let job = JobId(self.next_job);
+        self.next_job += 1;
+        (job, kvsname(self.run_tag, job))
+    }
+}
+
+/// A planned job that cannot be run as it is: refused before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{0} has no processes")]
+    Empty(JobId),
+    #[error("{job} has {size} ranks but {got} {what}")]
+    Mismatch { job: JobId, size: u32, what: &'static str, got: usize },
+    #[error("{job}: a process has rank {rank} (size {size}) or a rank twice")]
+    BadRank { job: JobId, rank: u32, size: u32 },
+    #[error("{job}: rank {rank} runs app {app}, but the job has {apps} apps")]
+    BadApp { job: JobId, rank: u32, app: usize, apps: usize },
+    #[error("{0}: {1}")]
+    Placement(JobId, PlaceError),
+}
+
+/// How a rank ended, from the launcher's point of view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum RankEnd {
+    Ok,
+    /// The reason it failed, and the exit status dpm reports for it.
+    Failed { why: String, code: i32 },
+    /// Killed by dpm while ending the job.
+    Terminated,
+}
+
+#[derive(Clone, Debug)]
+struct RankState {
+    pid: Option<u32>,
+    end: Option<RankEnd>,
+}
+
+struct Job {
+    kvsname: String,
+    fence: FenceTally,
+    ranks: Vec<RankState>,
+    /// Nodes hosting ranks of this job.
+    daemons: Vec<NodeId>,
+    /// The node of each rank, and the slots they hold.
+    slots: Reservation,
+    /// Set once the job is being torn down (failure, abort, signal, timeout).
+    killing: bool,
+    /// A spawned job (the failure policy may let it fail alone).
+    spawned: bool,
+    /// It failed alone (policy): when its own teardown began.
+    alone_since: Option<u64>,
+    /// For a spawned job: the parent's pending spawn request, answered once
+    /// every child has started (or one could not be).
+    spawn_request: Option<(NodeId, RequestId)>,
+}
+
+impl Job {
+    fn done(&self) -> bool {
+        self.ranks.iter().all(|r| r.end.is_some())
+    }
+
+    /// Record how rank `r` ended (the first word counts); its slot is free again.
+    fn end_rank(&mut self, r: usize, end: RankEnd) {
+        if self.ranks.get(r).is_some_and(|s| s.end.is_none()) {
+            self.slots.release(r);
+            self.ranks[r].end = Some(end);
+        }
+    }
+
+    fn node(&self, rank: Rank) -> Option<NodeId> {
+        self.slots.node(rank.0 as usize)
+    }
+}
+
+/// See the module documentation.
+pub struct Run {
+    settings: Settings,
+    policy: FailurePolicy,
+    jobs: BTreeMap<JobId, Job>,
+    verdict: Verdict,
+    timeout: Option<Duration>,
+    stdin_job: Option<JobId>,
+    /// Each job's KVS design at the root: ring, tree store, routing.
+    kvs: KvsRoot,
+    /// Set once the run is over: dpm's exit status.
+    exit: Option<i32>,
+}
+
+impl Run {
+    pub fn new(settings: Settings) -> Self {
+        Run {
+            kvs: KvsRoot::new(settings.fanout),
+            settings,
+            policy: FailurePolicy::default(),
+            jobs: BTreeMap::new(),
+            verdict: Verdict::default(),
+            timeout: None,
+            stdin_job: None,
+            exit: None,
+        }
+    }
+
+    pub fn set_failure_policy(&mut self, policy: FailurePolicy) {
+        self.policy = policy;
+    }
+
+    /// The run is killed (SIGTERM, then the grace) after `timeout`.
+    pub fn set_timeout(&mut self, fx: &mut dyn RunEffects, timeout: Duration) {
+        self.timeout = Some(timeout);
+        fx.arm(Timer::Timeout, timeout);
+    }
+
+    /// dpm's exit status, once the run is over.
+    pub fn exit_code(&self) -> Option<i32> {
+        self.exit
+    }
+
+    /// Start a job whose rank `r` runs on node `node_of[r]`: each node's
+    /// daemon gets the processes placed on it. A job that does not hold
+    /// together (a control frame's, say) is refused: the run fails with
+    /// exit status 2 and the reason, nothing is sent.
+    pub fn launch(&mut self, fx: &mut dyn RunEffects, launch: LaunchJob) -> Result<(), LaunchError> {
+        let slots = check(&launch).and_then(|()| fx.shared().nodes.reserve(&launch.node_of).map_err(|e| LaunchError::Placement(launch.job, e)));
+        let slots = slots.inspect_err(|e| self.verdict.record(2, format!("invalid job: {e}"), None))?;
+        self.start_job(fx, launch, slots, None);
+        Ok(())
+    }
+
+    /// Take on a process dpm did not start (singleton mode) as rank 0 of a job.
+    pub fn adopt(&mut self, fx: &mut dyn RunEffects, launch: LaunchJob, pid: u32, pmi_fd: i32) -> Result<(), LaunchError> {
+        check(&launch)?;
+        let slots = fx.shared().nodes.reserve(&launch.node_of).map_err(|e| LaunchError::Placement(launch.job, e))?;
+        let node = slots.node(0).unwrap_or(NodeId(0));
+        self.register(fx, &launch, slots, None);
+        fx.send(node, ToDaemon::Adopt { launch, rank: Rank(0), pid, pmi_fd });
+        Ok(())
+    }
+
+    /// A checked, placed job: register it and send each node its part.
+    fn start_job(&mut self, fx: &mut dyn RunEffects, launch: LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) {
+        let node_of = slots.node_of().to_vec();
+        self.register(fx, &launch, slots, spawn_request);
+        let daemons = self.jobs[&launch.job].daemons.clone();
+        for d in daemons {
+            let mut part = launch.clone();
+            part.procs.retain(|p| node_of.get(p.rank.0 as usize) == Some(&d));
+            part.stdin_rank = launch.stdin_rank.filter(|r| node_of.get(r.0 as usize) == Some(&d));
+            fx.send(d, ToDaemon::Launch(part));
+        }
+    }
+
+    fn register(&mut self, fx: &mut dyn RunEffects, launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) {
+        let size = launch.size;
+        if launch.stdin_rank.is_some() {
+            self.stdin_job = Some(launch.job);
+        }
+        let mut daemons = slots.node_of().to_vec();
+        daemons.sort_unstable();
+        daemons.dedup();
+        let indices: Vec<usize> = daemons.iter().map(|d| d.0).collect();
+        self.kvs.add_job(launch.job, launch.kvs, &indices);
+        fx.route(launch.job, true);
+        fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), size));
+        if self.settings.report_placement {
+            for &d in &daemons {
+                let ranks: Vec<u32> = (0..size).filter(|&r| slots.node(r as usize) == Some(d)).collect();
+                let host = fx.shared().nodes.host(d).to_string();
+                fx.say(&format!("dpm: {} ({}, {} ranks): ranks {} on {host}", launch.job, launch.kvsname, size, rank_ranges(&ranks)));
+            }
+        }
+        self.jobs.insert(
+            launch.job,
+            Job {
+                kvsname: launch.kvsname.clone(),
+                fence: FenceTally::new(size),
+                ranks: vec![RankState { pid: None, end: None }; size as usize],
+                daemons,
+                slots,
+                killing: false,
+                spawned: launch.spawner.is_some(),
+                alone_since: None,
+                spawn_request,
+            },
+        );
+    }
+
+    /// A message from the daemon of `node`.
+    pub fn on_message(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: ToLauncher) {
+        self.message(fx, node, msg);
+        self.settle(fx);
+    }
+
+    fn message(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: ToLauncher) {
+        match msg {
+            ToLauncher::Ready { .. } | ToLauncher::Heartbeat => {}
+            ToLauncher::Started { job, rank, pid } => self.started(fx, job, rank, pid),
+            ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(fx, job, rank, error, errno),
+            ToLauncher::Output { job, rank, stream, data } => fx.output(job, rank, stream, &data),
+            ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(fx, job, rank, pid, status, pmi, at),
+            ToLauncher::FenceIn { job, epoch, count, puts } => self.fence_in(fx, job, epoch, count, puts),
+            ToLauncher::RingIn { job, seq, segment } => {
+                let out = self.kvs.ring_in(job, node.0, seq, segment);
+                send_all(fx, out);
+            }
+            ToLauncher::Kvs { to, msg } => {
+                let out = self.kvs.route(to, msg);
+                send_all(fx, out);
+            }
+            ToLauncher::Abort { job, rank, code, message } => self.abort(fx, job, rank, code, message),
+            ToLauncher::Name { request, job, op } => {
+                let result = self.name_op(fx, job, op);
+                fx.send(node, ToDaemon::NameDone { request, result });
+            }
+            ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, node, request, job, rank, preput, commands),
+            ToLauncher::Trace { line } => fx.say(&line),
+            ToLauncher::Lost { error } => self.node_lost(fx, node, error),
+            ToLauncher::FromNode { node, msg } => self.message(fx, NodeId(node), *msg),
+        }
+    }
+
+    /// dpm itself got `sig`: forward it to every process; a second signal
+    /// kills at once, else SIGKILL follows after the grace.
+    pub fn on_signal(&mut self, fx: &mut dyn RunEffects, sig: i32) {
+        let name = signal_name(sig);
+        if self.verdict.interrupted.is_some() {
+            fx.say(&format!("dpm: got {name} again; killing every process now"));
+            self.kill_all(fx, libc::SIGKILL);
+        } else {
+            self.verdict.interrupted = Some(sig);
+            fx.say(&format!("dpm: got {name}; forwarding it to every process"));
+            self.kill_all(fx, sig);
+            fx.arm(Timer::KillGrace, self.settings.kill_grace);
+        }
+        self.settle(fx);
+    }
+
+    /// dpm's stdin: to the rank that reads it (empty: end of input).
+    pub fn on_stdin(&mut self, fx: &mut dyn RunEffects, data: Vec<u8>) {
+        let Some(job) = self.stdin_job else { return };
+        if let Some(node) = self.jobs.get(&job).and_then(|j| j.node(Rank(0))) {
+            fx.send(node, ToDaemon::Stdin { job, data });
+        }
+    }
+
+    /// A deadline armed with [`RunEffects::arm`] has come.
+    pub fn on_timer(&mut self, fx: &mut dyn RunEffects, timer: Timer) {
+        match timer {
+            Timer::Timeout if !self.verdict.timed_out => {
+                let Some(timeout) = self.timeout else { return };
+                self.verdict.timed_out = true;
+                fx.say(&format!("dpm: job timed out after {} s; killing it", timeout.as_secs_f64()));
+                self.kill_all(fx, libc::SIGTERM);
+                fx.arm(Timer::KillGrace, self.settings.kill_grace);
+            }
+            Timer::Timeout => {}
+            Timer::KillGrace => self.kill_all(fx, libc::SIGKILL),
+        }
+        self.settle(fx);
+    }
+
+    /// The daemons' stream ended: nothing more will be heard of any job.
+    pub fn on_daemons_gone(&mut self, fx: &mut dyn RunEffects) {
+        self.verdict.record(1, "dpm: the node daemon went away".into(), None);
+        self.finish(fx);
+    }
+
+    /// Finish the run if no job is left (after its first launch, or an
+    /// event): the driver calls this once its jobs are launched.
+    pub fn settle(&mut self, fx: &mut dyn RunEffects) {
+        if self.jobs.is_empty() && self.exit.is_none() {
+            self.finish(fx);
+        }
+    }
+
+    fn kill_all(&mut self, fx: &mut dyn RunEffects, sig: i32) {
+        let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
+        for job in jobs {
+            self.kill_job(fx, job, sig);
+        }
+    }
+
+    fn kill_job(&mut self, fx: &mut dyn RunEffects, job: JobId, sig: i32) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        j.killing = true;
+        for &d in &j.daemons {
+            fx.send(d, ToDaemon::Signal { job, signal: sig });
+        }
+    }
+
+    /// The host a rank runs on.
+    fn host(&self, fx: &mut dyn RunEffects, job: JobId, rank: Rank) -> String {
+        let node = self.jobs.get(&job).and_then(|j| j.node(rank));
+        node.map_or_else(|| "?".to_string(), |n| fx.shared().nodes.host(n).to_string())
+    }
+
+    /// The exit status, after the final word on stderr. Jobs the daemons
+    /// never reported the end of (they went away) give back their slots here.
+    fn finish(&mut self, fx: &mut dyn RunEffects) {
+        for (id, _) in std::mem::take(&mut self.jobs) {
+            fx.route(id, false);
+            fx.shared().jobs.remove(&id);
+        }
+        let (code, line) = self.verdict.conclude();
+        if let Some(line) = line {
+            fx.say(&line);
+        }
+        self.exit = Some(code);
+        fx.finished(code);
+    }
+}
+
+/// The checks a job must pass before anything of it is sent.
+fn check(launch: &LaunchJob) -> Result<(), LaunchError> {
+    let (job, size) = (launch.job, launch.size);
+    if size == 0 {
+        return Err(LaunchError::Empty(job));
+    }
+    let mismatch = |what, got| LaunchError::Mismatch { job, size, what, got };
+    if launch.node_of.len() != size as usize {
+        return Err(mismatch("places", launch.node_of.len()));
+    }
+    if launch.appnums.len() != size as usize {
+        return Err(mismatch("appnums", launch.appnums.len()));
+    }
+    let mut seen = vec![false; size as usize];
+    for p in &launch.procs {
+        let r = p.rank.0;
+        match seen.get_mut(r as usize) {
+            Some(s) if !*s => *s = true,
+            _ => return Err(LaunchError::BadRank { job, rank: r, size }),
+        }
+        if p.app >= launch.apps.len() {
+            return Err(LaunchError::BadApp { job, rank: r, app: p.app, apps: launch.apps.len() });
+        }
+    }
+    if let Some(r) = launch.stdin_rank.filter(|r| r.0 >= size) {
+        return Err(LaunchError::BadRank { job, rank: r.0, size });
+    }
+    Ok(())
+}
+
+fn send_all(fx: &mut dyn RunEffects, out: crate::kvs_root::Outbox) {
+    for (node, msg) in out {
+        fx.send(NodeId(node), msg);
+    }
+}
+
+/// A job's kvsname: `kvs_<dpm pid>_<random>_<job>`. MPICH names its node
+/// shared-memory segment after a hash of it (`/dev/shm/mpich_shm_<hash>_<node>`),
+/// and a killed run leaves that file behind: with the pid alone a later run
+/// that reuses the pid collides with it and fails in MPI_Init ("Out of memory").
+pub fn kvsname(run_tag: u32, job: JobId) -> String {
+    format!("kvs_{}_{:08x}_{}", std::process::id(), run_tag, job.0)
+}
+
+/// 32 random bits from the kernel (time and pid mixed in if that fails).
+pub fn random_tag() -> u32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: getrandom(2) writes at most `bytes.len()` bytes into the buffer
+    // we own for the duration of the call (nix does not wrap getrandom).
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n == 4 {
+        return u32::from_ne_bytes(bytes);
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    now ^ std::process::id().rotate_left(16)
+}
+
+fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {
+    let job_part = if job.0 == 0 { String::new() } else { format!(" of job {}", job.0) };
+    match pid {
+        Some(pid) => format!("rank {}{job_part} (pid {pid} on {host})", rank.0),
+        None => format!("rank {}{job_part} (on {host})", rank.0),
+    }
+}
+
+/// `0,1,2,5,7,8` → `0-2,5,7-8`.
+fn rank_ranges(ranks: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { ranks[i].to_string() } else { format!("{}-{}", ranks[i], ranks[j]) });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
+}

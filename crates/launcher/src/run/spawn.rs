@@ -1,0 +1,51 @@
+//! `MPI_Comm_spawn[_multiple]`: plan the request, place it with the node
+//! table's placer, launch it as a new job of the run. The parent is answered
+//! once every child has started, or with `rc≠0` on the first error
+//! (`jobs::started`, `jobs::launch_failed`, `jobs::check_done`).
+
+use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
+use dpm_proto::{LaunchJob, RequestId, SpawnCommand, ToDaemon};
+
+use super::{Run, RunEffects};
+use crate::spawn::plan_spawn;
+
+impl Run {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn spawn(
+        &mut self,
+        fx: &mut dyn RunEffects,
+        parent_node: NodeId,
+        request: RequestId,
+        parent: JobId,
+        rank: Rank,
+        preput: KeyValues,
+        commands: Vec<SpawnCommand>,
+    ) {
+        let Some(parent_kvs) = self.jobs.get(&parent).map(|j| j.kvsname.clone()) else {
+            return;
+        };
+        let refuse = |fx: &mut dyn RunEffects, msg: String| {
+            tracing::warn!(%parent, rank = rank.0, "spawn refused: {msg}");
+            fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err(msg) });
+        };
+        if self.verdict.ending() {
+            return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()) });
+        }
+        let plan = match plan_spawn(&self.settings.spawn, &commands) {
+            Ok(p) => p,
+            Err(e) => return refuse(fx, e.to_string()),
+        };
+        let oversubscribe = plan.oversubscribe.unwrap_or(!self.settings.no_oversubscribe);
+        let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
+        let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, oversubscribe, self.settings.universe_size) {
+            Ok(s) => s,
+            Err(e) => return refuse(fx, e.to_string()),
+        };
+        let (job, kvsname) = fx.shared().new_job_id();
+        tracing::debug!(%parent, %job, size = apps.len(), "spawn");
+        let design = self.kvs.design(parent).unwrap_or_default();
+        let job_plan = plan.job.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);
+        let launch = LaunchJob { spawner: Some(parent_kvs), preput, ..job_plan };
+        self.start_job(fx, launch, slots, Some((parent_node, request)));
+    }
+}

@@ -1,0 +1,428 @@
+//! The run reactor under a recorder and a virtual clock: the exit-status
+//! rules of README "Exit status" and `crates/dpm/tests/failures.rs`, the
+//! failure policy, fences, spawns, lost nodes and the defects fixed here.
+
+use std::time::Duration;
+
+use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, RequestId, SpawnCommand, ToDaemon, ToLauncher};
+
+use super::*;
+use crate::node_table::NodeTable;
+
+const GRACE: Duration = Duration::from_secs(3);
+
+/// A run over `slots.len()` nodes `h0`, `h1`… of fan-out 2.
+fn fixture(slots: &[u32]) -> (Run, Recorder) {
+    let hosts: Vec<String> = (0..slots.len()).map(|i| format!("h{i}")).collect();
+    let settings = Settings {
+        label: false,
+        kill_grace: GRACE,
+        universe_size: slots.iter().map(|&s| i64::from(s)).sum(),
+        pmi_mode: PmiMode::Fd,
+        no_oversubscribe: false,
+        report_placement: false,
+        spawn: crate::spawn::SpawnContext {
+            base_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: std::env::temp_dir(),
+            host: "h0".into(),
+            nodes: hosts.clone(),
+        },
+        node_slots: slots.to_vec(),
+        fanout: 2,
+        owner: 1,
+    };
+    let table = NodeTable::new(hosts.into_iter().zip(slots.iter().copied()), 2);
+    (Run::new(settings), Recorder::new(TreeShared::new(table)))
+}
+
+/// A job of `/bin/true` with rank `r` on node `node_of[r]`.
+fn job(rec: &mut Recorder, node_of: &[usize]) -> LaunchJob {
+    let (id, kvsname) = rec.shared.new_job_id();
+    let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: Vec::new(), wdir: "/".into() };
+    let mut planned = crate::plan::PlannedJob::new();
+    planned.push_app(app, node_of.len() as u32);
+    LaunchJob { stdin_rank: Some(Rank(0)), ..planned.into_launch(id, kvsname, 4, node_of.to_vec(), PmiMode::Fd, Default::default()) }
+}
+
+/// Launch a job and start its ranks (pid 100 + rank for job 0, 200 + rank for job 1…).
+fn started(run: &mut Run, rec: &mut Recorder, node_of: &[usize]) -> JobId {
+    let launch = job(rec, node_of);
+    let id = launch.job;
+    run.launch(rec, launch).unwrap();
+    run.settle(rec);
+    for (r, &n) in node_of.iter().enumerate() {
+        let pid = 100 * (id.0 + 1) + r as u32;
+        run.on_message(rec, NodeId(n), ToLauncher::Started { job: id, rank: Rank(r as u32), pid });
+    }
+    id
+}
+
+fn exit(run: &mut Run, rec: &mut Recorder, node: usize, job: JobId, rank: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
+    let pid = 100 * (job.0 + 1) + rank;
+    run.on_message(rec, NodeId(node), ToLauncher::Exited { job, rank: Rank(rank), pid, status, pmi, at });
+}
+
+/// Signals sent to `job`, in order.
+fn signals(rec: &Recorder, job: JobId) -> Vec<i32> {
+    rec.sent().into_iter().filter_map(|(_, m)| if let ToDaemon::Signal { job: j, signal } = m { (*j == job).then_some(*signal) } else { None }).collect()
+}
+
+fn summary(rec: &Recorder) -> String {
+    rec.said().last().map(|s| s.to_string()).unwrap_or_default()
+}
+
+const DONE: PmiProgress = PmiProgress::Finalized;
+/// An exit after any teardown began (the recorder's clock stands at 1 s).
+const LATER: u64 = 2_000_000;
+
+#[test]
+fn every_rank_finalizing_is_success_and_gives_everything_back() {
+    let (mut run, mut rec) = fixture(&[2, 2]);
+    let j = started(&mut run, &mut rec, &[0, 0, 1]);
+    assert_eq!(rec.shared.nodes.loads(), vec![2, 1]);
+    assert!(matches!(rec.sent()[..], [(NodeId(0), ToDaemon::Launch(a)), (NodeId(1), ToDaemon::Launch(b))] if a.procs.len() == 2 && b.procs.len() == 1 && a.stdin_rank == Some(Rank(0)) && b.stdin_rank.is_none()));
+    for (node, rank) in [(0, 0), (0, 1), (1, 2)] {
+        assert_eq!(run.exit_code(), None);
+        exit(&mut run, &mut rec, node, j, rank, ExitStatus::Code(0), DONE, 10);
+    }
+    assert_eq!(run.exit_code(), Some(0));
+    assert_eq!(rec.exit_code(), Some(0));
+    assert!(rec.said().is_empty(), "{:?}", rec.said());
+    assert_eq!(rec.shared.nodes.live(), 0, "every slot given back");
+    assert!(rec.shared.jobs.is_empty());
+    let forgets = rec.sent().iter().filter(|(_, m)| matches!(m, ToDaemon::Forget { .. })).count();
+    assert_eq!(forgets, 2, "both nodes forget the job");
+    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(id, false) if *id == j)));
+}
+
+#[test]
+fn first_failing_rank_decides_names_it_and_others_are_killed() {
+    let (mut run, mut rec) = fixture(&[2, 2]);
+    let j = started(&mut run, &mut rec, &[0, 1, 1]);
+    exit(&mut run, &mut rec, 1, j, 1, ExitStatus::Code(3), DONE, 500);
+    assert_eq!(signals(&rec, j), vec![libc::SIGKILL, libc::SIGKILL], "each node of the job is told to kill it");
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(libc::SIGKILL), DONE, LATER);
+    exit(&mut run, &mut rec, 1, j, 2, ExitStatus::Signal(libc::SIGKILL), DONE, LATER);
+    assert_eq!(run.exit_code(), Some(3));
+    assert_eq!(summary(&rec), "dpm: job failed: rank 1 (pid 101 on h1) exited with code 3; 2 other ranks terminated (2 of job 0)");
+}
+
+#[test]
+fn the_earliest_exit_decides_even_when_read_later() {
+    let (mut run, mut rec) = fixture(&[2]);
+    let j = started(&mut run, &mut rec, &[0, 0]);
+    exit(&mut run, &mut rec, 0, j, 1, ExitStatus::Code(5), DONE, 300);
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Code(2), DONE, 200);
+    assert_eq!(run.exit_code(), Some(2));
+    assert!(summary(&rec).contains("rank 0 (pid 100 on h0) exited with code 2"), "{}", summary(&rec));
+}
+
+#[test]
+fn a_signal_death_is_128_plus_n() {
+    let (mut run, mut rec) = fixture(&[1]);
+    let j = started(&mut run, &mut rec, &[0]);
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(libc::SIGSEGV), PmiProgress::Active, 10);
+    assert_eq!(run.exit_code(), Some(128 + libc::SIGSEGV));
+    assert!(summary(&rec).ends_with("was killed by signal 11 (SIGSEGV)"), "{}", summary(&rec));
+}
+
+#[test]
+fn exit_zero_without_finalize_after_pmi_init_is_1() {
+    let (mut run, mut rec) = fixture(&[2]);
+    let j = started(&mut run, &mut rec, &[0, 0]);
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Code(0), PmiProgress::Silent, 10);
+    exit(&mut run, &mut rec, 0, j, 1, ExitStatus::Code(0), PmiProgress::Active, 20);
+    assert_eq!(run.exit_code(), Some(1));
+    assert!(summary(&rec).contains("rank 1 (pid 101 on h0) exited with code 0 without calling MPI_Finalize"), "{}", summary(&rec));
+}
+
+#[test]
+fn an_abort_decides_with_its_code_and_255_for_pmi2() {
+    let (mut run, mut rec) = fixture(&[2]);
+    let j = started(&mut run, &mut rec, &[0, 0]);
+    // A peer cut off by the abort fails first; the abort is still the cause.
+    exit(&mut run, &mut rec, 0, j, 1, ExitStatus::Code(9), DONE, 10);
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Abort { job: j, rank: Rank(0), code: -1, message: "abort".into() });
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Code(255), PmiProgress::Active, 30);
+    assert_eq!(run.exit_code(), Some(255));
+    assert_eq!(summary(&rec), "dpm: job failed: rank 0 (pid 100 on h0) called MPI_Abort with exit code -1");
+    let (mut run, mut rec) = fixture(&[1]);
+    let j = started(&mut run, &mut rec, &[0]);
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Abort { job: j, rank: Rank(0), code: 7, message: "bye".into() });
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Code(7), PmiProgress::Active, 30);
+    assert_eq!(run.exit_code(), Some(7));
+    assert!(summary(&rec).ends_with("with exit code 7: bye"), "{}", summary(&rec));
+}
+
+#[test]
+fn a_missing_program_is_127_and_kills_the_started_ranks() {
+    let (mut run, mut rec) = fixture(&[2]);
+    let launch = job(&mut rec, &[0, 0]);
+    let j = launch.job;
+    run.launch(&mut rec, launch).unwrap();
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: j, rank: Rank(0), pid: 100 });
+    run.on_message(&mut rec, NodeId(0), ToLauncher::LaunchFailed { job: j, rank: Rank(1), error: "No such file".into(), errno: libc::ENOENT });
+    assert_eq!(signals(&rec, j), vec![libc::SIGKILL]);
+    assert_eq!(rec.shared.nodes.live(), 1, "the unstarted rank's slot is free");
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Silent, LATER + 1);
+    assert_eq!(run.exit_code(), Some(127));
+    assert!(summary(&rec).starts_with("dpm: job failed: rank 1 (on h0) could not be started: No such file"), "{}", summary(&rec));
+}
+
+#[test]
+fn the_timeout_is_124_with_sigkill_after_the_grace() {
+    let (mut run, mut rec) = fixture(&[2]);
+    let j = started(&mut run, &mut rec, &[0, 0]);
+    run.set_timeout(&mut rec, Duration::from_secs(5));
+    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Arm(Timer::Timeout, d) if *d == Duration::from_secs(5))));
+    run.on_timer(&mut rec, Timer::Timeout);
+    assert!(rec.said().contains(&"dpm: job timed out after 5 s; killing it"), "{:?}", rec.said());
+    assert_eq!(signals(&rec, j), vec![libc::SIGTERM]);
+    assert!(matches!(rec.effects.last(), Some(Effect::Arm(Timer::KillGrace, d)) if *d == GRACE));
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(libc::SIGTERM), DONE, LATER + 1);
+    // Rank 1 ignores SIGTERM: the grace runs out.
+    run.on_timer(&mut rec, Timer::KillGrace);
+    assert_eq!(signals(&rec, j), vec![libc::SIGTERM, libc::SIGKILL]);
+    exit(&mut run, &mut rec, 0, j, 1, ExitStatus::Signal(libc::SIGKILL), DONE, LATER + 2);
+    assert_eq!(run.exit_code(), Some(124));
+}
+
+#[test]
+fn dpms_own_signal_is_forwarded_and_128_plus_n() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let (mut run, mut rec) = fixture(&[2]);
+        let j = started(&mut run, &mut rec, &[0, 0]);
+        run.on_signal(&mut rec, sig);
+        assert_eq!(signals(&rec, j), vec![sig]);
+        assert!(matches!(rec.effects.last(), Some(Effect::Arm(Timer::KillGrace, _))));
+        // A second signal: SIGKILL at once.
+        run.on_signal(&mut rec, sig);
+        assert_eq!(signals(&rec, j), vec![sig, libc::SIGKILL]);
+        exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(sig), DONE, LATER + 1);
+        exit(&mut run, &mut rec, 0, j, 1, ExitStatus::Code(1), DONE, LATER + 1);
+        assert_eq!(run.exit_code(), Some(128 + sig));
+        assert_eq!(summary(&rec), format!("dpm: job ended by {}", signal_name(sig)));
+    }
+}
+
+/// Rank 0 of job 0 on node 0 spawns `n` copies of `exe` with `info`; the
+/// spawned job's id.
+fn spawn(run: &mut Run, rec: &mut Recorder, parent: JobId, exe: &str, n: u32, info: Vec<(String, String)>) -> JobId {
+    let commands = vec![SpawnCommand { exe: exe.into(), args: Vec::new(), maxprocs: n, info }];
+    run.on_message(rec, NodeId(0), ToLauncher::Spawn { request: RequestId(7), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    let launched = rec.sent().into_iter().rev().find_map(|(_, m)| if let ToDaemon::Launch(l) = m { Some(l.job) } else { None });
+    launched.filter(|&j| j != parent).unwrap_or(JobId(u32::MAX))
+}
+
+fn spawn_answer(rec: &Recorder) -> Option<Result<String, String>> {
+    rec.sent().into_iter().find_map(|(n, m)| match m {
+        ToDaemon::SpawnDone { request: RequestId(7), result } if n == NodeId(0) => Some(result.clone()),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_spawn_is_answered_once_every_child_started() {
+    let (mut run, mut rec) = fixture(&[2, 2]);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let child = spawn(&mut run, &mut rec, parent, "true", 2, Vec::new());
+    let launched: Vec<NodeId> = rec.sent().iter().filter(|(_, m)| matches!(m, ToDaemon::Launch(l) if l.job == child)).map(|(n, _)| *n).collect();
+    assert_eq!(launched, vec![NodeId(0), NodeId(1)], "placed by free slots: node 1 first, then node 0");
+    run.on_message(&mut rec, NodeId(1), ToLauncher::Started { job: child, rank: Rank(0), pid: 200 });
+    assert!(spawn_answer(&rec).is_none(), "not before every child started");
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(1), pid: 201 });
+    assert!(matches!(spawn_answer(&rec), Some(Ok(name)) if name.ends_with("_1")));
+}
+
+#[test]
+fn a_spawn_that_cannot_start_answers_rc_not_0_and_the_run_goes_on() {
+    let (mut run, mut rec) = fixture(&[4]);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let child = spawn(&mut run, &mut rec, parent, "true", 2, Vec::new());
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(0), pid: 200 });
+    run.on_message(&mut rec, NodeId(0), ToLauncher::LaunchFailed { job: child, rank: Rank(1), error: "EAGAIN".into(), errno: libc::EAGAIN });
+    assert!(matches!(spawn_answer(&rec), Some(Err(e)) if e.contains("rank 1 of job 1 (on h0) could not be started")));
+    exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
+    assert!(signals(&rec, parent).is_empty(), "the parent is not touched");
+    exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Code(0), DONE, LATER + 2);
+    assert_eq!(run.exit_code(), Some(0));
+    assert_eq!(rec.shared.nodes.live(), 0);
+}
+
+#[test]
+fn spawns_are_refused_when_absurd_full_or_ending() {
+    let (mut run, mut rec) = fixture(&[1, 1]);
+    let parent = started(&mut run, &mut rec, &[0]);
+    // Four billion processes: refused before anything is planned.
+    spawn(&mut run, &mut rec, parent, "true", u32::MAX, Vec::new());
+    assert!(matches!(spawn_answer(&rec), Some(Err(e)) if e.contains("at most 65536")), "{:?}", spawn_answer(&rec));
+    assert_eq!(rec.shared.jobs.len(), 1, "no job made");
+    assert_eq!(rec.shared.nodes.live(), 1);
+    rec.take();
+    // host info naming a node that is full, no oversubscription.
+    let info = vec![("host".to_string(), "h0".to_string()), ("oversubscribe".to_string(), "false".to_string())];
+    spawn(&mut run, &mut rec, parent, "true", 1, info);
+    assert!(matches!(spawn_answer(&rec), Some(Err(e)) if e.contains("oversubscription is off")), "{:?}", spawn_answer(&rec));
+    rec.take();
+    run.on_signal(&mut rec, libc::SIGTERM);
+    spawn(&mut run, &mut rec, parent, "true", 1, Vec::new());
+    assert!(matches!(spawn_answer(&rec), Some(Err(e)) if e.contains("the run is ending")));
+}
+
+#[test]
+fn by_default_a_failure_in_a_spawned_job_ends_every_job() {
+    let (mut run, mut rec) = fixture(&[4]);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let child = spawn(&mut run, &mut rec, parent, "true", 2, Vec::new());
+    for r in 0..2 {
+        run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(r), pid: 200 + r });
+    }
+    exit(&mut run, &mut rec, 0, child, 1, ExitStatus::Code(4), DONE, 10);
+    assert_eq!(signals(&rec, parent), vec![libc::SIGKILL]);
+    assert_eq!(signals(&rec, child), vec![libc::SIGKILL]);
+    exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
+    exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
+    assert_eq!(run.exit_code(), Some(4));
+    assert_eq!(summary(&rec), "dpm: job failed: rank 1 of job 1 (pid 201 on h0) exited with code 4; 2 other ranks terminated (1 of job 1, 1 of job 0)");
+}
+
+#[test]
+fn survive_spawned_jobs_keeps_the_run_and_the_parent() {
+    let (mut run, mut rec) = fixture(&[4]);
+    run.set_failure_policy(FailurePolicy::SurviveSpawnedJobs);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let child = spawn(&mut run, &mut rec, parent, "true", 2, Vec::new());
+    for r in 0..2 {
+        run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(r), pid: 200 + r });
+    }
+    exit(&mut run, &mut rec, 0, child, 1, ExitStatus::Code(4), DONE, 10);
+    assert!(signals(&rec, parent).is_empty(), "the parent is not touched");
+    assert_eq!(signals(&rec, child), vec![libc::SIGKILL], "the failed job ends");
+    exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
+    assert!(!rec.shared.jobs.contains_key(&child));
+    assert_eq!(run.exit_code(), None, "the run goes on");
+    // An abort in a later spawned job: the same.
+    let second = spawn(&mut run, &mut rec, parent, "true", 1, Vec::new());
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: second, rank: Rank(0), pid: 300 });
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Abort { job: second, rank: Rank(0), code: 3, message: String::new() });
+    exit(&mut run, &mut rec, 0, second, 0, ExitStatus::Code(3), PmiProgress::Active, LATER + 2);
+    assert!(signals(&rec, parent).is_empty());
+    exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Code(0), DONE, LATER + 3);
+    assert_eq!(run.exit_code(), Some(0));
+    assert!(rec.said().is_empty(), "reported to nobody: {:?}", rec.said());
+    assert_eq!(rec.shared.nodes.live(), 0);
+}
+
+#[test]
+fn survive_spawned_jobs_still_ends_the_run_on_a_failure_of_the_first_job() {
+    let (mut run, mut rec) = fixture(&[4]);
+    run.set_failure_policy(FailurePolicy::SurviveSpawnedJobs);
+    let parent = started(&mut run, &mut rec, &[0, 0]);
+    let child = spawn(&mut run, &mut rec, parent, "true", 1, Vec::new());
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(0), pid: 200 });
+    exit(&mut run, &mut rec, 0, parent, 1, ExitStatus::Code(6), DONE, 10);
+    assert_eq!(signals(&rec, child), vec![libc::SIGKILL]);
+    exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Signal(libc::SIGKILL), DONE, LATER + 1);
+    exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), DONE, LATER + 1);
+    assert_eq!(run.exit_code(), Some(6));
+}
+
+#[test]
+fn a_fence_completes_after_the_last_node() {
+    let (mut run, mut rec) = fixture(&[2, 2]);
+    let j = started(&mut run, &mut rec, &[0, 0, 1]);
+    rec.take();
+    let fence_in = |count, puts: Vec<(String, String)>| ToLauncher::FenceIn { job: j, epoch: 0, count, puts };
+    run.on_message(&mut rec, NodeId(1), fence_in(1, vec![("b".into(), "2".into())]));
+    assert!(rec.sent().is_empty(), "one node is not the whole job");
+    run.on_message(&mut rec, NodeId(0), fence_in(2, vec![("a".into(), "1".into())]));
+    let done: Vec<(NodeId, usize)> =
+        rec.sent().iter().filter_map(|(n, m)| if let ToDaemon::FenceDone { delta, .. } = m { Some((*n, delta.len())) } else { None }).collect();
+    assert_eq!(done, vec![(NodeId(0), 2), (NodeId(1), 2)], "to each top-level subtree, with every put");
+}
+
+#[test]
+fn a_lost_node_fails_the_run_naming_it() {
+    let (mut run, mut rec) = fixture(&[2, 2, 2]);
+    // Fan-out 2: node 2 is below node 0; losing 0 loses 2.
+    let j = started(&mut run, &mut rec, &[0, 1, 2]);
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Lost { error: "no heartbeat for 1.5 s".into() });
+    assert_eq!(rec.shared.nodes.state(NodeId(2)), Some(crate::node_table::NodeState::Lost));
+    assert_eq!(rec.shared.nodes.live(), 1, "the lost ranks' slots are free");
+    assert_eq!(signals(&rec, j), vec![libc::SIGKILL], "only node 1 is left to kill");
+    exit(&mut run, &mut rec, 1, j, 1, ExitStatus::Signal(libc::SIGKILL), DONE, LATER + 1);
+    assert_eq!(run.exit_code(), Some(1));
+    assert_eq!(summary(&rec), "dpm: job failed: node 0 (h0) was lost: no heartbeat for 1.5 s; 2 other ranks terminated (2 of job 0)");
+}
+
+/// Defect: a boot that loses a node ends its runs with SIGTERM, and the run
+/// said "job ended by SIGTERM", exit 143, instead of naming the node.
+#[test]
+fn a_lost_node_decides_over_the_sigterm_that_follows_it() {
+    let (mut run, mut rec) = fixture(&[2, 2]);
+    let j = started(&mut run, &mut rec, &[0, 1]);
+    run.on_message(&mut rec, NodeId(1), ToLauncher::Lost { error: "link closed".into() });
+    run.on_signal(&mut rec, libc::SIGTERM);
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(libc::SIGTERM), DONE, LATER + 1);
+    assert_eq!(run.exit_code(), Some(1));
+    assert!(summary(&rec).starts_with("dpm: job failed: node 1 (h1) was lost: link closed"), "{}", summary(&rec));
+}
+
+#[test]
+fn the_daemons_going_away_ends_the_run() {
+    let (mut run, mut rec) = fixture(&[2]);
+    started(&mut run, &mut rec, &[0, 0]);
+    run.on_daemons_gone(&mut rec);
+    assert_eq!(run.exit_code(), Some(1));
+    assert_eq!(summary(&rec), "dpm: job failed: dpm: the node daemon went away");
+    assert_eq!(rec.shared.nodes.live(), 0, "the slots of jobs never reported are given back");
+}
+
+/// Defect: a control frame with no appnums or a rank beyond the size
+/// panicked the run's task; now the run fails saying why, sending nothing.
+#[test]
+fn a_job_that_does_not_hold_together_is_refused_not_a_panic() {
+    let bad: Vec<(&str, fn(&mut LaunchJob))> = vec![
+        ("appnums", |l| l.appnums.clear()),
+        ("rank 5", |l| l.procs.push(ProcSpec { rank: Rank(5), app: 0 })),
+        ("rank 1", |l| l.procs[0].rank = Rank(1)),
+        ("app 3", |l| l.procs[0].app = 3),
+        ("no processes", |l| {
+            l.size = 0;
+            l.node_of.clear();
+            l.appnums.clear();
+        }),
+        ("nodes", |l| l.node_of[1] = 9),
+    ];
+    for (what, spoil) in bad {
+        let (mut run, mut rec) = fixture(&[2]);
+        let mut launch = job(&mut rec, &[0, 0]);
+        spoil(&mut launch);
+        assert!(run.launch(&mut rec, launch).is_err(), "{what}");
+        run.settle(&mut rec);
+        assert_eq!(run.exit_code(), Some(2), "{what}");
+        assert!(summary(&rec).starts_with("dpm: job failed: invalid job: ") && summary(&rec).contains(what), "{what}: {}", summary(&rec));
+        assert!(rec.sent().is_empty(), "{what}: nothing sent");
+        assert_eq!(rec.shared.nodes.live(), 0, "{what}: nothing held");
+    }
+}
+
+#[test]
+fn stdin_goes_to_rank_0s_node_and_output_is_passed_on() {
+    let (mut run, mut rec) = fixture(&[1, 1]);
+    let j = started(&mut run, &mut rec, &[1, 0]);
+    rec.take();
+    run.on_stdin(&mut rec, b"hi".to_vec());
+    run.on_stdin(&mut rec, Vec::new());
+    let stdin: Vec<(NodeId, usize)> = rec.sent().iter().filter_map(|(n, m)| if let ToDaemon::Stdin { data, .. } = m { Some((*n, data.len())) } else { None }).collect();
+    assert_eq!(stdin, vec![(NodeId(1), 2), (NodeId(1), 0)]);
+    run.on_message(&mut rec, NodeId(1), ToLauncher::Output { job: j, rank: Rank(0), stream: dpm_proto::Stream::Stdout, data: b"out".to_vec() });
+    assert!(matches!(rec.effects.last(), Some(Effect::Output(_, Rank(0), _, d)) if d == b"out"));
+}
+
+#[test]
+fn rank_ranges_are_compact() {
+    assert_eq!(rank_ranges(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+    assert_eq!(rank_ranges(&[3]), "3");
+}

@@ -1,0 +1,144 @@
+//! How a run ends: the failure policy, the first failure, and the exit
+//! status with its summary line (README "Exit status").
+//!
+//! - The first failure decides; an earlier exit (by the nodes' clocks)
+//!   replaces a later one read first; an `MPI_Abort` replaces any failure
+//!   that is not itself an abort (peers cut off by it fail around it).
+//! - dpm's own SIGINT/SIGTERM/SIGHUP: 128+N; the timeout: 124 — except after
+//!   a lost node, which always decides: a boot that loses a node ends its
+//!   runs with SIGTERM, and its runs must fail naming the node.
+//! - Whether a failure ends the run at all is the run's [`FailurePolicy`].
+
+use dpm_kvs::{JobId, Rank};
+
+use super::signal_name;
+
+/// What a failure in a job does to the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Any failure in any job ends every job of the run and decides the
+    /// exit status (jobs of one run are connected: spawn, connect/accept —
+    /// one left alone would wait forever). dpm's behaviour for `dpm run`.
+    #[default]
+    EndRun,
+    /// A failure in a *spawned* job ends that job only; it is logged and
+    /// reported to nobody else: the run, its first job and its status go on
+    /// (an elastic application whose workers come and go). A failure in the
+    /// first job, a lost node, a signal or the timeout still end the run.
+    SurviveSpawnedJobs,
+}
+
+impl FailurePolicy {
+    /// Whether a failure in `job` (spawned or not) ends the run.
+    pub fn ends_run(self, spawned: bool) -> bool {
+        match self {
+            FailurePolicy::EndRun => true,
+            FailurePolicy::SurviveSpawnedJobs => !spawned,
+        }
+    }
+}
+
+/// The first failure of the run, which decides the exit status.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub summary: String,
+    /// The rank it was about, not counted among the ranks terminated because of it.
+    pub rank: Option<(JobId, Rank)>,
+    /// It was an `MPI_Abort`.
+    pub abort: bool,
+    /// A node was lost: decides even over dpm's own signal.
+    pub node_lost: bool,
+    /// When the failing process ended (µs since the epoch), for an exit.
+    pub at: Option<u64>,
+}
+
+/// The run's judgement so far (see the module documentation).
+#[derive(Default)]
+pub struct Verdict {
+    pub failure: Option<Failure>,
+    /// A signal dpm itself received and forwarded.
+    pub interrupted: Option<i32>,
+    pub timed_out: bool,
+    /// When dpm began killing because of a failure (µs since the epoch).
+    pub teardown_at: Option<u64>,
+    /// Ranks dpm killed because of the failure, per job, for the summary.
+    pub terminated: Vec<(JobId, usize)>,
+}
+
+impl Verdict {
+    /// The run is ending: no new processes.
+    pub fn ending(&self) -> bool {
+        self.interrupted.is_some() || self.timed_out || self.failure.is_some()
+    }
+
+    pub fn record(&mut self, code: i32, summary: String, rank: Option<(JobId, Rank)>) {
+        tracing::debug!("{summary}");
+        if self.failure.is_none() {
+            self.failure = Some(Failure { code, summary, rank, abort: false, node_lost: false, at: None });
+        }
+    }
+
+    /// A lost node, as the first failure, decides even over a later signal.
+    pub fn record_node_lost(&mut self, summary: String) {
+        tracing::debug!("{summary}");
+        if self.failure.is_none() {
+            self.failure = Some(Failure { code: 1, summary, rank: None, abort: false, node_lost: true, at: None });
+        }
+    }
+
+    /// A failed exit at `at`: the earliest one is the run's failure (unless an abort).
+    pub fn record_exit(&mut self, code: i32, summary: String, rank: (JobId, Rank), at: u64, now: u64) {
+        tracing::debug!("{summary}");
+        let replace = match &self.failure {
+            None => true,
+            Some(f) => !f.abort && f.at.is_some_and(|t| at < t),
+        };
+        if replace {
+            self.failure = Some(Failure { code, summary, rank: Some(rank), abort: false, node_lost: false, at: Some(at) });
+        }
+        if self.teardown_at.is_none() {
+            self.teardown_at = Some(now);
+        }
+    }
+
+    /// An `MPI_Abort` is the cause of whatever fails around it: peers cut off
+    /// mid-communication may exit before its message is read. So it replaces
+    /// an earlier failure that was not itself an abort.
+    pub fn record_abort(&mut self, code: i32, summary: String, rank: (JobId, Rank)) {
+        tracing::debug!("{summary}");
+        if self.failure.as_ref().is_none_or(|f| !f.abort) {
+            self.failure = Some(Failure { code, summary, rank: Some(rank), abort: true, node_lost: false, at: None });
+        }
+    }
+
+    /// The failing rank, not counted among those terminated because of it.
+    pub fn failed_rank(&self) -> Option<(JobId, Rank)> {
+        self.failure.as_ref().and_then(|f| f.rank)
+    }
+
+    /// dpm's exit status and the final line to say, if any.
+    pub fn conclude(&self) -> (i32, Option<String>) {
+        let lost = self.failure.as_ref().filter(|f| f.node_lost);
+        if let (Some(sig), None) = (self.interrupted, lost) {
+            return (128 + sig, Some(format!("dpm: job ended by {}", signal_name(sig))));
+        }
+        if self.timed_out && lost.is_none() {
+            return (124, None);
+        }
+        match &self.failure {
+            Some(f) => {
+                let total: usize = self.terminated.iter().map(|(_, n)| n).sum();
+                let detail = if total == 0 {
+                    String::new()
+                } else {
+                    let per_job: Vec<String> = self.terminated.iter().map(|(j, n)| format!("{n} of job {}", j.0)).collect();
+                    let s = if total == 1 { "" } else { "s" };
+                    format!("; {total} other rank{s} terminated ({})", per_job.join(", "))
+                };
+                (f.code, Some(format!("dpm: job failed: {}{detail}", f.summary)))
+            }
+            None => (0, None),
+        }
+    }
+}
