@@ -4,10 +4,11 @@
  *
  * Usage: pmi_bench [--pmi 1|2] [--reps N] [--warmup N] [--no-hints] PATTERN
  *
- * --pmi 2 (default) goes through libpmi2 (PMI-2 wire); with hints (the
+ * --pmi 2 (default) goes through dpm's libpmi2 (PMI-2 wire); with hints (the
  * default) dense keys are put with PMI2_HINT_DENSE, sparse ones with
- * PMI2_HINT_SPARSE. --pmi 1 goes through libpmi (PMI-1 wire: put, barrier,
- * get), which MPICH's Hydra serves too; it has no ring and no waiting get.
+ * PMI2_HINT_SPARSE. --pmi 1 goes through the benchmarks' own PMI-1 wire
+ * client, bench/common/pmi1.c (put, barrier, get), which MPICH's Hydra
+ * serves too; it has no ring and no waiting get.
  *
  * Patterns (one round; every key holds a 16-byte value, as in the paper):
  *   fence        an empty fence
@@ -37,8 +38,9 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <pmi.h>
 #include <pmi2.h>
+
+#include "pmi1.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,19 +62,32 @@ struct pmi_ops {
 static int rank, size, hints = 1;
 static char kvsname[BUF_LEN];          /* PMI-1 kvsname or PMI-2 job id */
 
-static int pmi1_put(const char *key, const char *value, int hint)
+/* The PMI-1 path: the wire client's job (its calls return 0 or -1). */
+static struct pmi1_job job1;
+
+static int wire1_put(const char *key, const char *value, int hint)
 {
     (void)hint;
-    return PMI_KVS_Put(kvsname, key, value);
+    return pmi1_put(&job1, key, value);
 }
 
-static int pmi1_get(int src, const char *key, char *value, int len, int wait)
+static int wire1_fence(void)
+{
+    return pmi1_barrier(&job1);
+}
+
+static int wire1_get(int src, const char *key, char *value, int len, int wait)
 {
     (void)src;
-    return wait ? PMI_FAIL : PMI_KVS_Get(kvsname, key, value, len);
+    return wait || len <= 0 ? -1 : pmi1_get(&job1, key, value, (size_t)len);
 }
 
-static const struct pmi_ops pmi1_ops = { pmi1_put, PMI_Barrier, pmi1_get, PMI_Finalize };
+static int wire1_finalize(void)
+{
+    return pmi1_finalize(&job1);
+}
+
+static const struct pmi_ops pmi1_ops = { wire1_put, wire1_fence, wire1_get, wire1_finalize };
 
 static int pmi2_put(const char *key, const char *value, int hint)
 {
@@ -237,10 +252,10 @@ static void pmi_start(int version)
 
     if (version == 1) {
         ops = &pmi1_ops;
-        CALL(PMI_Init(&spawned));
-        CALL(PMI_Get_rank(&rank));
-        CALL(PMI_Get_size(&size));
-        CALL(PMI_KVS_Get_my_name(kvsname, sizeof kvsname));
+        CALL(pmi1_init(&job1));
+        rank = (int)job1.rank;
+        size = (int)job1.size;
+        snprintf(kvsname, sizeof kvsname, "%s", job1.kvsname);
     } else {
         ops = &pmi2_ops;
         CALL(PMI2_Init(&spawned, &size, &rank, &appnum));

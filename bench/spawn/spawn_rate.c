@@ -25,6 +25,7 @@
  * aborts the job, so a failure is a non-zero exit status, never a number.
  */
 #include "spawn_common.h"
+#include "mpi_children.h"
 
 #include <string.h>
 #include <time.h>
@@ -67,24 +68,19 @@ static MPI_Comm child_spawn(int k, int rank)
     return inter;
 }
 
-/* Release the children of every intercommunicator, then disconnect them. */
-static void children_release(MPI_Comm *inters, int count)
+/* spawn_rate_loop's callback: ctx is {k, rank}. */
+static MPI_Comm spawn_one(void *ctx)
 {
-    MPI_Request *reqs = malloc((size_t)count * sizeof *reqs);
+    const int *k_rank = ctx;
 
-    for (int i = 0; i < count; i++)
-        mpi_check(MPI_Ibarrier(inters[i], &reqs[i]), "MPI_Ibarrier");
-    mpi_check(MPI_Waitall(count, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
-    for (int i = 0; i < count; i++)
-        mpi_check(MPI_Comm_disconnect(&inters[i]), "MPI_Comm_disconnect");
-    free(reqs);
+    return child_spawn(k_rank[0], k_rank[1]);
 }
 
 int main(int argc, char **argv)
 {
-    MPI_Comm parent, *inters;
-    int rank, size, count, k = 1, warmup = 2;
-    double *times, t0, t1;
+    MPI_Comm parent;
+    int rank, size, count, k = 1, warmup = 2, k_rank[2];
+    double *times, seconds;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_get_parent(&parent);
@@ -107,32 +103,19 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-    inters = malloc((size_t)(count > warmup ? count : warmup) * sizeof *inters);
     times = malloc((size_t)count * sizeof *times);
-    for (int i = 0; i < warmup; i++)
-        inters[i] = child_spawn(k, rank);
-    if (warmup > 0)
-        children_release(inters, warmup);
-
-    mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-    t0 = MPI_Wtime();
-    for (int i = 0; i < count; i++) {
-        double ts = MPI_Wtime();
-        inters[i] = child_spawn(k, rank);
-        times[i] = MPI_Wtime() - ts;
-    }
-    t1 = MPI_Wtime();
-    children_release(inters, count);
+    k_rank[0] = k;
+    k_rank[1] = rank;
+    seconds = spawn_rate_loop(spawn_one, k_rank, count, warmup, times);
 
     if (rank == 0) {
         printf("spawn_rate k=%d n=%d count=%d seconds=%.4f rate=%.2f",
-               k, size, count, t1 - t0, count / (t1 - t0));
+               k, size, count, seconds, count / seconds);
         times_print("times_ms", times, count);
         printf("\n");
         fflush(stdout);
     }
     free(times);
-    free(inters);
     MPI_Finalize();
     return 0;
 }

@@ -20,35 +20,19 @@
  * launcher really ran every rank. Timed runs stay silent.
  *
  * Exit status: 0 on success, 1 if a value was wrong, 2 on a protocol or
- * I/O error (error reply, unexpected reply, EOF), 3 on usage errors.
+ * I/O error (error reply, unexpected reply, EOF, missing PMI_RANK/PMI_SIZE/
+ * PMI_FD), 3 on usage errors. The wire client is bench/common/pmi1.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "pmi1_wire.h"
+#include "pmi1.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define VALUE_LEN 64
-#define KVS_MAX 256        /* Hydra's kvsname_max */
 
 enum pattern { PATTERN_NEIGHBOURS, PATTERN_ALL };
-
-/* Read a non-negative integer from the environment; -1 if unset or bad. */
-static long env_long(const char *name)
-{
-    const char *s = getenv(name);
-    char *end = NULL;
-    long v;
-
-    if (s == NULL)
-        return -1;
-    v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < 0)
-        return -1;
-    return v;
-}
 
 /* The value rank r puts: "r<rank>-" then hex filler, VALUE_LEN characters. */
 static void value_make(long r, char *out)
@@ -63,55 +47,27 @@ static void value_make(long r, char *out)
 
 /* Get rank r's key and compare it with what r must have put.
  * Returns 0, 1 (wrong value) or 2 (protocol error). */
-static int key_check(struct pmi1_conn *c, const char *kvs, long r, long me)
+static int key_check(struct pmi1_job *job, long r)
 {
-    char req[PMI1_LINE_MAX], reply[PMI1_LINE_MAX];
-    char got[PMI1_LINE_MAX], want[VALUE_LEN + 1];
+    char key[32], got[PMI1_LINE_MAX], want[VALUE_LEN + 1];
 
-    snprintf(req, sizeof(req), "cmd=get kvsname=%s key=k-%ld\n", kvs, r);
-    if (conn_call(c, req, "get_result", reply, sizeof(reply)) < 0)
+    snprintf(key, sizeof(key), "k-%ld", r);
+    if (pmi1_get(job, key, got, sizeof(got)) < 0)
         return 2;
-    if (attr_get(reply, "value", got, sizeof(got)) < 0) {
-        fprintf(stderr, "pmi1_client: rank %ld: no value in '%s'\n", me, reply);
-        return 2;
-    }
     value_make(r, want);
     if (strcmp(got, want) != 0) {
         fprintf(stderr, "pmi1_client: rank %ld: key k-%ld is '%s', expected '%s'\n",
-                me, r, got, want);
+                job->rank, r, got, want);
         return 1;
     }
     return 0;
 }
 
-/* Run the init/put/barrier sequence; kvs receives the kvsname. 0 or 2. */
-static int job_join(struct pmi1_conn *c, long rank, char *kvs, size_t cap)
-{
-    char req[PMI1_LINE_MAX], reply[PMI1_LINE_MAX], value[VALUE_LEN + 1];
-
-    if (conn_call(c, "cmd=init pmi_version=1 pmi_subversion=1\n",
-                  "response_to_init", reply, sizeof(reply)) < 0
-        || conn_call(c, "cmd=get_maxes\n", "maxes", reply, sizeof(reply)) < 0
-        || conn_call(c, "cmd=get_my_kvsname\n", "my_kvsname", reply, sizeof(reply)) < 0)
-        return 2;
-    if (attr_get(reply, "kvsname", kvs, cap) < 0) {
-        fprintf(stderr, "pmi1_client: no kvsname in '%s'\n", reply);
-        return 2;
-    }
-    value_make(rank, value);
-    snprintf(req, sizeof(req), "cmd=put kvsname=%s key=k-%ld value=%s\n", kvs, rank, value);
-    if (conn_call(c, req, "put_result", reply, sizeof(reply)) < 0
-        || conn_call(c, "cmd=barrier_in\n", "barrier_out", reply, sizeof(reply)) < 0)
-        return 2;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    struct pmi1_conn conn;
-    char kvs[KVS_MAX], reply[PMI1_LINE_MAX];
+    struct pmi1_job job;
+    char key[32], value[VALUE_LEN + 1];
     enum pattern pattern;
-    long rank, size;
     int report = 0;
     int rc = 0;
 
@@ -125,31 +81,26 @@ int main(int argc, char **argv)
         return 3;
     }
     pattern = strcmp(argv[1], "all") == 0 ? PATTERN_ALL : PATTERN_NEIGHBOURS;
-    rank = env_long("PMI_RANK");
-    size = env_long("PMI_SIZE");
-    if (rank < 0 || size <= 0 || rank >= size) {
-        fprintf(stderr, "pmi1_client: PMI_RANK/PMI_SIZE missing or invalid\n");
-        return 3;
-    }
-    if (conn_open(&conn) < 0)
-        return 3;
-    if (job_join(&conn, rank, kvs, sizeof(kvs)) != 0)
+    if (pmi1_init(&job) < 0)
+        return 2;
+    snprintf(key, sizeof(key), "k-%ld", job.rank);
+    value_make(job.rank, value);
+    if (pmi1_put(&job, key, value) < 0 || pmi1_barrier(&job) < 0)
         return 2;
 
     if (pattern == PATTERN_NEIGHBOURS) {
-        rc = key_check(&conn, kvs, (rank + size - 1) % size, rank);
+        rc = key_check(&job, (job.rank + job.size - 1) % job.size);
         if (rc == 0)
-            rc = key_check(&conn, kvs, (rank + 1) % size, rank);
+            rc = key_check(&job, (job.rank + 1) % job.size);
     } else {
-        for (long r = 0; r < size && rc == 0; r++)
-            rc = key_check(&conn, kvs, r, rank);
+        for (long r = 0; r < job.size && rc == 0; r++)
+            rc = key_check(&job, r);
     }
     if (rc != 0)
         return rc;
-
-    if (conn_call(&conn, "cmd=finalize\n", "finalize_ack", reply, sizeof(reply)) < 0)
+    if (pmi1_finalize(&job) < 0)
         return 2;
     if (report)
-        printf("pmi1_client rank %ld of %ld: %s ok\n", rank, size, argv[1]);
+        printf("pmi1_client rank %ld of %ld: %s ok\n", job.rank, job.size, argv[1]);
     return 0;
 }

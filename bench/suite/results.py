@@ -14,6 +14,10 @@ import json
 import math
 import os
 import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from dpmbench.table import markdown as table  # noqa: E402
 
 SETS = ["startup", "spawn", "intercomm", "onesided"]
 
@@ -206,17 +210,6 @@ def cell(a, spread=True):
     if spread and a.n > 1:
         return "%s (%s–%s)" % (fmt(a.median), fmt(a.min), fmt(a.max))
     return fmt(a.median)
-
-
-def table(heads, rows):
-    if not rows:
-        return ""
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(heads)]
-    lines = ["| " + " | ".join(str(h).ljust(w) for h, w in zip(heads, widths)) + " |",
-             "| " + " | ".join("-" * w for w in widths) + " |"]
-    for r in rows:
-        lines.append("| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths)) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def ratio_cols(ix, values, ref="dpm"):

@@ -39,6 +39,7 @@
  * one host (or with synchronised clocks) only.
  */
 #include "harness.h"
+#include "mpi_children.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -283,17 +284,17 @@ static MPI_Comm rate_spawn(bench *b, int k)
     return inter;
 }
 
-/* Release the children of every intercommunicator, then disconnect them. */
-static void children_release(MPI_Comm *inters, int count)
-{
-    MPI_Request *reqs = malloc((size_t)count * sizeof *reqs);
+/* spawn_rate_loop's callback. */
+struct rate_ctx {
+    bench *b;
+    int k;
+};
 
-    for (int i = 0; i < count; i++)
-        mpi_check(MPI_Ibarrier(inters[i], &reqs[i]), "MPI_Ibarrier");
-    mpi_check(MPI_Waitall(count, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall");
-    for (int i = 0; i < count; i++)
-        mpi_check(MPI_Comm_disconnect(&inters[i]), "MPI_Comm_disconnect");
-    free(reqs);
+static MPI_Comm rate_spawn_one(void *ctx)
+{
+    struct rate_ctx *c = ctx;
+
+    return rate_spawn(c->b, c->k);
 }
 
 static void rate_run(bench *b)
@@ -301,35 +302,20 @@ static void rate_run(bench *b)
     int count = (int)option_long(b, "rate-count");
     int k = (int)option_long(b, "rate-children");
     int warmup = (int)option_long(b, "spawn-warmup");
-    MPI_Comm *inters;
-    double *each, t0, t1, rate;
+    struct rate_ctx ctx = { b, k };
+    double *each, seconds, rate;
     char variant[64], extra[128];
 
     if (count < 1 || k < 1)
         bench_fail("--rate-count and --rate-children must be positive");
-    inters = malloc((size_t)(count > warmup ? count : warmup + 1) * sizeof *inters);
     each = malloc((size_t)count * sizeof *each);
-    for (int i = 0; i < warmup; i++)
-        inters[i] = rate_spawn(b, k);
-    if (warmup > 0)
-        children_release(inters, warmup);
-    mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-    t0 = MPI_Wtime();
-    for (int i = 0; i < count; i++) {
-        double ts = MPI_Wtime();
-
-        inters[i] = rate_spawn(b, k);
-        each[i] = MPI_Wtime() - ts;
-    }
-    t1 = MPI_Wtime();
-    children_release(inters, count);
-    rate = count / (t1 - t0);
+    seconds = spawn_rate_loop(rate_spawn_one, &ctx, count, warmup, each);
+    rate = count / seconds;
     snprintf(variant, sizeof variant, "children=%d", k);
-    snprintf(extra, sizeof extra, "\"count\":%d,\"seconds\":%.6f", count, t1 - t0);
+    snprintf(extra, sizeof extra, "\"count\":%d,\"seconds\":%.6f", count, seconds);
     result_write(b, "rate", variant, -1, b->size, &rate, 1, 1.0, "spawns/s", extra);
     result_write(b, "rate_each", variant, -1, b->size, each, count, 1e3, "ms", extra);
     free(each);
-    free(inters);
 }
 
 int main(int argc, char **argv)

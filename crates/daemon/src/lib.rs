@@ -59,7 +59,7 @@ fn node_span(node: usize, host: &str) -> tracing::Span {
     tracing::error_span!("node", node, host)
 }
 
-/// `tokio::spawn` in the current span (the node's).
+/// `tokio::spawn` in the caller's span (in a daemon: the node's).
 fn spawn_here<F>(future: F) -> tokio::task::JoinHandle<F::Output>
 where
     F: std::future::Future + Send + 'static,
@@ -68,7 +68,7 @@ where
     tokio::spawn(future.in_current_span())
 }
 
-/// `tokio::task::spawn_local` in the current span (the node's).
+/// `tokio::task::spawn_local` in the caller's span (in a daemon: the node's).
 fn spawn_local_here<F>(future: F) -> tokio::task::JoinHandle<F::Output>
 where
     F: std::future::Future + 'static,

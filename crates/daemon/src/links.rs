@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
 use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
@@ -137,8 +138,8 @@ impl ChildDaemon {
         let pid = process.id();
         let on_lost = move || {
             if let Some(pid) = pid {
-                // SAFETY: kill(2) on our own child, not yet reaped.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                // Our own child, not yet reaped: the pid is still its.
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
             }
         };
         let (down, _reader) = bridge_link(node, stdout, stdin, on_lost, up);
@@ -163,7 +164,7 @@ where
     W: AsyncWrite + Unpin + 'static,
 {
     let (down_tx, mut down_rx) = mpsc::unbounded_channel::<ToDaemon>();
-    tokio::task::spawn_local(async move {
+    crate::spawn_local_here(async move {
         loop {
             let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
                 Ok(Some(msg)) => msg,
@@ -175,7 +176,7 @@ where
             }
         }
     });
-    let reader = tokio::task::spawn_local(async move {
+    let reader = crate::spawn_local_here(async move {
         loop {
             let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToLauncher>(&mut reader)).await {
                 Ok(Ok(ToLauncher::Heartbeat)) => continue,
@@ -228,13 +229,14 @@ pub async fn start_children(
     for &node in nodes {
         let mut child = start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose, secret)?;
         let (me, secret, spec) = (me.to_string(), secret.clone(), spec.clone());
-        greeting.spawn_local(async move {
+        let greet = async move {
             child.greet(&me, &secret).await?;
             if !dpm_proto::tree::children(Some(child.node), spec.hosts.len(), spec.fanout).is_empty() {
                 child.send(&ToDaemon::Tree(spec)).await?;
             }
             Ok::<_, String>(child)
-        });
+        };
+        greeting.spawn_local(greet.in_current_span());
     }
     let mut linked = Vec::with_capacity(nodes.len());
     while let Some(done) = greeting.join_next().await {

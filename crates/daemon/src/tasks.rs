@@ -76,8 +76,15 @@ pub fn watch_proc(
     spawn_here(async move {
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
         let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }.ok();
+        let piped = [stdout.is_some(), stderr.is_some()];
         let mut out = stdout.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
         let mut err = stderr.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
+        // A pipe that cannot be read counts as closed.
+        for (piped, stream, open) in [(piped[0], Stream::Stdout, out.is_some()), (piped[1], Stream::Stderr, err.is_some())] {
+            if piped && !open {
+                let _ = events.send(Event::OutputClosed { job, rank, stream });
+            }
+        }
         let mut out_buf = vec![0u8; 16 * 1024];
         let mut err_buf = vec![0u8; 16 * 1024];
         // Without a pidfd its exit is never known: only its output is forwarded.

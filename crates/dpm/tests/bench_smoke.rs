@@ -8,6 +8,8 @@
 //! draws the plots. The test then checks the results directory from the
 //! outside: the schema validator again, every record checked and from dpm,
 //! each benchmark present, the PNGs, and that no process was left behind.
+//! A second test runs the unit tests of bench/dpmbench, the toolkit every
+//! runner under bench/ uses.
 
 mod common;
 
@@ -181,4 +183,24 @@ fn bench_suite_smoke_under_dpm() {
     let left = leftovers_after(&marker, LEFTOVER_GRACE);
     assert!(left.is_empty(), "processes of the benchmark run were left behind: {left:?}");
     let _ = fs::remove_dir_all(&out);
+}
+
+/// The benchmark toolkit's own unit tests (bench/dpmbench: the process
+/// runner's timeout and group kill, the alternation, the statistics, the
+/// tables, the launchers' command lines), which every runner builds on.
+#[test]
+fn dpmbench_unit_tests() {
+    let root = repo_root();
+    let out = Command::new("python3")
+        .args(["-m", "unittest", "discover", "-s"])
+        .arg(root.join("bench/dpmbench"))
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run python3 -m unittest");
+    assert!(
+        out.status.success(),
+        "bench/dpmbench unit tests failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

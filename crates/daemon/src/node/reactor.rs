@@ -90,12 +90,12 @@ impl NodeReactor {
     /// A message from the parent. `Shutdown` is the driver's business (it
     /// stops feeding the reactor and calls [`NodeReactor::shutdown`]);
     /// heartbeats and the tree are the link's.
-    pub fn on_message(&mut self, fx: &mut impl NodeEffects, msg: ToDaemon) {
+    pub fn on_message(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: ToDaemon) {
         self.message(fx, msg);
         self.apply_engine(fx);
     }
 
-    fn message(&mut self, fx: &mut impl NodeEffects, msg: ToDaemon) {
+    fn message(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: ToDaemon) {
         match msg {
             ToDaemon::Launch(job) => self.launch(fx, job),
             ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, delta),
@@ -130,13 +130,13 @@ impl NodeReactor {
 
     /// Bytes read on PMI connection `conn`. The replies are written through
     /// [`NodeEffects::pmi_write`] before this returns: one read, one write.
-    pub fn on_pmi_bytes(&mut self, fx: &mut impl NodeEffects, conn: ConnId, bytes: &[u8]) {
+    pub fn on_pmi_bytes(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId, bytes: &[u8]) {
         self.engine.on_bytes(conn, bytes);
         self.apply_engine(fx);
     }
 
     /// PMI connection `conn` closed: its process's PMI state is final.
-    pub fn on_pmi_closed(&mut self, fx: &mut impl NodeEffects, conn: ConnId) {
+    pub fn on_pmi_closed(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId) {
         let Some(job) = self.conns.remove(&conn) else { return };
         let rank = self.engine.rank(conn);
         let state = self.engine.detach(conn);
@@ -162,12 +162,12 @@ impl NodeReactor {
     }
 
     /// A process wrote to its stdout or stderr.
-    pub fn on_output(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) {
+    pub fn on_output(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) {
         fx.send_up(ToLauncher::Output { job, rank, stream, data });
     }
 
     /// A process's stdout or stderr reached end of file.
-    pub fn on_output_closed(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, stream: Stream) {
+    pub fn on_output_closed(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream) {
         let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
         match stream {
             Stream::Stdout => p.stdout_open = false,
@@ -177,7 +177,7 @@ impl NodeReactor {
     }
 
     /// A process was reaped at `at` (µs since the epoch).
-    pub fn on_exited(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, status: ExitStatus, at: u64) {
+    pub fn on_exited(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, status: ExitStatus, at: u64) {
         let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
         if p.exit.is_some() {
             return;
@@ -187,7 +187,7 @@ impl NodeReactor {
         self.report_exit_if_due(fx, job, rank);
     }
 
-    pub fn on_timer(&mut self, fx: &mut impl NodeEffects, timer: Timer) {
+    pub fn on_timer(&mut self, fx: &mut (impl NodeEffects + ?Sized), timer: Timer) {
         match timer {
             Timer::DrainGrace { job, rank } => {
                 let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
@@ -198,7 +198,7 @@ impl NodeReactor {
     }
 
     /// The node stops: every job goes as if forgotten.
-    pub fn shutdown(&mut self, fx: &mut impl NodeEffects) {
+    pub fn shutdown(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
         let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
         for job in jobs {
             self.forget(fx, job);
@@ -225,7 +225,7 @@ impl NodeReactor {
         });
     }
 
-    fn launch(&mut self, fx: &mut impl NodeEffects, spec: LaunchJob) {
+    fn launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: LaunchJob) {
         let job = spec.job;
         self.register_job(&spec);
         let mut entry = JobProcs { kvsname: spec.kvsname.clone(), ..JobProcs::default() };
@@ -280,7 +280,7 @@ impl NodeReactor {
         tracing::debug!(%job, ranks = local_n, "launched")
     }
 
-    fn launch_failed(&self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, error: String, errno: i32) {
+    fn launch_failed(&self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, error: String, errno: i32) {
         tracing::error!(%job, rank = rank.0, "{error}");
         fx.send_up(ToLauncher::LaunchFailed { job, rank, error, errno });
     }
@@ -307,7 +307,7 @@ impl NodeReactor {
     }
 
     /// A process of a launch started.
-    fn started(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank, s: ProcStarted) {
+    fn started(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, s: ProcStarted) {
         let Some(j) = self.jobs.get_mut(&job) else { return };
         // The group we asked for, never one read back: a process that has not
         // yet moved would report dpm's own group, and the job's end kills it.
@@ -326,7 +326,7 @@ impl NodeReactor {
     }
 
     /// Serve an already running process (an MPICH singleton).
-    fn adopt_foreign(&mut self, fx: &mut impl NodeEffects, launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32) {
+    fn adopt_foreign(&mut self, fx: &mut (impl NodeEffects + ?Sized), launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32) {
         let job = launch.job;
         self.register_job(&launch);
         self.jobs.insert(job, JobProcs { kvsname: launch.kvsname.clone(), ..JobProcs::default() });
@@ -354,7 +354,7 @@ impl NodeReactor {
         self.conns.insert(conn, job);
     }
 
-    fn report_exit_if_due(&mut self, fx: &mut impl NodeEffects, job: JobId, rank: Rank) {
+    fn report_exit_if_due(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank) {
         let Some((status, at)) = self.procs.get(&(job, rank)).and_then(Proc::exit_due) else { return };
         let proc = self.procs.remove(&(job, rank)).expect("present");
         // A connection still open (a grandchild holds it, or the grace period
@@ -371,7 +371,7 @@ impl NodeReactor {
         fx.send_up(ToLauncher::Exited { job, rank, pid: proc.pid as u32, status, pmi, at });
     }
 
-    fn signal_job(&mut self, fx: &mut impl NodeEffects, job: JobId, signal: i32) {
+    fn signal_job(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, signal: i32) {
         let Some(j) = self.jobs.get(&job) else { return };
         for &pgid in &j.pgids {
             fx.kill_group(pgid, signal);
@@ -382,7 +382,7 @@ impl NodeReactor {
         }
     }
 
-    fn forget(&mut self, fx: &mut impl NodeEffects, job: JobId) {
+    fn forget(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
         // Whatever is left of the job (grandchildren in its groups) goes now.
         self.signal_job(fx, job, libc::SIGKILL);
         if let Some(j) = self.jobs.remove(&job) {
@@ -408,7 +408,7 @@ impl NodeReactor {
         }
     }
 
-    fn apply_engine(&mut self, fx: &mut impl NodeEffects) {
+    fn apply_engine(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
         for effect in self.engine.take_effects() {
             match effect {
                 Effect::Send(conn, bytes) => fx.pmi_write(conn, &bytes),

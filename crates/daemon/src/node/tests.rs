@@ -45,6 +45,13 @@ fn launched(r: &mut NodeReactor, fx: &mut RecordingEffects, local: u32) -> Vec<C
     conns
 }
 
+/// Each connection says PMI-1 `init`.
+fn init(r: &mut NodeReactor, fx: &mut RecordingEffects, conns: &[ConnId]) {
+    for &conn in conns {
+        assert!(talk(r, fx, conn, "cmd=init pmi_version=1 pmi_subversion=1\n").starts_with("cmd=response_to_init rc=0"));
+    }
+}
+
 fn talk(r: &mut NodeReactor, fx: &mut RecordingEffects, conn: ConnId, line: &str) -> String {
     r.on_pmi_bytes(fx, conn, line.as_bytes());
     fx.take_written(conn)
@@ -86,7 +93,7 @@ fn a_port_mode_launch_opens_the_jobs_port_and_passes_it() {
     }
     // A connection on the port is served until the job is forgotten.
     let conn = r.on_port_connection(J).expect("the job is known");
-    assert!(talk(&mut r, &mut fx, conn, "cmd=init pmi_version=1 pmi_subversion=1\n").starts_with("cmd=response_to_init rc=0"));
+    init(&mut r, &mut fx, &[conn]);
     r.on_message(&mut fx, ToDaemon::Forget { job: J });
     assert!(fx.log.iter().any(|e| matches!(e, Recorded::ClosePort(J))));
     assert!(fx.log.iter().any(|e| matches!(e, Recorded::PmiDrop(c) if *c == conn)));
@@ -116,9 +123,7 @@ fn pmi_requests_are_answered_on_their_connection() {
 fn a_fence_goes_up_once_for_the_node_and_its_completion_releases_every_rank() {
     let (mut r, mut fx) = node();
     let c = launched(&mut r, &mut fx, 2);
-    for &conn in &c {
-        talk(&mut r, &mut fx, conn, "cmd=init pmi_version=1 pmi_subversion=1\n");
-    }
+    init(&mut r, &mut fx, &c);
     assert_eq!(talk(&mut r, &mut fx, c[0], "cmd=put kvsname=kvs_7_3 key=k0 value=v0\n"), "cmd=put_result rc=0\n");
     assert_eq!(talk(&mut r, &mut fx, c[0], "cmd=barrier_in\n"), "", "waits for rank 1");
     assert!(fx.take_up().is_empty(), "nothing goes up before every local rank entered");
@@ -144,7 +149,7 @@ fn exited(fx: &mut RecordingEffects) -> Vec<(Rank, ExitStatus, PmiProgress)> {
 fn an_exit_is_reported_only_after_its_pmi_connection_and_output_closed() {
     let (mut r, mut fx) = node();
     let c = launched(&mut r, &mut fx, 1);
-    talk(&mut r, &mut fx, c[0], "cmd=init pmi_version=1 pmi_subversion=1\n");
+    init(&mut r, &mut fx, &c);
     assert_eq!(talk(&mut r, &mut fx, c[0], "cmd=finalize\n"), "cmd=finalize_ack rc=0\n");
     r.on_output(&mut fx, J, Rank(0), Stream::Stdout, b"bye\n".to_vec());
     r.on_exited(&mut fx, J, Rank(0), ExitStatus::Code(0), 42);
@@ -168,7 +173,7 @@ fn an_exit_is_reported_only_after_its_pmi_connection_and_output_closed() {
 fn an_exit_held_up_by_an_open_connection_is_reported_after_the_grace() {
     let (mut r, mut fx) = node();
     let c = launched(&mut r, &mut fx, 2);
-    talk(&mut r, &mut fx, c[1], "cmd=init pmi_version=1 pmi_subversion=1\n");
+    init(&mut r, &mut fx, &c[1..]);
     // A grandchild keeps rank 1's connection and stdout open.
     r.on_output_closed(&mut fx, J, Rank(1), Stream::Stderr);
     r.on_exited(&mut fx, J, Rank(1), ExitStatus::Signal(9), 7);
@@ -223,9 +228,7 @@ fn signals_reach_the_group_and_each_rank_and_forget_cleans_up() {
 fn a_spawn_goes_up_and_its_answer_comes_back_to_the_asking_connection() {
     let (mut r, mut fx) = node();
     let c = launched(&mut r, &mut fx, 2);
-    for &conn in &c {
-        talk(&mut r, &mut fx, conn, "cmd=init pmi_version=1 pmi_subversion=1\n");
-    }
+    init(&mut r, &mut fx, &c);
     let block = "mcmd=spawn\nnprocs=2\nexecname=./child\ntotspawns=1\nspawnssofar=1\nargcnt=0\npreput_num=0\ninfo_num=0\nendcmd\n";
     r.on_pmi_bytes(&mut fx, c[1], block.as_bytes());
     let ups = fx.take_up();
@@ -282,4 +285,13 @@ fn an_adopted_singleton_is_served_and_watched() {
     r.on_exited(&mut fx, J, Rank(0), ExitStatus::Code(0), 1);
     r.on_pmi_closed(&mut fx, *conn);
     assert_eq!(exited(&mut fx), vec![(Rank(0), ExitStatus::Code(0), PmiProgress::Active)]);
+}
+
+#[test]
+fn the_reactor_takes_its_effects_as_a_trait_object() {
+    // An in-process cluster may wire nodes through `dyn NodeEffects`.
+    let (mut r, mut rec) = node();
+    let fx: &mut dyn NodeEffects = &mut rec;
+    r.on_message(fx, ToDaemon::Launch(launch(1, 1, PmiMode::Fd)));
+    assert_eq!(rec.starts().len(), 1);
 }

@@ -149,6 +149,11 @@ impl TreeNode {
         match msg {
             ToDaemon::Routed { node: to, msg } => {
                 self.router.observe(to, &msg);
+                if let ToDaemon::Forget { job } = *msg {
+                    // A job killed mid-fence never completes it: drop its
+                    // arrivals (a boot's daemons live through many jobs).
+                    self.fences.retain(|(j, _), _| *j != job);
+                }
                 let Some(msg) = self.pass_down(to, *msg, &mut out) else { return out };
                 if to == self.router.me {
                     out.push(TreeAction::Own(msg));

@@ -274,3 +274,16 @@ fn a_job_on_one_node_of_a_child_subtree_passes_through_unmerged() {
     s.report(3, ToLauncher::FenceIn { job: J, epoch: 2, count: 1, puts: vec![] });
     assert!(matches!(&s.launcher[..], [ToLauncher::FromNode { node: 0, msg }] if matches!(**msg, ToLauncher::FenceIn { count: 2, .. })));
 }
+
+#[test]
+fn a_forgotten_jobs_partial_fence_is_dropped() {
+    let mut t = node0(KvsDesign::Allgather);
+    let arrive = |t: &mut TreeNode, from| t.from_below(from, ToLauncher::FenceIn { job: J, epoch: 5, count: 1, puts: vec![] });
+    assert!(arrive(&mut t, 2).is_empty());
+    // The job ends (its first Forget passes through here towards node 2).
+    t.from_parent(routed(2, ToDaemon::Forget { job: J }));
+    assert!(arrive(&mut t, 0).is_empty());
+    assert!(arrive(&mut t, 3).is_empty(), "node 2's arrival before the Forget no longer counts");
+    let out = arrive(&mut t, 2);
+    assert!(matches!(&out[..], [TreeAction::Parent(ToLauncher::FromNode { node: 0, msg })] if matches!(**msg, ToLauncher::FenceIn { count: 3, .. })), "{out:?}");
+}

@@ -1,0 +1,11 @@
+"""dpmbench.runners: the runners under bench/ (bench/run dispatches to them)."""
+
+# name: (script under bench/, what it measures)
+RUNNERS = {
+    "startup": ("startup/run", "job start and end: /bin/true, MPI hello, raw PMI-1 clients"),
+    "spawn": ("spawn/run", "MPI_Comm_spawn latency and rate"),
+    "leak": ("spawn/leak", "dpm's memory, fds, threads over many spawns"),
+    "pmi": ("pmi/run", "PMI access patterns (paper 004, Figure 7) over virtual nodes"),
+    "scale": ("scale/run", "costs against nodes: virtual nodes, netns hosts, booted trees"),
+    "suite": ("suite/run", "the suite (startup, spawn, intercomm, onesided) for any MPI"),
+}
