@@ -1,0 +1,522 @@
+//! [`Cluster`]: N real node reactors, each with its real [`TreeNode`], under
+//! one real run reactor, wired the way dpm's links wire them — every message
+//! to a node wrapped as `Routed` and passed down by next hop, everything up
+//! wrapped as `FromNode` and merged on the way — under a virtual clock, with
+//! scripted processes ([`crate::process`]) in place of MPI programs.
+//!
+//! Each delivery is an event at a virtual time (now plus the [`Costs`] of
+//! the hop), taken in time order and, at equal times, in the order it was
+//! made: a run is deterministic.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
+use std::time::Duration;
+
+use dpm_daemon::node::{NodeReactor, Timer as NodeTimer};
+use dpm_daemon::tree::{TreeAction, TreeNode};
+use dpm_daemon::DaemonConfig;
+use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
+use dpm_launcher::node_table::{fill, NodeTable};
+use dpm_launcher::plan::PlannedJob;
+use dpm_launcher::run::{FailurePolicy, Run, Settings, Timer as RunTimer, TreeShared};
+use dpm_launcher::spawn::SpawnContext;
+use dpm_pmi::ConnId;
+use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, Stream, ToDaemon, ToLauncher};
+
+use crate::effects::{NodeFx, NodeOut, RunFx, RunOut};
+use crate::process::{Action, Proc, Script};
+
+/// What each kind of event costs in virtual time.
+#[derive(Clone, Copy, Debug)]
+pub struct Costs {
+    /// One hop on a daemon link (launcher ↔ daemon, daemon ↔ daemon).
+    pub link_hop: Duration,
+    /// A PMI request or reply crossing a rank's socket.
+    pub pmi_io: Duration,
+    /// From a start to the process's first step (exec and library start).
+    pub proc_start: Duration,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Costs { link_hop: Duration::from_micros(50), pmi_io: Duration::from_micros(5), proc_start: Duration::from_millis(1) }
+    }
+}
+
+/// How a cluster is laid out and what its run is told.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub nodes: usize,
+    pub slots: u32,
+    pub fanout: usize,
+    pub kvs: KvsDesign,
+    pub no_oversubscribe: bool,
+    pub kill_grace: Duration,
+    pub costs: Costs,
+}
+
+impl Layout {
+    pub fn nodes(nodes: usize) -> Self {
+        Layout {
+            nodes,
+            slots: 2,
+            fanout: 32,
+            kvs: KvsDesign::default(),
+            no_oversubscribe: false,
+            kill_grace: Duration::from_secs(3),
+            costs: Costs::default(),
+        }
+    }
+}
+
+/// The virtual epoch: the daemons' `at` and the run's clock are µs since the
+/// Unix epoch; virtual time 0 is this.
+const EPOCH_MICROS: u64 = 1_700_000_000_000_000;
+
+#[derive(Debug)]
+enum Event {
+    /// A frame arriving at `node` from its parent.
+    Down { node: usize, msg: ToDaemon },
+    /// A frame from `origin` (unwrapped from `FromNode`) arriving at `to`
+    /// (`None`: the launcher) from a child link.
+    Up { to: Option<usize>, origin: usize, msg: ToLauncher },
+    /// A rank's request reaching its node.
+    Pmi { node: usize, conn: ConnId, bytes: Vec<u8> },
+    /// The node's reply reaching a rank.
+    Reply { proc: usize, bytes: Vec<u8> },
+    /// A rank goes on with its script.
+    Wake { proc: usize },
+    NodeTimer { node: usize, timer: NodeTimer },
+    RunTimer { timer: RunTimer, generation: u64 },
+    Signal(i32),
+    LoseNode(usize),
+}
+
+/// One scripted process.
+pub struct Process {
+    pub node: usize,
+    pub job: JobId,
+    pub rank: Rank,
+    pub pid: i32,
+    pub pgid: i32,
+    conn: Option<ConnId>,
+    pub proc: Proc,
+    /// How it ended, once it did.
+    pub end: Option<ExitStatus>,
+    /// When it was started, and when each reply reached it.
+    pub started_at: Duration,
+    pub reply_times: Vec<Duration>,
+    waiting: bool,
+    /// Only SIGKILL ends it.
+    ignores_term: bool,
+}
+
+struct Node {
+    reactor: NodeReactor,
+    tree: TreeNode,
+    alive: bool,
+}
+
+/// See the module documentation.
+pub struct Cluster {
+    layout: Layout,
+    now: Duration,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Duration, u64)>>,
+    events: HashMap<u64, Event>,
+    nodes: Vec<Node>,
+    run: Run,
+    shared: TreeShared,
+    scripts: HashMap<String, Script>,
+    pub procs: Vec<Process>,
+    conns: HashMap<(usize, ConnId), usize>,
+    next_pid: i32,
+    timers: HashMap<RunTimer, u64>,
+    /// dpm's own lines (the summary line among them).
+    pub said: Vec<String>,
+    /// Every rank's output, per job and rank.
+    pub output: BTreeMap<(JobId, Rank), Vec<u8>>,
+    /// Jobs whose shared memory the nodes removed, per node.
+    pub shm_removed: Vec<(usize, JobId)>,
+    pub exit: Option<i32>,
+    /// When the run finished.
+    pub finished_at: Option<Duration>,
+}
+
+impl Cluster {
+    pub fn new(layout: Layout) -> Self {
+        let hosts: Vec<String> = (0..layout.nodes).map(|i| format!("n{i}")).collect();
+        let table = NodeTable::new(hosts.iter().map(|h| (h.clone(), layout.slots)), layout.fanout);
+        let nodes = (0..layout.nodes)
+            .map(|i| {
+                let mut tree = TreeNode::new(i);
+                tree.set_fanout(layout.fanout);
+                for c in tree::children(Some(i), layout.nodes, layout.fanout) {
+                    tree.child_linked(c);
+                }
+                Node { reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }), tree, alive: true }
+            })
+            .collect();
+        let universe_size = i64::from(layout.slots) * layout.nodes as i64;
+        let settings = Settings {
+            label: false,
+            kill_grace: layout.kill_grace,
+            universe_size,
+            pmi_mode: PmiMode::Fd,
+            no_oversubscribe: layout.no_oversubscribe,
+            report_placement: false,
+            spawn: SpawnContext { base_env: Vec::new(), cwd: "/".into(), host: hosts[0].clone(), nodes: hosts.clone() },
+            node_slots: vec![layout.slots; layout.nodes],
+            fanout: layout.fanout,
+            owner: 1,
+        };
+        Cluster {
+            now: Duration::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: HashMap::new(),
+            nodes,
+            run: Run::new(settings),
+            shared: TreeShared::new(table),
+            scripts: HashMap::new(),
+            procs: Vec::new(),
+            conns: HashMap::new(),
+            next_pid: 1000,
+            timers: HashMap::new(),
+            said: Vec::new(),
+            output: BTreeMap::new(),
+            shm_removed: Vec::new(),
+            exit: None,
+            finished_at: None,
+            layout,
+        }
+    }
+
+    /// Name a script: processes started as `/bin/true NAME` run it.
+    pub fn script(&mut self, name: &str, script: Script) -> &mut Self {
+        self.scripts.insert(name.to_string(), script);
+        self
+    }
+
+    pub fn set_failure_policy(&mut self, policy: FailurePolicy) {
+        self.run.set_failure_policy(policy);
+    }
+
+    /// The run's first job: `n` ranks of script `name`, placed like
+    /// `dpm run -n N` (slots filled in node order, `ppn` per node if given).
+    pub fn launch(&mut self, name: &str, n: u32, ppn: Option<u32>) -> JobId {
+        self.launch_apps(&[(name, n)], ppn)
+    }
+
+    /// An MPMD first job (`dpm run -n A a : -n B b`): the apps' ranks in
+    /// order, each app running its script (zero counts are skipped).
+    pub fn launch_mixed(&mut self, apps: &[(&str, u32)]) -> JobId {
+        self.launch_apps(apps, None)
+    }
+
+    fn launch_apps(&mut self, apps: &[(&str, u32)], ppn: Option<u32>) -> JobId {
+        let n: u32 = apps.iter().map(|a| a.1).sum();
+        let slots = vec![self.layout.slots; self.layout.nodes];
+        let node_of = fill(n as usize, &slots, ppn, false);
+        let mut planned = PlannedJob::new();
+        for &(name, count) in apps.iter().filter(|a| a.1 > 0) {
+            let app = AppSpec { exe: "/bin/true".into(), argv: vec!["/bin/true".into(), name.into()], env: Vec::new(), wdir: "/".into() };
+            planned.push_app(app, count);
+        }
+        let (job, kvsname) = self.shared.new_job_id();
+        let universe = i64::from(self.layout.slots) * self.layout.nodes as i64;
+        let launch = planned.into_launch(job, kvsname, universe, node_of, PmiMode::Fd, self.layout.kvs);
+        self.with_run(|run, fx| {
+            run.launch(fx, LaunchJob { stdin_rank: Some(Rank(0)), ..launch }).expect("a valid job");
+            run.settle(fx);
+        });
+        job
+    }
+
+    /// Deliver `sig` to dpm at virtual time `at`.
+    pub fn signal_at(&mut self, at: Duration, sig: i32) {
+        self.schedule_at(at, Event::Signal(sig));
+    }
+
+    /// The node's daemon (and its subtree) disappears at `at`.
+    pub fn lose_node_at(&mut self, at: Duration, node: usize) {
+        self.schedule_at(at, Event::LoseNode(node));
+    }
+
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.with_run(|run, fx| run.set_timeout(fx, timeout));
+    }
+
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Take events in time order until the run has finished and nothing is
+    /// left, or until virtual time `limit`. The exit status, if the run ended.
+    pub fn run_until(&mut self, limit: Duration) -> Option<i32> {
+        while let Some(Reverse((at, seq))) = self.queue.peek().copied() {
+            if at > limit {
+                break;
+            }
+            self.queue.pop();
+            self.now = at;
+            let event = self.events.remove(&seq).expect("every queued event is stored");
+            self.handle(event);
+        }
+        self.exit
+    }
+
+    /// The processes of `job`, by rank.
+    pub fn ranks(&self, job: JobId) -> Vec<&Process> {
+        let mut v: Vec<&Process> = self.procs.iter().filter(|p| p.job == job).collect();
+        v.sort_by_key(|p| p.rank);
+        v
+    }
+
+    /// Processes still running.
+    pub fn live(&self) -> usize {
+        self.procs.iter().filter(|p| p.end.is_none()).count()
+    }
+
+    /// Slots the node table holds for live processes, over all nodes.
+    pub fn load(&self) -> i64 {
+        self.shared.nodes.live()
+    }
+
+    fn schedule(&mut self, after: Duration, event: Event) {
+        self.schedule_at(self.now + after, event);
+    }
+
+    fn schedule_at(&mut self, at: Duration, event: Event) {
+        self.seq += 1;
+        self.events.insert(self.seq, event);
+        self.queue.push(Reverse((at, self.seq)));
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Down { node, msg } if self.nodes[node].alive => {
+                let actions = self.nodes[node].tree.from_parent(msg);
+                self.tree_actions(node, actions);
+            }
+            Event::Up { to: None, origin, msg } => self.with_run(|run, fx| run.on_message(fx, NodeId(origin), msg)),
+            Event::Up { to: Some(node), origin, msg } if self.nodes[node].alive => {
+                let actions = self.nodes[node].tree.from_below(origin, msg);
+                self.tree_actions(node, actions);
+            }
+            Event::Pmi { node, conn, bytes } if self.nodes[node].alive => {
+                self.with_node(node, |r, fx| r.on_pmi_bytes(fx, conn, &bytes));
+            }
+            Event::Reply { proc, bytes } => self.reply(proc, &bytes),
+            Event::Wake { proc } => self.step(proc),
+            Event::NodeTimer { node, timer } if self.nodes[node].alive => self.with_node(node, |r, fx| r.on_timer(fx, timer)),
+            Event::RunTimer { timer, generation } if self.timers.get(&timer) == Some(&generation) => {
+                self.with_run(|run, fx| run.on_timer(fx, timer));
+            }
+            Event::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
+            Event::LoseNode(node) => self.lose_node(node),
+            _ => {} // for a lost node, or a timer armed again since
+        }
+    }
+
+    /// A node and its subtree go: their ranks die with their daemons (no exit
+    /// is reported), and the link above reports the loss.
+    fn lose_node(&mut self, node: usize) {
+        let gone: HashSet<usize> = tree::subtree(node, self.layout.nodes, self.layout.fanout).into_iter().collect();
+        for &n in &gone {
+            self.nodes[n].alive = false;
+        }
+        for p in self.procs.iter_mut().filter(|p| gone.contains(&p.node) && p.end.is_none()) {
+            p.end = Some(ExitStatus::Signal(libc::SIGKILL));
+        }
+        let error = "link closed".to_string();
+        let parent = tree::parent(node, self.layout.fanout);
+        self.schedule(self.layout.costs.link_hop, Event::Up { to: parent, origin: node, msg: ToLauncher::Lost { error } });
+    }
+
+    fn tree_actions(&mut self, node: usize, actions: Vec<TreeAction>) {
+        let hop = self.layout.costs.link_hop;
+        for action in actions {
+            match action {
+                TreeAction::Own(msg) => self.with_node(node, |r, fx| r.on_message(fx, msg)),
+                TreeAction::Child(child, msg) => self.schedule(hop, Event::Down { node: child, msg }),
+                TreeAction::Parent(frame) => {
+                    let to = tree::parent(node, self.layout.fanout);
+                    let (origin, msg) = match frame {
+                        ToLauncher::FromNode { node: origin, msg } => (origin, *msg),
+                        msg => (node, msg),
+                    };
+                    self.schedule(hop, Event::Up { to, origin, msg });
+                }
+            }
+        }
+    }
+
+    fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut NodeFx)) {
+        let mut fx = NodeFx { next_pid: &mut self.next_pid, out: Vec::new() };
+        call(&mut self.nodes[node].reactor, &mut fx);
+        let out = fx.out;
+        for o in out {
+            self.node_out(node, o);
+        }
+    }
+
+    fn node_out(&mut self, node: usize, out: NodeOut) {
+        match out {
+            NodeOut::Up(msg) => {
+                let actions = self.nodes[node].tree.from_below(node, msg);
+                self.tree_actions(node, actions);
+            }
+            NodeOut::Write(conn, bytes) => {
+                if let Some(&proc) = self.conns.get(&(node, conn)) {
+                    self.schedule(self.layout.costs.pmi_io, Event::Reply { proc, bytes });
+                }
+            }
+            NodeOut::Drop(conn) => {
+                self.conns.remove(&(node, conn));
+            }
+            NodeOut::Started(start, pid, pgid) => {
+                let script = start.app.spec().argv.get(1).and_then(|name| self.scripts.get(name)).cloned().unwrap_or_default();
+                let mut env = start.app.spec().env.clone();
+                env.extend(start.env.vars.iter().cloned());
+                let proc = self.procs.len();
+                if let Some(conn) = start.pmi_conn {
+                    self.conns.insert((node, conn), proc);
+                }
+                self.procs.push(Process {
+                    node,
+                    job: start.job,
+                    rank: start.rank,
+                    pid,
+                    pgid,
+                    conn: start.pmi_conn,
+                    proc: Proc::new(&script, &env),
+                    end: None,
+                    started_at: self.now,
+                    reply_times: Vec::new(),
+                    waiting: false,
+                    ignores_term: false,
+                });
+                self.schedule(self.layout.costs.proc_start, Event::Wake { proc });
+            }
+            NodeOut::KillGroup(pgid, sig) => {
+                let victims: Vec<usize> = (0..self.procs.len()).filter(|&i| self.procs[i].node == node && self.procs[i].pgid == pgid).collect();
+                for v in victims {
+                    self.kill(v, sig);
+                }
+            }
+            NodeOut::KillProcess(pid, sig) => {
+                if let Some(v) = self.procs.iter().position(|p| p.node == node && p.pid == pid) {
+                    self.kill(v, sig);
+                }
+            }
+            NodeOut::Timer(after, timer) => self.schedule(after, Event::NodeTimer { node, timer }),
+            NodeOut::Shm(job) => self.shm_removed.push((node, job)),
+        }
+    }
+
+    fn with_run(&mut self, call: impl FnOnce(&mut Run, &mut RunFx)) {
+        let mut fx = RunFx { shared: &mut self.shared, now_micros: EPOCH_MICROS + self.now.as_micros() as u64, out: Vec::new() };
+        call(&mut self.run, &mut fx);
+        let hop = self.layout.costs.link_hop;
+        for o in fx.out {
+            match o {
+                // As the launcher's links do: addressed, to the top-level
+                // child whose subtree holds the node.
+                RunOut::Send(node, msg) => {
+                    let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { continue };
+                    self.schedule(hop, Event::Down { node: top, msg: ToDaemon::Routed { node: node.0, msg: Box::new(msg) } });
+                }
+                RunOut::Output(job, rank, data) => self.output.entry((job, rank)).or_default().extend(data),
+                RunOut::Say(line) => self.said.push(line),
+                RunOut::Arm(timer, after) => {
+                    self.seq += 1;
+                    let generation = self.seq;
+                    self.timers.insert(timer, generation);
+                    self.schedule(after, Event::RunTimer { timer, generation });
+                }
+                RunOut::Finished(code) => {
+                    self.exit = Some(code);
+                    self.finished_at = Some(self.now);
+                }
+            }
+        }
+    }
+
+    /// A scripted process takes its next step.
+    fn step(&mut self, proc: usize) {
+        if self.procs[proc].end.is_some() {
+            return;
+        }
+        let p = &mut self.procs[proc];
+        let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn);
+        match p.proc.next() {
+            Action::Request(bytes) => {
+                p.waiting = true;
+                let Some(conn) = conn else { return self.end(proc, ExitStatus::Code(1)) };
+                self.schedule(self.layout.costs.pmi_io, Event::Pmi { node, conn, bytes });
+            }
+            Action::Send(bytes) => {
+                if let Some(conn) = conn {
+                    self.schedule(self.layout.costs.pmi_io, Event::Pmi { node, conn, bytes });
+                }
+                self.schedule(self.layout.costs.pmi_io, Event::Wake { proc });
+            }
+            Action::Print(text) => {
+                let data = format!("{text}\n").into_bytes();
+                self.with_node(node, |r, fx| r.on_output(fx, job, rank, Stream::Stdout, data));
+                self.schedule(Duration::ZERO, Event::Wake { proc });
+            }
+            Action::Sleep(d) => self.schedule(d, Event::Wake { proc }),
+            Action::Exit(code) => self.end(proc, ExitStatus::Code(code)),
+            Action::Die(sig) => self.end(proc, ExitStatus::Signal(sig)),
+            Action::Wait => {}
+            Action::IgnoreTerm => {
+                self.procs[proc].ignores_term = true;
+                self.schedule(Duration::ZERO, Event::Wake { proc });
+            }
+        }
+    }
+
+    fn reply(&mut self, proc: usize, bytes: &[u8]) {
+        if self.procs[proc].end.is_some() {
+            return;
+        }
+        for line in self.procs[proc].proc.take_replies(bytes) {
+            let p = &mut self.procs[proc];
+            p.reply_times.push(self.now);
+            p.proc.reply(&line);
+            if std::mem::take(&mut p.waiting) {
+                self.schedule(Duration::ZERO, Event::Wake { proc });
+            }
+        }
+    }
+
+    /// Signals end a scripted process, but for those it ignores.
+    fn kill(&mut self, proc: usize, sig: i32) {
+        let p = &self.procs[proc];
+        let ignored = sig == 0 || sig == libc::SIGCONT || (p.ignores_term && sig != libc::SIGKILL);
+        if !ignored && p.end.is_none() {
+            self.end(proc, ExitStatus::Signal(sig));
+        }
+    }
+
+    /// The process is gone: its PMI connection and pipes close, it is reaped.
+    fn end(&mut self, proc: usize, status: ExitStatus) {
+        let p = &mut self.procs[proc];
+        p.end = Some(status);
+        let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn.take());
+        if !self.nodes[node].alive {
+            return;
+        }
+        let at = EPOCH_MICROS + self.now.as_micros() as u64;
+        self.with_node(node, |r, fx| {
+            if let Some(conn) = conn {
+                r.on_pmi_closed(fx, conn);
+            }
+            r.on_output_closed(fx, job, rank, Stream::Stdout);
+            r.on_output_closed(fx, job, rank, Stream::Stderr);
+            r.on_exited(fx, job, rank, status, at);
+        });
+    }
+}

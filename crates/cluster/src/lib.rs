@@ -1,0 +1,24 @@
+//! # dpm-cluster: the middle test tier
+//!
+//! A whole dpm cluster in one process: the real node reactors
+//! ([`dpm_daemon::node::NodeReactor`]) with their real tree nodes
+//! ([`dpm_daemon::tree::TreeNode`]) under the real run reactor
+//! ([`dpm_launcher::run::Run`]), wired as dpm's links wire them, under a
+//! virtual clock, with scripted processes that speak PMI-1 by bytes in
+//! place of MPI programs. No fork, no sockets, no MPI: a multi-node fence,
+//! a spawn or the failure policy runs in microseconds, deterministically.
+//!
+//! The black-box tests (`crates/dpm/tests`) remain the proof against real
+//! MPICH; this tier proves the protocols and policies between the pieces.
+//!
+//! ## Layout
+//! - [`process`]: scripts ([`Step`]) and the PMI-1 client that runs them;
+//! - [`cluster`]: [`Cluster`] — events, routing, the clock, [`Costs`];
+//! - `effects`: the reactors' effects traits, implemented by recording.
+
+pub mod cluster;
+mod effects;
+pub mod process;
+
+pub use cluster::{Cluster, Costs, Layout, Process};
+pub use process::{get, put, Script, Step};
