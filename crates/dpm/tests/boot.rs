@@ -401,3 +401,23 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     }
     assert_eq!(state(pid), None, "the leader {pid} was not reaped when its job ended");
 }
+
+/// The boot server raises its open-file limit as `dpm run` does: its ranks
+/// (children of its daemon) see the hard limit even when the shell that
+/// booted it had a soft limit of 256.
+#[test]
+fn the_boot_server_raises_the_open_file_limit() {
+    let dir = std::env::temp_dir().join(unique("dpm-boot-nofile"));
+    let script = format!("ulimit -S -n 256 && exec {} boot", dpm_bin());
+    let out = Command::new("sh").args(["-c", &script]).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "dpm boot failed: {}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok()).expect("the boot's pid");
+    let boot = Boot { dir, pid, up: true };
+    let hard = Command::new("sh").args(["-c", "ulimit -H -n"]).output().expect("sh");
+    let hard = String::from_utf8_lossy(&hard.stdout).trim().to_string();
+    assert_ne!(hard, "256", "the hard limit itself is 256: the test proves nothing");
+    let out = boot.run(&["-n", "1", "sh", "-c", "echo soft=$(ulimit -S -n)"]).output();
+    out.assert_success();
+    out.assert_stdout_contains(&format!("soft={hard}"));
+}

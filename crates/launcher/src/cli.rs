@@ -428,7 +428,7 @@ mod tests {
     #[test]
     fn manual_bootstrap_options() {
         let o = parse("-launcher manual --bind 127.0.0.1 --connect-timeout 20 -hosts a,b ./p");
-        assert_eq!(o.launcher.as_deref(), Some("manual"));
+        assert_eq!(o.launcher, Some(Launcher::Manual));
         assert_eq!(o.bind, Some("127.0.0.1:0".parse().unwrap()));
         assert_eq!(o.connect_timeout, Some(20));
         assert_eq!(parse("--bind=[::1]:7000 ./p").bind, Some("[::1]:7000".parse().unwrap()));
