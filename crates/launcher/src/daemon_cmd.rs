@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use dpm_daemon::{serve_link, DaemonConfig, Uplink};
+use dpm_daemon::{serve_link, DaemonConfig, LinkError, Uplink};
 use dpm_proto::auth::{Secret, SecretError, SECRET_ENV, SECRET_FILE_ENV};
 use dpm_proto::frame::{read_frame_limited, FrameError};
 
@@ -62,21 +62,38 @@ pub fn daemon_command(args: DaemonArgs) -> Result<i32, Error> {
             Some(addr) => serve_tcp(config, node, addr, from_env).await,
             None => serve_stdio(config, node, args.secret_stdin, from_env).await,
         };
-        served.map(|()| 0).map_err(|e| Error::failed(format!("node {node}: {e}")))
+        served.map(|()| 0).map_err(|source| Error::Daemon { node, source })
     })
 }
 
-async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), String> {
+/// Why `dpm daemon` could not serve its node.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot read the secret on stdin: {0}")]
+    SecretFrame(#[from] FrameError),
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    #[error("no secret: dpm daemon is started by dpm run (the secret comes in {SECRET_ENV} or on stdin)")]
+    NoSecret,
+    #[error("no secret: set {SECRET_FILE_ENV} to the file dpm run printed (copied here with mode 0600), or {SECRET_ENV} to its contents")]
+    NoSecretFile,
+    #[error("cannot connect to the launcher at {addr}: {source}")]
+    Connect { addr: String, source: std::io::Error },
+    #[error("cannot connect to the launcher at {addr}: no answer within {} s", CONNECT_TIMEOUT.as_secs())]
+    NoAnswer { addr: String },
+    /// The launcher hangs up without a word on a connection it refuses
+    /// before the proofs (its log says why).
+    #[error("the launcher at {addr} closed the connection during the handshake: is node {node} already connected, or not a node of the run? (its log says)")]
+    Refused { addr: String, node: usize },
+    #[error(transparent)]
+    Link(#[from] LinkError),
+}
+
+async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
     let (mut stdin, stdout) = dpm_daemon::stdio::link();
-    let secret = if secret_stdin {
-        read_secret_frame(&mut stdin).await.map_err(|e| format!("cannot read the secret on stdin: {e}"))?
-    } else {
-        from_env.map_err(|e| e.to_string())?.ok_or_else(|| {
-            format!("no secret: dpm daemon is started by dpm run (the secret comes in {SECRET_ENV} or on stdin)")
-        })?
-    };
+    let secret = if secret_stdin { read_secret_frame(&mut stdin).await? } else { from_env?.ok_or(DaemonError::NoSecret)? };
     let uplink = Uplink { node, secret, peer: "the parent on stdin".into() };
-    serve_link(config, uplink, stdin, stdout).await.map_err(|e| e.to_string())
+    Ok(serve_link(config, uplink, stdin, stdout).await?)
 }
 
 /// Connect to a manual launcher and serve it. A launcher with all its
@@ -84,19 +101,15 @@ async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from
 /// such a daemon tries again (backing off) until [`CONNECT_TIMEOUT`] is up.
 /// A close after the launcher's hello is a real refusal (wrong node, node
 /// already in), said at once.
-async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Result<Option<Secret>, SecretError>) -> Result<(), String> {
-    let secret = from_env.map_err(|e| e.to_string())?.ok_or_else(|| {
-        format!(
-            "no secret: set {SECRET_FILE_ENV} to the file dpm run printed (copied here with mode 0600), or {SECRET_ENV} to its contents"
-        )
-    })?;
+async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
+    let secret = from_env?.ok_or(DaemonError::NoSecretFile)?;
     let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
     let mut pause = Duration::from_millis(50);
     loop {
         let stream = match tokio::time::timeout_at(deadline, tokio::net::TcpStream::connect(addr)).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(format!("cannot connect to the launcher at {addr}: {e}")),
-            Err(_) => return Err(format!("cannot connect to the launcher at {addr}: no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+            Ok(Err(source)) => return Err(DaemonError::Connect { addr: addr.to_string(), source }),
+            Err(_) => return Err(DaemonError::NoAnswer { addr: addr.to_string() }),
         };
         let _ = stream.set_nodelay(true);
         let (r, w) = stream.into_split();
@@ -118,15 +131,7 @@ async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Resu
             pause = (pause * 2).min(Duration::from_secs(1));
             continue;
         }
-        return Err(if closed {
-            // The launcher hangs up without a word on a connection it refuses
-            // before the proofs (see its log for why).
-            format!(
-                "the launcher at {addr} closed the connection during the handshake: is node {node} already connected, or not a node of the run? (its log says)"
-            )
-        } else {
-            error.to_string()
-        });
+        return Err(if closed { DaemonError::Refused { addr: addr.to_string(), node } } else { error.into() });
     }
 }
 
@@ -148,7 +153,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Heard<R> {
 }
 
 /// The secret as the first frame on the link (hex, as a JSON string).
-async fn read_secret_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Secret, String> {
-    let hex: String = read_frame_limited(r, 256).await.map_err(|e| e.to_string())?;
-    Secret::from_hex(&hex).map_err(|e| e.to_string())
+async fn read_secret_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Secret, DaemonError> {
+    let hex: String = read_frame_limited(r, 256).await?;
+    Ok(Secret::from_hex(&hex)?)
 }

@@ -70,6 +70,9 @@ pub enum Error {
     /// a boot server that went away, …): exit 1.
     #[error("{0}")]
     Failed(String),
+    /// `dpm daemon` could not serve its node: exit 1.
+    #[error("node {node}: {source}")]
+    Daemon { node: usize, source: crate::daemon_cmd::DaemonError },
     /// A signal while dpm itself waited (the manual bootstrap): 128 + N.
     #[error("{what} while waiting for the daemons")]
     Interrupted { what: &'static str, signal: i32 },
@@ -85,7 +88,7 @@ impl Error {
         match self {
             Error::Usage(_) | Error::Config(_) => 2,
             Error::Plan(e) => e.exit_code(),
-            Error::Dir(_) | Error::Failed(_) => 1,
+            Error::Dir(_) | Error::Failed(_) | Error::Daemon { .. } => 1,
             Error::Interrupted { signal, .. } => 128 + signal,
         }
     }

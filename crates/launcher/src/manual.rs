@@ -41,7 +41,7 @@ use dpm_daemon::links;
 use dpm_proto::{ToDaemon, ToLauncher};
 
 use dpm_proto::auth::{Secret, SECRET_FILE_ENV};
-use dpm_proto::frame::{answer_hello, authenticate, Hello, Role, PROTOCOL_VERSION};
+use dpm_proto::frame::{answer_hello, authenticate, FrameError, Hello, Role, PROTOCOL_VERSION};
 
 use crate::error::Error;
 use crate::output::Console;
@@ -170,7 +170,7 @@ async fn accept(
     // Nodes whose daemon is in: a second one for them is refused at its hello.
     let taken = Rc::new(RefCell::new(vec![false; n]));
     let mut links: Vec<Option<Connected>> = (0..n).map(|_| None).collect();
-    let mut handshakes: JoinSet<Result<(usize, TcpStream, Hello), String>> = JoinSet::new();
+    let mut handshakes: JoinSet<(SocketAddr, Result<(usize, TcpStream, Hello), Refusal>)> = JoinSet::new();
     let mut pending: VecDeque<Pending> = VecDeque::new();
     let [sigint, sigterm, sighup] = signals else { unreachable!("three signals registered") };
     let interrupted = |what, signal: nix::sys::signal::Signal| Err(Error::Interrupted { what, signal: signal as i32 });
@@ -182,11 +182,8 @@ async fn accept(
                     let spoke = Rc::new(Cell::new(false));
                     let said = spoke.clone();
                     let handle = handshakes.spawn_local(async move {
-                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, admit(stream, &secret, &taken, &me, &said)).await {
-                            Ok(Ok((node, stream, hello))) => Ok((node, stream, hello)),
-                            Ok(Err(e)) => Err(format!("refused a connection from {addr}: {e}")),
-                            Err(_) => Err(format!("refused a connection from {addr}: no hello and proof within {} s", HANDSHAKE_TIMEOUT.as_secs())),
-                        }
+                        let admitted = tokio::time::timeout(HANDSHAKE_TIMEOUT, admit(stream, &secret, &taken, &me, &said)).await;
+                        (addr, admitted.unwrap_or(Err(Refusal::Slow)))
                     });
                     pending.push_back(Pending { handle, spoke });
                 }
@@ -198,18 +195,18 @@ async fn accept(
                 }
             },
             Some(done) = handshakes.join_next() => match done {
-                Ok(Ok((node, stream, hello))) if links[node].is_none() => {
+                Ok((_, Ok((node, stream, hello)))) if links[node].is_none() => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
                     Console::Local.say(&format!("dpm: node {node} ({}) connected from {from} (host {})", nodes[node].host, hello.host));
                     let (r, w) = stream.into_split();
                     let (down, reader) = links::bridge_link(node, r, w, || {}, up.clone());
                     links[node] = Some(Connected { node, down, reader });
                 }
-                Ok(Ok((node, stream, _))) => {
+                Ok((_, Ok((node, stream, _)))) => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
                     tracing::warn!("refused a connection from {from}: node {node} is already connected");
                 }
-                Ok(Err(e)) => tracing::warn!("{e}"),
+                Ok((addr, Err(e))) => tracing::warn!("refused a connection from {addr}: {e}"),
                 // An evicted connection's task ends cancelled: said when evicted.
                 Err(e) if e.is_cancelled() => {}
                 Err(e) => tracing::warn!("a connection's handshake failed: {e}"),
@@ -237,28 +234,44 @@ async fn accept(
 
 /// Greet one connection: its hello must name a node of this run not yet
 /// connected, then it must prove the secret (and we prove it to it).
-async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, me: &str, spoke: &Cell<bool>) -> Result<(usize, TcpStream, Hello), String> {
+/// Why a connection was not admitted (logged; the launcher keeps waiting).
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("no hello within {} s", HELLO_TIMEOUT.as_secs())]
+    Silent,
+    #[error("no hello and proof within {} s", HANDSHAKE_TIMEOUT.as_secs())]
+    Slow,
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("it claims node {node}, but this run has nodes 0 to {last}")]
+    NoSuchNode { node: usize, last: usize },
+    #[error("node {0} is already connected")]
+    Taken(usize),
+    #[error("node {node} (host {host}): {source}")]
+    Proof { node: usize, host: String, source: FrameError },
+    #[error(transparent)]
+    Reunite(#[from] tokio::net::tcp::ReuniteError),
+}
+
+async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, me: &str, spoke: &Cell<bool>) -> Result<(usize, TcpStream, Hello), Refusal> {
     let _ = stream.set_nodelay(true);
     let (mut r, mut w) = stream.into_split();
     let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: 0, host: me.to_string() };
     // A silent peer is dropped early; one that says a valid hello gets the
     // full handshake time and is no longer evicted for newcomers.
-    let hello = tokio::time::timeout(HELLO_TIMEOUT, answer_hello(&mut r, &mut w, ours, Role::Daemon))
-        .await
-        .map_err(|_| format!("no hello within {} s", HELLO_TIMEOUT.as_secs()))?
-        .map_err(|e| e.to_string())?;
+    let hello = tokio::time::timeout(HELLO_TIMEOUT, answer_hello(&mut r, &mut w, ours, Role::Daemon)).await.map_err(|_| Refusal::Silent)??;
     spoke.set(true);
     let node = hello.node;
     let n = taken.borrow().len();
     if node >= n {
-        return Err(format!("it claims node {node}, but this run has nodes 0 to {}", n - 1));
+        return Err(Refusal::NoSuchNode { node, last: n - 1 });
     }
     if taken.borrow()[node] {
-        return Err(format!("node {node} is already connected"));
+        return Err(Refusal::Taken(node));
     }
-    authenticate(&mut r, &mut w, secret, Role::Launcher, node).await.map_err(|e| format!("node {node} (host {}): {e}", hello.host))?;
+    authenticate(&mut r, &mut w, secret, Role::Launcher, node).await.map_err(|source| Refusal::Proof { node, host: hello.host.clone(), source })?;
     taken.borrow_mut()[node] = true;
-    let stream = r.reunite(w).map_err(|e| e.to_string())?;
+    let stream = r.reunite(w)?;
     Ok((node, stream, hello))
 }
 

@@ -15,7 +15,7 @@ use super::{boot_files, BootFiles};
 #[derive(Debug)]
 pub enum BootRequest {
     Help,
-    Boot(BootArgs),
+    Boot(Box<BootArgs>),
 }
 
 #[derive(Debug)]
@@ -30,14 +30,14 @@ pub struct BootArgs {
 /// Parse `dpm boot ARGS`.
 pub fn parse_boot_command(args: &[String]) -> Result<BootRequest, Error> {
     match cli::parse_boot(args) {
-        Ok((opts, flags)) => Ok(BootRequest::Boot(BootArgs { opts, flags, args: args.to_vec() })),
+        Ok((opts, flags)) => Ok(BootRequest::Boot(Box::new(BootArgs { opts, flags, args: args.to_vec() }))),
         Err(CliError::Help) => Ok(BootRequest::Help),
         Err(e) => Err(e.into()),
     }
 }
 
 /// `dpm boot`: 0 once the server is up (detached) or has stopped (foreground).
-pub fn boot_command(boot: BootArgs) -> Result<i32, Error> {
+pub fn boot_command(boot: Box<BootArgs>) -> Result<i32, Error> {
     let config = RunConfig::from_env(&boot.opts)?;
     let files = boot_files()?;
     if std::os::unix::net::UnixStream::connect(&files.socket).is_ok() {
