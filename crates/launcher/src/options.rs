@@ -65,8 +65,10 @@ pub enum Section {
     Common,
     /// `dpm run`: accepted and ignored (listed by name only).
     Ignored,
-    /// Taken but not listed (internal or aliases of listed ones).
+    /// Taken but not listed (aliases of listed ones).
     Hidden,
+    /// `dpm boot` only, not listed (internal).
+    BootInternal,
 }
 
 /// Which command line is being parsed.
@@ -80,7 +82,7 @@ impl Section {
     pub fn taken_by(self, command: Command) -> bool {
         match self {
             Section::Nodes | Section::Common | Section::Hidden => true,
-            Section::Boot => command == Command::Boot,
+            Section::Boot | Section::BootInternal => command == Command::Boot,
             _ => command == Command::Run,
         }
     }
@@ -302,7 +304,7 @@ pub const OPTIONS: &[Opt] = &[
         S::Boot,
         "stay in the foreground (batch scripts, debugging;\nneeded by -launcher manual)",
     ),
-    opt(K::ReadyOnStdout, &["--ready-on-stdout"], "", 0, S::Hidden, ""),
+    opt(K::ReadyOnStdout, &["--ready-on-stdout"], "", 0, S::BootInternal, ""),
     opt(K::Verbose, &["-v", "--verbose"], "", 0, S::Common, "log what dpm does (repeat for more; or DPM_LOG)"),
     opt(K::VeryVerbose, &["-vv"], "", 0, S::Hidden, ""),
     opt(K::Help, &["-h", "--help"], "", 0, S::Common, "show this help"),
@@ -454,7 +456,7 @@ mod tests {
             for n in o.names {
                 let bare = n.trim_start_matches('-');
                 assert!(seen.insert(bare), "option {n} is listed twice");
-                let command = if o.section == Section::Boot { Command::Boot } else { Command::Run };
+                let command = if o.section.taken_by(Command::Run) { Command::Run } else { Command::Boot };
                 assert_eq!(lookup(bare, command).map(|f| f.key), Some(o.key), "{n}");
             }
             assert_eq!(o.arg.is_empty(), o.values == 0, "{:?}: a value is shown iff one is taken", o.names);
@@ -464,7 +466,7 @@ mod tests {
     #[test]
     fn help_lists_every_listed_option_of_its_command() {
         let (run, boot) = (run_help(), boot_help());
-        for o in OPTIONS.iter().filter(|o| o.section != Section::Hidden) {
+        for o in OPTIONS.iter().filter(|o| !matches!(o.section, Section::Hidden | Section::BootInternal)) {
             if o.section.taken_by(Command::Run) {
                 assert!(run.contains(o.names[0]), "dpm run --help lacks {}", o.names[0]);
             }
@@ -474,6 +476,7 @@ mod tests {
         }
         assert!(lookup("n", Command::Boot).is_none(), "dpm boot takes no -n");
         assert!(lookup("foreground", Command::Run).is_none());
+        assert!(lookup("ready-on-stdout", Command::Run).is_none());
         assert!(run.starts_with("Usage: dpm run ") && boot.starts_with("Usage: dpm boot "));
     }
 }
