@@ -207,15 +207,16 @@ impl RunConfig {
 /// - `--usize N`: N, but never below `world` (a negative N: unset);
 /// - `--no-oversubscribe`: the slots, never below `world` (spawns are
 ///   refused beyond it, so it must be a number);
-/// - otherwise the slots when they exceed `world` (room to spawn into),
-///   else unset.
+/// - otherwise the slots when they hold `world` (a number PMI clients can
+///   rely on), else unset: more ranks than slots is where Hydra's unset
+///   universe matters.
 pub fn universe_size(explicit: Option<i64>, total_slots: i64, world: u32, no_oversubscribe: bool) -> i64 {
     let world = i64::from(world);
     match explicit {
         Some(n) if n < 0 => -1,
         Some(n) => n.max(world),
         None if no_oversubscribe => total_slots.max(world),
-        None if total_slots > world => total_slots,
+        None if total_slots >= world => total_slots,
         None => -1,
     }
 }
@@ -283,9 +284,10 @@ mod tests {
 
     #[test]
     fn universe_is_never_below_the_world() {
-        // The default: room to spawn into, else unset (as Hydra).
+        // The default: the slots while they hold the world, else unset (as Hydra).
         assert_eq!(universe_size(None, 2, 1, false), 2);
-        assert_eq!(universe_size(None, 2, 2, false), -1);
+        assert_eq!(universe_size(None, 2, 2, false), 2);
+        assert_eq!(universe_size(None, 2, 3, false), -1);
         assert_eq!(universe_size(None, 2, 4, false), -1);
         // --no-oversubscribe needs a number to refuse spawns beyond.
         assert_eq!(universe_size(None, 2, 4, true), 4);

@@ -149,10 +149,10 @@ pub const OPTIONS: &[Opt] = &[
         "universe size (MPI_UNIVERSE_SIZE), never below the\n\
          number of processes; INFINITE leaves it unset;\n\
          SYSTEM is the logical CPUs. Default: the nodes'\n\
-         slots when they exceed the number of processes,\n\
-         else unset (as Hydra: MPICH's spawning programs\n\
-         then pick their own counts); with\n\
-         --no-oversubscribe, the nodes' slots",
+         slots, or unset when the processes outnumber\n\
+         them (as Hydra: MPICH's spawning programs then\n\
+         pick their own counts); with --no-oversubscribe,\n\
+         the nodes' slots",
     ),
     opt(
         K::PmiTrace,
