@@ -244,7 +244,7 @@ fn universe_size_defaults_to_the_logical_cpus() {
 /// tests then pick their own counts); a universe of the CPU count, below the
 /// world size, made them skip their spawns or fail.
 #[test]
-fn universe_size_is_unset_when_the_ranks_fill_the_slots() {
+fn universe_size_is_unset_when_the_ranks_outnumber_the_slots() {
     let n = nproc() + 1;
     let out = Dpm::run(["-n", &n.to_string(), &program("universe")]).output();
     let lines: Vec<String> = (0..n).map(|r| format!("rank {r} universe flag=0")).collect();
