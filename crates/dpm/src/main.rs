@@ -2,8 +2,15 @@
 //!
 //! `dpm run …` launches a job (a drop-in `mpiexec`). Invoked under the name
 //! `mpiexec` or `mpirun` (a symlink), dpm behaves as `dpm run`.
+//!
+//! The binary owns the process-wide concerns: it sets up logging (the
+//! library only emits `tracing` events) and renders a command's error once,
+//! as `dpm run: …`, exiting with the status the error maps to.
 
 use clap::{Parser, Subcommand};
+
+use dpm_launcher::boot::cli::BootRequest;
+use dpm_launcher::{Error, RunRequest};
 
 #[derive(Parser)]
 #[command(name = "dpm", version, about = "dpm: a fast, scalable process manager for MPI with first-class dynamic processes")]
@@ -68,24 +75,101 @@ fn main() {
         argv.remove(0);
         // A launcher makes its own secret; an inherited one goes nowhere.
         dpm_proto::auth::scrub_env();
-        std::process::exit(dpm_launcher::run_command(&argv));
+        exit(run(&argv));
     }
-    let code = match Cli::parse().command {
+    let outcome = match Cli::parse().command {
         Command::Daemon { node, host, connect, secret_stdin, pmi_trace, verbose } => {
-            dpm_launcher::daemon_command(dpm_launcher::DaemonArgs { node, host, pmi_trace, verbose, secret_stdin, connect })
+            // Logging starts no thread: the daemon still takes its secret
+            // out of the environment of a single-threaded process.
+            init_logging(verbose);
+            let args = dpm_launcher::DaemonArgs { node, host, pmi_trace, verbose, secret_stdin, connect };
+            ("dpm daemon", dpm_launcher::daemon_command(args))
         }
         // A launcher (or boot server) makes its own secret; an inherited one
         // goes nowhere.
         command => {
             dpm_proto::auth::scrub_env();
             match command {
-                Command::Run { args } => dpm_launcher::run_command(&args),
-                Command::Boot { args } => dpm_launcher::boot::boot_command(&args),
-                Command::Status => dpm_launcher::boot::status_command(),
-                Command::Down => dpm_launcher::boot::down_command(),
+                Command::Run { args } => exit(run(&args)),
+                Command::Boot { args } => ("dpm boot", boot(&args)),
+                Command::Status => {
+                    init_logging(0);
+                    ("dpm status", dpm_launcher::boot::client::status_command())
+                }
+                Command::Down => {
+                    init_logging(0);
+                    ("dpm down", dpm_launcher::boot::client::down_command())
+                }
                 Command::Daemon { .. } => unreachable!("matched above"),
             }
         }
     };
-    std::process::exit(code);
+    exit(outcome);
+}
+
+/// Exit with the command's status, or say its error (the one place errors
+/// are rendered) and exit with the error's status.
+fn exit((who, result): (&str, Result<i32, Error>)) -> ! {
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", e.render(who));
+            e.exit_code()
+        }
+    };
+    std::process::exit(code)
+}
+
+/// `dpm run ARGS` / `mpiexec ARGS`.
+fn run(args: &[String]) -> (&'static str, Result<i32, Error>) {
+    let request = match dpm_launcher::parse_run_command(args) {
+        Ok(r) => r,
+        Err(e) => return ("dpm run", Err(e)),
+    };
+    init_logging(request.verbose());
+    match request {
+        RunRequest::Help => {
+            print!("{}", dpm_launcher::options::run_help());
+            ("dpm run", Ok(0))
+        }
+        RunRequest::Version => {
+            println!("dpm {}", env!("CARGO_PKG_VERSION"));
+            ("dpm run", Ok(0))
+        }
+        RunRequest::Singleton { args, .. } => ("mpiexec", dpm_launcher::singleton::run(&args)),
+        RunRequest::Run(opts) => ("dpm run", dpm_launcher::run_command(*opts)),
+    }
+}
+
+/// `dpm boot ARGS`.
+fn boot(args: &[String]) -> Result<i32, Error> {
+    match dpm_launcher::boot::cli::parse_boot_command(args)? {
+        BootRequest::Help => {
+            print!("{}", dpm_launcher::options::boot_help());
+            Ok(0)
+        }
+        BootRequest::Boot(boot) => {
+            init_logging(boot.opts.verbose);
+            dpm_launcher::boot::cli::boot_command(boot)
+        }
+    }
+}
+
+/// Logging on stderr: `-v` (debug), `-vv` (trace), or a `DPM_LOG` filter
+/// such as `dpm_daemon=trace`; warnings only by default.
+fn init_logging(verbose: u8) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = std::env::var("DPM_LOG").ok().and_then(|f| EnvFilter::try_new(f).ok()).unwrap_or_else(|| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
 }

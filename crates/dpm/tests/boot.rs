@@ -11,6 +11,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{dpm_bin, hello, leftovers_after, program, send_signal, unique, Dpm};
+use dpm_kvs::Rank;
+use dpm_proto::control::{Submit, ToClient, ToServer, CONTROL_VERSION};
+use dpm_proto::{AppSpec, PmiMode, ProcSpec};
 
 const OFI: [&str; 6] = ["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-genv", "FI_PROVIDER", "tcp"];
 
@@ -403,17 +406,31 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
 }
 
 /// Submit a run straight on the control socket, as a `dpm run` would, with
-/// `procs` and `appnums` as given; `dpm run`'s exit status and stderr.
-fn submit_raw(boot: &Boot, procs: serde_json::Value, appnums: serde_json::Value) -> (i32, String) {
+/// `procs` and `appnums` as given (control frames are binary after the
+/// protocol's 4-byte length); `dpm run`'s exit status and stderr.
+fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, String) {
     use std::io::{Read, Write};
-    let app = serde_json::json!({ "exe": "/bin/true", "argv": ["true"], "env": [], "wdir": "/" });
-    let submit = serde_json::json!({
-        "apps": [app], "procs": procs, "appnums": appnums, "ppn": null, "map_by_node": false, "label": false,
-        "kill_grace_secs": 1.0, "universe_size": null, "pmi_mode": "Fd", "no_oversubscribe": false,
-        "report_placement": false, "timeout_secs": null, "spawn_env": [], "cwd": "/", "host": "localhost",
-        "client_pid": std::process::id(),
-    });
-    let frame = serde_json::to_vec(&serde_json::json!({ "Run": { "version": 1, "submit": submit } })).unwrap();
+    let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: vec![], wdir: "/".into() };
+    let submit = Submit {
+        apps: vec![app],
+        procs,
+        appnums,
+        ppn: None,
+        map_by_node: false,
+        label: false,
+        kill_grace_secs: 1.0,
+        universe_size: None,
+        pmi_mode: PmiMode::Fd,
+        no_oversubscribe: false,
+        report_placement: false,
+        timeout_secs: None,
+        spawn_env: vec![],
+        cwd: "/".into(),
+        host: "localhost".into(),
+        client_pid: std::process::id(),
+        kvs: Default::default(),
+    };
+    let frame = postcard::to_allocvec(&ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) }).unwrap();
     let mut stream = std::os::unix::net::UnixStream::connect(boot.socket()).expect("connect to the boot");
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     stream.write_all(&(frame.len() as u32).to_be_bytes()).unwrap();
@@ -424,12 +441,11 @@ fn submit_raw(boot: &Boot, procs: serde_json::Value, appnums: serde_json::Value)
         stream.read_exact(&mut len).unwrap_or_else(|e| panic!("no exit status from the boot ({e}); stderr so far: {stderr}"));
         let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
         stream.read_exact(&mut body).unwrap();
-        let msg: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        if let Some(code) = msg.get("Exit").and_then(|c| c.as_i64()) {
-            return (code as i32, stderr);
-        }
-        if let Some(bytes) = msg.get("Stderr").and_then(|b| b.as_array()) {
-            stderr.extend(bytes.iter().filter_map(|b| b.as_u64()).map(|b| b as u8 as char));
+        match postcard::from_bytes::<ToClient>(&body).unwrap() {
+            ToClient::Exit(code) => return (code, stderr),
+            ToClient::Stderr(bytes) => stderr.push_str(&String::from_utf8_lossy(&bytes)),
+            ToClient::Refused(why) => stderr.push_str(&why),
+            _ => {}
         }
     }
 }
@@ -440,11 +456,8 @@ fn submit_raw(boot: &Boot, procs: serde_json::Value, appnums: serde_json::Value)
 #[test]
 fn a_submitted_job_that_does_not_hold_together_is_refused_with_a_reason() {
     let boot = Boot::start(&[]);
-    let rank = |r: u32| serde_json::json!({ "rank": r, "app": 0 });
-    let cases = [
-        (serde_json::json!([rank(0)]), serde_json::json!([]), "appnums"),
-        (serde_json::json!([rank(0), rank(5)]), serde_json::json!([0, 0]), "rank 5"),
-    ];
+    let rank = |r: u32| ProcSpec { rank: Rank(r), app: 0 };
+    let cases = [(vec![rank(0)], vec![], "appnums"), (vec![rank(0), rank(5)], vec![0, 0], "rank 5")];
     for (procs, appnums, why) in cases {
         let (code, stderr) = submit_raw(&boot, procs, appnums);
         assert_ne!(code, 0, "{why}: {stderr}");
@@ -452,4 +465,24 @@ fn a_submitted_job_that_does_not_hold_together_is_refused_with_a_reason() {
     }
     let out = boot.run(&["-n", "1", "true"]).output();
     out.assert_success();
+}
+
+/// The boot server raises its open-file limit as `dpm run` does: its ranks
+/// (children of its daemon) see the hard limit even when the shell that
+/// booted it had a soft limit of 256.
+#[test]
+fn the_boot_server_raises_the_open_file_limit() {
+    let dir = std::env::temp_dir().join(unique("dpm-boot-nofile"));
+    let script = format!("ulimit -S -n 256 && exec {} boot", dpm_bin());
+    let out = Command::new("sh").args(["-c", &script]).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "dpm boot failed: {}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok()).expect("the boot's pid");
+    let boot = Boot { dir, pid, up: true };
+    let hard = Command::new("sh").args(["-c", "ulimit -H -n"]).output().expect("sh");
+    let hard = String::from_utf8_lossy(&hard.stdout).trim().to_string();
+    assert_ne!(hard, "256", "the hard limit itself is 256: the test proves nothing");
+    let out = boot.run(&["-n", "1", "sh", "-c", "echo soft=$(ulimit -S -n)"]).output();
+    out.assert_success();
+    out.assert_stdout_contains(&format!("soft={hard}"));
 }

@@ -108,3 +108,59 @@ fn ignored_options_print_a_warning() {
     out.assert_stderr_contains("-bind-to");
     out.assert_stderr_contains("ignored");
 }
+
+#[test]
+fn durations_out_of_range_are_usage_errors_not_panics() {
+    // Each of these panicked (exit 101) when the duration was built.
+    let cases: &[&[&str]] = &[
+        &["run", "--kill-grace", "1e300", "/bin/true"],
+        &["run", "--kill-grace", "inf", "/bin/true"],
+        &["run", "--kill-grace", "nan", "/bin/true"],
+        &["run", "--kill-grace", "-1", "/bin/true"],
+        &["run", "--timeout", "18446744073709551615", "/bin/true"],
+        &["run", "--connect-timeout", "18446744073709551615", "/bin/true"],
+    ];
+    for args in cases {
+        let out = Dpm::raw(*args).env("DPM_NO_BOOT", "1").output();
+        out.assert_code(2);
+        out.assert_stderr_contains("not a number of seconds (0 to 1000000000)");
+    }
+    for (var, value) in [("MPIEXEC_TIMEOUT", "18446744073709551615"), ("DPM_CONNECT_TIMEOUT", "18446744073709551615")] {
+        let out = Dpm::run(["-n", "1", "/bin/true"]).env(var, value).output();
+        out.assert_code(2);
+        out.assert_stderr_contains(&format!("{var}={value}: not a number of seconds"));
+    }
+    // The largest accepted values still run.
+    Dpm::run(["--timeout", "1000000000", "--kill-grace", "1e9", "-n", "1", "/bin/true"]).output().assert_success();
+}
+
+#[test]
+fn boot_help_lists_its_options() {
+    let out = Dpm::raw(["boot", "--help"]).output();
+    out.assert_success();
+    let text = out.stdout_str();
+    assert!(text.starts_with("Usage: dpm boot"), "{}", out.describe());
+    for option in ["-hosts", "-f", "--virtual-nodes", "-launcher", "--ssh-command", "--bind", "--connect-timeout", "--tree-fanout", "--foreground", "-v"] {
+        assert!(text.contains(option), "dpm boot --help does not mention {option}\n{}", out.describe());
+    }
+    let out = Dpm::raw(["boot", "-n", "2"]).output();
+    out.assert_code(2);
+    out.assert_stderr_contains("unknown option '-n'");
+    out.assert_stderr_contains("dpm boot --help");
+}
+
+#[test]
+fn the_open_file_limit_is_raised_to_the_hard_limit() {
+    // Ranks inherit the limit of the daemon that starts them (here inside dpm
+    // run): with a soft limit of 256, they must see the hard one.
+    let script = format!(
+        "ulimit -S -n 256 && echo hard=$(ulimit -H -n) && exec {} run -n 1 sh -c 'echo soft=$(ulimit -S -n)'",
+        common::dpm_bin()
+    );
+    let out = std::process::Command::new("sh").args(["-c", &script]).env("DPM_NO_BOOT", "1").output().expect("run sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let hard = stdout.lines().find_map(|l| l.strip_prefix("hard=")).expect("hard limit");
+    assert_ne!(hard, "256", "the hard limit itself is 256: the test proves nothing");
+    assert!(stdout.contains(&format!("soft={hard}")), "{stdout}");
+}

@@ -308,6 +308,29 @@ fn strangers_are_refused_and_the_real_daemons_accepted() {
     assert!(out.leftover_files.is_empty(), "left in the runtime directory: {:?}", out.leftover_files);
 }
 
+/// 64 idle connections (the launcher's handshake slots) do not lock the real
+/// daemons out: the silent ones are evicted for newcomers (and dropped after
+/// the hello deadline), and a daemon closed before the launcher's hello
+/// tries again. They were refused and exited 1, and the run timed out.
+#[test]
+fn idle_connections_cannot_crowd_out_the_real_daemons() {
+    let mut run = ManualRun::start(&["-hosts", "localhost,127.0.0.1", "--connect-timeout", "20", "-n", "2", &program("ring")]);
+    let cmds = run.commands(2);
+    let port = run.port();
+    let idle: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect")).collect();
+    // Let the launcher accept them all before the daemons come.
+    thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    run.start_daemon(&cmds[0], &[]);
+    run.start_daemon(&cmds[1], &[]);
+    let out = run.finish();
+    assert!(out.status.success(), "{}", out.describe());
+    assert!(out.stdout.contains("ring ok size=2"), "{}", out.describe());
+    assert!(out.daemons.iter().all(|d| d.is_some_and(|s| s.success())), "a daemon failed: {}", out.describe());
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}: {}", started.elapsed(), out.describe());
+    drop(idle);
+}
+
 #[test]
 fn the_secret_is_on_no_command_line_and_in_no_rank() {
     let mut run = ManualRun::start(&["-hosts", "localhost,127.0.0.1", "-n", "2", "sleep", "3"]);
@@ -389,7 +412,8 @@ fn an_interrupted_wait_removes_the_secret_file() {
     assert!(cmds[0].secret_file.exists());
     common::send_signal(run.child.id(), "INT");
     let out = run.finish();
-    assert_eq!(out.status.code(), Some(1), "{}", out.describe());
+    // 128 + SIGINT, as for a run interrupted later (it exited 1).
+    assert_eq!(out.status.code(), Some(130), "{}", out.describe());
     assert!(out.stderr.contains("interrupted (SIGINT) while waiting for the daemons"), "{}", out.describe());
     assert!(out.leftover_files.is_empty(), "left in the runtime directory: {:?}", out.leftover_files);
 }

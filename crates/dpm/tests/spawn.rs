@@ -240,6 +240,29 @@ fn universe_size_defaults_to_the_logical_cpus() {
     assert_ok_with(&out, &[&line]);
 }
 
+/// More ranks than slots: Hydra leaves the universe unset (MPICH's spawn
+/// tests then pick their own counts); a universe of the CPU count, below the
+/// world size, made them skip their spawns or fail.
+#[test]
+fn universe_size_is_unset_when_the_ranks_outnumber_the_slots() {
+    let n = nproc() + 1;
+    let out = Dpm::run(["-n", &n.to_string(), &program("universe")]).output();
+    let lines: Vec<String> = (0..n).map(|r| format!("rank {r} universe flag=0")).collect();
+    assert_ok_with(&out, &lines.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// The universe is never below the world size: not with a smaller --usize,
+/// not with --no-oversubscribe (which needs a number to refuse spawns beyond).
+#[test]
+fn universe_size_is_never_below_the_world_size() {
+    let n = (nproc() + 1).to_string();
+    let line = format!("rank 0 universe flag=1 size={n}");
+    let out = Dpm::run(["--usize", "1", "-n", &n, &program("universe")]).output();
+    assert_ok_with(&out, &[&line]);
+    let out = Dpm::run(["--no-oversubscribe", "-n", &n, &program("universe")]).output();
+    assert_ok_with(&out, &[&line]);
+}
+
 #[test]
 fn universe_size_infinite_leaves_the_attribute_unset() {
     let out = Dpm::run(["--usize", "INFINITE", "-n", "1", &program("universe")]).output();

@@ -1,14 +1,19 @@
 //! `dpm run` / `mpiexec` command line, in Hydra's grammar.
 //!
-//! clap cannot express mpiexec's grammar (single-dash long options such as
-//! `-genv K V` that take two values, `:`-separated MPMD segments, options
-//! allowed between segments), so it is parsed here by hand. Options may be
-//! written with one or two dashes, and `--opt=value` works for one-value options.
-
-use std::fmt;
+//! clap cannot express mpiexec's grammar: single-dash long options (`-np 4`,
+//! `-genv K V`, which clap would read as `-n -p` or as short clusters),
+//! options taking two values, `:`-separated MPMD segments each with options
+//! of their own, and a program whose own arguments look like options. So it
+//! is parsed here by hand, option by option as [`crate::options`] lists them
+//! (that table also renders `--help`). Options may be written with one or
+//! two dashes, and `--opt=value` works for one-value options. `dpm boot`
+//! takes the node options of `dpm run` through the same parser.
 
 use dpm_kvs::design::UnknownDesign;
 use dpm_kvs::KvsDesign;
+
+use crate::config::Launcher;
+use crate::options::{self, Command, Key, MAX_SECS};
 
 /// How much of the launcher's environment the ranks inherit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +60,7 @@ pub struct RunOptions {
     /// `--virtual-nodes N`: N daemons on this machine, each a node.
     pub virtual_nodes: Option<u32>,
     /// `-launcher fork|ssh|slurm|manual`.
-    pub launcher: Option<String>,
+    pub launcher: Option<Launcher>,
     /// `--bind ADDR[:PORT]`: where `-launcher manual` listens.
     pub bind: Option<std::net::SocketAddr>,
     /// `--connect-timeout SECS`: how long `-launcher manual` waits for its daemons.
@@ -110,169 +115,43 @@ pub enum CliError {
     Usage(String),
 }
 
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CliError::Help => f.write_str("help requested"),
-            CliError::Version => f.write_str("version requested"),
-            CliError::Usage(msg) => write!(f, "{msg}\nTry 'dpm run --help'."),
+impl From<CliError> for crate::Error {
+    /// Help and version are answered before this; as errors they are usage errors.
+    fn from(e: CliError) -> Self {
+        match e {
+            CliError::Usage(m) => crate::error::UsageError(m).into(),
+            CliError::Help => crate::error::UsageError("help requested".into()).into(),
+            CliError::Version => crate::error::UsageError("version requested".into()).into(),
         }
     }
 }
 
-pub const RUN_HELP: &str = "\
-Usage: dpm run [global options] [local options] PROGRAM [ARGS...] [: [local options] PROGRAM [ARGS...]]...
-       mpiexec ...   (the same, when dpm is installed or linked as mpiexec)
-
-Launch an MPI job: start the ranks, serve their PMI-1/PMI-2 requests, forward
-their output, and exit with the first failing rank's status. Options follow
-MPICH Hydra's mpiexec; one or two dashes both work.
-
-Local options (apply to the ':'-separated segment they stand in):
-  -n, -np N                 number of processes of this segment (default 1)
-  -env NAME VALUE           set NAME=VALUE for this segment
-  -envlist A,B,...          pass only these variables of dpm's environment
-  -envnone / -envall        pass none / all of dpm's environment
-  -wdir, -dir DIR           working directory of the processes
-
-Global options:
-  -genv NAME VALUE          set NAME=VALUE for every process
-  -genvlist A,B,...         pass only these variables of dpm's environment
-  -genvnone                 pass none of dpm's environment
-  -genvall                  pass all of dpm's environment (default)
-  -l, -prepend-rank, --label
-                            prefix every output line with [rank] ([job.rank]
-                            for spawned jobs)
-  --timeout SECS            kill the job after SECS seconds (exit code 124);
-                            also read from MPIEXEC_TIMEOUT
-  --usize N                 universe size (MPI_UNIVERSE_SIZE); default: the
-                            number of logical CPUs
-  --pmi-trace               print every PMI message each way on stderr,
-                            as C[rank]: ... (client) and S[rank]: ... (server)
-  --pmi-port                serve PMI on a loopback TCP port (PMI_PORT and
-                            PMI_ID) instead of inherited socketpairs
-  --no-oversubscribe        refuse MPI_Comm_spawn beyond the universe size
-                            (the spawn returns an error); default: allow
-  --oversubscribe           allow more processes than slots (default)
-  --report-placement        print on stderr where every job's ranks run,
-                            spawned jobs included
-  --kill-grace SECS         after forwarding SIGINT/SIGTERM, wait SECS before
-                            SIGKILL (default 3)
-PMI key-value space (docs/pmi-extensions.md):
-  --kvs DESIGN              where puts live and how gets find them (default
-                            auto; also DPM_KVS); spawned jobs inherit it:
-                              allgather  every put goes to every node at the
-                                         fence; gets never leave the node
-                              tree       puts ride the fence up and are cached
-                                         at each ancestor; a get walks up
-                              dkvs       each key lives on an owner daemon (a
-                                         hash); gets ask it
-                              direct     puts stay on their node; a get asks
-                                         the node of its srcid (else as tree)
-                              auto       dense and unhinted keys as allgather,
-                                         hint=sparse keys as direct/dkvs
-Nodes and placement:
-  -hosts, -host H[:N][,...] hosts to run on, N slots each (default: CPUs)
-  -f, -hostfile FILE        hosts from a file: 'name[:N]' or 'name slots=N'
-  --virtual-nodes N         N daemons on this machine, each a separate node
-                            (MPICH then wires up across nodes)
-  -launcher fork|ssh|slurm|manual
-                            how daemons start (default: slurm inside a Slurm
-                            allocation, ssh for other hosts, fork for this
-                            machine); also DPM_LAUNCHER. manual: dpm listens
-                            on TCP and prints one command per node to run
-                            by hand; each daemon connects back and proves
-                            the run's secret (kept in a private 0600 file,
-                            never on a command line); a flat tree
-  --ssh-command CMD         the ssh command (default 'ssh -o BatchMode=yes');
-                            also DPM_SSH
-  --bind ADDR[:PORT]        where -launcher manual listens (default: every
-                            IPv4 address, a free port)
-  --connect-timeout SECS    how long -launcher manual waits for the daemons
-                            to connect (default 300); also DPM_CONNECT_TIMEOUT
-  --tree-fanout K           daemons form a K-ary tree under dpm (default 32,
-                            so up to 32 nodes are flat); each daemon starts
-                            its children and merges their fence traffic;
-                            also DPM_FANOUT
-  -ppn N                    N ranks per node, then the next node
-  --map-by slot|node        fill each node's slots in turn (default), or
-                            deal ranks round-robin over the nodes
-Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else the
-Slurm allocation (SLURM_JOB_NODELIST, slots from SLURM_TASKS_PER_NODE), else
-this machine alone (then the daemon runs inside dpm itself). With a booted
-tree (dpm boot), jobs go to its daemons instead, unless -hosts, -f,
---virtual-nodes, -launcher or --pmi-trace is given or DPM_NO_BOOT=1.
-  -v, --verbose             log what dpm does (repeat for more; or DPM_LOG)
-  -h, --help                show this help
-
-Accepted for compatibility and ignored, with a warning: -bind-to, -binding,
--iface, -rmk, -prepend-pattern, -print-all-exitcodes, -info.
-
-Dynamic processes: MPI_Comm_spawn, MPI_Comm_spawn_multiple and
-MPI_Publish_name/MPI_Lookup_name work under dpm run. Spawned jobs get their own
-KVS, barrier and PMI_process_mapping; the run ends when every job (initial and
-spawned) has ended. Spawn info keys: wdir, path, env (NAME=VALUE lines), host,
-hosts, add-host, hostfile, add-hostfile (this machine only), oversubscribe,
-map-by, soft; arch and file are ignored with a warning.
-
-Exit status (covers every job of the run, spawned ones included; a failure in
-any job ends all of them): 0 if every rank exited 0 after MPI_Finalize (or never used PMI);
-otherwise the first failure decides it: a rank's non-zero exit code, 128+N for
-a rank killed by signal N, the MPI_Abort code (255 for PMI-2's -1), 1 for a
-rank that exited without MPI_Finalize, 127/126 for a program that is missing /
-not executable, 124 for --timeout, 128+N when dpm itself got signal N.
-";
-
-/// Options that take no value and are ignored for compatibility.
-const IGNORED_FLAGS: &[&str] = &["print-all-exitcodes", "info", "nameserver-none", "disable-auto-cleanup", "enable-x", "disable-x"];
-/// Options that take one value and are ignored for compatibility.
-const IGNORED_VALUED: &[&str] = &["bind-to", "binding", "iface", "rmk", "prepend-pattern"];
-
-/// The options choosing the nodes and how daemons start there, shared by
-/// `dpm run` and `dpm boot`: `Ok(false)` if `name` is none of them. `value`
-/// takes the option's value (saying what it should be).
-pub fn node_option(
-    name: &str,
-    arg: &str,
-    value: &mut dyn FnMut(&str) -> Result<String, CliError>,
-    opts: &mut RunOptions,
-) -> Result<bool, CliError> {
-    let usage = |m: String| CliError::Usage(m);
-    match name {
-        "hosts" | "host" => opts.hosts.extend(value("a host list")?.split(',').filter(|h| !h.is_empty()).map(String::from)),
-        "f" | "hostfile" | "machinefile" => opts.hostfile = Some(value("a file")?),
-        "virtual-nodes" => {
-            let v = value("a node count")?;
-            opts.virtual_nodes = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a node count")))?);
-        }
-        "launcher" | "bootstrap" => {
-            let v = value("fork, ssh, slurm or manual")?;
-            if !matches!(v.as_str(), "fork" | "ssh" | "slurm" | "manual") {
-                return Err(usage(format!("'{arg} {v}': this dpm starts daemons with fork, ssh, slurm or manual")));
-            }
-            opts.launcher = Some(v);
-        }
-        "bind" => {
-            let v = value("an address")?;
-            opts.bind = Some(parse_bind(&v).ok_or_else(|| usage(format!("'{arg} {v}': not an IP address (ADDR or ADDR:PORT)")))?);
-        }
-        "connect-timeout" => {
-            let v = value("seconds")?;
-            opts.connect_timeout = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?);
-        }
-        "ssh-command" | "launcher-exec" | "bootstrap-exec" => opts.ssh_command = Some(value("a command")?),
-        "tree-fanout" | "fanout" => {
-            let v = value("a count")?;
-            opts.fanout = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a fan-out")))?);
-        }
-        _ => return Ok(false),
-    }
-    Ok(true)
+/// `dpm boot`'s own flags, besides the node options it shares with `dpm run`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BootFlags {
+    pub foreground: bool,
+    /// Internal: the detached server says "ready" on stdout for its parent.
+    pub ready_on_stdout: bool,
 }
 
 /// Parse the arguments after `dpm run` (or after `mpiexec`).
 pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
+    let (opts, _) = parse(args, Command::Run)?;
+    if opts.segments.is_empty() {
+        return Err(CliError::Usage("no program given".into()));
+    }
+    Ok(opts)
+}
+
+/// Parse the arguments after `dpm boot`: the node options of `dpm run` and its own.
+pub fn parse_boot(args: &[String]) -> Result<(RunOptions, BootFlags), CliError> {
+    parse(args, Command::Boot)
+}
+
+/// The one parser: every option is looked up in [`OPTIONS`].
+fn parse(args: &[String], command: Command) -> Result<(RunOptions, BootFlags), CliError> {
     let mut opts = RunOptions::default();
+    let mut boot = BootFlags::default();
     let mut seg = empty_segment();
     let mut in_program = false;
     let mut i = 0;
@@ -280,7 +159,7 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
     while i < args.len() {
         let arg = &args[i];
         i += 1;
-        if arg == ":" {
+        if command == Command::Run && arg == ":" {
             finish_segment(&mut opts, &mut seg)?;
             in_program = false;
             continue;
@@ -290,6 +169,9 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
             continue;
         }
         if !arg.starts_with('-') || arg == "-" {
+            if command == Command::Boot {
+                return Err(usage(format!("unexpected argument '{arg}'")));
+            }
             seg.program = arg.clone();
             in_program = true;
             continue;
@@ -300,90 +182,151 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (stripped, None),
         };
-        let mut value = |what: &str| -> Result<String, CliError> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            let v = args.get(i).cloned().ok_or_else(|| usage(format!("option '{arg}' needs {what}")))?;
-            i += 1;
-            Ok(v)
+        let Some(opt) = options::lookup(name, command) else {
+            return Err(usage(format!("unknown option '{arg}'")));
         };
-        match name {
-            "h" | "help" => return Err(CliError::Help),
-            "version" => return Err(CliError::Version),
-            "n" | "np" => {
-                let v = value("a process count")?;
-                let n: u32 = v.parse().map_err(|_| usage(format!("'{arg} {v}': not a process count")))?;
-                seg.nprocs = Some(n);
-            }
-            "env" | "genv" => {
-                let k = value("a variable name and value")?;
-                let v = value("a value")?;
-                if name == "env" { seg.env.push((k, v)) } else { opts.genv.push((k, v)) }
-            }
-            "envlist" | "genvlist" => {
-                let list = EnvMode::List(value("a list of names")?.split(',').filter(|s| !s.is_empty()).map(String::from).collect());
-                if name == "envlist" { seg.env_mode = Some(list) } else { opts.genv_mode = list }
-            }
-            "envnone" => seg.env_mode = Some(EnvMode::None),
-            "envall" => seg.env_mode = Some(EnvMode::All),
-            "genvnone" => opts.genv_mode = EnvMode::None,
-            "genvall" => opts.genv_mode = EnvMode::All,
-            "wdir" | "dir" => seg.wdir = Some(value("a directory")?),
-            "l" | "label" | "prepend-rank" => opts.label = true,
-            "timeout" | "t" => {
-                let v = value("seconds")?;
-                opts.timeout = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?);
-            }
-            "usize" => {
-                let v = value("a size")?;
-                opts.universe_size = Some(match v.to_ascii_uppercase().as_str() {
-                    "INFINITE" | "UNLIMITED" => -1,
-                    "SYSTEM" => cpus(),
-                    _ => v.parse().map_err(|_| usage(format!("'{arg} {v}': not a universe size")))?,
-                });
-            }
-            "v" | "verbose" => opts.verbose += 1,
-            "vv" => opts.verbose += 2,
-            "pmi-trace" => opts.pmi_trace = true,
-            "pmi-port" => opts.pmi_port = true,
-            "no-oversubscribe" => opts.no_oversubscribe = true,
-            "oversubscribe" => opts.no_oversubscribe = false,
-            "report-placement" => opts.report_placement = true,
-            "kill-grace" => {
-                let v = value("seconds")?;
-                opts.kill_grace = v.parse().map_err(|_| usage(format!("'{arg} {v}': not a number of seconds")))?;
-            }
-            "ppn" => {
-                let v = value("a count")?;
-                opts.ppn = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a count")))?);
-            }
-            "kvs" => {
-                let v = value("a KVS design")?;
-                opts.kvs = Some(v.parse().map_err(|e: UnknownDesign| usage(format!("'{arg} {v}': {e}")))?);
-            }
-            "map-by" => {
-                let v = value("slot or node")?;
-                match v.to_ascii_lowercase().as_str() {
-                    "node" => opts.map_by_node = true,
-                    "slot" | "core" => opts.map_by_node = false,
-                    _ => return Err(usage(format!("'{arg} {v}': use slot or node"))),
+        let mut values = Vec::with_capacity(usize::from(opt.values));
+        for k in 0..opt.values {
+            match (k, &inline) {
+                (0, Some(v)) => values.push(v.clone()),
+                _ => {
+                    let v = args.get(i).cloned().ok_or_else(|| usage(format!("option '{arg}' needs {}", what(opt.key, k))))?;
+                    i += 1;
+                    values.push(v);
                 }
             }
-            _ if node_option(name, arg, &mut value, &mut opts)? => {}
-            _ if IGNORED_FLAGS.contains(&name) => opts.warnings.push(format!("option '{arg}' is ignored")),
-            _ if IGNORED_VALUED.contains(&name) => {
-                let v = value("a value")?;
-                opts.warnings.push(format!("option '{arg} {v}' is ignored"));
-            }
-            _ => return Err(usage(format!("unknown option '{arg}'"))),
         }
+        apply(opt.key, arg, values, &mut opts, &mut seg, &mut boot)?;
     }
     finish_segment(&mut opts, &mut seg)?;
-    if opts.segments.is_empty() {
-        return Err(usage("no program given".into()));
+    Ok((opts, boot))
+}
+
+/// What the `k`th value of an option is, for "option '-n' needs a process count".
+fn what(key: Key, k: u8) -> &'static str {
+    match (key, k) {
+        (Key::Np, _) => "a process count",
+        (Key::Env | Key::Genv, 0) => "a variable name and value",
+        (Key::Env | Key::Genv, _) => "a value",
+        (Key::EnvList | Key::GenvList, _) => "a list of names",
+        (Key::Wdir, _) => "a directory",
+        (Key::Timeout | Key::KillGrace | Key::ConnectTimeout, _) => "seconds",
+        (Key::Usize, _) => "a size",
+        (Key::Ppn | Key::Fanout, _) => "a count",
+        (Key::Kvs, _) => "a KVS design",
+        (Key::MapBy, _) => "slot or node",
+        (Key::Hosts, _) => "a host list",
+        (Key::Hostfile, _) => "a file",
+        (Key::VirtualNodes, _) => "a node count",
+        (Key::Launcher, _) => "fork, ssh, slurm or manual",
+        (Key::Bind, _) => "an address",
+        (Key::SshCommand, _) => "a command",
+        _ => "a value",
     }
-    Ok(opts)
+}
+
+/// A whole number of seconds, at most [`MAX_SECS`].
+pub fn parse_secs(text: &str) -> Option<u64> {
+    text.trim().parse().ok().filter(|&s| s <= MAX_SECS)
+}
+
+/// Seconds as `--kill-grace` takes them: finite, not negative, at most [`MAX_SECS`].
+pub fn parse_grace(text: &str) -> Option<f64> {
+    text.trim().parse().ok().filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= MAX_SECS as f64)
+}
+
+fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &mut Segment, boot: &mut BootFlags) -> Result<(), CliError> {
+    let usage = |m: String| CliError::Usage(m);
+    let mut values = values.into_iter();
+    let mut value = || values.next().unwrap_or_default();
+    let list = |v: String| v.split(',').filter(|s| !s.is_empty()).map(String::from).collect::<Vec<_>>();
+    match key {
+        Key::Help => return Err(CliError::Help),
+        Key::Version => return Err(CliError::Version),
+        Key::Np => {
+            let v = value();
+            seg.nprocs = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': not a process count")))?);
+        }
+        Key::Env => seg.env.push((value(), value())),
+        Key::Genv => opts.genv.push((value(), value())),
+        Key::EnvList => seg.env_mode = Some(EnvMode::List(list(value()))),
+        Key::GenvList => opts.genv_mode = EnvMode::List(list(value())),
+        Key::EnvNone => seg.env_mode = Some(EnvMode::None),
+        Key::EnvAll => seg.env_mode = Some(EnvMode::All),
+        Key::GenvNone => opts.genv_mode = EnvMode::None,
+        Key::GenvAll => opts.genv_mode = EnvMode::All,
+        Key::Wdir => seg.wdir = Some(value()),
+        Key::Label => opts.label = true,
+        Key::Timeout => {
+            let v = value();
+            opts.timeout = Some(parse_secs(&v).ok_or_else(|| usage(format!("'{arg} {v}': not a number of seconds (0 to {MAX_SECS})")))?);
+        }
+        Key::Usize => {
+            let v = value();
+            opts.universe_size = Some(match v.to_ascii_uppercase().as_str() {
+                "INFINITE" | "UNLIMITED" => -1,
+                "SYSTEM" => cpus(),
+                _ => v.parse().ok().ok_or_else(|| usage(format!("'{arg} {v}': not a universe size")))?,
+            });
+        }
+        Key::Verbose => opts.verbose = opts.verbose.saturating_add(1),
+        Key::VeryVerbose => opts.verbose = opts.verbose.saturating_add(2),
+        Key::PmiTrace => opts.pmi_trace = true,
+        Key::PmiPort => opts.pmi_port = true,
+        Key::NoOversubscribe => opts.no_oversubscribe = true,
+        Key::Oversubscribe => opts.no_oversubscribe = false,
+        Key::ReportPlacement => opts.report_placement = true,
+        Key::KillGrace => {
+            let v = value();
+            opts.kill_grace = parse_grace(&v).ok_or_else(|| usage(format!("'{arg} {v}': not a number of seconds (0 to {MAX_SECS})")))?;
+        }
+        Key::Ppn => {
+            let v = value();
+            opts.ppn = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a count")))?);
+        }
+        Key::Kvs => {
+            let v = value();
+            opts.kvs = Some(v.parse().map_err(|e: UnknownDesign| usage(format!("'{arg} {v}': {e}")))?);
+        }
+        Key::MapBy => {
+            let v = value();
+            match v.to_ascii_lowercase().as_str() {
+                "node" => opts.map_by_node = true,
+                "slot" | "core" => opts.map_by_node = false,
+                _ => return Err(usage(format!("'{arg} {v}': use slot or node"))),
+            }
+        }
+        Key::Hosts => opts.hosts.extend(list(value())),
+        Key::Hostfile => opts.hostfile = Some(value()),
+        Key::VirtualNodes => {
+            let v = value();
+            opts.virtual_nodes = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a node count")))?);
+        }
+        Key::Launcher => {
+            let v = value();
+            opts.launcher = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': this dpm starts daemons with fork, ssh, slurm or manual")))?);
+        }
+        Key::Bind => {
+            let v = value();
+            opts.bind = Some(parse_bind(&v).ok_or_else(|| usage(format!("'{arg} {v}': not an IP address (ADDR or ADDR:PORT)")))?);
+        }
+        Key::ConnectTimeout => {
+            let v = value();
+            opts.connect_timeout = Some(parse_secs(&v).ok_or_else(|| usage(format!("'{arg} {v}': not a number of seconds (0 to {MAX_SECS})")))?);
+        }
+        Key::SshCommand => opts.ssh_command = Some(value()),
+        Key::Fanout => {
+            let v = value();
+            opts.fanout = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a fan-out")))?);
+        }
+        Key::Foreground => boot.foreground = true,
+        Key::ReadyOnStdout => boot.ready_on_stdout = true,
+        Key::Ignored => {
+            let shown = std::iter::once(arg.to_string()).chain(values).collect::<Vec<_>>().join(" ");
+            opts.warnings.push(format!("option '{shown}' is ignored"));
+        }
+    }
+    Ok(())
 }
 
 fn empty_segment() -> Segment {
@@ -485,7 +428,7 @@ mod tests {
     #[test]
     fn manual_bootstrap_options() {
         let o = parse("-launcher manual --bind 127.0.0.1 --connect-timeout 20 -hosts a,b ./p");
-        assert_eq!(o.launcher.as_deref(), Some("manual"));
+        assert_eq!(o.launcher, Some(Launcher::Manual));
         assert_eq!(o.bind, Some("127.0.0.1:0".parse().unwrap()));
         assert_eq!(o.connect_timeout, Some(20));
         assert_eq!(parse("--bind=[::1]:7000 ./p").bind, Some("[::1]:7000".parse().unwrap()));

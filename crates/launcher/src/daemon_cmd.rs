@@ -12,17 +12,23 @@
 //! else happens (no thread has started yet), so nothing the daemon starts
 //! inherits them.
 
+use std::cell::Cell;
+use std::io::ErrorKind;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::AsyncRead;
+use tokio::io::{AsyncRead, ReadBuf};
 
-use dpm_daemon::{serve_link, DaemonConfig, Uplink};
+use dpm_daemon::{serve_link, DaemonConfig, LinkError, Uplink};
 use dpm_proto::auth::{Secret, SecretError, SECRET_ENV, SECRET_FILE_ENV};
 use dpm_proto::frame::{read_frame_limited, FrameError};
 
-use crate::{block_on_local, init_logging, raise_fd_limit, this_host};
+use crate::{block_on_local, raise_fd_limit, this_host, Error};
 
-/// How long `--connect` tries to reach the launcher.
+/// How long `--connect` tries to reach the launcher (and to get a
+/// handshake slot at a busy one).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The `dpm daemon` command line.
@@ -41,69 +47,113 @@ pub struct DaemonArgs {
     pub connect: Option<String>,
 }
 
-/// `dpm daemon`: returns the process exit status.
-pub fn daemon_command(args: DaemonArgs) -> i32 {
+/// `dpm daemon`: 0 once the launcher let it go, or why it could not serve.
+///
+/// The binary sets up logging first; that starts no thread, so the secret
+/// variables still leave the environment of a single-threaded process.
+pub fn daemon_command(args: DaemonArgs) -> Result<i32, Error> {
     // First: while this is the only thread, take the secret out of the environment.
     let from_env = Secret::take_from_env();
-    init_logging(args.verbose);
     raise_fd_limit();
     let node = args.node;
     let config = DaemonConfig { host: this_host(), trace: args.pmi_trace };
-    block_on_local("dpm daemon", async move {
+    block_on_local(async move {
         let served = match &args.connect {
             Some(addr) => serve_tcp(config, node, addr, from_env).await,
             None => serve_stdio(config, node, args.secret_stdin, from_env).await,
         };
-        match served {
-            Ok(()) => 0,
-            Err(e) => {
-                tracing::error!(node, "{e}");
-                1
-            }
-        }
+        served.map(|()| 0).map_err(|source| Error::Daemon { node, source })
     })
 }
 
-async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), String> {
-    let (mut stdin, stdout) = dpm_daemon::stdio::link();
-    let secret = if secret_stdin {
-        read_secret_frame(&mut stdin).await.map_err(|e| format!("cannot read the secret on stdin: {e}"))?
-    } else {
-        from_env.map_err(|e| e.to_string())?.ok_or_else(|| {
-            format!("no secret: dpm daemon is started by dpm run (the secret comes in {SECRET_ENV} or on stdin)")
-        })?
-    };
-    let uplink = Uplink { node, secret, peer: "the parent on stdin".into() };
-    serve_link(config, uplink, stdin, stdout).await.map_err(|e| e.to_string())
+/// Why `dpm daemon` could not serve its node.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot read the secret on stdin: {0}")]
+    SecretFrame(#[from] FrameError),
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    #[error("no secret: dpm daemon is started by dpm run (the secret comes in {SECRET_ENV} or on stdin)")]
+    NoSecret,
+    #[error("no secret: set {SECRET_FILE_ENV} to the file dpm run printed (copied here with mode 0600), or {SECRET_ENV} to its contents")]
+    NoSecretFile,
+    #[error("cannot connect to the launcher at {addr}: {source}")]
+    Connect { addr: String, source: std::io::Error },
+    #[error("cannot connect to the launcher at {addr}: no answer within {} s", CONNECT_TIMEOUT.as_secs())]
+    NoAnswer { addr: String },
+    /// The launcher hangs up without a word on a connection it refuses
+    /// before the proofs (its log says why).
+    #[error("the launcher at {addr} closed the connection during the handshake: is node {node} already connected, or not a node of the run? (its log says)")]
+    Refused { addr: String, node: usize },
+    #[error(transparent)]
+    Link(#[from] LinkError),
 }
 
-async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Result<Option<Secret>, SecretError>) -> Result<(), String> {
-    let secret = from_env.map_err(|e| e.to_string())?.ok_or_else(|| {
-        format!(
-            "no secret: set {SECRET_FILE_ENV} to the file dpm run printed (copied here with mode 0600), or {SECRET_ENV} to its contents"
-        )
-    })?;
-    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(format!("cannot connect to the launcher at {addr}: {e}")),
-        Err(_) => return Err(format!("cannot connect to the launcher at {addr}: no answer within {} s", CONNECT_TIMEOUT.as_secs())),
-    };
-    let _ = stream.set_nodelay(true);
-    let (r, w) = stream.into_split();
-    let uplink = Uplink { node, secret, peer: format!("the launcher at {addr}") };
-    match serve_link(config, uplink, r, w).await {
-        Ok(()) => Ok(()),
-        // The launcher hangs up without a word on a connection it refuses
-        // before the proofs (see its log for why).
-        Err(e) if matches!(e.source, FrameError::Closed) => Err(format!(
-            "the launcher at {addr} closed the connection during the handshake: is node {node} already connected, or not a node of the run? (its log says)"
-        )),
-        Err(e) => Err(e.to_string()),
+async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
+    let (mut stdin, stdout) = dpm_daemon::stdio::link();
+    let secret = if secret_stdin { read_secret_frame(&mut stdin).await? } else { from_env?.ok_or(DaemonError::NoSecret)? };
+    let uplink = Uplink { node, secret, peer: "the parent on stdin".into() };
+    Ok(serve_link(config, uplink, stdin, stdout).await?)
+}
+
+/// Connect to a manual launcher and serve it. A launcher with all its
+/// handshake slots taken closes a new connection before saying its hello;
+/// such a daemon tries again (backing off) until [`CONNECT_TIMEOUT`] is up.
+/// A close after the launcher's hello is a real refusal (wrong node, node
+/// already in), said at once.
+async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
+    let secret = from_env?.ok_or(DaemonError::NoSecretFile)?;
+    let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let stream = match tokio::time::timeout_at(deadline, tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(source)) => return Err(DaemonError::Connect { addr: addr.to_string(), source }),
+            Err(_) => return Err(DaemonError::NoAnswer { addr: addr.to_string() }),
+        };
+        let _ = stream.set_nodelay(true);
+        let (r, w) = stream.into_split();
+        let heard = Rc::new(Cell::new(false));
+        let r = Heard { inner: r, heard: heard.clone() };
+        let uplink = Uplink { node, secret: secret.clone(), peer: format!("the launcher at {addr}") };
+        let error = match serve_link(config.clone(), uplink, r, w).await {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let closed = match &error.source {
+            FrameError::Closed => true,
+            FrameError::Io(e) => matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted),
+            _ => false,
+        };
+        if closed && !heard.get() && tokio::time::Instant::now() + pause < deadline {
+            tracing::info!(node, "the launcher at {addr} closed the connection before its hello (busy); trying again");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+            continue;
+        }
+        return Err(if closed { DaemonError::Refused { addr: addr.to_string(), node } } else { error.into() });
+    }
+}
+
+/// A reader that notes whether anything at all came from the peer.
+struct Heard<R> {
+    inner: R,
+    heard: Rc<Cell<bool>>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Heard<R> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.heard.set(true);
+        }
+        polled
     }
 }
 
 /// The secret as the first frame on the link (hex, as a JSON string).
-async fn read_secret_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Secret, String> {
-    let hex: String = read_frame_limited(r, 256).await.map_err(|e| e.to_string())?;
-    Secret::from_hex(&hex).map_err(|e| e.to_string())
+async fn read_secret_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Secret, DaemonError> {
+    let hex: String = read_frame_limited(r, 256).await?;
+    Ok(Secret::from_hex(&hex)?)
 }

@@ -11,15 +11,23 @@
 //! ```
 //!
 //! The secret itself is never printed nor put on a command line. Each
-//! connection must complete the hello and the mutual proof of the secret
-//! within [`HANDSHAKE_TIMEOUT`]; a stranger, a wrong secret or a second
-//! daemon for a node already connected is logged and closed, and the launcher
-//! keeps waiting for the real one. Once every node is in, the listener is
-//! closed and the secret file removed (also on any failure, and on
-//! SIGINT/SIGTERM/SIGHUP while waiting). The daemons form a flat tree: each is
-//! a direct child of the launcher, whatever `--tree-fanout` says.
+//! connection must send its hello within [`HELLO_TIMEOUT`] and complete the
+//! mutual proof of the secret within [`HANDSHAKE_TIMEOUT`]; a stranger, a
+//! wrong secret or a second daemon for a node already connected is logged
+//! and closed, and the launcher keeps waiting for the real one. At most
+//! [`MAX_PENDING`] connections handshake at once (a flood cannot exhaust the
+//! launcher's descriptors); when they are all taken, a new connection evicts
+//! the oldest one still silent (a real daemon says hello as soon as it is
+//! accepted), so idle strangers cannot crowd the real daemons out. A daemon
+//! closed before the launcher's hello was refused for being one too many, and
+//! tries again (see [`crate::daemon_cmd`]). Once every node is in, the
+//! listener is closed and the secret file removed (also on any failure, and
+//! on SIGINT/SIGTERM/SIGHUP while waiting: the run then ends with 128 + the
+//! signal). The daemons form a flat tree: each is a direct child of the
+//! launcher, whatever `--tree-fanout` says.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -27,22 +35,27 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 
 use dpm_daemon::links;
 use dpm_proto::{ToDaemon, ToLauncher};
 
 use dpm_proto::auth::{Secret, SECRET_FILE_ENV};
-use dpm_proto::frame::{answer_hello, authenticate, Hello, Role, PROTOCOL_VERSION};
+use dpm_proto::frame::{answer_hello, authenticate, FrameError, Hello, Role, PROTOCOL_VERSION};
 
+use crate::error::Error;
+use crate::output::Console;
 use crate::nodes::Node;
 use crate::private_dir::{self, PrivateFile};
 
 /// How long one connection may take to say hello and prove the secret.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections handshaking at once; more are closed at once (a flood of
-/// strangers cannot exhaust the launcher's descriptors).
-const MAX_PENDING: usize = 64;
+/// How long a connection may stay silent before its hello: a real daemon
+/// sends it as it connects, so this only bounds strangers.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connections handshaking at once; beyond, the oldest silent one is evicted
+/// (or, if none is silent, the new one closed).
+pub const MAX_PENDING: usize = 64;
 
 /// How the manual bootstrap listens and waits.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,44 +87,72 @@ pub async fn connect_all(
     secret: &Secret,
     me: &str,
     up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
-) -> Result<Vec<Connected>, String> {
+) -> Result<Vec<Connected>, Error> {
+    let failed = |e: &dyn std::fmt::Display| Error::failed(format!("-launcher manual: {e}"));
     // Signals first: from the moment the secret file exists, an interrupted
     // launcher must still remove it.
     let mut signals = Vec::new();
     for kind in [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()] {
-        signals.push(signal(kind).map_err(|e| format!("cannot handle signals: {e}"))?);
+        signals.push(signal(kind).map_err(|e| Error::failed(format!("cannot handle signals: {e}")))?);
     }
     let bind = opts.bind.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let listener = TcpListener::bind(bind).await.map_err(|e| format!("-launcher manual: cannot listen on {bind}: {e}"))?;
-    let local = listener.local_addr().map_err(|e| format!("-launcher manual: {e}"))?;
-    let dir = private_dir::runtime_dir().map_err(|e| format!("-launcher manual: {e}"))?;
-    let name = format!("manual-{}-{}.secret", std::process::id(), &Secret::generate().map_err(|e| e.to_string())?.to_hex()[..8]);
-    let file = PrivateFile::create(&dir, &name, format!("{}\n", secret.to_hex()).as_bytes()).map_err(|e| format!("-launcher manual: {e}"))?;
+    let listener = TcpListener::bind(bind).await.map_err(|e| failed(&format!("cannot listen on {bind}: {e}")))?;
+    let local = listener.local_addr().map_err(|e| failed(&e))?;
+    let dir = private_dir::runtime_dir().map_err(|e| failed(&e))?;
+    let name = format!("manual-{}-{}.secret", std::process::id(), &Secret::generate().map_err(|e| failed(&e))?.to_hex()[..8]);
+    let file = PrivateFile::create(&dir, &name, format!("{}\n", secret.to_hex()).as_bytes()).map_err(|e| failed(&e))?;
 
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the dpm executable: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find the dpm executable: {e}")))?;
     // Daemons connect to the address we listen on, or to this host's name
     // when we listen on all of them.
     let target = if local.ip().is_unspecified() { format!("{me}:{}", local.port()) } else { local.to_string() };
-    eprintln!(
+    let console = Console::Local;
+    console.say(&format!(
         "dpm: -launcher manual: listening on {local}; waiting up to {} s for {} daemon{}. Run on each node \
          (the secret file must be there too, mode 0600):",
         opts.timeout.as_secs(),
         nodes.len(),
         if nodes.len() == 1 { "" } else { "s" }
-    );
+    ));
     for (i, node) in nodes.iter().enumerate() {
-        eprintln!(
+        console.say(&format!(
             "dpm:   node {i} ({}): {SECRET_FILE_ENV}={} {} daemon --connect {target} --node {i}",
             node.host,
             shell_quote(&file.path().display().to_string()),
             shell_quote(&exe.display().to_string())
-        );
+        ));
     }
 
     let result = accept(listener, nodes, opts.timeout, secret, me, up, &mut signals).await;
     // Every node is in (or the run is over): nobody needs the file any more.
     drop(file);
     result
+}
+
+/// A connection still handshaking, in accept order.
+struct Pending {
+    handle: AbortHandle,
+    /// Its hello has come: a would-be daemon, no longer evictable.
+    spoke: Rc<Cell<bool>>,
+}
+
+/// Make room for one more handshake: forget the finished ones, then evict the
+/// oldest still silent. `false` if all [`MAX_PENDING`] are past their hello.
+fn make_room(pending: &mut VecDeque<Pending>) -> bool {
+    pending.retain(|p| !p.handle.is_finished());
+    if pending.len() < MAX_PENDING {
+        return true;
+    }
+    match pending.iter().position(|p| !p.spoke.get()) {
+        Some(i) => {
+            if let Some(p) = pending.remove(i) {
+                p.handle.abort();
+                tracing::warn!("{MAX_PENDING} connections are handshaking: closed the oldest that has not said hello");
+            }
+            true
+        }
+        None => false,
+    }
 }
 
 async fn accept(
@@ -122,89 +163,115 @@ async fn accept(
     me: &str,
     up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
     signals: &mut [tokio::signal::unix::Signal],
-) -> Result<Vec<Connected>, String> {
+) -> Result<Vec<Connected>, Error> {
     let n = nodes.len();
     let deadline = tokio::time::Instant::now() + timeout;
     let secret = Rc::new(secret.clone());
     // Nodes whose daemon is in: a second one for them is refused at its hello.
     let taken = Rc::new(RefCell::new(vec![false; n]));
     let mut links: Vec<Option<Connected>> = (0..n).map(|_| None).collect();
-    let mut pending: JoinSet<Result<(usize, TcpStream, Hello), String>> = JoinSet::new();
+    let mut handshakes: JoinSet<(SocketAddr, Result<(usize, TcpStream, Hello), Refusal>)> = JoinSet::new();
+    let mut pending: VecDeque<Pending> = VecDeque::new();
     let [sigint, sigterm, sighup] = signals else { unreachable!("three signals registered") };
+    let interrupted = |what, signal: nix::sys::signal::Signal| Err(Error::Interrupted { what, signal: signal as i32 });
     while links.iter().any(Option::is_none) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, addr)) if pending.len() < MAX_PENDING => {
+                Ok((stream, addr)) if make_room(&mut pending) => {
                     let (secret, taken, me) = (secret.clone(), taken.clone(), me.to_string());
-                    pending.spawn_local(async move {
-                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, admit(stream, &secret, &taken, &me)).await {
-                            Ok(Ok((node, stream, hello))) => Ok((node, stream, hello)),
-                            Ok(Err(e)) => Err(format!("refused a connection from {addr}: {e}")),
-                            Err(_) => Err(format!("refused a connection from {addr}: no hello and proof within {} s", HANDSHAKE_TIMEOUT.as_secs())),
-                        }
+                    let spoke = Rc::new(Cell::new(false));
+                    let said = spoke.clone();
+                    let handle = handshakes.spawn_local(async move {
+                        let admitted = tokio::time::timeout(HANDSHAKE_TIMEOUT, admit(stream, &secret, &taken, &me, &said)).await;
+                        (addr, admitted.unwrap_or(Err(Refusal::Slow)))
                     });
+                    pending.push_back(Pending { handle, spoke });
                 }
-                Ok((_, addr)) => tracing::warn!("refused a connection from {addr}: {MAX_PENDING} connections are already handshaking"),
+                Ok((_, addr)) => tracing::warn!("refused a connection from {addr}: {MAX_PENDING} connections are already past their hello"),
                 // Out of descriptors, or a connection reset before accept: keep listening.
                 Err(e) => {
                     tracing::warn!("accepting a daemon's connection failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            Some(done) = pending.join_next() => match done {
-                Ok(Ok((node, stream, hello))) if links[node].is_none() => {
+            Some(done) = handshakes.join_next() => match done {
+                Ok((_, Ok((node, stream, hello)))) if links[node].is_none() => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
-                    eprintln!("dpm: node {node} ({}) connected from {from} (host {})", nodes[node].host, hello.host);
+                    Console::Local.say(&format!("dpm: node {node} ({}) connected from {from} (host {})", nodes[node].host, hello.host));
                     let (r, w) = stream.into_split();
                     let (down, reader) = links::bridge_link(node, r, w, || {}, up.clone());
                     links[node] = Some(Connected { node, down, reader });
                 }
-                Ok(Ok((node, stream, _))) => {
+                Ok((_, Ok((node, stream, _)))) => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
                     tracing::warn!("refused a connection from {from}: node {node} is already connected");
                 }
-                Ok(Err(e)) => tracing::warn!("{e}"),
+                Ok((addr, Err(e))) => tracing::warn!("refused a connection from {addr}: {e}"),
+                // An evicted connection's task ends cancelled: said when evicted.
+                Err(e) if e.is_cancelled() => {}
                 Err(e) => tracing::warn!("a connection's handshake failed: {e}"),
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let missing: Vec<String> = (0..n).filter(|&i| links[i].is_none()).map(|i| format!("{i} ({})", nodes[i].host)).collect();
-                return Err(format!(
+                return Err(Error::failed(format!(
                     "-launcher manual: node{} {} did not connect within {} s (start them with the commands above; --connect-timeout sets the wait)",
                     if missing.len() == 1 { "" } else { "s" },
                     missing.join(", "),
                     timeout.as_secs()
-                ));
+                )));
             }
-            _ = sigint.recv() => return Err("interrupted (SIGINT) while waiting for the daemons".into()),
-            _ = sigterm.recv() => return Err("terminated (SIGTERM) while waiting for the daemons".into()),
-            _ = sighup.recv() => return Err("hung up (SIGHUP) while waiting for the daemons".into()),
+            _ = sigint.recv() => return interrupted("interrupted (SIGINT)", nix::sys::signal::Signal::SIGINT),
+            _ = sigterm.recv() => return interrupted("terminated (SIGTERM)", nix::sys::signal::Signal::SIGTERM),
+            _ = sighup.recv() => return interrupted("hung up (SIGHUP)", nix::sys::signal::Signal::SIGHUP),
         }
     }
     // Dropping the listener and the handshakes still going on: nothing else
     // listens from now on.
     drop(listener);
-    pending.abort_all();
-    Ok(links.into_iter().map(|c| c.expect("every node is in")).collect())
+    handshakes.abort_all();
+    Ok(links.into_iter().flatten().collect())
 }
 
 /// Greet one connection: its hello must name a node of this run not yet
 /// connected, then it must prove the secret (and we prove it to it).
-async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, me: &str) -> Result<(usize, TcpStream, Hello), String> {
+/// Why a connection was not admitted (logged; the launcher keeps waiting).
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error("no hello within {} s", HELLO_TIMEOUT.as_secs())]
+    Silent,
+    #[error("no hello and proof within {} s", HANDSHAKE_TIMEOUT.as_secs())]
+    Slow,
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("it claims node {node}, but this run has nodes 0 to {last}")]
+    NoSuchNode { node: usize, last: usize },
+    #[error("node {0} is already connected")]
+    Taken(usize),
+    #[error("node {node} (host {host}): {source}")]
+    Proof { node: usize, host: String, source: FrameError },
+    #[error(transparent)]
+    Reunite(#[from] tokio::net::tcp::ReuniteError),
+}
+
+async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, me: &str, spoke: &Cell<bool>) -> Result<(usize, TcpStream, Hello), Refusal> {
     let _ = stream.set_nodelay(true);
     let (mut r, mut w) = stream.into_split();
     let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: 0, host: me.to_string() };
-    let hello = answer_hello(&mut r, &mut w, ours, Role::Daemon).await.map_err(|e| e.to_string())?;
+    // A silent peer is dropped early; one that says a valid hello gets the
+    // full handshake time and is no longer evicted for newcomers.
+    let hello = tokio::time::timeout(HELLO_TIMEOUT, answer_hello(&mut r, &mut w, ours, Role::Daemon)).await.map_err(|_| Refusal::Silent)??;
+    spoke.set(true);
     let node = hello.node;
     let n = taken.borrow().len();
     if node >= n {
-        return Err(format!("it claims node {node}, but this run has nodes 0 to {}", n - 1));
+        return Err(Refusal::NoSuchNode { node, last: n - 1 });
     }
     if taken.borrow()[node] {
-        return Err(format!("node {node} is already connected"));
+        return Err(Refusal::Taken(node));
     }
-    authenticate(&mut r, &mut w, secret, Role::Launcher, node).await.map_err(|e| format!("node {node} (host {}): {e}", hello.host))?;
+    authenticate(&mut r, &mut w, secret, Role::Launcher, node).await.map_err(|source| Refusal::Proof { node, host: hello.host.clone(), source })?;
     taken.borrow_mut()[node] = true;
-    let stream = r.reunite(w).map_err(|e| e.to_string())?;
+    let stream = r.reunite(w)?;
     Ok((node, stream, hello))
 }
 

@@ -30,6 +30,7 @@ use dpm_proto::{ToDaemon, ToLauncher};
 
 use crate::controller::DaemonLink;
 use crate::manual::{self, Manual};
+use crate::Error;
 
 /// One node of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,14 +40,15 @@ pub struct Node {
     pub slots: u32,
 }
 
+/// How the launcher gets its daemons: the tree's own ways (fork, ssh, srun:
+/// [`tree::Bootstrap`], which daemons use for their children too), or the
+/// two only the launcher has.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Bootstrap {
+    /// One node: the daemon is a task of the launcher.
     InProcess,
-    Fork,
-    /// The ssh command and its options, e.g. `["ssh", "-o", "BatchMode=yes"]`.
-    Ssh(Vec<String>),
-    /// `srun` steps inside the Slurm allocation.
-    Slurm,
+    /// A tree started by fork, ssh or srun.
+    Tree(tree::Bootstrap),
     /// Daemons started by hand, connecting by TCP.
     Manual(Manual),
 }
@@ -118,8 +120,8 @@ impl DaemonsWaiter {
 /// starts its children, each daemon its own), every link authenticated with a
 /// fresh secret. Returns once every node has reported ready. On any failure
 /// nothing is left running.
-pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: bool, verbose: u8) -> Result<Daemons, String> {
-    let secret = Secret::generate().map_err(|e| e.to_string())?;
+pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: bool, verbose: u8) -> Result<Daemons, Error> {
+    let secret = Secret::generate().map_err(|e| Error::failed(e.to_string()))?;
     start_with_secret(nodes, bootstrap, fanout, trace, verbose, &secret).await
 }
 
@@ -131,7 +133,7 @@ pub async fn start_with_secret(
     trace: bool,
     verbose: u8,
     secret: &Secret,
-) -> Result<Daemons, String> {
+) -> Result<Daemons, Error> {
     let (up_tx, mut up_rx) = mpsc::unbounded_channel();
     if *bootstrap == Bootstrap::InProcess {
         let (down_tx, down_rx) = mpsc::unbounded_channel();
@@ -153,8 +155,7 @@ pub async fn start_with_secret(
         hosts: nodes.iter().map(|n| n.host.clone()).collect(),
         fanout: bootstrap.effective_fanout(fanout, n),
         bootstrap: match bootstrap {
-            Bootstrap::Ssh(cmd) => tree::Bootstrap::Ssh(cmd.clone()),
-            Bootstrap::Slurm => tree::Bootstrap::Slurm,
+            Bootstrap::Tree(b) => b.clone(),
             _ => tree::Bootstrap::Fork,
         },
         trace,
@@ -171,7 +172,7 @@ pub async fn start_with_secret(
         }
     } else {
         let top = tree::children(None, n, spec.fanout);
-        for child in links::start_children(&top, &spec, &me, secret, &up_tx).await? {
+        for child in links::start_children(&top, &spec, &me, secret, &up_tx).await.map_err(Error::failed)? {
             children.push(child.process);
             top_links.insert(child.node, child.down);
         }
@@ -185,13 +186,13 @@ pub async fn start_with_secret(
             Ok(Some((node, ToLauncher::Ready { .. }))) if node < n => ready[node] = true,
             Ok(Some((node, ToLauncher::Lost { error }))) => {
                 let host = nodes.get(node).map_or("?", |h| h.host.as_str());
-                return Err(format!("node {node} ({host}): {error}"));
+                return Err(Error::failed(format!("node {node} ({host}): {error}")));
             }
             Ok(Some(other)) => early.push(other),
-            Ok(None) => return Err("the daemon links closed while starting".into()),
+            Ok(None) => return Err(Error::failed("the daemon links closed while starting")),
             Err(_) => {
                 let missing: Vec<String> = (0..n).filter(|&i| !ready[i]).map(|i| format!("{i} ({})", nodes[i].host)).collect();
-                return Err(format!("nodes {} did not come up within {} s", missing.join(", "), TREE_TIMEOUT.as_secs()));
+                return Err(Error::failed(format!("nodes {} did not come up within {} s", missing.join(", "), TREE_TIMEOUT.as_secs())));
             }
         }
     }

@@ -11,7 +11,9 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-pub fn runtime_dir() -> Result<PathBuf, String> {
+use crate::error::DirError;
+
+pub fn runtime_dir() -> Result<PathBuf, DirError> {
     let uid = nix::unistd::getuid().as_raw();
     let dir = match (std::env::var_os("DPM_RUNTIME_DIR"), std::env::var_os("XDG_RUNTIME_DIR")) {
         (Some(d), _) if !d.is_empty() => PathBuf::from(d),
@@ -21,22 +23,19 @@ pub fn runtime_dir() -> Result<PathBuf, String> {
     match std::fs::symlink_metadata(&dir) {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|e| format!("cannot create the private directory {}: {e}", dir.display()))?;
+            std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|source| DirError::Create { dir: dir.clone(), source })?;
         }
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+        Err(source) => return Err(DirError::Stat { dir, source }),
     }
-    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let meta = std::fs::symlink_metadata(&dir).map_err(|source| DirError::Stat { dir: dir.clone(), source })?;
     if !meta.file_type().is_dir() {
-        return Err(format!("{} is not a directory (a symlink?); refusing to use it", dir.display()));
+        return Err(DirError::NotADirectory(dir));
     }
     if meta.uid() != uid {
-        return Err(format!("{} belongs to uid {}, not to you (uid {uid}); refusing to use it", dir.display(), meta.uid()));
+        return Err(DirError::NotOwned { dir, owner: meta.uid(), me: uid });
     }
     if meta.mode() & 0o077 != 0 {
-        return Err(format!("{} is open to other users (mode {:o}); make it 0700", dir.display(), meta.mode() & 0o777));
+        return Err(DirError::Open { dir, mode: meta.mode() & 0o777 });
     }
     Ok(dir)
 }
@@ -64,7 +63,7 @@ impl PrivateFile {
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC).bits())
             .open(&path)
             .map_err(|source| WriteError { path: path.clone(), source })?;
         // From here on the file is ours to remove, also if writing fails.
@@ -104,11 +103,11 @@ mod tests {
         assert_eq!(got, dir);
         assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(super::runtime_dir().unwrap_err().contains("open to other users"));
+        assert!(super::runtime_dir().unwrap_err().to_string().contains("open to other users"));
         let link = base.join("link");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
         std::env::set_var("DPM_RUNTIME_DIR", &link);
-        assert!(super::runtime_dir().unwrap_err().contains("not a directory"));
+        assert!(super::runtime_dir().unwrap_err().to_string().contains("not a directory"));
         std::env::remove_var("DPM_RUNTIME_DIR");
         std::fs::remove_dir_all(&base).unwrap();
     }

@@ -15,18 +15,18 @@ use std::time::Duration;
 
 use dpm_proto::{LaunchJob, PmiMode};
 
-use crate::controller::Settings;
+use crate::cli::RunOptions;
+use crate::config::{self, RunConfig};
+use crate::error::{Error, UsageError};
+use crate::nodes::Node;
 
 /// Serve the singleton; returns dpm's exit status.
-pub fn run(args: &[String], verbose: bool) -> i32 {
-    crate::init_logging(u8::from(verbose));
+pub fn run(args: &[String]) -> Result<i32, Error> {
     let (Some(port), Some(pid)) = (args.first(), args.get(3)) else {
-        eprintln!("mpiexec: -pmi_args needs PORT INTERFACE KEY PID");
-        return 2;
+        return Err(UsageError::new("-pmi_args needs PORT INTERFACE KEY PID").into());
     };
     let (Ok(port), Ok(pid)) = (port.parse::<u16>(), pid.parse::<u32>()) else {
-        eprintln!("mpiexec: -pmi_args {}: PORT and PID must be numbers", args.join(" "));
-        return 2;
+        return Err(UsageError::new(format!("-pmi_args {}: PORT and PID must be numbers", args.join(" "))).into());
     };
     // MPICH formats PID in the forked child, so it is our own pid: the
     // singleton is the process that forked us.
@@ -35,65 +35,44 @@ pub fn run(args: &[String], verbose: bool) -> i32 {
     // fds close-on-exec): keep none of it, so spawned children get none either.
     close_inherited_fds();
     let kvsname = crate::controller::kvsname(crate::controller::random_tag(), dpm_kvs::JobId(0));
-    let stream = match handshake(port, &kvsname) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("mpiexec: singleton handshake with process {pid} on port {port} failed: {e}");
-            return 1;
-        }
-    };
+    let stream = handshake(port, &kvsname)
+        .map_err(|e| Error::failed(format!("singleton handshake with process {pid} on port {port} failed: {e}")))?;
     let launcher_env: Vec<(String, String)> = std::env::vars().collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    crate::block_on_local("mpiexec", async move {
+    crate::raise_fd_limit();
+    crate::block_on_local(async move {
         let host = crate::this_host();
+        // One process, the CPUs as its universe: room to spawn into.
         let universe_size = crate::cli::cpus();
-        let settings = Settings {
-            label: false,
-            kill_grace: Duration::from_secs(3),
-            universe_size,
-            pmi_mode: PmiMode::Fd,
-            no_oversubscribe: false,
-            report_placement: false,
-            spawn: crate::spawn::SpawnContext {
-                base_env: launcher_env.into_iter().filter(|(k, _)| !k.starts_with("PMI_") && !k.starts_with("PMIX_")).collect(),
-                cwd,
-                host: host.clone(),
-                nodes: vec![host.clone()],
-            },
-            node_slots: vec![universe_size as u32],
-            fanout: 1,
-            owner: std::process::id(),
-        };
-        let node = crate::nodes::Node { host, slots: universe_size as u32 };
-        let daemons = match crate::nodes::start(&[node], &crate::nodes::Bootstrap::InProcess, 1, false, 0).await {
-            Ok(d) => d,
-            Err(e) => {
-                eprintln!("mpiexec: {e}");
-                return 1;
-            }
-        };
+        let config = RunConfig::from_env(&RunOptions::default())?;
+        let node = Node { host: host.clone(), slots: universe_size as u32 };
+        let base_env = launcher_env.into_iter().filter(|(k, _)| !k.starts_with("PMI_") && !k.starts_with("PMIX_")).collect();
+        let spawn = config::spawn_context(base_env, cwd, host, std::slice::from_ref(&node));
+        let settings = config::settings(&config, universe_size, spawn, vec![node.slots], 1, std::process::id());
+        let daemons = crate::nodes::start(&[node], &crate::nodes::Bootstrap::InProcess, 1, false, 0).await?;
+        let kvs = config.kvs;
         let start = move |controller: &mut crate::controller::Controller| {
             // Job 0 keeps the name the handshake already told the program.
             let (job, _) = controller.new_job_id();
             let launch = LaunchJob {
-            job,
-            kvsname: kvsname.clone(),
-            size: 1,
-            appnums: vec![0],
-            universe_size,
-            process_mapping: crate::plan::process_mapping(&[0]),
-            spawner: None,
-            preput: Vec::new(),
-            pmi_mode: PmiMode::Fd,
-            stdin_rank: None,
-            apps: Vec::new(),
-            procs: Vec::new(),
-            kvs: crate::cli::kvs_from_env().unwrap_or_default(),
-            node_of: vec![0],
-        };
+                job,
+                kvsname: kvsname.clone(),
+                size: 1,
+                appnums: vec![0],
+                universe_size,
+                process_mapping: crate::plan::process_mapping(&[0]),
+                spawner: None,
+                preput: Vec::new(),
+                pmi_mode: PmiMode::Fd,
+                stdin_rank: None,
+                apps: Vec::new(),
+                procs: Vec::new(),
+                kvs,
+                node_of: vec![0],
+            };
             controller.adopt(launch, pid, stream.into_raw_fd());
         };
-        crate::drive(daemons, settings, start, None, false).await
+        Ok(crate::drive(daemons, settings, start, None, false).await)
     })
 }
 
@@ -101,9 +80,9 @@ fn close_inherited_fds() {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
     let fds: Vec<i32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).filter(|&fd| fd > 2).collect();
     for fd in fds {
-        // SAFETY: nothing in this process owns these fds yet (no runtime, no
-        // files opened); the one read_dir used is closed and fails harmlessly.
-        unsafe { libc::close(fd) };
+        // Nothing in this process owns these fds yet (no runtime, no files
+        // opened); the one read_dir used is closed and fails harmlessly.
+        let _ = nix::unistd::close(fd);
     }
 }
 

@@ -1,0 +1,136 @@
+//! The boot's clients: `dpm run` through the boot (plan here, run there,
+//! relay until the exit status), `dpm status` and `dpm down`.
+
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::time::Duration;
+
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixStream;
+
+use dpm_proto::control::{BootStatus, ToClient, ToServer, CONTROL_VERSION};
+use dpm_proto::frame::{read_frame, write_frame};
+
+use crate::cli::RunOptions;
+use crate::config::RunConfig;
+use crate::controller::{self, Input};
+use crate::error::{DirError, Error};
+use crate::output::emit;
+use crate::plan;
+
+use super::boot_files;
+
+/// The booted tree's control socket, connected; `None` if there is no boot;
+/// an error if the private directory is not private.
+pub fn connect() -> Result<Option<StdUnixStream>, DirError> {
+    let files = boot_files()?;
+    match StdUnixStream::connect(&files.socket) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) => {
+            if files.socket.exists() {
+                tracing::warn!("{} is there but does not answer ({e}): a boot server that died?", files.socket.display());
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// `dpm run` through the boot: plan here, run there, relay until the exit status.
+pub async fn run_through(stream: StdUnixStream, opts: RunOptions, config: RunConfig) -> Result<i32, Error> {
+    let (launcher_env, cwd, planned) = crate::plan_here(&opts)?;
+    let spawn_env = plan::segment_env(&opts, &opts.segments[0], &launcher_env);
+    let submit = config.submit(planned, spawn_env, cwd.display().to_string(), crate::this_host());
+    let (mut rd, mut wr) = to_tokio(stream)?;
+    write_frame(&mut wr, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) })
+        .await
+        .map_err(|e| Error::failed(format!("cannot submit to the boot: {e}")))?;
+    let mut inputs = controller::local_inputs(true);
+    tokio::task::spawn_local(async move {
+        while let Some(input) = inputs.recv().await {
+            let msg = match input {
+                Input::Signal(sig) => ToServer::Signal(sig),
+                Input::Stdin(data) => ToServer::Stdin(data),
+            };
+            if write_frame(&mut wr, &msg).await.is_err() {
+                return;
+            }
+        }
+    });
+    loop {
+        match read_frame::<_, ToClient>(&mut rd).await {
+            Ok(ToClient::Stdout(data)) => emit(false, &data),
+            Ok(ToClient::Stderr(data)) => emit(true, &data),
+            Ok(ToClient::Exit(code)) => return Ok(code),
+            Ok(ToClient::Refused(why)) => return Err(Error::failed(format!("the boot refused the job: {why}"))),
+            Ok(_) => {}
+            Err(e) => return Err(Error::failed(format!("lost the boot server: {e}"))),
+        }
+    }
+}
+
+fn to_tokio(stream: StdUnixStream) -> Result<(OwnedReadHalf, OwnedWriteHalf), Error> {
+    let control = |e: std::io::Error| Error::failed(format!("the boot's control socket: {e}"));
+    stream.set_nonblocking(true).map_err(control)?;
+    Ok(UnixStream::from_std(stream).map_err(control)?.into_split())
+}
+
+/// Connect to the boot and send `msg`: the connection, to read the answer
+/// from (`dpm down`'s answer is the server closing it).
+async fn request(msg: ToServer) -> Result<(OwnedReadHalf, OwnedWriteHalf), Error> {
+    let stream = connect()?.ok_or_else(|| Error::failed("no booted daemons (start them with `dpm boot`)"))?;
+    let (rd, mut wr) = to_tokio(stream)?;
+    write_frame(&mut wr, &msg).await.map_err(|_| Error::failed("the boot server went away"))?;
+    Ok((rd, wr))
+}
+
+/// `dpm status`.
+pub fn status_command() -> Result<i32, Error> {
+    crate::block_on_local(async move {
+        let (mut rd, _wr) = request(ToServer::Status { version: CONTROL_VERSION }).await?;
+        match read_frame::<_, ToClient>(&mut rd).await {
+            Ok(ToClient::Status(s)) => {
+                print!("{}", format_status(&s));
+                Ok(0)
+            }
+            Ok(ToClient::Refused(why)) => Err(Error::Failed(why)),
+            _ => Err(Error::failed("no answer from the boot server")),
+        }
+    })
+}
+
+fn format_status(s: &BootStatus) -> String {
+    let mut out = format!(
+        "boot: pid {}, up {:.1} s, {} node{}, tree fan-out {}\n",
+        s.server_pid,
+        s.uptime_secs,
+        s.nodes.len(),
+        if s.nodes.len() == 1 { "" } else { "s" },
+        s.fanout
+    );
+    out.push_str("node  host                  slots  load\n");
+    for (i, n) in s.nodes.iter().enumerate() {
+        out.push_str(&format!("{i:<5} {:<21} {:>5}  {:>4}\n", n.host, n.slots, n.load));
+    }
+    if s.runs.is_empty() {
+        out.push_str("no jobs running\n");
+    }
+    for run in &s.runs {
+        out.push_str(&format!("dpm run (pid {}):\n", run.client_pid));
+        for (job, kvsname, size) in &run.jobs {
+            out.push_str(&format!("  job {job}  {kvsname}  {size} rank{}\n", if *size == 1 { "" } else { "s" }));
+        }
+    }
+    out
+}
+
+/// `dpm down`: returns once the server has ended every job and exited.
+pub fn down_command() -> Result<i32, Error> {
+    crate::block_on_local(async move {
+        let (mut rd, _wr) = request(ToServer::Down { version: CONTROL_VERSION }).await?;
+        // The server closes the connection when it exits.
+        match tokio::time::timeout(Duration::from_secs(30), read_frame::<_, ToClient>(&mut rd)).await {
+            Ok(Ok(ToClient::Refused(why))) => Err(Error::Failed(why)),
+            Ok(_) => Ok(0),
+            Err(_) => Err(Error::failed("the boot server did not stop within 30 s")),
+        }
+    })
+}

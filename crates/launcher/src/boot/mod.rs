@@ -1,0 +1,69 @@
+//! Persistent daemons: `dpm boot`, `dpm status`, `dpm down`, and `dpm run`
+//! through a booted tree (paper 002's MPD model: start the daemons once, then
+//! launch with no daemon start-up at all).
+//!
+//! - [`cli`]: `dpm boot` itself: its options, detaching the server.
+//! - [`server`]: the boot server: the root of a daemon tree (the same tree
+//!   and bootstraps as `dpm run`) that stays up, listening on a Unix socket
+//!   in the user's private directory ([`private_dir`]) and checking each
+//!   peer's uid (SO_PEERCRED); nothing listens on the network. It runs each
+//!   submitted job with a [`Controller`](crate::controller::Controller) of
+//!   its own, answers `dpm status` and stops on `dpm down`.
+//! - [`client`]: `dpm run` through the boot (plans its job locally —
+//!   programs, its environment, its directory — submits it with its
+//!   [`RunConfig`](crate::config::RunConfig), and relays output, signals and
+//!   stdin), `dpm status`, `dpm down`.
+//!
+//! Runs share the tree's name service, job ids and node load, so two
+//! separate `dpm run`s can connect by published name and spawns see the load
+//! of every run — but each run's failures, aborts and signals touch only its
+//! own jobs. A node lost from the tree ends the boot: its runs fail naming
+//! the node, the others are ended, the server exits (boot again).
+//!
+//! [`private_dir`]: crate::private_dir
+
+pub mod cli;
+pub mod client;
+pub mod server;
+
+use std::path::PathBuf;
+
+use crate::cli::RunOptions;
+use crate::error::DirError;
+use crate::private_dir;
+
+/// Where a boot's files are.
+pub(crate) struct BootFiles {
+    pub socket: PathBuf,
+    pub rendezvous: PathBuf,
+    pub log: PathBuf,
+}
+
+pub(crate) fn boot_files() -> Result<BootFiles, DirError> {
+    let dir = private_dir::runtime_dir()?;
+    let name = match (std::env::var("DPM_BOOT"), std::env::var("SLURM_JOB_ID")) {
+        (Ok(n), _) if !n.is_empty() => n,
+        (_, Ok(id)) if !id.is_empty() => format!("slurm-{id}"),
+        _ => "default".into(),
+    };
+    if name.contains('/') {
+        return Err(DirError::BootName(name));
+    }
+    Ok(BootFiles {
+        socket: dir.join(format!("{name}.sock")),
+        rendezvous: dir.join(format!("{name}.json")),
+        log: dir.join(format!("{name}.log")),
+    })
+}
+
+/// Whether `dpm run` with these options goes through a boot (if one is up):
+/// not when it names nodes or a launcher of its own, or asks for PMI traces
+/// (the boot's daemons were started without them).
+pub fn wants_boot(opts: &RunOptions) -> bool {
+    opts.hosts.is_empty()
+        && opts.hostfile.is_none()
+        && opts.virtual_nodes.is_none()
+        && opts.launcher.is_none()
+        && !opts.pmi_trace
+        && std::env::var_os("DPM_NO_BOOT").is_none_or(|v| v.is_empty() || v == "0")
+}

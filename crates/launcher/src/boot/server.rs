@@ -1,0 +1,322 @@
+//! The boot server: the root of a persistent daemon tree. It starts the
+//! tree, listens on the control socket (its owner's uid only), runs each
+//! submitted job with a [`Controller`] of its own on the shared tree (the
+//! job's settings from the submitted [`RunConfig`], built by
+//! [`config::settings`] as for a cold run), answers `dpm status`, and on
+//! `dpm down`, a signal or a lost node ends its runs and the daemons.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, Notify};
+
+use dpm_kvs::Rank;
+use dpm_proto::control::{BootStatus, NodeStatus, RunStatus, Submit, ToClient, ToServer, CONTROL_VERSION};
+use dpm_proto::frame::{read_frame, write_frame};
+use dpm_proto::{LaunchJob, ToDaemon};
+
+use crate::cli::RunOptions;
+use crate::config::{self, RunConfig};
+use crate::controller::{self, Controller, DaemonLink, Input, Settings, Shared, SharedRef};
+use crate::error::Error;
+use crate::output::Console;
+use crate::{hosts, nodes, plan};
+
+use super::BootFiles;
+
+
+struct Server {
+    shared: SharedRef,
+    links: Vec<DaemonLink>,
+    nodes: Vec<nodes::Node>,
+    fanout: usize,
+    started: Instant,
+    /// Each live run's inputs, to end it when the boot goes down.
+    runs: RefCell<HashMap<u64, mpsc::UnboundedSender<Input>>>,
+    next_run: Cell<u64>,
+    going_down: Cell<bool>,
+    runs_changed: Notify,
+    down: Notify,
+}
+
+/// Serve until `dpm down`, a signal or a lost node; 0 after a clean stop.
+pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles, ready_on_stdout: bool) -> Result<i32, Error> {
+    let host = crate::this_host();
+    let (node_list, bootstrap) = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
+    let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
+    let daemons = nodes::start(&node_list, &bootstrap, fanout, false, config.verbose).await?;
+    let (links, up, waiter) = daemons.split();
+    let shared = Shared::new(crate::node_table::NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout));
+    let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
+    tokio::task::spawn_local(controller::dispatch(up, shared.clone(), Some(lost_tx)));
+
+    let _ = std::fs::remove_file(&files.socket);
+    let listener = match UnixListener::bind(&files.socket) {
+        Ok(l) => l,
+        Err(e) => {
+            shutdown(&links, waiter).await;
+            return Err(Error::failed(format!("cannot listen on {}: {e}", files.socket.display())));
+        }
+    };
+    // The directory is private already; the socket is too, in case it moves.
+    let _ = std::fs::set_permissions(&files.socket, std::fs::Permissions::from_mode(0o600));
+    let rendezvous = rendezvous_json(&node_list, fanout);
+    if let Err(e) = write_private(&files.rendezvous, &rendezvous) {
+        tracing::warn!("{}: {e}", files.rendezvous.display());
+    }
+    let summary = format!("{} node{} up (pid {})", node_list.len(), if node_list.len() == 1 { "" } else { "s" }, std::process::id());
+    tracing::info!("{summary}; listening on {}", files.socket.display());
+    if ready_on_stdout {
+        say_ready_and_close_stdout(&summary);
+    }
+
+    let server = Rc::new(Server {
+        shared,
+        links: links.clone(),
+        nodes: node_list,
+        fanout,
+        started: Instant::now(),
+        runs: RefCell::new(HashMap::new()),
+        next_run: Cell::new(0),
+        going_down: Cell::new(false),
+        runs_changed: Notify::new(),
+        down: Notify::new(),
+    });
+    let mut inputs = controller::local_inputs(false);
+    let me = nix::unistd::getuid().as_raw();
+    loop {
+        tokio::select! {
+            conn = listener.accept() => match conn {
+                Ok((stream, _)) => match stream.peer_cred() {
+                    Ok(cred) if cred.uid() == me => { tokio::task::spawn_local(serve_client(server.clone(), stream)); }
+                    Ok(cred) => tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), "refused a control connection from another user"),
+                    Err(e) => tracing::warn!("refused a control connection: no peer credentials: {e}"),
+                },
+                Err(e) => tracing::warn!("accept on the control socket: {e}"),
+            },
+            _ = server.down.notified() => {
+                tracing::info!("dpm down: stopping");
+                break;
+            }
+            Some((node, error)) = lost_rx.recv() => {
+                let host = server.nodes.get(node).map_or("?", |n| n.host.as_str());
+                tracing::error!("node {node} ({host}) was lost: {error}; the boot ends");
+                break;
+            }
+            Some(Input::Signal(sig)) = inputs.recv() => {
+                tracing::info!("got {}; stopping", controller::signal_name(sig));
+                break;
+            }
+        }
+    }
+    // No new connections; the files go first so that no `dpm run` finds a
+    // boot on its way down.
+    server.going_down.set(true);
+    drop(listener);
+    let _ = std::fs::remove_file(&files.socket);
+    let _ = std::fs::remove_file(&files.rendezvous);
+    end_runs(&server).await;
+    shutdown(&links, waiter).await;
+    Ok(0)
+}
+
+fn say_ready_and_close_stdout(summary: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "ready {summary}");
+    let _ = out.flush();
+    // The parent stops reading; nothing else goes there.
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        let _ = nix::unistd::dup2(null.as_raw_fd(), libc::STDOUT_FILENO);
+    }
+}
+
+/// Ask every run to end (SIGTERM, then SIGKILL after its grace) and wait.
+async fn end_runs(server: &Server) {
+    for tx in server.runs.borrow().values() {
+        let _ = tx.send(Input::Signal(libc::SIGTERM));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !server.runs.borrow().is_empty() {
+        let changed = server.runs_changed.notified();
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            tracing::warn!("runs still going after 10 s; shutting the daemons down under them");
+            return;
+        }
+    }
+}
+
+async fn shutdown(links: &[DaemonLink], waiter: nodes::DaemonsWaiter) {
+    for link in links {
+        let _ = link.tx.send(ToDaemon::Shutdown);
+    }
+    waiter.wait().await;
+}
+
+fn rendezvous_json(nodes: &[nodes::Node], fanout: usize) -> String {
+    let nodes: Vec<serde_json::Value> = nodes.iter().map(|n| serde_json::json!({ "host": n.host, "slots": n.slots })).collect();
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    serde_json::json!({
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+        "protocol": CONTROL_VERSION,
+        "started": started,
+        "fanout": fanout,
+        "nodes": nodes,
+    })
+    .to_string()
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")
+}
+
+/// One control connection: a run, a status query or `dpm down`.
+async fn serve_client(server: Rc<Server>, stream: UnixStream) {
+    let (mut rd, mut wr) = stream.into_split();
+    let first = match tokio::time::timeout(Duration::from_secs(10), read_frame::<_, ToServer>(&mut rd)).await {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) => return tracing::warn!("control connection: {e}"),
+        Err(_) => return tracing::warn!("control connection: no request within 10 s"),
+    };
+    let version = match &first {
+        ToServer::Run { version, .. } | ToServer::Status { version } | ToServer::Down { version } => Some(*version),
+        _ => None,
+    };
+    if version != Some(CONTROL_VERSION) {
+        let why = format!("this boot speaks control protocol {CONTROL_VERSION} (dpm {}); got {version:?}", env!("CARGO_PKG_VERSION"));
+        let _ = write_frame(&mut wr, &ToClient::Refused(why)).await;
+        return;
+    }
+    match first {
+        ToServer::Run { submit, .. } => {
+            if server.going_down.get() {
+                let _ = write_frame(&mut wr, &ToClient::Refused("the boot is going down".into())).await;
+                return;
+            }
+            run_for_client(&server, *submit, rd, wr).await;
+        }
+        ToServer::Status { .. } => {
+            let _ = write_frame(&mut wr, &ToClient::Status(status(&server))).await;
+        }
+        ToServer::Down { .. } => {
+            server.down.notify_one();
+            // The connection closes when the server exits: that is the answer.
+            std::future::pending::<()>().await;
+        }
+        _ => {}
+    }
+}
+
+fn status(server: &Server) -> BootStatus {
+    let shared = server.shared.borrow();
+    let nodes = server
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| NodeStatus { host: n.host.clone(), slots: n.slots, load: shared.tree.nodes.load(dpm_kvs::NodeId(i)) })
+        .collect();
+    let mut by_owner: HashMap<u32, Vec<(u32, String, u32)>> = HashMap::new();
+    for (job, (owner, kvsname, size)) in &shared.tree.jobs {
+        by_owner.entry(*owner).or_default().push((job.0, kvsname.clone(), *size));
+    }
+    let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
+    runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));
+    BootStatus {
+        server_pid: std::process::id(),
+        uptime_secs: server.started.elapsed().as_secs_f64(),
+        fanout: server.fanout,
+        nodes,
+        runs,
+    }
+}
+
+/// Run a submitted job for its client: its output goes back over the
+/// connection, its signals and stdin come in; a client that goes away has
+/// its job ended (SIGTERM, then SIGKILL after the grace).
+async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net::unix::OwnedReadHalf, mut wr: tokio::net::unix::OwnedWriteHalf) {
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToClient>();
+    let writer = tokio::task::spawn_local(async move {
+        while let Some(msg) = out_rx.recv().await {
+            if write_frame(&mut wr, &msg).await.is_err() {
+                break; // the client is gone; its reader ends the run
+            }
+        }
+    });
+    let (in_tx, in_rx) = mpsc::unbounded_channel::<Input>();
+    let id = server.next_run.get();
+    server.next_run.set(id + 1);
+    server.runs.borrow_mut().insert(id, in_tx.clone());
+    let reader = tokio::task::spawn_local(async move {
+        loop {
+            let input = match read_frame::<_, ToServer>(&mut rd).await {
+                Ok(ToServer::Signal(sig)) => Input::Signal(sig),
+                Ok(ToServer::Stdin(data)) => Input::Stdin(data),
+                Ok(_) => continue,
+                Err(_) => {
+                    let _ = in_tx.send(Input::Signal(libc::SIGTERM));
+                    return;
+                }
+            };
+            if in_tx.send(input).is_err() {
+                return;
+            }
+        }
+    });
+
+    let code = match RunConfig::from_submit(&submit, server.fanout) {
+        Ok(config) => {
+            let (settings, launch_of) = settings_for(server, &config, &submit);
+            let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), Console::Remote(out_tx.clone()));
+            let (job, kvsname) = controller.new_job_id();
+            let load = server.shared.borrow().tree.nodes.loads();
+            controller.launch(launch_of(job, kvsname, submit, &load));
+            controller.run(config.timeout, in_rx).await
+        }
+        Err(e) => {
+            let _ = out_tx.send(ToClient::Refused(e.to_string()));
+            1
+        }
+    };
+    let _ = out_tx.send(ToClient::Exit(code));
+    drop(out_tx);
+    let _ = writer.await;
+    reader.abort();
+    server.runs.borrow_mut().remove(&id);
+    server.runs_changed.notify_waiters();
+}
+
+/// Makes the run's first job, placed with the nodes' current load.
+type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &[i64]) -> LaunchJob>;
+
+/// The run's settings on this tree, and how to make its first job.
+fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
+    let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
+    let total = slots.iter().map(|&s| i64::from(s)).sum();
+    let universe_size = config::universe_size(config.universe_size, total, submit.procs.len() as u32, config.no_oversubscribe);
+    let spawn = config::spawn_context(submit.spawn_env.clone(), PathBuf::from(&submit.cwd), submit.host.clone(), &server.nodes);
+    let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
+    let (ppn, map_by_node, pmi_mode, kvs) = (config.ppn, config.map_by_node, config.pmi_mode, config.kvs);
+    let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, load: &[i64]| {
+        let size = submit.procs.len();
+        // Other runs' processes hold slots: a run that fits in the free
+        // slots goes there (the default placement only), else as usual.
+        let default_placement = ppn.is_none() && !map_by_node;
+        let node_of = match plan::place_in_free(size, &slots, load) {
+            Some(node_of) if default_placement => node_of,
+            _ => plan::place(size, &slots, ppn, map_by_node),
+        };
+        let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
+        let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
+        LaunchJob { stdin_rank: Some(Rank(0)), ..launch }
+    });
+    (settings, launch_of)
+}

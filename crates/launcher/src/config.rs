@@ -1,0 +1,310 @@
+//! A run's configuration, resolved once: [`RunConfig`] from the parsed
+//! options and the environment (`MPIEXEC_TIMEOUT`, `DPM_FANOUT`, `DPM_KVS`,
+//! `DPM_LAUNCHER`, `DPM_SSH`, `DPM_CONNECT_TIMEOUT`; flag before variable
+//! before default), validated at this boundary so that nothing later can
+//! overflow or panic on a value. Cold runs and booted submissions both use
+//! it, and the controller's [`Settings`] are built from it in one place
+//! ([`settings`]). Also here: the universe-size rule ([`universe_size`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use dpm_kvs::KvsDesign;
+use dpm_proto::control::Submit;
+use dpm_proto::PmiMode;
+
+use crate::cli::{self, RunOptions};
+use crate::controller::Settings;
+use crate::error::UsageError;
+use crate::options::MAX_SECS;
+use crate::spawn::SpawnContext;
+
+/// How daemons start (`-launcher`, `DPM_LAUNCHER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    Fork,
+    Ssh,
+    Slurm,
+    Manual,
+}
+
+impl FromStr for Launcher {
+    type Err = UsageError;
+    fn from_str(s: &str) -> Result<Self, UsageError> {
+        match s {
+            "fork" => Ok(Launcher::Fork),
+            "ssh" => Ok(Launcher::Ssh),
+            "slurm" => Ok(Launcher::Slurm),
+            "manual" => Ok(Launcher::Manual),
+            other => Err(UsageError(format!("unknown launcher '{other}' (fork, ssh, slurm or manual)"))),
+        }
+    }
+}
+
+/// Default `--tree-fanout`.
+pub const DEFAULT_FANOUT: usize = 32;
+/// Default `--kill-grace`.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// Everything about a run that is not its programs or its nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub label: bool,
+    pub verbose: u8,
+    pub pmi_trace: bool,
+    pub pmi_mode: PmiMode,
+    /// `--timeout`, else `MPIEXEC_TIMEOUT`.
+    pub timeout: Option<Duration>,
+    pub kill_grace: Duration,
+    /// `--usize`, as given; see [`universe_size`] for the rule.
+    pub universe_size: Option<i64>,
+    pub no_oversubscribe: bool,
+    pub report_placement: bool,
+    /// `--kvs`, else `DPM_KVS`, else auto.
+    pub kvs: KvsDesign,
+    /// `--tree-fanout`, else `DPM_FANOUT`, else [`DEFAULT_FANOUT`].
+    pub fanout: usize,
+    pub ppn: Option<u32>,
+    pub map_by_node: bool,
+    /// `-launcher`, else `DPM_LAUNCHER`; `None`: chosen from the nodes.
+    pub launcher: Option<Launcher>,
+    /// `--ssh-command`, else `DPM_SSH`, else `ssh -o BatchMode=yes`, split in words.
+    pub ssh_command: Vec<String>,
+    /// `--bind` (manual bootstrap).
+    pub bind: Option<SocketAddr>,
+    /// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`, else 300 s (manual bootstrap).
+    pub connect_timeout: Duration,
+}
+
+/// A seconds variable: unset is `None`, anything but 0..=[`MAX_SECS`] an error.
+fn env_secs(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, UsageError> {
+    env(name)
+        .map(|v| cli::parse_secs(&v).ok_or_else(|| UsageError(format!("{name}={v}: not a number of seconds (0 to {MAX_SECS})"))))
+        .transpose()
+}
+
+impl RunConfig {
+    /// Resolve from the options and `env` (the process environment, or a
+    /// table in tests): flag, then variable, then default.
+    pub fn resolve(opts: &RunOptions, env: &dyn Fn(&str) -> Option<String>) -> Result<RunConfig, UsageError> {
+        let timeout = match opts.timeout {
+            Some(t) => Some(t),
+            None => env_secs(env, "MPIEXEC_TIMEOUT")?,
+        };
+        let kvs = match opts.kvs {
+            Some(k) => k,
+            None => env("DPM_KVS").map_or(Ok(KvsDesign::default()), |v| v.parse()).map_err(|e| UsageError(format!("DPM_KVS: {e}")))?,
+        };
+        let fanout = match opts.fanout {
+            Some(f) => f,
+            None => match env("DPM_FANOUT") {
+                Some(v) => v.trim().parse().ok().filter(|&n| n > 0).ok_or_else(|| UsageError(format!("DPM_FANOUT={v}: not a fan-out")))?,
+                None => DEFAULT_FANOUT,
+            },
+        };
+        let launcher = match opts.launcher {
+            Some(l) => Some(l),
+            None => env("DPM_LAUNCHER").map(|v| v.parse()).transpose()?,
+        };
+        let ssh = opts.ssh_command.clone().or_else(|| env("DPM_SSH")).unwrap_or_else(|| "ssh -o BatchMode=yes".into());
+        let connect_timeout = match opts.connect_timeout {
+            Some(t) => Some(t),
+            None => env_secs(env, "DPM_CONNECT_TIMEOUT")?,
+        };
+        if !(opts.kill_grace.is_finite() && (0.0..=MAX_SECS as f64).contains(&opts.kill_grace)) {
+            return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
+        }
+        Ok(RunConfig {
+            label: opts.label,
+            verbose: opts.verbose,
+            pmi_trace: opts.pmi_trace,
+            pmi_mode: if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd },
+            timeout: timeout.map(Duration::from_secs),
+            kill_grace: Duration::from_secs_f64(opts.kill_grace),
+            universe_size: opts.universe_size,
+            no_oversubscribe: opts.no_oversubscribe,
+            report_placement: opts.report_placement,
+            kvs,
+            fanout,
+            ppn: opts.ppn,
+            map_by_node: opts.map_by_node,
+            launcher,
+            ssh_command: ssh.split_whitespace().map(String::from).collect(),
+            bind: opts.bind,
+            connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
+        })
+    }
+
+    /// [`RunConfig::resolve`] in this process's environment.
+    pub fn from_env(opts: &RunOptions) -> Result<RunConfig, UsageError> {
+        Self::resolve(opts, &|name| std::env::var(name).ok())
+    }
+
+    /// What a `dpm run` sends a boot: this configuration and the job planned here.
+    pub fn submit(&self, planned: crate::plan::PlannedJob, spawn_env: Vec<(String, String)>, cwd: String, host: String) -> Submit {
+        Submit {
+            apps: planned.apps,
+            procs: planned.procs,
+            appnums: planned.appnums,
+            ppn: self.ppn,
+            map_by_node: self.map_by_node,
+            label: self.label,
+            kill_grace_secs: self.kill_grace.as_secs_f64(),
+            universe_size: self.universe_size,
+            pmi_mode: self.pmi_mode,
+            no_oversubscribe: self.no_oversubscribe,
+            report_placement: self.report_placement,
+            timeout_secs: self.timeout.map(|t| t.as_secs()),
+            spawn_env,
+            cwd,
+            host,
+            client_pid: std::process::id(),
+            kvs: self.kvs,
+        }
+    }
+
+    /// The boot server's side of [`RunConfig::submit`], checked again (a
+    /// client is another process): the job settings of the submission; the
+    /// node settings are the boot's own.
+    pub fn from_submit(submit: &Submit, fanout: usize) -> Result<RunConfig, UsageError> {
+        let secs = |what: &str, s: f64| {
+            if s.is_finite() && (0.0..=MAX_SECS as f64).contains(&s) {
+                Ok(Duration::from_secs_f64(s))
+            } else {
+                Err(UsageError(format!("{what} {s}: not a number of seconds (0 to {MAX_SECS})")))
+            }
+        };
+        Ok(RunConfig {
+            label: submit.label,
+            verbose: 0,
+            pmi_trace: false,
+            pmi_mode: submit.pmi_mode,
+            timeout: submit.timeout_secs.map(|t| secs("timeout", t as f64)).transpose()?,
+            kill_grace: secs("kill grace", submit.kill_grace_secs)?,
+            universe_size: submit.universe_size,
+            no_oversubscribe: submit.no_oversubscribe,
+            report_placement: submit.report_placement,
+            kvs: submit.kvs,
+            fanout,
+            ppn: submit.ppn,
+            map_by_node: submit.map_by_node,
+            launcher: None,
+            ssh_command: Vec::new(),
+            bind: None,
+            connect_timeout: crate::manual::DEFAULT_TIMEOUT,
+        })
+    }
+}
+
+/// `MPI_UNIVERSE_SIZE` for a run of `world` processes on nodes with
+/// `total_slots` slots (-1: unset, which MPICH leaves unset).
+///
+/// Hydra leaves it unset unless asked, and MPICH's spawning programs then
+/// choose their own counts; a universe of the CPU count below the world size
+/// (`-n 4` on 2 cores) made them skip or fail their spawns. So:
+/// - `--usize N`: N, but never below `world` (a negative N: unset);
+/// - `--no-oversubscribe`: the slots, never below `world` (spawns are
+///   refused beyond it, so it must be a number);
+/// - otherwise the slots when they hold `world` (a number PMI clients can
+///   rely on), else unset: more ranks than slots is where Hydra's unset
+///   universe matters.
+pub fn universe_size(explicit: Option<i64>, total_slots: i64, world: u32, no_oversubscribe: bool) -> i64 {
+    let world = i64::from(world);
+    match explicit {
+        Some(n) if n < 0 => -1,
+        Some(n) => n.max(world),
+        None if no_oversubscribe => total_slots.max(world),
+        None if total_slots >= world => total_slots,
+        None => -1,
+    }
+}
+
+/// The controller's settings for a run of this configuration (cold or
+/// booted: the one place they are built).
+pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, node_slots: Vec<u32>, fanout: usize, owner: u32) -> Settings {
+    Settings {
+        label: config.label,
+        kill_grace: config.kill_grace,
+        universe_size,
+        pmi_mode: config.pmi_mode,
+        no_oversubscribe: config.no_oversubscribe,
+        report_placement: config.report_placement,
+        spawn,
+        node_slots,
+        fanout,
+        owner,
+    }
+}
+
+/// What spawned jobs inherit: the first segment's environment, the
+/// directory and host the run was started from, the nodes' names.
+pub fn spawn_context(base_env: Vec<(String, String)>, cwd: PathBuf, host: String, nodes: &[crate::nodes::Node]) -> SpawnContext {
+    SpawnContext { base_env, cwd, host, nodes: nodes.iter().map(|n| n.host.clone()).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(args: &str, vars: &[(&str, &str)]) -> Result<RunConfig, UsageError> {
+        let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+        let opts = cli::parse_run(&args).unwrap();
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        RunConfig::resolve(&opts, &move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn flags_before_variables_before_defaults() {
+        let c = resolve("./p", &[]).unwrap();
+        assert_eq!((c.timeout, c.fanout, c.kill_grace, c.launcher), (None, DEFAULT_FANOUT, DEFAULT_KILL_GRACE, None));
+        assert_eq!(c.ssh_command, ["ssh", "-o", "BatchMode=yes"]);
+        let vars = [("MPIEXEC_TIMEOUT", "5"), ("DPM_FANOUT", "4"), ("DPM_LAUNCHER", "ssh"), ("DPM_SSH", "rsh -x"), ("DPM_KVS", "tree")];
+        let c = resolve("./p", &vars).unwrap();
+        assert_eq!((c.timeout, c.fanout, c.launcher, c.kvs), (Some(Duration::from_secs(5)), 4, Some(Launcher::Ssh), KvsDesign::Tree));
+        assert_eq!(c.ssh_command, ["rsh", "-x"]);
+        let c = resolve("--timeout 7 --tree-fanout 2 -launcher fork --kvs dkvs ./p", &vars).unwrap();
+        assert_eq!((c.timeout, c.fanout, c.launcher, c.kvs), (Some(Duration::from_secs(7)), 2, Some(Launcher::Fork), KvsDesign::Dkvs));
+    }
+
+    #[test]
+    fn out_of_range_values_are_usage_errors() {
+        let err = resolve("./p", &[("MPIEXEC_TIMEOUT", "18446744073709551615")]).unwrap_err();
+        assert!(err.0.contains("MPIEXEC_TIMEOUT=18446744073709551615: not a number of seconds"), "{err}");
+        assert!(resolve("./p", &[("DPM_CONNECT_TIMEOUT", "1e30")]).is_err());
+        assert!(resolve("./p", &[("DPM_LAUNCHER", "rsh")]).unwrap_err().0.contains("unknown launcher 'rsh'"));
+        assert!(resolve("./p", &[("DPM_KVS", "ring")]).unwrap_err().0.starts_with("DPM_KVS: "));
+        for bad in ["--kill-grace 1e300", "--kill-grace inf", "--kill-grace nan", "--kill-grace -1", "--timeout 18446744073709551615"] {
+            let args: Vec<String> = format!("{bad} ./p").split_whitespace().map(String::from).collect();
+            assert!(cli::parse_run(&args).is_err(), "{bad} parsed");
+        }
+        assert_eq!(resolve("--kill-grace 1e9 ./p", &[]).unwrap().kill_grace, Duration::from_secs(MAX_SECS));
+    }
+
+    #[test]
+    fn universe_is_never_below_the_world() {
+        // The default: the slots while they hold the world, else unset (as Hydra).
+        assert_eq!(universe_size(None, 2, 1, false), 2);
+        assert_eq!(universe_size(None, 2, 2, false), 2);
+        assert_eq!(universe_size(None, 2, 3, false), -1);
+        assert_eq!(universe_size(None, 2, 4, false), -1);
+        // --no-oversubscribe needs a number to refuse spawns beyond.
+        assert_eq!(universe_size(None, 2, 4, true), 4);
+        assert_eq!(universe_size(None, 8, 4, true), 8);
+        // --usize.
+        assert_eq!(universe_size(Some(16), 2, 4, false), 16);
+        assert_eq!(universe_size(Some(2), 2, 4, false), 4);
+        assert_eq!(universe_size(Some(-1), 8, 4, true), -1);
+    }
+
+    #[test]
+    fn a_submission_gives_back_the_job_settings() {
+        let c = resolve("--timeout 9 --kill-grace 0.5 --usize 6 -l --pmi-port -ppn 2 ./p", &[]).unwrap();
+        let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
+        let back = RunConfig::from_submit(&submit, c.fanout).unwrap();
+        assert_eq!(back, RunConfig { verbose: 0, launcher: None, ssh_command: Vec::new(), ..c });
+        let bad = Submit { kill_grace_secs: f64::INFINITY, ..submit };
+        assert!(RunConfig::from_submit(&bad, 32).is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! Where a run's nodes come from, and how its daemons start there: the node
+//! list (`-hosts`, `-f`, `--virtual-nodes`, `DPM_HOSTS`, the Slurm
+//! allocation, else this machine alone) and the [`Bootstrap`] (from
+//! `-launcher`/`DPM_LAUNCHER` as resolved in [`RunConfig`], else chosen from
+//! the nodes).
+
+use dpm_proto::tree;
+
+use crate::cli::{self, RunOptions};
+use crate::config::{Launcher, RunConfig};
+use crate::error::{ConfigError, UsageError};
+use crate::manual;
+use crate::nodes::{Bootstrap, Node};
+
+fn usage(msg: impl Into<String>) -> ConfigError {
+    ConfigError::Usage(UsageError::new(msg))
+}
+
+/// `name`, `name:N` or `name slots=N` (N slots; default the CPUs).
+fn parse_entry(entry: &str, cpus: u32) -> Result<Node, ConfigError> {
+    let entry = entry.trim();
+    let (name, slots) = if let Some((n, rest)) = entry.split_once(char::is_whitespace) {
+        let slots = rest.trim().strip_prefix("slots=").ok_or_else(|| usage(format!("host entry '{entry}': expected 'name slots=N'")))?;
+        (n, Some(slots))
+    } else if let Some((n, s)) = entry.split_once(':') {
+        (n, Some(s))
+    } else {
+        (entry, None)
+    };
+    let slots = match slots {
+        Some(s) => s.trim().parse().ok().filter(|&n: &u32| n > 0).ok_or_else(|| usage(format!("host entry '{entry}': bad slot count")))?,
+        None => cpus,
+    };
+    Ok(Node { host: name.to_string(), slots })
+}
+
+/// The node list (flag → environment → default) and how to start daemons there.
+pub fn nodes_and_bootstrap(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<(Vec<Node>, Bootstrap), ConfigError> {
+    let cpus = cli::cpus().max(1) as u32;
+    let mut list: Vec<Node> = Vec::new();
+    if let Some(file) = &opts.hostfile {
+        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::HostFile { file: file.clone(), source })?;
+        for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
+            list.push(parse_entry(line, cpus)?);
+        }
+        if list.is_empty() {
+            return Err(usage(format!("host file {file} names no host")));
+        }
+    }
+    for h in &opts.hosts {
+        list.push(parse_entry(h, cpus)?);
+    }
+    let virtual_nodes = opts.virtual_nodes.is_some();
+    if virtual_nodes && !list.is_empty() {
+        return Err(usage("--virtual-nodes and -hosts/-f exclude each other"));
+    }
+    let mut from_slurm = false;
+    if let Some(n) = opts.virtual_nodes {
+        list = (0..n).map(|k| Node { host: format!("{host}-v{k}"), slots: cpus }).collect();
+    } else if list.is_empty() {
+        if let Ok(env) = std::env::var("DPM_HOSTS") {
+            for h in env.split(',').filter(|h| !h.trim().is_empty()) {
+                list.push(parse_entry(h, cpus)?);
+            }
+        } else if let Ok(nodelist) = std::env::var("SLURM_JOB_NODELIST") {
+            list = slurm_nodes(&nodelist)?;
+            from_slurm = true;
+        }
+    }
+    if list.is_empty() {
+        if config.launcher == Some(Launcher::Manual) {
+            return Err(usage("-launcher manual needs the nodes: -hosts, -f or DPM_HOSTS"));
+        }
+        return Ok((vec![Node { host: host.to_string(), slots: cpus }], Bootstrap::InProcess));
+    }
+    let all_local = virtual_nodes || list.iter().all(|n| is_this_host(&n.host, host));
+    let bootstrap = match config.launcher {
+        Some(Launcher::Ssh | Launcher::Slurm | Launcher::Manual) if virtual_nodes => {
+            return Err(usage("--virtual-nodes run on this machine; they start with fork"))
+        }
+        Some(Launcher::Slurm) if std::env::var_os("SLURM_JOB_ID").is_none() => {
+            return Err(usage("-launcher slurm works inside a Slurm allocation (salloc, sbatch) only"))
+        }
+        Some(Launcher::Slurm) => Bootstrap::Tree(tree::Bootstrap::Slurm),
+        Some(Launcher::Ssh) => Bootstrap::Tree(tree::Bootstrap::Ssh(config.ssh_command.clone())),
+        Some(Launcher::Fork) if all_local => Bootstrap::Tree(tree::Bootstrap::Fork),
+        Some(Launcher::Fork) => return Err(usage("-launcher fork starts daemons on this machine only; use ssh for other hosts")),
+        Some(Launcher::Manual) => Bootstrap::Manual(manual::Manual { bind: config.bind, timeout: config.connect_timeout }),
+        None if list.len() == 1 && (all_local || from_slurm) && is_this_host_or_slurm_node(&list[0].host, host) => Bootstrap::InProcess,
+        None if from_slurm => Bootstrap::Tree(tree::Bootstrap::Slurm),
+        // --virtual-nodes N promises N daemon processes, even for N = 1.
+        None if all_local && list.len() == 1 && !virtual_nodes => Bootstrap::InProcess,
+        None if all_local => Bootstrap::Tree(tree::Bootstrap::Fork),
+        None => Bootstrap::Tree(tree::Bootstrap::Ssh(config.ssh_command.clone())),
+    };
+    Ok((list, bootstrap))
+}
+
+/// A one-node Slurm allocation on the node dpm runs on needs no srun step.
+fn is_this_host_or_slurm_node(node: &str, host: &str) -> bool {
+    is_this_host(node, host) || std::env::var("SLURMD_NODENAME").is_ok_and(|n| n == node)
+}
+
+/// The nodes of the Slurm allocation: names expanded by `scontrol show
+/// hostnames`, slots from `SLURM_TASKS_PER_NODE` (`2(x3),1` means 2,2,2,1).
+fn slurm_nodes(nodelist: &str) -> Result<Vec<Node>, ConfigError> {
+    let out = std::process::Command::new("scontrol").args(["show", "hostnames", nodelist]).output().map_err(ConfigError::Scontrol)?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        return Err(ConfigError::ScontrolFailed { nodelist: nodelist.to_string(), stderr });
+    }
+    let hosts: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+    let slots = std::env::var("SLURM_TASKS_PER_NODE").map(|v| expand_slurm_counts(&v)).unwrap_or_default();
+    let cpus = cli::cpus().max(1) as u32;
+    Ok(hosts.into_iter().enumerate().map(|(i, host)| Node { host, slots: slots.get(i).copied().unwrap_or(cpus) }).collect())
+}
+
+/// `2(x3),1` → `[2, 2, 2, 1]` (Slurm's compressed per-node counts).
+fn expand_slurm_counts(text: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (count, times) = match item.split_once("(x") {
+            Some((c, t)) => (c, t.trim_end_matches(')')),
+            None => (item, "1"),
+        };
+        if let (Ok(c), Ok(t)) = (count.parse::<u32>(), times.parse::<usize>()) {
+            out.extend(std::iter::repeat_n(c.max(1), t));
+        }
+    }
+    out
+}
+
+/// This machine's host name.
+pub fn this_host() -> String {
+    nix::unistd::gethostname().map_or_else(|_| "localhost".into(), |h| h.to_string_lossy().into_owned())
+}
+
+/// Whether `name` (a host list entry) is this machine, named `host`.
+pub fn is_this_host(name: &str, host: &str) -> bool {
+    let name = name.split(':').next().unwrap_or(name);
+    name == host || name == "localhost" || name == "127.0.0.1" || name == "::1" || host.split('.').next() == Some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_counts_expand() {
+        assert_eq!(expand_slurm_counts("2(x3),1"), vec![2, 2, 2, 1]);
+        assert_eq!(expand_slurm_counts("4"), vec![4]);
+        assert_eq!(expand_slurm_counts(""), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn host_entries() {
+        assert_eq!(parse_entry("a:4", 2).unwrap(), Node { host: "a".into(), slots: 4 });
+        assert_eq!(parse_entry(" b slots=3 ", 2).unwrap(), Node { host: "b".into(), slots: 3 });
+        assert_eq!(parse_entry("c", 2).unwrap(), Node { host: "c".into(), slots: 2 });
+        assert!(parse_entry("d:0", 2).is_err());
+        assert!(parse_entry("e 3", 2).is_err());
+    }
+}

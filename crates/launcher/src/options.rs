@@ -1,0 +1,482 @@
+//! The one table of `dpm run` and `dpm boot` options: their names, values,
+//! which command takes them and their help. The hand parser ([`crate::cli`])
+//! looks every option up here, and `--help` is rendered from here, so an
+//! option cannot be parsed without being documented or the other way round.
+
+/// What an option does; the parser matches on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    Np,
+    Env,
+    EnvList,
+    EnvNone,
+    EnvAll,
+    Wdir,
+    Genv,
+    GenvList,
+    GenvNone,
+    GenvAll,
+    Label,
+    Timeout,
+    Usize,
+    PmiTrace,
+    PmiPort,
+    NoOversubscribe,
+    Oversubscribe,
+    ReportPlacement,
+    KillGrace,
+    Kvs,
+    Hosts,
+    Hostfile,
+    VirtualNodes,
+    Launcher,
+    SshCommand,
+    Bind,
+    ConnectTimeout,
+    Fanout,
+    Ppn,
+    MapBy,
+    Foreground,
+    ReadyOnStdout,
+    Verbose,
+    VeryVerbose,
+    Help,
+    Version,
+    /// Accepted for Hydra compatibility and ignored with a warning.
+    Ignored,
+}
+
+/// Where an option is listed in the help (and so which command takes it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// `dpm run`, per `:` segment.
+    Local,
+    /// `dpm run`, the whole run.
+    Global,
+    /// `dpm run`: the KVS design.
+    Kvs,
+    /// Nodes and bootstrap: `dpm run` and `dpm boot`.
+    Nodes,
+    /// Placement of ranks: `dpm run` only.
+    Placement,
+    /// `dpm boot` only.
+    Boot,
+    /// Both commands.
+    Common,
+    /// `dpm run`: accepted and ignored (listed by name only).
+    Ignored,
+    /// Taken but not listed (aliases of listed ones).
+    Hidden,
+    /// `dpm boot` only, not listed (internal).
+    BootInternal,
+}
+
+/// Which command line is being parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Run,
+    Boot,
+}
+
+impl Section {
+    pub fn taken_by(self, command: Command) -> bool {
+        match self {
+            Section::Nodes | Section::Common | Section::Hidden => true,
+            Section::Boot | Section::BootInternal => command == Command::Boot,
+            _ => command == Command::Run,
+        }
+    }
+}
+
+pub struct Opt {
+    pub key: Key,
+    /// As shown in the help; parsed with one or two dashes either way.
+    pub names: &'static [&'static str],
+    /// The value(s) as shown (empty: a flag).
+    pub arg: &'static str,
+    /// How many values follow (0, 1 or 2).
+    pub values: u8,
+    pub section: Section,
+    /// Help lines (continuation lines start after a '\n').
+    pub help: &'static str,
+}
+
+/// The largest number of seconds `--timeout`, `--kill-grace`,
+/// `--connect-timeout` and their variables accept (about 31 years): far
+/// beyond any run, and far from overflowing a deadline.
+pub const MAX_SECS: u64 = 1_000_000_000;
+
+const fn opt(key: Key, names: &'static [&'static str], arg: &'static str, values: u8, section: Section, help: &'static str) -> Opt {
+    Opt { key, names, arg, values, section, help }
+}
+
+use Key as K;
+use Section as S;
+
+pub const OPTIONS: &[Opt] = &[
+    opt(K::Np, &["-n", "-np"], "N", 1, S::Local, "number of processes of this segment (default 1)"),
+    opt(K::Env, &["-env"], "NAME VALUE", 2, S::Local, "set NAME=VALUE for this segment"),
+    opt(K::EnvList, &["-envlist"], "A,B,...", 1, S::Local, "pass only these variables of dpm's environment"),
+    opt(K::EnvNone, &["-envnone"], "", 0, S::Local, "pass none of dpm's environment"),
+    opt(K::EnvAll, &["-envall"], "", 0, S::Local, "pass all of dpm's environment"),
+    opt(K::Wdir, &["-wdir", "-dir"], "DIR", 1, S::Local, "working directory of the processes"),
+    opt(K::Genv, &["-genv"], "NAME VALUE", 2, S::Global, "set NAME=VALUE for every process"),
+    opt(K::GenvList, &["-genvlist"], "A,B,...", 1, S::Global, "pass only these variables of dpm's environment"),
+    opt(K::GenvNone, &["-genvnone"], "", 0, S::Global, "pass none of dpm's environment"),
+    opt(K::GenvAll, &["-genvall"], "", 0, S::Global, "pass all of dpm's environment (default)"),
+    opt(
+        K::Label,
+        &["-l", "-prepend-rank", "--label"],
+        "",
+        0,
+        S::Global,
+        "prefix every output line with [rank] ([job.rank]\nfor spawned jobs)",
+    ),
+    opt(
+        K::Timeout,
+        &["--timeout", "-t"],
+        "SECS",
+        1,
+        S::Global,
+        "kill the job after SECS seconds (exit code 124);\nalso read from MPIEXEC_TIMEOUT; at most 1e9",
+    ),
+    opt(
+        K::Usize,
+        &["--usize"],
+        "N",
+        1,
+        S::Global,
+        "universe size (MPI_UNIVERSE_SIZE), never below the\n\
+         number of processes; INFINITE leaves it unset;\n\
+         SYSTEM is the logical CPUs. Default: the nodes'\n\
+         slots, or unset when the processes outnumber\n\
+         them (as Hydra: MPICH's spawning programs then\n\
+         pick their own counts); with --no-oversubscribe,\n\
+         the nodes' slots",
+    ),
+    opt(
+        K::PmiTrace,
+        &["--pmi-trace"],
+        "",
+        0,
+        S::Global,
+        "print every PMI message each way on stderr,\nas C[rank]: ... (client) and S[rank]: ... (server)",
+    ),
+    opt(
+        K::PmiPort,
+        &["--pmi-port"],
+        "",
+        0,
+        S::Global,
+        "serve PMI on a loopback TCP port (PMI_PORT and\nPMI_ID) instead of inherited socketpairs",
+    ),
+    opt(
+        K::NoOversubscribe,
+        &["--no-oversubscribe"],
+        "",
+        0,
+        S::Global,
+        "refuse MPI_Comm_spawn beyond the universe size\n(the spawn returns an error); default: allow",
+    ),
+    opt(K::Oversubscribe, &["--oversubscribe"], "", 0, S::Global, "allow more processes than slots (default)"),
+    opt(
+        K::ReportPlacement,
+        &["--report-placement"],
+        "",
+        0,
+        S::Global,
+        "print on stderr where every job's ranks run,\nspawned jobs included",
+    ),
+    opt(
+        K::KillGrace,
+        &["--kill-grace"],
+        "SECS",
+        1,
+        S::Global,
+        "after forwarding SIGINT/SIGTERM, wait SECS before\nSIGKILL (default 3; at most 1e9)",
+    ),
+    opt(
+        K::Kvs,
+        &["--kvs"],
+        "DESIGN",
+        1,
+        S::Kvs,
+        "where puts live and how gets find them (default\n\
+         auto; also DPM_KVS); spawned jobs inherit it:\n  \
+           allgather  every put goes to every node at the\n             \
+                      fence; gets never leave the node\n  \
+           tree       puts ride the fence up and are cached\n             \
+                      at each ancestor; a get walks up\n  \
+           dkvs       each key lives on an owner daemon (a\n             \
+                      hash); gets ask it\n  \
+           direct     puts stay on their node; a get asks\n             \
+                      the node of its srcid (else as tree)\n  \
+           auto       dense and unhinted keys as allgather,\n             \
+                      hint=sparse keys as direct/dkvs",
+    ),
+    opt(
+        K::Hosts,
+        &["-hosts", "-host"],
+        "H[:N][,...]",
+        1,
+        S::Nodes,
+        "hosts to run on, N slots each (default: CPUs)",
+    ),
+    opt(
+        K::Hostfile,
+        &["-f", "-hostfile", "-machinefile"],
+        "FILE",
+        1,
+        S::Nodes,
+        "hosts from a file: 'name[:N]' or 'name slots=N'",
+    ),
+    opt(
+        K::VirtualNodes,
+        &["--virtual-nodes"],
+        "N",
+        1,
+        S::Nodes,
+        "N daemons on this machine, each a separate node\n(MPICH then wires up across nodes)",
+    ),
+    opt(
+        K::Launcher,
+        &["-launcher", "-bootstrap"],
+        "fork|ssh|slurm|manual",
+        1,
+        S::Nodes,
+        "how daemons start (default: slurm inside a Slurm\n\
+         allocation, ssh for other hosts, fork for this\n\
+         machine); also DPM_LAUNCHER. manual: dpm listens\n\
+         on TCP and prints one command per node to run\n\
+         by hand; each daemon connects back and proves\n\
+         the run's secret (kept in a private 0600 file,\n\
+         never on a command line); a flat tree",
+    ),
+    opt(
+        K::SshCommand,
+        &["--ssh-command", "-launcher-exec", "-bootstrap-exec"],
+        "CMD",
+        1,
+        S::Nodes,
+        "the ssh command (default 'ssh -o BatchMode=yes');\nalso DPM_SSH",
+    ),
+    opt(
+        K::Bind,
+        &["--bind"],
+        "ADDR[:PORT]",
+        1,
+        S::Nodes,
+        "where -launcher manual listens (default: every\nIPv4 address, a free port)",
+    ),
+    opt(
+        K::ConnectTimeout,
+        &["--connect-timeout"],
+        "SECS",
+        1,
+        S::Nodes,
+        "how long -launcher manual waits for the daemons\nto connect (default 300); also DPM_CONNECT_TIMEOUT",
+    ),
+    opt(
+        K::Fanout,
+        &["--tree-fanout", "--fanout"],
+        "K",
+        1,
+        S::Nodes,
+        "daemons form a K-ary tree under dpm (default 32,\n\
+         so up to 32 nodes are flat); each daemon starts\n\
+         its children and merges their fence traffic;\n\
+         also DPM_FANOUT",
+    ),
+    opt(K::Ppn, &["-ppn"], "N", 1, S::Placement, "N ranks per node, then the next node"),
+    opt(
+        K::MapBy,
+        &["--map-by"],
+        "slot|node",
+        1,
+        S::Placement,
+        "fill each node's slots in turn (default), or\ndeal ranks round-robin over the nodes",
+    ),
+    opt(
+        K::Foreground,
+        &["--foreground"],
+        "",
+        0,
+        S::Boot,
+        "stay in the foreground (batch scripts, debugging;\nneeded by -launcher manual)",
+    ),
+    opt(K::ReadyOnStdout, &["--ready-on-stdout"], "", 0, S::BootInternal, ""),
+    opt(K::Verbose, &["-v", "--verbose"], "", 0, S::Common, "log what dpm does (repeat for more; or DPM_LOG)"),
+    opt(K::VeryVerbose, &["-vv"], "", 0, S::Hidden, ""),
+    opt(K::Help, &["-h", "--help"], "", 0, S::Common, "show this help"),
+    opt(K::Version, &["--version"], "", 0, S::Global, "print dpm's version"),
+    opt(K::Ignored, &["-bind-to"], "X", 1, S::Ignored, ""),
+    opt(K::Ignored, &["-binding"], "X", 1, S::Ignored, ""),
+    opt(K::Ignored, &["-iface"], "X", 1, S::Ignored, ""),
+    opt(K::Ignored, &["-rmk"], "X", 1, S::Ignored, ""),
+    opt(K::Ignored, &["-prepend-pattern"], "X", 1, S::Ignored, ""),
+    opt(K::Ignored, &["-print-all-exitcodes"], "", 0, S::Ignored, ""),
+    opt(K::Ignored, &["-info"], "", 0, S::Ignored, ""),
+    opt(K::Ignored, &["-nameserver-none"], "", 0, S::Ignored, ""),
+    opt(K::Ignored, &["-disable-auto-cleanup"], "", 0, S::Ignored, ""),
+    opt(K::Ignored, &["-enable-x"], "", 0, S::Ignored, ""),
+    opt(K::Ignored, &["-disable-x"], "", 0, S::Ignored, ""),
+];
+
+/// The option `name` (without its dashes) of `command`, if it has one.
+pub fn lookup(name: &str, command: Command) -> Option<&'static Opt> {
+    OPTIONS
+        .iter()
+        .filter(|o| o.section.taken_by(command))
+        .find(|o| o.names.iter().any(|n| n.trim_start_matches('-') == name))
+}
+
+const RUN_INTRO: &str = "\
+Usage: dpm run [global options] [local options] PROGRAM [ARGS...] [: [local options] PROGRAM [ARGS...]]...
+       mpiexec ...   (the same, when dpm is installed or linked as mpiexec)
+
+Launch an MPI job: start the ranks, serve their PMI-1/PMI-2 requests, forward
+their output, and exit with the first failing rank's status. Options follow
+MPICH Hydra's mpiexec; one or two dashes both work.
+";
+
+const RUN_NODES: &str = "\
+Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else the
+Slurm allocation (SLURM_JOB_NODELIST, slots from SLURM_TASKS_PER_NODE), else
+this machine alone (then the daemon runs inside dpm itself). With a booted
+tree (dpm boot), jobs go to its daemons instead, unless -hosts, -f,
+--virtual-nodes, -launcher or --pmi-trace is given or DPM_NO_BOOT=1.
+";
+
+const RUN_TAIL: &str = "\
+Dynamic processes: MPI_Comm_spawn, MPI_Comm_spawn_multiple and
+MPI_Publish_name/MPI_Lookup_name work under dpm run. Spawned jobs get their own
+KVS, barrier and PMI_process_mapping; the run ends when every job (initial and
+spawned) has ended. Spawn info keys: wdir, path, env (NAME=VALUE lines), host,
+hosts, add-host, hostfile, add-hostfile (this machine only), oversubscribe,
+map-by, soft; arch and file are ignored with a warning.
+
+Limits: dpm raises its open-file limit (RLIMIT_NOFILE) to the hard limit at
+start, in every role (dpm run, the boot server, each daemon): every rank
+costs a node's daemon a socket and two or three pipe ends.
+
+Exit status (covers every job of the run, spawned ones included; a failure in
+any job ends all of them): 0 if every rank exited 0 after MPI_Finalize (or never used PMI);
+otherwise the first failure decides it: a rank's non-zero exit code, 128+N for
+a rank killed by signal N, the MPI_Abort code (255 for PMI-2's -1), 1 for a
+rank that exited without MPI_Finalize, 127/126 for a program that is missing /
+not executable, 124 for --timeout, 128+N when dpm itself got signal N (also
+while -launcher manual waits for its daemons), 2 for a usage error.
+";
+
+const BOOT_INTRO: &str = "\
+Usage: dpm boot [OPTIONS]
+
+Start a persistent daemon tree in the background and return. Later
+`dpm run` commands find it and start their jobs with no daemon start-up;
+`dpm status` lists its nodes, jobs and load; `dpm down` stops it.
+";
+
+const BOOT_TAIL: &str = "\
+The nodes default to this machine (inside a Slurm allocation: its nodes).
+-launcher manual needs --foreground: it prints the daemons' command lines
+and waits for them.
+
+Files live in $DPM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/dpm, else
+/tmp/dpm-<uid> (mode 0700): NAME.sock (control socket, owner only),
+NAME.json (rendezvous: pid, nodes), NAME.log. NAME is $DPM_BOOT, else
+slurm-<jobid> inside a Slurm allocation, else 'default'.
+
+`dpm run` uses the boot unless it is given nodes or a launcher of its own
+(-hosts, -f, --virtual-nodes, -launcher), --pmi-trace, or DPM_NO_BOOT=1.
+";
+
+/// Column where an option's help starts.
+const HELP_COLUMN: usize = 28;
+
+/// The options of `section`, one entry each, help aligned.
+fn section(out: &mut String, section: Section) {
+    for o in OPTIONS.iter().filter(|o| o.section == section) {
+        let mut head = format!("  {}", o.names.join(", "));
+        if !o.arg.is_empty() {
+            head.push(' ');
+            head.push_str(o.arg);
+        }
+        let mut lines = o.help.lines();
+        match lines.next() {
+            Some(first) if head.len() < HELP_COLUMN => out.push_str(&format!("{head:<HELP_COLUMN$}{first}\n")),
+            Some(first) => out.push_str(&format!("{head}\n{:HELP_COLUMN$}{first}\n", "")),
+            None => out.push_str(&format!("{head}\n")),
+        }
+        for line in lines {
+            out.push_str(&format!("{:HELP_COLUMN$}{line}\n", ""));
+        }
+    }
+}
+
+/// `dpm run --help`.
+pub fn run_help() -> String {
+    let mut out = String::from(RUN_INTRO);
+    out.push_str("\nLocal options (apply to the ':'-separated segment they stand in):\n");
+    section(&mut out, Section::Local);
+    out.push_str("\nGlobal options:\n");
+    section(&mut out, Section::Global);
+    out.push_str("PMI key-value space (docs/pmi-extensions.md):\n");
+    section(&mut out, Section::Kvs);
+    out.push_str("Nodes and placement:\n");
+    section(&mut out, Section::Nodes);
+    section(&mut out, Section::Placement);
+    out.push_str(RUN_NODES);
+    section(&mut out, Section::Common);
+    let ignored: Vec<&str> = OPTIONS.iter().filter(|o| o.section == Section::Ignored).map(|o| o.names[0]).collect();
+    out.push_str(&format!("\nAccepted for compatibility and ignored, with a warning:\n  {}.\n\n", ignored.join(", ")));
+    out.push_str(RUN_TAIL);
+    out
+}
+
+/// `dpm boot --help`.
+pub fn boot_help() -> String {
+    let mut out = String::from(BOOT_INTRO);
+    out.push_str("\nNodes and bootstrap, as for dpm run:\n");
+    section(&mut out, Section::Nodes);
+    section(&mut out, Section::Boot);
+    section(&mut out, Section::Common);
+    out.push('\n');
+    out.push_str(BOOT_TAIL);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_is_unique_and_parses_back() {
+        let mut seen = std::collections::HashSet::new();
+        for o in OPTIONS {
+            for n in o.names {
+                let bare = n.trim_start_matches('-');
+                assert!(seen.insert(bare), "option {n} is listed twice");
+                let command = if o.section.taken_by(Command::Run) { Command::Run } else { Command::Boot };
+                assert_eq!(lookup(bare, command).map(|f| f.key), Some(o.key), "{n}");
+            }
+            assert_eq!(o.arg.is_empty(), o.values == 0, "{:?}: a value is shown iff one is taken", o.names);
+        }
+    }
+
+    #[test]
+    fn help_lists_every_listed_option_of_its_command() {
+        let (run, boot) = (run_help(), boot_help());
+        for o in OPTIONS.iter().filter(|o| !matches!(o.section, Section::Hidden | Section::BootInternal)) {
+            if o.section.taken_by(Command::Run) {
+                assert!(run.contains(o.names[0]), "dpm run --help lacks {}", o.names[0]);
+            }
+            if o.section.taken_by(Command::Boot) {
+                assert!(boot.contains(o.names[0]), "dpm boot --help lacks {}", o.names[0]);
+            }
+        }
+        assert!(lookup("n", Command::Boot).is_none(), "dpm boot takes no -n");
+        assert!(lookup("foreground", Command::Run).is_none());
+        assert!(lookup("ready-on-stdout", Command::Run).is_none());
+        assert!(run.starts_with("Usage: dpm run ") && boot.starts_with("Usage: dpm boot "));
+    }
+}
