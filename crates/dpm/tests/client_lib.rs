@@ -278,10 +278,13 @@ fn closed_socket_after_init_under_dpm() {
     out.assert_stderr_contains("without calling MPI_Finalize");
 }
 
-// ---- bench/pmi's program over both libraries ----
+// ---- bench/pmi's program over both PMI versions ----
 
+/// `pmi_bench` speaks PMI-1 through the benchmarks' own wire client
+/// (`bench/common/pmi1.c`) and PMI-2 through dpm's `libpmi2`; `libpmi` has
+/// its own tests above.
 #[test]
-fn bench_pmi_patterns_over_both_libraries() {
+fn bench_pmi_patterns_over_pmi1_and_libpmi2() {
     let bench = pmi_bench();
     for pattern in ["fence", "fence-put", "dense", "sparse", "alltoall"] {
         for pmi in [1, 2] {

@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
+use dpm_pmi::sanitize::quote;
 use dpm_proto::{AppSpec, SpawnCommand};
 
 use crate::plan::{resolve_program, resolve_wdir, PlanError, PlannedJob};
@@ -86,8 +87,10 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
             match key.as_str() {
                 "wdir" | "path" | "env" | "host" | "hosts" | "add-host" | "hostfile" | "add-hostfile" | "soft" | "map-by"
                 | "oversubscribe" => {}
-                "arch" | "file" => tracing::warn!("spawn info key '{key}={value}' has no meaning here and is ignored"),
-                _ => tracing::warn!("unknown spawn info key '{key}={value}' ignored"),
+                // Keys and values come from a rank: quoted, so no newline in
+                // them can forge a log line.
+                "arch" | "file" => tracing::warn!("spawn info key '{}={}' has no meaning here and is ignored", quote(key), quote(value)),
+                _ => tracing::warn!("unknown spawn info key '{}={}' ignored", quote(key), quote(value)),
             }
         }
         let mut allowed = None;

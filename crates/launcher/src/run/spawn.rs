@@ -25,7 +25,7 @@ impl Run {
             return;
         };
         let refuse = |fx: &mut dyn RunEffects, msg: String| {
-            tracing::warn!(%parent, rank = rank.0, "spawn refused: {msg}");
+            tracing::warn!(%parent, rank = rank.0, "spawn refused: {}", dpm_pmi::sanitize::escape(&msg));
             fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err(msg) });
         };
         if self.verdict.ending() {
