@@ -1,7 +1,8 @@
 //! [`Cluster`]: N real node reactors, each with its real [`TreeNode`], under
 //! one real run reactor, wired the way dpm's links wire them — every message
-//! to a node wrapped as `Routed` and passed down by next hop, everything up
-//! wrapped as `FromNode` and merged on the way — under a virtual clock, with
+//! to a node addressed (`Down::To`) and passed down by next hop, everything
+//! up tagged with its origin (`Up::From`) and merged on the way — under a
+//! virtual clock, with
 //! scripted processes ([`crate::process`]) in place of MPI programs.
 //!
 //! Each delivery is an event at a virtual time (now plus the [`Costs`] of
@@ -75,11 +76,13 @@ const EPOCH_MICROS: u64 = 1_700_000_000_000_000;
 
 #[derive(Debug)]
 enum Event {
-    /// A frame arriving at `node` from its parent.
-    Down { node: usize, msg: ToDaemon },
-    /// A frame from `origin` (unwrapped from `FromNode`) arriving at `to`
-    /// (`None`: the launcher) from a child link.
+    /// A payload for node `to` arriving at `node` from its parent (`Down::To`).
+    Down { node: usize, to: usize, msg: ToDaemon },
+    /// A payload from `origin` (`Up::From`) arriving at `to` (`None`: the
+    /// launcher) from a child link.
     Up { to: Option<usize>, origin: usize, msg: ToLauncher },
+    /// The loss of `node`'s link (`Up::Lost`), reaching the launcher.
+    Lost { node: usize, error: String },
     /// A rank's request reaching its node.
     Pmi { node: usize, conn: ConnId, bytes: Vec<u8> },
     /// The node's reply reaching a rank.
@@ -295,8 +298,8 @@ impl Cluster {
 
     fn handle(&mut self, event: Event) {
         match event {
-            Event::Down { node, msg } if self.nodes[node].alive => {
-                let actions = self.nodes[node].tree.from_parent(msg);
+            Event::Down { node, to, msg } if self.nodes[node].alive => {
+                let actions = self.nodes[node].tree.from_parent(to, msg);
                 self.tree_actions(node, actions);
             }
             Event::Up { to: None, origin, msg } => self.with_run(|run, fx| run.on_message(fx, NodeId(origin), msg)),
@@ -313,6 +316,7 @@ impl Cluster {
             Event::RunTimer { timer, generation } if self.timers.get(&timer) == Some(&generation) => {
                 self.with_run(|run, fx| run.on_timer(fx, timer));
             }
+            Event::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, NodeId(node), error)),
             Event::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
             Event::LoseNode(node) => self.lose_node(node),
             _ => {} // for a lost node, or a timer armed again since
@@ -329,9 +333,15 @@ impl Cluster {
         for p in self.procs.iter_mut().filter(|p| gone.contains(&p.node) && p.end.is_none()) {
             p.end = Some(ExitStatus::Signal(libc::SIGKILL));
         }
+        // The parent's link sees it; daemons on the way up relay the `Up::Lost`.
+        let mut hops = 1;
+        let mut at = node;
+        while let Some(p) = tree::parent(at, self.layout.fanout) {
+            hops += 1;
+            at = p;
+        }
         let error = "link closed".to_string();
-        let parent = tree::parent(node, self.layout.fanout);
-        self.schedule(self.layout.costs.link_hop, Event::Up { to: parent, origin: node, msg: ToLauncher::Lost { error } });
+        self.schedule(self.layout.costs.link_hop * hops, Event::Lost { node, error });
     }
 
     fn tree_actions(&mut self, node: usize, actions: Vec<TreeAction>) {
@@ -339,13 +349,9 @@ impl Cluster {
         for action in actions {
             match action {
                 TreeAction::Own(msg) => self.with_node(node, |r, fx| r.on_message(fx, msg)),
-                TreeAction::Child(child, msg) => self.schedule(hop, Event::Down { node: child, msg }),
-                TreeAction::Parent(frame) => {
+                TreeAction::Child { hop: child, node: to, msg } => self.schedule(hop, Event::Down { node: child, to, msg }),
+                TreeAction::Parent { origin, msg } => {
                     let to = tree::parent(node, self.layout.fanout);
-                    let (origin, msg) = match frame {
-                        ToLauncher::FromNode { node: origin, msg } => (origin, *msg),
-                        msg => (node, msg),
-                    };
                     self.schedule(hop, Event::Up { to, origin, msg });
                 }
             }
@@ -421,11 +427,11 @@ impl Cluster {
         let hop = self.layout.costs.link_hop;
         for o in fx.out {
             match o {
-                // As the launcher's links do: addressed, to the top-level
-                // child whose subtree holds the node.
+                // As the launcher's links do: addressed (`Down::To`), to the
+                // top-level child whose subtree holds the node.
                 RunOut::Send(node, msg) => {
                     let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { continue };
-                    self.schedule(hop, Event::Down { node: top, msg: ToDaemon::Routed { node: node.0, msg: Box::new(msg) } });
+                    self.schedule(hop, Event::Down { node: top, to: node.0, msg });
                 }
                 RunOut::Output(job, rank, data) => self.output.entry((job, rank)).or_default().extend(data),
                 RunOut::Say(line) => self.said.push(line),

@@ -39,7 +39,7 @@ impl NodeEffects for NodeFx<'_> {
     fn pmi_drop(&mut self, conn: ConnId) {
         self.out.push(NodeOut::Drop(conn));
     }
-    fn pmi_serve_fd(&mut self, _job: JobId, _conn: ConnId, _fd: i32) -> bool {
+    fn pmi_serve_fd(&mut self, _job: JobId, _conn: ConnId, _fd: &std::os::fd::OwnedFd) -> bool {
         false // no file descriptors in an in-process cluster
     }
     fn open_pmi_port(&mut self, _job: JobId) -> io::Result<String> {

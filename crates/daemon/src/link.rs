@@ -15,8 +15,9 @@ use std::rc::Rc;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
-use dpm_proto::{ToDaemon, ToLauncher};
+use dpm_proto::frame::{handshake, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
+use dpm_proto::ToLauncher;
 
 use crate::tree::{TreeAction, TreeNode};
 use crate::{links, node, DaemonConfig};
@@ -43,24 +44,25 @@ pub struct LinkError {
 /// The tree node and the links to the direct children.
 struct Tree {
     node: TreeNode,
-    children: HashMap<usize, mpsc::UnboundedSender<ToDaemon>>,
+    children: HashMap<usize, mpsc::UnboundedSender<Down>>,
 }
 
 impl Tree {
     /// Carry out `actions`: to this node's reactor through `own` (false if
     /// it is gone), to the children; frames for the parent into `parent`.
-    fn apply(&self, actions: Vec<TreeAction>, own: Option<&mpsc::UnboundedSender<ToDaemon>>, parent: &mut Vec<ToLauncher>) -> bool {
+    fn apply(&self, actions: Vec<TreeAction>, own: Option<&mpsc::UnboundedSender<Down>>, parent: &mut Vec<Up>) -> bool {
         let mut alive = true;
+        let me = self.node.me();
         for action in actions {
             match action {
-                TreeAction::Parent(msg) => parent.push(msg),
-                TreeAction::Child(node, msg) => {
-                    if let Some(tx) = self.children.get(&node) {
-                        let _ = tx.send(msg);
+                TreeAction::Parent { origin, msg } => parent.push(Up::From { node: origin, msg }),
+                TreeAction::Child { hop, node, msg } => {
+                    if let Some(tx) = self.children.get(&hop) {
+                        let _ = tx.send(Down::To { node, msg });
                     }
                 }
                 TreeAction::Own(msg) => match own {
-                    Some(own) => alive &= own.send(msg).is_ok(),
+                    Some(own) => alive &= own.send(Down::To { node: me, msg }).is_ok(),
                     None => tracing::debug!("the daemon is stopping: a message for it was dropped"),
                 },
             }
@@ -74,10 +76,10 @@ impl Tree {
 /// a TCP connection the daemon made to the launcher (manual bootstrap). The
 /// link opens with the hellos and the mutual proof of the run's secret
 /// ([`dpm_proto::auth`]); a parent that fails it is refused. A daemon with
-/// children in the tree starts them, passes messages down to them (`Routed`)
-/// and theirs up (`FromNode`), and merges its subtree's fence arrivals into
-/// one. Returns when the parent says `Shutdown` or the stream closes or falls
-/// silent. Every log line carries the node (a `node` span).
+/// children in the tree starts them, passes messages down to them
+/// (`Down::To`) and theirs up (`Up::From`), and merges its subtree's fence
+/// arrivals into one. Returns when the parent says `Shutdown` or the stream
+/// closes or falls silent. Every log line carries the node (a `node` span).
 pub async fn serve_link<R, W>(config: DaemonConfig, uplink: Uplink, reader: R, writer: W) -> Result<(), LinkError>
 where
     R: tokio::io::AsyncRead + Unpin + 'static,
@@ -98,11 +100,17 @@ where
         return Err(LinkError { peer, source });
     }
     tracing::debug!("link to {peer} authenticated");
+    // From here on the link carries typed envelopes: `Down` in, `Up` out.
+    let mut reader: FrameReceiver<R, Down> = FrameReceiver::new(reader);
+    let mut writer: FrameSender<W, Up> = FrameSender::new(writer);
+    if writer.send(&Up::Ready { node, host: config.host.clone() }).await.is_err() {
+        return Ok(()); // the parent went away; nothing was started
+    }
     let secret = Rc::new(secret);
     let (down_tx, down_rx) = mpsc::unbounded_channel();
     let (up_tx, mut up_rx) = mpsc::unbounded_channel::<ToLauncher>();
-    // Messages from this daemon and from the subtree below, as (origin, msg).
-    let (tree_up_tx, mut tree_up_rx) = mpsc::unbounded_channel::<(usize, ToLauncher)>();
+    // Envelopes from this daemon and from the subtree below, on their way up.
+    let (tree_up_tx, mut tree_up_rx) = mpsc::unbounded_channel::<Up>();
     let tree = Rc::new(RefCell::new(Tree { node: TreeNode::new(node), children: HashMap::new() }));
     let own_down = down_tx.downgrade();
 
@@ -116,17 +124,21 @@ where
         let secret = secret.clone();
         crate::spawn_local_here(async move {
             loop {
-                match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToDaemon>(&mut reader)).await {
-                    Ok(Ok(ToDaemon::Heartbeat)) => {}
-                    Ok(Ok(ToDaemon::Tree(spec))) => {
-                        if let Err(e) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {
-                            tracing::error!("cannot start the daemons below node {node}: {e}");
-                            let _ = tree_up.send((node, ToLauncher::Lost { error: e }));
+                match tokio::time::timeout(HEARTBEAT_TIMEOUT, reader.recv()).await {
+                    Ok(Ok(Down::Heartbeat)) => {}
+                    Ok(Ok(Down::Tree(spec))) => {
+                        if let Err(error) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {
+                            tracing::error!("cannot start the daemons below node {node}: {error}");
+                            let _ = tree_up.send(Up::Lost { node, error });
                         }
                     }
-                    Ok(Ok(msg)) => {
+                    Ok(Ok(Down::Shutdown)) => {
+                        let _ = down_tx.send(Down::Shutdown);
+                        return;
+                    }
+                    Ok(Ok(Down::To { node: to, msg })) => {
                         let mut tree = tree.borrow_mut();
-                        let actions = tree.node.from_parent(msg);
+                        let actions = tree.node.from_parent(to, msg);
                         let mut parent = Vec::new();
                         let alive = tree.apply(actions, Some(&down_tx), &mut parent);
                         debug_assert!(parent.is_empty(), "nothing from the parent goes back up");
@@ -138,12 +150,12 @@ where
                         if !matches!(e, FrameError::Closed) {
                             tracing::error!("link to the parent failed: {e}");
                         }
-                        let _ = down_tx.send(ToDaemon::Shutdown);
+                        let _ = down_tx.send(Down::Shutdown);
                         return;
                     }
                     Err(_) => {
                         tracing::error!("the parent has been silent for {HEARTBEAT_TIMEOUT:?}: taking it as lost");
-                        let _ = down_tx.send(ToDaemon::Shutdown);
+                        let _ = down_tx.send(Down::Shutdown);
                         return;
                     }
                 }
@@ -155,7 +167,7 @@ where
         let tree_up = tree_up_tx.clone();
         crate::spawn_local_here(async move {
             while let Some(msg) = up_rx.recv().await {
-                if tree_up.send((node, msg)).is_err() {
+                if tree_up.send(Up::From { node, msg }).is_err() {
                     return;
                 }
             }
@@ -168,23 +180,20 @@ where
         crate::spawn_local_here(async move {
             let mut frames = Vec::new();
             loop {
-                let (origin, msg) = match tokio::time::timeout(HEARTBEAT_EVERY, tree_up_rx.recv()).await {
-                    Ok(Some(x)) => x,
-                    Ok(None) => return,
-                    Err(_) => {
-                        if write_frame(&mut writer, &ToLauncher::Heartbeat).await.is_err() {
-                            return;
-                        }
-                        continue;
+                match tokio::time::timeout(HEARTBEAT_EVERY, tree_up_rx.recv()).await {
+                    // Payloads go through the tree node (merged, answered, passed on).
+                    Ok(Some(Up::From { node: origin, msg })) => {
+                        let mut tree = tree.borrow_mut();
+                        let actions = tree.node.from_below(origin, msg);
+                        tree.apply(actions, own_down.upgrade().as_ref(), &mut frames);
                     }
-                };
-                {
-                    let mut tree = tree.borrow_mut();
-                    let actions = tree.node.from_below(origin, msg);
-                    tree.apply(actions, own_down.upgrade().as_ref(), &mut frames);
+                    // A node below came up, or a link below broke: up as it is.
+                    Ok(Some(envelope)) => frames.push(envelope),
+                    Ok(None) => return,
+                    Err(_) => frames.push(Up::Heartbeat),
                 }
                 for frame in frames.drain(..) {
-                    if let Err(e) = write_frame(&mut writer, &frame).await {
+                    if let Err(e) = writer.send(&frame).await {
                         // The parent went away (at shutdown, it may go first);
                         // the inbound side deals with a lost parent.
                         tracing::debug!("cannot write to the parent: {e}");
@@ -212,7 +221,7 @@ async fn start_subtree(
     tree: &RefCell<Tree>,
     spec: &dpm_proto::tree::TreeSpec,
     host: &str,
-    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+    up: &mpsc::UnboundedSender<Up>,
     secret: &dpm_proto::auth::Secret,
 ) -> Result<(), String> {
     let me = {

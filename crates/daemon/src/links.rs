@@ -7,7 +7,7 @@
 //! channel. The run's secret reaches it without touching its command line: in
 //! its environment when forked, as the first frame on its stdin through ssh or
 //! srun. Both directions send heartbeats when idle; a link closed or silent
-//! for [`HEARTBEAT_TIMEOUT`] is reported as [`ToLauncher::Lost`] for the
+//! for [`HEARTBEAT_TIMEOUT`] is reported as [`Up::Lost`] for the
 //! child's node.
 
 use std::process::Stdio;
@@ -20,9 +20,9 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
-use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::tree::Bootstrap;
-use dpm_proto::{ToDaemon, ToLauncher};
 
 /// How long a daemon may take to answer the handshake (ssh connection included).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -125,15 +125,15 @@ impl ChildDaemon {
         }
     }
 
-    /// Send one message before the link is bridged (the tree description).
-    pub async fn send(&mut self, msg: &ToDaemon) -> Result<(), String> {
+    /// Send one envelope before the link is bridged (the tree description).
+    pub async fn send(&mut self, msg: &Down) -> Result<(), String> {
         write_frame(&mut self.stdin, msg).await.map_err(|e| format!("node {} ({}): {e}", self.node, self.host))
     }
 
-    /// Bridge the link: returns the sender for messages down; everything that
-    /// comes up is delivered to `up` as (origin node, message). A broken link
-    /// kills what is left of the child (an ssh to a host that is gone).
-    pub fn bridge(self, up: mpsc::UnboundedSender<(usize, ToLauncher)>) -> (mpsc::UnboundedSender<ToDaemon>, Child) {
+    /// Bridge the link: returns the sender for envelopes down; every envelope
+    /// that comes up is delivered to `up`. A broken link kills what is left
+    /// of the child (an ssh to a host that is gone).
+    pub fn bridge(self, up: mpsc::UnboundedSender<Up>) -> (mpsc::UnboundedSender<Down>, Child) {
         let ChildDaemon { node, process, stdin, stdout, .. } = self;
         let pid = process.id();
         let on_lost = move || {
@@ -148,46 +148,43 @@ impl ChildDaemon {
 }
 
 /// Bridge an open, authenticated link to the daemon of `node`: returns the
-/// sender for messages down, and the task reading from the link, which ends
-/// when the link does (after reporting [`ToLauncher::Lost`] to `up` and
-/// calling `on_lost`). Everything that comes up is delivered to `up` as
-/// (origin node, message). Heartbeats go down when the link is idle.
+/// sender for envelopes down, and the task reading from the link, which ends
+/// when the link does (after reporting [`Up::Lost`] for `node` to `up` and
+/// calling `on_lost`). Every envelope that comes up (payloads from the
+/// subtree, its nodes' arrivals and losses below) is delivered to `up`.
+/// Heartbeats go down when the link is idle.
 pub fn bridge_link<R, W>(
     node: usize,
-    mut reader: R,
-    mut writer: W,
+    reader: R,
+    writer: W,
     on_lost: impl FnOnce() + 'static,
-    up: mpsc::UnboundedSender<(usize, ToLauncher)>,
-) -> (mpsc::UnboundedSender<ToDaemon>, JoinHandle<()>)
+    up: mpsc::UnboundedSender<Up>,
+) -> (mpsc::UnboundedSender<Down>, JoinHandle<()>)
 where
     R: AsyncRead + Unpin + 'static,
     W: AsyncWrite + Unpin + 'static,
 {
-    let (down_tx, mut down_rx) = mpsc::unbounded_channel::<ToDaemon>();
+    let (down_tx, mut down_rx) = mpsc::unbounded_channel::<Down>();
+    let mut writer: FrameSender<W, Down> = FrameSender::new(writer);
+    let mut reader: FrameReceiver<R, Up> = FrameReceiver::new(reader);
     crate::spawn_local_here(async move {
         loop {
             let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
                 Ok(Some(msg)) => msg,
                 Ok(None) => return,
-                Err(_) => ToDaemon::Heartbeat,
+                Err(_) => Down::Heartbeat,
             };
-            if write_frame(&mut writer, &msg).await.is_err() {
+            if writer.send(&msg).await.is_err() {
                 return; // the reader reports the broken link
             }
         }
     });
     let reader = crate::spawn_local_here(async move {
         loop {
-            let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToLauncher>(&mut reader)).await {
-                Ok(Ok(ToLauncher::Heartbeat)) => continue,
-                Ok(Ok(ToLauncher::FromNode { node: origin, msg })) => {
-                    if up.send((origin, *msg)).is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                Ok(Ok(msg)) => {
-                    if up.send((node, msg)).is_err() {
+            let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, reader.recv()).await {
+                Ok(Ok(Up::Heartbeat)) => continue,
+                Ok(Ok(envelope)) => {
+                    if up.send(envelope).is_err() {
                         return;
                     }
                     continue;
@@ -198,7 +195,7 @@ where
             };
             // What is left of the link is of no use: end it now rather than at shutdown.
             on_lost();
-            let _ = up.send((node, ToLauncher::Lost { error }));
+            let _ = up.send(Up::Lost { node, error });
             return;
         }
     });
@@ -208,8 +205,8 @@ where
 /// A child daemon whose link is up and bridged.
 pub struct LinkedChild {
     pub node: usize,
-    /// Messages for the child's subtree.
-    pub down: mpsc::UnboundedSender<ToDaemon>,
+    /// Envelopes for the child's subtree.
+    pub down: mpsc::UnboundedSender<Down>,
     pub process: Child,
 }
 
@@ -223,7 +220,7 @@ pub async fn start_children(
     spec: &dpm_proto::tree::TreeSpec,
     me: &str,
     secret: &Secret,
-    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+    up: &mpsc::UnboundedSender<Up>,
 ) -> Result<Vec<LinkedChild>, String> {
     let mut greeting = tokio::task::JoinSet::new();
     for &node in nodes {
@@ -232,7 +229,7 @@ pub async fn start_children(
         let greet = async move {
             child.greet(&me, &secret).await?;
             if !dpm_proto::tree::children(Some(child.node), spec.hosts.len(), spec.fanout).is_empty() {
-                child.send(&ToDaemon::Tree(spec)).await?;
+                child.send(&Down::Tree(spec)).await?;
             }
             Ok::<_, String>(child)
         };

@@ -6,6 +6,7 @@
 use dpm_daemon::DaemonConfig;
 use dpm_kvs::{JobId, KvsDesign, Rank};
 use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec, ToDaemon, ToLauncher};
+use dpm_proto::link::Down;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 #[test]
@@ -35,7 +36,7 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
         let (down_tx, down_rx) = tokio::sync::mpsc::unbounded_channel();
         let (up_tx, mut up_rx) = tokio::sync::mpsc::unbounded_channel();
         let daemon = tokio::task::spawn_local(dpm_daemon::run(DaemonConfig { host: "here".into(), trace: false }, down_rx, up_tx));
-        down_tx.send(ToDaemon::Launch(launch)).unwrap();
+        down_tx.send(Down::To { node: 0, msg: ToDaemon::Launch(launch) }).unwrap();
         let mut failure = None;
         while let Some(msg) = up_rx.recv().await {
             if let ToLauncher::LaunchFailed { error, errno, .. } = msg {
@@ -44,8 +45,8 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
             }
         }
         // The ranks that did start go with the job.
-        down_tx.send(ToDaemon::Forget { job: JobId(0) }).unwrap();
-        down_tx.send(ToDaemon::Shutdown).unwrap();
+        down_tx.send(Down::To { node: 0, msg: ToDaemon::Forget { job: JobId(0) } }).unwrap();
+        down_tx.send(Down::Shutdown).unwrap();
         daemon.await.unwrap();
         failure
     });

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::link::{Down, InProcessFd, Up};
 use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
 use crate::node_table::NodeTable;
@@ -30,11 +31,26 @@ use crate::run::{FailurePolicy, Run, RunEffects, Timer, TreeShared};
 
 pub use crate::run::{kvsname, random_tag, signal_name, Settings};
 
-/// The launcher's handle on one node daemon.
+/// The launcher's handle on one node daemon: the link to the top of the
+/// subtree holding it (the daemon itself for a top-level node), over which
+/// its messages go addressed (`Down::To`).
 #[derive(Clone)]
 pub struct DaemonLink {
-    pub tx: mpsc::UnboundedSender<ToDaemon>,
+    pub via: mpsc::UnboundedSender<Down>,
+    pub node: usize,
     pub host: String,
+}
+
+impl DaemonLink {
+    /// A message for this node's daemon; false if the link is gone.
+    pub fn send(&self, msg: ToDaemon) -> bool {
+        self.via.send(Down::To { node: self.node, msg }).is_ok()
+    }
+
+    /// Stop the daemons (this one's subtree goes with the top of it).
+    pub fn shutdown(&self) {
+        let _ = self.via.send(Down::Shutdown);
+    }
 }
 
 /// What a run receives from outside: the signals and stdin of `dpm run`.
@@ -44,7 +60,8 @@ pub enum Input {
     Stdin(Vec<u8>),
 }
 
-type Route = mpsc::UnboundedSender<(usize, ToLauncher)>;
+/// A run's stream of what comes up the tree for it: payloads and losses.
+type Route = mpsc::UnboundedSender<Up>;
 
 /// State shared by every run of one daemon tree.
 pub struct Shared {
@@ -70,30 +87,35 @@ impl Shared {
 /// Hand each message from the daemons to the run owning its job. A lost node
 /// concerns every run (and `on_lost`, the boot server); when the daemons'
 /// stream ends, every run hears so.
-pub async fn dispatch(mut up: mpsc::UnboundedReceiver<(usize, ToLauncher)>, shared: SharedRef, on_lost: Option<mpsc::UnboundedSender<(usize, String)>>) {
-    while let Some((node, msg)) = up.recv().await {
-        let job = match &msg {
-            ToLauncher::Started { job, .. }
-            | ToLauncher::LaunchFailed { job, .. }
-            | ToLauncher::Output { job, .. }
-            | ToLauncher::Exited { job, .. }
-            | ToLauncher::FenceIn { job, .. }
-            | ToLauncher::RingIn { job, .. }
-            | ToLauncher::Abort { job, .. }
-            | ToLauncher::Name { job, .. }
-            | ToLauncher::Spawn { job, .. } => Some(*job),
-            ToLauncher::Kvs { msg, .. } => Some(msg.job()),
-            ToLauncher::Ready { .. } | ToLauncher::Heartbeat => continue,
-            _ => None,
+pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on_lost: Option<mpsc::UnboundedSender<(usize, String)>>) {
+    while let Some(envelope) = up.recv().await {
+        let job = match &envelope {
+            Up::From { msg, .. } => match msg {
+                ToLauncher::Started { job, .. }
+                | ToLauncher::LaunchFailed { job, .. }
+                | ToLauncher::Output { job, .. }
+                | ToLauncher::Exited { job, .. }
+                | ToLauncher::FenceIn { job, .. }
+                | ToLauncher::RingIn { job, .. }
+                | ToLauncher::Abort { job, .. }
+                | ToLauncher::Name { job, .. }
+                | ToLauncher::Spawn { job, .. } => Some(*job),
+                ToLauncher::Kvs { msg, .. } => Some(msg.job()),
+                ToLauncher::Trace { .. } => None,
+            },
+            Up::Lost { node, error } => {
+                if let Some(tx) = &on_lost {
+                    let _ = tx.send((*node, error.clone()));
+                }
+                None
+            }
+            Up::Ready { .. } | Up::Heartbeat => continue,
         };
-        if let (ToLauncher::Lost { error }, Some(tx)) = (&msg, &on_lost) {
-            let _ = tx.send((node, error.clone()));
-        }
         let shared = shared.borrow();
         match job {
             Some(job) => {
                 if let Some(tx) = shared.routes.get(&job) {
-                    let _ = tx.send((node, msg));
+                    let _ = tx.send(envelope);
                 }
             }
             // Lost, trace lines: every run.
@@ -102,7 +124,7 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<(usize, ToLauncher)>, shar
                 for tx in shared.routes.values() {
                     if !seen.iter().any(|s| s.same_channel(tx)) {
                         seen.push(tx);
-                        let _ = tx.send((node, msg.clone()));
+                        let _ = tx.send(envelope.clone());
                     }
                 }
             }
@@ -125,7 +147,7 @@ struct Driver<'a> {
 impl RunEffects for Driver<'_> {
     fn send(&mut self, node: NodeId, msg: ToDaemon) {
         if let Some(link) = self.links.get(node.0) {
-            let _ = link.tx.send(msg);
+            link.send(msg);
         }
     }
     fn output(&mut self, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
@@ -160,7 +182,7 @@ pub struct Controller {
     run: Run,
     links: Vec<DaemonLink>,
     /// Messages from the daemons about this run's jobs, tagged with the daemon's index.
-    up: mpsc::UnboundedReceiver<(usize, ToLauncher)>,
+    up: mpsc::UnboundedReceiver<Up>,
     /// Registered in [`Shared`] as the route of each job this run starts.
     up_tx: Route,
     shared: SharedRef,
@@ -216,9 +238,18 @@ impl Controller {
     }
 
     /// Take on a process dpm did not start (singleton mode) as rank 0 of a job.
-    pub fn adopt(&mut self, launch: LaunchJob, pid: u32, pmi_fd: i32) {
-        if let Err(e) = self.with_run(|run, fx| run.adopt(fx, launch, pid, pmi_fd)) {
+    pub fn adopt(&mut self, launch: LaunchJob, pid: u32, pmi: std::os::fd::OwnedFd) {
+        if let Err(e) = self.with_run(|run, fx| run.adopt(fx, launch, pid, InProcessFd::new(pmi))) {
             tracing::error!("adopting process {pid}: {e}");
+        }
+    }
+
+    /// What came up the tree for this run: a payload, or a lost node.
+    fn deliver(&mut self, envelope: Up) {
+        match envelope {
+            Up::From { node, msg } => self.with_run(|run, fx| run.on_message(fx, NodeId(node), msg)),
+            Up::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, NodeId(node), error)),
+            Up::Ready { .. } | Up::Heartbeat => {}
         }
     }
 
@@ -232,8 +263,8 @@ impl Controller {
         while self.run.exit_code().is_none() {
             let (timer, deadline) = self.timers.iter().min_by_key(|(_, at)| **at).map_or((None, far), |(t, at)| (Some(*t), *at));
             tokio::select! {
-                msg = self.up.recv() => match msg {
-                    Some((node, msg)) => self.with_run(|run, fx| run.on_message(fx, NodeId(node), msg)),
+                envelope = self.up.recv() => match envelope {
+                    Some(envelope) => self.deliver(envelope),
                     None => self.with_run(|run, fx| run.on_daemons_gone(fx)),
                 },
                 Some(input) = inputs.recv() => {
@@ -241,8 +272,8 @@ impl Controller {
                     // boot that loses a node queues the loss to its runs
                     // before it ends them with SIGTERM, and they must fail
                     // naming the node.
-                    while let Ok((node, msg)) = self.up.try_recv() {
-                        self.with_run(|run, fx| run.on_message(fx, NodeId(node), msg));
+                    while let Ok(envelope) = self.up.try_recv() {
+                        self.deliver(envelope);
                     }
                     match input {
                         Input::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),

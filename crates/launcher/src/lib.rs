@@ -43,7 +43,7 @@ pub mod singleton;
 pub mod spawn;
 
 use dpm_kvs::Rank;
-use dpm_proto::{LaunchJob, ToDaemon};
+use dpm_proto::LaunchJob;
 
 use cli::{CliError, RunOptions};
 use config::RunConfig;
@@ -152,7 +152,7 @@ pub(crate) async fn drive(
     // The daemons kill whatever is left when they shut down; wait for that.
     // Dropping the links closes their pipes: a daemon's blocked read ends.
     for link in links {
-        let _ = link.tx.send(ToDaemon::Shutdown);
+        link.shutdown();
     }
     waiter.wait().await;
     code

@@ -38,7 +38,7 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 
 use dpm_daemon::links;
-use dpm_proto::{ToDaemon, ToLauncher};
+use dpm_proto::link::{Down, Up};
 
 use dpm_proto::auth::{Secret, SECRET_FILE_ENV};
 use dpm_proto::frame::{answer_hello, authenticate, FrameError, Hello, Role, PROTOCOL_VERSION};
@@ -73,7 +73,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct Connected {
     pub node: usize,
     /// Messages for the daemon.
-    pub down: mpsc::UnboundedSender<ToDaemon>,
+    pub down: mpsc::UnboundedSender<Down>,
     /// The task reading the link: ends when the daemon hangs up.
     pub reader: JoinHandle<()>,
 }
@@ -86,7 +86,7 @@ pub async fn connect_all(
     opts: &Manual,
     secret: &Secret,
     me: &str,
-    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+    up: &mpsc::UnboundedSender<Up>,
 ) -> Result<Vec<Connected>, Error> {
     let failed = |e: &dyn std::fmt::Display| Error::failed(format!("-launcher manual: {e}"));
     // Signals first: from the moment the secret file exists, an interrupted
@@ -161,7 +161,7 @@ async fn accept(
     timeout: Duration,
     secret: &Secret,
     me: &str,
-    up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
+    up: &mpsc::UnboundedSender<Up>,
     signals: &mut [tokio::signal::unix::Signal],
 ) -> Result<Vec<Connected>, Error> {
     let n = nodes.len();

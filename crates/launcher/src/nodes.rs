@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use dpm_daemon::links;
 use dpm_proto::auth::Secret;
 use dpm_proto::tree::{self, TreeSpec};
-use dpm_proto::{ToDaemon, ToLauncher};
+use dpm_proto::link::Up;
 
 use crate::controller::DaemonLink;
 use crate::manual::{self, Manual};
@@ -70,7 +70,7 @@ const TREE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The running daemons of a run.
 pub struct Daemons {
     pub links: Vec<DaemonLink>,
-    pub up: mpsc::UnboundedReceiver<(usize, ToLauncher)>,
+    pub up: mpsc::UnboundedReceiver<Up>,
     children: Vec<Child>,
     in_process: Option<tokio::task::JoinHandle<()>>,
     /// The reading ends of TCP links (manual bootstrap): done when the daemon hangs up.
@@ -86,7 +86,7 @@ pub struct DaemonsWaiter {
 
 impl Daemons {
     /// The links and message stream for the controller; the rest waits for the end.
-    pub fn split(self) -> (Vec<DaemonLink>, mpsc::UnboundedReceiver<(usize, ToLauncher)>, DaemonsWaiter) {
+    pub fn split(self) -> (Vec<DaemonLink>, mpsc::UnboundedReceiver<Up>, DaemonsWaiter) {
         (self.links, self.up, DaemonsWaiter { children: self.children, in_process: self.in_process, tcp_links: self.tcp_links })
     }
 }
@@ -140,14 +140,15 @@ pub async fn start_with_secret(
         let (daemon_up_tx, mut daemon_up_rx) = mpsc::unbounded_channel();
         let config = dpm_daemon::DaemonConfig { host: nodes[0].host.clone(), trace };
         let handle = tokio::task::spawn_local(dpm_daemon::run(config, down_rx, daemon_up_tx));
+        let _ = up_tx.send(Up::Ready { node: 0, host: nodes[0].host.clone() });
         tokio::task::spawn_local(async move {
             while let Some(msg) = daemon_up_rx.recv().await {
-                if up_tx.send((0, msg)).is_err() {
+                if up_tx.send(Up::From { node: 0, msg }).is_err() {
                     return;
                 }
             }
         });
-        let links = vec![DaemonLink { tx: down_tx, host: nodes[0].host.clone() }];
+        let links = vec![DaemonLink { via: down_tx, node: 0, host: nodes[0].host.clone() }];
         return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle), tcp_links: Vec::new() });
     }
     let n = nodes.len();
@@ -183,8 +184,8 @@ pub async fn start_with_secret(
     let deadline = tokio::time::Instant::now() + TREE_TIMEOUT;
     while ready.iter().any(|r| !r) {
         match tokio::time::timeout_at(deadline, up_rx.recv()).await {
-            Ok(Some((node, ToLauncher::Ready { .. }))) if node < n => ready[node] = true,
-            Ok(Some((node, ToLauncher::Lost { error }))) => {
+            Ok(Some(Up::Ready { node, .. })) if node < n => ready[node] = true,
+            Ok(Some(Up::Lost { node, error })) => {
                 let host = nodes.get(node).map_or("?", |h| h.host.as_str());
                 return Err(Error::failed(format!("node {node} ({host}): {error}")));
             }
@@ -199,21 +200,13 @@ pub async fn start_with_secret(
     for msg in early {
         let _ = up_tx.send(msg);
     }
-    // One addressed link per node: messages for node d go to the top-level
-    // child whose subtree holds d, wrapped so the daemons on the way pass it on.
+    // One addressed link per node: messages for node d go, as `Down::To{d}`,
+    // to the top-level child whose subtree holds d; the daemons on the way
+    // pass them on.
     let mut node_links = Vec::with_capacity(n);
     for (d, node) in nodes.iter().enumerate() {
         let hop = tree::next_hop(None, d, spec.fanout).expect("every node is below the launcher");
-        let via = top_links[&hop].clone();
-        let (tx, mut rx) = mpsc::unbounded_channel::<ToDaemon>();
-        tokio::task::spawn_local(async move {
-            while let Some(msg) = rx.recv().await {
-                if via.send(ToDaemon::Routed { node: d, msg: Box::new(msg) }).is_err() {
-                    return;
-                }
-            }
-        });
-        node_links.push(DaemonLink { tx, host: node.host.clone() });
+        node_links.push(DaemonLink { via: top_links[&hop].clone(), node: d, host: node.host.clone() });
     }
     Ok(Daemons { links: node_links, up: up_rx, children, in_process: None, tcp_links })
 }

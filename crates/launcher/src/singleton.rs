@@ -10,7 +10,6 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::os::fd::IntoRawFd;
 use std::time::Duration;
 
 use dpm_proto::{LaunchJob, PmiMode};
@@ -70,7 +69,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
                 kvs,
                 node_of: vec![0],
             };
-            controller.adopt(launch, pid, stream.into_raw_fd());
+            controller.adopt(launch, pid, stream.into());
         };
         Ok(crate::drive(daemons, settings, start, None, false).await)
     })

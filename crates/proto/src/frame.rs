@@ -26,8 +26,9 @@ pub use crate::auth::authenticate;
 use crate::auth::Secret;
 
 /// Bumped whenever a message changes shape (3: the authentication exchange
-/// after the Hellos; 4: binary frames after the handshake).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// after the Hellos; 4: binary frames after the handshake; 5: the `link`
+/// envelopes `Down`/`Up` around the payloads).
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);

@@ -1,9 +1,13 @@
 //! # dpm-proto: the internal protocol between the launcher and node daemons
 //!
-//! One enum per direction: [`ToDaemon`] flows down the daemon tree from the
-//! launcher, [`ToLauncher`] flows up. On one machine the launcher and its one
-//! daemon exchange these values over in-process channels; across machines the
-//! same values travel as length-delimited frames (hence `serde`). Every
+//! One payload enum per direction: [`ToDaemon`] is what the launcher says to
+//! a node, [`ToLauncher`] what a node says to the launcher. How they travel —
+//! addressed down the daemon tree, tagged with their origin on the way up,
+//! with heartbeats, the tree's set-up and link loss beside them — is the
+//! envelope in [`link`] (`Down`, `Up`), carried over typed frame halves so a
+//! message sent the wrong way does not compile. On one machine the launcher
+//! and its one daemon exchange the envelopes over in-process channels; across
+//! machines they travel as length-delimited frames (hence `serde`). Every
 //! message names its job, so one daemon serves many jobs at once.
 //!
 //! The launcher owns job-wide decisions (fence completion, name service, where
@@ -14,6 +18,7 @@
 pub mod auth;
 pub mod control;
 pub mod frame;
+pub mod link;
 pub mod tree;
 
 use dpm_kvs::remote::{KvsDest, KvsMsg};
@@ -142,26 +147,16 @@ pub enum ToDaemon {
     /// The job is over on every node: forget it.
     Forget { job: JobId },
     /// Serve a process dpm did not start (an MPICH singleton that asked for a
-    /// process manager): `pmi_fd` is its PMI connection, already through the
-    /// `singinit` handshake. Only meaningful for a daemon in the launcher's
-    /// process, since it carries a file descriptor number.
-    Adopt { launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32 },
-    /// Stop: kill whatever is left and exit.
-    Shutdown,
-    /// Sent on an idle link so that silence means a lost launcher.
-    Heartbeat,
-    /// For the daemon of `node`: intermediate daemons pass it down the tree.
-    Routed { node: usize, msg: Box<ToDaemon> },
-    /// Sent once, right after the handshake, when the daemon has children in
-    /// the tree: every node of the run, and how to start daemons.
-    Tree(tree::TreeSpec),
+    /// process manager): `pmi` is its PMI connection, already through the
+    /// `singinit` handshake. An owned descriptor, meaningful only in the
+    /// launcher's own process: over a link it arrives empty and the daemon
+    /// refuses the adoption.
+    Adopt { launch: LaunchJob, rank: Rank, pid: u32, pmi: link::InProcessFd },
 }
 
 /// Daemon → launcher.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ToLauncher {
-    /// The daemon is up; `host` is its node's name.
-    Ready { host: String },
     Started { job: JobId, rank: Rank, pid: u32 },
     /// A process could not be started; `errno` explains why.
     LaunchFailed { job: JobId, rank: Rank, error: String, errno: i32 },
@@ -183,11 +178,4 @@ pub enum ToLauncher {
     Spawn { request: RequestId, job: JobId, rank: Rank, preput: KeyValues, commands: Vec<SpawnCommand> },
     /// A `--pmi-trace` line.
     Trace { line: String },
-    /// Never sent by a daemon: the launcher's end of a link reports with it
-    /// that the link broke (daemon killed, host lost).
-    Lost { error: String },
-    /// Sent on an idle link so that silence means a lost node.
-    Heartbeat,
-    /// A message from the daemon of `node`, passed up the tree.
-    FromNode { node: usize, msg: Box<ToLauncher> },
 }

@@ -23,28 +23,28 @@ use tracing::Instrument;
 
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::ConnId;
-use dpm_proto::{ToDaemon, ToLauncher};
+use dpm_proto::link::Down;
+use dpm_proto::ToLauncher;
 
 use super::{NodeEffects, NodeReactor, ProcStart, ProcStarted, StartError, Timer};
 use crate::spawn::{self, SpawnTask};
 use crate::tasks::{self, Event};
 use crate::{mpich_shm, DaemonConfig};
 
-/// Serve until [`ToDaemon::Shutdown`] or until the launcher goes away, as
+/// Serve until [`Down::Shutdown`] or until the launcher goes away, as
 /// node 0 (the launcher's in-process daemon; `dpm daemon` goes through
 /// [`crate::serve_link`]). Must run inside a tokio `LocalSet`, on a thread
 /// that lives as long as the daemon: ranks are started from it, and
 /// `PR_SET_PDEATHSIG` fires when the thread that started them exits.
-pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<ToDaemon>, up: mpsc::UnboundedSender<ToLauncher>) {
+pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
     let span = crate::node_span(0, &config.host);
     serve(config, down, up).instrument(span).await
 }
 
 /// [`run`] inside the caller's span.
-pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<ToDaemon>, up: mpsc::UnboundedSender<ToLauncher>) {
+pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
     let (events, mut events_rx) = mpsc::unbounded_channel();
     let reactor = NodeReactor::new(&config);
-    let _ = up.send(reactor.hello());
     let spawner = match spawn::Spawner::new() {
         Ok(s) => s,
         Err(e) => {
@@ -59,8 +59,9 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
     loop {
         tokio::select! {
             msg = down.recv() => match msg {
-                Some(ToDaemon::Shutdown) | None => break,
-                Some(msg) => node.borrow_mut().with(|r, io| r.on_message(io, msg)),
+                Some(Down::To { msg, .. }) => node.borrow_mut().with(|r, io| r.on_message(io, msg)),
+                Some(Down::Shutdown) | None => break,
+                Some(Down::Tree(_) | Down::Heartbeat) => {} // the link's business
             },
             Some(event) = events_rx.recv() => node.borrow_mut().on_event(event),
         }
@@ -182,9 +183,8 @@ impl NodeEffects for Io {
         self.conns.remove(&conn);
     }
 
-    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: i32) -> bool {
-        // SAFETY: the launcher hands over an fd it opened and no longer uses.
-        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: &OwnedFd) -> bool {
+        let Ok(fd) = fd.try_clone() else { return false };
         let Some(stream) = nonblocking(job, fd) else { return false };
         self.serve(conn, stream);
         true

@@ -16,6 +16,7 @@
 //! the reactor.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,9 +105,10 @@ pub trait NodeEffects {
     /// The reactor is done with a connection (its job was forgotten): drop
     /// what is kept for writing to it.
     fn pmi_drop(&mut self, conn: ConnId);
-    /// Serve an open fd (handed over by the launcher, an adopted singleton's)
-    /// as PMI connection `conn`; false if it cannot be served.
-    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: i32) -> bool;
+    /// Serve (a duplicate of) an open fd — an adopted singleton's, handed
+    /// over by the launcher in its own process — as PMI connection `conn`;
+    /// false if it cannot be served.
+    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: &OwnedFd) -> bool;
     /// Open a loopback PMI port for a job (`PMI_PORT` mode); its connections
     /// come back through [`NodeReactor::on_port_connection`].
     fn open_pmi_port(&mut self, job: JobId) -> io::Result<String>;

@@ -1,6 +1,7 @@
 //! [`NodeReactor`]: the node's state and one handler per input.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use dpm_kvs::{JobId, Rank};
@@ -82,11 +83,6 @@ impl NodeReactor {
         }
     }
 
-    /// The first message up, once the node is there.
-    pub fn hello(&self) -> ToLauncher {
-        ToLauncher::Ready { host: self.host.clone() }
-    }
-
     /// A message from the parent. `Shutdown` is the driver's business (it
     /// stops feeding the reactor and calls [`NodeReactor::shutdown`]);
     /// heartbeats and the tree are the link's.
@@ -122,9 +118,7 @@ impl NodeReactor {
                 }
             }
             ToDaemon::Forget { job } => self.forget(fx, job),
-            ToDaemon::Routed { msg, .. } => self.message(fx, *msg),
-            ToDaemon::Heartbeat | ToDaemon::Tree(_) | ToDaemon::Shutdown => {}
-            ToDaemon::Adopt { launch, rank, pid, pmi_fd } => self.adopt_foreign(fx, launch, rank, pid, pmi_fd),
+            ToDaemon::Adopt { launch, rank, pid, pmi } => self.adopt_foreign(fx, launch, rank, pid, pmi.get()),
         }
     }
 
@@ -326,12 +320,13 @@ impl NodeReactor {
     }
 
     /// Serve an already running process (an MPICH singleton).
-    fn adopt_foreign(&mut self, fx: &mut (impl NodeEffects + ?Sized), launch: LaunchJob, rank: Rank, pid: u32, pmi_fd: i32) {
+    fn adopt_foreign(&mut self, fx: &mut (impl NodeEffects + ?Sized), launch: LaunchJob, rank: Rank, pid: u32, pmi: Option<&OwnedFd>) {
         let job = launch.job;
         self.register_job(&launch);
         self.jobs.insert(job, JobProcs { kvsname: launch.kvsname.clone(), ..JobProcs::default() });
         let conn = self.new_conn();
-        if !fx.pmi_serve_fd(job, conn, pmi_fd) {
+        // The descriptor exists only in the launcher's own process.
+        if !pmi.is_some_and(|fd| fx.pmi_serve_fd(job, conn, fd)) {
             return self.launch_failed(fx, job, rank, format!("cannot serve process {pid}"), libc::EBADF);
         }
         self.attach(conn, job, Some(rank));

@@ -121,8 +121,8 @@ impl NodeEffects for RecordingEffects {
         self.log.push(Recorded::PmiDrop(conn));
     }
 
-    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: i32) -> bool {
-        self.log.push(Recorded::PmiServeFd { job, conn, fd });
+    fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: &std::os::fd::OwnedFd) -> bool {
+        self.log.push(Recorded::PmiServeFd { job, conn, fd: std::os::fd::AsRawFd::as_raw_fd(fd) });
         !self.fail_serve_fd
     }
 

@@ -273,13 +273,27 @@ fn a_rank_that_cannot_start_fails_the_launch_with_its_errno() {
 }
 
 #[test]
+fn an_adoption_without_its_descriptor_is_refused() {
+    // What an `Adopt` that crossed a process boundary looks like.
+    let (mut r, mut fx) = node();
+    let pmi = dpm_proto::link::InProcessFd::default();
+    r.on_message(&mut fx, ToDaemon::Adopt { launch: launch(1, 1, PmiMode::Fd), rank: Rank(0), pid: 77, pmi });
+    let ups = fx.take_up();
+    assert!(matches!(&ups[..], [ToLauncher::LaunchFailed { errno: libc::EBADF, .. }]), "{ups:?}");
+}
+
+#[test]
 fn an_adopted_singleton_is_served_and_watched() {
     let (mut r, mut fx) = node();
-    r.on_message(&mut fx, ToDaemon::Adopt { launch: launch(1, 1, PmiMode::Fd), rank: Rank(0), pid: 77, pmi_fd: 9 });
+    let (theirs, _ours) = std::os::unix::net::UnixStream::pair().unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);
+    let pmi = dpm_proto::link::InProcessFd::new(theirs.into());
+    r.on_message(&mut fx, ToDaemon::Adopt { launch: launch(1, 1, PmiMode::Fd), rank: Rank(0), pid: 77, pmi });
     let log = fx.take();
-    let [Recorded::PmiServeFd { job: J, conn, fd: 9 }, Recorded::WatchPid { job: J, rank: Rank(0), pid: 77 }, Recorded::Up(ToLauncher::Started { pid: 77, .. })] = &log[..] else {
+    let [Recorded::PmiServeFd { job: J, conn, fd: served }, Recorded::WatchPid { job: J, rank: Rank(0), pid: 77 }, Recorded::Up(ToLauncher::Started { pid: 77, .. })] = &log[..] else {
         panic!("{log:?}")
     };
+    assert_eq!(*served, fd);
     assert!(talk(&mut r, &mut fx, *conn, "cmd=get_appnum\n").starts_with("cmd=appnum rc=0"));
     // No output pipes: the exit waits only for the connection.
     r.on_exited(&mut fx, J, Rank(0), ExitStatus::Code(0), 1);

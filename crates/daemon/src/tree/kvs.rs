@@ -42,8 +42,8 @@ use super::TreeNode;
 /// Where a message handled here goes next.
 #[derive(Debug)]
 pub(crate) enum Dispatch {
-    /// To the parent (already wrapped as coming from a node).
-    Up(ToLauncher),
+    /// To the parent, as coming from the node given.
+    Up(usize, ToLauncher),
     /// To a node of this subtree: this daemon's engine, or down the tree.
     Down(usize, ToDaemon),
 }
@@ -121,7 +121,7 @@ impl TreeKvs {
                     j.waiting.entry(req.key.clone()).or_default().push(req.clone());
                 }
                 let msg = ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) };
-                (vec![Dispatch::Up(ToLauncher::FromNode { node: origin, msg: Box::new(msg) })], None)
+                (vec![Dispatch::Up(origin, msg)], None)
             }
             ToLauncher::FenceIn { job, epoch, count, puts } => {
                 let mut out = Vec::new();
@@ -149,7 +149,7 @@ impl TreeKvs {
         if expected.is_empty() {
             // A job this link knows nothing of: pass it on untouched.
             let msg = ToLauncher::RingIn { job, seq, segment };
-            return vec![Dispatch::Up(ToLauncher::FromNode { node: origin, msg: Box::new(msg) })];
+            return vec![Dispatch::Up(origin, msg)];
         }
         let j = self.jobs.entry(job).or_default();
         let gather = j.rings.entry(seq).or_default();
@@ -164,6 +164,6 @@ impl TreeKvs {
         let segment = combine(&stretches).expect("at least one part");
         j.sent.insert(seq, parts);
         let msg = ToLauncher::RingIn { job, seq, segment };
-        vec![Dispatch::Up(ToLauncher::FromNode { node: self.me, msg: Box::new(msg) })]
+        vec![Dispatch::Up(self.me, msg)]
     }
 }

@@ -5,9 +5,9 @@
 //! message on its way up from this node's own reactor or from a node below
 //! ([`TreeNode::from_below`]); outputs are [`TreeAction`]s: to the parent,
 //! to a direct child, to the own node. It does:
-//! - **routing down** by next hop: a `Routed` message for a node below goes
+//! - **routing down** by next hop: a `Down::To` message for a node below goes
 //!   to the child whose subtree holds it, one for this node to its reactor;
-//! - **routing up**: everything from below goes up as `FromNode{origin}`;
+//! - **routing up**: everything from below goes up as `Up::From{origin}`;
 //! - **partial fences**: a job's fence arrivals from this node and from each
 //!   child subtree running it (learnt from the launches passing through) are
 //!   merged into one `FenceIn` (see [`kvs`] for completions coming down);
@@ -30,10 +30,10 @@ use kvs::{Dispatch, TreeKvs};
 /// What a [`TreeNode`] asks to be sent.
 #[derive(Debug)]
 pub enum TreeAction {
-    /// To the parent, as a frame (already wrapped as `FromNode`).
-    Parent(ToLauncher),
-    /// To the direct child `node`, as a frame.
-    Child(usize, ToDaemon),
+    /// To the parent, as coming from node `origin` (`Up::From`).
+    Parent { origin: usize, msg: ToLauncher },
+    /// To the direct child `hop`, for node `node` below it (`Down::To`).
+    Child { hop: usize, node: usize, msg: ToDaemon },
     /// To this node's own reactor.
     Own(ToDaemon),
 }
@@ -93,7 +93,7 @@ impl Router {
     /// `msg` towards `to`, through the linked child on the way.
     fn forward(&self, to: usize, msg: ToDaemon, out: &mut Vec<TreeAction>) {
         match dpm_proto::tree::next_hop(Some(self.me), to, self.fanout).filter(|h| self.children.contains(h)) {
-            Some(hop) => out.push(TreeAction::Child(hop, msg)),
+            Some(hop) => out.push(TreeAction::Child { hop, node: to, msg }),
             None => tracing::debug!(to, "a message for a node no longer linked below this one was dropped"),
         }
     }
@@ -103,7 +103,7 @@ impl Router {
         if node == self.me {
             out.push(TreeAction::Own(msg));
         } else {
-            self.forward(node, ToDaemon::Routed { node, msg: Box::new(msg) }, out);
+            self.forward(node, msg, out);
         }
     }
 }
@@ -141,27 +141,23 @@ impl TreeNode {
         self.router.children.clear();
     }
 
-    /// A message from the parent (heartbeats and the tree description are
-    /// the link's business). Yields only [`TreeAction::Own`] and
-    /// [`TreeAction::Child`]: nothing from above goes back up.
-    pub fn from_parent(&mut self, msg: ToDaemon) -> Vec<TreeAction> {
+    /// A message from the parent for node `to` (a `Down::To`; heartbeats,
+    /// the tree description and shutdown are the link's business). Yields
+    /// only [`TreeAction::Own`] and [`TreeAction::Child`]: nothing from above
+    /// goes back up.
+    pub fn from_parent(&mut self, to: usize, msg: ToDaemon) -> Vec<TreeAction> {
         let mut out = Vec::new();
-        match msg {
-            ToDaemon::Routed { node: to, msg } => {
-                self.router.observe(to, &msg);
-                if let ToDaemon::Forget { job } = *msg {
-                    // A job killed mid-fence never completes it: drop its
-                    // arrivals (a boot's daemons live through many jobs).
-                    self.fences.retain(|(j, _), _| *j != job);
-                }
-                let Some(msg) = self.pass_down(to, *msg, &mut out) else { return out };
-                if to == self.router.me {
-                    out.push(TreeAction::Own(msg));
-                } else {
-                    self.router.forward(to, ToDaemon::Routed { node: to, msg: Box::new(msg) }, &mut out);
-                }
-            }
-            msg => out.push(TreeAction::Own(msg)),
+        self.router.observe(to, &msg);
+        if let ToDaemon::Forget { job } = msg {
+            // A job killed mid-fence never completes it: drop its
+            // arrivals (a boot's daemons live through many jobs).
+            self.fences.retain(|(j, _), _| *j != job);
+        }
+        let Some(msg) = self.pass_down(to, msg, &mut out) else { return out };
+        if to == self.router.me {
+            out.push(TreeAction::Own(msg));
+        } else {
+            self.router.forward(to, msg, &mut out);
         }
         out
     }
@@ -188,7 +184,7 @@ impl TreeNode {
                 let contributors = self.router.contributors(job);
                 for &child in contributors.iter().filter(|&&n| n != me) {
                     let msg = ToDaemon::FenceDone { job, epoch, delta: delta.clone() };
-                    self.router.forward(child, ToDaemon::Routed { node: child, msg: Box::new(msg) }, out);
+                    self.router.forward(child, msg, out);
                 }
                 // A job this link knows nothing of: the engine judges it.
                 (contributors.contains(&me) || contributors.is_empty()).then_some(ToDaemon::FenceDone { job, epoch, delta })
@@ -204,7 +200,7 @@ impl TreeNode {
         let (dispatch, rest) = self.kvs.up(&self.router, origin, msg);
         for d in dispatch {
             match d {
-                Dispatch::Up(msg) => out.push(TreeAction::Parent(msg)),
+                Dispatch::Up(origin, msg) => out.push(TreeAction::Parent { origin, msg }),
                 Dispatch::Down(node, msg) => self.router.deliver(node, msg, &mut out),
             }
         }
@@ -218,7 +214,7 @@ impl TreeNode {
                 let expected = self.router.contributors(job);
                 if expected.len() < 2 {
                     let msg = ToLauncher::FenceIn { job, epoch, count, puts };
-                    out.push(TreeAction::Parent(ToLauncher::FromNode { node: origin, msg: Box::new(msg) }));
+                    out.push(TreeAction::Parent { origin, msg });
                     return out;
                 }
                 let f = self.fences.entry((job, epoch)).or_default();
@@ -229,11 +225,11 @@ impl TreeNode {
                     return out;
                 }
                 let f = self.fences.remove(&(job, epoch)).expect("present");
-                ToLauncher::FromNode { node: me, msg: Box::new(ToLauncher::FenceIn { job, epoch, count: f.count, puts: f.puts }) }
+                TreeAction::Parent { origin: me, msg: ToLauncher::FenceIn { job, epoch, count: f.count, puts: f.puts } }
             }
-            msg => ToLauncher::FromNode { node: origin, msg: Box::new(msg) },
+            msg => TreeAction::Parent { origin, msg },
         };
-        out.push(TreeAction::Parent(up));
+        out.push(up);
         out
     }
 }

@@ -31,9 +31,6 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
     })
 }
 
-fn routed(node: usize, msg: ToDaemon) -> ToDaemon {
-    ToDaemon::Routed { node, msg: Box::new(msg) }
-}
 
 /// Node 0 of a fan-out-2 tree over 4 nodes (children 2 and 3), with the
 /// job on nodes 0, 2 and 3.
@@ -43,7 +40,7 @@ fn node0(design: KvsDesign) -> TreeNode {
     t.child_linked(2);
     t.child_linked(3);
     for n in [0, 2, 3] {
-        t.from_parent(routed(n, launch(J, design)));
+        t.from_parent(n, launch(J, design));
     }
     t
 }
@@ -60,16 +57,16 @@ fn a_subtree_sends_one_ring_part_up_and_splits_the_answer() {
         assert!(out.is_empty(), "waits for node 2: {out:?}");
     }
     let out = t.from_below(2, ToLauncher::RingIn { job: J, seq: 0, segment: seg(2, "c", "d") });
-    let [TreeAction::Parent(ToLauncher::FromNode { node: 0, msg })] = &out[..] else { panic!("{out:?}") };
-    assert!(matches!(&**msg, ToLauncher::RingIn { segment, .. } if *segment == seg(6, "a", "f")));
+    let [TreeAction::Parent { origin: 0, msg }] = &out[..] else { panic!("{out:?}") };
+    assert!(matches!(msg, ToLauncher::RingIn { segment, .. } if *segment == seg(6, "a", "f")));
     // The root places the subtree at 4 in a ring of 8, between "z" and "y".
     let slot = RingSlot { offset: 4, left: "z".into(), right: "y".into() };
     let got: Vec<(usize, u32, String, String)> = t
-        .from_parent(routed(0, ToDaemon::RingOut { job: J, seq: 0, slot }))
+        .from_parent(0, ToDaemon::RingOut { job: J, seq: 0, slot })
         .into_iter()
         .map(|a| match a {
             TreeAction::Own(ToDaemon::RingOut { slot, .. }) => (0, slot.offset, slot.left, slot.right),
-            TreeAction::Child(c, ToDaemon::Routed { node, msg }) if c == node => match *msg {
+            TreeAction::Child { hop, node, msg } if hop == node => match msg {
                 ToDaemon::RingOut { slot, .. } => (node, slot.offset, slot.left, slot.right),
                 other => panic!("{other:?}"),
             },
@@ -85,7 +82,7 @@ fn fence_done_targets(me: usize, out: &[TreeAction]) -> Vec<usize> {
     out.iter()
         .map(|a| match a {
             TreeAction::Own(ToDaemon::FenceDone { delta, .. }) if delta.len() == 1 => me,
-            TreeAction::Child(c, ToDaemon::Routed { node, msg }) if c == node && matches!(**msg, ToDaemon::FenceDone { .. }) => *c,
+            TreeAction::Child { hop, node, msg } if hop == node && matches!(msg, ToDaemon::FenceDone { .. }) => *hop,
             other => panic!("{other:?}"),
         })
         .collect()
@@ -95,24 +92,24 @@ fn fence_done_targets(me: usize, out: &[TreeAction]) -> Vec<usize> {
 fn a_fence_completion_is_passed_to_each_child_subtree_running_the_job() {
     let mut t = node0(KvsDesign::Allgather);
     // Node 3 does not run the second job, nor does node 0.
-    t.from_parent(routed(2, launch(JobId(1), KvsDesign::Allgather)));
+    t.from_parent(2, launch(JobId(1), KvsDesign::Allgather));
     let done = |job| ToDaemon::FenceDone { job, epoch: 4, delta: vec![("k".into(), "v".into())] };
-    let mut to = fence_done_targets(0, &t.from_parent(routed(0, done(J))));
+    let mut to = fence_done_targets(0, &t.from_parent(0, done(J)));
     to.sort();
     assert_eq!(to, [0, 2, 3], "one copy per child subtree, and node 0's own");
-    assert_eq!(fence_done_targets(0, &t.from_parent(routed(0, done(JobId(1))))), [2]);
+    assert_eq!(fence_done_targets(0, &t.from_parent(0, done(JobId(1)))), [2]);
     // A completion addressed to a node below passes through untouched.
-    assert_eq!(fence_done_targets(0, &t.from_parent(routed(2, done(J)))), [2]);
+    assert_eq!(fence_done_targets(0, &t.from_parent(2, done(J))), [2]);
 }
 
 #[test]
 fn messages_for_the_subtree_go_down_and_the_rest_go_up() {
     let mut t = node0(KvsDesign::Dkvs);
     let ack = |n| ToLauncher::Kvs { to: KvsDest::Node(n), msg: KvsMsg::PutAck { job: J, id: 1 } };
-    assert!(matches!(&t.from_below(2, ack(3))[..], [TreeAction::Child(3, ToDaemon::Routed { node: 3, .. })]));
+    assert!(matches!(&t.from_below(2, ack(3))[..], [TreeAction::Child { hop: 3, node: 3, .. }]));
     assert!(matches!(&t.from_below(2, ack(0))[..], [TreeAction::Own(ToDaemon::Kvs(_))]));
     let out = t.from_below(2, ack(1));
-    assert!(matches!(&out[..], [TreeAction::Parent(ToLauncher::FromNode { node: 2, .. })]), "node 1 is not below node 0: {out:?}");
+    assert!(matches!(&out[..], [TreeAction::Parent { origin: 2, .. }]), "node 1 is not below node 0: {out:?}");
 }
 
 fn walk_up(key: &str, epoch: u64, wait: bool) -> ToLauncher {
@@ -123,7 +120,7 @@ fn walk_up(key: &str, epoch: u64, wait: bool) -> ToLauncher {
 /// The value of the one KVS reply sent down to node 3.
 fn reply_to_3(out: &[TreeAction]) -> Option<(u64, Option<String>, u64)> {
     out.iter().find_map(|a| match a {
-        TreeAction::Child(3, ToDaemon::Routed { node: 3, msg }) => match &**msg {
+        TreeAction::Child { hop: 3, node: 3, msg } => match msg {
             ToDaemon::Kvs(KvsMsg::Reply(r)) => Some((r.id, r.value.clone(), r.valid_through)),
             _ => None,
         },
@@ -139,18 +136,18 @@ fn puts_riding_up_answer_gets_walking_up_while_current() {
     assert_eq!(reply_to_3(&t.from_below(3, walk_up("k", 2, false))), Some((9, Some("v".into()), 2)));
     // Two fences later the copy may be stale: ask further up.
     let out = t.from_below(3, walk_up("k", 3, false));
-    assert!(matches!(&out[..], [TreeAction::Parent(ToLauncher::FromNode { node: 3, .. })]), "{out:?}");
+    assert!(matches!(&out[..], [TreeAction::Parent { origin: 3, .. }]), "{out:?}");
 }
 
 #[test]
 fn a_waiting_get_walking_up_is_answered_by_a_put_riding_past() {
     let mut t = node0(KvsDesign::Allgather);
-    assert!(matches!(&t.from_below(3, walk_up("late", 0, true))[..], [TreeAction::Parent(_)]), "passed on up");
+    assert!(matches!(&t.from_below(3, walk_up("late", 0, true))[..], [TreeAction::Parent { .. }]), "passed on up");
     let fence = |key: &str, epoch| ToLauncher::FenceIn { job: J, epoch, count: 2, puts: vec![(key.into(), "here".into())] };
     assert_eq!(reply_to_3(&t.from_below(2, fence("late", 0))), Some((9, Some("here".into()), 0)));
     // Forgotten with the job.
     t.from_below(3, walk_up("never", 1, true));
-    t.from_parent(routed(0, ToDaemon::Forget { job: J }));
+    t.from_parent(0, ToDaemon::Forget { job: J });
     assert_eq!(reply_to_3(&t.from_below(2, fence("never", 1))), None);
 }
 
@@ -160,12 +157,13 @@ struct Subtree {
     nodes: BTreeMap<usize, TreeNode>,
     /// What reached each node's own reactor.
     own: Vec<(usize, ToDaemon)>,
-    /// What node 0 sent to the launcher.
-    launcher: Vec<ToLauncher>,
+    /// What node 0 sent to the launcher, with its node of origin.
+    launcher: Vec<(usize, ToLauncher)>,
 }
 
 enum Hop {
-    Down(usize, ToDaemon),
+    /// At node `.0`, from its parent, for node `.1`.
+    Down(usize, usize, ToDaemon),
     Up(usize, usize, ToLauncher),
 }
 
@@ -192,19 +190,18 @@ impl Subtree {
         let mut queue = VecDeque::from([first]);
         while let Some(hop) = queue.pop_front() {
             let (at, actions) = match hop {
-                Hop::Down(n, msg) => (n, self.nodes.get_mut(&n).unwrap().from_parent(msg)),
+                Hop::Down(n, to, msg) => (n, self.nodes.get_mut(&n).unwrap().from_parent(to, msg)),
                 Hop::Up(n, origin, msg) => (n, self.nodes.get_mut(&n).unwrap().from_below(origin, msg)),
             };
             for a in actions {
                 match a {
                     TreeAction::Own(msg) => self.own.push((at, msg)),
-                    TreeAction::Child(c, msg) => queue.push_back(Hop::Down(c, msg)),
-                    // The child's link unwraps `FromNode` for the parent.
-                    TreeAction::Parent(ToLauncher::FromNode { node, msg }) => match Self::parent_of(at) {
-                        Some(p) => queue.push_back(Hop::Up(p, node, *msg)),
-                        None => self.launcher.push(ToLauncher::FromNode { node, msg }),
+                    TreeAction::Child { hop, node, msg } => queue.push_back(Hop::Down(hop, node, msg)),
+                    // The parent's link hands on `Up::From{origin}`.
+                    TreeAction::Parent { origin, msg } => match Self::parent_of(at) {
+                        Some(p) => queue.push_back(Hop::Up(p, origin, msg)),
+                        None => self.launcher.push((origin, msg)),
                     },
-                    TreeAction::Parent(other) => panic!("not wrapped: {other:?}"),
                 }
             }
         }
@@ -212,7 +209,7 @@ impl Subtree {
 
     /// The launcher sends `msg` for `node` to the top of its subtree.
     fn send(&mut self, node: usize, msg: ToDaemon) {
-        self.settle(Hop::Down(0, routed(node, msg)));
+        self.settle(Hop::Down(0, node, msg));
     }
 
     /// Node `n`'s own reactor sends `msg` up.
@@ -234,7 +231,7 @@ fn routed_messages_reach_exactly_their_node_through_three_levels() {
     assert_eq!(s.own.len(), 4);
     // Messages from below go up as from their node of origin.
     s.report(6, ToLauncher::Abort { job: J, rank: Rank(5), code: 1, message: "x".into() });
-    assert!(matches!(&s.launcher[..], [ToLauncher::FromNode { node: 6, msg }] if matches!(**msg, ToLauncher::Abort { .. })));
+    assert!(matches!(&s.launcher[..], [(6, ToLauncher::Abort { .. })]));
 }
 
 #[test]
@@ -250,8 +247,8 @@ fn a_fence_is_merged_per_subtree_and_its_completion_reaches_every_node_once() {
         let puts = vec![(format!("k{n}"), format!("v{i}"))];
         s.report(n, ToLauncher::FenceIn { job: J, epoch: 0, count: 1, puts });
     }
-    let [ToLauncher::FromNode { node: 0, msg }] = &s.launcher[..] else { panic!("{:?}", s.launcher) };
-    let ToLauncher::FenceIn { job: J, epoch: 0, count: 5, puts } = &**msg else { panic!("{msg:?}") };
+    let [(0, msg)] = &s.launcher[..] else { panic!("{:?}", s.launcher) };
+    let ToLauncher::FenceIn { job: J, epoch: 0, count: 5, puts } = msg else { panic!("{msg:?}") };
     let mut keys: Vec<&str> = puts.iter().map(|(k, _)| k.as_str()).collect();
     keys.sort();
     assert_eq!(keys, ["k0", "k2", "k3", "k6", "k7"]);
@@ -272,7 +269,7 @@ fn a_job_on_one_node_of_a_child_subtree_passes_through_unmerged() {
     s.report(7, ToLauncher::FenceIn { job: J, epoch: 2, count: 1, puts: vec![] });
     assert!(s.launcher.is_empty());
     s.report(3, ToLauncher::FenceIn { job: J, epoch: 2, count: 1, puts: vec![] });
-    assert!(matches!(&s.launcher[..], [ToLauncher::FromNode { node: 0, msg }] if matches!(**msg, ToLauncher::FenceIn { count: 2, .. })));
+    assert!(matches!(&s.launcher[..], [(0, ToLauncher::FenceIn { count: 2, .. })]));
 }
 
 #[test]
@@ -281,9 +278,9 @@ fn a_forgotten_jobs_partial_fence_is_dropped() {
     let arrive = |t: &mut TreeNode, from| t.from_below(from, ToLauncher::FenceIn { job: J, epoch: 5, count: 1, puts: vec![] });
     assert!(arrive(&mut t, 2).is_empty());
     // The job ends (its first Forget passes through here towards node 2).
-    t.from_parent(routed(2, ToDaemon::Forget { job: J }));
+    t.from_parent(2, ToDaemon::Forget { job: J });
     assert!(arrive(&mut t, 0).is_empty());
     assert!(arrive(&mut t, 3).is_empty(), "node 2's arrival before the Forget no longer counts");
     let out = arrive(&mut t, 2);
-    assert!(matches!(&out[..], [TreeAction::Parent(ToLauncher::FromNode { node: 0, msg })] if matches!(**msg, ToLauncher::FenceIn { count: 3, .. })), "{out:?}");
+    assert!(matches!(&out[..], [TreeAction::Parent { origin: 0, msg: ToLauncher::FenceIn { count: 3, .. } }]), "{out:?}");
 }

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, Notify};
 use dpm_kvs::Rank;
 use dpm_proto::control::{BootStatus, NodeStatus, RunStatus, Submit, ToClient, ToServer, CONTROL_VERSION};
 use dpm_proto::frame::{read_frame, write_frame};
-use dpm_proto::{LaunchJob, ToDaemon};
+use dpm_proto::LaunchJob;
 
 use crate::cli::RunOptions;
 use crate::config::{self, RunConfig};
@@ -154,7 +154,7 @@ async fn end_runs(server: &Server) {
 
 async fn shutdown(links: &[DaemonLink], waiter: nodes::DaemonsWaiter) {
     for link in links {
-        let _ = link.tx.send(ToDaemon::Shutdown);
+        link.shutdown();
     }
     waiter.wait().await;
 }

@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dpm_kvs::{FenceTally, JobId, NameService, NodeId, Rank};
+use dpm_proto::link::InProcessFd;
 use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher};
 
 use crate::kvs_root::KvsRoot;
@@ -204,11 +205,11 @@ impl Run {
     }
 
     /// Take on a process dpm did not start (singleton mode) as rank 0 of a job.
-    pub fn adopt(&mut self, fx: &mut dyn RunEffects, launch: LaunchJob, pid: u32, pmi_fd: i32) -> Result<(), LaunchError> {
+    pub fn adopt(&mut self, fx: &mut dyn RunEffects, launch: LaunchJob, pid: u32, pmi: InProcessFd) -> Result<(), LaunchError> {
         let slots = self.admit(fx, &launch)?;
         let node = slots.node(0).unwrap_or(NodeId(0));
         self.register(fx, &launch, slots, None);
-        fx.send(node, ToDaemon::Adopt { launch, rank: Rank(0), pid, pmi_fd });
+        fx.send(node, ToDaemon::Adopt { launch, rank: Rank(0), pid, pmi });
         Ok(())
     }
 
@@ -274,7 +275,6 @@ impl Run {
 
     fn message(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: ToLauncher) {
         match msg {
-            ToLauncher::Ready { .. } | ToLauncher::Heartbeat => {}
             ToLauncher::Started { job, rank, pid } => self.started(fx, job, rank, pid),
             ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(fx, job, rank, error, errno),
             ToLauncher::Output { job, rank, stream, data } => fx.output(job, rank, stream, &data),
@@ -295,9 +295,14 @@ impl Run {
             }
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, node, request, job, rank, preput, commands),
             ToLauncher::Trace { line } => fx.say(&line),
-            ToLauncher::Lost { error } => self.node_lost(fx, node, error),
-            ToLauncher::FromNode { node, msg } => self.message(fx, NodeId(node), *msg),
         }
+    }
+
+    /// The link to `node` broke (its daemon killed, its host lost, silent too
+    /// long): that node and the subtree below it are gone.
+    pub fn on_node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
+        self.node_lost(fx, node, error);
+        self.settle(fx);
     }
 
     /// dpm itself got `sig`: forward it to every process; a second signal

@@ -348,7 +348,7 @@ fn a_lost_node_fails_the_run_naming_it() {
     let (mut run, mut rec) = fixture(&[2, 2, 2]);
     // Fan-out 2: node 2 is below node 0; losing 0 loses 2.
     let j = started(&mut run, &mut rec, &[0, 1, 2]);
-    run.on_message(&mut rec, NodeId(0), ToLauncher::Lost { error: "no heartbeat for 1.5 s".into() });
+    run.on_node_lost(&mut rec, NodeId(0), "no heartbeat for 1.5 s".into());
     assert_eq!(rec.shared.nodes.state(NodeId(2)), Some(crate::node_table::NodeState::Lost));
     assert_eq!(rec.shared.nodes.live(), 1, "the lost ranks' slots are free");
     assert_eq!(signals(&rec, j), vec![libc::SIGKILL], "only node 1 is left to kill");
@@ -363,7 +363,7 @@ fn a_lost_node_fails_the_run_naming_it() {
 fn a_lost_node_decides_over_the_sigterm_that_follows_it() {
     let (mut run, mut rec) = fixture(&[2, 2]);
     let j = started(&mut run, &mut rec, &[0, 1]);
-    run.on_message(&mut rec, NodeId(1), ToLauncher::Lost { error: "link closed".into() });
+    run.on_node_lost(&mut rec, NodeId(1), "link closed".into());
     run.on_signal(&mut rec, libc::SIGTERM);
     exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(libc::SIGTERM), DONE, LATER + 1);
     assert_eq!(run.exit_code(), Some(1));
