@@ -63,13 +63,23 @@ impl<F: Copy> Pending<F> {
     }
     /// Forgets the callback: used when the upcall is refused synchronously
     /// (the library then never expects the callback).
-    pub(crate) fn disarm(&mut self) {
+    fn disarm(&mut self) {
         self.cb = None;
     }
 }
 
-macro_rules! debug_opaque {
-    ($t:ty) => {
+/// What every completion handle shares: construction from the library's
+/// callback and token, disarming, and a Debug that shows whether it is pending.
+macro_rules! handle_common {
+    ($t:ident, $cbfunc:ty) => {
+        impl $t {
+            pub(crate) fn new(cb: $cbfunc, cbdata: *mut c_void) -> Self {
+                $t(Pending::new(cb, cbdata))
+            }
+            pub(crate) fn disarm(&mut self) {
+                self.0.disarm()
+            }
+        }
         impl std::fmt::Debug for $t {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(concat!(stringify!($t), "(pending: "))?;
@@ -87,15 +97,9 @@ type SpawnCb = unsafe extern "C" fn(pmix_status_t, *mut libc::c_char, *mut c_voi
 
 /// Completion of an upcall answered by a status only.
 pub struct OpDone(Pending<OpCb>);
-debug_opaque!(OpDone);
+handle_common!(OpDone, pmix_op_cbfunc_t);
 
 impl OpDone {
-    pub(crate) fn new(cb: pmix_op_cbfunc_t, cbdata: *mut c_void) -> Self {
-        OpDone(Pending::new(cb, cbdata))
-    }
-    pub(crate) fn disarm(&mut self) {
-        self.0.disarm()
-    }
     /// Answers with `status` (`PMIX_SUCCESS` or a `PMIX_ERR_…`).
     pub fn complete(mut self, status: i32) {
         self.fire(status)
@@ -116,7 +120,7 @@ impl Drop for OpDone {
 
 /// Completion of a fence or direct-modex upcall: answers with bytes.
 pub struct ModexDone(Pending<ModexCb>);
-debug_opaque!(ModexDone);
+handle_common!(ModexDone, pmix_modex_cbfunc_t);
 
 unsafe extern "C" fn release_bytes(cbdata: *mut c_void) {
     // SAFETY: cbdata is the Box<Vec<u8>> leaked in ModexDone::fire.
@@ -124,12 +128,6 @@ unsafe extern "C" fn release_bytes(cbdata: *mut c_void) {
 }
 
 impl ModexDone {
-    pub(crate) fn new(cb: pmix_modex_cbfunc_t, cbdata: *mut c_void) -> Self {
-        ModexDone(Pending::new(cb, cbdata))
-    }
-    pub(crate) fn disarm(&mut self) {
-        self.0.disarm()
-    }
     /// Answers with `status` and `data` (for a fence: every node's blob, concatenated).
     pub fn complete(mut self, status: i32, data: Vec<u8>) {
         self.fire(status, data)
@@ -153,15 +151,9 @@ impl Drop for ModexDone {
 
 /// Completion of a lookup: answers with (publisher, key, value) triples.
 pub struct LookupDone(Pending<LookupCb>);
-debug_opaque!(LookupDone);
+handle_common!(LookupDone, pmix_lookup_cbfunc_t);
 
 impl LookupDone {
-    pub(crate) fn new(cb: pmix_lookup_cbfunc_t, cbdata: *mut c_void) -> Self {
-        LookupDone(Pending::new(cb, cbdata))
-    }
-    pub(crate) fn disarm(&mut self) {
-        self.0.disarm()
-    }
     /// Answers `status` with the found data (empty with `PMIX_ERR_NOT_FOUND`).
     /// Values must be strings, integers, booleans or procs.
     pub fn complete(mut self, status: i32, found: Vec<(Proc, String, Value)>) {
@@ -203,15 +195,9 @@ impl Drop for LookupDone {
 
 /// Completion of a spawn: answers with the new job's namespace.
 pub struct SpawnDone(Pending<SpawnCb>);
-debug_opaque!(SpawnDone);
+handle_common!(SpawnDone, pmix_spawn_cbfunc_t);
 
 impl SpawnDone {
-    pub(crate) fn new(cb: pmix_spawn_cbfunc_t, cbdata: *mut c_void) -> Self {
-        SpawnDone(Pending::new(cb, cbdata))
-    }
-    pub(crate) fn disarm(&mut self) {
-        self.0.disarm()
-    }
     /// Answers `status` and the spawned namespace (empty on failure).
     pub fn complete(mut self, status: i32, nspace: &str) {
         self.fire(status, nspace)
