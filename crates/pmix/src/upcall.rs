@@ -162,7 +162,8 @@ impl LookupDone {
     fn fire(&mut self, status: i32, found: Vec<(Proc, String, Value)>) {
         let Some((cb, cbdata)) = self.0.take() else { return };
         // The values are built in an InfoList (which owns their strings) and
-        // copied into pdata; the library copies the pdata during the call.
+        // copied into pdata; the library packs the pdata during the call
+        // (v5.0.9 pmix_server.c lookup_cbfunc), so they may die after it.
         let mut values = InfoList::new();
         let mut pdata = Vec::with_capacity(found.len());
         for (proc_, key, value) in found {
