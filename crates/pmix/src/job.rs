@@ -1,0 +1,226 @@
+//! A job's namespace as plain Rust data, and its PMIx registration keys.
+//!
+//! Owns: [`JobSpec`] (what dpm knows about a job: size, nodes with their
+//! ranks, apps, universe, tmpdirs, parent) and the pure translation into the
+//! info array `PMIx_server_register_nspace` takes, with the keys Open MPI 5
+//! requires (`PMIX_LOCAL_RANK`, `PMIX_JOB_SIZE`, `PMIX_LOCAL_PEERS`, …).
+//! Node and proc maps are sent as raw lists ("h1,h2" and "0,1;2,3"), which
+//! the library parses itself: `PMIx_generate_regex` may return a binary
+//! (zlib) blob, which gains nothing at dpm's scales.
+//! Not here: several jobs per node (node rank = local rank).
+use crate::info::{InfoList, Proc, Value};
+use crate::PmixError;
+use std::path::PathBuf;
+
+/// One node of a job: its hostname and the job's ranks on it, ascending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRanks {
+    pub hostname: String,
+    pub ranks: Vec<u32>,
+}
+
+/// Everything registered for one namespace on one node's server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// The PMIx namespace (dpm: "dpm.<jobid>"), under 256 bytes.
+    pub nspace: String,
+    /// The launcher's job id (`PMIX_JOBID`).
+    pub job_id: String,
+    /// Every node of the job, in node-id order.
+    pub nodes: Vec<NodeRanks>,
+    /// Which entry of `nodes` this server runs on.
+    pub this_node: usize,
+    /// Ranks per app, in order (MPMD); ranks are assigned to apps consecutively.
+    pub app_sizes: Vec<u32>,
+    /// `PMIX_UNIV_SIZE` (>= job size).
+    pub universe_size: u32,
+    /// The session's top tmpdir (`PMIX_TMPDIR`) and this job's (`PMIX_NSDIR`).
+    pub tmpdir: PathBuf,
+    pub nsdir: PathBuf,
+    /// The process that spawned this job (`PMIX_SPAWNED` + `PMIX_PARENT_ID`).
+    pub parent: Option<Proc>,
+}
+
+impl JobSpec {
+    /// Total ranks.
+    pub fn size(&self) -> u32 {
+        self.app_sizes.iter().sum()
+    }
+
+    /// The ranks on this server's node.
+    pub fn local_ranks(&self) -> &[u32] {
+        self.nodes.get(self.this_node).map(|n| n.ranks.as_slice()).unwrap_or(&[])
+    }
+
+    /// Checks the spec is self-consistent: ranks 0..size each on exactly one
+    /// node, this node exists, names fit.
+    pub fn validate(&self) -> Result<(), PmixError> {
+        let bad = |detail: String| PmixError::Invalid { what: "job spec", detail };
+        let size = self.size();
+        if size == 0 || self.app_sizes.contains(&0) {
+            return Err(bad("empty job or app".into()));
+        }
+        if self.nspace.is_empty() || self.nspace.len() >= crate::ffi::NSPACE_LEN {
+            return Err(bad(format!("namespace {:?} must be 1..255 bytes", self.nspace)));
+        }
+        if self.this_node >= self.nodes.len() {
+            return Err(bad(format!("this_node {} of {} nodes", self.this_node, self.nodes.len())));
+        }
+        let mut seen = vec![false; size as usize];
+        for node in &self.nodes {
+            for &rank in &node.ranks {
+                match seen.get_mut(rank as usize) {
+                    Some(slot) if !*slot => *slot = true,
+                    Some(_) => return Err(bad(format!("rank {rank} on two nodes"))),
+                    None => return Err(bad(format!("rank {rank} >= job size {size}"))),
+                }
+            }
+        }
+        if let Some(missing) = seen.iter().position(|s| !s) {
+            return Err(bad(format!("rank {missing} is on no node")));
+        }
+        if self.universe_size < size {
+            return Err(bad(format!("universe {} < job size {size}", self.universe_size)));
+        }
+        Ok(())
+    }
+
+    fn appnum(&self, rank: u32) -> u32 {
+        let mut end = 0;
+        for (i, n) in self.app_sizes.iter().enumerate() {
+            end += n;
+            if rank < end {
+                return i as u32;
+            }
+        }
+        0
+    }
+
+    /// The (key, value) pairs for `PMIx_server_register_nspace`.
+    pub fn infos(&self) -> Result<Vec<(String, Value)>, PmixError> {
+        self.validate()?;
+        let join = |ranks: &[u32]| ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let local = self.local_ranks();
+        let here = &self.nodes[self.this_node];
+        let mut out: Vec<(&str, Value)> = vec![
+            ("pmix.jobid", Value::String(self.job_id.clone())),
+            ("pmix.job.size", Value::U32(self.size())),
+            ("pmix.max.size", Value::U32(self.universe_size)),
+            ("pmix.univ.size", Value::U32(self.universe_size)),
+            ("pmix.job.napps", Value::U32(self.app_sizes.len() as u32)),
+            ("pmix.num.nodes", Value::U32(self.nodes.len() as u32)),
+            ("pmix.nmap", Value::String(self.nodes.iter().map(|n| n.hostname.as_str()).collect::<Vec<_>>().join(","))),
+            ("pmix.pmap", Value::String(self.nodes.iter().map(|n| join(&n.ranks)).collect::<Vec<_>>().join(";"))),
+            ("pmix.hname", Value::String(here.hostname.clone())),
+            ("pmix.lpeers", Value::String(join(local))),
+            ("pmix.local.size", Value::U32(local.len() as u32)),
+            ("pmix.node.size", Value::U32(local.len() as u32)),
+            ("pmix.tmpdir", Value::String(self.tmpdir.to_string_lossy().into_owned())),
+            ("pmix.nsdir", Value::String(self.nsdir.to_string_lossy().into_owned())),
+            ("pmix.tdir.rmclean", Value::Bool(true)),
+            ("pmix.spawned", Value::Bool(self.parent.is_some())),
+        ];
+        if let Some(&leader) = local.first() {
+            out.push(("pmix.lldr", Value::Rank(leader)));
+        }
+        if let Some(parent) = &self.parent {
+            out.push(("pmix.parent", Value::Proc(parent.clone())));
+        }
+        let mut first = 0;
+        for (appnum, &n) in self.app_sizes.iter().enumerate() {
+            out.push(("pmix.app.arr", Value::Infos(vec![
+                ("pmix.appnum".into(), Value::U32(appnum as u32)),
+                ("pmix.app.size".into(), Value::U32(n)),
+                ("pmix.aldr".into(), Value::Rank(first)),
+            ])));
+            first += n;
+        }
+        for (nodeid, node) in self.nodes.iter().enumerate() {
+            for (local_rank, &rank) in node.ranks.iter().enumerate() {
+                // PMIX_RANK first: the library keys the array on it.
+                out.push(("pmix.pdata", Value::Infos(vec![
+                    ("pmix.rank".into(), Value::Rank(rank)),
+                    ("pmix.appnum".into(), Value::U32(self.appnum(rank))),
+                    ("pmix.lrank".into(), Value::U16(local_rank as u16)),
+                    ("pmix.nrank".into(), Value::U16(local_rank as u16)),
+                    ("pmix.nodeid".into(), Value::U32(nodeid as u32)),
+                    ("pmix.hname".into(), Value::String(node.hostname.clone())),
+                ])));
+            }
+        }
+        Ok(out.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    /// The infos as an owned C array.
+    pub fn info_list(&self) -> Result<InfoList, PmixError> {
+        let mut list = InfoList::new();
+        for (key, value) in self.infos()? {
+            list.push(&key, value)?;
+        }
+        Ok(list)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_nodes() -> JobSpec {
+        JobSpec {
+            nspace: "dpm.1".into(),
+            job_id: "1".into(),
+            nodes: vec![
+                NodeRanks { hostname: "a".into(), ranks: vec![0, 2] },
+                NodeRanks { hostname: "b".into(), ranks: vec![1, 3] },
+            ],
+            this_node: 1,
+            app_sizes: vec![3, 1],
+            universe_size: 4,
+            tmpdir: "/t".into(),
+            nsdir: "/t/1".into(),
+            parent: None,
+        }
+    }
+
+    fn get<'a>(infos: &'a [(String, Value)], key: &str) -> Vec<&'a Value> {
+        infos.iter().filter(|(k, _)| k == key).map(|(_, v)| v).collect()
+    }
+
+    #[test]
+    fn keys_open_mpi_needs_describe_this_node() {
+        let infos = two_nodes().infos().unwrap();
+        assert_eq!(get(&infos, "pmix.job.size"), [&Value::U32(4)]);
+        assert_eq!(get(&infos, "pmix.lpeers"), [&Value::String("1,3".into())]);
+        assert_eq!(get(&infos, "pmix.local.size"), [&Value::U32(2)]);
+        assert_eq!(get(&infos, "pmix.pmap"), [&Value::String("0,2;1,3".into())]);
+        assert_eq!(get(&infos, "pmix.nmap"), [&Value::String("a,b".into())]);
+        let procs = get(&infos, "pmix.pdata");
+        assert_eq!(procs.len(), 4);
+        // rank 3: second on node b, in app 1.
+        let Value::Infos(r3) = procs[3] else { panic!("not an array") };
+        assert_eq!(r3[0], ("pmix.rank".to_string(), Value::Rank(3)));
+        assert!(r3.contains(&("pmix.lrank".to_string(), Value::U16(1))));
+        assert!(r3.contains(&("pmix.appnum".to_string(), Value::U32(1))));
+        assert!(r3.contains(&("pmix.nodeid".to_string(), Value::U32(1))));
+        assert_eq!(get(&infos, "pmix.spawned"), [&Value::Bool(false)]);
+    }
+
+    #[test]
+    fn inconsistent_specs_are_refused() {
+        let mut spec = two_nodes();
+        spec.nodes[0].ranks = vec![0, 1];
+        assert!(spec.infos().unwrap_err().to_string().contains("rank 1 on two nodes"));
+        let mut spec = two_nodes();
+        spec.nodes[1].ranks = vec![1];
+        assert!(spec.validate().unwrap_err().to_string().contains("rank 3 is on no node"));
+        let mut spec = two_nodes();
+        spec.this_node = 2;
+        assert!(spec.validate().is_err());
+        let mut spec = two_nodes();
+        spec.universe_size = 2;
+        assert!(spec.validate().is_err());
+        let mut spec = two_nodes();
+        spec.nodes[1].ranks = vec![1, 9];
+        assert!(spec.validate().unwrap_err().to_string().contains(">= job size"));
+    }
+}
