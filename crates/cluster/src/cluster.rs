@@ -431,7 +431,7 @@ impl Cluster {
                 // top-level child whose subtree holds the node.
                 RunOut::Send(node, msg) => {
                     let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { continue };
-                    self.schedule(hop, Event::Down { node: top, to: node.0, msg });
+                    self.schedule(hop, Event::Down { node: top, to: node.0, msg: *msg });
                 }
                 RunOut::Output(job, rank, data) => self.output.entry((job, rank)).or_default().extend(data),
                 RunOut::Say(line) => self.said.push(line),
@@ -456,7 +456,7 @@ impl Cluster {
         }
         let p = &mut self.procs[proc];
         let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn);
-        match p.proc.next() {
+        match p.proc.next_action() {
             Action::Request(bytes) => {
                 p.waiting = true;
                 let Some(conn) = conn else { return self.end(proc, ExitStatus::Code(1)) };

@@ -83,7 +83,7 @@ impl NodeEffects for NodeFx<'_> {
 /// What the run reactor asked for during one call.
 #[derive(Debug)]
 pub(crate) enum RunOut {
-    Send(NodeId, ToDaemon),
+    Send(NodeId, Box<ToDaemon>),
     Output(JobId, Rank, Vec<u8>),
     Say(String),
     Arm(RunTimer, Duration),
@@ -98,7 +98,7 @@ pub(crate) struct RunFx<'a> {
 
 impl RunEffects for RunFx<'_> {
     fn send(&mut self, node: NodeId, msg: ToDaemon) {
-        self.out.push(RunOut::Send(node, msg));
+        self.out.push(RunOut::Send(node, Box::new(msg)));
     }
     fn output(&mut self, job: JobId, rank: Rank, _stream: Stream, data: &[u8]) {
         self.out.push(RunOut::Output(job, rank, data.to_vec()));

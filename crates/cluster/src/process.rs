@@ -138,7 +138,7 @@ impl Proc {
     }
 
     /// The next thing to do, once the previous request (if any) was answered.
-    pub fn next(&mut self) -> Action {
+    pub fn next_action(&mut self) -> Action {
         if let Some(line) = self.pending.pop_front() {
             return Action::Request(line.into_bytes());
         }
@@ -193,7 +193,7 @@ impl Proc {
         };
         self.current = Some(step);
         self.pending = requests.into();
-        self.next()
+        self.next_action()
     }
 
     /// Bytes from the node: the replies they complete, in order (a PMI-1
@@ -296,7 +296,7 @@ mod tests {
             "cmd=get_result rc=0 value=port-x",
         ];
         for r in replies {
-            match p.next() {
+            match p.next_action() {
                 Action::Request(b) => sent.push(String::from_utf8(b).unwrap()),
                 other => panic!("{other:?}"),
             }
@@ -304,16 +304,16 @@ mod tests {
         }
         assert_eq!(sent.last().unwrap(), "cmd=get kvsname=kvs_1 key=PARENT_ROOT_PORT_NAME\n");
         assert_eq!(p.values["PARENT_ROOT_PORT_NAME"], Ok("port-x".into()));
-        assert_eq!(p.next(), Action::Exit(0));
+        assert_eq!(p.next_action(), Action::Exit(0));
     }
 
     #[test]
     fn keys_name_the_rank_and_errors_are_kept() {
         let mut p = Proc::new(&vec![put("bc-{rank}", "addr-{rank}"), get("bc-{next}")], &env(2, 3, false));
         p.kvsname = "k".into();
-        assert_eq!(p.next(), Action::Request(b"cmd=put kvsname=k key=bc-2 value=addr-2\n".to_vec()));
+        assert_eq!(p.next_action(), Action::Request(b"cmd=put kvsname=k key=bc-2 value=addr-2\n".to_vec()));
         p.reply("cmd=put_result rc=0");
-        assert_eq!(p.next(), Action::Request(b"cmd=get kvsname=k key=bc-0\n".to_vec()));
+        assert_eq!(p.next_action(), Action::Request(b"cmd=get kvsname=k key=bc-0\n".to_vec()));
         p.reply("cmd=get_result rc=1 msg=key_not_found");
         assert!(p.values["bc-0"].is_err());
     }

@@ -371,7 +371,11 @@ fn a_detached_manual_boot_is_refused() {
 #[test]
 fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     let boot = Boot::start(&[]);
-    let running = boot.run(&["-n", "1", "sh", "-c", "echo leader $$", ":", "-n", "1", "sleep", "2"]).spawn();
+    // The job lasts until the test says so (a file appears), however slowly
+    // a loaded machine runs the checks below.
+    let go = std::env::temp_dir().join(unique("dpm-leader-go"));
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
+    let running = boot.run(&["-n", "1", "sh", "-c", "echo leader $$", ":", "-n", "1", "sh", "-c", &wait]).spawn();
     let deadline = Instant::now() + Duration::from_secs(10);
     let state = |pid: u32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -395,7 +399,9 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     // Held, not just caught between its exit and the daemon's wait.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(state(pid).as_deref(), Some("Z"), "the leader {pid} was reaped while its job still ran");
+    std::fs::write(&go, b"").unwrap();
     let out = running.wait();
+    let _ = std::fs::remove_file(&go);
     out.assert_success().assert_stdout_contains(&format!("leader {pid}"));
     // The job is over: the daemon reaped its leader.
     let deadline = Instant::now() + Duration::from_secs(2);

@@ -118,7 +118,7 @@ async fn run_local(opts: RunOptions, config: RunConfig) -> Result<i32, Error> {
         }
     }
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
-    let node_of = plan::place(size as usize, &slots, config.ppn, config.map_by_node);
+    let node_of = node_table::fill(size as usize, &slots, config.ppn, config.map_by_node);
 
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;

@@ -155,6 +155,9 @@ fn make_room(pending: &mut VecDeque<Pending>) -> bool {
     }
 }
 
+
+/// A caller's handshake: its node, stream and hello, or why it was refused.
+type Handshake = Result<(usize, TcpStream, Hello), Refusal>;
 async fn accept(
     listener: TcpListener,
     nodes: &[Node],
@@ -170,7 +173,7 @@ async fn accept(
     // Nodes whose daemon is in: a second one for them is refused at its hello.
     let taken = Rc::new(RefCell::new(vec![false; n]));
     let mut links: Vec<Option<Connected>> = (0..n).map(|_| None).collect();
-    let mut handshakes: JoinSet<(SocketAddr, Result<(usize, TcpStream, Hello), Refusal>)> = JoinSet::new();
+    let mut handshakes: JoinSet<(SocketAddr, Handshake)> = JoinSet::new();
     let mut pending: VecDeque<Pending> = VecDeque::new();
     let [sigint, sigterm, sighup] = signals else { unreachable!("three signals registered") };
     let interrupted = |what, signal: nix::sys::signal::Signal| Err(Error::Interrupted { what, signal: signal as i32 });

@@ -294,6 +294,23 @@ mod tests {
     }
 
     #[test]
+    fn placement_in_free_slots_skips_busy_nodes() {
+        assert_eq!(in_free(3, &[2, 2, 2], &[2, 1, 0]), Some(vec![1, 2, 2]));
+        assert_eq!(in_free(2, &[2, 2], &[0, 0]), Some(vec![0, 0]));
+        assert_eq!(in_free(4, &[2, 2], &[1, 0]), None);
+        assert_eq!(in_free(1, &[2], &[5]), None);
+    }
+
+    #[test]
+    fn placement_fills_slots_or_deals_round_robin() {
+        assert_eq!(fill(5, &[2, 2], None, false), vec![0, 0, 1, 1, 0]);
+        assert_eq!(fill(4, &[4], None, false), vec![0, 0, 0, 0]);
+        assert_eq!(fill(5, &[8, 8, 8], Some(2), false), vec![0, 0, 1, 1, 2]);
+        assert_eq!(fill(5, &[8, 8], None, true), vec![0, 1, 0, 1, 0]);
+        assert_eq!(fill(3, &[1, 2], None, false), vec![0, 1, 1]);
+    }
+
+    #[test]
     fn a_reservation_gives_its_slots_back_rank_by_rank_and_when_dropped() {
         let t = table(&[2, 2]);
         let mut r = t.place_first(3, None, false);

@@ -184,20 +184,6 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
     Ok(job)
 }
 
-/// `n` ranks into the slots other jobs leave free (`load` per node), filling
-/// nodes in order; `None` if they do not fit. The placer's
-/// [`crate::node_table::in_free`]; callers with a node table use
-/// [`crate::node_table::NodeTable::place_booted`].
-pub fn place_in_free(n: usize, slots: &[u32], load: &[i64]) -> Option<Vec<usize>> {
-    crate::node_table::in_free(n, slots, load)
-}
-
-/// The node of each of `n` ranks of a first job: the placer's
-/// [`crate::node_table::fill`] (slots in turn, `-ppn`, `--map-by node`).
-pub fn place(n: usize, slots: &[u32], ppn: Option<u32>, map_by_node: bool) -> Vec<usize> {
-    crate::node_table::fill(n, slots, ppn, map_by_node)
-}
-
 /// `PMI_process_mapping` for ranks placed on nodes `node_of[rank]`, in MPICH's
 /// vector grammar: runs of ranks on one node become `(start,nnodes,ppn)` blocks,
 /// consecutive blocks over consecutive nodes with equal ppn are merged.
@@ -232,23 +218,6 @@ mod tests {
         assert_eq!(process_mapping(&[0, 1]), "(vector,(0,2,1))");
         assert_eq!(process_mapping(&[0, 0, 1, 1]), "(vector,(0,2,2))");
         assert_eq!(process_mapping(&[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]), "(vector,(0,3,4))");
-    }
-
-    #[test]
-    fn placement_in_free_slots_skips_busy_nodes() {
-        assert_eq!(place_in_free(3, &[2, 2, 2], &[2, 1, 0]), Some(vec![1, 2, 2]));
-        assert_eq!(place_in_free(2, &[2, 2], &[0, 0]), Some(vec![0, 0]));
-        assert_eq!(place_in_free(4, &[2, 2], &[1, 0]), None);
-        assert_eq!(place_in_free(1, &[2], &[5]), None);
-    }
-
-    #[test]
-    fn placement_fills_slots_or_deals_round_robin() {
-        assert_eq!(place(5, &[2, 2], None, false), vec![0, 0, 1, 1, 0]);
-        assert_eq!(place(4, &[4], None, false), vec![0, 0, 0, 0]);
-        assert_eq!(place(5, &[8, 8, 8], Some(2), false), vec![0, 0, 1, 1, 2]);
-        assert_eq!(place(5, &[8, 8], None, true), vec![0, 1, 0, 1, 0]);
-        assert_eq!(place(3, &[1, 2], None, false), vec![0, 1, 1]);
     }
 
     #[test]

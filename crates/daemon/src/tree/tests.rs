@@ -120,10 +120,7 @@ fn walk_up(key: &str, epoch: u64, wait: bool) -> ToLauncher {
 /// The value of the one KVS reply sent down to node 3.
 fn reply_to_3(out: &[TreeAction]) -> Option<(u64, Option<String>, u64)> {
     out.iter().find_map(|a| match a {
-        TreeAction::Child { hop: 3, node: 3, msg } => match msg {
-            ToDaemon::Kvs(KvsMsg::Reply(r)) => Some((r.id, r.value.clone(), r.valid_through)),
-            _ => None,
-        },
+        TreeAction::Child { hop: 3, node: 3, msg: ToDaemon::Kvs(KvsMsg::Reply(r)) } => Some((r.id, r.value.clone(), r.valid_through)),
         _ => None,
     })
 }

@@ -25,6 +25,7 @@ use crate::cli::RunOptions;
 use crate::config::{self, RunConfig};
 use crate::controller::{self, Controller, DaemonLink, Input, Settings, Shared, SharedRef};
 use crate::error::Error;
+use crate::node_table::NodeTable;
 use crate::output::Console;
 use crate::{hosts, nodes, plan};
 
@@ -277,8 +278,8 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
             let (settings, launch_of) = settings_for(server, &config, &submit);
             let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), Console::Remote(out_tx.clone()));
             let (job, kvsname) = controller.new_job_id();
-            let load = server.shared.borrow().tree.nodes.loads();
-            controller.launch(launch_of(job, kvsname, submit, &load));
+            let launch = launch_of(job, kvsname, submit, &server.shared.borrow().tree.nodes);
+            controller.launch(launch);
             controller.run(config.timeout, in_rx).await
         }
         Err(e) => {
@@ -295,7 +296,7 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
 }
 
 /// Makes the run's first job, placed with the nodes' current load.
-type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &[i64]) -> LaunchJob>;
+type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> LaunchJob>;
 
 /// The run's settings on this tree, and how to make its first job.
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
@@ -305,15 +306,10 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     let spawn = config::spawn_context(submit.spawn_env.clone(), PathBuf::from(&submit.cwd), submit.host.clone(), &server.nodes);
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
     let (ppn, map_by_node, pmi_mode, kvs) = (config.ppn, config.map_by_node, config.pmi_mode, config.kvs);
-    let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, load: &[i64]| {
-        let size = submit.procs.len();
-        // Other runs' processes hold slots: a run that fits in the free
-        // slots goes there (the default placement only), else as usual.
-        let default_placement = ppn.is_none() && !map_by_node;
-        let node_of = match plan::place_in_free(size, &slots, load) {
-            Some(node_of) if default_placement => node_of,
-            _ => plan::place(size, &slots, ppn, map_by_node),
-        };
+    let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
+        // Other runs' processes hold slots: the placer puts a run that fits
+        // into the free ones. The run reserves the placement when it launches.
+        let node_of = nodes.place_booted(submit.procs.len(), ppn, map_by_node).node_indices();
         let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         LaunchJob { stdin_rank: Some(Rank(0)), ..launch }
