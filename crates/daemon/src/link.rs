@@ -15,7 +15,7 @@ use std::rc::Rc;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, heartbeat_timeout, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::{ToDaemon, ToLauncher};
 
 use crate::tree::{TreeAction, TreeNode};
@@ -114,9 +114,10 @@ where
         let tree_up = tree_up_tx.clone();
         let host = config.host.clone();
         let secret = secret.clone();
+        let silence = heartbeat_timeout();
         crate::spawn_local_here(async move {
             loop {
-                match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToDaemon>(&mut reader)).await {
+                match tokio::time::timeout(silence, read_frame::<_, ToDaemon>(&mut reader)).await {
                     Ok(Ok(ToDaemon::Heartbeat)) => {}
                     Ok(Ok(ToDaemon::Tree(spec))) => {
                         if let Err(e) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {
@@ -142,7 +143,7 @@ where
                         return;
                     }
                     Err(_) => {
-                        tracing::error!("the parent has been silent for {HEARTBEAT_TIMEOUT:?}: taking it as lost");
+                        tracing::error!("the parent has been silent for {:.1} s: taking it as lost", silence.as_secs_f64());
                         let _ = down_tx.send(ToDaemon::Shutdown);
                         return;
                     }
@@ -194,7 +195,9 @@ where
             }
         })
     };
-    node::driver::serve(config, down_rx, up_tx).await;
+    // The node on its own thread: however long its work, this loop keeps
+    // reading and writing frames and heartbeats.
+    node::driver::serve_apart(config, down_rx, up_tx).await;
     // Children go with us: closing their links makes them shut down too.
     {
         let mut tree = tree.borrow_mut();

@@ -6,9 +6,10 @@
 //! The child speaks on its stdin/stdout, so the link is a pipe or an ssh
 //! channel. The run's secret reaches it without touching its command line: in
 //! its environment when forked, as the first frame on its stdin through ssh or
-//! srun. Both directions send heartbeats when idle; a link closed or silent
-//! for [`HEARTBEAT_TIMEOUT`] is reported as [`ToLauncher::Lost`] for the
-//! child's node.
+//! srun. Both directions send heartbeats when idle; a link closed, or silent
+//! for the [`heartbeat_timeout`] (`DPM_HEARTBEAT_TIMEOUT`, passed to every
+//! daemon as `--heartbeat-timeout`), is reported as [`ToLauncher::Lost`] for
+//! the child's node.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -20,12 +21,15 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
-use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, read_frame, write_frame, FrameError, Hello, Role, heartbeat_timeout, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::tree::Bootstrap;
 use dpm_proto::{ToDaemon, ToLauncher};
 
 /// How long a daemon may take to answer the handshake (ssh connection included).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `dpm daemon` flag that gives the link's silence timeout, in seconds.
+pub const HEARTBEAT_TIMEOUT_FLAG: &str = "--heartbeat-timeout";
 
 /// The `dpm daemon` flag that says: the secret is the first frame on stdin.
 pub const SECRET_STDIN_FLAG: &str = "--secret-stdin";
@@ -53,6 +57,9 @@ pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbos
     for _ in 0..verbose {
         args.push("-v".into());
     }
+    // Both ends of every link must agree on when silence means loss.
+    args.push(HEARTBEAT_TIMEOUT_FLAG.into());
+    args.push(heartbeat_timeout().as_secs_f64().to_string());
     let secret_on_stdin = *bootstrap != Bootstrap::Fork;
     if secret_on_stdin {
         args.push(SECRET_STDIN_FLAG.into());
@@ -176,9 +183,10 @@ where
             }
         }
     });
+    let silence = heartbeat_timeout();
     let reader = crate::spawn_local_here(async move {
         loop {
-            let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, read_frame::<_, ToLauncher>(&mut reader)).await {
+            let error = match tokio::time::timeout(silence, read_frame::<_, ToLauncher>(&mut reader)).await {
                 Ok(Ok(ToLauncher::Heartbeat)) => continue,
                 Ok(Ok(ToLauncher::FromNode { node: origin, msg })) => {
                     if up.send((origin, *msg)).is_err() {
@@ -194,7 +202,7 @@ where
                 }
                 Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
                 Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("no word from its daemon for {:.1} s (host down or unreachable)", HEARTBEAT_TIMEOUT.as_secs_f64()),
+                Err(_) => format!("no word from its daemon for {:.1} s (host down, unreachable or hung)", silence.as_secs_f64()),
             };
             // What is left of the link is of no use: end it now rather than at shutdown.
             on_lost();
@@ -225,6 +233,7 @@ pub async fn start_children(
     secret: &Secret,
     up: &mpsc::UnboundedSender<(usize, ToLauncher)>,
 ) -> Result<Vec<LinkedChild>, String> {
+    dpm_proto::frame::configure_heartbeat_timeout().map_err(|e| format!("{}: {e}", dpm_proto::frame::HEARTBEAT_TIMEOUT_ENV))?;
     let mut greeting = tokio::task::JoinSet::new();
     for &node in nodes {
         let mut child = start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose, secret)?;
