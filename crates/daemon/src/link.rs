@@ -116,8 +116,11 @@ where
         let secret = secret.clone();
         let silence = heartbeat_timeout();
         crate::spawn_local_here(async move {
+            let mut meter = links::SilenceMeter::new();
             loop {
-                match tokio::time::timeout(silence, read_frame::<_, ToDaemon>(&mut reader)).await {
+                let frame = tokio::time::timeout(silence, read_frame::<_, ToDaemon>(&mut reader)).await;
+                meter.heard(|| "the parent".to_string());
+                match frame {
                     Ok(Ok(ToDaemon::Heartbeat)) => {}
                     Ok(Ok(ToDaemon::Tree(spec))) => {
                         if let Err(e) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {

@@ -185,8 +185,11 @@ where
     });
     let silence = heartbeat_timeout();
     let reader = crate::spawn_local_here(async move {
+        let mut meter = SilenceMeter::new();
         loop {
-            let error = match tokio::time::timeout(silence, read_frame::<_, ToLauncher>(&mut reader)).await {
+            let frame = tokio::time::timeout(silence, read_frame::<_, ToLauncher>(&mut reader)).await;
+            meter.heard(|| format!("node {node}"));
+            let error = match frame {
                 Ok(Ok(ToLauncher::Heartbeat)) => continue,
                 Ok(Ok(ToLauncher::FromNode { node: origin, msg })) => {
                     if up.send((origin, *msg)).is_err() {
@@ -211,6 +214,29 @@ where
         }
     });
     (down_tx, reader)
+}
+
+/// The longest silence on a link so far, logged (debug) each time it grows
+/// past two heartbeat periods: how close a busy peer came to being lost.
+pub(crate) struct SilenceMeter {
+    last: tokio::time::Instant,
+    longest: Duration,
+}
+
+impl SilenceMeter {
+    pub(crate) fn new() -> Self {
+        SilenceMeter { last: tokio::time::Instant::now(), longest: 2 * HEARTBEAT_EVERY }
+    }
+
+    /// A frame came (or the wait for one ended) from `peer`.
+    pub(crate) fn heard(&mut self, peer: impl FnOnce() -> String) {
+        let gap = self.last.elapsed();
+        self.last = tokio::time::Instant::now();
+        if gap > self.longest {
+            self.longest = gap;
+            tracing::debug!("the link to {} was silent for {:.0} ms", peer(), gap.as_secs_f64() * 1e3);
+        }
+    }
 }
 
 /// A child daemon whose link is up and bridged.
