@@ -24,19 +24,7 @@ fn alone() -> MutexGuard<'static, ()> {
 
 /// The daemon of `node` (a child of the run's dpm).
 fn daemon_of(run: &Running, node: usize) -> u32 {
-    let dpm = run.pid();
-    let needle = format!("daemon --node {node} ");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
-            ppid == Some(dpm) && String::from_utf8_lossy(&cmd).replace('\0', " ").contains(&needle)
-        })
-        .unwrap_or_else(|| panic!("node {node}'s daemon"))
+    common::daemon_of(run.pid(), node).unwrap_or_else(|| panic!("node {node}'s daemon"))
 }
 
 /// The soft limit on open files this test (and the dpm it starts) runs with.

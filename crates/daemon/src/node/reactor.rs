@@ -67,6 +67,12 @@ struct Launching {
     ranks: HashMap<Rank, (usize, String)>,
     /// The first failure in launch order so far: (place, rank, error).
     failure: Option<(usize, Rank, StartError)>,
+    /// Stdin from the launcher while the rank that reads it is starting
+    /// (an empty chunk closes it), passed on once it has started; dropped
+    /// with the launch if it never does.
+    stdin: Option<Vec<Vec<u8>>>,
+    /// Signals sent to the job meanwhile, for each process that starts after.
+    signals: Vec<i32>,
 }
 
 /// The node daemon's state machine. See the module documentation of
@@ -132,7 +138,14 @@ impl NodeReactor {
             }
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),
             ToDaemon::Stdin { job, data } => {
-                let Some(j) = self.jobs.get_mut(&job).filter(|j| j.stdin) else { return };
+                let Some(j) = self.jobs.get_mut(&job) else { return };
+                if let Some(held) = j.launching.as_mut().and_then(|l| l.stdin.as_mut()) {
+                    // Its reader is still starting: kept until it has.
+                    return held.push(data);
+                }
+                if !j.stdin {
+                    return;
+                }
                 if data.is_empty() {
                     j.stdin = false;
                     fx.stdin_close(job);
@@ -284,7 +297,8 @@ impl NodeReactor {
         let ranks = spec.procs.iter().enumerate().map(|(i, p)| (p.rank, (i, spec.apps.get(p.app).map_or("?".into(), |a| a.exe.clone())))).collect();
         let pending = starts.len();
         if let Some(j) = self.jobs.get_mut(&job) {
-            j.launching = Some(Launching { rest, pending, ranks, failure: None });
+            let stdin = spec.stdin_rank.filter(|r| spec.procs.iter().any(|p| p.rank == *r)).map(|_| Vec::new());
+            j.launching = Some(Launching { rest, pending, ranks, failure: None, stdin, signals: Vec::new() });
         }
         if pending == 0 {
             return self.launch_settled(fx, job);
@@ -404,6 +418,22 @@ impl NodeReactor {
             j.leaders.push(s.pid);
         }
         j.stdin |= s.stdin;
+        if s.stdin {
+            for data in j.launching.as_mut().and_then(|l| l.stdin.take()).unwrap_or_default() {
+                if !j.stdin {
+                    break;
+                }
+                if data.is_empty() {
+                    j.stdin = false;
+                    fx.stdin_close(job);
+                } else {
+                    fx.stdin_write(job, data);
+                }
+            }
+        }
+        for &signal in j.launching.as_ref().map_or(&[][..], |l| &l.signals[..]) {
+            fx.kill_process(s.pid, signal);
+        }
         if let Some(conn) = s.pmi {
             self.attach(conn, job, Some(rank));
         }
@@ -458,7 +488,11 @@ impl NodeReactor {
     }
 
     fn signal_job(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, signal: i32) {
-        let Some(j) = self.jobs.get(&job) else { return };
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        if let Some(launching) = j.launching.as_mut() {
+            // The processes still starting get it as they start.
+            launching.signals.push(signal);
+        }
         for &pgid in &j.pgids {
             fx.kill_group(pgid, signal);
         }

@@ -352,3 +352,25 @@ fn a_process_started_after_its_job_ended_is_killed_and_released() {
     r.on_exited(&mut fx, J, Rank(0), ExitStatus::Signal(libc::SIGKILL), 1);
     assert!(matches!(&fx.take()[..], [Recorded::ReleaseLeader(p)] if *p == pid));
 }
+
+#[test]
+fn stdin_that_comes_while_its_reader_starts_is_passed_on_once_it_has() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Fd)));
+    r.on_message(&mut fx, ToDaemon::Stdin { job: J, data: b"early".to_vec() });
+    r.on_message(&mut fx, ToDaemon::Stdin { job: J, data: Vec::new() });
+    assert!(!fx.log.iter().any(|e| matches!(e, Recorded::StdinWrite(..) | Recorded::StdinClose(_))), "nothing to write to yet");
+    fx.settle(&mut r);
+    let stdin: Vec<&Recorded> = fx.log.iter().filter(|e| matches!(e, Recorded::StdinWrite(..) | Recorded::StdinClose(_))).collect();
+    assert!(matches!(&stdin[..], [Recorded::StdinWrite(J, d), Recorded::StdinClose(J)] if d == b"early"), "{stdin:?}");
+}
+
+#[test]
+fn a_signal_sent_while_ranks_start_reaches_those_that_start_after() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Fd)));
+    r.on_message(&mut fx, ToDaemon::Signal { job: J, signal: libc::SIGINT });
+    fx.settle(&mut r);
+    let killed: Vec<i32> = fx.log.iter().filter_map(|e| if let Recorded::KillProcess { pid, signal: libc::SIGINT } = e { Some(*pid) } else { None }).collect();
+    assert_eq!(killed, vec![FIRST_PID, FIRST_PID + 1]);
+}
