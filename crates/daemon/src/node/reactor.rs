@@ -56,6 +56,22 @@ struct JobProcs {
     launching: Option<Launching>,
 }
 
+impl JobProcs {
+    /// Pass stdin from the launcher to the process that reads it (an empty
+    /// chunk closes it); nothing once closed or if none reads it.
+    fn feed_stdin(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, data: Vec<u8>) {
+        if !self.stdin {
+            return;
+        }
+        if data.is_empty() {
+            self.stdin = false;
+            fx.stdin_close(job);
+        } else {
+            fx.stdin_write(job, data);
+        }
+    }
+}
+
 /// A launch whose starts are not all back ([`NodeEffects::start`] is
 /// asynchronous).
 struct Launching {
@@ -143,15 +159,7 @@ impl NodeReactor {
                     // Its reader is still starting: kept until it has.
                     return held.push(data);
                 }
-                if !j.stdin {
-                    return;
-                }
-                if data.is_empty() {
-                    j.stdin = false;
-                    fx.stdin_close(job);
-                } else {
-                    fx.stdin_write(job, data);
-                }
+                j.feed_stdin(fx, job, data);
             }
             ToDaemon::Forget { job } => self.forget(fx, job),
             ToDaemon::Routed { msg, .. } => self.message(fx, *msg),
@@ -420,15 +428,7 @@ impl NodeReactor {
         j.stdin |= s.stdin;
         if s.stdin {
             for data in j.launching.as_mut().and_then(|l| l.stdin.take()).unwrap_or_default() {
-                if !j.stdin {
-                    break;
-                }
-                if data.is_empty() {
-                    j.stdin = false;
-                    fx.stdin_close(job);
-                } else {
-                    fx.stdin_write(job, data);
-                }
+                j.feed_stdin(fx, job, data);
             }
         }
         for &signal in j.launching.as_ref().map_or(&[][..], |l| &l.signals[..]) {
