@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
-use dpm_daemon::node::{NodeReactor, ProcStarted, Timer as NodeTimer};
+use dpm_daemon::node::{NodeReactor, Timer as NodeTimer};
 use dpm_daemon::tree::{TreeAction, TreeNode};
 use dpm_daemon::DaemonConfig;
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
@@ -90,8 +90,6 @@ enum Event {
     /// A rank goes on with its script.
     Wake { proc: usize },
     NodeTimer { node: usize, timer: NodeTimer },
-    /// A start the node asked for has happened.
-    Started { node: usize, job: JobId, rank: Rank, started: ProcStarted },
     RunTimer { timer: RunTimer, generation: u64 },
     Signal(i32),
     LoseNode(usize),
@@ -315,9 +313,6 @@ impl Cluster {
             Event::Reply { proc, bytes } => self.reply(proc, &bytes),
             Event::Wake { proc } => self.step(proc),
             Event::NodeTimer { node, timer } if self.nodes[node].alive => self.with_node(node, |r, fx| r.on_timer(fx, timer)),
-            Event::Started { node, job, rank, started } if self.nodes[node].alive => {
-                self.with_node(node, |r, fx| r.on_started(fx, job, rank, Ok(started)));
-            }
             Event::RunTimer { timer, generation } if self.timers.get(&timer) == Some(&generation) => {
                 self.with_run(|run, fx| run.on_timer(fx, timer));
             }
@@ -408,8 +403,6 @@ impl Cluster {
                     waiting: false,
                     ignores_term: false,
                 });
-                let started = ProcStarted { pid, pgid, pmi: start.pmi_conn, stdin: start.with_stdin };
-                self.schedule(Duration::ZERO, Event::Started { node, job: start.job, rank: start.rank, started });
                 self.schedule(self.layout.costs.proc_start, Event::Wake { proc });
             }
             NodeOut::KillGroup(pgid, sig) => {

@@ -6,7 +6,7 @@
 use std::io;
 use std::time::Duration;
 
-use dpm_daemon::node::{NodeEffects, ProcStart, Timer as NodeTimer};
+use dpm_daemon::node::{NodeEffects, ProcStart, ProcStarted, StartError, Timer as NodeTimer};
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_launcher::run::{RunEffects, Timer as RunTimer, TreeShared};
 use dpm_pmi::ConnId;
@@ -46,15 +46,18 @@ impl NodeEffects for NodeFx<'_> {
         Err(io::Error::new(io::ErrorKind::Unsupported, "no PMI ports in an in-process cluster"))
     }
     fn close_pmi_port(&mut self, _job: JobId) {}
-    fn start(&mut self, procs: Vec<ProcStart>) {
-        // Started at once; the cluster reports each result back to the
-        // reactor as an event (`NodeReactor::on_started`), never from here.
-        for p in procs {
-            *self.next_pid += 1;
-            let pid = *self.next_pid;
-            let pgid = if p.pgid == 0 { pid } else { p.pgid };
-            self.out.push(NodeOut::Started(Box::new(p), pid, pgid));
-        }
+    fn start(&mut self, procs: Vec<ProcStart>) -> Vec<Result<ProcStarted, StartError>> {
+        procs
+            .into_iter()
+            .map(|p| {
+                *self.next_pid += 1;
+                let pid = *self.next_pid;
+                let pgid = if p.pgid == 0 { pid } else { p.pgid };
+                let started = ProcStarted { pid, pgid, pmi: p.pmi_conn, stdin: p.with_stdin };
+                self.out.push(NodeOut::Started(Box::new(p), pid, pgid));
+                Ok(started)
+            })
+            .collect()
     }
     fn watch_pid(&mut self, _job: JobId, _rank: Rank, _pid: u32) -> io::Result<()> {
         Err(io::Error::new(io::ErrorKind::Unsupported, "no foreign processes in an in-process cluster"))

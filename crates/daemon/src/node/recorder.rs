@@ -1,10 +1,7 @@
 //! [`RecordingEffects`]: a [`NodeEffects`] that records what the reactor
 //! asks and answers like a healthy node (every start succeeds, with made-up
-//! pids), unless told to fail. Starts are asynchronous as on a real node:
-//! their results wait in [`RecordingEffects::started`] until
-//! [`RecordingEffects::settle`] (or the test) hands them to the reactor.
-//! Enough to test a node without a socket, and the base of an in-process
-//! cluster (built with the `testing` feature).
+//! pids), unless told to fail. Enough to test a node without a socket, and
+//! the base of an in-process cluster (built with the `testing` feature).
 
 use std::collections::HashMap;
 use std::io;
@@ -14,7 +11,7 @@ use dpm_kvs::{JobId, Rank};
 use dpm_pmi::ConnId;
 use dpm_proto::ToLauncher;
 
-use super::{NodeEffects, NodeReactor, PmiEnv, ProcStart, ProcStarted, StartError, Timer};
+use super::{NodeEffects, PmiEnv, ProcStart, ProcStarted, StartError, Timer};
 
 /// The first pid handed out; each start takes the next.
 pub const FIRST_PID: i32 = 1000;
@@ -71,8 +68,6 @@ pub struct RecordingEffects {
     pub fail_port: Option<i32>,
     /// Serving a handed-over fd fails.
     pub fail_serve_fd: bool,
-    /// Results of the starts asked so far, not yet handed to the reactor.
-    pub started: Vec<(JobId, Rank, Result<ProcStarted, StartError>)>,
     next_pid: i32,
     next_port: u16,
 }
@@ -105,16 +100,6 @@ impl RecordingEffects {
             _ => true,
         });
         text
-    }
-
-    /// Hand every start result to the reactor (and those of the starts that
-    /// asks for meanwhile), in the order asked.
-    pub fn settle(&mut self, reactor: &mut NodeReactor) {
-        while !self.started.is_empty() {
-            for (job, rank, result) in std::mem::take(&mut self.started) {
-                reactor.on_started(self, job, rank, result);
-            }
-        }
     }
 
     /// Every process start asked so far, batches flattened.
@@ -154,8 +139,9 @@ impl NodeEffects for RecordingEffects {
         self.log.push(Recorded::ClosePort(job));
     }
 
-    fn start(&mut self, procs: Vec<ProcStart>) {
+    fn start(&mut self, procs: Vec<ProcStart>) -> Vec<Result<ProcStarted, StartError>> {
         let mut batch = Vec::with_capacity(procs.len());
+        let mut results = Vec::with_capacity(procs.len());
         for p in procs {
             let spec = p.app.spec();
             batch.push(StartRecord {
@@ -168,18 +154,17 @@ impl NodeEffects for RecordingEffects {
                 with_stdin: p.with_stdin,
                 pmi_conn: p.pmi_conn,
             });
-            let result = match self.fail_start.get(&(p.job, p.rank)) {
-                Some(err) => Err(err.clone()),
-                None => {
-                    let pid = self.next_pid;
-                    self.next_pid += 1;
-                    let pgid = if p.pgid == 0 { pid } else { p.pgid };
-                    Ok(ProcStarted { pid, pgid, pmi: p.pmi_conn, stdin: p.with_stdin })
-                }
-            };
-            self.started.push((p.job, p.rank, result));
+            if let Some(err) = self.fail_start.get(&(p.job, p.rank)) {
+                results.push(Err(err.clone()));
+                continue;
+            }
+            let pid = self.next_pid;
+            self.next_pid += 1;
+            let pgid = if p.pgid == 0 { pid } else { p.pgid };
+            results.push(Ok(ProcStarted { pid, pgid, pmi: p.pmi_conn, stdin: p.with_stdin }));
         }
         self.log.push(Recorded::Start(batch));
+        results
     }
 
     fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()> {
