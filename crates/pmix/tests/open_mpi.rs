@@ -130,6 +130,7 @@ fn hosts_open_mpi_ranks_and_an_abort() {
     assert_eq!(search.choose(), lib, "library choice from the program's RUNPATH");
     let api = Api::load(&search.choose()).expect("load libpmix");
     let dir = tempdir();
+    let shm_before = sm_segments();
     let (server, mut rx) = PmixServer::init(api, &dir).expect("PMIx_server_init");
     let second = Api::load(&lib).expect("load again");
     assert!(matches!(PmixServer::init(second, &dir), Err(dpm_pmix::PmixError::AlreadyRunning)));
@@ -156,6 +157,19 @@ fn hosts_open_mpi_ranks_and_an_abort() {
     server.deregister_nspace("dpm.3").unwrap();
     server.finalize().expect("finalize");
     let _ = std::fs::remove_dir_all(&dir);
+    // Open MPI leaves its shared-memory segments
+    // (`/dev/shm/sm_segment.<host>.<uid>.<job>.<n>`) for the resource manager
+    // to remove when the job ends, as dpm removes MPICH's: the host's part,
+    // done here until dpm's daemons host PMIx jobs (docs/pmix.md).
+    for leftover in sm_segments().difference(&shm_before) {
+        let _ = std::fs::remove_file(leftover);
+    }
+}
+
+/// Open MPI's shared-memory segment files now in `/dev/shm`.
+fn sm_segments() -> std::collections::BTreeSet<PathBuf> {
+    let entries = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten();
+    entries.map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("sm_segment."))).collect()
 }
 
 fn tempdir() -> PathBuf {
