@@ -19,12 +19,12 @@ use dpm_daemon::DaemonConfig;
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_launcher::node_table::{fill, NodeTable};
 use dpm_launcher::plan::PlannedJob;
-use dpm_launcher::run::{FailurePolicy, Run, Settings, Timer as RunTimer, TreeShared};
+use dpm_launcher::run::{Effect, FailurePolicy, Recorder, Run, Settings, Timer as RunTimer, TreeShared};
 use dpm_launcher::spawn::SpawnContext;
 use dpm_pmi::ConnId;
 use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, Stream, ToDaemon, ToLauncher};
 
-use crate::effects::{NodeFx, NodeOut, RunFx, RunOut};
+use crate::effects::{NodeFx, NodeOut};
 use crate::process::{Action, Proc, Script};
 
 /// What each kind of event costs in virtual time.
@@ -129,7 +129,9 @@ pub struct Cluster {
     events: HashMap<u64, Event>,
     nodes: Vec<Node>,
     run: Run,
-    shared: TreeShared,
+    /// The run's effects, recorded (with the tree's shared state) and carried
+    /// out after each call.
+    run_fx: Recorder,
     scripts: HashMap<String, Script>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
@@ -180,7 +182,7 @@ impl Cluster {
             events: HashMap::new(),
             nodes,
             run: Run::new(settings),
-            shared: TreeShared::new(table),
+            run_fx: Recorder::new(TreeShared::new(table)),
             scripts: HashMap::new(),
             procs: Vec::new(),
             conns: HashMap::new(),
@@ -226,7 +228,7 @@ impl Cluster {
             let app = AppSpec { exe: "/bin/true".into(), argv: vec!["/bin/true".into(), name.into()], env: Vec::new(), wdir: "/".into() };
             planned.push_app(app, count);
         }
-        let (job, kvsname) = self.shared.new_job_id();
+        let (job, kvsname) = self.run_fx.shared.new_job_id();
         let universe = i64::from(self.layout.slots) * self.layout.nodes as i64;
         let launch = planned.into_launch(job, kvsname, universe, node_of, PmiMode::Fd, self.layout.kvs);
         self.with_run(|run, fx| {
@@ -283,7 +285,7 @@ impl Cluster {
 
     /// Slots the node table holds for live processes, over all nodes.
     pub fn load(&self) -> i64 {
-        self.shared.nodes.live()
+        self.run_fx.shared.nodes.live()
     }
 
     fn schedule(&mut self, after: Duration, event: Event) {
@@ -421,30 +423,31 @@ impl Cluster {
         }
     }
 
-    fn with_run(&mut self, call: impl FnOnce(&mut Run, &mut RunFx)) {
-        let mut fx = RunFx { shared: &mut self.shared, now_micros: EPOCH_MICROS + self.now.as_micros() as u64, out: Vec::new() };
-        call(&mut self.run, &mut fx);
+    fn with_run(&mut self, call: impl FnOnce(&mut Run, &mut Recorder)) {
+        self.run_fx.now = EPOCH_MICROS + self.now.as_micros() as u64;
+        call(&mut self.run, &mut self.run_fx);
         let hop = self.layout.costs.link_hop;
-        for o in fx.out {
-            match o {
+        for effect in self.run_fx.take() {
+            match effect {
                 // As the launcher's links do: addressed (`Down::To`), to the
                 // top-level child whose subtree holds the node.
-                RunOut::Send(node, msg) => {
+                Effect::Send(node, msg) => {
                     let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { continue };
-                    self.schedule(hop, Event::Down { node: top, to: node.0, msg: *msg });
+                    self.schedule(hop, Event::Down { node: top, to: node.0, msg });
                 }
-                RunOut::Output(job, rank, data) => self.output.entry((job, rank)).or_default().extend(data),
-                RunOut::Say(line) => self.said.push(line),
-                RunOut::Arm(timer, after) => {
+                Effect::Output(job, rank, _, data) => self.output.entry((job, rank)).or_default().extend(data),
+                Effect::Say(line) => self.said.push(line),
+                Effect::Arm(timer, after) => {
                     self.seq += 1;
                     let generation = self.seq;
                     self.timers.insert(timer, generation);
                     self.schedule(after, Event::RunTimer { timer, generation });
                 }
-                RunOut::Finished(code) => {
+                Effect::Finished(code) => {
                     self.exit = Some(code);
                     self.finished_at = Some(self.now);
                 }
+                Effect::Flush(..) | Effect::Route(..) => {}
             }
         }
     }

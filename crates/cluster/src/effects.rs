@@ -1,16 +1,16 @@
-//! The cluster's implementations of the reactors' effects traits: each
-//! records what its reactor asked for, and [`crate::Cluster`] carries it out
-//! after the call returns (delivery through the tree, to a scripted process,
-//! on a timer), so no reactor is ever re-entered.
+//! The cluster's implementation of the node reactor's effects: it records
+//! what the reactor asked for, and [`crate::Cluster`] carries it out after the
+//! call returns (delivery through the tree, to a scripted process, on a
+//! timer), so no reactor is ever re-entered. The run reactor's effects are
+//! recorded by its own [`dpm_launcher::run::Recorder`].
 
 use std::io;
 use std::time::Duration;
 
 use dpm_daemon::node::{NodeEffects, ProcStart, ProcStarted, StartError, Timer as NodeTimer};
-use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_launcher::run::{RunEffects, Timer as RunTimer, TreeShared};
+use dpm_kvs::{JobId, Rank};
 use dpm_pmi::ConnId;
-use dpm_proto::{Stream, ToDaemon, ToLauncher};
+use dpm_proto::ToLauncher;
 
 /// What a node reactor asked for during one call.
 pub(crate) enum NodeOut {
@@ -77,47 +77,5 @@ impl NodeEffects for NodeFx<'_> {
     }
     fn set_timer(&mut self, after: Duration, timer: NodeTimer) {
         self.out.push(NodeOut::Timer(after, timer));
-    }
-}
-
-/// What the run reactor asked for during one call.
-#[derive(Debug)]
-pub(crate) enum RunOut {
-    Send(NodeId, Box<ToDaemon>),
-    Output(JobId, Rank, Vec<u8>),
-    Say(String),
-    Arm(RunTimer, Duration),
-    Finished(i32),
-}
-
-pub(crate) struct RunFx<'a> {
-    pub shared: &'a mut TreeShared,
-    pub now_micros: u64,
-    pub out: Vec<RunOut>,
-}
-
-impl RunEffects for RunFx<'_> {
-    fn send(&mut self, node: NodeId, msg: ToDaemon) {
-        self.out.push(RunOut::Send(node, Box::new(msg)));
-    }
-    fn output(&mut self, job: JobId, rank: Rank, _stream: Stream, data: &[u8]) {
-        self.out.push(RunOut::Output(job, rank, data.to_vec()));
-    }
-    fn flush_output(&mut self, _job: JobId, _rank: Rank) {}
-    fn say(&mut self, line: &str) {
-        self.out.push(RunOut::Say(line.to_string()));
-    }
-    fn now_micros(&self) -> u64 {
-        self.now_micros
-    }
-    fn arm(&mut self, timer: RunTimer, after: Duration) {
-        self.out.push(RunOut::Arm(timer, after));
-    }
-    fn route(&mut self, _job: JobId, _to_this_run: bool) {}
-    fn shared(&mut self) -> &mut TreeShared {
-        self.shared
-    }
-    fn finished(&mut self, code: i32) {
-        self.out.push(RunOut::Finished(code));
     }
 }

@@ -14,7 +14,8 @@
 //! ## Layout
 //! - [`process`]: scripts ([`Step`]) and the PMI-1 client that runs them;
 //! - [`cluster`]: [`Cluster`] — events, routing, the clock, [`Costs`];
-//! - `effects`: the reactors' effects traits, implemented by recording.
+//! - `effects`: the node reactor's effects, recorded (the run reactor's are
+//!   recorded by `dpm_launcher::run::Recorder`).
 
 pub mod cluster;
 mod effects;
