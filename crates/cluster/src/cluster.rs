@@ -13,6 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
+use dpm_daemon::node::recorder::{Recorded, RecordingEffects};
 use dpm_daemon::node::{NodeReactor, Timer as NodeTimer};
 use dpm_daemon::tree::{TreeAction, TreeNode};
 use dpm_daemon::DaemonConfig;
@@ -24,7 +25,6 @@ use dpm_launcher::spawn::SpawnContext;
 use dpm_pmi::ConnId;
 use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, Stream, ToDaemon, ToLauncher};
 
-use crate::effects::{NodeFx, NodeOut};
 use crate::process::{Action, Proc, Script};
 
 /// What each kind of event costs in virtual time.
@@ -116,6 +116,8 @@ pub struct Process {
 
 struct Node {
     reactor: NodeReactor,
+    /// The reactor's effects, recorded and carried out after each call.
+    fx: RecordingEffects,
     tree: TreeNode,
     alive: bool,
 }
@@ -135,7 +137,6 @@ pub struct Cluster {
     scripts: HashMap<String, Script>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
-    next_pid: i32,
     timers: HashMap<RunTimer, u64>,
     /// dpm's own lines (the summary line among them).
     pub said: Vec<String>,
@@ -159,7 +160,7 @@ impl Cluster {
                 for c in tree::children(Some(i), layout.nodes, layout.fanout) {
                     tree.child_linked(c);
                 }
-                Node { reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }), tree, alive: true }
+                Node { reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }), fx: RecordingEffects::new(), tree, alive: true }
             })
             .collect();
         let universe_size = i64::from(layout.slots) * layout.nodes as i64;
@@ -186,7 +187,6 @@ impl Cluster {
             scripts: HashMap::new(),
             procs: Vec::new(),
             conns: HashMap::new(),
-            next_pid: 1000,
             timers: HashMap::new(),
             said: Vec::new(),
             output: BTreeMap::new(),
@@ -360,66 +360,69 @@ impl Cluster {
         }
     }
 
-    fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut NodeFx)) {
-        let mut fx = NodeFx { next_pid: &mut self.next_pid, out: Vec::new() };
-        call(&mut self.nodes[node].reactor, &mut fx);
-        let out = fx.out;
-        for o in out {
-            self.node_out(node, o);
+    fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut RecordingEffects)) {
+        let n = &mut self.nodes[node];
+        call(&mut n.reactor, &mut n.fx);
+        for effect in n.fx.take() {
+            self.node_effect(node, effect);
         }
     }
 
-    fn node_out(&mut self, node: usize, out: NodeOut) {
-        match out {
-            NodeOut::Up(msg) => {
+    /// Carry out what a node's reactor asked for (pids are per node, as on
+    /// real nodes; what a cluster has no use for is dropped).
+    fn node_effect(&mut self, node: usize, effect: Recorded) {
+        match effect {
+            Recorded::Up(msg) => {
                 let actions = self.nodes[node].tree.from_below(node, msg);
                 self.tree_actions(node, actions);
             }
-            NodeOut::Write(conn, bytes) => {
+            Recorded::PmiWrite(conn, bytes) => {
                 if let Some(&proc) = self.conns.get(&(node, conn)) {
                     self.schedule(self.layout.costs.pmi_io, Event::Reply { proc, bytes });
                 }
             }
-            NodeOut::Drop(conn) => {
+            Recorded::PmiDrop(conn) => {
                 self.conns.remove(&(node, conn));
             }
-            NodeOut::Started(start, pid, pgid) => {
-                let script = start.app.spec().argv.get(1).and_then(|name| self.scripts.get(name)).cloned().unwrap_or_default();
-                let mut env = start.app.spec().env.clone();
-                env.extend(start.env.vars.iter().cloned());
-                let proc = self.procs.len();
-                if let Some(conn) = start.pmi_conn {
-                    self.conns.insert((node, conn), proc);
+            Recorded::Start(batch) => {
+                for start in batch {
+                    let Ok(started) = start.result else { continue };
+                    let script = start.argv.get(1).and_then(|name| self.scripts.get(name)).cloned().unwrap_or_default();
+                    let proc = self.procs.len();
+                    if let Some(conn) = start.pmi_conn {
+                        self.conns.insert((node, conn), proc);
+                    }
+                    self.procs.push(Process {
+                        node,
+                        job: start.job,
+                        rank: start.rank,
+                        pid: started.pid,
+                        pgid: started.pgid,
+                        conn: start.pmi_conn,
+                        proc: Proc::new(&script, &start.env.vars),
+                        end: None,
+                        started_at: self.now,
+                        reply_times: Vec::new(),
+                        waiting: false,
+                        ignores_term: false,
+                    });
+                    self.schedule(self.layout.costs.proc_start, Event::Wake { proc });
                 }
-                self.procs.push(Process {
-                    node,
-                    job: start.job,
-                    rank: start.rank,
-                    pid,
-                    pgid,
-                    conn: start.pmi_conn,
-                    proc: Proc::new(&script, &env),
-                    end: None,
-                    started_at: self.now,
-                    reply_times: Vec::new(),
-                    waiting: false,
-                    ignores_term: false,
-                });
-                self.schedule(self.layout.costs.proc_start, Event::Wake { proc });
             }
-            NodeOut::KillGroup(pgid, sig) => {
+            Recorded::KillGroup { pgid, signal } => {
                 let victims: Vec<usize> = (0..self.procs.len()).filter(|&i| self.procs[i].node == node && self.procs[i].pgid == pgid).collect();
                 for v in victims {
-                    self.kill(v, sig);
+                    self.kill(v, signal);
                 }
             }
-            NodeOut::KillProcess(pid, sig) => {
+            Recorded::KillProcess { pid, signal } => {
                 if let Some(v) = self.procs.iter().position(|p| p.node == node && p.pid == pid) {
-                    self.kill(v, sig);
+                    self.kill(v, signal);
                 }
             }
-            NodeOut::Timer(after, timer) => self.schedule(after, Event::NodeTimer { node, timer }),
-            NodeOut::Shm(job) => self.shm_removed.push((node, job)),
+            Recorded::SetTimer(after, timer) => self.schedule(after, Event::NodeTimer { node, timer }),
+            Recorded::RemoveShm { job, .. } => self.shm_removed.push((node, job)),
+            _ => {} // ports, adopted processes, stdin, leaders: nothing to do here
         }
     }
 

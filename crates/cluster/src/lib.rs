@@ -13,12 +13,13 @@
 //!
 //! ## Layout
 //! - [`process`]: scripts ([`Step`]) and the PMI-1 client that runs them;
-//! - [`cluster`]: [`Cluster`] — events, routing, the clock, [`Costs`];
-//! - `effects`: the node reactor's effects, recorded (the run reactor's are
-//!   recorded by `dpm_launcher::run::Recorder`).
+//! - [`cluster`]: [`Cluster`] — events, routing, the clock, [`Costs`].
+//!
+//! The reactors' effects are recorded by their own recorders
+//! (`dpm_daemon::node::recorder`, `dpm_launcher::run::Recorder`) and carried
+//! out by the cluster after each call, so no reactor is ever re-entered.
 
 pub mod cluster;
-mod effects;
 pub mod process;
 
 pub use cluster::{Cluster, Costs, Layout, Process};

@@ -27,6 +27,8 @@ pub struct StartRecord {
     pub pgid: i32,
     pub with_stdin: bool,
     pub pmi_conn: Option<ConnId>,
+    /// What the start answered (a made-up pid, or the error it was told to fail with).
+    pub result: Result<ProcStarted, StartError>,
 }
 
 impl StartRecord {
@@ -143,6 +145,15 @@ impl NodeEffects for RecordingEffects {
         let mut batch = Vec::with_capacity(procs.len());
         let mut results = Vec::with_capacity(procs.len());
         for p in procs {
+            let result = match self.fail_start.get(&(p.job, p.rank)) {
+                Some(err) => Err(err.clone()),
+                None => {
+                    let pid = self.next_pid;
+                    self.next_pid += 1;
+                    let pgid = if p.pgid == 0 { pid } else { p.pgid };
+                    Ok(ProcStarted { pid, pgid, pmi: p.pmi_conn, stdin: p.with_stdin })
+                }
+            };
             let spec = p.app.spec();
             batch.push(StartRecord {
                 job: p.job,
@@ -153,15 +164,9 @@ impl NodeEffects for RecordingEffects {
                 pgid: p.pgid,
                 with_stdin: p.with_stdin,
                 pmi_conn: p.pmi_conn,
+                result: result.clone(),
             });
-            if let Some(err) = self.fail_start.get(&(p.job, p.rank)) {
-                results.push(Err(err.clone()));
-                continue;
-            }
-            let pid = self.next_pid;
-            self.next_pid += 1;
-            let pgid = if p.pgid == 0 { pid } else { p.pgid };
-            results.push(Ok(ProcStarted { pid, pgid, pmi: p.pmi_conn, stdin: p.with_stdin }));
+            results.push(result);
         }
         self.log.push(Recorded::Start(batch));
         results
