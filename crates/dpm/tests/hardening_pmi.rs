@@ -1,6 +1,7 @@
 //! Hostile use of a running job's PMI server, end to end: another local user
 //! on a `--pmi-port` listener, a second connection claiming a bound rank,
-//! and a rank flooding its PMI connection with junk and forged log lines.
+//! a rank flooding its PMI connection with junk and forged log lines, and a
+//! rank that sends requests without ever reading the replies.
 
 mod common;
 
@@ -143,4 +144,65 @@ fn a_rank_flooding_its_pmi_connection_neither_floods_the_log_nor_forges_lines() 
     assert!(err.lines().count() < 40, "{} lines of log for one rank's junk:\n{}", err.lines().count(), &err[..err.len().min(4000)]);
     out.assert_stdout_contains(&format!("answers {}\n", 256 * 1024));
     assert!(!err.lines().any(|l| l.starts_with("dpm: job failed: forged")), "a forged log line:\n{err}");
+}
+
+/// Sends `cmd=get_maxes` without reading a reply until its socket stops
+/// taking bytes for a second (or 64 MiB went in), noting the launcher's
+/// resident memory (the node daemon runs inside it on one node) before and
+/// after; then reads every reply and finalises.
+const NON_READER: &str = r#"
+import os, socket, time
+def rss_kib():
+    for line in open('/proc/%d/status' % os.getppid()):
+        if line.startswith('VmRSS:'):
+            return int(line.split()[1])
+s = socket.socket(fileno=int(os.environ['PMI_FD']))
+s.sendall(b'cmd=init pmi_version=1 pmi_subversion=1\n')
+assert s.recv(4096).startswith(b'cmd=response_to_init')
+before = rss_kib()
+req = b'cmd=get_maxes\n' * 4096
+s.setblocking(False)
+sent, stalled = 0, None
+while sent < (64 << 20):
+    try:
+        sent += s.send(req)
+        stalled = None
+    except BlockingIOError:
+        stalled = stalled or time.monotonic()
+        if time.monotonic() - stalled > 1.0:
+            break
+        time.sleep(0.01)
+after = rss_kib()
+s.setblocking(True)
+one = b'cmd=get_maxes\n'
+n, replies = sent // len(one), 0
+def read_until(count):
+    global replies
+    while replies < count:
+        replies += s.recv(1 << 16).count(b'\n')
+read_until(n)
+if sent % len(one):  # complete the request the full socket cut
+    s.sendall(one[sent % len(one):])
+    n += 1
+    read_until(n)
+print('sent', sent, 'requests', n, 'replies', replies, 'grew_kib', after - before, flush=True)
+s.sendall(b'cmd=finalize\n')
+s.recv(4096)
+"#;
+
+#[test]
+fn a_rank_that_never_reads_its_replies_is_held_back_not_buffered() {
+    let out = Dpm::run(["-n", "1", "/usr/bin/python3", "-c", NON_READER]).output();
+    out.assert_success();
+    let line = out.stdout_str().lines().find(|l| l.starts_with("sent ")).map(str::to_string).unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == name).unwrap_or_else(|| panic!("no {name} in {line:?}"));
+        words[at + 1].parse().unwrap()
+    };
+    // The daemon stops reading while a reply waits for the socket: what
+    // went in is one read's worth beyond what both socket buffers hold.
+    assert!(field("sent") < 16 << 20, "the daemon kept reading from a rank that does not read: {line}");
+    assert_eq!(field("replies"), field("requests"), "every request gets exactly one answer: {line}");
+    assert!(field("grew_kib") < 32 * 1024, "the daemon buffered the replies: {line}");
 }

@@ -12,12 +12,14 @@
 //!   arrived it yields the delta to send down once to every node.
 //! - [`NodeAttrs`]: PMI-2 node attributes, with waiters for `wait=TRUE` gets.
 //! - [`NameService`]: published service names, owned by the job that published.
+//! - [`limits`]: how many keys, node attributes and names the state may hold.
 //!
 //! Consistency rule: a put is visible to gets no later than the fence that
 //! follows it completes (PMI semantics); a later put of the same key wins.
 
 pub mod design;
 pub mod fnv;
+pub mod limits;
 pub mod remote;
 pub mod ring;
 pub mod store;
@@ -155,11 +157,15 @@ impl<W> Default for NodeAttrs<W> {
 }
 
 impl<W> NodeAttrs<W> {
-    /// Store a value; returns the waiters to answer with it.
-    pub fn put(&mut self, key: String, value: String) -> Vec<W> {
+    /// Store a value; returns the waiters to answer with it. A new key
+    /// beyond [`limits::MAX_NODE_ATTRS`] is refused (the store is unchanged).
+    pub fn put(&mut self, key: String, value: String) -> Result<Vec<W>, Full> {
+        if self.values.len() >= limits::MAX_NODE_ATTRS && !self.values.contains_key(&key) {
+            return Err(Full { what: "node attributes", limit: limits::MAX_NODE_ATTRS });
+        }
         let woken = self.waiters.remove(&key).unwrap_or_default();
         self.values.insert(key, value);
-        woken
+        Ok(woken)
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -180,10 +186,24 @@ impl<W> NodeAttrs<W> {
     }
 }
 
+/// A put or publish refused because a bound of [`limits`] was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full {
+    pub what: &'static str,
+    pub limit: usize,
+}
+
+impl fmt::Display for Full {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "too many {}: at most {} (dpm's limit)", self.what, self.limit)
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub enum NameError {
     AlreadyPublished(String),
     NotPublished(String),
+    Full(Full),
 }
 
 impl fmt::Display for NameError {
@@ -191,6 +211,7 @@ impl fmt::Display for NameError {
         match self {
             NameError::AlreadyPublished(s) => write!(f, "service name '{s}' is already published"),
             NameError::NotPublished(s) => write!(f, "service name '{s}' is not published"),
+            NameError::Full(full) => write!(f, "{full}"),
         }
     }
 }
@@ -205,6 +226,9 @@ impl NameService {
     pub fn publish(&mut self, service: String, port: String, owner: JobId) -> Result<(), NameError> {
         if self.names.contains_key(&service) {
             return Err(NameError::AlreadyPublished(service));
+        }
+        if self.names.len() >= limits::MAX_NAMES {
+            return Err(NameError::Full(Full { what: "published service names", limit: limits::MAX_NAMES }));
         }
         self.names.insert(service, (port, owner));
         Ok(())
@@ -237,7 +261,7 @@ mod tests {
     #[test]
     fn puts_are_invisible_until_the_fence_completes() {
         let mut node: NodeStore<u32> = NodeStore::new(JobId(0), KvsDesign::Allgather, 0, vec![], &[]);
-        node.put("a".into(), "1".into(), None);
+        node.put("a".into(), "1".into(), None).unwrap();
         assert_eq!(node.peek("a"), None);
         let mut tally = FenceTally::new(2);
         assert_eq!(tally.arrive(0, 1, node.take_fence_puts()), Ok(None));
@@ -274,9 +298,9 @@ mod tests {
         let mut attrs: NodeAttrs<u32> = NodeAttrs::default();
         attrs.wait("shm".into(), 7);
         attrs.wait("shm".into(), 8);
-        assert_eq!(attrs.put("shm".into(), "h".into()), vec![7, 8]);
+        assert_eq!(attrs.put("shm".into(), "h".into()), Ok(vec![7, 8]));
         assert_eq!(attrs.get("shm"), Some("h"));
-        assert!(attrs.put("shm".into(), "h2".into()).is_empty());
+        assert_eq!(attrs.put("shm".into(), "h2".into()), Ok(vec![]));
     }
 
     #[test]
@@ -288,5 +312,26 @@ mod tests {
         assert_eq!(ns.unpublish("nope"), Err(NameError::NotPublished("nope".into())));
         assert_eq!(ns.withdraw_job(JobId(1)), 1);
         assert!(ns.lookup("svc").is_err());
+    }
+
+    #[test]
+    fn node_attributes_and_names_are_bounded() {
+        let mut attrs: NodeAttrs<u32> = NodeAttrs::default();
+        for i in 0..limits::MAX_NODE_ATTRS {
+            attrs.put(format!("k{i}"), "v".into()).unwrap();
+        }
+        let full = Full { what: "node attributes", limit: limits::MAX_NODE_ATTRS };
+        assert_eq!(attrs.put("one-more".into(), "v".into()), Err(full));
+        assert_eq!(attrs.put("k0".into(), "replaced".into()), Ok(vec![]), "replacing an existing key is always allowed");
+        assert_eq!(attrs.get("k0"), Some("replaced"));
+
+        let mut ns = NameService::default();
+        for i in 0..limits::MAX_NAMES {
+            ns.publish(format!("s{i}"), "p".into(), JobId(1)).unwrap();
+        }
+        assert!(matches!(ns.publish("more".into(), "p".into(), JobId(1)), Err(NameError::Full(_))));
+        assert_eq!(ns.lookup("more"), Err(NameError::NotPublished("more".into())));
+        ns.unpublish("s0").unwrap();
+        ns.publish("more".into(), "p".into(), JobId(1)).expect("room again after an unpublish");
     }
 }

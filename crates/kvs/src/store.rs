@@ -27,7 +27,8 @@
 use crate::design::{owner, Hint, KvsDesign};
 use crate::fnv::{FnvMap, FnvSet};
 use crate::remote::{GetReply, GetRequest, KvsDest, KvsMsg, OwnerPut};
-use crate::{JobId, KeyValues};
+use crate::limits::MAX_NODE_KEYS;
+use crate::{Full, JobId, KeyValues};
 
 /// A value this node holds for others.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,6 +171,10 @@ pub struct NodeStore<W> {
     holder: Holder,
     cache: FnvMap<String, Cached>,
     batch: KeyValues,
+    /// Where each key of `batch` is, so a repeated put replaces its value.
+    batch_index: FnvMap<String, usize>,
+    /// Distinct keys put by this node's ranks (bounded by `MAX_NODE_KEYS`).
+    own_keys: usize,
     unacked: FnvSet<u64>,
     parked: FnvMap<String, Vec<W>>,
     outstanding: FnvMap<u64, Outstanding<W>>,
@@ -205,6 +210,8 @@ impl<W: Clone> NodeStore<W> {
             holder: Holder::default(),
             cache: FnvMap::default(),
             batch: Vec::new(),
+            batch_index: FnvMap::default(),
+            own_keys: 0,
             unacked: FnvSet::default(),
             parked: FnvMap::default(),
             outstanding: FnvMap::default(),
@@ -246,8 +253,17 @@ impl<W: Clone> NodeStore<W> {
         self.actions.push(Action::Send(dest, msg));
     }
 
-    /// A put by a rank of this node.
-    pub fn put(&mut self, key: String, value: String, hint: Option<Hint>) {
+    /// A put by a rank of this node. A new key beyond
+    /// [`MAX_NODE_KEYS`](crate::limits::MAX_NODE_KEYS) is refused and nothing
+    /// changes; a key already put here is replaced (in the fence batch too,
+    /// so a rank putting one key in a loop never grows the batch).
+    pub fn put(&mut self, key: String, value: String, hint: Option<Hint>) -> Result<(), Full> {
+        if self.holder.get(&key).is_none_or(|held| !held.local) {
+            if self.own_keys >= MAX_NODE_KEYS {
+                return Err(Full { what: "keys put on this node by the job's ranks", limit: MAX_NODE_KEYS });
+            }
+            self.own_keys += 1;
+        }
         for (origin, reply) in self.holder.insert(key.clone(), value.clone(), self.epoch, true) {
             self.send(KvsDest::Node(origin), reply);
         }
@@ -258,8 +274,14 @@ impl<W: Clone> NodeStore<W> {
             KvsDesign::Allgather | KvsDesign::Tree | KvsDesign::Direct => false,
         };
         if !to_owner {
-            self.batch.push((key, value));
-            return;
+            match self.batch_index.get(&key) {
+                Some(&i) => self.batch[i].1 = value,
+                None => {
+                    self.batch_index.insert(key.clone(), self.batch.len());
+                    self.batch.push((key, value));
+                }
+            }
+            return Ok(());
         }
         let owner = self.owner_of(&key);
         if owner != self.me {
@@ -269,6 +291,7 @@ impl<W: Clone> NodeStore<W> {
             let put = OwnerPut { job: self.job, key, value, epoch: self.epoch, origin: self.me, id };
             self.send(KvsDest::Node(owner), KvsMsg::Put(put));
         }
+        Ok(())
     }
 
     /// Whether every owner put has been acknowledged, so the node may enter
@@ -279,6 +302,7 @@ impl<W: Clone> NodeStore<W> {
 
     /// The puts that ride this fence up, leaving the batch empty.
     pub fn take_fence_puts(&mut self) -> KeyValues {
+        self.batch_index.clear();
         std::mem::take(&mut self.batch)
     }
 

@@ -335,8 +335,9 @@ impl Engine {
                     Reply::Error(format!("put to kvsname '{bad}', but this process belongs to '{}'", setup.kvsname))
                 } else if key.starts_with("PMI_") {
                     Reply::Error(format!("key '{key}': keys with the PMI_ prefix are reserved"))
+                } else if let Err(full) = job.store.put(key, value, hint) {
+                    Reply::Error(full.to_string())
                 } else {
-                    job.store.put(key, value, hint);
                     // Answer the putter first, then whoever waited for the key.
                     self.send(conn, version, name, &Reply::Ok);
                     return self.flush_store(job_id);
@@ -394,12 +395,16 @@ impl Engine {
                 if key.starts_with("PMI_") {
                     Reply::Error(format!("key '{key}': keys with the PMI_ prefix are reserved"))
                 } else {
-                    let woken = job.attrs.put(key, value.clone());
-                    self.send(conn, version, name, &Reply::Ok);
-                    for w in woken {
-                        self.finish_deferred(w, &Reply::Value(value.clone()));
+                    match job.attrs.put(key, value.clone()) {
+                        Err(full) => Reply::Error(full.to_string()),
+                        Ok(woken) => {
+                            self.send(conn, version, name, &Reply::Ok);
+                            for w in woken {
+                                self.finish_deferred(w, &Reply::Value(value.clone()));
+                            }
+                            return;
+                        }
                     }
-                    return;
                 }
             }
             Request::GetNodeAttr { key, wait } => match job.attrs.get(&key) {

@@ -270,7 +270,13 @@ fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flu
     crate::spawn_local_here(async move {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
+            // Flushing first: while replies wait for the client to read them,
+            // its requests are not read either (back-pressure, as a pipe
+            // gives), so a client that never reads holds at most one read's
+            // replies here.
             tokio::select! {
+                biased;
+                _ = flush.notified() => flush_outbox(&me, conn, &stream).await,
                 ready = stream.readable() => {
                     if ready.is_err() {
                         break;
@@ -285,7 +291,6 @@ fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flu
                         Err(_) => break,
                     }
                 }
-                _ = flush.notified() => flush_outbox(&me, conn, &stream).await,
             }
         }
         if let Some(node) = me.upgrade() {

@@ -51,7 +51,7 @@ fn fence_all(nodes: &mut [NodeStore<u32>], delta: &[(String, String)]) {
 #[test]
 fn allgather_keys_are_visible_after_the_fence_only() {
     let mut nodes = cluster(KvsDesign::Allgather, 2);
-    nodes[0].put("a".into(), "1".into(), None);
+    nodes[0].put("a".into(), "1".into(), None).unwrap();
     assert_eq!(nodes[0].get(7, "a", None, false), Lookup::NotFound);
     assert_eq!(nodes[1].get(7, "a", None, false), Lookup::NotFound);
     let delta = nodes[0].take_fence_puts();
@@ -66,7 +66,7 @@ fn dkvs_puts_are_acknowledged_before_the_fence_and_gets_ask_the_owner() {
     let mut nodes = cluster(KvsDesign::Dkvs, 4);
     // Find a key owned by node 3 and put it from node 0.
     let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1, 2, 3]) == Some(3)).unwrap();
-    nodes[0].put(key.clone(), "v".into(), None);
+    nodes[0].put(key.clone(), "v".into(), None).unwrap();
     assert!(!nodes[0].fence_ready(), "the owner has not acknowledged yet");
     assert!(nodes[0].take_fence_puts().is_empty(), "dkvs fences carry no puts");
     settle(&mut nodes);
@@ -86,7 +86,7 @@ fn dkvs_puts_are_acknowledged_before_the_fence_and_gets_ask_the_owner() {
 fn identical_gets_from_one_node_are_coalesced() {
     let mut nodes = cluster(KvsDesign::Dkvs, 2);
     let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(0)).unwrap();
-    nodes[0].put(key.clone(), "v".into(), None);
+    nodes[0].put(key.clone(), "v".into(), None).unwrap();
     fence_all(&mut nodes, &[]);
     for w in 0..3 {
         assert_eq!(nodes[1].get(w, &key, None, false), Lookup::Pending);
@@ -107,7 +107,7 @@ fn a_waiting_get_is_answered_by_the_put_without_a_fence() {
         assert_eq!(nodes[1].get(3, "late", Some(0), true), Lookup::Pending, "{design}");
         settle(&mut nodes);
         assert_eq!(nodes[0].holder.queued(), 1, "{design}: queued at the source");
-        nodes[0].put("late".into(), "here".into(), Some(Hint::Sparse));
+        nodes[0].put("late".into(), "here".into(), Some(Hint::Sparse)).unwrap();
         let (answers, _) = settle(&mut nodes);
         assert_eq!(answers, vec![(1, 3, Some("here".into()))], "{design}");
     }
@@ -119,7 +119,7 @@ fn a_waiting_get_at_the_owner_is_answered_by_the_owner_put() {
     let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1, 2]) == Some(2)).unwrap();
     assert_eq!(nodes[1].get(9, &key, None, true), Lookup::Pending);
     settle(&mut nodes);
-    nodes[0].put(key.clone(), "v".into(), None);
+    nodes[0].put(key.clone(), "v".into(), None).unwrap();
     assert_eq!(settle(&mut nodes).0, vec![(1, 9, Some("v".into()))]);
     // A plain get of a key nobody put is not found, and does not wait.
     let nothing = (0..).map(|i| format!("none{i}")).find(|k| owner(k, &[0, 1, 2]) == Some(2)).unwrap();
@@ -135,7 +135,7 @@ fn local_waiters_are_woken_by_a_local_put_or_the_fence() {
     let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, 0, vec![0, 0, 1], &[]);
     assert_eq!(node.get(1, "x", None, true), Lookup::Pending);
     assert!(matches!(&node.take_actions()[..], [Action::Send(KvsDest::Up, KvsMsg::Get(r))] if r.wait), "walks up, waiting");
-    node.put("x".into(), "local".into(), None);
+    node.put("x".into(), "local".into(), None).unwrap();
     assert_eq!(answers(&mut node), vec![Action::Answer(1, Some("local".into()))]);
     assert_eq!(node.get(2, "y", None, true), Lookup::Pending);
     node.fence_done(vec![kv("y", "fenced")]);
@@ -148,13 +148,13 @@ fn local_waiters_are_woken_by_a_local_put_or_the_fence() {
     // The holder of a key answers from what it has, even an own put of
     // an old epoch (the source's value is the one asked for).
     let mut src: NodeStore<u32> = NodeStore::new(J, KvsDesign::Direct, 0, vec![0, 1], &[]);
-    src.put("old".into(), "v".into(), None);
+    src.put("old".into(), "v".into(), None).unwrap();
     src.fence_done(vec![]);
     src.fence_done(vec![]);
     assert_eq!(src.get(4, "old", Some(0), false), Lookup::Found("v".into()));
     assert_eq!(src.get(5, "never", Some(0), true), Lookup::Pending, "parked at its own holder");
     assert!(src.take_actions().is_empty(), "nothing leaves the node");
-    src.put("never".into(), "now".into(), None);
+    src.put("never".into(), "now".into(), None).unwrap();
     assert_eq!(answers(&mut src), vec![Action::Answer(5, Some("now".into()))]);
 }
 
@@ -164,13 +164,13 @@ fn a_copy_from_an_earlier_fence_is_fetched_again_and_the_later_put_wins() {
     // Owned by the source node, so node 1 holds no owner copy of it.
     let k = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(0)).unwrap();
     let k = k.as_str();
-    nodes[0].put(k.into(), "old".into(), Some(Hint::Sparse));
+    nodes[0].put(k.into(), "old".into(), Some(Hint::Sparse)).unwrap();
     settle(&mut nodes);
     fence_all(&mut nodes, &[]);
     assert_eq!(nodes[1].get(1, k, Some(0), false), Lookup::Pending);
     assert_eq!(settle(&mut nodes).0, vec![(1, 1, Some("old".into()))]);
     assert_eq!(nodes[1].get(2, k, Some(0), false), Lookup::Found("old".into()), "cached within the epoch");
-    nodes[0].put(k.into(), "new".into(), Some(Hint::Sparse));
+    nodes[0].put(k.into(), "new".into(), Some(Hint::Sparse)).unwrap();
     settle(&mut nodes);
     fence_all(&mut nodes, &[]);
     assert_eq!(nodes[1].get(3, k, Some(0), false), Lookup::Pending, "stale after the fence: asked again");
@@ -182,7 +182,7 @@ fn a_copy_from_an_earlier_fence_is_fetched_again_and_the_later_put_wins() {
 fn own_puts_are_served_locally_until_a_later_fence_could_have_overwritten_them() {
     let mut nodes = cluster(KvsDesign::Dkvs, 2);
     let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(1)).unwrap();
-    nodes[0].put(key.clone(), "mine".into(), None);
+    nodes[0].put(key.clone(), "mine".into(), None).unwrap();
     settle(&mut nodes);
     fence_all(&mut nodes, &[]);
     assert_eq!(nodes[0].get(1, &key, None, false), Lookup::Found("mine".into()));
@@ -195,7 +195,7 @@ fn own_puts_are_served_locally_until_a_later_fence_could_have_overwritten_them()
 fn tree_and_direct_without_srcid_walk_up_and_puts_ride_the_fence() {
     for design in [KvsDesign::Tree, KvsDesign::Direct] {
         let mut nodes = cluster(design, 2);
-        nodes[0].put("k".into(), "v".into(), None);
+        nodes[0].put("k".into(), "v".into(), None).unwrap();
         assert_eq!(nodes[0].take_fence_puts(), vec![kv("k", "v")]);
         fence_all(&mut nodes, &[]);
         assert_eq!(nodes[1].get(1, "k", None, false), Lookup::Pending);
@@ -208,7 +208,7 @@ fn tree_and_direct_without_srcid_walk_up_and_puts_ride_the_fence() {
     }
     // Direct with a srcid goes to the source node instead.
     let mut nodes = cluster(KvsDesign::Direct, 2);
-    nodes[0].put("k".into(), "v".into(), None);
+    nodes[0].put("k".into(), "v".into(), None).unwrap();
     fence_all(&mut nodes, &[]);
     assert_eq!(nodes[1].get(1, "k", Some(1), false), Lookup::Pending);
     assert_eq!(settle(&mut nodes).0, vec![(1, 1, Some("v".into()))]);
@@ -218,7 +218,7 @@ fn tree_and_direct_without_srcid_walk_up_and_puts_ride_the_fence() {
 fn a_job_on_one_node_never_asks_anyone() {
     for design in [KvsDesign::Tree, KvsDesign::Dkvs, KvsDesign::Direct, KvsDesign::Auto] {
         let mut node: NodeStore<u32> = NodeStore::new(J, design, 0, vec![0, 0], &[]);
-        node.put("k".into(), "v".into(), Some(Hint::Sparse));
+        node.put("k".into(), "v".into(), Some(Hint::Sparse)).unwrap();
         for _ in 0..3 {
             node.fence_done(vec![]);
         }
@@ -238,3 +238,35 @@ fn holders_keep_the_later_put() {
     assert_eq!(h.get("k").unwrap().value, "e2b");
 }
 
+
+#[test]
+fn a_key_put_in_a_loop_rides_the_fence_once_with_its_last_value() {
+    for design in [KvsDesign::Allgather, KvsDesign::Tree, KvsDesign::Direct] {
+        let mut node: NodeStore<u32> = NodeStore::new(J, design, 0, vec![], &[]);
+        for i in 0..10_000 {
+            node.put("loop".into(), format!("v{i}"), None).unwrap();
+        }
+        node.put("other".into(), "o".into(), None).unwrap();
+        assert_eq!(node.take_fence_puts(), vec![kv("loop", "v9999"), kv("other", "o")], "{design:?}");
+        node.put("loop".into(), "next epoch".into(), None).unwrap();
+        assert_eq!(node.take_fence_puts(), vec![kv("loop", "next epoch")], "{design:?}");
+    }
+}
+
+#[test]
+fn new_keys_beyond_the_node_bound_are_refused_and_replacements_still_work() {
+    use crate::limits::MAX_NODE_KEYS;
+    let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, 0, vec![], &[]);
+    for i in 0..MAX_NODE_KEYS {
+        node.put(format!("k{i}"), "v".into(), None).unwrap();
+    }
+    let err = node.put("one-more".into(), "v".into(), None).unwrap_err();
+    assert_eq!(err.limit, MAX_NODE_KEYS);
+    node.put("k7".into(), "replaced".into(), None).expect("replacing an own key is always allowed");
+    let puts = node.take_fence_puts();
+    assert_eq!(puts.len(), MAX_NODE_KEYS, "the refused key never rides the fence");
+    assert_eq!(puts[7], kv("k7", "replaced"));
+    node.fence_done(puts);
+    assert_eq!(node.peek("one-more"), None);
+    assert!(node.put("still-full".into(), "v".into(), None).is_err(), "the bound counts keys, not fences");
+}
