@@ -19,6 +19,7 @@
 //! (`dpm_daemon::node::recorder`, `dpm_launcher::run::Recorder`) and carried
 //! out by the cluster after each call, so no reactor is ever re-entered.
 
+pub mod calibration;
 pub mod cluster;
 pub mod process;
 
