@@ -26,21 +26,46 @@ use dpm_pmi::ConnId;
 use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, Stream, ToDaemon, ToLauncher};
 
 use crate::process::{Action, Proc, Script};
+use crate::resources::NodeResources;
 
-/// What each kind of event costs in virtual time.
+/// What each kind of event costs in virtual time. The defaults are plain
+/// latencies with no contention (the protocol tests); the simulator
+/// ([`crate::sim`]) sets the calibrated CPU costs and `cores`.
 #[derive(Clone, Copy, Debug)]
 pub struct Costs {
     /// One hop on a daemon link (launcher ↔ daemon, daemon ↔ daemon).
     pub link_hop: Duration,
+    /// Each byte of a frame on the sender's NIC (ns; frames queue there).
+    pub link_byte_ns: f64,
     /// A PMI request or reply crossing a rank's socket.
     pub pmi_io: Duration,
-    /// From a start to the process's first step (exec and library start).
+    /// From a start to the process's first step, beyond its CPU work.
     pub proc_start: Duration,
+    /// CPU on the node to fork and exec a rank.
+    pub fork_exec: Duration,
+    /// CPU of the rank itself before its first step (its MPI library's start).
+    pub lib_start: Duration,
+    /// The daemon's CPU to serve one PMI request.
+    pub pmi_serve: Duration,
+    /// The daemon's (or launcher's) CPU to handle one link frame.
+    pub frame_cpu: Duration,
+    /// Cores per node (0: unlimited, nothing contends).
+    pub cores: usize,
 }
 
 impl Default for Costs {
     fn default() -> Self {
-        Costs { link_hop: Duration::from_micros(50), pmi_io: Duration::from_micros(5), proc_start: Duration::from_millis(1) }
+        Costs {
+            link_hop: Duration::from_micros(50),
+            link_byte_ns: 0.0,
+            pmi_io: Duration::from_micros(5),
+            proc_start: Duration::from_millis(1),
+            fork_exec: Duration::ZERO,
+            lib_start: Duration::ZERO,
+            pmi_serve: Duration::ZERO,
+            frame_cpu: Duration::ZERO,
+            cores: 0,
+        }
     }
 }
 
@@ -90,6 +115,8 @@ enum Event {
     /// A rank goes on with its script.
     Wake { proc: usize },
     NodeTimer { node: usize, timer: NodeTimer },
+    /// The receiver's CPU is done with this event: handle it now.
+    Ready(Box<Event>),
     RunTimer { timer: RunTimer, generation: u64 },
     Signal(i32),
     LoseNode(usize),
@@ -108,6 +135,10 @@ pub struct Process {
     pub end: Option<ExitStatus>,
     /// When it was started, and when each reply reached it.
     pub started_at: Duration,
+    /// When its library had started (its first step).
+    pub ready_at: Duration,
+    /// When it ended.
+    pub ended_at: Option<Duration>,
     pub reply_times: Vec<Duration>,
     waiting: bool,
     /// Only SIGKILL ends it.
@@ -120,6 +151,7 @@ struct Node {
     fx: RecordingEffects,
     tree: TreeNode,
     alive: bool,
+    res: NodeResources,
 }
 
 /// See the module documentation.
@@ -134,6 +166,8 @@ pub struct Cluster {
     /// The run's effects, recorded (with the tree's shared state) and carried
     /// out after each call.
     run_fx: Recorder,
+    /// The launcher's host.
+    launcher_res: NodeResources,
     scripts: HashMap<String, Script>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
@@ -160,7 +194,13 @@ impl Cluster {
                 for c in tree::children(Some(i), layout.nodes, layout.fanout) {
                     tree.child_linked(c);
                 }
-                Node { reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }), fx: RecordingEffects::new(), tree, alive: true }
+                Node {
+                    reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }),
+                    fx: RecordingEffects::new(),
+                    tree,
+                    alive: true,
+                    res: NodeResources::new(layout.costs.cores),
+                }
             })
             .collect();
         let universe_size = i64::from(layout.slots) * layout.nodes as i64;
@@ -184,6 +224,7 @@ impl Cluster {
             nodes,
             run: Run::new(settings),
             run_fx: Recorder::new(TreeShared::new(table)),
+            launcher_res: NodeResources::new(layout.costs.cores),
             scripts: HashMap::new(),
             procs: Vec::new(),
             conns: HashMap::new(),
@@ -256,6 +297,12 @@ impl Cluster {
         self.now
     }
 
+    /// Let virtual time pass before anything happens (the daemons coming up).
+    pub fn advance_to(&mut self, at: Duration) {
+        debug_assert!(self.queue.is_empty(), "time moves on only while nothing is pending");
+        self.now = self.now.max(at);
+    }
+
     /// Take events in time order until the run has finished and nothing is
     /// left, or until virtual time `limit`. The exit status, if the run ended.
     pub fn run_until(&mut self, limit: Duration) -> Option<i32> {
@@ -298,8 +345,26 @@ impl Cluster {
         self.queue.push(Reverse((at, self.seq)));
     }
 
+    /// Charge the receiver's CPU for an event: handle it once that is done.
     fn handle(&mut self, event: Event) {
+        let (res, work) = match &event {
+            Event::Down { node, .. } | Event::Up { to: Some(node), .. } => (&mut self.nodes[*node].res, self.layout.costs.frame_cpu),
+            Event::Up { to: None, .. } => (&mut self.launcher_res, self.layout.costs.frame_cpu),
+            Event::Pmi { node, .. } => (&mut self.nodes[*node].res, self.layout.costs.pmi_serve),
+            Event::Ready(_) => return self.handle_now(event),
+            _ => return self.handle_now(event),
+        };
+        let done = res.daemon(self.now, work);
+        if done > self.now {
+            self.schedule_at(done, Event::Ready(Box::new(event)));
+        } else {
+            self.handle_now(event);
+        }
+    }
+
+    fn handle_now(&mut self, event: Event) {
         match event {
+            Event::Ready(event) => self.handle_now(*event),
             Event::Down { node, to, msg } if self.nodes[node].alive => {
                 let actions = self.nodes[node].tree.from_parent(to, msg);
                 self.tree_actions(node, actions);
@@ -347,17 +412,37 @@ impl Cluster {
     }
 
     fn tree_actions(&mut self, node: usize, actions: Vec<TreeAction>) {
-        let hop = self.layout.costs.link_hop;
         for action in actions {
             match action {
                 TreeAction::Own(msg) => self.with_node(node, |r, fx| r.on_message(fx, msg)),
-                TreeAction::Child { hop: child, node: to, msg } => self.schedule(hop, Event::Down { node: child, to, msg }),
+                TreeAction::Child { hop: child, node: to, msg } => {
+                    let at = self.frame_arrival(Some(node), &msg);
+                    self.schedule_at(at, Event::Down { node: child, to, msg });
+                }
                 TreeAction::Parent { origin, msg } => {
                     let to = tree::parent(node, self.layout.fanout);
-                    self.schedule(hop, Event::Up { to, origin, msg });
+                    let at = self.frame_arrival(Some(node), &msg);
+                    self.schedule_at(at, Event::Up { to, origin, msg });
                 }
             }
         }
+    }
+
+    /// When a frame sent now by `from` (`None`: the launcher) arrives: after
+    /// its bytes have left the sender's NIC, and one hop.
+    fn frame_arrival(&mut self, from: Option<usize>, msg: &impl serde::Serialize) -> Duration {
+        let costs = self.layout.costs;
+        if costs.link_byte_ns <= 0.0 {
+            return self.now + costs.link_hop;
+        }
+        // As `dpm_proto::frame` sends it: a 4-byte length, then postcard.
+        let bytes = 4 + postcard::to_allocvec(msg).map_or(0, |v| v.len());
+        let wire = Duration::from_nanos((bytes as f64 * costs.link_byte_ns).round() as u64);
+        let res = match from {
+            Some(node) => &mut self.nodes[node].res,
+            None => &mut self.launcher_res,
+        };
+        res.send(self.now, wire) + costs.link_hop
     }
 
     fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut RecordingEffects)) {
@@ -402,11 +487,19 @@ impl Cluster {
                         proc: Proc::new(&script, &start.env.vars),
                         end: None,
                         started_at: self.now,
+                        ready_at: Duration::ZERO,
+                        ended_at: None,
                         reply_times: Vec::new(),
                         waiting: false,
                         ignores_term: false,
                     });
-                    self.schedule(self.layout.costs.proc_start, Event::Wake { proc });
+                    // The fork and exec on the node, then the rank's own library start.
+                    let costs = self.layout.costs;
+                    let res = &mut self.nodes[node].res;
+                    let forked = res.cpu(self.now, costs.fork_exec);
+                    let ready = res.cpu(forked, costs.lib_start) + costs.proc_start;
+                    self.procs[proc].ready_at = ready;
+                    self.schedule_at(ready, Event::Wake { proc });
                 }
             }
             Recorded::KillGroup { pgid, signal } => {
@@ -429,14 +522,14 @@ impl Cluster {
     fn with_run(&mut self, call: impl FnOnce(&mut Run, &mut Recorder)) {
         self.run_fx.now = EPOCH_MICROS + self.now.as_micros() as u64;
         call(&mut self.run, &mut self.run_fx);
-        let hop = self.layout.costs.link_hop;
         for effect in self.run_fx.take() {
             match effect {
                 // As the launcher's links do: addressed (`Down::To`), to the
                 // top-level child whose subtree holds the node.
                 Effect::Send(node, msg) => {
                     let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { continue };
-                    self.schedule(hop, Event::Down { node: top, to: node.0, msg });
+                    let at = self.frame_arrival(None, &msg);
+                    self.schedule_at(at, Event::Down { node: top, to: node.0, msg });
                 }
                 Effect::Output(job, rank, _, data) => self.output.entry((job, rank)).or_default().extend(data),
                 Effect::Say(line) => self.said.push(line),
@@ -479,7 +572,10 @@ impl Cluster {
                 self.with_node(node, |r, fx| r.on_output(fx, job, rank, Stream::Stdout, data));
                 self.schedule(Duration::ZERO, Event::Wake { proc });
             }
-            Action::Sleep(d) => self.schedule(d, Event::Wake { proc }),
+            Action::Sleep(d) => {
+                let done = self.nodes[node].res.cpu(self.now, d);
+                self.schedule_at(done, Event::Wake { proc });
+            }
             Action::Exit(code) => self.end(proc, ExitStatus::Code(code)),
             Action::Die(sig) => self.end(proc, ExitStatus::Signal(sig)),
             Action::Wait => {}
@@ -517,6 +613,7 @@ impl Cluster {
     fn end(&mut self, proc: usize, status: ExitStatus) {
         let p = &mut self.procs[proc];
         p.end = Some(status);
+        p.ended_at = Some(self.now);
         let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn.take());
         if !self.nodes[node].alive {
             return;

@@ -22,6 +22,7 @@
 pub mod calibration;
 pub mod cluster;
 pub mod process;
+pub mod resources;
 
 pub use cluster::{Cluster, Costs, Layout, Process};
 pub use process::{get, put, Script, Step};
