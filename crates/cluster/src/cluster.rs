@@ -2,10 +2,11 @@
 //! one real run reactor, wired the way dpm's links wire them — every message
 //! to a node addressed (`Down::To`) and passed down by next hop, everything
 //! up tagged with its origin (`Up::From`) and merged on the way — under a
-//! virtual clock, with
+//! virtual clock (charged by [`crate::layout::Costs`], with contention per
+//! host in [`crate::resources`]), with
 //! scripted processes ([`crate::process`]) in place of MPI programs.
 //!
-//! Each delivery is an event at a virtual time (now plus the [`Costs`] of
+//! Each delivery is an event at a virtual time (now plus the costs of
 //! the hop), taken in time order and, at equal times, in the order it was
 //! made: a run is deterministic.
 
@@ -17,7 +18,7 @@ use dpm_daemon::node::recorder::{Recorded, RecordingEffects};
 use dpm_daemon::node::{NodeReactor, Timer as NodeTimer};
 use dpm_daemon::tree::{TreeAction, TreeNode};
 use dpm_daemon::DaemonConfig;
-use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
+use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_launcher::node_table::{fill, NodeTable};
 use dpm_launcher::plan::PlannedJob;
 use dpm_launcher::run::{Effect, FailurePolicy, Recorder, Run, Settings, Timer as RunTimer, TreeShared};
@@ -25,75 +26,9 @@ use dpm_launcher::spawn::SpawnContext;
 use dpm_pmi::ConnId;
 use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, Stream, ToDaemon, ToLauncher};
 
+use crate::layout::Layout;
 use crate::process::{Action, Proc, Script};
 use crate::resources::NodeResources;
-
-/// What each kind of event costs in virtual time. The defaults are plain
-/// latencies with no contention (the protocol tests); the simulator
-/// ([`crate::sim`]) sets the calibrated CPU costs and `cores`.
-#[derive(Clone, Copy, Debug)]
-pub struct Costs {
-    /// One hop on a daemon link (launcher ↔ daemon, daemon ↔ daemon).
-    pub link_hop: Duration,
-    /// Each byte of a frame on the sender's NIC (ns; frames queue there).
-    pub link_byte_ns: f64,
-    /// A PMI request or reply crossing a rank's socket.
-    pub pmi_io: Duration,
-    /// From a start to the process's first step, beyond its CPU work.
-    pub proc_start: Duration,
-    /// CPU on the node to fork and exec a rank.
-    pub fork_exec: Duration,
-    /// CPU of the rank itself before its first step (its MPI library's start).
-    pub lib_start: Duration,
-    /// The daemon's CPU to serve one PMI request.
-    pub pmi_serve: Duration,
-    /// The daemon's (or launcher's) CPU to handle one link frame.
-    pub frame_cpu: Duration,
-    /// Cores per node (0: unlimited, nothing contends).
-    pub cores: usize,
-}
-
-impl Default for Costs {
-    fn default() -> Self {
-        Costs {
-            link_hop: Duration::from_micros(50),
-            link_byte_ns: 0.0,
-            pmi_io: Duration::from_micros(5),
-            proc_start: Duration::from_millis(1),
-            fork_exec: Duration::ZERO,
-            lib_start: Duration::ZERO,
-            pmi_serve: Duration::ZERO,
-            frame_cpu: Duration::ZERO,
-            cores: 0,
-        }
-    }
-}
-
-/// How a cluster is laid out and what its run is told.
-#[derive(Clone, Debug)]
-pub struct Layout {
-    pub nodes: usize,
-    pub slots: u32,
-    pub fanout: usize,
-    pub kvs: KvsDesign,
-    pub no_oversubscribe: bool,
-    pub kill_grace: Duration,
-    pub costs: Costs,
-}
-
-impl Layout {
-    pub fn nodes(nodes: usize) -> Self {
-        Layout {
-            nodes,
-            slots: 2,
-            fanout: 32,
-            kvs: KvsDesign::default(),
-            no_oversubscribe: false,
-            kill_grace: Duration::from_secs(3),
-            costs: Costs::default(),
-        }
-    }
-}
 
 /// The virtual epoch: the daemons' `at` and the run's clock are µs since the
 /// Unix epoch; virtual time 0 is this.
@@ -151,7 +86,6 @@ struct Node {
     fx: RecordingEffects,
     tree: TreeNode,
     alive: bool,
-    res: NodeResources,
 }
 
 /// See the module documentation.
@@ -166,8 +100,8 @@ pub struct Cluster {
     /// The run's effects, recorded (with the tree's shared state) and carried
     /// out after each call.
     run_fx: Recorder,
-    /// The launcher's host.
-    launcher_res: NodeResources,
+    /// Each node's cores and NIC, then the launcher's host's.
+    res: Vec<NodeResources>,
     scripts: HashMap<String, Script>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
@@ -199,7 +133,6 @@ impl Cluster {
                     fx: RecordingEffects::new(),
                     tree,
                     alive: true,
-                    res: NodeResources::new(layout.costs.cores),
                 }
             })
             .collect();
@@ -224,7 +157,7 @@ impl Cluster {
             nodes,
             run: Run::new(settings),
             run_fx: Recorder::new(TreeShared::new(table)),
-            launcher_res: NodeResources::new(layout.costs.cores),
+            res: vec![NodeResources::new(layout.costs.cores); layout.nodes + 1],
             scripts: HashMap::new(),
             procs: Vec::new(),
             conns: HashMap::new(),
@@ -347,14 +280,16 @@ impl Cluster {
 
     /// Charge the receiver's CPU for an event: handle it once that is done.
     fn handle(&mut self, event: Event) {
-        let (res, work) = match &event {
-            Event::Down { node, .. } | Event::Up { to: Some(node), .. } => (&mut self.nodes[*node].res, self.layout.costs.frame_cpu),
-            Event::Up { to: None, .. } => (&mut self.launcher_res, self.layout.costs.frame_cpu),
-            Event::Pmi { node, .. } => (&mut self.nodes[*node].res, self.layout.costs.pmi_serve),
-            Event::Ready(_) => return self.handle_now(event),
+        let costs = self.layout.costs;
+        let (host, work) = match &event {
+            Event::Down { node, .. } | Event::Up { to: Some(node), .. } => (Some(*node), costs.frame_cpu),
+            Event::Up { to: None, msg: ToLauncher::Spawn { .. }, .. } => (None, costs.frame_cpu + costs.spawn_cpu),
+            Event::Up { to: None, .. } => (None, costs.frame_cpu),
+            Event::Pmi { node, .. } => (Some(*node), costs.pmi_serve),
             _ => return self.handle_now(event),
         };
-        let done = res.daemon(self.now, work);
+        let now = self.now;
+        let done = self.res(host).daemon(now, work);
         if done > self.now {
             self.schedule_at(done, Event::Ready(Box::new(event)));
         } else {
@@ -438,11 +373,14 @@ impl Cluster {
         // As `dpm_proto::frame` sends it: a 4-byte length, then postcard.
         let bytes = 4 + postcard::to_allocvec(msg).map_or(0, |v| v.len());
         let wire = Duration::from_nanos((bytes as f64 * costs.link_byte_ns).round() as u64);
-        let res = match from {
-            Some(node) => &mut self.nodes[node].res,
-            None => &mut self.launcher_res,
-        };
-        res.send(self.now, wire) + costs.link_hop
+        let now = self.now;
+        self.res(from).send(now, wire) + costs.link_hop
+    }
+
+    /// The cores and NIC of node `at`'s host (`None`: the launcher's).
+    fn res(&mut self, at: Option<usize>) -> &mut NodeResources {
+        let i = if self.layout.costs.one_host { 0 } else { at.unwrap_or(self.nodes.len()) };
+        &mut self.res[i]
     }
 
     fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut RecordingEffects)) {
@@ -495,8 +433,9 @@ impl Cluster {
                     });
                     // The fork and exec on the node, then the rank's own library start.
                     let costs = self.layout.costs;
-                    let res = &mut self.nodes[node].res;
-                    let forked = res.cpu(self.now, costs.fork_exec);
+                    let now = self.now;
+                    let res = self.res(Some(node));
+                    let forked = res.cpu(now, costs.fork_exec);
                     let ready = res.cpu(forked, costs.lib_start) + costs.proc_start;
                     self.procs[proc].ready_at = ready;
                     self.schedule_at(ready, Event::Wake { proc });
@@ -573,7 +512,8 @@ impl Cluster {
                 self.schedule(Duration::ZERO, Event::Wake { proc });
             }
             Action::Sleep(d) => {
-                let done = self.nodes[node].res.cpu(self.now, d);
+                let now = self.now;
+                let done = self.res(Some(node)).cpu(now, d);
                 self.schedule_at(done, Event::Wake { proc });
             }
             Action::Exit(code) => self.end(proc, ExitStatus::Code(code)),

@@ -21,8 +21,10 @@
 
 pub mod calibration;
 pub mod cluster;
+pub mod layout;
 pub mod process;
 pub mod resources;
 
-pub use cluster::{Cluster, Costs, Layout, Process};
-pub use process::{get, put, Script, Step};
+pub use cluster::{Cluster, Process};
+pub use layout::{Costs, Layout};
+pub use process::{get, get_all, put, Script, Step};
