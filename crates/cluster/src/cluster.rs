@@ -70,7 +70,8 @@ pub struct Process {
     pub end: Option<ExitStatus>,
     /// When it was started, and when each reply reached it.
     pub started_at: Duration,
-    /// When its library had started (its first step).
+    /// When it had been forked and exec'd, and when its library had started (its first step).
+    pub forked_at: Duration,
     pub ready_at: Duration,
     /// When it ended.
     pub ended_at: Option<Duration>,
@@ -425,6 +426,7 @@ impl Cluster {
                         proc: Proc::new(&script, &start.env.vars),
                         end: None,
                         started_at: self.now,
+                        forked_at: Duration::ZERO,
                         ready_at: Duration::ZERO,
                         ended_at: None,
                         reply_times: Vec::new(),
@@ -437,6 +439,7 @@ impl Cluster {
                     let res = self.res(Some(node));
                     let forked = res.cpu(now, costs.fork_exec);
                     let ready = res.cpu(forked, costs.lib_start) + costs.proc_start;
+                    self.procs[proc].forked_at = forked;
                     self.procs[proc].ready_at = ready;
                     self.schedule_at(ready, Event::Wake { proc });
                 }

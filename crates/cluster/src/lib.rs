@@ -22,8 +22,10 @@
 pub mod calibration;
 pub mod cluster;
 pub mod layout;
+pub mod model;
 pub mod process;
 pub mod resources;
+pub mod sim;
 
 pub use cluster::{Cluster, Process};
 pub use layout::{Costs, Layout};
