@@ -10,9 +10,12 @@
 //! an error, and every cost must be a real spread: finite, a positive
 //! median, `p10 ≤ median ≤ p90`, measured at least once.
 //!
-//! [`Calibration::sample`] is the file committed beside this crate
-//! (`calibration/sample.json`), embedded at build time so the binary works
-//! anywhere.
+//! Two calibrations are embedded at build time, so the binary works
+//! anywhere: [`SAMPLE_JSON`], the stand-in committed beside this crate
+//! (`calibration/sample.json`, not measured), and [`BUILT_IN_JSON`], the
+//! default of `dpm model`: this machine's measured calibration
+//! (`bench/model/calibration/polyglot.json`) when the workspace has it at
+//! build time, else the sample (`build.rs` chooses).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,6 +43,8 @@ pub const REQUIRED: &[&str] = &[
 
 /// The committed sample calibration (see the module documentation).
 pub const SAMPLE_JSON: &str = include_str!("../calibration/sample.json");
+/// The default calibration (see the module documentation).
+pub const BUILT_IN_JSON: &str = include_str!(env!("DPM_CALIBRATION_FILE"));
 
 /// What a calibration is wrong about.
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +151,11 @@ impl Calibration {
         Self::from_json(SAMPLE_JSON).expect("the committed sample calibration validates (tested)")
     }
 
+    /// The default calibration, built in.
+    pub fn built_in() -> Result<Self, CalibrationError> {
+        Self::from_json(BUILT_IN_JSON)
+    }
+
     /// Every required name present, every cost a real spread.
     pub fn validate(&self) -> Result<(), CalibrationError> {
         if self.machine.cpus == 0 {
@@ -193,6 +203,7 @@ mod tests {
             assert!(c.get(name).unwrap() > Duration::ZERO, "{name}");
         }
         assert_eq!(c.costs["link_byte"].per, Per::Byte);
+        Calibration::built_in().expect("the built-in calibration validates");
     }
 
     #[test]

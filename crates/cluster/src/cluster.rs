@@ -384,12 +384,18 @@ impl Cluster {
         &mut self.res[i]
     }
 
+    /// Call the node's reactor and carry out its effects. A start returns
+    /// only once the rank is exec'd (as the spawner threads do), so what
+    /// the same call does after its starts happens when they are done: the
+    /// clock moves on for the rest of the call's effects.
     fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut RecordingEffects)) {
         let n = &mut self.nodes[node];
         call(&mut n.reactor, &mut n.fx);
+        let now = self.now;
         for effect in n.fx.take() {
             self.node_effect(node, effect);
         }
+        self.now = now;
     }
 
     /// Carry out what a node's reactor asked for (pids are per node, as on
@@ -409,6 +415,7 @@ impl Cluster {
                 self.conns.remove(&(node, conn));
             }
             Recorded::Start(batch) => {
+                let mut forked_all = self.now;
                 for start in batch {
                     let Ok(started) = start.result else { continue };
                     let script = start.argv.get(1).and_then(|name| self.scripts.get(name)).cloned().unwrap_or_default();
@@ -442,7 +449,10 @@ impl Cluster {
                     self.procs[proc].forked_at = forked;
                     self.procs[proc].ready_at = ready;
                     self.schedule_at(ready, Event::Wake { proc });
+                    forked_all = forked_all.max(forked);
                 }
+                self.res(Some(node)).daemon_until(forked_all);
+                self.now = forked_all;
             }
             Recorded::KillGroup { pgid, signal } => {
                 let victims: Vec<usize> = (0..self.procs.len()).filter(|&i| self.procs[i].node == node && self.procs[i].pgid == pgid).collect();

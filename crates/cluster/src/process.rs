@@ -196,6 +196,7 @@ impl Proc {
             )],
             Step::Publish(service, port) => vec![format!("cmd=publish_name service={service} port={}\n", self.fill(port))],
             Step::Lookup(service) => vec![format!("cmd=lookup_name service={service}\n")],
+            Step::Finalize if self.v2 => vec![frame2("cmd=finalize;")],
             Step::Finalize => vec!["cmd=finalize\n".into()],
             Step::Abort(code) => {
                 let code = *code;

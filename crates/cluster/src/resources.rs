@@ -46,6 +46,11 @@ impl NodeResources {
         done
     }
 
+    /// The daemon's thread waits until `at` (for its starts to be done).
+    pub fn daemon_until(&mut self, at: Duration) {
+        self.daemon_free = self.daemon_free.max(at);
+    }
+
     /// A frame of `wire` (bytes × per-byte cost) sent at `at`: when its last
     /// byte has left the NIC.
     pub fn send(&mut self, at: Duration, wire: Duration) -> Duration {

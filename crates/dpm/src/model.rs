@@ -69,7 +69,7 @@ fn choice<T>(arg: &Option<String>, parse: impl Fn(&str) -> Result<T, Error>) -> 
 pub fn command(a: ModelArgs) -> Result<i32, Error> {
     let cal = match &a.calibration {
         Some(path) => Calibration::from_file(path).map_err(usage)?,
-        None => Calibration::sample(),
+        None => Calibration::built_in().map_err(usage)?,
     };
     if a.nodes == 0 || a.ppn == 0 || a.sim_ranks == 0 {
         return Err(usage("--nodes, --ppn and --sim-ranks must be at least 1"));
