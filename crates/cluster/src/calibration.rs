@@ -90,12 +90,20 @@ pub struct Cost {
     pub p90_us: f64,
     pub n: u64,
     pub per: Per,
+    /// Further fields `bench/model` records (`cpu_us`, `latency_us`, `what`, …).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
 }
 
 impl Cost {
     /// The median as a duration (sub-µs costs, such as per byte, keep their nanoseconds).
     pub fn median(&self) -> Duration {
         Duration::from_secs_f64(self.median_us / 1e6)
+    }
+
+    /// A further field in µs, if present, finite and not negative.
+    pub fn field_us(&self, name: &str) -> Option<f64> {
+        self.extra.get(name).and_then(serde_json::Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0)
     }
 
     fn check(&self) -> Result<(), String> {
@@ -175,6 +183,11 @@ impl Calibration {
     /// A cost's median, if the calibration has it.
     pub fn get(&self, name: &str) -> Option<Duration> {
         self.costs.get(name).map(Cost::median)
+    }
+
+    /// A further field of a cost (see [`Cost::field_us`]) as a duration.
+    pub fn field(&self, name: &str, field: &str) -> Option<Duration> {
+        self.costs.get(name)?.field_us(field).map(|us| Duration::from_secs_f64(us / 1e6))
     }
 
     /// A required cost's median (present: validated).

@@ -52,6 +52,8 @@ enum Event {
     NodeTimer { node: usize, timer: NodeTimer },
     /// The receiver's CPU is done with this event: handle it now.
     Ready(Box<Event>),
+    /// This event's fixed delay is over: charge its CPU, then handle it.
+    Delayed(Box<Event>),
     RunTimer { timer: RunTimer, generation: u64 },
     Signal(i32),
     LoseNode(usize),
@@ -282,9 +284,15 @@ impl Cluster {
     /// Charge the receiver's CPU for an event: handle it once that is done.
     fn handle(&mut self, event: Event) {
         let costs = self.layout.costs;
+        let event = match event {
+            Event::Delayed(event) => *event,
+            spawn @ Event::Up { to: None, msg: ToLauncher::Spawn { .. }, .. } if !costs.spawn_delay.is_zero() => {
+                return self.schedule(costs.spawn_delay, Event::Delayed(Box::new(spawn)));
+            }
+            event => event,
+        };
         let (host, work) = match &event {
             Event::Down { node, .. } | Event::Up { to: Some(node), .. } => (Some(*node), costs.frame_cpu),
-            Event::Up { to: None, msg: ToLauncher::Spawn { .. }, .. } => (None, costs.frame_cpu + costs.spawn_cpu),
             Event::Up { to: None, .. } => (None, costs.frame_cpu),
             Event::Pmi { node, .. } => (Some(*node), costs.pmi_serve),
             _ => return self.handle_now(event),
@@ -445,7 +453,7 @@ impl Cluster {
                     let now = self.now;
                     let res = self.res(Some(node));
                     let forked = res.cpu(now, costs.fork_exec);
-                    let ready = res.cpu(forked, costs.lib_start) + costs.proc_start;
+                    let ready = res.cpu(forked, costs.lib_cpu) + costs.lib_wait + costs.proc_start;
                     self.procs[proc].forked_at = forked;
                     self.procs[proc].ready_at = ready;
                     self.schedule_at(ready, Event::Wake { proc });

@@ -20,14 +20,17 @@ pub struct Costs {
     pub proc_start: Duration,
     /// CPU on the node to fork and exec a rank.
     pub fork_exec: Duration,
-    /// CPU of the rank itself before its first step (its MPI library's start).
-    pub lib_start: Duration,
+    /// CPU of the rank itself before its first step (its MPI library's
+    /// start), and its waiting beyond that CPU (loading, not contending).
+    pub lib_cpu: Duration,
+    pub lib_wait: Duration,
     /// The daemon's CPU to serve one PMI request.
     pub pmi_serve: Duration,
     /// The daemon's (or launcher's) CPU to handle one link frame.
     pub frame_cpu: Duration,
-    /// The launcher's CPU to take a spawn request (planning, placing).
-    pub spawn_cpu: Duration,
+    /// A spawn's fixed cost before the launcher takes it (not CPU: it
+    /// delays the request, the launcher serves others meanwhile).
+    pub spawn_delay: Duration,
     /// Cores per node (0: unlimited, nothing contends).
     pub cores: usize,
     /// All nodes (and the launcher) are virtual nodes of one host: they
@@ -43,10 +46,11 @@ impl Default for Costs {
             pmi_io: Duration::from_micros(5),
             proc_start: Duration::from_millis(1),
             fork_exec: Duration::ZERO,
-            lib_start: Duration::ZERO,
+            lib_cpu: Duration::ZERO,
+            lib_wait: Duration::ZERO,
             pmi_serve: Duration::ZERO,
             frame_cpu: Duration::ZERO,
-            spawn_cpu: Duration::ZERO,
+            spawn_delay: Duration::ZERO,
             cores: 0,
             one_host: false,
         }

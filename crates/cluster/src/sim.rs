@@ -2,24 +2,29 @@
 //! design, fan-out, bootstrap, booted or cold, workload) run on the real
 //! reactors of [`Cluster`] with the calibrated costs of a [`Calibration`].
 //!
-//! What is charged where (the calibration's names):
+//! What is charged where (the calibration's names, as `bench/model`
+//! measures them; optional fields in parentheses):
 //! - the daemons coming up (cold only; [`boot_time`]): as `nodes.rs` and
 //!   `links::start_children` do it, each parent (the launcher, then each
-//!   daemon once its own link is up) starts its children's processes one
-//!   after another (`daemon_spawn`, else `rank_fork_exec`), then greets and
-//!   authenticates them all at once: a child is up `daemon_start_<bootstrap>`
-//!   after its spawn began, plus `link_auth`. The launcher launches once
-//!   every node is up. One fork node is the launcher's own task (no start).
-//!   Booted: the daemons are up; the run's client link costs `link_auth`.
+//!   daemon once its own link is up) starts its children one after another
+//!   — `daemon_start_<bootstrap>` is that serial cost per added daemon —
+//!   then greets and authenticates them all at once: the first child is up
+//!   after the bootstrap's single-daemon latency (`latency_us`, else the
+//!   median plus `link_auth`), each further one a serial cost later. The
+//!   launcher launches once every node is up. One fork node is the
+//!   launcher's own task (no start). Booted: the daemons are up; the run's
+//!   client link costs `link_auth`.
 //! - each frame on a link: `link_hop`, plus `link_byte` per byte queued on
-//!   the sender's NIC, plus `fence_per_node` of the receiver's daemon CPU
-//!   (the per-node cost a fence adds is the frame its node sends up);
-//! - each PMI request: `pmi_local_request`, half of it the daemon's CPU and
-//!   a quarter each way on the socket (a remote get is then built from
-//!   frames, not from `pmi_remote_get`, which stays for validation);
-//! - each rank: `rank_fork_exec` on a core of its node, then `mpi_lib_start`
-//!   on a core (MPICH's library start) before its first PMI request;
-//! - each spawn: `spawn_base` of the launcher's CPU.
+//!   the sender's NIC, plus the receiver's daemon CPU (`frame_cpu`, else
+//!   `fence_per_node`: the per-node slope of a fence is the launcher taking
+//!   one more frame);
+//! - each PMI request: `pmi_local_request` of the daemon's CPU (a remote
+//!   get is built from frames; `pmi_remote_get` stays for validation);
+//! - each rank: `rank_fork_exec` on a core of its node (the daemon waits
+//!   for its starts), then its library: `mpi_lib_start` and (`mpi_init`:
+//!   MPICH's own work in MPI_Init beyond PMI), their `cpu_us` on a core and
+//!   the rest waiting, before its first PMI request;
+//! - each spawn: `spawn_base`, a delay before the launcher takes it.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -160,17 +165,27 @@ pub enum SimError {
 
 /// The calibrated costs of each effect.
 pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
-    let local = cal.required("pmi_local_request");
+    // A cost's CPU (`cpu_us`, at most its median; else all of it) and the rest.
+    let split = |name: &str| match cal.get(name) {
+        None => (Duration::ZERO, Duration::ZERO),
+        Some(all) => {
+            let cpu = cal.field(name, "cpu_us").unwrap_or(all).min(all);
+            (cpu, all - cpu)
+        }
+    };
+    let (lib_cpu, lib_wait) = split("mpi_lib_start");
+    let (init_cpu, init_wait) = split("mpi_init");
     Costs {
         link_hop: cal.required("link_hop"),
         link_byte_ns: cal.costs["link_byte"].median_us * 1e3,
-        pmi_io: local / 4,
+        pmi_io: Duration::ZERO,
         proc_start: Duration::ZERO,
         fork_exec: cal.required("rank_fork_exec"),
-        lib_start: cal.required("mpi_lib_start"),
-        pmi_serve: local / 2,
-        frame_cpu: cal.required("fence_per_node"),
-        spawn_cpu: cal.required("spawn_base"),
+        lib_cpu: lib_cpu + init_cpu,
+        lib_wait: lib_wait + init_wait,
+        pmi_serve: cal.required("pmi_local_request"),
+        frame_cpu: cal.get("frame_cpu").unwrap_or_else(|| cal.required("fence_per_node")),
+        spawn_delay: cal.required("spawn_base"),
         cores,
         one_host,
     }
@@ -190,17 +205,16 @@ pub fn boot_time(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError>
         Bootstrap::Ssh => "daemon_start_ssh",
         Bootstrap::Slurm => "daemon_start_slurm",
     };
-    let start = cal.get(name).ok_or(SimError::NoCost(name))?;
-    let spawn = cal.get("daemon_spawn").unwrap_or_else(|| cal.required("rank_fork_exec")).min(start);
-    let mut up = vec![Duration::ZERO; sc.nodes];
+    let serial = cal.get(name).ok_or(SimError::NoCost(name))?;
+    let first = cal.field(name, "latency_us").unwrap_or(serial + auth).max(serial);
     let mut last = Duration::ZERO;
     // Parents before children: the tree's breadth-first order.
     let mut queue = std::collections::VecDeque::from([(None, Duration::ZERO)]);
     while let Some((parent, ready)) = queue.pop_front() {
         for (i, child) in dpm_proto::tree::children(parent, sc.nodes, sc.fanout).into_iter().enumerate() {
-            up[child] = ready + spawn * i as u32 + start + auth;
-            last = last.max(up[child]);
-            queue.push_back((Some(child), up[child]));
+            let up = ready + first + serial * i as u32;
+            last = last.max(up);
+            queue.push_back((Some(child), up));
         }
     }
     Ok(last)
