@@ -169,12 +169,11 @@ pub fn fit(samples: &[(f64, f64)], at: f64) -> f64 {
         if m[col][col].abs() < 1e-12 {
             return samples.iter().map(|s| s.1).sum::<f64>() / samples.len() as f64;
         }
-        for r in 0..terms {
-            if r != col {
-                let f = m[r][col] / m[col][col];
-                for c in col..=terms {
-                    m[r][c] -= f * m[col][c];
-                }
+        let pivot_row = m[col].clone();
+        for (_, row) in m.iter_mut().enumerate().filter(|(r, _)| *r != col) {
+            let f = row[col] / pivot_row[col];
+            for (x, p) in row.iter_mut().zip(&pivot_row).skip(col) {
+                *x -= f * p;
             }
         }
     }
@@ -261,4 +260,23 @@ pub fn render(a: &Answer) -> String {
     }
     s += &format!("best: --kvs {} --tree-fanout {} ({:.3} s)\n", a.best.kvs, a.best.fanout, a.best.startup_s);
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fit_goes_through_its_samples_and_degrades_gracefully() {
+        let f = |n: f64| 0.5 + 0.25 * n.log2() + 0.01 * n;
+        let samples: Vec<(f64, f64)> = [4.0, 8.0, 16.0].iter().map(|&n| (n, f(n))).collect();
+        for at in [4.0, 64.0, 16384.0] {
+            assert!((fit(&samples, at) - f(at)).abs() < 1e-6 * f(at).max(1.0), "at {at}");
+        }
+        assert_eq!(fit(&[(8.0, 3.0)], 1000.0), 3.0, "one sample: a constant");
+        assert_eq!(fit(&[], 10.0), 0.0);
+        assert_eq!(fanouts(1), [2]);
+        assert_eq!(fanouts(16), [2, 4, 8, 16]);
+        assert_eq!(fanouts(17), [2, 4, 8, 16, 32]);
+    }
 }

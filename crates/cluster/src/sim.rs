@@ -221,7 +221,7 @@ pub fn boot_time(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError>
 }
 
 fn scripts(sc: &Scenario) -> Vec<(&'static str, Script)> {
-    let start = vec![Step::Init, put("bc-{rank}", CARD), Step::Barrier];
+    let start = [Step::Init, put("bc-{rank}", CARD), Step::Barrier];
     let with = |mid: Vec<Step>| -> Script { start.iter().cloned().chain(mid).chain([Step::Finalize, Step::Exit(0)]).collect() };
     match sc.workload {
         Workload::Hello => vec![("main", with(vec![get("bc-{next}"), get("bc-{prev}")]))],
