@@ -59,12 +59,10 @@ pub struct Answer {
     pub bootstrap: String,
     pub booted: bool,
     pub workload: String,
-    pub startup_s: f64,
-    pub breakdown: BTreeMap<String, f64>,
-    pub spawn_s: Option<f64>,
-    pub method: String,
-    pub kvs: String,
-    pub fanout: usize,
+    /// The asked (or default) design and fan-out's prediction, its fields
+    /// at the top level.
+    #[serde(flatten)]
+    pub asked: Prediction,
     /// The fastest of `candidates`.
     pub best: Best,
     /// Every design × fan-out the search tried (or those asked for).
@@ -219,12 +217,7 @@ pub fn answer(cal: &Calibration, q: &Query) -> Result<Answer, SimError> {
         bootstrap: sc.bootstrap.name().into(),
         booted: sc.booted,
         workload: sc.workload.name().into(),
-        startup_s: main.startup_s,
-        breakdown: main.breakdown.clone(),
-        spawn_s: main.spawn_s,
-        method: main.method.clone(),
-        kvs: main.kvs.clone(),
-        fanout: main.fanout,
+        asked: main,
         best,
         candidates,
         calibration: CalibrationInfo { host: cal.machine.host.clone(), commit: cal.commit.clone(), date: cal.date.clone() },
@@ -243,13 +236,14 @@ pub fn render(a: &Answer) -> String {
         a.workload
     );
     s += &format!("calibration: {} (commit {}, {})\n", a.calibration.host, a.calibration.commit, a.calibration.date);
-    s += &format!("predicted startup with --kvs {} --tree-fanout {}: {:.3} s ({})\n", a.kvs, a.fanout, a.startup_s, a.method);
+    let p = &a.asked;
+    s += &format!("predicted startup with --kvs {} --tree-fanout {}: {:.3} s ({})\n", p.kvs, p.fanout, p.startup_s, p.method);
     for phase in ["bootstrap", "launch", "library", "pmi", "exit"] {
-        if let Some(v) = a.breakdown.get(phase) {
+        if let Some(v) = p.breakdown.get(phase) {
             s += &format!("  {phase:<10} {:>9.3} s\n", v);
         }
     }
-    if let Some(spawn) = a.spawn_s {
+    if let Some(spawn) = p.spawn_s {
         s += &format!("  spawn of {} ranks: {:.3} s each (mean)\n", a.ppn, spawn);
     }
     if a.candidates.len() > 1 {
