@@ -20,7 +20,7 @@ use dpm_kvs::KvsDesign;
 use serde::Serialize;
 
 use crate::calibration::Calibration;
-use crate::sim::{boot_time, simulate, Outcome, Scenario, SimError, Workload, MAX_RANKS_ALL};
+use crate::sim::{boot_time, simulate, Outcome, Scenario, SimError, Workload, MAX_RANKS, MAX_RANKS_ALL};
 
 /// Full simulation up to this many ranks by default. Measured here
 /// (`examples/simspeed`, `hello`, ssh, auto, fan-out 32): 1,024 ranks
@@ -95,7 +95,7 @@ pub fn fanouts(nodes: usize) -> Vec<usize> {
 
 /// Predict one scenario: simulated, or extrapolated above `limit` ranks.
 pub fn predict(cal: &Calibration, sc: &Scenario, limit: usize) -> Result<Prediction, SimError> {
-    let limit = if sc.workload == Workload::PmiAll { limit.min(MAX_RANKS_ALL) } else { limit };
+    let limit = limit.min(if sc.workload == Workload::PmiAll { MAX_RANKS_ALL } else { MAX_RANKS });
     let named = |method: String, o: Outcome| prediction(sc, o, method);
     if sc.ranks() <= limit {
         return Ok(named("simulated".into(), simulate(cal, sc)?));

@@ -21,9 +21,11 @@
 //! - each PMI request: `pmi_local_request` of the daemon's CPU (a remote
 //!   get is built from frames; `pmi_remote_get` stays for validation);
 //! - each rank: `rank_fork_exec` on a core of its node (the daemon waits
-//!   for its starts), then its library: `mpi_lib_start` and (`mpi_init`:
-//!   MPICH's own work in MPI_Init beyond PMI), their `cpu_us` on a core and
-//!   the rest waiting, before its first PMI request;
+//!   for its starts), then its library, `cpu_us` on a core and the rest
+//!   waiting, before its first PMI request: for MPI programs (`hello`,
+//!   `spawn-loop`) `mpi_lib_start` and (`mpi_init`: MPICH's own work in
+//!   MPI_Init beyond PMI); for the raw PMI clients of paper 004's patterns
+//!   (`pmi_client_start`, less the fork/exec it includes; none without it);
 //! - each spawn: `spawn_base`, a delay before the launcher takes it.
 
 use std::str::FromStr;
@@ -106,6 +108,8 @@ const CARD: &str = "description#n{rank}$port#40000$ifname#10.0.0.1$shm_host#n{ra
 /// (and ranks² for `pmi-all`); [`crate::model`] extrapolates beyond.
 pub const MAX_RANKS: usize = 1 << 16;
 pub const MAX_RANKS_ALL: usize = 2048;
+/// Nodes a scenario may have (the bootstrap is computed over every node).
+pub const MAX_NODES: usize = 1 << 22;
 
 /// One simulated configuration.
 #[derive(Clone, Debug, PartialEq)]
@@ -126,6 +130,22 @@ pub struct Scenario {
 impl Scenario {
     pub fn ranks(&self) -> usize {
         self.nodes * self.ppn as usize
+    }
+
+    /// A fan-out of at least the node count is a flat tree: the same as the
+    /// node count, which keeps the tree's arithmetic small.
+    fn fanout(&self) -> usize {
+        self.fanout.min(self.nodes.max(1))
+    }
+
+    fn check(&self) -> Result<(), SimError> {
+        if self.nodes == 0 || self.ppn == 0 || self.fanout == 0 {
+            return Err(SimError::Scenario("nodes, ranks per node and the fan-out must be at least 1".into()));
+        }
+        if self.nodes > MAX_NODES {
+            return Err(SimError::Scenario(format!("{} nodes is beyond the model ({MAX_NODES})", self.nodes)));
+        }
+        Ok(())
     }
 
     fn cores(&self) -> usize {
@@ -163,21 +183,25 @@ pub enum SimError {
     Failed { exit: Option<i32>, said: String },
 }
 
-/// The calibrated costs of each effect.
-pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
-    // A cost's CPU (`cpu_us`, at most its median; else all of it) and the rest.
-    let split = |name: &str| match cal.get(name) {
+/// A cost's CPU (`cpu_us`, at most its median; else all of it) and the
+/// rest; zero if absent.
+fn split(cal: &Calibration, name: &str) -> (Duration, Duration) {
+    match cal.get(name) {
         None => (Duration::ZERO, Duration::ZERO),
         Some(all) => {
             let cpu = cal.field(name, "cpu_us").unwrap_or(all).min(all);
             (cpu, all - cpu)
         }
-    };
-    let (lib_cpu, lib_wait) = split("mpi_lib_start");
-    let (init_cpu, init_wait) = split("mpi_init");
+    }
+}
+
+/// The calibrated costs of each effect, for an MPI program's ranks.
+pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
+    let (lib_cpu, lib_wait) = split(cal, "mpi_lib_start");
+    let (init_cpu, init_wait) = split(cal, "mpi_init");
     Costs {
         link_hop: cal.required("link_hop"),
-        link_byte_ns: cal.costs["link_byte"].median_us * 1e3,
+        link_byte_ns: cal.costs.get("link_byte").map_or(0.0, |c| c.median_us * 1e3),
         pmi_io: Duration::ZERO,
         proc_start: Duration::ZERO,
         fork_exec: cal.required("rank_fork_exec"),
@@ -193,6 +217,7 @@ pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
 
 /// When every daemon is up (see the module documentation).
 pub fn boot_time(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError> {
+    sc.check()?;
     let auth = cal.required("link_auth");
     if sc.booted {
         return Ok(auth);
@@ -211,7 +236,7 @@ pub fn boot_time(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError>
     // Parents before children: the tree's breadth-first order.
     let mut queue = std::collections::VecDeque::from([(None, Duration::ZERO)]);
     while let Some((parent, ready)) = queue.pop_front() {
-        for (i, child) in dpm_proto::tree::children(parent, sc.nodes, sc.fanout).into_iter().enumerate() {
+        for (i, child) in dpm_proto::tree::children(parent, sc.nodes, sc.fanout()).into_iter().enumerate() {
             let up = ready + first + serial * i as u32;
             last = last.max(up);
             queue.push_back((Some(child), up));
@@ -236,17 +261,20 @@ fn scripts(sc: &Scenario) -> Vec<(&'static str, Script)> {
 
 /// Run one scenario.
 pub fn simulate(cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
+    sc.check()?;
     let ranks = sc.ranks();
-    if ranks == 0 || sc.fanout == 0 {
-        return Err(SimError::Scenario("nodes, ranks per node and the fan-out must be at least 1".into()));
-    }
     let max = if sc.workload == Workload::PmiAll { MAX_RANKS_ALL } else { MAX_RANKS };
     if ranks > max {
         return Err(SimError::Scenario(format!("{ranks} ranks is beyond full simulation ({max} for {})", sc.workload.name())));
     }
     let boot = boot_time(cal, sc)?;
-    let costs = costs(cal, sc.cores(), sc.one_host);
-    let mut c = Cluster::new(Layout { slots: sc.ppn, fanout: sc.fanout, kvs: sc.kvs, costs, ..Layout::nodes(sc.nodes) });
+    let mut costs = costs(cal, sc.cores(), sc.one_host);
+    if matches!(sc.workload, Workload::PmiAll | Workload::PmiNeighbours) {
+        // A raw PMI client: its start per rank includes the fork/exec.
+        let (cpu, wait) = split(cal, "pmi_client_start");
+        (costs.lib_cpu, costs.lib_wait) = (cpu.saturating_sub(costs.fork_exec), wait);
+    }
+    let mut c = Cluster::new(Layout { slots: sc.ppn, fanout: sc.fanout(), kvs: sc.kvs, costs, ..Layout::nodes(sc.nodes) });
     for (name, script) in scripts(sc) {
         c.script(name, script);
     }
