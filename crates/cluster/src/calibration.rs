@@ -10,6 +10,12 @@
 //! an error, and every cost must be a real spread: finite, a positive
 //! median, `p10 ≤ median ≤ p90`, measured at least once.
 //!
+//! Optional names and fields the simulator uses when present (see
+//! [`crate::sim`]): `mpi_init`, `pmi_client_start` and `frame_cpu` costs;
+//! `cpu_us` (the CPU part of a wall cost) and `latency_us` (a daemon
+//! start's single-daemon latency, its median being the serial cost per
+//! added daemon).
+//!
 //! Two calibrations are embedded at build time, so the binary works
 //! anywhere: [`SAMPLE_JSON`], the stand-in committed beside this crate
 //! (`calibration/sample.json`, not measured), and [`BUILT_IN_JSON`], the
