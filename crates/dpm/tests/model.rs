@@ -1,0 +1,82 @@
+//! `dpm model`: its JSON answers the contract `bench/model` relies on, the
+//! same question gets the same numbers, a given calibration file is used,
+//! and bad input is a usage error.
+
+mod common;
+
+use common::{repo_root, Dpm, TempFile};
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["model"];
+    all.extend_from_slice(args);
+    let out = Dpm::raw(all).output();
+    out.assert_success();
+    serde_json::from_str(&out.stdout_str()).unwrap_or_else(|e| panic!("{e}\n{}", out.describe()))
+}
+
+#[test]
+fn the_json_answer_has_its_breakdown_and_best_and_is_stable() {
+    let args = ["--nodes", "8", "--ppn", "4", "--bootstrap", "fork", "--json"];
+    let a = json(&args);
+    assert_eq!(a, json(&args), "a rerun gives identical numbers");
+    let startup = a["startup_s"].as_f64().unwrap();
+    let phases = a["breakdown"].as_object().unwrap();
+    let keys: Vec<&str> = phases.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["bootstrap", "exit", "launch", "library", "pmi"]);
+    let sum: f64 = phases.values().map(|v| v.as_f64().unwrap()).sum();
+    assert!(startup > 0.0 && (sum - startup).abs() < 1e-9, "{a}");
+    assert_eq!((a["kvs"].as_str(), a["fanout"].as_u64(), a["method"].as_str()), (Some("auto"), Some(32), Some("simulated")));
+    let candidates = a["candidates"].as_array().unwrap();
+    let fastest = candidates.iter().map(|c| c["startup_s"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+    assert_eq!(a["best"]["startup_s"].as_f64(), Some(fastest));
+    // Booted skips the bootstrap; ssh comes up slower than fork.
+    let booted = json(&["--nodes", "8", "--ppn", "4", "--bootstrap", "fork", "--booted", "--kvs", "auto", "--tree-fanout", "32", "--json"]);
+    assert!(booted["startup_s"].as_f64().unwrap() < startup);
+    let ssh = json(&["--nodes", "8", "--ppn", "4", "--kvs", "auto", "--tree-fanout", "32", "--json"]);
+    assert!(ssh["breakdown"]["bootstrap"].as_f64() > a["breakdown"]["bootstrap"].as_f64());
+}
+
+#[test]
+fn a_calibration_file_is_used_and_a_bad_one_refused() {
+    let sample = std::fs::read_to_string(repo_root().join("crates/cluster/calibration/sample.json")).unwrap();
+    let mut cal: serde_json::Value = serde_json::from_str(&sample).unwrap();
+    cal["machine"]["host"] = "test-host".into();
+    let file = TempFile::new("dpm-model-cal", cal.to_string().as_bytes(), 0o600);
+    let path = file.path.to_str().unwrap();
+    let a = json(&["--nodes", "2", "--ppn", "2", "--calibration", path, "--kvs", "tree", "--tree-fanout", "2", "--json"]);
+    assert_eq!(a["calibration"]["host"], "test-host");
+    assert_eq!(a["candidates"].as_array().unwrap().len(), 1);
+
+    cal["costs"].as_object_mut().unwrap().remove("link_hop");
+    let bad = TempFile::new("dpm-model-bad", cal.to_string().as_bytes(), 0o600);
+    let out = Dpm::raw(["model", "--nodes", "2", "--ppn", "2", "--calibration", bad.path.to_str().unwrap()]).output();
+    out.assert_code(2);
+    out.assert_stderr_contains("link_hop");
+}
+
+#[test]
+fn bad_questions_are_usage_errors() {
+    for (args, says) in [
+        (&["--nodes", "0", "--ppn", "2"][..], "at least 1"),
+        (&["--nodes", "2", "--ppn", "2", "--kvs", "bogus"], "bogus"),
+        (&["--nodes", "2", "--ppn", "2", "--tree-fanout", "0"], "--tree-fanout"),
+        (&["--nodes", "2", "--ppn", "2", "--bootstrap", "rsh"], "rsh"),
+        (&["--nodes", "2", "--ppn", "2", "--workload", "ring"], "ring"),
+        (&["--nodes", "2", "--ppn", "2", "--calibration", "/nonexistent/cal.json"], "/nonexistent/cal.json"),
+    ] {
+        let mut all = vec!["model"];
+        all.extend_from_slice(args);
+        let out = Dpm::raw(all).output();
+        out.assert_code(2);
+        out.assert_stderr_contains(says);
+    }
+}
+
+#[test]
+fn the_text_answer_names_the_method_and_the_best() {
+    let out = Dpm::raw(["model", "--nodes", "4", "--ppn", "2", "--bootstrap", "fork"]).output();
+    out.assert_success();
+    out.assert_stdout_contains("predicted startup with --kvs auto --tree-fanout 32");
+    out.assert_stdout_contains("(simulated)");
+    out.assert_stdout_contains("best: --kvs ");
+}
