@@ -31,18 +31,19 @@ dpm run: k + k^2 + ... + k^D >= N):
 
 Per design, a rank puts one key of B bytes, fences, and makes G gets of
 which a fraction r is off-node (hello: MPICH's few gets; neighbours: 2;
-all: P):
+all: P); a node needs K distinct off-node keys (its daemon fetches each
+once). Every get is answered to its rank by its own daemon (ppn*G*q a
+node); the gets take the larger of that daemon work and one rank's chain
+of blocking misses:
   allgather  fence = 2*D*h + k*D*phi + beta*B*P*k*D (every put to every
-             node, each parent sends the lot to each child); gets local:
-             ppn*G*q per node's daemon
-  tree       fence = 2*D*h + k*D*phi + beta*B*P (puts ride up once);
-             a remote get walks up to the common ancestor and back:
-             ppn*G*r*(q + 2*h*D_avg) per node, answers cached on the way
-  dkvs       fence = 2*D*h + k*D*phi (puts to their owners, P*B/N each);
-             a get not owned locally asks its owner: G*(1-1/N)*g per rank,
-             its node's daemon serves ppn*G*q
-  direct     fence as dkvs without the owners' puts; a remote get asks the
-             key's node: G*r*g per rank (routed over the tree: g*D)
+             node, each parent sends the lot to each child); gets local
+  tree       fence = 2*D*h + k*D*phi + beta*B*P (puts ride up once); a
+             miss walks up to the ancestor holding it, 2*h a level; a
+             parent answers its k children's K misses
+  dkvs       fence = 2*D*h + k*D*phi + beta*B*ppn (puts to their owners);
+             a get not owned here asks the owner: chain G*(1-1/N)*g*D
+  direct     fence = 2*D*h + k*D*phi; a miss asks the key's node: chain
+             G*r*g*D, daemons fetch and serve 2*K*q
   auto       dense and unhinted keys as allgather, sparse-hinted keys as
              direct: hello and all as allgather, neighbours as direct
 """
@@ -113,29 +114,49 @@ def gets_of(workload, nodes, ppn):
     raise ValueError("unknown workload %r" % workload)
 
 
+def remote_keys(workload, nodes, ppn):
+    """Distinct off-node keys one node's ranks need (a node's daemon fetches
+    each once: later gets for it are local hits or coalesced)."""
+    if nodes == 1 or workload == "hello":
+        return 0
+    if workload == "pmi-neighbours":
+        return 2
+    return nodes * ppn * (nodes - 1) / nodes
+
+
 def conn_time(k_, design, nodes, ppn, fanout, workload):
     """The PMI exchange of one workload under one design, seconds, and its
-    fence part."""
+    fence part. Gets: the larger of the node daemon's work (every get is
+    answered to its rank by its own daemon, ppn*G*q, plus the fetches it
+    makes and serves for other nodes) and one rank's chain of blocking gets
+    that miss (G*r*g, g growing with the depth the request crosses)."""
     p = nodes * ppn
     k = min(fanout, nodes)
     d = depth(nodes, fanout)
     G, r, sparse = gets_of(workload, nodes, ppn)
     if design == "auto":
         design = "direct" if sparse else "allgather"
-    base = 2 * d * k_["h"] + k * d * k_["phi"]
+    q, g, h = k_["q"], k_["g"], k_["h"]
+    local = ppn * G * q
+    K = remote_keys(workload, nodes, ppn)
+    base = 2 * d * h + k * d * k_["phi"]
     if design == "allgather":
         fence = base + k_["beta"] * CARD_BYTES * p * k * d
-        gets = ppn * G * k_["q"]
+        gets = local
     elif design == "tree":
+        # Puts ride up once; a miss walks up to the ancestor holding the key
+        # (2 hops a level); a parent answers its k children's misses.
         fence = base + k_["beta"] * CARD_BYTES * p
-        gets = ppn * G * (k_["q"] + r * 2 * k_["h"] * max(1, d - 1))
+        gets = max(local + k * K * q, G * r * 2 * h * d + local)
     elif design == "dkvs":
+        # Puts go to their owners; a get not owned here asks the owner.
         fence = base + k_["beta"] * CARD_BYTES * ppn
-        remote = G * (1 - 1 / nodes) * k_["g"] * max(1, d) if nodes > 1 else 0.0
-        gets = remote + ppn * G * k_["q"]
+        own = (1 - 1 / nodes) if nodes > 1 else 0.0
+        K_o = K / r * own if r else 0.0
+        gets = max(local + 2 * K_o * q, G * own * g * d)
     elif design == "direct":
         fence = base
-        gets = G * r * k_["g"] * max(1, d) + ppn * G * (1 - r) * k_["q"]
+        gets = max(local + 2 * K * q, G * r * g * d)
     else:
         raise ValueError("unknown design %r" % design)
     return fence + gets, fence
