@@ -182,10 +182,14 @@ def dpm_has_model(dpm=DPM):
 
 
 def dpm_model(nodes, ppn, kvs=None, fanout=None, bootstrap="fork", booted=False,
-              workload="hello", calibration=CALIBRATION, dpm=DPM, timeout=300):
-    """`dpm model ... --json` as a dict, or {"error": text}."""
+              workload="hello", calibration=CALIBRATION, dpm=DPM, timeout=300,
+              one_host_cores=None):
+    """`dpm model ... --json` as a dict, or {"error": text}. one_host_cores:
+    every node on one host of that many cores (`--one-host --cores C`)."""
     cmd = [dpm, "model", "--nodes", str(nodes), "--ppn", str(ppn), "--bootstrap", bootstrap,
            "--workload", workload, "--calibration", calibration, "--json"]
+    if one_host_cores:
+        cmd += ["--one-host", "--cores", str(one_host_cores)]
     if kvs:
         cmd += ["--kvs", kvs]
     if fanout:
