@@ -2,10 +2,11 @@
 //! one real run reactor, wired the way dpm's links wire them — every message
 //! to a node addressed (`Down::To`) and passed down by next hop, everything
 //! up tagged with its origin (`Up::From`) and merged on the way — under a
-//! virtual clock, with
+//! virtual clock (charged by [`crate::layout::Costs`], with contention per
+//! host in [`crate::resources`]), with
 //! scripted processes ([`crate::process`]) in place of MPI programs.
 //!
-//! Each delivery is an event at a virtual time (now plus the [`Costs`] of
+//! Each delivery is an event at a virtual time (now plus the costs of
 //! the hop), taken in time order and, at equal times, in the order it was
 //! made: a run is deterministic.
 
@@ -17,7 +18,7 @@ use dpm_daemon::node::recorder::{Recorded, RecordingEffects};
 use dpm_daemon::node::{NodeReactor, Timer as NodeTimer};
 use dpm_daemon::tree::{TreeAction, TreeNode};
 use dpm_daemon::DaemonConfig;
-use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
+use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_launcher::node_table::{fill, NodeTable};
 use dpm_launcher::plan::PlannedJob;
 use dpm_launcher::run::{Effect, FailurePolicy, Recorder, Run, Settings, Timer as RunTimer, TreeShared};
@@ -25,50 +26,9 @@ use dpm_launcher::spawn::SpawnContext;
 use dpm_pmi::ConnId;
 use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, Stream, ToDaemon, ToLauncher};
 
+use crate::layout::Layout;
 use crate::process::{Action, Proc, Script};
-
-/// What each kind of event costs in virtual time.
-#[derive(Clone, Copy, Debug)]
-pub struct Costs {
-    /// One hop on a daemon link (launcher ↔ daemon, daemon ↔ daemon).
-    pub link_hop: Duration,
-    /// A PMI request or reply crossing a rank's socket.
-    pub pmi_io: Duration,
-    /// From a start to the process's first step (exec and library start).
-    pub proc_start: Duration,
-}
-
-impl Default for Costs {
-    fn default() -> Self {
-        Costs { link_hop: Duration::from_micros(50), pmi_io: Duration::from_micros(5), proc_start: Duration::from_millis(1) }
-    }
-}
-
-/// How a cluster is laid out and what its run is told.
-#[derive(Clone, Debug)]
-pub struct Layout {
-    pub nodes: usize,
-    pub slots: u32,
-    pub fanout: usize,
-    pub kvs: KvsDesign,
-    pub no_oversubscribe: bool,
-    pub kill_grace: Duration,
-    pub costs: Costs,
-}
-
-impl Layout {
-    pub fn nodes(nodes: usize) -> Self {
-        Layout {
-            nodes,
-            slots: 2,
-            fanout: 32,
-            kvs: KvsDesign::default(),
-            no_oversubscribe: false,
-            kill_grace: Duration::from_secs(3),
-            costs: Costs::default(),
-        }
-    }
-}
+use crate::resources::NodeResources;
 
 /// The virtual epoch: the daemons' `at` and the run's clock are µs since the
 /// Unix epoch; virtual time 0 is this.
@@ -90,6 +50,8 @@ enum Event {
     /// A rank goes on with its script.
     Wake { proc: usize },
     NodeTimer { node: usize, timer: NodeTimer },
+    /// The receiver's CPU is done with this event: handle it now.
+    Ready(Box<Event>),
     RunTimer { timer: RunTimer, generation: u64 },
     Signal(i32),
     LoseNode(usize),
@@ -108,6 +70,11 @@ pub struct Process {
     pub end: Option<ExitStatus>,
     /// When it was started, and when each reply reached it.
     pub started_at: Duration,
+    /// When it had been forked and exec'd, and when its library had started (its first step).
+    pub forked_at: Duration,
+    pub ready_at: Duration,
+    /// When it ended.
+    pub ended_at: Option<Duration>,
     pub reply_times: Vec<Duration>,
     waiting: bool,
     /// Only SIGKILL ends it.
@@ -134,6 +101,8 @@ pub struct Cluster {
     /// The run's effects, recorded (with the tree's shared state) and carried
     /// out after each call.
     run_fx: Recorder,
+    /// Each node's cores and NIC, then the launcher's host's.
+    res: Vec<NodeResources>,
     scripts: HashMap<String, Script>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
@@ -160,7 +129,12 @@ impl Cluster {
                 for c in tree::children(Some(i), layout.nodes, layout.fanout) {
                     tree.child_linked(c);
                 }
-                Node { reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }), fx: RecordingEffects::new(), tree, alive: true }
+                Node {
+                    reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }),
+                    fx: RecordingEffects::new(),
+                    tree,
+                    alive: true,
+                }
             })
             .collect();
         let universe_size = i64::from(layout.slots) * layout.nodes as i64;
@@ -184,6 +158,7 @@ impl Cluster {
             nodes,
             run: Run::new(settings),
             run_fx: Recorder::new(TreeShared::new(table)),
+            res: vec![NodeResources::new(layout.costs.cores); layout.nodes + 1],
             scripts: HashMap::new(),
             procs: Vec::new(),
             conns: HashMap::new(),
@@ -256,6 +231,12 @@ impl Cluster {
         self.now
     }
 
+    /// Let virtual time pass before anything happens (the daemons coming up).
+    pub fn advance_to(&mut self, at: Duration) {
+        debug_assert!(self.queue.is_empty(), "time moves on only while nothing is pending");
+        self.now = self.now.max(at);
+    }
+
     /// Take events in time order until the run has finished and nothing is
     /// left, or until virtual time `limit`. The exit status, if the run ended.
     pub fn run_until(&mut self, limit: Duration) -> Option<i32> {
@@ -298,8 +279,28 @@ impl Cluster {
         self.queue.push(Reverse((at, self.seq)));
     }
 
+    /// Charge the receiver's CPU for an event: handle it once that is done.
     fn handle(&mut self, event: Event) {
+        let costs = self.layout.costs;
+        let (host, work) = match &event {
+            Event::Down { node, .. } | Event::Up { to: Some(node), .. } => (Some(*node), costs.frame_cpu),
+            Event::Up { to: None, msg: ToLauncher::Spawn { .. }, .. } => (None, costs.frame_cpu + costs.spawn_cpu),
+            Event::Up { to: None, .. } => (None, costs.frame_cpu),
+            Event::Pmi { node, .. } => (Some(*node), costs.pmi_serve),
+            _ => return self.handle_now(event),
+        };
+        let now = self.now;
+        let done = self.res(host).daemon(now, work);
+        if done > self.now {
+            self.schedule_at(done, Event::Ready(Box::new(event)));
+        } else {
+            self.handle_now(event);
+        }
+    }
+
+    fn handle_now(&mut self, event: Event) {
         match event {
+            Event::Ready(event) => self.handle_now(*event),
             Event::Down { node, to, msg } if self.nodes[node].alive => {
                 let actions = self.nodes[node].tree.from_parent(to, msg);
                 self.tree_actions(node, actions);
@@ -347,25 +348,54 @@ impl Cluster {
     }
 
     fn tree_actions(&mut self, node: usize, actions: Vec<TreeAction>) {
-        let hop = self.layout.costs.link_hop;
         for action in actions {
             match action {
                 TreeAction::Own(msg) => self.with_node(node, |r, fx| r.on_message(fx, msg)),
-                TreeAction::Child { hop: child, node: to, msg } => self.schedule(hop, Event::Down { node: child, to, msg }),
+                TreeAction::Child { hop: child, node: to, msg } => {
+                    let at = self.frame_arrival(Some(node), &msg);
+                    self.schedule_at(at, Event::Down { node: child, to, msg });
+                }
                 TreeAction::Parent { origin, msg } => {
                     let to = tree::parent(node, self.layout.fanout);
-                    self.schedule(hop, Event::Up { to, origin, msg });
+                    let at = self.frame_arrival(Some(node), &msg);
+                    self.schedule_at(at, Event::Up { to, origin, msg });
                 }
             }
         }
     }
 
+    /// When a frame sent now by `from` (`None`: the launcher) arrives: after
+    /// its bytes have left the sender's NIC, and one hop.
+    fn frame_arrival(&mut self, from: Option<usize>, msg: &impl serde::Serialize) -> Duration {
+        let costs = self.layout.costs;
+        if costs.link_byte_ns <= 0.0 {
+            return self.now + costs.link_hop;
+        }
+        // As `dpm_proto::frame` sends it: a 4-byte length, then postcard.
+        let bytes = 4 + postcard::to_allocvec(msg).map_or(0, |v| v.len());
+        let wire = Duration::from_nanos((bytes as f64 * costs.link_byte_ns).round() as u64);
+        let now = self.now;
+        self.res(from).send(now, wire) + costs.link_hop
+    }
+
+    /// The cores and NIC of node `at`'s host (`None`: the launcher's).
+    fn res(&mut self, at: Option<usize>) -> &mut NodeResources {
+        let i = if self.layout.costs.one_host { 0 } else { at.unwrap_or(self.nodes.len()) };
+        &mut self.res[i]
+    }
+
+    /// Call the node's reactor and carry out its effects. A start returns
+    /// only once the rank is exec'd (as the spawner threads do), so what
+    /// the same call does after its starts happens when they are done: the
+    /// clock moves on for the rest of the call's effects.
     fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut RecordingEffects)) {
         let n = &mut self.nodes[node];
         call(&mut n.reactor, &mut n.fx);
+        let now = self.now;
         for effect in n.fx.take() {
             self.node_effect(node, effect);
         }
+        self.now = now;
     }
 
     /// Carry out what a node's reactor asked for (pids are per node, as on
@@ -385,6 +415,7 @@ impl Cluster {
                 self.conns.remove(&(node, conn));
             }
             Recorded::Start(batch) => {
+                let mut forked_all = self.now;
                 for start in batch {
                     let Ok(started) = start.result else { continue };
                     let script = start.argv.get(1).and_then(|name| self.scripts.get(name)).cloned().unwrap_or_default();
@@ -402,12 +433,26 @@ impl Cluster {
                         proc: Proc::new(&script, &start.env.vars),
                         end: None,
                         started_at: self.now,
+                        forked_at: Duration::ZERO,
+                        ready_at: Duration::ZERO,
+                        ended_at: None,
                         reply_times: Vec::new(),
                         waiting: false,
                         ignores_term: false,
                     });
-                    self.schedule(self.layout.costs.proc_start, Event::Wake { proc });
+                    // The fork and exec on the node, then the rank's own library start.
+                    let costs = self.layout.costs;
+                    let now = self.now;
+                    let res = self.res(Some(node));
+                    let forked = res.cpu(now, costs.fork_exec);
+                    let ready = res.cpu(forked, costs.lib_start) + costs.proc_start;
+                    self.procs[proc].forked_at = forked;
+                    self.procs[proc].ready_at = ready;
+                    self.schedule_at(ready, Event::Wake { proc });
+                    forked_all = forked_all.max(forked);
                 }
+                self.res(Some(node)).daemon_until(forked_all);
+                self.now = forked_all;
             }
             Recorded::KillGroup { pgid, signal } => {
                 let victims: Vec<usize> = (0..self.procs.len()).filter(|&i| self.procs[i].node == node && self.procs[i].pgid == pgid).collect();
@@ -429,14 +474,14 @@ impl Cluster {
     fn with_run(&mut self, call: impl FnOnce(&mut Run, &mut Recorder)) {
         self.run_fx.now = EPOCH_MICROS + self.now.as_micros() as u64;
         call(&mut self.run, &mut self.run_fx);
-        let hop = self.layout.costs.link_hop;
         for effect in self.run_fx.take() {
             match effect {
                 // As the launcher's links do: addressed (`Down::To`), to the
                 // top-level child whose subtree holds the node.
                 Effect::Send(node, msg) => {
                     let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { continue };
-                    self.schedule(hop, Event::Down { node: top, to: node.0, msg });
+                    let at = self.frame_arrival(None, &msg);
+                    self.schedule_at(at, Event::Down { node: top, to: node.0, msg });
                 }
                 Effect::Output(job, rank, _, data) => self.output.entry((job, rank)).or_default().extend(data),
                 Effect::Say(line) => self.said.push(line),
@@ -479,7 +524,11 @@ impl Cluster {
                 self.with_node(node, |r, fx| r.on_output(fx, job, rank, Stream::Stdout, data));
                 self.schedule(Duration::ZERO, Event::Wake { proc });
             }
-            Action::Sleep(d) => self.schedule(d, Event::Wake { proc }),
+            Action::Sleep(d) => {
+                let now = self.now;
+                let done = self.res(Some(node)).cpu(now, d);
+                self.schedule_at(done, Event::Wake { proc });
+            }
             Action::Exit(code) => self.end(proc, ExitStatus::Code(code)),
             Action::Die(sig) => self.end(proc, ExitStatus::Signal(sig)),
             Action::Wait => {}
@@ -517,6 +566,7 @@ impl Cluster {
     fn end(&mut self, proc: usize, status: ExitStatus) {
         let p = &mut self.procs[proc];
         p.end = Some(status);
+        p.ended_at = Some(self.now);
         let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn.take());
         if !self.nodes[node].alive {
             return;

@@ -19,8 +19,14 @@
 //! (`dpm_daemon::node::recorder`, `dpm_launcher::run::Recorder`) and carried
 //! out by the cluster after each call, so no reactor is ever re-entered.
 
+pub mod calibration;
 pub mod cluster;
+pub mod layout;
+pub mod model;
 pub mod process;
+pub mod resources;
+pub mod sim;
 
-pub use cluster::{Cluster, Costs, Layout, Process};
-pub use process::{get, put, Script, Step};
+pub use cluster::{Cluster, Process};
+pub use layout::{Costs, Layout};
+pub use process::{get, get_all, put, Script, Step};

@@ -32,6 +32,10 @@ pub enum Step {
     Barrier,
     /// A get; the value (or the error) is recorded under the key.
     Get(String),
+    /// A get of the key with `{i}` replaced by each rank of the job in turn
+    /// (paper 004's all-to-all pattern), from `next` on; values are not kept
+    /// (that would grow as ranks²), failures count in `errors`.
+    GetAll { key: String, next: u32 },
     /// `MPI_Comm_spawn` of `n` processes of `/bin/true <script>` (the script
     /// registered under that name runs in them), with the parent port preput.
     Spawn { n: u32, script: String },
@@ -67,6 +71,10 @@ pub fn put(k: &str, v: &str) -> Step {
 }
 pub fn get(k: &str) -> Step {
     Step::Get(k.into())
+}
+/// Every rank's key: `key` names the rank as `{i}`.
+pub fn get_all(key: &str) -> Step {
+    Step::GetAll { key: key.into(), next: 0 }
 }
 
 /// What a process asks the cluster to do next.
@@ -170,6 +178,16 @@ impl Proc {
             Step::Barrier => vec!["cmd=barrier_in\n".into()],
             Step::Get(k) if self.v2 => vec![frame2(&format!("cmd=kvs-get;jobid={kvs};srcid=-1;key={};", self.fill(k)))],
             Step::Get(k) => vec![format!("cmd=get kvsname={kvs} key={}\n", self.fill(k))],
+            Step::GetAll { next, .. } if *next >= self.job_size => return self.next_action(),
+            Step::GetAll { key, next } => {
+                // One get now; the rest of the ranks after its reply.
+                self.steps.push_front(Step::GetAll { key: key.clone(), next: next + 1 });
+                let key = self.fill(&key.replace("{i}", &next.to_string()));
+                match self.v2 {
+                    true => vec![frame2(&format!("cmd=kvs-get;jobid={kvs};srcid={next};key={key};"))],
+                    false => vec![format!("cmd=get kvsname={kvs} key={key}\n")],
+                }
+            }
             Step::Ring(v) => vec![frame2(&format!("cmd=ring;ring-count=1;ring-left={v};ring-right={v};", v = self.fill(v)))],
             Step::Spawn { n, script } => vec![format!(
                 "mcmd=spawn\nnprocs={n}\nexecname=/bin/true\ntotspawns=1\nspawnssofar=1\nargcnt=1\narg1={script}\n\
@@ -178,6 +196,7 @@ impl Proc {
             )],
             Step::Publish(service, port) => vec![format!("cmd=publish_name service={service} port={}\n", self.fill(port))],
             Step::Lookup(service) => vec![format!("cmd=lookup_name service={service}\n")],
+            Step::Finalize if self.v2 => vec![frame2("cmd=finalize;")],
             Step::Finalize => vec!["cmd=finalize\n".into()],
             Step::Abort(code) => {
                 let code = *code;

@@ -9,6 +9,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod model;
+
 use dpm_launcher::boot::cli::BootRequest;
 use dpm_launcher::{Error, RunRequest};
 
@@ -39,6 +41,9 @@ enum Command {
     Status,
     /// Stop the booted tree: end its jobs, stop its daemons.
     Down,
+    /// Predict startup and spawn costs at a scale, with their breakdown and
+    /// the best KVS design and fan-out (simulated on dpm's own reactors).
+    Model(model::ModelArgs),
     /// A node daemon, started by `dpm run` or a parent daemon through fork,
     /// ssh or srun (speaks the internal protocol on stdin/stdout), or by hand
     /// with --connect for `dpm run -launcher manual`. The secret that
@@ -100,6 +105,7 @@ fn main() {
                     init_logging(0);
                     ("dpm down", dpm_launcher::boot::client::down_command())
                 }
+                Command::Model(args) => ("dpm model", model::command(args)),
                 Command::Daemon { .. } => unreachable!("matched above"),
             }
         }

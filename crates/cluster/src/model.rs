@@ -1,0 +1,264 @@
+//! `dpm model`: predicted startup (and spawn) costs for a configuration,
+//! their breakdown, and the best KVS design and fan-out — answered by the
+//! simulator ([`crate::sim`]), on dpm's own reactors.
+//!
+//! Up to a limit ([`FULL_RANKS`] by default, `dpm model --sim-ranks`) the
+//! configuration is simulated in full. Above,
+//! the same ranks per node are simulated on 3 smaller node counts (the
+//! largest within the limit, its half and its quarter) and each phase is
+//! fitted, in paper 002's form, as `a + b·log2(nodes) + c·nodes` (a fixed
+//! part, one per tree level, one per node) and evaluated at the asked node
+//! count; the bootstrap is computed exactly at any scale. The answer says
+//! which method answered. The search for the best design and fan-out uses
+//! the same method and limit, so the asked prediction is one of the
+//! candidates compared.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use dpm_kvs::KvsDesign;
+use serde::Serialize;
+
+use crate::calibration::Calibration;
+use crate::sim::{boot_time, simulate, Outcome, Scenario, SimError, Workload, MAX_RANKS_ALL};
+
+/// Full simulation up to this many ranks by default. Measured here
+/// (`examples/simspeed`, `hello`, ssh, auto, fan-out 32): 1,024 ranks
+/// 0.1 s and 26 MB; 16,384 ranks (256 × 64) 18.5 s and 1.3 GB, most of it
+/// the allgather's copy of every card on every node; `pmi-all` at 1,024
+/// ranks (a million gets) 24 s. A search compares up to ~40 candidates, each
+/// 3 simulations when extrapolated: 1,024 keeps `dpm model` within seconds.
+pub const FULL_RANKS: usize = 1024;
+
+/// dpm's default fan-out (`dpm_launcher::config::DEFAULT_FANOUT`).
+pub const DEFAULT_FANOUT: usize = 32;
+
+/// The designs the search compares.
+pub const DESIGNS: [KvsDesign; 5] = KvsDesign::ALL;
+
+/// One prediction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Prediction {
+    pub kvs: String,
+    pub fanout: usize,
+    pub startup_s: f64,
+    /// Phase → seconds, summing to `startup_s`.
+    pub breakdown: BTreeMap<String, f64>,
+    /// The mean spawn, for `spawn-loop`.
+    pub spawn_s: Option<f64>,
+    /// `simulated` or `extrapolated from N1,N2,N3 nodes`.
+    pub method: String,
+}
+
+/// What `dpm model --json` prints.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Answer {
+    pub nodes: usize,
+    pub ppn: u32,
+    pub ranks: usize,
+    pub bootstrap: String,
+    pub booted: bool,
+    pub workload: String,
+    pub startup_s: f64,
+    pub breakdown: BTreeMap<String, f64>,
+    pub spawn_s: Option<f64>,
+    pub method: String,
+    pub kvs: String,
+    pub fanout: usize,
+    /// The fastest of `candidates`.
+    pub best: Best,
+    /// Every design × fan-out the search tried (or those asked for).
+    pub candidates: Vec<Prediction>,
+    pub calibration: CalibrationInfo,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Best {
+    pub kvs: String,
+    pub fanout: usize,
+    pub startup_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CalibrationInfo {
+    pub host: String,
+    pub commit: String,
+    pub date: String,
+}
+
+/// The fan-outs worth trying for `nodes` nodes: powers of two up to a flat tree.
+pub fn fanouts(nodes: usize) -> Vec<usize> {
+    let mut v = vec![2];
+    while *v.last().unwrap() < nodes {
+        v.push(v.last().unwrap() * 2);
+    }
+    v
+}
+
+/// Predict one scenario: simulated, or extrapolated above `limit` ranks.
+pub fn predict(cal: &Calibration, sc: &Scenario, limit: usize) -> Result<Prediction, SimError> {
+    let limit = if sc.workload == Workload::PmiAll { limit.min(MAX_RANKS_ALL) } else { limit };
+    let named = |method: String, o: Outcome| prediction(sc, o, method);
+    if sc.ranks() <= limit {
+        return Ok(named("simulated".into(), simulate(cal, sc)?));
+    }
+    let per = sc.ppn as usize;
+    if per > limit {
+        return Err(SimError::Scenario(format!("{per} ranks per node is beyond simulation ({limit} ranks)")));
+    }
+    let top = 1usize << (limit / per).ilog2();
+    let points: Vec<usize> = [top, top / 2, top / 4].into_iter().filter(|&n| n >= 1).collect();
+    let runs = points
+        .iter()
+        .map(|&nodes| {
+            let small = Scenario { nodes, ..sc.clone() };
+            Ok((nodes, simulate(cal, &small)?, boot_time(cal, &small)?))
+        })
+        .collect::<Result<Vec<_>, SimError>>()?;
+    let names: Vec<&'static str> = runs[0].1.phases.iter().map(|p| p.0).collect();
+    let mut phases = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let at = if *name == "bootstrap" {
+            boot_time(cal, sc)?
+        } else {
+            let samples: Vec<(f64, f64)> = runs.iter().map(|(n, o, _)| (*n as f64, o.phases[i].1.as_secs_f64())).collect();
+            Duration::from_secs_f64(fit(&samples, sc.nodes as f64).max(0.0))
+        };
+        phases.push((*name, at));
+    }
+    let spawns: Vec<(f64, f64)> = runs.iter().filter_map(|(n, o, _)| Some((*n as f64, o.spawn?.as_secs_f64()))).collect();
+    let spawn = (!spawns.is_empty()).then(|| Duration::from_secs_f64(fit(&spawns, sc.nodes as f64).max(0.0)));
+    let total = phases.iter().map(|p| p.1).sum();
+    let list: Vec<String> = points.iter().map(usize::to_string).collect();
+    Ok(named(format!("extrapolated from {} nodes", list.join(",")), Outcome { total, phases, spawn }))
+}
+
+fn prediction(sc: &Scenario, o: Outcome, method: String) -> Prediction {
+    Prediction {
+        kvs: sc.kvs.name().into(),
+        fanout: sc.fanout,
+        startup_s: o.total.as_secs_f64(),
+        breakdown: o.phases.iter().map(|(n, d)| (n.to_string(), d.as_secs_f64())).collect(),
+        spawn_s: o.spawn.map(|d| d.as_secs_f64()),
+        method,
+    }
+}
+
+/// `a + b·log2(n) + c·n` through the samples (least squares; fewer samples
+/// drop terms from the right), evaluated at `at`.
+pub fn fit(samples: &[(f64, f64)], at: f64) -> f64 {
+    let basis = |n: f64| [1.0, n.log2(), n];
+    let terms = samples.len().min(3);
+    if terms == 0 {
+        return 0.0;
+    }
+    // The normal equations, solved by Gaussian elimination.
+    let mut m = vec![vec![0.0; terms + 1]; terms];
+    for &(n, y) in samples {
+        let b = basis(n);
+        for r in 0..terms {
+            for c in 0..terms {
+                m[r][c] += b[r] * b[c];
+            }
+            m[r][terms] += b[r] * y;
+        }
+    }
+    for col in 0..terms {
+        let pivot = (col..terms).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs())).unwrap_or(col);
+        m.swap(col, pivot);
+        if m[col][col].abs() < 1e-12 {
+            return samples.iter().map(|s| s.1).sum::<f64>() / samples.len() as f64;
+        }
+        for r in 0..terms {
+            if r != col {
+                let f = m[r][col] / m[col][col];
+                for c in col..=terms {
+                    m[r][c] -= f * m[col][c];
+                }
+            }
+        }
+    }
+    let b = basis(at);
+    (0..terms).map(|i| m[i][terms] / m[i][i] * b[i]).sum()
+}
+
+/// The designs and fan-outs a query asks about (`None`: all).
+#[derive(Clone, Debug)]
+pub struct Query {
+    pub scenario: Scenario,
+    pub kvs: Option<KvsDesign>,
+    pub fanout: Option<usize>,
+    /// Simulate in full up to this many ranks ([`FULL_RANKS`]).
+    pub limit: usize,
+}
+
+/// Answer a query: the asked (or default) design and fan-out, and the best
+/// over the search.
+pub fn answer(cal: &Calibration, q: &Query) -> Result<Answer, SimError> {
+    let sc = &q.scenario;
+    let chosen = Scenario { kvs: q.kvs.unwrap_or_default(), fanout: q.fanout.unwrap_or(DEFAULT_FANOUT), ..sc.clone() };
+    let designs: Vec<KvsDesign> = q.kvs.map_or(DESIGNS.to_vec(), |d| vec![d]);
+    let fans: Vec<usize> = q.fanout.map_or_else(|| fanouts(sc.nodes), |f| vec![f]);
+    let mut candidates = Vec::new();
+    for &kvs in &designs {
+        for &fanout in &fans {
+            candidates.push(predict(cal, &Scenario { kvs, fanout, ..sc.clone() }, q.limit)?);
+        }
+    }
+    let asked = candidates.iter().find(|c| c.kvs == chosen.kvs.name() && c.fanout == chosen.fanout).cloned();
+    let main = match asked {
+        Some(c) => c,
+        None => predict(cal, &chosen, q.limit)?,
+    };
+    // Ties go to the earlier candidate: the simpler design, the narrower tree.
+    let best = candidates.iter().min_by(|a, b| a.startup_s.total_cmp(&b.startup_s)).unwrap_or(&main);
+    let best = Best { kvs: best.kvs.clone(), fanout: best.fanout, startup_s: best.startup_s };
+    Ok(Answer {
+        nodes: sc.nodes,
+        ppn: sc.ppn,
+        ranks: sc.ranks(),
+        bootstrap: sc.bootstrap.name().into(),
+        booted: sc.booted,
+        workload: sc.workload.name().into(),
+        startup_s: main.startup_s,
+        breakdown: main.breakdown.clone(),
+        spawn_s: main.spawn_s,
+        method: main.method.clone(),
+        kvs: main.kvs.clone(),
+        fanout: main.fanout,
+        best,
+        candidates,
+        calibration: CalibrationInfo { host: cal.machine.host.clone(), commit: cal.commit.clone(), date: cal.date.clone() },
+    })
+}
+
+/// The answer for people.
+pub fn render(a: &Answer) -> String {
+    let mut s = format!(
+        "dpm model: {} nodes × {} ranks = {} ranks, {} bootstrap{}, workload {}\n",
+        a.nodes,
+        a.ppn,
+        a.ranks,
+        a.bootstrap,
+        if a.booted { " (booted)" } else { " (cold)" },
+        a.workload
+    );
+    s += &format!("calibration: {} (commit {}, {})\n", a.calibration.host, a.calibration.commit, a.calibration.date);
+    s += &format!("predicted startup with --kvs {} --tree-fanout {}: {:.3} s ({})\n", a.kvs, a.fanout, a.startup_s, a.method);
+    for phase in ["bootstrap", "launch", "library", "pmi", "exit"] {
+        if let Some(v) = a.breakdown.get(phase) {
+            s += &format!("  {phase:<10} {:>9.3} s\n", v);
+        }
+    }
+    if let Some(spawn) = a.spawn_s {
+        s += &format!("  spawn of {} ranks: {:.3} s each (mean)\n", a.ppn, spawn);
+    }
+    if a.candidates.len() > 1 {
+        s += "kvs        fanout   startup (s)  method\n";
+        for c in &a.candidates {
+            s += &format!("{:<10} {:>6} {:>13.3}  {}\n", c.kvs, c.fanout, c.startup_s, c.method);
+        }
+    }
+    s += &format!("best: --kvs {} --tree-fanout {} ({:.3} s)\n", a.best.kvs, a.best.fanout, a.best.startup_s);
+    s
+}

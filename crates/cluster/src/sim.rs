@@ -1,0 +1,284 @@
+//! The startup simulator: one [`Scenario`] (nodes, ranks per node, KVS
+//! design, fan-out, bootstrap, booted or cold, workload) run on the real
+//! reactors of [`Cluster`] with the calibrated costs of a [`Calibration`].
+//!
+//! What is charged where (the calibration's names):
+//! - the daemons coming up (cold only; [`boot_time`]): as `nodes.rs` and
+//!   `links::start_children` do it, each parent (the launcher, then each
+//!   daemon once its own link is up) starts its children's processes one
+//!   after another (`daemon_spawn`, else `rank_fork_exec`), then greets and
+//!   authenticates them all at once: a child is up `daemon_start_<bootstrap>`
+//!   after its spawn began, plus `link_auth`. The launcher launches once
+//!   every node is up. One fork node is the launcher's own task (no start).
+//!   Booted: the daemons are up; the run's client link costs `link_auth`.
+//! - each frame on a link: `link_hop`, plus `link_byte` per byte queued on
+//!   the sender's NIC, plus `fence_per_node` of the receiver's daemon CPU
+//!   (the per-node cost a fence adds is the frame its node sends up);
+//! - each PMI request: `pmi_local_request`, half of it the daemon's CPU and
+//!   a quarter each way on the socket (a remote get is then built from
+//!   frames, not from `pmi_remote_get`, which stays for validation);
+//! - each rank: `rank_fork_exec` on a core of its node, then `mpi_lib_start`
+//!   on a core (MPICH's library start) before its first PMI request;
+//! - each spawn: `spawn_base` of the launcher's CPU.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use dpm_kvs::{JobId, KvsDesign};
+
+use crate::calibration::{Calibration, CalibrationError};
+use crate::process::{get, get_all, put, Script, Step};
+use crate::{Cluster, Costs, Layout};
+
+/// How the daemons are started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bootstrap {
+    Fork,
+    Ssh,
+    Slurm,
+}
+
+impl Bootstrap {
+    pub const ALL: [Bootstrap; 3] = [Bootstrap::Fork, Bootstrap::Ssh, Bootstrap::Slurm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bootstrap::Fork => "fork",
+            Bootstrap::Ssh => "ssh",
+            Bootstrap::Slurm => "slurm",
+        }
+    }
+}
+
+/// What the ranks do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// MPICH's hello: init, put the business card, fence, get the
+    /// neighbours' cards (as MPICH does, lazily, on first contact), finalize.
+    Hello,
+    /// Paper 004's all-to-all: put, fence, get every rank's key, fence.
+    PmiAll,
+    /// Paper 004's sparse pattern: put, fence, get both neighbours' keys, fence.
+    PmiNeighbours,
+    /// Hello, and rank 0 spawns [`SPAWNS`] jobs of one node's worth of ranks, one after another.
+    SpawnLoop,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 4] = [Workload::Hello, Workload::PmiAll, Workload::PmiNeighbours, Workload::SpawnLoop];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Hello => "hello",
+            Workload::PmiAll => "pmi-all",
+            Workload::PmiNeighbours => "pmi-neighbours",
+            Workload::SpawnLoop => "spawn-loop",
+        }
+    }
+}
+
+macro_rules! from_name {
+    ($t:ty, $what:literal) => {
+        impl FromStr for $t {
+            type Err = SimError;
+            fn from_str(s: &str) -> Result<Self, SimError> {
+                let names: Vec<&str> = <$t>::ALL.iter().map(|v| v.name()).collect();
+                <$t>::ALL.into_iter().find(|v| v.name() == s.trim()).ok_or_else(|| SimError::Scenario(format!("unknown {} {s:?} (one of {})", $what, names.join(", "))))
+            }
+        }
+    };
+}
+from_name!(Bootstrap, "bootstrap");
+from_name!(Workload, "workload");
+
+/// The spawns of [`Workload::SpawnLoop`].
+pub const SPAWNS: usize = 4;
+
+/// A business card's size in MPICH (ch4 over TCP: host, port, interface).
+const CARD: &str = "description#n{rank}$port#40000$ifname#10.0.0.1$shm_host#n{rank}$pad#0123456789";
+
+/// Larger scenarios are refused: their events and memory grow with ranks
+/// (and ranks² for `pmi-all`); [`crate::model`] extrapolates beyond.
+pub const MAX_RANKS: usize = 1 << 16;
+pub const MAX_RANKS_ALL: usize = 2048;
+
+/// One simulated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub nodes: usize,
+    pub ppn: u32,
+    pub kvs: KvsDesign,
+    pub fanout: usize,
+    pub bootstrap: Bootstrap,
+    pub booted: bool,
+    pub workload: Workload,
+    /// Cores per node (0: one per rank, plus one for the daemon).
+    pub cores: usize,
+    /// All nodes are virtual nodes of one host with `cores` cores.
+    pub one_host: bool,
+}
+
+impl Scenario {
+    pub fn ranks(&self) -> usize {
+        self.nodes * self.ppn as usize
+    }
+
+    fn cores(&self) -> usize {
+        if self.cores == 0 {
+            self.ppn as usize + 1
+        } else {
+            self.cores
+        }
+    }
+}
+
+/// What a simulation found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// From the command to the run's end.
+    pub total: Duration,
+    /// Consecutive phases summing to `total`: `bootstrap` (daemons up),
+    /// `launch` (last rank forked), `library` (last rank's MPI library
+    /// started), `pmi` (last rank's last PMI reply), `exit` (the run ended).
+    /// The launch phase ends when the last rank is forked and exec'd.
+    pub phases: Vec<(&'static str, Duration)>,
+    /// The mean time a spawn took, from request to reply (`spawn-loop`).
+    pub spawn: Option<Duration>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("{0}")]
+    Scenario(String),
+    #[error(transparent)]
+    Calibration(#[from] CalibrationError),
+    #[error("the calibration has no cost {0:?} (needed for this bootstrap)")]
+    NoCost(&'static str),
+    #[error("the simulated run failed (exit {exit:?}): {said}")]
+    Failed { exit: Option<i32>, said: String },
+}
+
+/// The calibrated costs of each effect.
+pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
+    let local = cal.required("pmi_local_request");
+    Costs {
+        link_hop: cal.required("link_hop"),
+        link_byte_ns: cal.costs["link_byte"].median_us * 1e3,
+        pmi_io: local / 4,
+        proc_start: Duration::ZERO,
+        fork_exec: cal.required("rank_fork_exec"),
+        lib_start: cal.required("mpi_lib_start"),
+        pmi_serve: local / 2,
+        frame_cpu: cal.required("fence_per_node"),
+        spawn_cpu: cal.required("spawn_base"),
+        cores,
+        one_host,
+    }
+}
+
+/// When every daemon is up (see the module documentation).
+pub fn boot_time(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError> {
+    let auth = cal.required("link_auth");
+    if sc.booted {
+        return Ok(auth);
+    }
+    if sc.nodes == 1 && sc.bootstrap == Bootstrap::Fork {
+        return Ok(Duration::ZERO);
+    }
+    let name = match sc.bootstrap {
+        Bootstrap::Fork => "daemon_start_fork",
+        Bootstrap::Ssh => "daemon_start_ssh",
+        Bootstrap::Slurm => "daemon_start_slurm",
+    };
+    let start = cal.get(name).ok_or(SimError::NoCost(name))?;
+    let spawn = cal.get("daemon_spawn").unwrap_or_else(|| cal.required("rank_fork_exec")).min(start);
+    let mut up = vec![Duration::ZERO; sc.nodes];
+    let mut last = Duration::ZERO;
+    // Parents before children: the tree's breadth-first order.
+    let mut queue = std::collections::VecDeque::from([(None, Duration::ZERO)]);
+    while let Some((parent, ready)) = queue.pop_front() {
+        for (i, child) in dpm_proto::tree::children(parent, sc.nodes, sc.fanout).into_iter().enumerate() {
+            up[child] = ready + spawn * i as u32 + start + auth;
+            last = last.max(up[child]);
+            queue.push_back((Some(child), up[child]));
+        }
+    }
+    Ok(last)
+}
+
+fn scripts(sc: &Scenario) -> Vec<(&'static str, Script)> {
+    let start = vec![Step::Init, put("bc-{rank}", CARD), Step::Barrier];
+    let with = |mid: Vec<Step>| -> Script { start.iter().cloned().chain(mid).chain([Step::Finalize, Step::Exit(0)]).collect() };
+    match sc.workload {
+        Workload::Hello => vec![("main", with(vec![get("bc-{next}"), get("bc-{prev}")]))],
+        Workload::PmiNeighbours => vec![("main", with(vec![get("bc-{next}"), get("bc-{prev}"), Step::Barrier]))],
+        Workload::PmiAll => vec![("main", with(vec![get_all("bc-{i}"), Step::Barrier]))],
+        Workload::SpawnLoop => {
+            let spawn = Step::Spawn { n: sc.ppn, script: "child".into() };
+            vec![("spawner", with(vec![spawn; SPAWNS])), ("main", with(vec![])), ("child", with(vec![]))]
+        }
+    }
+}
+
+/// Run one scenario.
+pub fn simulate(cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
+    let ranks = sc.ranks();
+    if ranks == 0 || sc.fanout == 0 {
+        return Err(SimError::Scenario("nodes, ranks per node and the fan-out must be at least 1".into()));
+    }
+    let max = if sc.workload == Workload::PmiAll { MAX_RANKS_ALL } else { MAX_RANKS };
+    if ranks > max {
+        return Err(SimError::Scenario(format!("{ranks} ranks is beyond full simulation ({max} for {})", sc.workload.name())));
+    }
+    let boot = boot_time(cal, sc)?;
+    let costs = costs(cal, sc.cores(), sc.one_host);
+    let mut c = Cluster::new(Layout { slots: sc.ppn, fanout: sc.fanout, kvs: sc.kvs, costs, ..Layout::nodes(sc.nodes) });
+    for (name, script) in scripts(sc) {
+        c.script(name, script);
+    }
+    c.advance_to(boot);
+    let job = match sc.workload {
+        Workload::SpawnLoop => c.launch_mixed(&[("spawner", 1), ("main", ranks as u32 - 1)]),
+        _ => c.launch("main", ranks as u32, Some(sc.ppn)),
+    };
+    // Virtual time: far beyond any startup, so only a hang reaches it.
+    let exit = c.run_until(Duration::from_secs(24 * 3600));
+    let failed = c.procs.iter().find(|p| !p.proc.errors.is_empty()).map(|p| p.proc.errors.join("; "));
+    let (Some(0), None, Some(total)) = (exit, &failed, c.finished_at) else {
+        return Err(SimError::Failed { exit, said: failed.unwrap_or_else(|| c.said.join("; ")) });
+    };
+    Ok(Outcome { total, phases: phases(&c, job, boot, total), spawn: spawn_time(&c, job, sc) })
+}
+
+fn phases(c: &Cluster, job: JobId, boot: Duration, total: Duration) -> Vec<(&'static str, Duration)> {
+    let ranks = c.ranks(job);
+    let latest = |f: &dyn Fn(&crate::Process) -> Duration| ranks.iter().map(|p| f(p)).max().unwrap_or_default();
+    let marks = [
+        ("bootstrap", boot),
+        ("launch", latest(&|p| p.forked_at)),
+        ("library", latest(&|p| p.ready_at)),
+        ("pmi", latest(&|p| p.reply_times.last().copied().unwrap_or_default())),
+        ("exit", total),
+    ];
+    let mut at = Duration::ZERO;
+    marks
+        .into_iter()
+        .map(|(name, mark)| {
+            let end = mark.max(at);
+            let phase = (name, end - at);
+            at = end;
+            phase
+        })
+        .collect()
+}
+
+/// The spawner's replies: 4 of the start sequence, the put's, the fence's,
+/// then one per spawn.
+fn spawn_time(c: &Cluster, job: JobId, sc: &Scenario) -> Option<Duration> {
+    if sc.workload != Workload::SpawnLoop {
+        return None;
+    }
+    let times = &c.ranks(job).first()?.reply_times;
+    let spans: Vec<Duration> = (6..6 + SPAWNS).filter_map(|i| Some(*times.get(i)? - *times.get(i - 1)?)).collect();
+    (spans.len() == SPAWNS).then(|| spans.iter().sum::<Duration>() / SPAWNS as u32)
+}
