@@ -270,3 +270,25 @@ def netns():
 
 def ssh_hosts(n):
     return ",".join("h%d" % (i + 1) for i in range(n))
+
+
+DOC = os.path.join(ROOT, "docs", "model.md")
+
+
+def docs_block(name, text):
+    """Replace docs/model.md's block between `<!-- NAME:begin -->` and
+    `<!-- NAME:end -->` with text (a generated table); say so if absent."""
+    begin, end = "<!-- %s:begin -->" % name, "<!-- %s:end -->" % name
+    try:
+        with open(DOC) as f:
+            doc = f.read()
+    except OSError:
+        note("docs/model.md not found: the %s block is not written" % name)
+        return
+    if begin not in doc or end not in doc:
+        note("docs/model.md has no %s markers: the block is not written" % name)
+        return
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(DOC, "w") as f:
+        f.write("%s%s\n%s\n%s%s" % (head, begin, text.strip(), end, tail))

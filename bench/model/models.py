@@ -22,10 +22,13 @@ dpm run: k + k^2 + ... + k^D >= N):
   T_init = T_boot + T_ranks
     T_boot (cold)  = sum over levels of (l_b + a + (k_l - 1) * d_b), k_l the
                      children per parent on that level; booted: 0
-    T_ranks        one host (validation): f_w + L + I + (N*ppn - 1)*(f_w + L_s + I_s)
-                   dedicated nodes (projection): ppn*f + L + I + (ppn-1)*(L_s + I_s)*cpus/cores
-                   (f_w, L_s, I_s: the measured per-rank wall slopes on this
-                   machine; L and I only for MPI programs)
+      T_ranks        one host (validation): f_w + L + I + (N*ppn - 1)*s, s the
+                   measured per-rank wall slope on this machine: f_w + L_s
+                   + I_s for MPI programs, pmi_client_start for raw PMI
+                   clients (L and I only for MPI programs)
+                   dedicated nodes (projection): ppn*(f + 6q) + L + I
+                   + (ppn-1)*(s - f)*cpus/cores (the daemon forks and
+                   serves the PMI starts one by one; the rest overlaps)
   T_conn = the workload's PMI exchange under the design (below)
   T_over = launch and exit: 2 * (D*h + N*phi_launch), phi_launch = phi
 
@@ -57,6 +60,9 @@ CARD_BYTES = 128
 # MPICH 5's hello: after its barrier, a rank makes a handful of gets (its
 # node's and its own keys; pmi-wire.md 2.5).
 HELLO_GETS = 3
+# A PMI-1 rank's fixed requests: init, get_maxes, get_my_kvsname, put,
+# barrier_in, finalize.
+PMI_STEPS = 6
 
 
 def depth(nodes, k):
@@ -97,6 +103,7 @@ def costs(cal):
         "L": s("mpi_lib_start"), "L_s": s("mpi_lib_start", "wall_slope_us"),
         "I": s("mpi_init"), "I_s": s("mpi_init", "wall_slope_us"),
         "cpus": cal["machine"]["cpus"],
+        "pmi_start": s("pmi_client_start", default=s("rank_fork_exec")),
         "q": s("pmi_local_request"), "g": s("pmi_remote_get"), "phi": s("fence_per_node"),
         "spawn": s("spawn_base"),
     }
@@ -124,7 +131,7 @@ def remote_keys(workload, nodes, ppn):
     return nodes * ppn * (nodes - 1) / nodes
 
 
-def conn_time(k_, design, nodes, ppn, fanout, workload):
+def conn_time(k_, design, nodes, ppn, fanout, workload, one_host=False):
     """The PMI exchange of one workload under one design, seconds, and its
     fence part. Gets: the larger of the node daemon's work (every get is
     answered to its rank by its own daemon, ppn*G*q, plus the fetches it
@@ -137,7 +144,10 @@ def conn_time(k_, design, nodes, ppn, fanout, workload):
     if design == "auto":
         design = "direct" if sparse else "allgather"
     q, g, h = k_["q"], k_["g"], k_["h"]
-    local = ppn * G * q
+    # On one host every node's daemon and rank shares its cores: the gets
+    # of all nodes queue for them (q was measured on one node, ranks and
+    # daemon together).
+    local = (nodes if one_host else 1) * ppn * G * q
     K = remote_keys(workload, nodes, ppn)
     base = 2 * d * h + k * d * k_["phi"]
     if design == "allgather":
@@ -183,11 +193,18 @@ def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
     node_cores cores, a node's ppn ranks share them: the daemon forks them
     one by one (f, CPU) and their library starts overlap, the measured
     slope shrinking by cpus/node_cores."""
-    lib = k_["L"] + k_["I"] if mpi else 0.0
-    lib_slope = k_["L_s"] + k_["I_s"] if mpi else 0.0
+    if mpi:
+        lib, slope = k_["L"] + k_["I"], k_["f_w"] + k_["L_s"] + k_["I_s"]
+    else:
+        # A raw PMI client: its exec and its init/fence/finalize round trips.
+        lib, slope = 0.0, k_["pmi_start"]
     if one_host:
-        return k_["f_w"] + lib + (nodes * ppn - 1) * (k_["f_w"] + lib_slope)
-    return ppn * k_["f"] + lib + (ppn - 1) * lib_slope * k_["cpus"] / max(node_cores, 1)
+        return k_["f_w"] + lib + (nodes * ppn - 1) * slope
+    # The daemon forks its ranks one by one and serves their PMI starts
+    # (PMI_STEPS requests each); the rest of a rank's start overlaps with
+    # the others' on the node's cores.
+    serial = ppn * (k_["f"] + PMI_STEPS * k_["q"])
+    return serial + lib + (ppn - 1) * max(slope - k_["f"], 0.0) * k_["cpus"] / max(node_cores, 1)
 
 
 def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
@@ -199,7 +216,7 @@ def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=
     d = depth(nodes, fanout)
     ranks = rank_time(k_, nodes, ppn, workload == "hello", one_host, node_cores)
     boot = boot_time(k_, nodes, fanout, bootstrap, booted)
-    conn, fence = conn_time(k_, design, nodes, ppn, fanout, workload)
+    conn, fence = conn_time(k_, design, nodes, ppn, fanout, workload, one_host)
     over = 2 * (d * k_["h"] + min(fanout, nodes) * d * k_["phi"])
     parts = {"initiation_boot": boot, "initiation_ranks": ranks, "connection": conn,
              "overhead": over}
