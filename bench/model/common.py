@@ -239,15 +239,46 @@ def load_scale():
 
 
 @contextlib.contextmanager
+def flocked(path, what):
+    """flock(2) on path (as flock(1) and the tests' FixtureLock take it)."""
+    with open(path, "a") as f:
+        note("%s: waiting for %s ..." % (what, path))
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
+def slurm():
+    """The Slurm fixture (tests/fixtures/slurm.sh: slurmctld and slurmd n1..n4
+    on this machine) up, under the machine-wide fixtures lock and the slurm
+    test's own: yields a function that prefixes a client command
+    (`slurm.sh exec CMD`). Raises Skip when it cannot come up (exit 77:
+    not root, no Slurm); always takes it down again."""
+    script = os.path.join(ROOT, "tests", "fixtures", "slurm.sh")
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    with flocked(FIXTURES_LOCK, "slurm"), flocked(os.path.join(tmp, "dpm-slurm-test.lock"), "slurm"):
+        try:
+            up = subprocess.run(["bash", script, "up"], stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, timeout=120)
+            if up.returncode != 0:
+                raise Skip("Slurm fixture did not come up (exit %d): %s" % (
+                    up.returncode, " / ".join(up.stderr.strip().splitlines()[-2:])))
+            yield lambda cmd: ["bash", script, "exec"] + cmd
+        finally:
+            down = subprocess.run(["bash", script, "down"], stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=120)
+            if down.returncode != 0:
+                note("warning: slurm.sh down failed: " + down.stderr.strip())
+
+
+@contextlib.contextmanager
 def netns():
     """The netns ssh hosts h1..h4 up (bench/scale's fixture, under the
     machine-wide fixtures lock and the fixture's own), and a worker in h0
     that times commands there: yields (worker, ssh_command). Raises Skip
     when the fixture cannot come up; always takes it down again."""
     scale, scale_path = load_scale()
-    with open(FIXTURES_LOCK, "a") as lockf:
-        note("netns: waiting for %s ..." % FIXTURES_LOCK)
-        fcntl.flock(lockf, fcntl.LOCK_EX)
+    with flocked(FIXTURES_LOCK, "netns"):
         lock = scale.Lock(300)
         worker = None
         try:
