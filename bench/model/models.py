@@ -22,10 +22,11 @@ dpm run: k + k^2 + ... + k^D >= N):
   T_init = T_boot + T_ranks
     T_boot (cold)  = sum over levels of (l_b + a + (k_l - 1) * d_b), k_l the
                      children per parent on that level; booted: 0
-      T_ranks        one host (validation): f_w + L + I + (N*ppn - 1)*s, s the
-                   measured per-rank wall slope on this machine: f_w + L_s
-                   + I_s for MPI programs, pmi_client_start for raw PMI
-                   clients (L and I only for MPI programs)
+      T_ranks        one host (validation): MPI programs f_w + L + I
+                   + (N*ppn - 1)*(f_w + L_s + I_s), the measured per-rank
+                   wall slopes on this machine; raw PMI clients N*ppn*f_w
+                   + ppn*(pmi_client_start - f_w) (forks share the host,
+                   each node's daemon serves its ranks' PMI starts in turn)
                    dedicated nodes (projection): ppn*(f + 6q) + L + I
                    + (ppn-1)*(s - f)*cpus/cores (the daemon forks and
                    serves the PMI starts one by one; the rest overlaps)
@@ -198,6 +199,10 @@ def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
     else:
         # A raw PMI client: its exec and its init/fence/finalize round trips.
         lib, slope = 0.0, k_["pmi_start"]
+    if one_host and not mpi:
+        # Forks and execs share the host; each node's daemon serves its own
+        # ranks' PMI starts one after another, the nodes side by side.
+        return nodes * ppn * k_["f_w"] + ppn * max(slope - k_["f_w"], 0.0)
     if one_host:
         return k_["f_w"] + lib + (nodes * ppn - 1) * slope
     # The daemon forks its ranks one by one and serves their PMI starts
