@@ -1,0 +1,272 @@
+"""bench/model/models.py: analytical models of dpm's startup, in paper 002's
+form (process initiation + connection setup + overhead), one per KVS design
+and bootstrap, with every constant taken from the calibration file (nothing
+is fitted to the validation runs); and paper 002's three published models
+(Original, SSH-DR, MPD-BC) with their published constants, as references.
+
+Owns the formulas; calibrate measures, validate and project call them.
+
+Symbols (seconds, from the calibration's medians):
+  d_b  daemon_start_<bootstrap>: the parent's serial cost per child daemon
+  l_b  the first daemon's latency (its `latency_us`)
+  a    link_auth, h link_hop, beta link_byte
+  f    rank_fork_exec (CPU per rank), L mpi_lib_start, I mpi_init (hello)
+  q    pmi_local_request (a daemon's service time per request)
+  g    pmi_remote_get (a get answered by another node, flat tree)
+  phi  fence_per_node (a parent's cost per child arrival in a fence)
+
+A job of N nodes x ppn ranks, fan-out k, depth D (levels of daemons under
+dpm run: k + k^2 + ... + k^D >= N):
+
+  T = T_init + T_conn + T_over
+  T_init = T_boot + T_ranks
+    T_boot (cold)  = sum over levels of (l_b + a + (k_l - 1) * d_b), k_l the
+                     children per parent on that level; booted: 0
+      T_ranks        one host (validation): MPI programs f_w + L + I
+                   + (N*ppn - 1)*(f_w + L_s + I_s), the measured per-rank
+                   wall slopes on this machine; raw PMI clients N*ppn*f_w
+                   + ppn*(pmi_client_start - f_w) (forks share the host,
+                   each node's daemon serves its ranks' PMI starts in turn)
+                   dedicated nodes (projection): ppn*(f + 6q) + L + I
+                   + (ppn-1)*(s - f)*cpus/cores (the daemon forks and
+                   serves the PMI starts one by one; the rest overlaps)
+  T_conn = the workload's PMI exchange under the design (below)
+  T_over = launch and exit: 2 * (D*h + N*phi_launch), phi_launch = phi
+
+Per design, a rank puts one key of B bytes, fences, and makes G gets of
+which a fraction r is off-node (hello: MPICH's few gets; neighbours: 2;
+all: P); a node needs K distinct off-node keys (its daemon fetches each
+once). Every get is answered to its rank by its own daemon (ppn*G*q a
+node); the gets take the larger of that daemon work and one rank's chain
+of blocking misses:
+  allgather  fence = 2*D*h + k*D*phi + beta*B*P*k*D (every put to every
+             node, each parent sends the lot to each child); gets local
+  tree       fence = 2*D*h + k*D*phi + beta*B*P (puts ride up once); a
+             miss walks up to the ancestor holding it, 2*h a level; a
+             parent answers its k children's K misses
+  dkvs       fence = 2*D*h + k*D*phi + beta*B*ppn (puts to their owners);
+             a get not owned here asks the owner: chain G*(1-1/N)*g*D
+  direct     fence = 2*D*h + k*D*phi; a miss asks the key's node: chain
+             G*r*g*D, daemons fetch and serve 2*K*q
+  auto       dense and unhinted keys as allgather, sparse-hinted keys as
+             direct: hello and all as allgather, neighbours as direct
+"""
+
+import math
+
+DESIGNS = ["allgather", "tree", "dkvs", "direct", "auto"]
+WORKLOADS = ["hello", "pmi-neighbours", "pmi-all"]
+# A business card MPICH puts (bytes of a PMI value, order of magnitude).
+CARD_BYTES = 128
+# MPICH 5's hello: after its barrier, a rank makes a handful of gets (its
+# node's and its own keys; pmi-wire.md 2.5).
+HELLO_GETS = 3
+# A PMI-1 rank's fixed requests: init, get_maxes, get_my_kvsname, put,
+# barrier_in, finalize.
+PMI_STEPS = 6
+
+
+def depth(nodes, k):
+    """Levels of daemons under the launcher in dpm's k-ary heap."""
+    k = max(1, k)
+    if k == 1:
+        return nodes
+    d, covered, width = 0, 0, 1
+    while covered < nodes:
+        width *= k
+        covered += width
+        d += 1
+    return d
+
+
+def level_widths(nodes, k):
+    """Daemons on each level (the launcher's children first)."""
+    out, covered, width = [], 0, 1
+    while covered < nodes:
+        width = width * k
+        w = min(width, nodes - covered)
+        out.append(w)
+        covered += w
+    return out
+
+
+def costs(cal):
+    c = cal["costs"]
+
+    def s(name, key="median_us", default=0.0):
+        v = c.get(name, {}).get(key)
+        return v / 1e6 if v is not None else default
+    return {
+        "d": {b: s("daemon_start_" + b) for b in ("fork", "ssh", "slurm")},
+        "l": {b: s("daemon_start_" + b, "latency_us") for b in ("fork", "ssh", "slurm")},
+        "a": s("link_auth"), "h": s("link_hop"), "beta": s("link_byte"),
+        "f": s("rank_fork_exec"), "f_w": s("rank_fork_exec", "wall_us", s("rank_fork_exec")),
+        "L": s("mpi_lib_start"), "L_s": s("mpi_lib_start", "wall_slope_us"),
+        "I": s("mpi_init"), "I_s": s("mpi_init", "wall_slope_us"),
+        "cpus": cal["machine"]["cpus"],
+        "pmi_start": s("pmi_client_start", default=s("rank_fork_exec")),
+        "q": s("pmi_local_request"), "g": s("pmi_remote_get"), "phi": s("fence_per_node"),
+        "spawn": s("spawn_base"),
+    }
+
+
+def gets_of(workload, nodes, ppn):
+    """(gets per rank G, fraction off-node r, hinted sparse?)"""
+    p = nodes * ppn
+    if workload == "hello":
+        return HELLO_GETS, 0.0, False
+    if workload == "pmi-neighbours":
+        return 2, (1.0 if ppn == 1 else min(1.0, 2.0 / ppn)) if nodes > 1 else 0.0, True
+    if workload == "pmi-all":
+        return p, (nodes - 1) / nodes, False
+    raise ValueError("unknown workload %r" % workload)
+
+
+def remote_keys(workload, nodes, ppn):
+    """Distinct off-node keys one node's ranks need (a node's daemon fetches
+    each once: later gets for it are local hits or coalesced)."""
+    if nodes == 1 or workload == "hello":
+        return 0
+    if workload == "pmi-neighbours":
+        return 2
+    return nodes * ppn * (nodes - 1) / nodes
+
+
+def conn_time(k_, design, nodes, ppn, fanout, workload, one_host=False):
+    """The PMI exchange of one workload under one design, seconds, and its
+    fence part. Gets: the larger of the node daemon's work (every get is
+    answered to its rank by its own daemon, ppn*G*q, plus the fetches it
+    makes and serves for other nodes) and one rank's chain of blocking gets
+    that miss (G*r*g, g growing with the depth the request crosses)."""
+    p = nodes * ppn
+    k = min(fanout, nodes)
+    d = depth(nodes, fanout)
+    G, r, sparse = gets_of(workload, nodes, ppn)
+    if design == "auto":
+        design = "direct" if sparse else "allgather"
+    q, g, h = k_["q"], k_["g"], k_["h"]
+    # On one host every node's daemon and rank shares its cores: the gets
+    # of all nodes queue for them (q was measured on one node, ranks and
+    # daemon together).
+    local = (nodes if one_host else 1) * ppn * G * q
+    K = remote_keys(workload, nodes, ppn)
+    base = 2 * d * h + k * d * k_["phi"]
+    if design == "allgather":
+        fence = base + k_["beta"] * CARD_BYTES * p * k * d
+        gets = local
+    elif design == "tree":
+        # Puts ride up once; a miss walks up to the ancestor holding the key
+        # (2 hops a level); a parent answers its k children's misses.
+        fence = base + k_["beta"] * CARD_BYTES * p
+        gets = max(local + k * K * q, G * r * 2 * h * d + local)
+    elif design == "dkvs":
+        # Puts go to their owners; a get not owned here asks the owner.
+        fence = base + k_["beta"] * CARD_BYTES * ppn
+        own = (1 - 1 / nodes) if nodes > 1 else 0.0
+        K_o = K / r * own if r else 0.0
+        gets = max(local + 2 * K_o * q, G * own * g * d)
+    elif design == "direct":
+        fence = base
+        gets = max(local + 2 * K * q, G * r * g * d)
+    else:
+        raise ValueError("unknown design %r" % design)
+    return fence + gets, fence
+
+
+def boot_time(k_, nodes, fanout, bootstrap, booted):
+    if booted:
+        return 0.0
+    d_b, l_b = k_["d"][bootstrap], k_["l"][bootstrap]
+    total = 0.0
+    parents = 1
+    for w in level_widths(nodes, fanout):
+        per_parent = math.ceil(w / parents)
+        total += l_b + k_["a"] + (per_parent - 1) * d_b
+        parents = w
+    return total
+
+
+def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
+    """Initiation of the ranks: the first rank's fork/exec and library
+    start, then each further rank's slope. On one host (the virtual nodes
+    and netns hosts here) all N*ppn ranks share its cores and the slopes
+    are the measured per-rank wall slopes on it; on dedicated nodes of
+    node_cores cores, a node's ppn ranks share them: the daemon forks them
+    one by one (f, CPU) and their library starts overlap, the measured
+    slope shrinking by cpus/node_cores."""
+    if mpi:
+        lib, slope = k_["L"] + k_["I"], k_["f_w"] + k_["L_s"] + k_["I_s"]
+    else:
+        # A raw PMI client: its exec and its init/fence/finalize round trips.
+        lib, slope = 0.0, k_["pmi_start"]
+    if one_host and not mpi:
+        # Forks and execs share the host; each node's daemon serves its own
+        # ranks' PMI starts one after another, the nodes side by side.
+        return nodes * ppn * k_["f_w"] + ppn * max(slope - k_["f_w"], 0.0)
+    if one_host:
+        return k_["f_w"] + lib + (nodes * ppn - 1) * slope
+    # The daemon forks its ranks one by one and serves their PMI starts
+    # (PMI_STEPS requests each); the rest of a rank's start overlaps with
+    # the others' on the node's cores.
+    serial = ppn * (k_["f"] + PMI_STEPS * k_["q"])
+    return serial + lib + (ppn - 1) * max(slope - k_["f"], 0.0) * k_["cpus"] / max(node_cores, 1)
+
+
+def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
+            workload="hello", one_host=False, node_cores=64):
+    """The model's startup (seconds) with its breakdown. one_host: every
+    node on this machine (validation); else dedicated nodes of node_cores
+    cores (projection)."""
+    k_ = costs(cal)
+    d = depth(nodes, fanout)
+    ranks = rank_time(k_, nodes, ppn, workload == "hello", one_host, node_cores)
+    boot = boot_time(k_, nodes, fanout, bootstrap, booted)
+    conn, fence = conn_time(k_, design, nodes, ppn, fanout, workload, one_host)
+    over = 2 * (d * k_["h"] + min(fanout, nodes) * d * k_["phi"])
+    parts = {"initiation_boot": boot, "initiation_ranks": ranks, "connection": conn,
+             "overhead": over}
+    return {"startup_s": sum(parts.values()), "breakdown": parts, "fence_s": fence,
+            "depth": d, "design": design, "fanout": fanout, "bootstrap": bootstrap,
+            "booted": booted, "workload": workload, "answered_by": "bench/model/models.py"}
+
+
+def best(cal, nodes, ppn, bootstrap="fork", booted=False, workload="hello",
+         fanouts=(2, 4, 8, 16, 32, 64, 128), designs=DESIGNS):
+    """The fastest (design, fan-out) and its prediction."""
+    out = None
+    for design in designs:
+        for k in fanouts:
+            p = predict(cal, nodes, ppn, design, k, bootstrap, booted, workload)
+            if out is None or p["startup_s"] < out["startup_s"]:
+                out = p
+    return out
+
+
+# ------------------------------------------------------------ paper 002
+
+def w_bytes(n_items):
+    """Paper 002's W_x: a message of x 4-byte QP ids over Gigabit Ethernet
+    (8 ns per byte). With it the published constants give Table 1 back
+    (Original 13.6 s at 128; MPD-BC 2.9 s at 128 against 3.10 measured)."""
+    return 4 * n_items * 8e-9
+
+
+def paper002(scheme, n):
+    """Paper 002's published models (section 5.2), seconds for n processes."""
+    if scheme == "Original":
+        return 0.100 * n + 10.5 * n * (w_bytes(n) + w_bytes(n * n)) + 0.12
+    if scheme == "SSH-DR":
+        return 0.100 * n + (8.5e-9 * n ** 3 + 10.5 * n * w_bytes(n)) + 0.12
+    if scheme == "MPD-BC":
+        return (0.20 + 0.0010 * n) + (0.0180 * n + 2.5 * n * w_bytes(n)) + 0.30
+    raise ValueError(scheme)
+
+
+PAPER002_SCHEMES = ["Original", "SSH-DR", "MPD-BC"]
+# Table 1 of paper 002, the measured points the models were fitted on.
+PAPER002_TABLE1 = {
+    "n": [4, 8, 16, 32, 64, 128],
+    "Original": [0.59, 0.92, 1.74, 3.41, 7.3, 13.7],
+    "SSH-DR": [0.58, 0.94, 1.69, 3.37, 6.77, 13.45],
+    "MPD-BC": [0.61, 0.63, 0.64, 0.84, 1.58, 3.10],
+}

@@ -1,0 +1,144 @@
+"""Unit tests of bench/model: the committed calibration validates, the
+checks catch bad files, paper 002's published models give back its Table 1,
+and dpm's models behave as their formulas say.
+
+  python3 -m unittest discover -s bench/model
+"""
+
+import copy
+import json
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+import models as M  # noqa: E402
+
+
+def committed():
+    with open(C.CALIBRATION) as f:
+        return json.load(f)
+
+
+class Calibration(unittest.TestCase):
+    def test_committed_file_validates(self):
+        self.assertEqual(C.check_calibration(committed()), [])
+
+    def test_missing_cost_is_reported(self):
+        doc = committed()
+        del doc["costs"]["link_hop"]
+        self.assertIn("cost link_hop missing", C.check_calibration(doc))
+
+    def test_bad_spread_and_schema_are_reported(self):
+        doc = committed()
+        doc["schema"] = 2
+        doc["costs"]["link_auth"]["p10_us"] = doc["costs"]["link_auth"]["median_us"] * 2
+        doc["costs"]["link_byte"]["n"] = 0
+        bad = " ".join(C.check_calibration(doc))
+        self.assertIn("schema", bad)
+        self.assertIn("link_auth", bad)
+        self.assertIn("link_byte", bad)
+
+    def test_not_a_number_is_reported(self):
+        doc = committed()
+        doc["costs"]["spawn_base"]["median_us"] = "fast"
+        self.assertTrue(any("spawn_base" in b for b in C.check_calibration(doc)))
+
+    def test_spread(self):
+        c = C.spread([3.0, 1.0, 2.0, 5.0, 4.0], "op")
+        self.assertEqual((c["median_us"], c["n"], c["per"]), (3.0, 5, "op"))
+        self.assertLessEqual(c["p10_us"], c["median_us"])
+        self.assertGreaterEqual(c["p90_us"], c["median_us"])
+        # A noisy difference below zero never gives a negative p10.
+        self.assertGreaterEqual(C.spread([-5.0, 1.0, 2.0], "op")["p10_us"], 0.0)
+
+    def test_slope(self):
+        b, a = C.slope([1, 2, 4, 8], [3, 5, 9, 17])
+        self.assertAlmostEqual(b, 2.0)
+        self.assertAlmostEqual(a, 1.0)
+
+
+class Paper002(unittest.TestCase):
+    def test_published_models_give_back_table1_at_128(self):
+        # The models were fitted on 4..128 processes (section 5.2): at 128
+        # they must land near the measured Table 1.
+        for scheme in M.PAPER002_SCHEMES:
+            measured = M.PAPER002_TABLE1[scheme][-1]
+            self.assertLess(abs(M.paper002(scheme, 128) / measured - 1), 0.10, scheme)
+
+    def test_mpd_bc_two_orders_faster_at_2048(self):
+        # "more than two orders of magnitude for 2048-process jobs" is the
+        # paper's claim against Original; its own models give ~70x.
+        self.assertGreater(M.paper002("Original", 2048) / M.paper002("MPD-BC", 2048), 50)
+
+
+class Models(unittest.TestCase):
+    cal = committed()
+
+    def test_depth_is_dpm_heap(self):
+        # dpm's k-ary heap: the launcher's k children, then k^2, ...
+        self.assertEqual(M.depth(32, 32), 1)
+        self.assertEqual(M.depth(33, 32), 2)
+        self.assertEqual(M.depth(16384, 32), 3)
+        self.assertEqual(M.depth(6, 2), 2)
+        self.assertEqual(M.depth(7, 2), 3)
+        self.assertEqual(M.level_widths(7, 2), [2, 4, 1])
+
+    def test_booted_is_faster_than_cold(self):
+        for boot in ("fork", "ssh"):
+            cold = M.predict(self.cal, 64, 16, "auto", 32, boot, False, "hello")
+            booted = M.predict(self.cal, 64, 16, "auto", 32, boot, True, "hello")
+            self.assertLess(booted["startup_s"], cold["startup_s"])
+            self.assertEqual(booted["breakdown"]["initiation_boot"], 0.0)
+
+    def test_grows_with_nodes_and_parts_add_up(self):
+        prev = 0.0
+        for n in (1, 4, 16, 64, 256):
+            p = M.predict(self.cal, n, 16, "allgather", 32, "ssh", False, "pmi-all")
+            self.assertGreater(p["startup_s"], prev)
+            self.assertAlmostEqual(p["startup_s"], sum(p["breakdown"].values()))
+            prev = p["startup_s"]
+
+    def test_tree_makes_many_ssh_starts_parallel(self):
+        flat = M.predict(self.cal, 1024, 64, "auto", 1024, "ssh", False, "hello")
+        tree = M.predict(self.cal, 1024, 64, "auto", 8, "ssh", False, "hello")
+        self.assertLess(tree["startup_s"], flat["startup_s"] / 10)
+
+    def test_allgather_pays_for_bytes_at_scale(self):
+        ag = M.predict(self.cal, 16384, 64, "allgather", 32, "ssh", True, "hello")
+        direct = M.predict(self.cal, 16384, 64, "direct", 32, "ssh", True, "hello")
+        self.assertGreater(ag["fence_s"], direct["fence_s"])
+
+    def test_auto_follows_the_hints(self):
+        for w, same in (("hello", "allgather"), ("pmi-neighbours", "direct")):
+            a = M.predict(self.cal, 64, 16, "auto", 32, "fork", True, w)
+            b = M.predict(self.cal, 64, 16, same, 32, "fork", True, w)
+            self.assertAlmostEqual(a["startup_s"], b["startup_s"])
+
+    def test_best_is_the_minimum(self):
+        b = M.best(self.cal, 256, 64, "ssh", False, "hello")
+        for d in M.DESIGNS:
+            for k in (2, 32, 128):
+                p = M.predict(self.cal, 256, 64, d, k, "ssh", False, "hello")
+                self.assertLessEqual(b["startup_s"], p["startup_s"] + 1e-12)
+
+    def test_unknown_names_are_errors(self):
+        with self.assertRaises(ValueError):
+            M.predict(self.cal, 4, 4, "ring", 32, "fork", False, "hello")
+        with self.assertRaises(ValueError):
+            M.predict(self.cal, 4, 4, "auto", 32, "fork", False, "nbody")
+
+    def test_missing_extras_fall_back(self):
+        cal = copy.deepcopy(self.cal)
+        for c in cal["costs"].values():
+            for k in [k for k in c if k.endswith("_us") and k not in ("median_us", "p10_us", "p90_us")]:
+                del c[k]
+        cal["costs"].pop("pmi_client_start", None)
+        cal["costs"].pop("mpi_init", None)
+        p = M.predict(cal, 16, 16, "auto", 32, "fork", False, "pmi-neighbours")
+        self.assertGreater(p["startup_s"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
