@@ -262,6 +262,10 @@ impl NodeEffects for Io {
         self.pmix.answer(req, answer)
     }
 
+    fn pmix_dmodex(&mut self, nspace: &str, rank: u32, token: u64) -> Result<(), String> {
+        self.pmix.dmodex(nspace, rank, token)
+    }
+
     fn pmix_forget(&mut self, nspace: &str, ranks: &[u32]) {
         self.pmix.forget(nspace, ranks)
     }

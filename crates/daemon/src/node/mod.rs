@@ -148,6 +148,13 @@ pub trait NodeEffects {
     fn pmix_answer(&mut self, req: PmixRequest, answer: PmixAnswer) {
         let _ = (req, answer);
     }
+    /// Ask the node's PMIx server for a local rank's data for another node
+    /// (`PMIx_server_dmodex_request`); the answer comes back as
+    /// [`PmixEvent::DmodexAnswer`] with `token`.
+    fn pmix_dmodex(&mut self, nspace: &str, rank: u32, token: u64) -> Result<(), String> {
+        let _ = (nspace, rank, token);
+        Err("this node serves no PMIx".into())
+    }
     /// A PMIx job is over here: deregister its clients and namespace, remove
     /// what its ranks left (Open MPI's shared-memory segments).
     fn pmix_forget(&mut self, nspace: &str, ranks: &[u32]) {

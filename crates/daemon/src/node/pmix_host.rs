@@ -8,7 +8,7 @@
 //! forwards them into the driver's event channel, where [`PmixHost::accept`]
 //! keeps each handle under a [`PmixRequest`] and hands the reactor plain
 //! data. Upcalls the front end does not serve yet (spawn, publish, lookup,
-//! connect, direct modex) are refused at once with `PMIX_ERR_NOT_SUPPORTED`:
+//! connect) are refused at once with `PMIX_ERR_NOT_SUPPORTED`:
 //! the client gets an error, never a hang.
 //!
 //! Open MPI puts its shared-memory segments in `/dev/shm` and leaves them to
@@ -113,6 +113,12 @@ impl PmixHost {
         Ok(envs)
     }
 
+    /// [`super::NodeEffects::pmix_dmodex`].
+    pub(super) fn dmodex(&mut self, nspace: &str, rank: u32, token: u64) -> Result<(), String> {
+        let server = self.server.as_ref().ok_or("no PMIx server runs here")?;
+        server.dmodex_request(&Proc { nspace: nspace.to_string(), rank }, token).map_err(|e| e.to_string())
+    }
+
     /// [`super::NodeEffects::pmix_forget`].
     pub(super) fn forget(&mut self, nspace: &str, ranks: &[u32]) {
         if let Some(server) = &self.server {
@@ -150,10 +156,9 @@ impl PmixHost {
                 PmixEvent::Fence { procs: procs.into_iter().map(|p| (p.nspace, p.rank)).collect(), data, req: self.keep(Pending::Modex(done)) }
             }
             Upcall::DirectModex { proc_, done, .. } => {
-                tracing::warn!(nspace = %proc_.nspace, rank = proc_.rank, "PMIx direct modex is not served yet");
-                done.complete(PMIX_ERR_NOT_SUPPORTED, Vec::new());
-                return None;
+                PmixEvent::DirectModex { nspace: proc_.nspace, rank: proc_.rank, req: self.keep(Pending::Modex(done)) }
             }
+            Upcall::DmodexAnswer { token, status, data } => PmixEvent::DmodexAnswer { token, status, data },
             Upcall::Publish { done, .. } | Upcall::Unpublish { done, .. } | Upcall::Connect { done, .. } | Upcall::Disconnect { done, .. } => {
                 tracing::warn!("PMIx publish, unpublish, connect and disconnect are not served yet");
                 done.complete(PMIX_ERR_NOT_SUPPORTED);

@@ -103,6 +103,7 @@ impl NodeReactor {
             ToDaemon::FenceDone { job, epoch, delta } if self.pmix.has(job) => self.pmix_fence_done(fx, job, epoch, &delta),
             ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, delta),
             ToDaemon::RingOut { job, seq, slot } => self.engine.ring_out(job, seq, &slot),
+            ToDaemon::Kvs(msg) if self.pmix.has(msg.job()) => self.pmix_kvs(fx, msg),
             ToDaemon::Kvs(msg) => self.engine.kvs_msg(msg),
             ToDaemon::NameDone { request, result } => {
                 if let Some(conn) = self.requests.remove(&request) {

@@ -13,6 +13,12 @@
 //! `FenceDone` delta brings every node's; the concatenation in node order
 //! is the fence's answer. One-node fences never get here: the library
 //! completes them itself.
+//!
+//! Direct modex (Open MPI's async modex: a rank asks for a peer's data when
+//! it first needs it) rides the KVS messages between daemons: a
+//! `KvsMsg::Get` of key `pmix-dmodex-<rank>` to the node hosting the rank,
+//! where `PMIx_server_dmodex_request` fetches the data, and a
+//! `KvsMsg::Reply` (hex, or no value: not found) back to the asking node.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -20,6 +26,7 @@ use std::path::PathBuf;
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::PmiState;
 use dpm_pmix::{JobSpec, NodeRanks, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
+use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_proto::{LaunchJob, ToLauncher};
 
 use super::NodeReactor;
@@ -41,6 +48,10 @@ pub enum PmixEvent {
     /// A fence across nodes: the participants (rank [`RANK_WILDCARD`]: the
     /// whole namespace) and this node's blob.
     Fence { procs: Vec<(String, u32)>, data: Vec<u8>, req: PmixRequest },
+    /// A local client wants a rank's data that another node holds.
+    DirectModex { nspace: String, rank: u32, req: PmixRequest },
+    /// The local library's answer to [`NodeEffects::pmix_dmodex`] `token`.
+    DmodexAnswer { token: u64, status: i32, data: Vec<u8> },
 }
 
 /// The answer to a [`PmixRequest`].
@@ -53,6 +64,8 @@ pub enum PmixAnswer {
 
 /// The put a node's fence blob rides under: `pmix-blob-<node>`.
 const BLOB_KEY: &str = "pmix-blob-";
+/// The key a direct-modex request asks the rank's node for: `pmix-dmodex-<rank>`.
+const DMODEX_KEY: &str = "pmix-dmodex-";
 
 /// A PMIx job on this node.
 struct PmixJob {
@@ -61,6 +74,8 @@ struct PmixJob {
     ranks: Vec<u32>,
     /// This node's index among all nodes (the blob's key).
     node: usize,
+    /// The node of each rank.
+    node_of: Vec<usize>,
     /// Fences completed (the epoch of the next `FenceIn`).
     epoch: u64,
     /// The fence upcall waiting for its `FenceDone`.
@@ -72,6 +87,10 @@ struct PmixJob {
 pub(super) struct PmixFront {
     jobs: HashMap<JobId, PmixJob>,
     by_nspace: HashMap<String, JobId>,
+    /// Direct-modex requests of other nodes being fetched from the local
+    /// library, by token: where the answer goes.
+    dmodex: HashMap<u64, GetRequest>,
+    next_token: u64,
 }
 
 impl PmixFront {
@@ -144,15 +163,16 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 
 impl PmixFront {
     /// A PMIx job is launched here with these local ranks.
-    pub(super) fn add(&mut self, job: JobId, nspace: &str, node: usize, ranks: Vec<u32>) {
+    pub(super) fn add(&mut self, job: JobId, nspace: &str, node: usize, node_of: Vec<usize>, ranks: Vec<u32>) {
         self.by_nspace.insert(nspace.to_string(), job);
-        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, epoch: 0, fence: None });
+        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, epoch: 0, fence: None });
     }
 
     /// Forget a job: its namespace, its ranks here and a fence still waiting.
     pub(super) fn remove(&mut self, job: JobId) -> Option<(String, Vec<u32>, Option<PmixRequest>)> {
         let j = self.jobs.remove(&job)?;
         self.by_nspace.remove(&j.nspace);
+        self.dmodex.retain(|_, r| r.job != job);
         Some((j.nspace, j.ranks, j.fence))
     }
 
@@ -200,6 +220,12 @@ impl PmixFront {
     }
 }
 
+/// Answer another node's direct-modex request (`None`: not found).
+fn dmodex_reply(fx: &mut (impl NodeEffects + ?Sized), get: GetRequest, value: Option<String>) {
+    let reply = GetReply { job: get.job, key: get.key, id: get.id, value, valid_through: 0 };
+    fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(get.origin), msg: KvsMsg::Reply(reply) });
+}
+
 impl NodeReactor {
     /// An upcall of the node's PMIx server.
     pub fn on_pmix(&mut self, fx: &mut (impl NodeEffects + ?Sized), event: PmixEvent) {
@@ -212,6 +238,26 @@ impl NodeReactor {
                     None => tracing::warn!(%nspace, rank, "PMIx abort from an unknown namespace"),
                 }
                 fx.pmix_answer(req, PmixAnswer::Status(PMIX_SUCCESS));
+            }
+            PmixEvent::DirectModex { nspace, rank, req } => {
+                let job = self.pmix.by_nspace.get(&nspace).copied();
+                let asked = job.and_then(|job| self.pmix.jobs.get(&job).map(|j| (job, j)));
+                match asked.and_then(|(job, j)| j.node_of.get(rank as usize).filter(|&&n| n != j.node).map(|&n| (job, j.node, n))) {
+                    Some((job, origin, owner)) => {
+                        tracing::debug!(%job, rank, owner, "PMIx direct modex: asking the rank's node");
+                        let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
+                        fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(owner), msg: KvsMsg::Get(get) });
+                    }
+                    None => {
+                        tracing::warn!(%nspace, rank, "PMIx direct modex for a rank of no other node");
+                        fx.pmix_answer(req, PmixAnswer::Data(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()));
+                    }
+                }
+            }
+            PmixEvent::DmodexAnswer { token, status, data } => {
+                if let Some(get) = self.pmix.dmodex.remove(&token) {
+                    dmodex_reply(fx, get, (status == PMIX_SUCCESS).then(|| hex(&data)));
+                }
             }
             PmixEvent::Fence { procs, data, req } => match self.pmix.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
@@ -236,6 +282,37 @@ impl NodeReactor {
         fx.pmix_answer(req, PmixAnswer::Status(status));
     }
 
+    /// A KVS message for a PMIx job: a direct-modex request from another
+    /// node, or the answer to one of ours.
+    pub(super) fn pmix_kvs(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: KvsMsg) {
+        match msg {
+            KvsMsg::Get(get) => {
+                let rank = get.key.strip_prefix(DMODEX_KEY).and_then(|r| r.parse::<u32>().ok());
+                let nspace = self.pmix.jobs.get(&get.job).map(|j| j.nspace.clone());
+                let (Some(rank), Some(nspace)) = (rank, nspace) else { return dmodex_reply(fx, get, None) };
+                let token = self.pmix.next_token;
+                self.pmix.next_token += 1;
+                match fx.pmix_dmodex(&nspace, rank, token) {
+                    Ok(()) => {
+                        self.pmix.dmodex.insert(token, get);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%nspace, rank, "direct modex: {e}");
+                        dmodex_reply(fx, get, None);
+                    }
+                }
+            }
+            KvsMsg::Reply(reply) => {
+                let answer = match reply.value.as_deref().map(unhex) {
+                    Some(Some(data)) => PmixAnswer::Data(PMIX_SUCCESS, data),
+                    _ => PmixAnswer::Data(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()),
+                };
+                fx.pmix_answer(PmixRequest(reply.id), answer);
+            }
+            other => tracing::warn!(job = %other.job(), "a KVS message a PMIx job does not use; dropped"),
+        }
+    }
+
     /// `FenceDone` for a PMIx job.
     pub(super) fn pmix_fence_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, epoch: u64, delta: &[(String, String)]) {
         if let Some((req, answer)) = self.pmix.fence_done(job, epoch, delta) {
@@ -251,7 +328,7 @@ impl NodeReactor {
         let app = launch.apps.first().ok_or("a job without programs")?;
         // Known before it is registered: a failed launch is forgotten too,
         // which removes whatever the registration left.
-        self.pmix.add(launch.job, &launch.kvsname, node, ranks.clone());
+        self.pmix.add(launch.job, &launch.kvsname, node, launch.node_of.clone(), ranks.clone());
         let envs = fx.pmix_register(spec, app)?;
         // The driver answers in the namespace's rank order; the launch's
         // order may differ.
@@ -308,7 +385,7 @@ mod tests {
     #[test]
     fn fence_blobs_travel_as_puts_and_come_back_in_node_order() {
         let mut front = PmixFront::default();
-        front.add(JobId(3), "ns", 1, vec![2, 3]);
+        front.add(JobId(3), "ns", 1, vec![0, 0, 1, 1], vec![2, 3]);
         let wild = vec![("ns".to_string(), RANK_WILDCARD)];
         let up = front.fence_in(&wild, &[0xab, 0x01], PmixRequest(7)).unwrap();
         let ToLauncher::FenceIn { job, epoch, count, puts } = up else { panic!("{up:?}") };
