@@ -81,6 +81,30 @@ fn fences_cross_two_and_four_virtual_nodes() {
 }
 
 #[test]
+fn async_modex_asks_the_node_of_each_peer() {
+    let Some(hello) = ompi_hello() else { return };
+    let args = ["-v", "-genv", "OMPI_MCA_pmix_base_async_modex", "1", "-genv", "OMPI_MCA_pmix_base_collect_data", "0"];
+    let mut args = args.to_vec();
+    args.extend(["--virtual-nodes", "2", "--map-by", "node", "-n", "4", &hello]);
+    let running = Dpm::run(&args).env("RUST_LOG", "dpm_daemon=debug").spawn();
+    let pid = running.pid();
+    let out = running.wait();
+    assert_hello(&out, 4);
+    out.assert_stderr_contains("PMIx direct modex: asking the rank's node");
+    assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "left behind\n{}", out.describe());
+}
+
+#[test]
+fn spawn_is_refused_with_an_error_never_a_hang() {
+    let Some(hello) = ompi_hello() else { return };
+    let spawn = hello.replace("/hello", "/spawn");
+    let out = run_clean(&["-n", "1", &spawn]);
+    out.assert_code(3);
+    out.assert_stdout_contains("spawn refused");
+    out.assert_stderr_contains("not served by dpm yet");
+}
+
+#[test]
 fn mpi_abort_decides_the_exit_code() {
     let Some(hello) = ompi_hello() else { return };
     for extra in [&[][..], &["--virtual-nodes", "2"][..]] {

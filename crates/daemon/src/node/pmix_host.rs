@@ -170,7 +170,7 @@ impl PmixHost {
                 return None;
             }
             Upcall::Spawn { done, .. } => {
-                tracing::warn!("PMIx spawn is not served yet");
+                tracing::warn!("PMIx spawn (MPI_Comm_spawn under Open MPI) is not served by dpm yet: the spawn returns an error");
                 done.complete(PMIX_ERR_NOT_SUPPORTED, "");
                 return None;
             }
