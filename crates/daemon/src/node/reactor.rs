@@ -105,6 +105,7 @@ impl NodeReactor {
             ToDaemon::RingOut { job, seq, slot } => self.engine.ring_out(job, seq, &slot),
             ToDaemon::Kvs(msg) if self.pmix.has(msg.job()) => self.pmix_kvs(fx, msg),
             ToDaemon::Kvs(msg) => self.engine.kvs_msg(msg),
+            ToDaemon::NameDone { request, result } if self.pmix.has_name_request(request) => self.pmix_name_done(fx, request, result),
             ToDaemon::NameDone { request, result } => {
                 if let Some(conn) = self.requests.remove(&request) {
                     self.engine.name_done(conn, result);

@@ -52,6 +52,12 @@ pub enum PmixEvent {
     DirectModex { nspace: String, rank: u32, req: PmixRequest },
     /// The local library's answer to [`NodeEffects::pmix_dmodex`] `token`.
     DmodexAnswer { token: u64, status: i32, data: Vec<u8> },
+    /// `PMIx_Publish` (`MPI_Publish_name`): the (key, string value) pairs.
+    Publish { nspace: String, pairs: Vec<(String, String)>, req: PmixRequest },
+    /// `PMIx_Lookup` (`MPI_Lookup_name`).
+    Lookup { nspace: String, keys: Vec<String>, req: PmixRequest },
+    /// `PMIx_Unpublish` (`MPI_Unpublish_name`).
+    Unpublish { nspace: String, keys: Vec<String>, req: PmixRequest },
 }
 
 /// The answer to a [`PmixRequest`].
@@ -60,6 +66,8 @@ pub enum PmixAnswer {
     Status(i32),
     /// A fence's or modex's status and bytes.
     Data(i32, Vec<u8>),
+    /// A lookup's status and the (key, value) pairs found.
+    Found(i32, Vec<(String, String)>),
 }
 
 /// The put a node's fence blob rides under: `pmix-blob-<node>`.
@@ -91,11 +99,17 @@ pub(super) struct PmixFront {
     /// library, by token: where the answer goes.
     dmodex: HashMap<u64, GetRequest>,
     next_token: u64,
+    /// Name-service requests sent up, by id: the upcall and, for a lookup, its key.
+    names: HashMap<dpm_proto::RequestId, (PmixRequest, Option<String>)>,
 }
 
 impl PmixFront {
     pub(super) fn has(&self, job: JobId) -> bool {
         self.jobs.contains_key(&job)
+    }
+
+    pub(super) fn has_name_request(&self, request: dpm_proto::RequestId) -> bool {
+        self.names.contains_key(&request)
     }
 }
 
@@ -259,6 +273,24 @@ impl NodeReactor {
                     dmodex_reply(fx, get, (status == PMIX_SUCCESS).then(|| hex(&data)));
                 }
             }
+            PmixEvent::Publish { nspace, pairs, req } => match pairs.as_slice() {
+                [(service, port)] => {
+                    let op = dpm_proto::NameRequest::Publish { service: service.clone(), port: port.clone() };
+                    self.pmix_name(fx, &nspace, op, req, None);
+                }
+                _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
+            },
+            PmixEvent::Unpublish { nspace, keys, req } => match keys.as_slice() {
+                [service] => self.pmix_name(fx, &nspace, dpm_proto::NameRequest::Unpublish { service: service.clone() }, req, None),
+                _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
+            },
+            PmixEvent::Lookup { nspace, keys, req } => match keys.as_slice() {
+                [service] => {
+                    let op = dpm_proto::NameRequest::Lookup { service: service.clone() };
+                    self.pmix_name(fx, &nspace, op, req, Some(service.clone()));
+                }
+                _ => fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERR_NOT_SUPPORTED, Vec::new())),
+            },
             PmixEvent::Fence { procs, data, req } => match self.pmix.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
                 Err(status) => {
@@ -267,6 +299,33 @@ impl NodeReactor {
                 }
             },
         }
+    }
+
+    /// A name-service request up to the launcher: the run's `NameService`,
+    /// shared with the PMI-1/2 jobs of the run (or boot).
+    fn pmix_name(&mut self, fx: &mut (impl NodeEffects + ?Sized), nspace: &str, op: dpm_proto::NameRequest, req: PmixRequest, key: Option<String>) {
+        let Some(&job) = self.pmix.by_nspace.get(nspace) else {
+            return fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERROR, Vec::new()));
+        };
+        let request = dpm_proto::RequestId(self.next_request);
+        self.next_request += 1;
+        self.pmix.names.insert(request, (req, key));
+        fx.send_up(ToLauncher::Name { request, job, op });
+    }
+
+    /// The launcher's answer to [`Self::pmix_name`].
+    pub(super) fn pmix_name_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), request: dpm_proto::RequestId, result: Result<Option<String>, String>) {
+        let Some((req, key)) = self.pmix.names.remove(&request) else { return };
+        let answer = match (key, result) {
+            (Some(key), Ok(Some(port))) => PmixAnswer::Found(PMIX_SUCCESS, vec![(key, port)]),
+            (Some(_), _) => PmixAnswer::Found(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()),
+            (None, Ok(_)) => PmixAnswer::Status(PMIX_SUCCESS),
+            (None, Err(e)) => {
+                tracing::debug!("PMIx name service: {e}");
+                PmixAnswer::Status(PMIX_ERROR)
+            }
+        };
+        fx.pmix_answer(req, answer);
     }
 
     /// A rank's PMI progress as its exit is judged (connected, finalized).
