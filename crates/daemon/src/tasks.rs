@@ -25,6 +25,8 @@ pub enum Event {
     /// Reaped (or could not be watched any more).
     Exited { job: JobId, rank: Rank, status: ExitStatus, at: u64 },
     Timer(Timer),
+    /// An upcall of the node's PMIx server (`node::pmix_host`).
+    Pmix(dpm_pmix::Upcall),
 }
 
 /// Accept PMI connections for one job on a loopback TCP port.

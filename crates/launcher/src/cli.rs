@@ -13,6 +13,8 @@ use dpm_kvs::design::UnknownDesign;
 use dpm_kvs::KvsDesign;
 
 use crate::config::Launcher;
+use crate::error::UsageError;
+use crate::pmi_choice::PmiFlavour;
 use crate::options::{self, Command, Key, MAX_SECS};
 
 /// How much of the launcher's environment the ranks inherit.
@@ -48,6 +50,8 @@ pub struct RunOptions {
     pub verbose: u8,
     pub pmi_trace: bool,
     pub pmi_port: bool,
+    /// `--pmi simple|pmix|auto` (else `DPM_PMI`).
+    pub pmi: Option<PmiFlavour>,
     /// Seconds between a forwarded SIGINT/SIGTERM and SIGKILL.
     pub kill_grace: f64,
     pub hosts: Vec<String>,
@@ -89,6 +93,7 @@ impl Default for RunOptions {
             verbose: 0,
             pmi_trace: false,
             pmi_port: false,
+            pmi: None,
             kill_grace: 3.0,
             hosts: Vec::new(),
             no_oversubscribe: false,
@@ -214,6 +219,7 @@ fn what(key: Key, k: u8) -> &'static str {
         (Key::Usize, _) => "a size",
         (Key::Ppn | Key::Fanout, _) => "a count",
         (Key::Kvs, _) => "a KVS design",
+        (Key::Pmi, _) => "simple, pmix or auto",
         (Key::MapBy, _) => "slot or node",
         (Key::Hosts, _) => "a host list",
         (Key::Hostfile, _) => "a file",
@@ -273,6 +279,10 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         Key::VeryVerbose => opts.verbose = opts.verbose.saturating_add(2),
         Key::PmiTrace => opts.pmi_trace = true,
         Key::PmiPort => opts.pmi_port = true,
+        Key::Pmi => {
+            let v = value();
+            opts.pmi = Some(v.parse().map_err(|e: UsageError| usage(format!("'{arg} {v}': {}", e.0)))?);
+        }
         Key::NoOversubscribe => opts.no_oversubscribe = true,
         Key::Oversubscribe => opts.no_oversubscribe = false,
         Key::ReportPlacement => opts.report_placement = true,

@@ -19,6 +19,7 @@ use crate::cli::{self, RunOptions};
 use crate::controller::Settings;
 use crate::error::UsageError;
 use crate::options::MAX_SECS;
+use crate::pmi_choice::PmiFlavour;
 use crate::spawn::SpawnContext;
 
 /// How daemons start (`-launcher`, `DPM_LAUNCHER`).
@@ -55,6 +56,8 @@ pub struct RunConfig {
     pub verbose: u8,
     pub pmi_trace: bool,
     pub pmi_mode: PmiMode,
+    /// `--pmi`, else `DPM_PMI`, else auto; [`RunConfig::choose_pmi`] applies it to the job.
+    pub pmi: PmiFlavour,
     /// `--timeout`, else `MPIEXEC_TIMEOUT`.
     pub timeout: Option<Duration>,
     pub kill_grace: Duration,
@@ -97,6 +100,10 @@ impl RunConfig {
             Some(k) => k,
             None => env("DPM_KVS").map_or(Ok(KvsDesign::default()), |v| v.parse()).map_err(|e| UsageError(format!("DPM_KVS: {e}")))?,
         };
+        let pmi = match opts.pmi {
+            Some(p) => p,
+            None => env("DPM_PMI").map(|v| v.parse().map_err(|e: UsageError| UsageError(format!("DPM_PMI: {}", e.0)))).transpose()?.unwrap_or_default(),
+        };
         let fanout = match opts.fanout {
             Some(f) => f,
             None => match env("DPM_FANOUT") {
@@ -121,6 +128,7 @@ impl RunConfig {
             verbose: opts.verbose,
             pmi_trace: opts.pmi_trace,
             pmi_mode: if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd },
+            pmi,
             timeout: timeout.map(Duration::from_secs),
             kill_grace: Duration::from_secs_f64(opts.kill_grace),
             universe_size: opts.universe_size,
@@ -135,6 +143,13 @@ impl RunConfig {
             bind: opts.bind,
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
         })
+    }
+
+    /// The PMI flavour applied to the planned job's programs: its
+    /// `pmi_mode` and KVS design for this run (a PMIx job's are fixed).
+    pub fn choose_pmi(&mut self, apps: &[dpm_proto::AppSpec]) -> Result<(), crate::plan::PlanError> {
+        (self.pmi_mode, self.kvs) = crate::pmi_choice::choose(self.pmi, self.pmi_mode == PmiMode::Port, self.kvs, apps)?;
+        Ok(())
     }
 
     /// [`RunConfig::resolve`] in this process's environment.
@@ -181,6 +196,8 @@ impl RunConfig {
             verbose: 0,
             pmi_trace: false,
             pmi_mode: submit.pmi_mode,
+            // The client chose the flavour (its pmi_mode) from its programs.
+            pmi: PmiFlavour::Auto,
             timeout: submit.timeout_secs.map(|t| secs("timeout", t as f64)).transpose()?,
             kill_grace: secs("kill grace", submit.kill_grace_secs)?,
             universe_size: submit.universe_size,

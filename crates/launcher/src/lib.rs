@@ -37,6 +37,7 @@ pub mod nodes;
 pub mod options;
 pub mod output;
 pub mod plan;
+pub mod pmi_choice;
 pub mod private_dir;
 pub mod run;
 pub mod singleton;
@@ -106,10 +107,11 @@ pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
 }
 
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
-async fn run_local(opts: RunOptions, config: RunConfig) -> Result<i32, Error> {
+async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
     let host = this_host();
     let (mut node_list, bootstrap) = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
     let (launcher_env, cwd, planned) = plan_here(&opts)?;
+    config.choose_pmi(&planned.apps)?;
     let size = planned.procs.len() as u32;
     // On one node, an explicit universe size is its slot count.
     if let (Some(u), [only]) = (config.universe_size, node_list.as_mut_slice()) {

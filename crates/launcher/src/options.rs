@@ -21,6 +21,7 @@ pub enum Key {
     Usize,
     PmiTrace,
     PmiPort,
+    Pmi,
     NoOversubscribe,
     Oversubscribe,
     ReportPlacement,
@@ -169,6 +170,18 @@ pub const OPTIONS: &[Opt] = &[
         0,
         S::Global,
         "serve PMI on a loopback TCP port (PMI_PORT and\nPMI_ID) instead of inherited socketpairs",
+    ),
+    opt(
+        K::Pmi,
+        &["--pmi"],
+        "FLAVOUR",
+        1,
+        S::Global,
+        "the PMI the ranks get (default auto; also DPM_PMI):\n  \
+           simple  PMI-1/PMI-2 (MPICH, Intel MPI, MVAPICH)\n  \
+           pmix    PMIx (Open MPI 5)\n  \
+           auto    pmix for a program that links Open MPI\n          \
+                   (libmpi.so.40), else simple",
     ),
     opt(
         K::NoOversubscribe,

@@ -161,6 +161,24 @@ impl PmixServer {
             .collect())
     }
 
+    /// Asks the library for a local client's data on behalf of another node
+    /// (`PMIx_server_dmodex_request`); the answer comes on the upcall queue
+    /// as [`Upcall::DmodexAnswer`] with `token` (once the client has
+    /// committed it, if it has not yet).
+    pub fn dmodex_request(&self, proc_: &Proc, token: u64) -> Result<(), PmixError> {
+        let p = proc_.to_c();
+        let cbdata = Box::into_raw(Box::new(token)).cast::<c_void>();
+        // SAFETY: p is valid for the call (the library copies it); cbdata is
+        // the boxed token that dmodex_answer frees once.
+        let status = unsafe { (self.api.dmodex_request)(&p, Some(dmodex_answer), cbdata) };
+        if status != PMIX_SUCCESS {
+            // SAFETY: no callback follows a refused request: free the box made above.
+            drop(unsafe { Box::from_raw(cbdata.cast::<u64>()) });
+            return Err(call_error(&self.api, "PMIx_server_dmodex_request", status));
+        }
+        Ok(())
+    }
+
     /// Finalizes the library; only after every client has exited.
     pub fn finalize(mut self) -> Result<(), PmixError> {
         self.finalize_once()
@@ -217,6 +235,18 @@ impl Drop for PmixServer {
             tracing::warn!("{e}");
         }
     }
+}
+
+unsafe extern "C" fn dmodex_answer(status: pmix_status_t, data: *mut c_char, size: usize, cbdata: *mut c_void) {
+    // SAFETY: cbdata is the boxed token of dmodex_request, called back once.
+    let token = *unsafe { Box::from_raw(cbdata.cast::<u64>()) };
+    let data = if data.is_null() || size == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the library passes `size` readable bytes at `data` for the call.
+        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size) }.to_vec()
+    };
+    deliver(Upcall::DmodexAnswer { token, status, data });
 }
 
 unsafe extern "C" fn op_signal(status: pmix_status_t, cbdata: *mut c_void) {

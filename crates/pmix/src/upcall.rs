@@ -30,6 +30,9 @@ pub enum Upcall {
     Spawn { proc_: Proc, job_info: Vec<(String, Value)>, apps: Vec<App>, done: SpawnDone },
     Connect { procs: Vec<Proc>, info: Vec<(String, Value)>, done: OpDone },
     Disconnect { procs: Vec<Proc>, info: Vec<(String, Value)>, done: OpDone },
+    /// Not an upcall: the library's answer to the host's
+    /// [`crate::PmixServer::dmodex_request`] with this `token`.
+    DmodexAnswer { token: u64, status: i32, data: Vec<u8> },
 }
 
 /// One application of a spawn request.
@@ -232,6 +235,7 @@ impl Upcall {
             Upcall::Fence { done, .. } | Upcall::DirectModex { done, .. } => done.disarm(),
             Upcall::Lookup { done, .. } => done.disarm(),
             Upcall::Spawn { done, .. } => done.disarm(),
+            Upcall::DmodexAnswer { .. } => {}
         }
     }
 }

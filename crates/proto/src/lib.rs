@@ -58,6 +58,9 @@ pub enum PmiMode {
     Fd,
     /// A TCP port on the daemon (`PMI_PORT` + `PMI_ID`), only when asked.
     Port,
+    /// PMIx (Open MPI 5): the node's PMIx server (`PMIX_*` variables from
+    /// `PMIx_server_setup_fork`), no `PMI_*` variables at all.
+    Pmix,
 }
 
 /// A job's processes on one node.

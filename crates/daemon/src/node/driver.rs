@@ -26,7 +26,8 @@ use dpm_pmi::ConnId;
 use dpm_proto::link::Down;
 use dpm_proto::ToLauncher;
 
-use super::{NodeEffects, NodeReactor, ProcStart, ProcStarted, StartError, Timer};
+use super::pmix_host::PmixHost;
+use super::{NodeEffects, NodeReactor, PmixAnswer, PmixRequest, ProcStart, ProcStarted, StartError, Timer};
 use crate::spawn::{self, SpawnTask};
 use crate::tasks::{self, Event};
 use crate::{mpich_shm, DaemonConfig};
@@ -53,7 +54,8 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
         }
     };
     let node = Rc::new_cyclic(|me| {
-        let io = Io { me: me.clone(), spawner, up, events, conns: HashMap::new(), stdin: HashMap::new(), ports: HashMap::new() };
+        let pmix = PmixHost::new(events.clone());
+        let io = Io { me: me.clone(), spawner, up, events, conns: HashMap::new(), stdin: HashMap::new(), ports: HashMap::new(), pmix };
         RefCell::new(Node { reactor, io })
     });
     loop {
@@ -67,6 +69,7 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
         }
     }
     node.borrow_mut().with(|r, io| r.shutdown(io));
+    node.borrow_mut().io.pmix.shutdown();
 }
 
 /// The reactor and the I/O it acts through.
@@ -93,6 +96,11 @@ impl Node {
             Event::OutputClosed { job, rank, stream } => reactor.on_output_closed(io, job, rank, stream),
             Event::Exited { job, rank, status, at } => reactor.on_exited(io, job, rank, status, at),
             Event::Timer(timer) => reactor.on_timer(io, timer),
+            Event::Pmix(upcall) => {
+                if let Some(event) = io.pmix.accept(upcall) {
+                    reactor.on_pmix(io, event);
+                }
+            }
         }
     }
 }
@@ -117,6 +125,8 @@ struct Io {
     conns: HashMap<ConnId, Conn>,
     stdin: HashMap<JobId, mpsc::UnboundedSender<Vec<u8>>>,
     ports: HashMap<JobId, tokio::task::AbortHandle>,
+    /// The node's PMIx server, once a PMIx job came.
+    pmix: PmixHost,
 }
 
 /// A PMI socket as a non-blocking tokio stream. (A TCP socket in `PMI_PORT`
@@ -242,6 +252,22 @@ impl NodeEffects for Io {
         if removed > 0 {
             tracing::debug!(%job, removed, "removed the job's MPICH shared-memory segments");
         }
+    }
+
+    fn pmix_register(&mut self, job: dpm_pmix::JobSpec, app: &dpm_proto::AppSpec) -> Result<Vec<Vec<(String, String)>>, String> {
+        self.pmix.register(job, app)
+    }
+
+    fn pmix_answer(&mut self, req: PmixRequest, answer: PmixAnswer) {
+        self.pmix.answer(req, answer)
+    }
+
+    fn pmix_dmodex(&mut self, nspace: &str, rank: u32, token: u64) -> Result<(), String> {
+        self.pmix.dmodex(nspace, rank, token)
+    }
+
+    fn pmix_forget(&mut self, nspace: &str, ranks: &[u32]) {
+        self.pmix.forget(nspace, ranks)
     }
 
     fn set_timer(&mut self, after: Duration, timer: Timer) {

@@ -27,13 +27,14 @@ use dpm_proto::ToLauncher;
 pub use crate::spawn::{PmiEnv, PreparedApp};
 
 pub mod driver;
+mod pmix_host;
 mod reactor;
 #[cfg(any(test, feature = "testing"))]
 pub mod recorder;
 #[cfg(test)]
 mod tests;
 
-pub use reactor::NodeReactor;
+pub use reactor::{job_spec, NodeReactor, PmixAnswer, PmixEvent, PmixRequest};
 
 /// How long an exited process's PMI connection and pipes may stay open (held
 /// by a grandchild) before its exit is reported anyway.
@@ -133,4 +134,30 @@ pub trait NodeEffects {
     fn remove_shm(&mut self, job: JobId, kvsname: &str);
     /// Call [`NodeReactor::on_timer`] with `timer` after `after`.
     fn set_timer(&mut self, after: Duration, timer: Timer);
+
+    /// PMIx (a job launched with `PmiMode::Pmix`): register the namespace
+    /// `job` (this node's hostname and directories still to fill in) and its
+    /// local clients with the node's PMIx server, started on first use for
+    /// `app`'s Open MPI; each local rank's `setup_fork` variables, in
+    /// `job.local_ranks()` order. A node without PMIx refuses.
+    fn pmix_register(&mut self, job: dpm_pmix::JobSpec, app: &dpm_proto::AppSpec) -> Result<Vec<Vec<(String, String)>>, String> {
+        let _ = (job, app);
+        Err("this node serves no PMIx".into())
+    }
+    /// Complete a PMIx upcall (exactly once per [`PmixRequest`]).
+    fn pmix_answer(&mut self, req: PmixRequest, answer: PmixAnswer) {
+        let _ = (req, answer);
+    }
+    /// Ask the node's PMIx server for a local rank's data for another node
+    /// (`PMIx_server_dmodex_request`); the answer comes back as
+    /// [`PmixEvent::DmodexAnswer`] with `token`.
+    fn pmix_dmodex(&mut self, nspace: &str, rank: u32, token: u64) -> Result<(), String> {
+        let _ = (nspace, rank, token);
+        Err("this node serves no PMIx".into())
+    }
+    /// A PMIx job is over here: deregister its clients and namespace, remove
+    /// what its ranks left (Open MPI's shared-memory segments).
+    fn pmix_forget(&mut self, nspace: &str, ranks: &[u32]) {
+        let _ = (nspace, ranks);
+    }
 }

@@ -11,6 +11,9 @@ use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, Reques
 use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, Timer, DRAIN_GRACE};
 use crate::DaemonConfig;
 
+mod pmix;
+pub use pmix::{job_spec, PmixAnswer, PmixEvent, PmixRequest};
+
 /// One process of a job on this node, until its exit is reported.
 struct Proc {
     pid: i32,
@@ -60,6 +63,8 @@ struct JobProcs {
 pub struct NodeReactor {
     host: String,
     engine: Engine,
+    /// The PMIx front end's jobs (Open MPI 5); the engine serves the rest.
+    pmix: pmix::PmixFront,
     /// Open PMI connections and their jobs.
     conns: HashMap<ConnId, JobId>,
     procs: HashMap<(JobId, Rank), Proc>,
@@ -74,6 +79,7 @@ impl NodeReactor {
         NodeReactor {
             host: config.host.clone(),
             engine: Engine::new(config.trace),
+            pmix: pmix::PmixFront::default(),
             conns: HashMap::new(),
             procs: HashMap::new(),
             jobs: HashMap::new(),
@@ -94,9 +100,12 @@ impl NodeReactor {
     fn message(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: ToDaemon) {
         match msg {
             ToDaemon::Launch(job) => self.launch(fx, job),
+            ToDaemon::FenceDone { job, epoch, delta } if self.pmix.has(job) => self.pmix_fence_done(fx, job, epoch, &delta),
             ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, delta),
             ToDaemon::RingOut { job, seq, slot } => self.engine.ring_out(job, seq, &slot),
+            ToDaemon::Kvs(msg) if self.pmix.has(msg.job()) => self.pmix_kvs(fx, msg),
             ToDaemon::Kvs(msg) => self.engine.kvs_msg(msg),
+            ToDaemon::NameDone { request, result } if self.pmix.has_name_request(request) => self.pmix_name_done(fx, request, result),
             ToDaemon::NameDone { request, result } => {
                 if let Some(conn) = self.requests.remove(&request) {
                     self.engine.name_done(conn, result);
@@ -236,6 +245,19 @@ impl NodeReactor {
             }
         }
         self.jobs.insert(job, entry);
+        let mut pmix_envs = match spec.pmi_mode {
+            PmiMode::Pmix => {
+                let node = spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(0);
+                match self.pmix_register(fx, &spec, node) {
+                    Ok(envs) => envs.into_iter(),
+                    Err(error) => {
+                        let rank = spec.procs.first().map_or(Rank(0), |p| p.rank);
+                        return self.launch_failed(fx, job, rank, format!("cannot serve PMIx: {error}"), libc::ENOSYS);
+                    }
+                }
+            }
+            PmiMode::Fd | PmiMode::Port => Vec::new().into_iter(),
+        };
         let local_n = spec.procs.len();
         let apps: Vec<Option<Arc<PreparedApp>>> = spec.apps.iter().map(|app| PreparedApp::new(app).ok().map(Arc::new)).collect();
         let mut starts = Vec::with_capacity(local_n);
@@ -245,7 +267,10 @@ impl NodeReactor {
                 let error = format!("cannot start '{exe}': bad program, argument or variable");
                 return self.launch_failed(fx, job, proc.rank, error, libc::EINVAL);
             };
-            let env = self.pmi_env(&spec, proc.rank, local_id, local_n);
+            let env = match pmix_envs.next() {
+                Some(vars) => PmiEnv { socketpair: false, vars },
+                None => self.pmi_env(&spec, proc.rank, local_id, local_n),
+            };
             let pmi_conn = (spec.pmi_mode == PmiMode::Fd).then(|| self.new_conn());
             let with_stdin = spec.stdin_rank == Some(proc.rank);
             starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn });
@@ -315,7 +340,10 @@ impl NodeReactor {
         if let Some(conn) = s.pmi {
             self.attach(conn, job, Some(rank));
         }
-        self.procs.insert((job, rank), Proc::new(s.pid, s.pmi, true));
+        let mut proc = Proc::new(s.pid, s.pmi, true);
+        // A PMIx rank has no connection here: its progress comes as upcalls.
+        proc.pmi_closed = self.pmix.has(job);
+        self.procs.insert((job, rank), proc);
         fx.send_up(ToLauncher::Started { job, rank, pid: s.pid as u32 });
     }
 
@@ -394,6 +422,7 @@ impl NodeReactor {
             }
             fx.remove_shm(job, &j.kvsname);
         }
+        self.pmix_forget(fx, job);
         self.engine.remove_job(job);
         let mut gone: Vec<ConnId> = self.conns.iter().filter(|(_, j)| **j == job).map(|(c, _)| *c).collect();
         gone.sort();

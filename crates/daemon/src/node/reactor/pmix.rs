@@ -1,0 +1,465 @@
+//! The node reactor's PMIx front end (Open MPI 5): the second front end
+//! beside the PMI-1/2 [`dpm_pmi::Engine`], over the same node services — the
+//! tree's fences, the launcher's abort and exit judgement. It owns which
+//! jobs are PMIx jobs, their namespaces, and their fences in flight; the
+//! node's PMIx server itself (OpenPMIx, `dpm-pmix`) lives in the driver,
+//! which turns each library upcall into a plain [`PmixEvent`] with a
+//! [`PmixRequest`] id, and completes it when the reactor answers through
+//! [`NodeEffects::pmix_answer`].
+//!
+//! A fence upcall is this node's part of a job-wide fence: its blob rides
+//! the ordinary `FenceIn` as one put, `pmix-blob-<node>` (hex), and under
+//! the allgather design (the launcher forces it for PMIx jobs) the
+//! `FenceDone` delta brings every node's; the concatenation in node order
+//! is the fence's answer. One-node fences never get here: the library
+//! completes them itself.
+//!
+//! Direct modex (Open MPI's async modex: a rank asks for a peer's data when
+//! it first needs it) rides the KVS messages between daemons: a
+//! `KvsMsg::Get` of key `pmix-dmodex-<rank>` to the node hosting the rank,
+//! where `PMIx_server_dmodex_request` fetches the data, and a
+//! `KvsMsg::Reply` (hex, or no value: not found) back to the asking node.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use dpm_kvs::{JobId, Rank};
+use dpm_pmi::PmiState;
+use dpm_pmix::{JobSpec, NodeRanks, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
+use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
+use dpm_proto::{LaunchJob, ToLauncher};
+
+use super::NodeReactor;
+use crate::node::NodeEffects;
+
+/// One library upcall awaiting the reactor's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PmixRequest(pub u64);
+
+/// A PMIx upcall as plain data (the driver keeps its completion handle).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PmixEvent {
+    /// A rank called `PMIx_Init`.
+    Connected { nspace: String, rank: u32, req: PmixRequest },
+    /// A rank called `PMIx_Finalize`.
+    Finalized { nspace: String, rank: u32, req: PmixRequest },
+    /// `PMIx_Abort` (`MPI_Abort`).
+    Abort { nspace: String, rank: u32, status: i32, message: String, req: PmixRequest },
+    /// A fence across nodes: the participants (rank [`RANK_WILDCARD`]: the
+    /// whole namespace) and this node's blob.
+    Fence { procs: Vec<(String, u32)>, data: Vec<u8>, req: PmixRequest },
+    /// A local client wants a rank's data that another node holds.
+    DirectModex { nspace: String, rank: u32, req: PmixRequest },
+    /// The local library's answer to [`NodeEffects::pmix_dmodex`] `token`.
+    DmodexAnswer { token: u64, status: i32, data: Vec<u8> },
+    /// `PMIx_Publish` (`MPI_Publish_name`): the (key, string value) pairs.
+    Publish { nspace: String, pairs: Vec<(String, String)>, req: PmixRequest },
+    /// `PMIx_Lookup` (`MPI_Lookup_name`).
+    Lookup { nspace: String, keys: Vec<String>, req: PmixRequest },
+    /// `PMIx_Unpublish` (`MPI_Unpublish_name`).
+    Unpublish { nspace: String, keys: Vec<String>, req: PmixRequest },
+}
+
+/// The answer to a [`PmixRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PmixAnswer {
+    Status(i32),
+    /// A fence's or modex's status and bytes.
+    Data(i32, Vec<u8>),
+    /// A lookup's status and the (key, value) pairs found.
+    Found(i32, Vec<(String, String)>),
+}
+
+/// The put a node's fence blob rides under: `pmix-blob-<node>`.
+const BLOB_KEY: &str = "pmix-blob-";
+/// The key a direct-modex request asks the rank's node for: `pmix-dmodex-<rank>`.
+const DMODEX_KEY: &str = "pmix-dmodex-";
+
+/// A PMIx job on this node.
+struct PmixJob {
+    nspace: String,
+    /// This node's ranks (the namespace's registered clients here).
+    ranks: Vec<u32>,
+    /// This node's index among all nodes (the blob's key).
+    node: usize,
+    /// The node of each rank.
+    node_of: Vec<usize>,
+    /// Fences completed (the epoch of the next `FenceIn`).
+    epoch: u64,
+    /// The fence upcall waiting for its `FenceDone`.
+    fence: Option<PmixRequest>,
+}
+
+/// Which jobs are PMIx jobs and their fences; see the module documentation.
+#[derive(Default)]
+pub(super) struct PmixFront {
+    jobs: HashMap<JobId, PmixJob>,
+    by_nspace: HashMap<String, JobId>,
+    /// Direct-modex requests of other nodes being fetched from the local
+    /// library, by token: where the answer goes.
+    dmodex: HashMap<u64, GetRequest>,
+    next_token: u64,
+    /// Name-service requests sent up, by id: the upcall and, for a lookup, its key.
+    names: HashMap<dpm_proto::RequestId, (PmixRequest, Option<String>)>,
+}
+
+impl PmixFront {
+    pub(super) fn has(&self, job: JobId) -> bool {
+        self.jobs.contains_key(&job)
+    }
+
+    pub(super) fn has_name_request(&self, request: dpm_proto::RequestId) -> bool {
+        self.names.contains_key(&request)
+    }
+}
+
+/// The namespace of a launch as the node's PMIx server registers it: nodes
+/// in node order; this node's hostname and the directories are the driver's
+/// to fill in (the library compares with its own `gethostname`), the others
+/// are named `dpm-node<k>` (only distinctness matters to the library).
+pub fn job_spec(launch: &LaunchJob, node: usize) -> JobSpec {
+    let mut nodes: Vec<(usize, Vec<u32>)> = Vec::new();
+    for (rank, &n) in launch.node_of.iter().enumerate() {
+        match nodes.iter_mut().find(|(m, _)| *m == n) {
+            Some((_, ranks)) => ranks.push(rank as u32),
+            None => nodes.push((n, vec![rank as u32])),
+        }
+    }
+    if nodes.is_empty() {
+        // A launch without a node map (one node): every rank here.
+        nodes.push((node, (0..launch.size).collect()));
+    }
+    nodes.sort_by_key(|(n, _)| *n);
+    let this_node = nodes.iter().position(|(n, _)| *n == node).unwrap_or(0);
+    let mut app_sizes: Vec<u32> = Vec::new();
+    for &appnum in &launch.appnums {
+        let i = usize::try_from(appnum).unwrap_or(0);
+        if app_sizes.len() <= i {
+            app_sizes.resize(i + 1, 0);
+        }
+        app_sizes[i] += 1;
+    }
+    app_sizes.retain(|&n| n > 0);
+    if app_sizes.is_empty() {
+        app_sizes.push(launch.size);
+    }
+    let size: u32 = app_sizes.iter().sum();
+    JobSpec {
+        nspace: launch.kvsname.clone(),
+        job_id: launch.job.0.to_string(),
+        nodes: nodes.into_iter().map(|(n, ranks)| NodeRanks { hostname: format!("dpm-node{n}"), ranks }).collect(),
+        this_node,
+        app_sizes,
+        universe_size: u32::try_from(launch.universe_size).unwrap_or(0).max(size),
+        tmpdir: PathBuf::new(),
+        nsdir: PathBuf::new(),
+        parent: None,
+    }
+}
+
+/// Hex, the blob's form in a put (values are text).
+fn hex(data: &[u8]) -> String {
+    let mut out = String::with_capacity(1 + 2 * data.len());
+    out.push('x'); // never an empty value
+    for b in data {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.strip_prefix('x')?.as_bytes();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    digits.chunks(2).map(|p| std::str::from_utf8(p).ok().and_then(|s| u8::from_str_radix(s, 16).ok())).collect()
+}
+
+impl PmixFront {
+    /// A PMIx job is launched here with these local ranks.
+    pub(super) fn add(&mut self, job: JobId, nspace: &str, node: usize, node_of: Vec<usize>, ranks: Vec<u32>) {
+        self.by_nspace.insert(nspace.to_string(), job);
+        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, epoch: 0, fence: None });
+    }
+
+    /// Forget a job: its namespace, its ranks here and a fence still waiting.
+    pub(super) fn remove(&mut self, job: JobId) -> Option<(String, Vec<u32>, Option<PmixRequest>)> {
+        let j = self.jobs.remove(&job)?;
+        self.by_nspace.remove(&j.nspace);
+        self.dmodex.retain(|_, r| r.job != job);
+        Some((j.nspace, j.ranks, j.fence))
+    }
+
+    /// This node's part of a fence: the `FenceIn` to send up, or the status
+    /// to refuse it with (a fence over anything but one whole namespace of
+    /// this node, or a second one while one waits).
+    fn fence_in(&mut self, procs: &[(String, u32)], data: &[u8], req: PmixRequest) -> Result<ToLauncher, i32> {
+        let [(nspace, RANK_WILDCARD)] = procs else { return Err(PMIX_ERR_NOT_SUPPORTED) };
+        let Some(&job) = self.by_nspace.get(nspace) else { return Err(PMIX_ERROR) };
+        let j = self.jobs.get_mut(&job).ok_or(PMIX_ERROR)?;
+        if j.fence.is_some() {
+            return Err(PMIX_ERROR);
+        }
+        j.fence = Some(req);
+        let puts = vec![(format!("{BLOB_KEY}{}", j.node), hex(data))];
+        Ok(ToLauncher::FenceIn { job, epoch: j.epoch, count: j.ranks.len() as u32, puts })
+    }
+
+    /// Fence `epoch` of `job` completed with `delta`: the waiting upcall and
+    /// its answer (every node's blob in node order).
+    fn fence_done(&mut self, job: JobId, epoch: u64, delta: &[(String, String)]) -> Option<(PmixRequest, PmixAnswer)> {
+        let j = self.jobs.get_mut(&job)?;
+        if epoch != j.epoch {
+            tracing::warn!(%job, epoch, expected = j.epoch, "PMIx fence completion out of order");
+            return None;
+        }
+        j.epoch += 1;
+        let req = j.fence.take()?;
+        let mut blobs: Vec<(usize, &str)> = delta
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(BLOB_KEY).and_then(|n| n.parse().ok()).map(|n| (n, v.as_str())))
+            .collect();
+        blobs.sort_by_key(|(n, _)| *n);
+        let mut all = Vec::new();
+        for (node, text) in blobs {
+            match unhex(text) {
+                Some(bytes) => all.extend_from_slice(&bytes),
+                None => {
+                    tracing::error!(%job, node, "a node's PMIx fence blob is not hex");
+                    return Some((req, PmixAnswer::Data(PMIX_ERROR, Vec::new())));
+                }
+            }
+        }
+        Some((req, PmixAnswer::Data(PMIX_SUCCESS, all)))
+    }
+}
+
+/// Answer another node's direct-modex request (`None`: not found).
+fn dmodex_reply(fx: &mut (impl NodeEffects + ?Sized), get: GetRequest, value: Option<String>) {
+    let reply = GetReply { job: get.job, key: get.key, id: get.id, value, valid_through: 0 };
+    fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(get.origin), msg: KvsMsg::Reply(reply) });
+}
+
+impl NodeReactor {
+    /// An upcall of the node's PMIx server.
+    pub fn on_pmix(&mut self, fx: &mut (impl NodeEffects + ?Sized), event: PmixEvent) {
+        match event {
+            PmixEvent::Connected { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Active, req),
+            PmixEvent::Finalized { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Finalized, req),
+            PmixEvent::Abort { nspace, rank, status, message, req } => {
+                match self.pmix.by_nspace.get(&nspace) {
+                    Some(&job) => fx.send_up(ToLauncher::Abort { job, rank: Rank(rank), code: status, message }),
+                    None => tracing::warn!(%nspace, rank, "PMIx abort from an unknown namespace"),
+                }
+                fx.pmix_answer(req, PmixAnswer::Status(PMIX_SUCCESS));
+            }
+            PmixEvent::DirectModex { nspace, rank, req } => {
+                let job = self.pmix.by_nspace.get(&nspace).copied();
+                let asked = job.and_then(|job| self.pmix.jobs.get(&job).map(|j| (job, j)));
+                match asked.and_then(|(job, j)| j.node_of.get(rank as usize).filter(|&&n| n != j.node).map(|&n| (job, j.node, n))) {
+                    Some((job, origin, owner)) => {
+                        tracing::debug!(%job, rank, owner, "PMIx direct modex: asking the rank's node");
+                        let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
+                        fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(owner), msg: KvsMsg::Get(get) });
+                    }
+                    None => {
+                        tracing::warn!(%nspace, rank, "PMIx direct modex for a rank of no other node");
+                        fx.pmix_answer(req, PmixAnswer::Data(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()));
+                    }
+                }
+            }
+            PmixEvent::DmodexAnswer { token, status, data } => {
+                if let Some(get) = self.pmix.dmodex.remove(&token) {
+                    dmodex_reply(fx, get, (status == PMIX_SUCCESS).then(|| hex(&data)));
+                }
+            }
+            PmixEvent::Publish { nspace, pairs, req } => match pairs.as_slice() {
+                [(service, port)] => {
+                    let op = dpm_proto::NameRequest::Publish { service: service.clone(), port: port.clone() };
+                    self.pmix_name(fx, &nspace, op, req, None);
+                }
+                _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
+            },
+            PmixEvent::Unpublish { nspace, keys, req } => match keys.as_slice() {
+                [service] => self.pmix_name(fx, &nspace, dpm_proto::NameRequest::Unpublish { service: service.clone() }, req, None),
+                _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
+            },
+            PmixEvent::Lookup { nspace, keys, req } => match keys.as_slice() {
+                [service] => {
+                    let op = dpm_proto::NameRequest::Lookup { service: service.clone() };
+                    self.pmix_name(fx, &nspace, op, req, Some(service.clone()));
+                }
+                _ => fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERR_NOT_SUPPORTED, Vec::new())),
+            },
+            PmixEvent::Fence { procs, data, req } => match self.pmix.fence_in(&procs, &data, req) {
+                Ok(up) => fx.send_up(up),
+                Err(status) => {
+                    tracing::warn!(?procs, "PMIx fence refused (only whole namespaces of this node are supported)");
+                    fx.pmix_answer(req, PmixAnswer::Data(status, Vec::new()));
+                }
+            },
+        }
+    }
+
+    /// A name-service request up to the launcher: the run's `NameService`,
+    /// shared with the PMI-1/2 jobs of the run (or boot).
+    fn pmix_name(&mut self, fx: &mut (impl NodeEffects + ?Sized), nspace: &str, op: dpm_proto::NameRequest, req: PmixRequest, key: Option<String>) {
+        let Some(&job) = self.pmix.by_nspace.get(nspace) else {
+            return fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERROR, Vec::new()));
+        };
+        let request = dpm_proto::RequestId(self.next_request);
+        self.next_request += 1;
+        self.pmix.names.insert(request, (req, key));
+        fx.send_up(ToLauncher::Name { request, job, op });
+    }
+
+    /// The launcher's answer to [`Self::pmix_name`].
+    pub(super) fn pmix_name_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), request: dpm_proto::RequestId, result: Result<Option<String>, String>) {
+        let Some((req, key)) = self.pmix.names.remove(&request) else { return };
+        let answer = match (key, result) {
+            (Some(key), Ok(Some(port))) => PmixAnswer::Found(PMIX_SUCCESS, vec![(key, port)]),
+            (Some(_), _) => PmixAnswer::Found(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()),
+            (None, Ok(_)) => PmixAnswer::Status(PMIX_SUCCESS),
+            (None, Err(e)) => {
+                tracing::debug!("PMIx name service: {e}");
+                PmixAnswer::Status(PMIX_ERROR)
+            }
+        };
+        fx.pmix_answer(req, answer);
+    }
+
+    /// A rank's PMI progress as its exit is judged (connected, finalized).
+    fn pmix_progress(&mut self, fx: &mut (impl NodeEffects + ?Sized), nspace: &str, rank: u32, state: PmiState, req: PmixRequest) {
+        let known = self.pmix.by_nspace.get(nspace).and_then(|job| self.procs.get_mut(&(*job, Rank(rank))));
+        let status = match known {
+            Some(p) => {
+                p.pmi = state;
+                PMIX_SUCCESS
+            }
+            None => PMIX_ERROR,
+        };
+        fx.pmix_answer(req, PmixAnswer::Status(status));
+    }
+
+    /// A KVS message for a PMIx job: a direct-modex request from another
+    /// node, or the answer to one of ours.
+    pub(super) fn pmix_kvs(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: KvsMsg) {
+        match msg {
+            KvsMsg::Get(get) => {
+                let rank = get.key.strip_prefix(DMODEX_KEY).and_then(|r| r.parse::<u32>().ok());
+                let nspace = self.pmix.jobs.get(&get.job).map(|j| j.nspace.clone());
+                let (Some(rank), Some(nspace)) = (rank, nspace) else { return dmodex_reply(fx, get, None) };
+                let token = self.pmix.next_token;
+                self.pmix.next_token += 1;
+                match fx.pmix_dmodex(&nspace, rank, token) {
+                    Ok(()) => {
+                        self.pmix.dmodex.insert(token, get);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%nspace, rank, "direct modex: {e}");
+                        dmodex_reply(fx, get, None);
+                    }
+                }
+            }
+            KvsMsg::Reply(reply) => {
+                let answer = match reply.value.as_deref().map(unhex) {
+                    Some(Some(data)) => PmixAnswer::Data(PMIX_SUCCESS, data),
+                    _ => PmixAnswer::Data(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()),
+                };
+                fx.pmix_answer(PmixRequest(reply.id), answer);
+            }
+            other => tracing::warn!(job = %other.job(), "a KVS message a PMIx job does not use; dropped"),
+        }
+    }
+
+    /// `FenceDone` for a PMIx job.
+    pub(super) fn pmix_fence_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, epoch: u64, delta: &[(String, String)]) {
+        if let Some((req, answer)) = self.pmix.fence_done(job, epoch, delta) {
+            fx.pmix_answer(req, answer);
+        }
+    }
+
+    /// A PMIx job's namespace and clients, registered before its ranks
+    /// start: each local rank's variables, in launch order.
+    pub(super) fn pmix_register(&mut self, fx: &mut (impl NodeEffects + ?Sized), launch: &LaunchJob, node: usize) -> Result<Vec<Vec<(String, String)>>, String> {
+        let spec = job_spec(launch, node);
+        let ranks = spec.local_ranks().to_vec();
+        let app = launch.apps.first().ok_or("a job without programs")?;
+        // Known before it is registered: a failed launch is forgotten too,
+        // which removes whatever the registration left.
+        self.pmix.add(launch.job, &launch.kvsname, node, launch.node_of.clone(), ranks.clone());
+        let envs = fx.pmix_register(spec, app)?;
+        // The driver answers in the namespace's rank order; the launch's
+        // order may differ.
+        let by_rank: HashMap<u32, Vec<(String, String)>> = ranks.into_iter().zip(envs).collect();
+        launch.procs.iter().map(|p| by_rank.get(&p.rank.0).cloned().ok_or_else(|| format!("rank {} not registered", p.rank.0))).collect()
+    }
+
+    /// The job is over here: deregister it and fail a fence still waiting.
+    pub(super) fn pmix_forget(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
+        let Some((nspace, ranks, fence)) = self.pmix.remove(job) else { return };
+        if let Some(req) = fence {
+            fx.pmix_answer(req, PmixAnswer::Data(PMIX_ERROR, Vec::new()));
+        }
+        fx.pmix_forget(&nspace, &ranks);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dpm_proto::{AppSpec, PmiMode, ProcSpec};
+
+    fn launch(node_of: Vec<usize>) -> LaunchJob {
+        let size = node_of.len() as u32;
+        LaunchJob {
+            job: JobId(3),
+            kvsname: "kvs_1_2_3".into(),
+            size,
+            appnums: vec![0; size as usize],
+            universe_size: -1,
+            process_mapping: String::new(),
+            spawner: None,
+            preput: vec![],
+            pmi_mode: PmiMode::Pmix,
+            stdin_rank: None,
+            apps: vec![AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: vec![], wdir: "/".into() }],
+            procs: vec![ProcSpec { rank: Rank(1), app: 0 }],
+            kvs: Default::default(),
+            node_of,
+        }
+    }
+
+    #[test]
+    fn the_namespace_has_every_node_in_node_order() {
+        let spec = job_spec(&launch(vec![2, 0, 2, 0]), 0);
+        let ranks: Vec<&[u32]> = spec.nodes.iter().map(|n| n.ranks.as_slice()).collect();
+        assert_eq!(ranks, [&[1u32, 3][..], &[0, 2][..]]);
+        assert_eq!((spec.this_node, spec.local_ranks()), (0, &[1u32, 3][..]));
+        assert_eq!((spec.app_sizes.as_slice(), spec.universe_size, spec.nspace.as_str()), (&[4u32][..], 4, "kvs_1_2_3"));
+        assert_eq!(job_spec(&launch(vec![2, 0, 2, 0]), 2).this_node, 1);
+        spec.validate().unwrap();
+    }
+
+    #[test]
+    fn fence_blobs_travel_as_puts_and_come_back_in_node_order() {
+        let mut front = PmixFront::default();
+        front.add(JobId(3), "ns", 1, vec![0, 0, 1, 1], vec![2, 3]);
+        let wild = vec![("ns".to_string(), RANK_WILDCARD)];
+        let up = front.fence_in(&wild, &[0xab, 0x01], PmixRequest(7)).unwrap();
+        let ToLauncher::FenceIn { job, epoch, count, puts } = up else { panic!("{up:?}") };
+        assert_eq!((job, epoch, count), (JobId(3), 0, 2));
+        assert_eq!(puts, vec![("pmix-blob-1".to_string(), "xab01".to_string())]);
+        assert_eq!(front.fence_in(&wild, &[], PmixRequest(8)).err(), Some(PMIX_ERROR), "one fence at a time");
+        assert_eq!(front.fence_in(&[("ns".into(), 0)], &[], PmixRequest(9)).err(), Some(PMIX_ERR_NOT_SUPPORTED));
+        // Node 10 sorts after node 2 (numerically), an empty blob adds nothing.
+        let delta = vec![("pmix-blob-10".into(), "x03".into()), ("pmix-blob-1".into(), "xab01".into()), ("pmix-blob-2".into(), "x".into())];
+        assert_eq!(front.fence_done(JobId(3), 1, &delta), None, "a wrong epoch is ignored");
+        assert_eq!(front.fence_done(JobId(3), 0, &delta), Some((PmixRequest(7), PmixAnswer::Data(PMIX_SUCCESS, vec![0xab, 0x01, 0x03]))));
+        front.fence_in(&wild, &[], PmixRequest(10)).unwrap();
+        let bad = vec![("pmix-blob-0".into(), "xzz".into())];
+        assert_eq!(front.fence_done(JobId(3), 1, &bad), Some((PmixRequest(10), PmixAnswer::Data(PMIX_ERROR, vec![]))));
+        assert_eq!(front.remove(JobId(3)), Some(("ns".into(), vec![2, 3], None)));
+        assert!(front.fence_in(&wild, &[], PmixRequest(11)).is_err(), "gone with its job");
+    }
+}

