@@ -1,6 +1,6 @@
 //! A run's configuration, resolved once: [`RunConfig`] from the parsed
 //! options and the environment (`MPIEXEC_TIMEOUT`, `DPM_FANOUT`, `DPM_KVS`,
-//! `DPM_LAUNCHER`, `DPM_SSH`, `DPM_CONNECT_TIMEOUT`; flag before variable
+//! `DPM_LAUNCHER`, `DPM_SSH`, `DPM_CONNECT_TIMEOUT`, `DPM_WARM_SPAWN`; flag before variable
 //! before default), validated at this boundary so that nothing later can
 //! overflow or panic on a value. Cold runs and booted submissions both use
 //! it, and the controller's [`Settings`] are built from it in one place
@@ -76,6 +76,11 @@ pub struct RunConfig {
     pub bind: Option<SocketAddr>,
     /// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`, else 300 s (manual bootstrap).
     pub connect_timeout: Duration,
+    /// `--warm-spawn[=N]`, else `DPM_WARM_SPAWN`; `None`: not said (off, or
+    /// a boot's default).
+    pub warm_spawn: Option<usize>,
+    /// Say warm-spawn claims, misses and refills: `-v` or `--report-placement`.
+    pub warm_verbose: bool,
 }
 
 /// A seconds variable: unset is `None`, anything but 0..=[`MAX_SECS`] an error.
@@ -113,6 +118,12 @@ impl RunConfig {
             Some(t) => Some(t),
             None => env_secs(env, "DPM_CONNECT_TIMEOUT")?,
         };
+        let warm_spawn = match opts.warm_spawn {
+            Some(n) => Some(n),
+            None => env("DPM_WARM_SPAWN")
+                .map(|v| cli::parse_warm(&v).ok_or_else(|| UsageError(format!("DPM_WARM_SPAWN={v}: not a pool size (0 to {})", crate::run::MAX_WARM_SPAWN))))
+                .transpose()?,
+        };
         if !(opts.kill_grace.is_finite() && (0.0..=MAX_SECS as f64).contains(&opts.kill_grace)) {
             return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
         }
@@ -134,6 +145,8 @@ impl RunConfig {
             ssh_command: ssh.split_whitespace().map(String::from).collect(),
             bind: opts.bind,
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
+            warm_spawn,
+            warm_verbose: opts.verbose > 0 || opts.report_placement,
         })
     }
 
@@ -162,6 +175,8 @@ impl RunConfig {
             host,
             client_pid: std::process::id(),
             kvs: self.kvs,
+            warm_spawn: self.warm_spawn,
+            warm_verbose: self.warm_verbose,
         }
     }
 
@@ -194,6 +209,8 @@ impl RunConfig {
             ssh_command: Vec::new(),
             bind: None,
             connect_timeout: crate::manual::DEFAULT_TIMEOUT,
+            warm_spawn: submit.warm_spawn.filter(|&n| n <= crate::run::MAX_WARM_SPAWN),
+            warm_verbose: submit.warm_verbose,
         })
     }
 }
@@ -235,6 +252,8 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
         node_slots,
         fanout,
         owner,
+        warm_spawn: config.warm_spawn.unwrap_or(0),
+        warm_verbose: config.warm_verbose,
     }
 }
 

@@ -24,6 +24,7 @@ pub enum Key {
     NoOversubscribe,
     Oversubscribe,
     ReportPlacement,
+    WarmSpawn,
     KillGrace,
     Kvs,
     Hosts,
@@ -305,6 +306,19 @@ pub const OPTIONS: &[Opt] = &[
         "stay in the foreground (batch scripts, debugging;\nneeded by -launcher manual)",
     ),
     opt(K::ReadyOnStdout, &["--ready-on-stdout"], "", 0, S::BootInternal, ""),
+    opt(
+        K::WarmSpawn,
+        &["--warm-spawn"],
+        "[=N]",
+        0,
+        S::Common,
+        "keep N jobs of each MPI_Comm_spawn shape started\n\
+         ahead in free slots (bare flag: 2; at most 64;\n\
+         also DPM_WARM_SPAWN; dpm boot: the default of its\n\
+         runs); a matching spawn claims one at once. Off\n\
+         by default: a pooled child runs the program's\n\
+         code before MPI_Init ahead of the spawn",
+    ),
     opt(K::Verbose, &["-v", "--verbose"], "", 0, S::Common, "log what dpm does (repeat for more; or DPM_LOG)"),
     opt(K::VeryVerbose, &["-vv"], "", 0, S::Hidden, ""),
     opt(K::Help, &["-h", "--help"], "", 0, S::Common, "show this help"),

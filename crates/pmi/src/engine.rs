@@ -131,6 +131,11 @@ struct NodeJob {
     ring_seq: u64,
     in_ring: Vec<(Rank, ConnId, String)>,
     attrs: NodeAttrs<ConnId>,
+    /// A warm-spawned job not yet claimed ([`Engine::await_claim`]): the
+    /// connections whose get of a missing key is parked until the claim.
+    /// At most one per connection (one request in flight each); they end
+    /// with the claim ([`Engine::claim`]) or with the job.
+    claim: Option<Vec<ConnId>>,
 }
 
 /// See the module documentation.
@@ -157,8 +162,38 @@ impl Engine {
             ring_seq: 0,
             in_ring: Vec::new(),
             attrs: NodeAttrs::default(),
+            claim: None,
         };
         self.jobs.insert(job.setup.job, job);
+    }
+
+    /// `job` was started ahead of its spawn (warm spawn): until
+    /// [`Engine::claim`], a get of a key that is not there waits instead of
+    /// failing — the spawn's preputs (`PARENT_ROOT_PORT_NAME`) come with the claim.
+    pub fn await_claim(&mut self, job: JobId) {
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.claim.get_or_insert_with(Vec::new);
+        }
+    }
+
+    /// The spawn that claimed `job` brought its preputs: they become visible,
+    /// and every get parked for the claim is looked up again (a key still
+    /// missing now fails as it would have at once).
+    pub fn claim(&mut self, job_id: JobId, preput: &[(String, String)]) {
+        let Some(job) = self.jobs.get_mut(&job_id) else { return };
+        let parked = job.claim.take().unwrap_or_default();
+        job.store.preput(preput);
+        self.flush_store(job_id);
+        for conn in parked {
+            let Some(key) = self.conns.get(&conn).and_then(|c| c.waiting.as_ref()).and_then(|d| d.key.clone()) else { continue };
+            let Some(job) = self.jobs.get_mut(&job_id) else { return };
+            match job.store.get(conn, &key, None, false) {
+                Lookup::Found(v) if !v.is_empty() => self.finish_deferred(conn, &Reply::Value(v)),
+                Lookup::Found(_) | Lookup::NotFound => self.finish_deferred(conn, &Reply::Error(format!("key '{key}' not found"))),
+                Lookup::Pending => {}
+            }
+        }
+        self.flush_store(job_id);
     }
 
     pub fn remove_job(&mut self, job: JobId) {
@@ -192,6 +227,9 @@ impl Engine {
             job.in_ring.retain(|&(_, x, _)| x != conn);
             job.attrs.cancel(|&w| w == conn);
             job.store.cancel(|&w| w == conn);
+            if let Some(parked) = &mut job.claim {
+                parked.retain(|&w| w != conn);
+            }
         }
         c.state
     }
@@ -354,6 +392,11 @@ impl Engine {
                     let srcid = srcid.and_then(|s| u32::try_from(s).ok()).filter(|&s| s < setup.size);
                     match job.store.get(conn, &key, srcid, wait) {
                         Lookup::Found(v) if !v.is_empty() => Reply::Value(v),
+                        Lookup::Found(_) | Lookup::NotFound if job.claim.is_some() => {
+                            c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
+                            job.claim.get_or_insert_with(Vec::new).push(conn);
+                            return;
+                        }
                         Lookup::Found(_) | Lookup::NotFound => Reply::Error(format!("key '{key}' not found")),
                         Lookup::Pending => {
                             c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
@@ -513,15 +556,22 @@ impl Engine {
     /// messages to other daemons.
     fn flush_store(&mut self, job_id: JobId) {
         let Some(job) = self.jobs.get_mut(&job_id) else { return };
-        for action in job.store.take_actions() {
+        let actions = job.store.take_actions();
+        let mut parked = job.claim.take();
+        for action in actions {
             match action {
                 Action::Answer(conn, Some(v)) if !v.is_empty() => self.finish_deferred(conn, &Reply::Value(v)),
+                // Not there yet in a job awaiting its claim: parked for it.
+                Action::Answer(conn, _) if parked.is_some() => parked.get_or_insert_with(Vec::new).push(conn),
                 Action::Answer(conn, _) => {
                     let key = self.conns.get(&conn).and_then(|c| c.waiting.as_ref()).and_then(|d| d.key.clone()).unwrap_or_default();
                     self.finish_deferred(conn, &Reply::Error(format!("key '{key}' not found")));
                 }
                 Action::Send(to, msg) => self.effects.push(Effect::Kvs { to, msg }),
             }
+        }
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.claim = parked;
         }
     }
 

@@ -33,6 +33,7 @@ fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         procs: (0..local).map(|r| ProcSpec { rank: Rank(r), app: 0 }).collect(),
         kvs: KvsDesign::Allgather,
         node_of: vec![0; size as usize],
+        awaiting_claim: false,
     }
 }
 

@@ -31,6 +31,8 @@ fn fixture(slots: &[u32]) -> (Run, Recorder) {
         node_slots: slots.to_vec(),
         fanout: 2,
         owner: 1,
+        warm_spawn: 0,
+        warm_verbose: false,
     };
     let table = NodeTable::new(hosts.into_iter().zip(slots.iter().copied()), 2);
     (Run::new(settings), Recorder::new(TreeShared::new(table)))
