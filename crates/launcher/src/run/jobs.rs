@@ -223,6 +223,9 @@ impl Run {
         if withdrawn > 0 {
             tracing::debug!(%job, withdrawn, "names withdrawn with their job");
         }
+        if j.spawned && !j.pool {
+            self.warm_topup(fx);
+        }
         if j.alone_since.is_some() || j.pool {
             return; // its failure was its own (or a pooled job's); its ranks are nobody's business
         }

@@ -104,6 +104,9 @@ struct Entry {
 pub(super) struct WarmPool {
     /// Oldest first.
     entries: Vec<Entry>,
+    /// Every shape pooled so far and how many jobs it wants: filled again
+    /// when a spawned job ends and gives its slots back.
+    shapes: Vec<(Shape, usize)>,
     claimed: u64,
     missed: u64,
     refilled: u64,
@@ -170,6 +173,10 @@ impl Run {
     /// Start pooled jobs of `shape` until it has `want` (as many as fit in
     /// the free slots).
     pub(super) fn warm_fill(&mut self, fx: &mut dyn RunEffects, shape: &Shape, want: usize) {
+        match self.warm.shapes.iter_mut().find(|(s, _)| s == shape) {
+            Some((_, n)) => *n = want,
+            None => self.warm.shapes.push((shape.clone(), want)),
+        }
         let Some(parent_kvs) = self.jobs.get(&shape.parent).map(|j| j.kvsname.clone()) else { return };
         let have = self.warm.entries.iter().filter(|e| e.shape == *shape).count();
         for _ in have..want.min(MAX_WARM_SPAWN) {
@@ -179,19 +186,21 @@ impl Run {
                 Ok(p) => p,
                 Err(e) => return tracing::debug!("warm spawn: no pooled job for {}: {e}", shape.describe()),
             };
-            let slots = match self.place(fx, &plan, false) {
+            let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
+            let universe = self.settings.universe_size;
+            let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe) {
                 Ok(s) => s,
                 Err(e) => return self.warm_say(fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe())),
             };
             let launch = self.spawn_launch(fx, plan, &slots, shape.parent, parent_kvs.clone(), Vec::new());
-            let job = launch.job;
+            let (job, kvsname) = (launch.job, launch.kvsname.clone());
             self.start_job(fx, LaunchJob { awaiting_claim: true, ..launch }, slots, None);
             if let Some(j) = self.jobs.get_mut(&job) {
                 j.pool = true;
             }
             self.warm.entries.push(Entry { shape: shape.clone(), job, held: Vec::new(), held_bytes: 0 });
             self.warm.refilled += 1;
-            self.warm_say(fx, &format!("refilled {} for {}", job, shape.describe()));
+            self.warm_say(fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe()));
         }
     }
 
@@ -207,6 +216,19 @@ impl Run {
             self.warm_drop(fx, job, "its slots are needed");
         }
         fx.shared().nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe)
+    }
+
+    /// A spawned job ended and gave its slots back: fill the pools that
+    /// lacked the room (never after a pooled job's own end, so a shape whose
+    /// jobs crash is not restarted in a loop; never while the run ends).
+    pub(super) fn warm_topup(&mut self, fx: &mut dyn RunEffects) {
+        if self.verdict.ending() || self.warm.shapes.is_empty() {
+            return;
+        }
+        self.warm.shapes.retain(|(s, _)| self.jobs.contains_key(&s.parent));
+        for (shape, want) in self.warm.shapes.clone() {
+            self.warm_fill(fx, &shape, want);
+        }
     }
 
     /// Take `job` out of the pool and kill it; its slots are free at once.
