@@ -430,3 +430,5 @@ fn rank_ranges_are_compact() {
     assert_eq!(rank_ranges(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
     assert_eq!(rank_ranges(&[3]), "3");
 }
+
+mod warm;
