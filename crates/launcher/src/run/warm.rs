@@ -11,7 +11,8 @@
 //! node parks a get of a key that is not there ([`dpm_proto::ToDaemon::Claim`]
 //! ends the wait). A spawn that finds a pooled job of its shape claims it
 //! (the parent's preputs go to the job's nodes, the parent is answered at
-//! once) and a replacement is started after the answer went out; a spawn
+//! once) and a replacement is started a moment later ([`REFILL_DELAY`]), or
+//! as soon as a spawned job ends and gives slots back; a spawn
 //! that finds none runs cold and fills the pool for the next one.
 //!
 //! Until its claim a pooled job is nobody's business: its output is held
@@ -49,6 +50,14 @@ pub const WARM_INFO_KEY: &str = "dpm_warm";
 /// bound. At the limit the job is dropped from the pool (killed), its held
 /// output discarded: a claimed job's output is never lost.
 pub const MAX_HELD_OUTPUT: usize = 64 * 1024;
+/// How long after a claim its replacement starts (unless a spawned job's end
+/// gave slots back sooner). Right after the claim, the claimed children and
+/// their parent still connect to each other: a replacement started then runs
+/// the MPI library's constructors (~40 ms of CPU) against them. On the
+/// 2-core VM under load, refilling at the claim made a warm spawn's median
+/// several times its best case (5.7 ms); a spawn loop's claimed child ends
+/// (and refills) within a few ms of the claim anyway.
+pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// What a pooled job must match to be claimed: the spawning job and the
 /// spawn's commands (program, arguments, `maxprocs`, info — `host`/`hosts`,
@@ -107,6 +116,8 @@ pub(super) struct WarmPool {
     /// Every shape pooled so far and how many jobs it wants: filled again
     /// when a spawned job ends and gives its slots back.
     shapes: Vec<(Shape, usize)>,
+    /// [`super::Timer::WarmRefill`] is armed.
+    pub(super) refill_armed: bool,
     claimed: u64,
     missed: u64,
     refilled: u64,
@@ -166,17 +177,18 @@ impl Run {
         self.warm.claimed += 1;
         self.warm_say(fx, &format!("claimed {} for {}", entry.job, shape.describe()));
         self.report_placement(fx, entry.job);
-        self.warm_fill(fx, shape, want);
+        self.warm_want(shape, want);
+        if !self.warm.refill_armed {
+            self.warm.refill_armed = true;
+            fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
+        }
         true
     }
 
     /// Start pooled jobs of `shape` until it has `want` (as many as fit in
     /// the free slots).
     pub(super) fn warm_fill(&mut self, fx: &mut dyn RunEffects, shape: &Shape, want: usize) {
-        match self.warm.shapes.iter_mut().find(|(s, _)| s == shape) {
-            Some((_, n)) => *n = want,
-            None => self.warm.shapes.push((shape.clone(), want)),
-        }
+        self.warm_want(shape, want);
         let Some(parent_kvs) = self.jobs.get(&shape.parent).map(|j| j.kvsname.clone()) else { return };
         let have = self.warm.entries.iter().filter(|e| e.shape == *shape).count();
         for _ in have..want.min(MAX_WARM_SPAWN) {
@@ -216,6 +228,14 @@ impl Run {
             self.warm_drop(fx, job, "its slots are needed");
         }
         fx.shared().nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe)
+    }
+
+    /// Remember that `shape` wants `want` pooled jobs.
+    fn warm_want(&mut self, shape: &Shape, want: usize) {
+        match self.warm.shapes.iter_mut().find(|(s, _)| s == shape) {
+            Some((_, n)) => *n = want,
+            None => self.warm.shapes.push((shape.clone(), want)),
+        }
     }
 
     /// A spawned job ended and gave its slots back: fill the pools that

@@ -77,8 +77,11 @@ fn a_miss_runs_cold_and_fills_the_pool_then_a_spawn_claims_at_once() {
     let sent = rec.sent();
     let claim = sent.iter().position(|(_, m)| matches!(m, ToDaemon::Claim { job, preput } if *job == pooled && preput[0].1 == "port2"));
     let done = sent.iter().position(|(_, m)| matches!(m, ToDaemon::SpawnDone { request: RequestId(2), result: Ok(k) } if k.ends_with(&format!("_{}", pooled.0))));
-    let refill = sent.iter().position(|(_, m)| matches!(m, ToDaemon::Launch(l) if l.awaiting_claim));
-    assert!(claim < done && done < refill && claim.is_some(), "claim, answer, then the refill: {sent:?}");
+    assert!(claim.is_some() && claim < done, "the claim, then the answer: {sent:?}");
+    assert!(launches(&rec).is_empty(), "no replacement on the claim's path: {sent:?}");
+    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Arm(Timer::WarmRefill, _))));
+    run.on_timer(&mut rec, Timer::WarmRefill);
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 1, "the replacement, a moment later");
     let said = rec.said().join("\n");
     assert!(said.contains(&format!("dpm: warm spawn: claimed {pooled} for 'true' x2 from job 0")), "{said}");
     // A different shape (other arguments) does not match.
@@ -108,6 +111,7 @@ fn a_pooled_jobs_output_is_held_until_its_claim_and_its_crash_is_not_the_runs() 
     let shown: Vec<Vec<u8>> = rec.effects.iter().filter_map(|e| if let Effect::Output(j, _, _, d) = e { (*j == pooled).then(|| d.clone()) } else { None }).collect();
     assert_eq!(shown, vec![b"one ".to_vec(), b"two\n".to_vec()], "delivered in order at the claim");
     // The refill crashes before its claim: dropped, quietly.
+    run.on_timer(&mut rec, Timer::WarmRefill);
     let refill = launches(&rec).last().unwrap().0;
     assert_ne!(refill, pooled);
     start_all(&mut run, &mut rec, refill, 1);
