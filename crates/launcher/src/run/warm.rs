@@ -271,7 +271,7 @@ impl Run {
         if !self.jobs.get(&job).is_some_and(|j| j.pool) {
             return Some(data);
         }
-        let Some(e) = self.warm.entries.iter_mut().find(|e| e.job == job) else { return None };
+        let e = self.warm.entries.iter_mut().find(|e| e.job == job)?;
         if e.held_bytes + data.len() > MAX_HELD_OUTPUT {
             self.warm_drop(fx, job, &format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim"));
         } else {
