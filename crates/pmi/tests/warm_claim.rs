@@ -3,10 +3,10 @@
 //! gets leave the node, until the claim brings the preputs; then a key still
 //! missing fails as it would have at once. A closed connection is forgotten.
 
-#[allow(dead_code)] // this file uses only `setup`
+#[allow(dead_code)] // this file does not use `engine`
 mod common;
 
-use common::setup;
+use common::{sent, setup};
 use dpm_kvs::remote::{GetReply, KvsMsg};
 use dpm_kvs::{JobId, KvsDesign, Rank};
 use dpm_pmi::{ConnId, Effect, Engine};
@@ -26,16 +26,6 @@ fn awaiting(size: u32) -> Engine {
     e
 }
 
-/// What `e` wrote to `conn` since the last call.
-fn sent(e: &mut Engine, conn: u64) -> String {
-    e.take_effects()
-        .into_iter()
-        .filter_map(|f| match f {
-            Effect::Send(c, b) if c == ConnId(conn) => Some(String::from_utf8(b).unwrap()),
-            _ => None,
-        })
-        .collect()
-}
 
 fn v2(body: &str) -> String {
     format!("{:6}{body}", body.len())
