@@ -318,6 +318,21 @@ mod tests {
     }
 
     #[test]
+    fn warm_spawn_from_the_flag_before_the_variable() {
+        assert_eq!(resolve("./p", &[]).unwrap().warm_spawn, None);
+        assert_eq!(resolve("--warm-spawn ./p", &[]).unwrap().warm_spawn, Some(crate::run::DEFAULT_WARM_SPAWN));
+        assert_eq!(resolve("--warm-spawn=5 ./p", &[("DPM_WARM_SPAWN", "1")]).unwrap().warm_spawn, Some(5));
+        assert_eq!(resolve("./p", &[("DPM_WARM_SPAWN", "0")]).unwrap().warm_spawn, Some(0));
+        let parse = |a: &str| cli::parse_run(&a.split_whitespace().map(String::from).collect::<Vec<_>>());
+        assert!(parse("--warm-spawn=65 ./p").is_err());
+        assert!(resolve("./p", &[("DPM_WARM_SPAWN", "lots")]).is_err());
+        let c = resolve("-v --warm-spawn=3 ./p", &[]).unwrap();
+        assert!(c.warm_verbose);
+        let back = RunConfig::from_submit(&c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into()), c.fanout).unwrap();
+        assert_eq!((back.warm_spawn, back.warm_verbose), (Some(3), true), "a booted run keeps them");
+    }
+
+    #[test]
     fn a_submission_gives_back_the_job_settings() {
         let c = resolve("--timeout 9 --kill-grace 0.5 --usize 6 -l --pmi-port -ppn 2 ./p", &[]).unwrap();
         let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());

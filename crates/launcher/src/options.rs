@@ -412,7 +412,10 @@ fn section(out: &mut String, section: Section) {
     for o in OPTIONS.iter().filter(|o| o.section == section) {
         let mut head = format!("  {}", o.names.join(", "));
         if !o.arg.is_empty() {
-            head.push(' ');
+            // An optional value (`[=N]`) is written against the name.
+            if !o.arg.starts_with("[=") {
+                head.push(' ');
+            }
             head.push_str(o.arg);
         }
         let mut lines = o.help.lines();
@@ -473,7 +476,9 @@ mod tests {
                 let command = if o.section.taken_by(Command::Run) { Command::Run } else { Command::Boot };
                 assert_eq!(lookup(bare, command).map(|f| f.key), Some(o.key), "{n}");
             }
-            assert_eq!(o.arg.is_empty(), o.values == 0, "{:?}: a value is shown iff one is taken", o.names);
+            // An optional `[=value]` belongs to a flag (no separate value).
+            let shown = !o.arg.is_empty() && !o.arg.starts_with("[=");
+            assert_eq!(shown, o.values > 0, "{:?}: a value is shown iff one is taken", o.names);
         }
     }
 
