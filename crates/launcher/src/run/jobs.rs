@@ -223,6 +223,7 @@ impl Run {
         if withdrawn > 0 {
             tracing::debug!(%job, withdrawn, "names withdrawn with their job");
         }
+        self.warm_parent_ended(fx, job);
         if j.spawned && !j.pool {
             self.warm_topup(fx);
         }

@@ -225,7 +225,7 @@ impl Run {
         let universe = self.settings.universe_size;
         while !self.warm.entries.is_empty() && fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
             let job = self.warm.entries[0].job;
-            self.warm_drop(fx, job, "its slots are needed");
+            self.warm_drop(fx, job, Some("its slots are needed"));
         }
         fx.shared().nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe)
     }
@@ -251,12 +251,25 @@ impl Run {
         }
     }
 
+    /// `job` ended: the pooled jobs it would have spawned have no parent
+    /// left to claim them, and go, quietly (as at the end of the run).
+    pub(super) fn warm_parent_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let orphans: Vec<JobId> = self.warm.entries.iter().filter(|e| e.shape.parent == job).map(|e| e.job).collect();
+        for orphan in orphans {
+            self.warm_drop(fx, orphan, None);
+        }
+        self.warm.shapes.retain(|(s, _)| s.parent != job);
+    }
+
     /// Take `job` out of the pool and kill it; its slots are free at once.
-    fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: &str) {
+    /// `why` is said (`None`: a quiet end, nothing to report).
+    fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
         if self.warm.take(job).is_none() {
             return;
         }
-        self.warm_say(fx, &format!("dropped {job}: {why}"));
+        if let Some(why) = why {
+            self.warm_say(fx, &format!("dropped {job}: {why}"));
+        }
         if let Some(j) = self.jobs.get_mut(&job) {
             for r in 0..j.ranks.len() {
                 j.slots.release(r);
@@ -273,7 +286,7 @@ impl Run {
         }
         let e = self.warm.entries.iter_mut().find(|e| e.job == job)?;
         if e.held_bytes + data.len() > MAX_HELD_OUTPUT {
-            self.warm_drop(fx, job, &format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim"));
+            self.warm_drop(fx, job, Some(&format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim")));
         } else {
             e.held_bytes += data.len();
             e.held.push((rank, stream, data));

@@ -191,6 +191,25 @@ fn pools_take_only_free_slots_and_give_them_to_a_spawn_that_needs_them() {
 }
 
 #[test]
+fn a_spawners_pool_goes_with_it() {
+    let (mut run, mut rec) = warm_fixture(&[8], 1);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let child = launches(&rec)[1].0;
+    start_all(&mut run, &mut rec, child, 1);
+    // The spawned job spawns in turn: its own pool.
+    request(&mut run, &mut rec, child, 1, 2);
+    let grandchildren: Vec<JobId> = launches(&rec).iter().skip(3).map(|l| l.0).collect();
+    assert_eq!(grandchildren.len(), 2, "a cold job and a pooled one");
+    let pooled = grandchildren[1];
+    ended(&mut run, &mut rec, child, 1, ExitStatus::Code(0));
+    assert_eq!(signals(&rec, pooled), vec![libc::SIGKILL], "nobody is left to claim it");
+    assert!(!rec.said().iter().any(|l| l.contains("dropped")), "quietly: {:?}", rec.said());
+    ended(&mut run, &mut rec, pooled, 1, ExitStatus::Signal(libc::SIGKILL));
+    assert_eq!(rec.shared.nodes.live(), 3, "the parent, its own pooled job and the child's cold job are left");
+}
+
+#[test]
 fn the_info_key_refuses_or_asks_for_warm_spawn() {
     let (mut run, mut rec) = warm_fixture(&[8], 0);
     let parent = started(&mut run, &mut rec, &[0]);
