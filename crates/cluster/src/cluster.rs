@@ -151,6 +151,8 @@ impl Cluster {
             node_slots: vec![layout.slots; layout.nodes],
             fanout: layout.fanout,
             owner: 1,
+            warm_spawn: 0,
+            warm_verbose: false,
         };
         Cluster {
             now: Duration::ZERO,

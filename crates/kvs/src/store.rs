@@ -320,6 +320,16 @@ impl<W: Clone> NodeStore<W> {
         self.epoch += 1;
     }
 
+    /// Spawn preputs that arrive after the job started (a warm-spawned job
+    /// claimed by a spawn): visible at once, like those given to [`NodeStore::new`];
+    /// local gets waiting for them are answered.
+    pub fn preput(&mut self, keys: &[(String, String)]) {
+        for (k, v) in keys {
+            self.wake(k, v);
+            self.fenced.insert(k.clone(), v.clone());
+        }
+    }
+
     /// What a local get can be answered with, without asking anyone.
     fn lookup(&self, key: &str, wait: bool) -> Option<String> {
         if let Some(c) = self.cache.get(key).filter(|c| c.fresh(self.epoch)) {

@@ -57,6 +57,8 @@ pub struct RunOptions {
     pub hosts: Vec<String>,
     pub no_oversubscribe: bool,
     pub report_placement: bool,
+    /// `--warm-spawn[=N]`: pooled jobs per spawn shape (else `DPM_WARM_SPAWN`).
+    pub warm_spawn: Option<usize>,
     /// Said about the command line once logging is up (ignored options).
     pub warnings: Vec<String>,
     /// `-f FILE`: hosts, one `name[:slots]` or `name slots=N` per line.
@@ -98,6 +100,7 @@ impl Default for RunOptions {
             hosts: Vec::new(),
             no_oversubscribe: false,
             report_placement: false,
+            warm_spawn: None,
             warnings: Vec::new(),
             hostfile: None,
             virtual_nodes: None,
@@ -191,6 +194,10 @@ fn parse(args: &[String], command: Command) -> Result<(RunOptions, BootFlags), C
             return Err(usage(format!("unknown option '{arg}'")));
         };
         let mut values = Vec::with_capacity(usize::from(opt.values));
+        if opt.values == 0 && opt.key == Key::WarmSpawn {
+            // A flag with an optional `=value`.
+            values.extend(inline.clone());
+        }
         for k in 0..opt.values {
             match (k, &inline) {
                 (0, Some(v)) => values.push(v.clone()),
@@ -229,6 +236,11 @@ fn what(key: Key, k: u8) -> &'static str {
         (Key::SshCommand, _) => "a command",
         _ => "a value",
     }
+}
+
+/// A warm-spawn pool size (`--warm-spawn=N`, `DPM_WARM_SPAWN`): 0 to [`crate::run::MAX_WARM_SPAWN`].
+pub fn parse_warm(text: &str) -> Option<usize> {
+    text.trim().parse().ok().filter(|&n| n <= crate::run::MAX_WARM_SPAWN)
 }
 
 /// A whole number of seconds, at most [`MAX_SECS`].
@@ -286,6 +298,15 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         Key::NoOversubscribe => opts.no_oversubscribe = true,
         Key::Oversubscribe => opts.no_oversubscribe = false,
         Key::ReportPlacement => opts.report_placement = true,
+        Key::WarmSpawn => {
+            // Bare: no value (an empty one counts as none).
+            let v = value();
+            opts.warm_spawn = Some(if v.is_empty() {
+                crate::run::DEFAULT_WARM_SPAWN
+            } else {
+                parse_warm(&v).ok_or_else(|| usage(format!("'{arg}': not a pool size (0 to {})", crate::run::MAX_WARM_SPAWN)))?
+            });
+        }
         Key::KillGrace => {
             let v = value();
             opts.kill_grace = parse_grace(&v).ok_or_else(|| usage(format!("'{arg} {v}': not a number of seconds (0 to {MAX_SECS})")))?;

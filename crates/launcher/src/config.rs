@@ -1,6 +1,6 @@
 //! A run's configuration, resolved once: [`RunConfig`] from the parsed
 //! options and the environment (`MPIEXEC_TIMEOUT`, `DPM_FANOUT`, `DPM_KVS`,
-//! `DPM_LAUNCHER`, `DPM_SSH`, `DPM_CONNECT_TIMEOUT`; flag before variable
+//! `DPM_LAUNCHER`, `DPM_SSH`, `DPM_CONNECT_TIMEOUT`, `DPM_WARM_SPAWN`; flag before variable
 //! before default), validated at this boundary so that nothing later can
 //! overflow or panic on a value. Cold runs and booted submissions both use
 //! it, and the controller's [`Settings`] are built from it in one place
@@ -79,6 +79,11 @@ pub struct RunConfig {
     pub bind: Option<SocketAddr>,
     /// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`, else 300 s (manual bootstrap).
     pub connect_timeout: Duration,
+    /// `--warm-spawn[=N]`, else `DPM_WARM_SPAWN`; `None`: not said (off, or
+    /// a boot's default).
+    pub warm_spawn: Option<usize>,
+    /// Say warm-spawn claims, misses and refills: `-v` or `--report-placement`.
+    pub warm_verbose: bool,
 }
 
 /// A seconds variable: unset is `None`, anything but 0..=[`MAX_SECS`] an error.
@@ -120,6 +125,12 @@ impl RunConfig {
             Some(t) => Some(t),
             None => env_secs(env, "DPM_CONNECT_TIMEOUT")?,
         };
+        let warm_spawn = match opts.warm_spawn {
+            Some(n) => Some(n),
+            None => env("DPM_WARM_SPAWN")
+                .map(|v| cli::parse_warm(&v).ok_or_else(|| UsageError(format!("DPM_WARM_SPAWN={v}: not a pool size (0 to {})", crate::run::MAX_WARM_SPAWN))))
+                .transpose()?,
+        };
         if !(opts.kill_grace.is_finite() && (0.0..=MAX_SECS as f64).contains(&opts.kill_grace)) {
             return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
         }
@@ -142,6 +153,8 @@ impl RunConfig {
             ssh_command: ssh.split_whitespace().map(String::from).collect(),
             bind: opts.bind,
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
+            warm_spawn,
+            warm_verbose: opts.verbose > 0 || opts.report_placement,
         })
     }
 
@@ -177,6 +190,8 @@ impl RunConfig {
             host,
             client_pid: std::process::id(),
             kvs: self.kvs,
+            warm_spawn: self.warm_spawn,
+            warm_verbose: self.warm_verbose,
         }
     }
 
@@ -211,6 +226,8 @@ impl RunConfig {
             ssh_command: Vec::new(),
             bind: None,
             connect_timeout: crate::manual::DEFAULT_TIMEOUT,
+            warm_spawn: submit.warm_spawn.filter(|&n| n <= crate::run::MAX_WARM_SPAWN),
+            warm_verbose: submit.warm_verbose,
         })
     }
 }
@@ -252,6 +269,8 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
         node_slots,
         fanout,
         owner,
+        warm_spawn: config.warm_spawn.unwrap_or(0),
+        warm_verbose: config.warm_verbose,
     }
 }
 
@@ -313,6 +332,21 @@ mod tests {
         assert_eq!(universe_size(Some(16), 2, 4, false), 16);
         assert_eq!(universe_size(Some(2), 2, 4, false), 4);
         assert_eq!(universe_size(Some(-1), 8, 4, true), -1);
+    }
+
+    #[test]
+    fn warm_spawn_from_the_flag_before_the_variable() {
+        assert_eq!(resolve("./p", &[]).unwrap().warm_spawn, None);
+        assert_eq!(resolve("--warm-spawn ./p", &[]).unwrap().warm_spawn, Some(crate::run::DEFAULT_WARM_SPAWN));
+        assert_eq!(resolve("--warm-spawn=5 ./p", &[("DPM_WARM_SPAWN", "1")]).unwrap().warm_spawn, Some(5));
+        assert_eq!(resolve("./p", &[("DPM_WARM_SPAWN", "0")]).unwrap().warm_spawn, Some(0));
+        let parse = |a: &str| cli::parse_run(&a.split_whitespace().map(String::from).collect::<Vec<_>>());
+        assert!(parse("--warm-spawn=65 ./p").is_err());
+        assert!(resolve("./p", &[("DPM_WARM_SPAWN", "lots")]).is_err());
+        let c = resolve("-v --warm-spawn=3 ./p", &[]).unwrap();
+        assert!(c.warm_verbose);
+        let back = RunConfig::from_submit(&c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into()), c.fanout).unwrap();
+        assert_eq!((back.warm_spawn, back.warm_verbose), (Some(3), true), "a booted run keeps them");
     }
 
     #[test]

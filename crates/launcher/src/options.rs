@@ -25,6 +25,7 @@ pub enum Key {
     NoOversubscribe,
     Oversubscribe,
     ReportPlacement,
+    WarmSpawn,
     KillGrace,
     Kvs,
     Hosts,
@@ -318,6 +319,19 @@ pub const OPTIONS: &[Opt] = &[
         "stay in the foreground (batch scripts, debugging;\nneeded by -launcher manual)",
     ),
     opt(K::ReadyOnStdout, &["--ready-on-stdout"], "", 0, S::BootInternal, ""),
+    opt(
+        K::WarmSpawn,
+        &["--warm-spawn"],
+        "[=N]",
+        0,
+        S::Common,
+        "keep N jobs of each MPI_Comm_spawn shape started\n\
+         ahead in free slots (bare flag: 2; at most 64;\n\
+         also DPM_WARM_SPAWN; dpm boot: the default of its\n\
+         runs); a matching spawn claims one at once. Off\n\
+         by default: a pooled child runs the program's\n\
+         code before MPI_Init ahead of the spawn",
+    ),
     opt(K::Verbose, &["-v", "--verbose"], "", 0, S::Common, "log what dpm does (repeat for more; or DPM_LOG)"),
     opt(K::VeryVerbose, &["-vv"], "", 0, S::Hidden, ""),
     opt(K::Help, &["-h", "--help"], "", 0, S::Common, "show this help"),
@@ -411,7 +425,10 @@ fn section(out: &mut String, section: Section) {
     for o in OPTIONS.iter().filter(|o| o.section == section) {
         let mut head = format!("  {}", o.names.join(", "));
         if !o.arg.is_empty() {
-            head.push(' ');
+            // An optional value (`[=N]`) is written against the name.
+            if !o.arg.starts_with("[=") {
+                head.push(' ');
+            }
             head.push_str(o.arg);
         }
         let mut lines = o.help.lines();
@@ -472,7 +489,9 @@ mod tests {
                 let command = if o.section.taken_by(Command::Run) { Command::Run } else { Command::Boot };
                 assert_eq!(lookup(bare, command).map(|f| f.key), Some(o.key), "{n}");
             }
-            assert_eq!(o.arg.is_empty(), o.values == 0, "{:?}: a value is shown iff one is taken", o.names);
+            // An optional `[=value]` belongs to a flag (no separate value).
+            let shown = !o.arg.is_empty() && !o.arg.starts_with("[=");
+            assert_eq!(shown, o.values > 0, "{:?}: a value is shown iff one is taken", o.names);
         }
     }
 

@@ -143,6 +143,7 @@ impl PlannedJob {
             procs: self.procs,
             kvs,
             node_of,
+            awaiting_claim: false,
         }
     }
 

@@ -9,7 +9,8 @@
 //!   every name must be a node of the run (or this machine);
 //! - `oversubscribe` (`true`/`false`) and `map-by`: placement policy;
 //! - `soft`: accepted (all `maxprocs` are started);
-//! - `arch`, `file`: accepted with a warning (meaningless here).
+//! - `arch`, `file`: accepted with a warning (meaningless here);
+//! - `dpm_warm` (`true`/`false`): ask for or refuse a warm spawn (`run::warm`).
 //!
 //! Any other key is logged and ignored, never an error.
 
@@ -87,6 +88,8 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
             match key.as_str() {
                 "wdir" | "path" | "env" | "host" | "hosts" | "add-host" | "hostfile" | "add-hostfile" | "soft" | "map-by"
                 | "oversubscribe" => {}
+                // Warm spawn's own choice (`run::warm`), not a placement key.
+                "dpm_warm" => {}
                 // Keys and values come from a rank: quoted, so no newline in
                 // them can forge a log line.
                 "arch" | "file" => tracing::warn!("spawn info key '{}={}' has no meaning here and is ignored", quote(key), quote(value)),

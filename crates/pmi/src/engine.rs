@@ -43,6 +43,8 @@ use dpm_kvs::store::{Action, Lookup};
 use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeStore, Rank};
 
 use crate::conn::{bind_refusal, Conn, Deferred, Queued};
+
+mod claim;
 use crate::reply::{encode, Reply};
 use crate::request::{Request, SpawnRequest};
 use crate::sanitize::quote;
@@ -131,6 +133,11 @@ struct NodeJob {
     ring_seq: u64,
     in_ring: Vec<(Rank, ConnId, String)>,
     attrs: NodeAttrs<ConnId>,
+    /// A warm-spawned job not yet claimed ([`Engine::await_claim`]): the
+    /// connections whose get of a missing key is parked until the claim.
+    /// At most one per connection (one request in flight each); they end
+    /// with the claim ([`Engine::claim`]) or with the job.
+    claim: Option<Vec<ConnId>>,
 }
 
 /// See the module documentation.
@@ -157,6 +164,7 @@ impl Engine {
             ring_seq: 0,
             in_ring: Vec::new(),
             attrs: NodeAttrs::default(),
+            claim: None,
         };
         self.jobs.insert(job.setup.job, job);
     }
@@ -192,6 +200,9 @@ impl Engine {
             job.in_ring.retain(|&(_, x, _)| x != conn);
             job.attrs.cancel(|&w| w == conn);
             job.store.cancel(|&w| w == conn);
+            if let Some(parked) = &mut job.claim {
+                parked.retain(|&w| w != conn);
+            }
         }
         c.state
     }
@@ -355,6 +366,11 @@ impl Engine {
                     let srcid = srcid.and_then(|s| u32::try_from(s).ok()).filter(|&s| s < setup.size);
                     match job.store.get(conn, &key, srcid, wait) {
                         Lookup::Found(v) if !v.is_empty() => Reply::Value(v),
+                        Lookup::Found(_) | Lookup::NotFound if job.claim.is_some() => {
+                            c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
+                            job.claim.get_or_insert_with(Vec::new).push(conn);
+                            return;
+                        }
                         Lookup::Found(_) | Lookup::NotFound => Reply::Error(format!("key '{key}' not found")),
                         Lookup::Pending => {
                             c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
@@ -518,15 +534,22 @@ impl Engine {
     /// messages to other daemons.
     fn flush_store(&mut self, job_id: JobId) {
         let Some(job) = self.jobs.get_mut(&job_id) else { return };
-        for action in job.store.take_actions() {
+        let actions = job.store.take_actions();
+        let mut parked = job.claim.take();
+        for action in actions {
             match action {
                 Action::Answer(conn, Some(v)) if !v.is_empty() => self.finish_deferred(conn, &Reply::Value(v)),
+                // Not there yet in a job awaiting its claim: parked for it.
+                Action::Answer(conn, _) if parked.is_some() => parked.get_or_insert_with(Vec::new).push(conn),
                 Action::Answer(conn, _) => {
                     let key = self.conns.get(&conn).and_then(|c| c.waiting.as_ref()).and_then(|d| d.key.clone()).unwrap_or_default();
                     self.finish_deferred(conn, &Reply::Error(format!("key '{key}' not found")));
                 }
                 Action::Send(to, msg) => self.effects.push(Effect::Kvs { to, msg }),
             }
+        }
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.claim = parked;
         }
     }
 

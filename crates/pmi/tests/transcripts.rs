@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{engine, setup, KVS};
+use common::{engine, sent, setup, KVS};
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, NameOp, PmiState, SpawnCommand};
 
@@ -14,15 +14,6 @@ fn talk(e: &mut Engine, conn: u64, input: &str) -> String {
     sent(e, conn)
 }
 
-fn sent(e: &mut Engine, conn: u64) -> String {
-    e.take_effects()
-        .into_iter()
-        .filter_map(|f| match f {
-            Effect::Send(c, b) if c == ConnId(conn) => Some(String::from_utf8(b).unwrap()),
-            _ => None,
-        })
-        .collect()
-}
 
 #[test]
 fn pmi1_init_sequence_of_mpich5() {

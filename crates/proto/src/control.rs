@@ -38,6 +38,13 @@ pub struct Submit {
     /// The run's KVS design (`--kvs`, `DPM_KVS`, resolved by the client).
     #[serde(default)]
     pub kvs: dpm_kvs::KvsDesign,
+    /// `--warm-spawn[=N]` or `DPM_WARM_SPAWN`, if the client said (else the
+    /// boot's own default).
+    #[serde(default)]
+    pub warm_spawn: Option<usize>,
+    /// Say warm-spawn claims, misses and refills (`-v`, `--report-placement`).
+    #[serde(default)]
+    pub warm_verbose: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

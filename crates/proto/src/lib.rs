@@ -87,6 +87,11 @@ pub struct LaunchJob {
     /// and the job's daemons among which keys are hashed to owners.
     #[serde(default)]
     pub node_of: Vec<usize>,
+    /// A warm spawn's pooled job, started before any spawn asked for it: a
+    /// get of a key that is not there waits (instead of failing) until
+    /// [`ToDaemon::Claim`] brings the spawn's preputs.
+    #[serde(default)]
+    pub awaiting_claim: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,7 +124,7 @@ pub enum NameRequest {
 }
 
 /// One command of a spawn request, as the daemon received it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpawnCommand {
     pub exe: String,
     pub args: Vec<String>,
@@ -147,6 +152,10 @@ pub enum ToDaemon {
     Signal { job: JobId, signal: i32 },
     /// Bytes for the stdin of the job's stdin rank; empty means end of input.
     Stdin { job: JobId, data: Vec<u8> },
+    /// A spawn claimed `job`, a pooled warm-spawn job launched with
+    /// `awaiting_claim`: its preputs become visible and the gets parked for
+    /// them are answered.
+    Claim { job: JobId, preput: KeyValues },
     /// The job is over on every node: forget it.
     Forget { job: JobId },
     /// Serve a process dpm did not start (an MPICH singleton that asked for a

@@ -126,6 +126,7 @@ impl NodeReactor {
                     fx.stdin_write(job, data);
                 }
             }
+            ToDaemon::Claim { job, preput } => self.engine.claim(job, &preput),
             ToDaemon::Forget { job } => self.forget(fx, job),
             ToDaemon::Adopt { launch, rank, pid, pmi } => self.adopt_foreign(fx, launch, rank, pid, pmi.get()),
         }
@@ -226,6 +227,9 @@ impl NodeReactor {
             node: spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(0),
             node_of: spec.node_of.clone(),
         });
+        if spec.awaiting_claim {
+            self.engine.await_claim(spec.job);
+        }
     }
 
     fn launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: LaunchJob) {

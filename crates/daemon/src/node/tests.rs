@@ -33,6 +33,7 @@ fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         procs: (0..local).map(|r| ProcSpec { rank: Rank(r), app: 0 }).collect(),
         kvs: KvsDesign::Allgather,
         node_of: vec![0; size as usize],
+        awaiting_claim: false,
     }
 }
 
@@ -308,4 +309,21 @@ fn the_reactor_takes_its_effects_as_a_trait_object() {
     let fx: &mut dyn NodeEffects = &mut rec;
     r.on_message(fx, ToDaemon::Launch(launch(1, 1, PmiMode::Fd)));
     assert_eq!(rec.starts().len(), 1);
+}
+
+/// Warm spawn: a job launched awaiting its claim parks its ranks' get of the
+/// parent's port; the claim brings the preput and answers it.
+#[test]
+fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
+    let (mut r, mut fx) = node();
+    let spec = LaunchJob { spawner: Some("kvs_7_0".into()), awaiting_claim: true, ..launch(1, 1, PmiMode::Fd) };
+    r.on_message(&mut fx, ToDaemon::Launch(spec));
+    let conn = fx.starts()[0].pmi_conn.expect("PMI_FD mode");
+    assert_eq!(fx.starts()[0].var("PMI_SPAWNED"), Some("1"), "launched as a spawned job");
+    fx.take();
+    init(&mut r, &mut fx, &[conn]);
+    let get = format!("cmd=get kvsname={KVS} key=PARENT_ROOT_PORT_NAME\n");
+    assert_eq!(talk(&mut r, &mut fx, conn, &get), "", "parked until the claim");
+    r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: vec![("PARENT_ROOT_PORT_NAME".into(), "port#1$".into())] });
+    assert_eq!(fx.take_written(conn), "cmd=get_result rc=0 value=port#1$\n");
 }

@@ -28,6 +28,7 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
         procs: vec![ProcSpec { rank: Rank(0), app: 0 }],
         kvs: design,
         node_of: vec![0, 0, 2, 2, 3, 3],
+        awaiting_claim: false,
     })
 }
 

@@ -37,6 +37,8 @@ struct Server {
     links: Vec<DaemonLink>,
     nodes: Vec<nodes::Node>,
     fanout: usize,
+    /// `dpm boot --warm-spawn[=N]`: the default of its runs.
+    warm_spawn: Option<usize>,
     started: Instant,
     /// Each live run's inputs, to end it when the boot goes down.
     runs: RefCell<HashMap<u64, mpsc::UnboundedSender<Input>>>,
@@ -82,6 +84,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         links: links.clone(),
         nodes: node_list,
         fanout,
+        warm_spawn: config.warm_spawn,
         started: Instant::now(),
         runs: RefCell::new(HashMap::new()),
         next_run: Cell::new(0),
@@ -274,7 +277,8 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
     });
 
     let code = match RunConfig::from_submit(&submit, server.fanout) {
-        Ok(config) => {
+        Ok(mut config) => {
+            config.warm_spawn = config.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
             let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), Console::Remote(out_tx.clone()));
             let (job, kvsname) = controller.new_job_id();

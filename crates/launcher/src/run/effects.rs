@@ -17,6 +17,8 @@ pub enum Timer {
     Timeout,
     /// The grace after SIGTERM (or a forwarded signal): then SIGKILL.
     KillGrace,
+    /// Warm spawn: fill the pools again, a moment after a claim.
+    WarmRefill,
 }
 
 /// Everything a [`super::Run`] does besides changing its own state.

@@ -24,6 +24,11 @@ impl Run {
     }
 
     pub(super) fn launch_failed(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, error: String, errno: i32) {
+        if self.jobs.get(&job).is_some_and(|j| j.pool) {
+            self.end_unstarted(job);
+            self.warm_ended(fx, job, rank, &format!("could not be started ({})", dpm_pmi::sanitize::escape(&error)), true);
+            return;
+        }
         let who = describe_rank(job, rank, None, &self.host(fx, job, rank));
         if let Some((node, request)) = self.jobs.get_mut(&job).and_then(|j| j.spawn_request.take()) {
             // A spawn that cannot start all its processes fails as a whole:
@@ -50,6 +55,9 @@ impl Run {
 
     #[allow(clippy::too_many_arguments)]
     pub(super) fn exited(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
+        if self.warm_ended(fx, job, rank, &format!("ended ({status:?})"), true) {
+            return;
+        }
         fx.flush_output(job, rank);
         let host = self.host(fx, job, rank);
         let interrupted = self.verdict.interrupted.is_some() || self.verdict.timed_out;
@@ -85,6 +93,9 @@ impl Run {
     }
 
     pub(super) fn abort(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, code: i32, message: String) {
+        if self.warm_ended(fx, job, rank, &format!("called MPI_Abort ({code})"), false) {
+            return;
+        }
         let host = self.host(fx, job, rank);
         let j = self.jobs.get(&job);
         let pid = j.and_then(|j| j.ranks.get(rank.0 as usize)).and_then(|r| r.pid);
@@ -212,8 +223,12 @@ impl Run {
         if withdrawn > 0 {
             tracing::debug!(%job, withdrawn, "names withdrawn with their job");
         }
-        if j.alone_since.is_some() {
-            return; // its failure was its own; its ranks are nobody's business
+        self.warm_parent_ended(fx, job);
+        if j.spawned && !j.pool {
+            self.warm_topup(fx);
+        }
+        if j.alone_since.is_some() || j.pool {
+            return; // its failure was its own (or a pooled job's); its ranks are nobody's business
         }
         let failed = self.verdict.failed_rank();
         let terminated = (0..j.ranks.len())

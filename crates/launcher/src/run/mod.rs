@@ -22,6 +22,7 @@ mod effects;
 mod jobs;
 mod spawn;
 mod verdict;
+mod warm;
 #[cfg(test)]
 mod tests;
 
@@ -38,6 +39,7 @@ use crate::spawn::SpawnContext;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use verdict::{FailurePolicy, Verdict};
+pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
 /// Job-independent settings the run needs to create jobs.
 pub struct Settings {
@@ -57,6 +59,10 @@ pub struct Settings {
     pub fanout: usize,
     /// The pid of the `dpm run` this run is for (shown by `dpm status`).
     pub owner: u32,
+    /// Warm spawn: pooled jobs per spawn shape (0: off unless a spawn asks).
+    pub warm_spawn: usize,
+    /// Say each warm-spawn claim, miss and refill (`-v`, `--report-placement`).
+    pub warm_verbose: bool,
 }
 
 /// State shared by every run of one daemon tree (see the module documentation).
@@ -131,6 +137,9 @@ struct Job {
     /// For a spawned job: the parent's pending spawn request, answered once
     /// every child has started (or one could not be).
     spawn_request: Option<(NodeId, RequestId)>,
+    /// A warm-spawn pooled job, not (yet) claimed: its output is held, its
+    /// end is nobody's business (`warm`).
+    pool: bool,
 }
 
 impl Job {
@@ -163,6 +172,7 @@ pub struct Run {
     kvs: KvsRoot,
     /// Set once the run is over: dpm's exit status.
     exit: Option<i32>,
+    warm: warm::WarmPool,
 }
 
 impl Run {
@@ -176,6 +186,7 @@ impl Run {
             timeout: None,
             stdin_job: None,
             exit: None,
+            warm: warm::WarmPool::default(),
         }
     }
 
@@ -244,13 +255,6 @@ impl Run {
         self.kvs.add_job(launch.job, launch.kvs, &indices);
         fx.route(launch.job, true);
         fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), size));
-        if self.settings.report_placement {
-            for &d in &daemons {
-                let ranks: Vec<u32> = (0..size).filter(|&r| slots.node(r as usize) == Some(d)).collect();
-                let host = fx.shared().nodes.host(d).to_string();
-                fx.say(&format!("dpm: {} ({}, {} ranks): ranks {} on {host}", launch.job, launch.kvsname, size, rank_ranges(&ranks)));
-            }
-        }
         self.jobs.insert(
             launch.job,
             Job {
@@ -263,8 +267,24 @@ impl Run {
                 spawned: launch.spawner.is_some(),
                 alone_since: None,
                 spawn_request,
+                pool: false,
             },
         );
+        // A pooled job's placement is reported when it is claimed.
+        if !launch.awaiting_claim {
+            self.report_placement(fx, launch.job);
+        }
+    }
+
+    /// `--report-placement`: where the ranks of `job` run.
+    fn report_placement(&self, fx: &mut dyn RunEffects, job: JobId) {
+        let Some(j) = self.jobs.get(&job).filter(|_| self.settings.report_placement) else { return };
+        let size = j.ranks.len() as u32;
+        for &d in &j.daemons {
+            let ranks: Vec<u32> = (0..size).filter(|&r| j.slots.node(r as usize) == Some(d)).collect();
+            let host = fx.shared().nodes.host(d).to_string();
+            fx.say(&format!("dpm: {job} ({}, {size} ranks): ranks {} on {host}", j.kvsname, rank_ranges(&ranks)));
+        }
     }
 
     /// A message from the daemon of `node`.
@@ -277,7 +297,11 @@ impl Run {
         match msg {
             ToLauncher::Started { job, rank, pid } => self.started(fx, job, rank, pid),
             ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(fx, job, rank, error, errno),
-            ToLauncher::Output { job, rank, stream, data } => fx.output(job, rank, stream, &data),
+            ToLauncher::Output { job, rank, stream, data } => {
+                if let Some(data) = self.warm_output(fx, job, rank, stream, data) {
+                    fx.output(job, rank, stream, &data);
+                }
+            }
             ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(fx, job, rank, pid, status, pmi, at),
             ToLauncher::FenceIn { job, epoch, count, puts } => self.fence_in(fx, job, epoch, count, puts),
             ToLauncher::RingIn { job, seq, segment } => {
@@ -341,6 +365,10 @@ impl Run {
             }
             Timer::Timeout => {}
             Timer::KillGrace => self.kill_all(fx, libc::SIGKILL),
+            Timer::WarmRefill => {
+                self.warm.refill_armed = false;
+                self.warm_topup(fx);
+            }
         }
         self.settle(fx);
     }
@@ -354,6 +382,7 @@ impl Run {
     /// Finish the run if no job is left (after its first launch, or an
     /// event): the driver calls this once its jobs are launched.
     pub fn settle(&mut self, fx: &mut dyn RunEffects) {
+        self.warm_drain(fx);
         if self.jobs.is_empty() && self.exit.is_none() {
             self.finish(fx);
         }
@@ -387,6 +416,7 @@ impl Run {
             fx.route(id, false);
             fx.shared().jobs.remove(&id);
         }
+        self.warm_summary(fx);
         let (code, line) = self.verdict.conclude();
         if let Some(line) = line {
             fx.say(&line);

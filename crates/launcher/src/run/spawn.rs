@@ -1,13 +1,16 @@
 //! `MPI_Comm_spawn[_multiple]`: plan the request, place it with the node
-//! table's placer, launch it as a new job of the run. The parent is answered
-//! once every child has started, or with `rc≠0` on the first error
-//! (`jobs::started`, `jobs::launch_failed`, `jobs::check_done`).
+//! table's placer, launch it as a new job of the run — or claim a pooled job
+//! of the same shape (`warm`). The parent is answered once every child has
+//! started, or with `rc≠0` on the first error (`jobs::started`,
+//! `jobs::launch_failed`, `jobs::check_done`).
 
 use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
 use dpm_proto::{LaunchJob, RequestId, SpawnCommand, ToDaemon};
 
+use super::warm::Shape;
 use super::{Run, RunEffects};
-use crate::spawn::plan_spawn;
+use crate::node_table::Reservation;
+use crate::spawn::{plan_spawn, SpawnPlan};
 
 impl Run {
     #[allow(clippy::too_many_arguments)]
@@ -31,21 +34,34 @@ impl Run {
         if self.verdict.ending() {
             return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()) });
         }
+        let (shape, choice) = Shape::of(parent, &commands);
+        let want = self.warm_wanted(choice);
+        if want > 0 && self.warm_claim(fx, &shape, (parent_node, request), preput.clone(), want) {
+            return;
+        }
         let plan = match plan_spawn(&self.settings.spawn, &commands) {
             Ok(p) => p,
             Err(e) => return refuse(fx, e.to_string()),
         };
         let oversubscribe = plan.oversubscribe.unwrap_or(!self.settings.no_oversubscribe);
-        let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
-        let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, oversubscribe, self.settings.universe_size) {
+        let slots = match self.place(fx, &plan, oversubscribe) {
             Ok(s) => s,
             Err(e) => return refuse(fx, e.to_string()),
         };
+        let launch = self.spawn_launch(fx, plan, &slots, parent, parent_kvs, preput);
+        tracing::debug!(%parent, job = %launch.job, size = launch.size, "spawn");
+        self.start_job(fx, launch, slots, Some((parent_node, request)));
+        if want > 0 {
+            self.warm_fill(fx, &shape, want);
+        }
+    }
+
+    /// The job a spawn by `parent` launches: a new job id and kvsname, the
+    /// parent's KVS design, placed as `slots` says.
+    pub(super) fn spawn_launch(&self, fx: &mut dyn RunEffects, plan: SpawnPlan, slots: &Reservation, parent: JobId, parent_kvs: String, preput: KeyValues) -> LaunchJob {
         let (job, kvsname) = fx.shared().new_job_id();
-        tracing::debug!(%parent, %job, size = apps.len(), "spawn");
         let design = self.kvs.design(parent).unwrap_or_default();
         let job_plan = plan.job.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);
-        let launch = LaunchJob { spawner: Some(parent_kvs), preput, ..job_plan };
-        self.start_job(fx, launch, slots, Some((parent_node, request)));
+        LaunchJob { spawner: Some(parent_kvs), preput, ..job_plan }
     }
 }

@@ -2,7 +2,7 @@
 //! mapping, kvsname [`KVS`].
 
 use dpm_kvs::{JobId, KvsDesign, Rank};
-use dpm_pmi::{ConnId, Engine, JobSetup};
+use dpm_pmi::{ConnId, Effect, Engine, JobSetup};
 
 pub const KVS: &str = "kvs_42_0";
 
@@ -32,3 +32,16 @@ pub fn engine(size: u32) -> Engine {
     e
 }
 
+
+/// What the engine wrote to `conn` since its effects were last taken (the
+/// other effects are dropped).
+#[allow(dead_code)] // not every test file uses it
+pub fn sent(e: &mut Engine, conn: u64) -> String {
+    e.take_effects()
+        .into_iter()
+        .filter_map(|f| match f {
+            Effect::Send(c, b) if c == ConnId(conn) => Some(String::from_utf8(b).unwrap()),
+            _ => None,
+        })
+        .collect()
+}

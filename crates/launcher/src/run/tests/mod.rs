@@ -31,6 +31,8 @@ fn fixture(slots: &[u32]) -> (Run, Recorder) {
         node_slots: slots.to_vec(),
         fanout: 2,
         owner: 1,
+        warm_spawn: 0,
+        warm_verbose: false,
     };
     let table = NodeTable::new(hosts.into_iter().zip(slots.iter().copied()), 2);
     (Run::new(settings), Recorder::new(TreeShared::new(table)))
@@ -428,3 +430,5 @@ fn rank_ranges_are_compact() {
     assert_eq!(rank_ranges(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
     assert_eq!(rank_ranges(&[3]), "3");
 }
+
+mod warm;

@@ -1,0 +1,225 @@
+//! Warm spawn in the run reactor: pools filled after a miss and after a
+//! claim, claims answered at once with the preputs sent to the job's nodes,
+//! held output, quiet ends of pooled jobs, free slots only, eviction, and the
+//! end of a run with a full pool.
+
+use super::*;
+use dpm_proto::Stream;
+
+/// A run whose spawns keep `n` pooled jobs per shape, saying its warm lines.
+fn warm_fixture(slots: &[u32], n: usize) -> (Run, Recorder) {
+    let (mut run, rec) = fixture(slots);
+    run.settings.warm_spawn = n;
+    run.settings.warm_verbose = true;
+    (run, rec)
+}
+
+/// Rank 0 of `parent` spawns `n` copies of `true` (request `req`, preput
+/// `PARENT_ROOT_PORT_NAME=port<req>`).
+fn request(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64) {
+    let commands = vec![SpawnCommand { exe: "true".into(), args: vec!["a".into()], maxprocs: n, info: Vec::new() }];
+    let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), format!("port{req}"))];
+    run.on_message(rec, NodeId(0), ToLauncher::Spawn { request: RequestId(req), job: parent, rank: Rank(0), preput, commands });
+}
+
+/// The jobs launched since the recorder was last taken: (job, awaiting claim, preput).
+fn launches(rec: &Recorder) -> Vec<(JobId, bool, usize)> {
+    let mut out: Vec<(JobId, bool, usize)> = Vec::new();
+    for (_, m) in rec.sent() {
+        if let ToDaemon::Launch(l) = m {
+            if !out.iter().any(|(j, _, _)| *j == l.job) {
+                out.push((l.job, l.awaiting_claim, l.preput.len()));
+            }
+        }
+    }
+    out
+}
+
+fn start_all(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
+    for r in 0..n {
+        run.on_message(rec, NodeId(0), ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
+    }
+}
+
+fn answer(rec: &Recorder, req: u64) -> Option<Result<String, String>> {
+    rec.sent().into_iter().find_map(|(_, m)| match m {
+        ToDaemon::SpawnDone { request, result } if *request == RequestId(req) => Some(result.clone()),
+        _ => None,
+    })
+}
+
+fn ended(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32, status: ExitStatus) {
+    for r in 0..n {
+        let pid = 300 + 10 * job.0 + r;
+        run.on_message(rec, NodeId(0), ToLauncher::Exited { job, rank: Rank(r), pid, status, pmi: DONE, at: LATER });
+    }
+}
+
+#[test]
+fn a_miss_runs_cold_and_fills_the_pool_then_a_spawn_claims_at_once() {
+    let (mut run, mut rec) = warm_fixture(&[8], 2);
+    let parent = started(&mut run, &mut rec, &[0]);
+    rec.take();
+    request(&mut run, &mut rec, parent, 2, 1);
+    let l = launches(&rec);
+    assert_eq!(l.len(), 3, "the cold job, then two pooled: {l:?}");
+    assert_eq!((l[0].1, l[0].2), (false, 1), "the cold job has the preput");
+    assert!(l[1..].iter().all(|&(_, awaiting, preput)| awaiting && preput == 0), "{l:?}");
+    let (cold, pooled) = (l[0].0, l[1].0);
+    start_all(&mut run, &mut rec, cold, 2);
+    start_all(&mut run, &mut rec, pooled, 2);
+    start_all(&mut run, &mut rec, l[2].0, 2);
+    assert!(matches!(answer(&rec, 1), Some(Ok(_))));
+    assert_eq!(rec.shared.nodes.live(), 7, "parent, cold job and two pooled jobs hold slots");
+    ended(&mut run, &mut rec, cold, 2, ExitStatus::Code(0));
+    rec.take();
+    request(&mut run, &mut rec, parent, 2, 2);
+    let sent = rec.sent();
+    let claim = sent.iter().position(|(_, m)| matches!(m, ToDaemon::Claim { job, preput } if *job == pooled && preput[0].1 == "port2"));
+    let done = sent.iter().position(|(_, m)| matches!(m, ToDaemon::SpawnDone { request: RequestId(2), result: Ok(k) } if k.ends_with(&format!("_{}", pooled.0))));
+    assert!(claim.is_some() && claim < done, "the claim, then the answer: {sent:?}");
+    assert!(launches(&rec).is_empty(), "no replacement on the claim's path: {sent:?}");
+    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Arm(Timer::WarmRefill, _))));
+    run.on_timer(&mut rec, Timer::WarmRefill);
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 1, "the replacement, a moment later");
+    let said = rec.said().join("\n");
+    assert!(said.contains(&format!("dpm: warm spawn: claimed {pooled} for 'true' x2 from job 0")), "{said}");
+    // A different shape (other arguments) does not match.
+    rec.take();
+    let commands = vec![SpawnCommand { exe: "true".into(), args: vec!["b".into()], maxprocs: 2, info: Vec::new() }];
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(3), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })));
+    assert!(rec.said().iter().any(|l| l.starts_with("dpm: warm spawn: miss for")));
+}
+
+#[test]
+fn a_pooled_jobs_output_is_held_until_its_claim_and_its_crash_is_not_the_runs() {
+    let (mut run, mut rec) = warm_fixture(&[8], 1);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let l = launches(&rec);
+    let (cold, pooled) = (l[l.len() - 2].0, l[l.len() - 1].0);
+    let out = |job, data: &[u8]| ToLauncher::Output { job, rank: Rank(0), stream: Stream::Stderr, data: data.to_vec() };
+    rec.take();
+    run.on_message(&mut rec, NodeId(0), out(pooled, b"one "));
+    run.on_message(&mut rec, NodeId(0), out(pooled, b"two\n"));
+    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Output(..))), "held");
+    start_all(&mut run, &mut rec, cold, 1);
+    start_all(&mut run, &mut rec, pooled, 1);
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    request(&mut run, &mut rec, parent, 1, 2);
+    let shown: Vec<Vec<u8>> = rec.effects.iter().filter_map(|e| if let Effect::Output(j, _, _, d) = e { (*j == pooled).then(|| d.clone()) } else { None }).collect();
+    assert_eq!(shown, vec![b"one ".to_vec(), b"two\n".to_vec()], "delivered in order at the claim");
+    // The refill crashes before its claim: dropped, quietly.
+    run.on_timer(&mut rec, Timer::WarmRefill);
+    let refill = launches(&rec).last().unwrap().0;
+    assert_ne!(refill, pooled);
+    start_all(&mut run, &mut rec, refill, 1);
+    run.on_message(&mut rec, NodeId(0), out(refill, b"never shown"));
+    ended(&mut run, &mut rec, refill, 1, ExitStatus::Signal(libc::SIGSEGV));
+    assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: dropped {refill}: rank 0 ended"))), "{:?}", rec.said());
+    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Output(j, _, _, _) if *j == refill)));
+    // The claimed job ends and gives its slot back: the pool is filled again.
+    ended(&mut run, &mut rec, pooled, 1, ExitStatus::Code(0));
+    let again = launches(&rec).last().unwrap().0;
+    assert!(again != refill && rec.said().last().unwrap().starts_with(&format!("dpm: warm spawn: refilled {again}")));
+    ended(&mut run, &mut rec, parent, 1, ExitStatus::Code(0));
+    assert_eq!(signals(&rec, again), vec![libc::SIGKILL], "only the pool is left: killed");
+    ended(&mut run, &mut rec, again, 1, ExitStatus::Signal(libc::SIGKILL));
+    assert_eq!(run.exit_code(), Some(0), "{:?}", rec.said());
+}
+
+#[test]
+fn output_beyond_the_bound_drops_the_pooled_job() {
+    let (mut run, mut rec) = warm_fixture(&[8], 1);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let pooled = launches(&rec).last().unwrap().0;
+    start_all(&mut run, &mut rec, pooled, 1);
+    let big = vec![b'x'; MAX_HELD_OUTPUT / 2 + 1];
+    for _ in 0..2 {
+        run.on_message(&mut rec, NodeId(0), ToLauncher::Output { job: pooled, rank: Rank(0), stream: Stream::Stdout, data: big.clone() });
+    }
+    assert_eq!(signals(&rec, pooled), vec![libc::SIGKILL]);
+    assert!(rec.said().iter().any(|l| l.contains(&format!("dropped {pooled}: it wrote more than"))));
+}
+
+#[test]
+fn a_run_with_a_full_pool_kills_it_at_the_end_and_exits_0() {
+    let (mut run, mut rec) = warm_fixture(&[8], 2);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let l = launches(&rec);
+    for &(job, _, _) in &l[1..] {
+        start_all(&mut run, &mut rec, job, 1);
+    }
+    let cold = l[1].0;
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    ended(&mut run, &mut rec, parent, 1, ExitStatus::Code(0));
+    assert_eq!(run.exit_code(), None, "the pooled jobs are still running");
+    let pooled: Vec<JobId> = l[2..].iter().map(|x| x.0).collect();
+    for &p in &pooled {
+        assert_eq!(signals(&rec, p), vec![libc::SIGKILL]);
+        ended(&mut run, &mut rec, p, 1, ExitStatus::Signal(libc::SIGKILL));
+    }
+    assert_eq!(run.exit_code(), Some(0));
+    assert_eq!(rec.shared.nodes.live(), 0);
+    assert!(rec.said().contains(&"dpm: warm spawn: 0 claimed, 1 missed, 2 refilled"), "{:?}", rec.said());
+    assert!(!rec.said().iter().any(|l| l.contains("dropped") || l.contains("terminated")), "{:?}", rec.said());
+}
+
+#[test]
+fn pools_take_only_free_slots_and_give_them_to_a_spawn_that_needs_them() {
+    let (mut run, mut rec) = warm_fixture(&[3], 2);
+    run.settings.no_oversubscribe = true;
+    run.settings.universe_size = 3;
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 1, "one free slot: one pooled job, not two");
+    let cold = launches(&rec)[1].0;
+    start_all(&mut run, &mut rec, cold, 1);
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 2, "the cold job's slot went to the pool");
+    assert_eq!(rec.shared.nodes.live(), 3);
+    rec.take();
+    // A spawn of two of another shape fits only without the pool.
+    let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 2, info: Vec::new() }];
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(5), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    assert_eq!(rec.said().iter().filter(|l| l.contains("its slots are needed")).count(), 2, "{:?}", rec.said());
+    assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Launch(l) if !l.awaiting_claim && l.size == 2)), "placed");
+    assert!(answer(&rec, 5).is_none(), "not refused");
+}
+
+#[test]
+fn a_spawners_pool_goes_with_it() {
+    let (mut run, mut rec) = warm_fixture(&[8], 1);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let child = launches(&rec)[1].0;
+    start_all(&mut run, &mut rec, child, 1);
+    // The spawned job spawns in turn: its own pool.
+    request(&mut run, &mut rec, child, 1, 2);
+    let grandchildren: Vec<JobId> = launches(&rec).iter().skip(3).map(|l| l.0).collect();
+    assert_eq!(grandchildren.len(), 2, "a cold job and a pooled one");
+    let pooled = grandchildren[1];
+    ended(&mut run, &mut rec, child, 1, ExitStatus::Code(0));
+    assert_eq!(signals(&rec, pooled), vec![libc::SIGKILL], "nobody is left to claim it");
+    assert!(!rec.said().iter().any(|l| l.contains("dropped")), "quietly: {:?}", rec.said());
+    ended(&mut run, &mut rec, pooled, 1, ExitStatus::Signal(libc::SIGKILL));
+    assert_eq!(rec.shared.nodes.live(), 3, "the parent, its own pooled job and the child's cold job are left");
+}
+
+#[test]
+fn the_info_key_refuses_or_asks_for_warm_spawn() {
+    let (mut run, mut rec) = warm_fixture(&[8], 0);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let info = |v: &str| vec![(WARM_INFO_KEY.to_string(), v.to_string())];
+    let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("true") }];
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), DEFAULT_WARM_SPAWN, "asked for: the default pool");
+    let (mut run, mut rec) = warm_fixture(&[8], 2);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("false") }];
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 0, "refused: cold only");
+}

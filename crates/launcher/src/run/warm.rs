@@ -1,0 +1,335 @@
+//! Warm spawn: a pool of spawned jobs started ahead of the spawn that will
+//! want them, per spawn *shape*, claimed by a matching `MPI_Comm_spawn`.
+//!
+//! A spawned MPICH child spends most of its start (~40 ms of ~60 ms) in its
+//! MPI library's constructors and `MPI_Init`, all of which depends only on
+//! the spawn's commands, arguments, counts, info and placement — and asks for
+//! the one thing that depends on the parent, `PARENT_ROOT_PORT_NAME`, at the
+//! very end of `MPI_Init`. So a pooled job is launched exactly as a cold spawn
+//! of that shape would be (`PMI_SPAWNED=1`, `spawner-jobid`, its own job id,
+//! kvsname, mapping, appnums, universe size), but *awaiting its claim*: its
+//! node parks a get of a key that is not there ([`dpm_proto::ToDaemon::Claim`]
+//! ends the wait). A spawn that finds a pooled job of its shape claims it
+//! (the parent's preputs go to the job's nodes, the parent is answered at
+//! once) and a replacement is started a moment later ([`REFILL_DELAY`]), or
+//! as soon as a spawned job ends and gives slots back; a spawn
+//! that finds none runs cold and fills the pool for the next one.
+//!
+//! Until its claim a pooled job is nobody's business: its output is held
+//! (at most [`MAX_HELD_OUTPUT`] bytes; beyond that the job is dropped from
+//! the pool and killed) and delivered in order at the claim, or discarded;
+//! its end — a crash in its pre-`MPI_Init` code, an abort, a failed start —
+//! only drops it from the pool, with a log line, and never touches the exit
+//! status; when only pooled jobs are left the run kills them and ends. A
+//! pooled job holds slots but never takes one a cold placement needs: it is
+//! placed in free slots only (without oversubscription, within the universe
+//! size), and a cold spawn that does not fit in the free slots kills pooled
+//! jobs (oldest first) and gets their slots back at once.
+//!
+//! Pools are per run: a shape names its parent job, and a boot's runs have
+//! different job ids, so a pool could never match another run's spawn.
+
+use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
+use dpm_proto::{LaunchJob, RequestId, SpawnCommand, Stream, ToDaemon};
+
+use super::{Run, RunEffects};
+use crate::node_table::{PlaceError, Reservation};
+use crate::spawn::{plan_spawn, SpawnPlan};
+
+/// Pooled jobs per spawn shape of a bare `--warm-spawn` (and of a spawn
+/// asking `dpm_warm=true` when warm spawn is off).
+pub const DEFAULT_WARM_SPAWN: usize = 2;
+/// The most pooled jobs per shape `--warm-spawn=N` and `DPM_WARM_SPAWN` accept.
+pub const MAX_WARM_SPAWN: usize = 64;
+/// The spawn info key that asks for (`true`) or refuses (`false`) warm spawn.
+pub const WARM_INFO_KEY: &str = "dpm_warm";
+/// What a pooled job may write before its claim, all ranks and streams
+/// together. MPICH writes nothing before `MPI_Init` returns; a program that
+/// prints that much before it is anybody's child is not a good pool member,
+/// and holding more would let an unclaimed job grow the launcher without
+/// bound. At the limit the job is dropped from the pool (killed), its held
+/// output discarded: a claimed job's output is never lost.
+pub const MAX_HELD_OUTPUT: usize = 64 * 1024;
+/// How long after a claim its replacement starts (unless a spawned job's end
+/// gave slots back sooner). Right after the claim, the claimed children and
+/// their parent still connect to each other: a replacement started then runs
+/// the MPI library's constructors (~40 ms of CPU) against them. On the
+/// 2-core VM under load, refilling at the claim made a warm spawn's median
+/// several times its best case (5.7 ms); a spawn loop's claimed child ends
+/// (and refills) within a few ms of the claim anyway.
+pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// What a pooled job must match to be claimed: the spawning job and the
+/// spawn's commands (program, arguments, `maxprocs`, info — `host`/`hosts`,
+/// `wdir`, `path`, `env` among it — without [`WARM_INFO_KEY`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Shape {
+    parent: JobId,
+    commands: Vec<SpawnCommand>,
+}
+
+impl Shape {
+    /// The shape of a spawn, and its [`WARM_INFO_KEY`] choice (`None`: not said).
+    pub(super) fn of(parent: JobId, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
+        let mut choice = None;
+        let commands = commands
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
+                c.info.retain(|(k, v)| {
+                    if k != WARM_INFO_KEY {
+                        return true;
+                    }
+                    match v.trim().to_ascii_lowercase().as_str() {
+                        "true" | "1" | "yes" => choice = Some(choice.unwrap_or(true)),
+                        _ => choice = Some(false),
+                    }
+                    false
+                });
+                c
+            })
+            .collect();
+        (Shape { parent, commands }, choice)
+    }
+
+    fn describe(&self) -> String {
+        let exes: Vec<&str> = self.commands.iter().map(|c| c.exe.as_str()).collect();
+        let n: u64 = self.commands.iter().map(|c| u64::from(c.maxprocs)).sum();
+        format!("'{}' x{n} from {}", dpm_pmi::sanitize::escape(&exes.join(",")), self.parent)
+    }
+}
+
+/// One pooled job, not yet claimed.
+struct Entry {
+    shape: Shape,
+    job: JobId,
+    /// Its output so far, in order, and how many bytes that is.
+    held: Vec<(Rank, Stream, Vec<u8>)>,
+    held_bytes: usize,
+}
+
+/// The run's pool and its counts (see the module documentation).
+#[derive(Default)]
+pub(super) struct WarmPool {
+    /// Oldest first.
+    entries: Vec<Entry>,
+    /// Every shape pooled so far and how many jobs it wants: filled again
+    /// when a spawned job ends and gives its slots back.
+    shapes: Vec<(Shape, usize)>,
+    /// [`super::Timer::WarmRefill`] is armed.
+    pub(super) refill_armed: bool,
+    claimed: u64,
+    missed: u64,
+    refilled: u64,
+}
+
+impl WarmPool {
+    fn take(&mut self, job: JobId) -> Option<Entry> {
+        let i = self.entries.iter().position(|e| e.job == job)?;
+        Some(self.entries.remove(i))
+    }
+}
+
+impl Run {
+    /// Pooled jobs wanted for a spawn whose [`WARM_INFO_KEY`] said `choice`.
+    pub(super) fn warm_wanted(&self, choice: Option<bool>) -> usize {
+        match choice {
+            Some(false) => 0,
+            Some(true) if self.settings.warm_spawn == 0 => DEFAULT_WARM_SPAWN,
+            _ => self.settings.warm_spawn,
+        }
+    }
+
+    fn warm_say(&self, fx: &mut dyn RunEffects, line: &str) {
+        if self.settings.warm_verbose {
+            fx.say(&format!("dpm: warm spawn: {line}"));
+        } else {
+            tracing::debug!("warm spawn: {line}");
+        }
+    }
+
+    /// A spawn of `shape`: claim a pooled job of it, if there is one. The
+    /// children get the preputs, the parent its answer at once (or when the
+    /// last child has started, for a job still starting), then the pool is
+    /// filled again. `false`: nothing to claim (a miss, counted here).
+    pub(super) fn warm_claim(&mut self, fx: &mut dyn RunEffects, shape: &Shape, parent: (NodeId, RequestId), preput: KeyValues, want: usize) -> bool {
+        let Some(i) = self.warm.entries.iter().position(|e| e.shape == *shape) else {
+            self.warm.missed += 1;
+            self.warm_say(fx, &format!("miss for {}: started cold", shape.describe()));
+            return false;
+        };
+        let entry = self.warm.entries.remove(i);
+        let Some(j) = self.jobs.get_mut(&entry.job) else { return false };
+        j.pool = false;
+        let started = j.ranks.iter().all(|r| r.pid.is_some());
+        let kvsname = j.kvsname.clone();
+        for &d in &j.daemons {
+            fx.send(d, ToDaemon::Claim { job: entry.job, preput: preput.clone() });
+        }
+        if started {
+            fx.send(parent.0, ToDaemon::SpawnDone { request: parent.1, result: Ok(kvsname) });
+        } else {
+            j.spawn_request = Some(parent);
+        }
+        for (rank, stream, data) in entry.held {
+            fx.output(entry.job, rank, stream, &data);
+        }
+        self.warm.claimed += 1;
+        self.warm_say(fx, &format!("claimed {} for {}", entry.job, shape.describe()));
+        self.report_placement(fx, entry.job);
+        self.warm_want(shape, want);
+        if !self.warm.refill_armed {
+            self.warm.refill_armed = true;
+            fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
+        }
+        true
+    }
+
+    /// Start pooled jobs of `shape` until it has `want` (as many as fit in
+    /// the free slots).
+    pub(super) fn warm_fill(&mut self, fx: &mut dyn RunEffects, shape: &Shape, want: usize) {
+        self.warm_want(shape, want);
+        let Some(parent_kvs) = self.jobs.get(&shape.parent).map(|j| j.kvsname.clone()) else { return };
+        let have = self.warm.entries.iter().filter(|e| e.shape == *shape).count();
+        for _ in have..want.min(MAX_WARM_SPAWN) {
+            // The same plan a cold spawn of this shape gets (the files it
+            // names may have changed since: then no pooled job).
+            let plan = match plan_spawn(&self.settings.spawn, &shape.commands) {
+                Ok(p) => p,
+                Err(e) => return tracing::debug!("warm spawn: no pooled job for {}: {e}", shape.describe()),
+            };
+            let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
+            let universe = self.settings.universe_size;
+            let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe) {
+                Ok(s) => s,
+                Err(e) => return self.warm_say(fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe())),
+            };
+            let launch = self.spawn_launch(fx, plan, &slots, shape.parent, parent_kvs.clone(), Vec::new());
+            let (job, kvsname) = (launch.job, launch.kvsname.clone());
+            self.start_job(fx, LaunchJob { awaiting_claim: true, ..launch }, slots, None);
+            if let Some(j) = self.jobs.get_mut(&job) {
+                j.pool = true;
+            }
+            self.warm.entries.push(Entry { shape: shape.clone(), job, held: Vec::new(), held_bytes: 0 });
+            self.warm.refilled += 1;
+            self.warm_say(fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe()));
+        }
+    }
+
+    /// Place a spawn with the node table's placer: `oversubscribe` as the run
+    /// and the spawn's info allow. Pooled jobs never take a slot a spawn
+    /// needs: while it does not fit in the free slots, the oldest pooled job
+    /// is killed and its slots given back at once.
+    pub(super) fn place(&mut self, fx: &mut dyn RunEffects, plan: &SpawnPlan, oversubscribe: bool) -> Result<Reservation, PlaceError> {
+        let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
+        let universe = self.settings.universe_size;
+        while !self.warm.entries.is_empty() && fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
+            let job = self.warm.entries[0].job;
+            self.warm_drop(fx, job, Some("its slots are needed"));
+        }
+        fx.shared().nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe)
+    }
+
+    /// Remember that `shape` wants `want` pooled jobs.
+    fn warm_want(&mut self, shape: &Shape, want: usize) {
+        match self.warm.shapes.iter_mut().find(|(s, _)| s == shape) {
+            Some((_, n)) => *n = want,
+            None => self.warm.shapes.push((shape.clone(), want)),
+        }
+    }
+
+    /// A spawned job ended and gave its slots back: fill the pools that
+    /// lacked the room (never after a pooled job's own end, so a shape whose
+    /// jobs crash is not restarted in a loop; never while the run ends).
+    pub(super) fn warm_topup(&mut self, fx: &mut dyn RunEffects) {
+        if self.verdict.ending() || self.warm.shapes.is_empty() {
+            return;
+        }
+        self.warm.shapes.retain(|(s, _)| self.jobs.contains_key(&s.parent));
+        for (shape, want) in self.warm.shapes.clone() {
+            self.warm_fill(fx, &shape, want);
+        }
+    }
+
+    /// `job` ended: the pooled jobs it would have spawned have no parent
+    /// left to claim them, and go, quietly (as at the end of the run).
+    pub(super) fn warm_parent_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let orphans: Vec<JobId> = self.warm.entries.iter().filter(|e| e.shape.parent == job).map(|e| e.job).collect();
+        for orphan in orphans {
+            self.warm_drop(fx, orphan, None);
+        }
+        self.warm.shapes.retain(|(s, _)| s.parent != job);
+    }
+
+    /// Take `job` out of the pool and kill it; its slots are free at once.
+    /// `why` is said (`None`: a quiet end, nothing to report).
+    fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
+        if self.warm.take(job).is_none() {
+            return;
+        }
+        if let Some(why) = why {
+            self.warm_say(fx, &format!("dropped {job}: {why}"));
+        }
+        if let Some(j) = self.jobs.get_mut(&job) {
+            for r in 0..j.ranks.len() {
+                j.slots.release(r);
+            }
+        }
+        self.kill_job(fx, job, libc::SIGKILL);
+    }
+
+    /// Output of a pooled (or discarded) job is held or dropped; that of an
+    /// ordinary job comes back, to go out.
+    pub(super) fn warm_output(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) -> Option<Vec<u8>> {
+        if !self.jobs.get(&job).is_some_and(|j| j.pool) {
+            return Some(data);
+        }
+        let e = self.warm.entries.iter_mut().find(|e| e.job == job)?;
+        if e.held_bytes + data.len() > MAX_HELD_OUTPUT {
+            self.warm_drop(fx, job, Some(&format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim")));
+        } else {
+            e.held_bytes += data.len();
+            e.held.push((rank, stream, data));
+        }
+        None
+    }
+
+    /// A rank of a pooled job ended (crashed, aborted, could not start, or
+    /// was killed by dpm): the job leaves the pool and ends, quietly; the
+    /// run's verdict never hears of it. `false` if `job` is not pooled.
+    /// `ended`: the rank is gone (else it only asked to abort).
+    pub(super) fn warm_ended(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, why: &str, ended: bool) -> bool {
+        let Some(j) = self.jobs.get_mut(&job).filter(|j| j.pool) else { return false };
+        let killing = j.killing;
+        if ended {
+            j.end_rank(rank.0 as usize, super::RankEnd::Terminated);
+        }
+        if self.warm.take(job).is_some() && !killing {
+            tracing::warn!(%job, rank = rank.0, "warm spawn: a pooled job {why} before its claim; dropped from the pool");
+            self.warm_say(fx, &format!("dropped {job}: rank {} {why} before a claim", rank.0));
+        }
+        self.kill_job(fx, job, libc::SIGKILL);
+        self.check_done(fx, job);
+        true
+    }
+
+    /// Only pooled jobs are left: kill them (the run ends once they are gone).
+    pub(super) fn warm_drain(&mut self, fx: &mut dyn RunEffects) {
+        if self.jobs.is_empty() || !self.jobs.values().all(|j| j.pool) {
+            return;
+        }
+        let pooled: Vec<JobId> = self.jobs.iter().filter(|(_, j)| !j.killing).map(|(id, _)| *id).collect();
+        self.warm.entries.clear();
+        for job in pooled {
+            self.kill_job(fx, job, libc::SIGKILL);
+        }
+    }
+
+    /// The summary line at the end of a run that used warm spawn.
+    pub(super) fn warm_summary(&self, fx: &mut dyn RunEffects) {
+        let w = &self.warm;
+        if self.settings.warm_verbose && w.claimed + w.missed + w.refilled > 0 {
+            fx.say(&format!("dpm: warm spawn: {} claimed, {} missed, {} refilled", w.claimed, w.missed, w.refilled));
+        }
+    }
+}

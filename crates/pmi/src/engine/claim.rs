@@ -1,0 +1,42 @@
+//! Warm spawn's side of the engine: a job started ahead of the spawn that
+//! will claim it parks a get of a key that is not there (in `on_request` and
+//! `flush_store`, while `NodeJob::claim` is set) until the claim brings the
+//! spawn's preputs.
+
+use dpm_kvs::store::Lookup;
+use dpm_kvs::JobId;
+
+use super::Engine;
+use crate::reply::Reply;
+
+impl Engine {
+    /// `job` was started ahead of its spawn (warm spawn): until
+    /// [`Engine::claim`], a get of a key that is not there waits instead of
+    /// failing — the spawn's preputs (`PARENT_ROOT_PORT_NAME`) come with the claim.
+    pub fn await_claim(&mut self, job: JobId) {
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.claim.get_or_insert_with(Vec::new);
+        }
+    }
+
+    /// The spawn that claimed `job` brought its preputs: they become visible,
+    /// and every get parked for the claim is looked up again (a key still
+    /// missing now fails as it would have at once).
+    pub fn claim(&mut self, job_id: JobId, preput: &[(String, String)]) {
+        let Some(job) = self.jobs.get_mut(&job_id) else { return };
+        let parked = job.claim.take().unwrap_or_default();
+        job.store.preput(preput);
+        self.flush_store(job_id);
+        for conn in parked {
+            let Some(key) = self.conns.get(&conn).and_then(|c| c.waiting.as_ref()).and_then(|d| d.key.clone()) else { continue };
+            let Some(job) = self.jobs.get_mut(&job_id) else { return };
+            match job.store.get(conn, &key, None, false) {
+                Lookup::Found(v) if !v.is_empty() => self.finish_deferred(conn, &Reply::Value(v)),
+                Lookup::Found(_) | Lookup::NotFound => self.finish_deferred(conn, &Reply::Error(format!("key '{key}' not found"))),
+                Lookup::Pending => {}
+            }
+        }
+        self.flush_store(job_id);
+    }
+
+}
