@@ -427,6 +427,7 @@ mod tests {
             procs: vec![ProcSpec { rank: Rank(1), app: 0 }],
             kvs: Default::default(),
             node_of,
+            awaiting_claim: false,
         }
     }
 
