@@ -250,14 +250,14 @@ impl NodeReactor {
             let with_stdin = spec.stdin_rank == Some(proc.rank);
             starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn });
         }
-        // The first process founds the job's process group; the others join
-        // it, started in parallel.
-        let rest = if starts.is_empty() { Vec::new() } else { starts.split_off(1) };
-        let mut results = fx.start(starts);
-        let pgid = results.first().and_then(|r| r.as_ref().ok()).map(|s| s.pgid);
-        if let Some(pgid) = pgid {
-            results.extend(fx.start(rest.into_iter().map(|s| ProcStart { pgid, ..s }).collect()));
-        }
+        // Every process founds its own session and group (pgid 0), as Hydra's
+        // proxy does (setsid), all started in parallel. Not one group for the
+        // job: with the kernel's autogroup scheduling (on by default) a
+        // session is one scheduling group, so a job's busy-polling MPI ranks,
+        // a spawned child's start and other users' work would share one CPU
+        // share; measured under load, a 1-child MPI_Comm_spawn took 1.6-2x
+        // Hydra's (docs/benchmarks.md, "Cold spawn against Hydra").
+        let results = fx.start(starts);
         let mut failure = None;
         for (proc, started) in spec.procs.iter().zip(results) {
             match started {
