@@ -90,3 +90,19 @@ fn every_rank_leads_its_own_session() {
     out.assert_success();
     assert_eq!(out.lines(), vec!["pgrp=1 sid=1"; 3], "{}", out.describe());
 }
+
+#[test]
+fn spawned_children_are_given_the_nodes_topology_file() {
+    // The daemon exports the hwloc topology in the background when it starts
+    // (crates/daemon/src/topology.rs); by the sixth spawn of a loop it has
+    // long been there, and MPICH's MPI_Init asks for it.
+    let out = Dpm::run(["--pmi-trace", "-n", "1", &taskmaster(), "6", "1"]).output();
+    taskmaster_fields(&out);
+    let err = out.stderr_str();
+    let asked = err.lines().filter(|l| l.starts_with("C[6:0]:") && l.contains("key=PMI_hwloc_xmlfile")).count();
+    assert_eq!(asked, 1, "the sixth child asks for the topology once\n{}", out.describe());
+    let answer = err.lines().find(|l| l.starts_with("S[6:0]: cmd=get_result") && l.contains("/proc/"));
+    let answer = answer.unwrap_or_else(|| panic!("no topology file in the answers to the sixth child\n{}", out.describe()));
+    let path = answer.split("value=").nth(1).unwrap_or("");
+    assert!(path.starts_with("/proc/") && path.contains("/fd/"), "{answer}");
+}

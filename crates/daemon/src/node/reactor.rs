@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
@@ -67,6 +67,9 @@ pub struct NodeReactor {
     requests: HashMap<RequestId, ConnId>,
     next_conn: u64,
     next_request: u64,
+    /// The node's hwloc topology file, once exported ([`crate::topology`]);
+    /// never filled in tests.
+    topology: Arc<OnceLock<String>>,
 }
 
 impl NodeReactor {
@@ -80,7 +83,14 @@ impl NodeReactor {
             requests: HashMap::new(),
             next_conn: 0,
             next_request: 0,
+            topology: Arc::default(),
         }
+    }
+
+    /// Where the node's topology file will appear (see [`crate::topology::shared`]):
+    /// jobs registered once it is there get `PMI_hwloc_xmlfile`.
+    pub fn serve_topology(&mut self, topology: Arc<OnceLock<String>>) {
+        self.topology = topology;
     }
 
     /// A message from the parent. `Shutdown` is the driver's business (it
@@ -201,6 +211,9 @@ impl NodeReactor {
     }
 
     fn register_job(&mut self, spec: &LaunchJob) {
+        if let Some(path) = self.topology.get() {
+            self.engine.set_topology_file(path);
+        }
         let local_ranks = if spec.procs.is_empty() { (0..spec.size).map(Rank).collect() } else { spec.procs.iter().map(|p| p.rank).collect() };
         self.engine.add_job(JobSetup {
             job: spec.job,
