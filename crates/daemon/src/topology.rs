@@ -8,9 +8,10 @@
 //! than Hydra's (docs/benchmarks.md, "Cold spawn against Hydra"). Hydra's
 //! proxy exports the topology once and answers the key with the file.
 //!
-//! dpm does the same once per daemon process, in a background thread (so
-//! nothing waits for it: a rank that asks before it is ready finds the key
-//! absent and discovers the topology itself, as before), with the system's
+//! dpm does the same once per daemon process, in a background thread started
+//! by the node's first PMI traffic (so a job without PMI never pays for it,
+//! and nothing waits for it: a rank that asks before it is ready finds the
+//! key absent and discovers the topology itself, as before), with the system's
 //! `libhwloc.so.15` (hwloc 2.x) loaded at run time: dpm does not link hwloc,
 //! and without the library the key stays absent. The XML goes into a memfd,
 //! named to the ranks as `/proc/<daemon pid>/fd/<fd>`: nothing on disk to
@@ -19,7 +20,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Once, OnceLock};
 
 /// Why the topology could not be exported (logged at debug level: the ranks
 /// then discover it themselves).
@@ -57,15 +58,27 @@ impl Topology {
     }
 }
 
-/// This process's topology path, filled by a background thread started on
-/// the first call (later calls share it); empty until the export is done,
-/// and for good if it failed.
-pub fn shared() -> Arc<OnceLock<String>> {
-    static SHARED: OnceLock<Arc<OnceLock<String>>> = OnceLock::new();
-    SHARED
-        .get_or_init(|| {
-            let cell = Arc::new(OnceLock::new());
-            let fill = Arc::clone(&cell);
+/// Where the node reactor gets the topology file from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TopologySource {
+    /// Nowhere: `PMI_hwloc_xmlfile` stays absent (tests, in-process clusters).
+    #[default]
+    Off,
+    /// This process's export ([`export`]), by a background thread started on
+    /// the first [`TopologySource::path`].
+    Export,
+}
+
+impl TopologySource {
+    /// The file's path once exported; `None` until then, and for good if the
+    /// export failed. The first call of an `Export` source starts the export.
+    pub fn path(self) -> Option<&'static str> {
+        static PATH: OnceLock<String> = OnceLock::new();
+        static START: Once = Once::new();
+        if self == TopologySource::Off {
+            return None;
+        }
+        START.call_once(|| {
             let span = tracing::Span::current();
             let started = std::thread::Builder::new().name("dpm-topology".into()).spawn(move || {
                 let _span = span.entered();
@@ -76,7 +89,7 @@ pub fn shared() -> Arc<OnceLock<String>> {
                         // The memfd lives as long as the process.
                         static KEEP: OnceLock<Topology> = OnceLock::new();
                         let _ = KEEP.set(topology);
-                        let _ = fill.set(path);
+                        let _ = PATH.set(path);
                     }
                     Err(e) => tracing::debug!("no hwloc topology for the ranks: {e}"),
                 }
@@ -84,9 +97,9 @@ pub fn shared() -> Arc<OnceLock<String>> {
             if let Err(e) = started {
                 tracing::debug!("no hwloc topology for the ranks: cannot start its thread: {e}");
             }
-            cell
-        })
-        .clone()
+        });
+        PATH.get().map(String::as_str)
+    }
 }
 
 type Topo = *mut c_void;

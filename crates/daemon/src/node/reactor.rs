@@ -2,13 +2,14 @@
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
 use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
 use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, Timer, DRAIN_GRACE};
+use crate::topology::TopologySource;
 use crate::DaemonConfig;
 
 /// One process of a job on this node, until its exit is reported.
@@ -67,9 +68,10 @@ pub struct NodeReactor {
     requests: HashMap<RequestId, ConnId>,
     next_conn: u64,
     next_request: u64,
-    /// The node's hwloc topology file, once exported ([`crate::topology`]);
-    /// never filled in tests.
-    topology: Arc<OnceLock<String>>,
+    /// Where the node's hwloc topology file comes from ([`crate::topology`];
+    /// `Off` in tests), and whether the engine serves it yet.
+    topology: TopologySource,
+    topology_served: bool,
 }
 
 impl NodeReactor {
@@ -83,13 +85,15 @@ impl NodeReactor {
             requests: HashMap::new(),
             next_conn: 0,
             next_request: 0,
-            topology: Arc::default(),
+            topology: TopologySource::Off,
+            topology_served: false,
         }
     }
 
-    /// Where the node's topology file will appear (see [`crate::topology::shared`]):
-    /// jobs registered once it is there get `PMI_hwloc_xmlfile`.
-    pub fn serve_topology(&mut self, topology: Arc<OnceLock<String>>) {
+    /// Serve `PMI_hwloc_xmlfile` from `topology`: its export starts with the
+    /// node's first PMI traffic (a job without PMI never pays for it), and
+    /// the key is answered once it is done.
+    pub fn serve_topology(&mut self, topology: TopologySource) {
         self.topology = topology;
     }
 
@@ -135,6 +139,12 @@ impl NodeReactor {
     /// Bytes read on PMI connection `conn`. The replies are written through
     /// [`NodeEffects::pmi_write`] before this returns: one read, one write.
     pub fn on_pmi_bytes(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId, bytes: &[u8]) {
+        if !self.topology_served {
+            if let Some(path) = self.topology.path() {
+                self.engine.set_topology_file(path);
+                self.topology_served = true;
+            }
+        }
         self.engine.on_bytes(conn, bytes);
         self.apply_engine(fx);
     }
@@ -211,9 +221,6 @@ impl NodeReactor {
     }
 
     fn register_job(&mut self, spec: &LaunchJob) {
-        if let Some(path) = self.topology.get() {
-            self.engine.set_topology_file(path);
-        }
         let local_ranks = if spec.procs.is_empty() { (0..spec.size).map(Rank).collect() } else { spec.procs.iter().map(|p| p.rank).collect() };
         self.engine.add_job(JobSetup {
             job: spec.job,
