@@ -9,9 +9,13 @@
 //! proxy exports the topology once and answers the key with the file.
 //!
 //! dpm does the same once per daemon process, in a background thread started
-//! by the node's first PMI traffic (so a job without PMI never pays for it,
-//! and nothing waits for it: a rank that asks before it is ready finds the
-//! key absent and discovers the topology itself, as before), with the system's
+//! when the node launches its first spawned job (nothing waits for it: a rank
+//! that asks before it is ready finds the key absent and discovers the
+//! topology itself, as before). Not earlier: an export at the daemon's start
+//! or at the first PMI traffic takes 20–45 ms of CPU just when a run's first
+//! ranks start, and measurably skewed their start times on 2 cores (a
+//! timing test of waiting gets, `kvs_designs.rs`, saw 220–380 ms for a
+//! 300 ms wait instead of 300–303). It uses the system's
 //! `libhwloc.so.15` (hwloc 2.x) loaded at run time: dpm does not link hwloc,
 //! and without the library the key stays absent. The XML goes into a memfd,
 //! named to the ranks as `/proc/<daemon pid>/fd/<fd>`: nothing on disk to
@@ -64,19 +68,19 @@ pub enum TopologySource {
     /// Nowhere: `PMI_hwloc_xmlfile` stays absent (tests, in-process clusters).
     #[default]
     Off,
-    /// This process's export ([`export`]), by a background thread started on
-    /// the first [`TopologySource::path`].
+    /// This process's export ([`export`]), by a background thread
+    /// ([`TopologySource::start`]).
     Export,
 }
 
+static PATH: OnceLock<String> = OnceLock::new();
+static START: Once = Once::new();
+
 impl TopologySource {
-    /// The file's path once exported; `None` until then, and for good if the
-    /// export failed. The first call of an `Export` source starts the export.
-    pub fn path(self) -> Option<&'static str> {
-        static PATH: OnceLock<String> = OnceLock::new();
-        static START: Once = Once::new();
+    /// Start the export (once per process; an `Off` source does nothing).
+    pub fn start(self) {
         if self == TopologySource::Off {
-            return None;
+            return;
         }
         START.call_once(|| {
             let span = tracing::Span::current();
@@ -98,7 +102,15 @@ impl TopologySource {
                 tracing::debug!("no hwloc topology for the ranks: cannot start its thread: {e}");
             }
         });
-        PATH.get().map(String::as_str)
+    }
+
+    /// The file's path once exported: `None` before [`TopologySource::start`]
+    /// has finished, and for good if the export failed or the source is `Off`.
+    pub fn ready(self) -> Option<&'static str> {
+        match self {
+            TopologySource::Off => None,
+            TopologySource::Export => PATH.get().map(String::as_str),
+        }
     }
 }
 

@@ -91,8 +91,8 @@ impl NodeReactor {
     }
 
     /// Serve `PMI_hwloc_xmlfile` from `topology`: its export starts with the
-    /// node's first PMI traffic (a job without PMI never pays for it), and
-    /// the key is answered once it is done.
+    /// node's first spawned job (see [`crate::topology`]), and the key is
+    /// answered once it is done.
     pub fn serve_topology(&mut self, topology: TopologySource) {
         self.topology = topology;
     }
@@ -140,7 +140,7 @@ impl NodeReactor {
     /// [`NodeEffects::pmi_write`] before this returns: one read, one write.
     pub fn on_pmi_bytes(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId, bytes: &[u8]) {
         if !self.topology_served {
-            if let Some(path) = self.topology.path() {
+            if let Some(path) = self.topology.ready() {
                 self.engine.set_topology_file(path);
                 self.topology_served = true;
             }
@@ -241,6 +241,9 @@ impl NodeReactor {
 
     fn launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: LaunchJob) {
         let job = spec.job;
+        if spec.spawner.is_some() {
+            self.topology.start();
+        }
         self.register_job(&spec);
         let mut entry = JobProcs { kvsname: spec.kvsname.clone(), ..JobProcs::default() };
         if spec.pmi_mode == PmiMode::Port {
