@@ -24,7 +24,8 @@
 //! - [`links`]: starting, greeting and bridging child daemons (shared with
 //!   the launcher); [`stdio`]: the link over stdin/stdout; [`mpich_shm`]:
 //!   MPICH's leftover shared memory; [`peer`]: who is on the other end of a
-//!   PMI port connection (its uid, from the kernel), so no other user gets in.
+//!   PMI port connection (its uid, from the kernel), so no other user gets in;
+//!   [`topology`]: the node's hwloc topology file for `PMI_hwloc_xmlfile`.
 //!
 //! Every log line carries the node: the drivers run inside a `node` span
 //! (`node`, `host`), and the tasks and threads they start inherit it.
@@ -37,6 +38,7 @@ pub mod peer;
 pub mod spawn;
 pub mod stdio;
 mod tasks;
+pub mod topology;
 pub mod tree;
 
 pub use link::{serve_link, LinkError, Uplink};

@@ -1,5 +1,5 @@
-//! Starting one rank: socketpair for PMI, pipes for stdio, its job's process
-//! group, and death with its daemon.
+//! Starting one rank: socketpair for PMI, pipes for stdio, its own session
+//! (or a given process group), and death with its daemon.
 //!
 //! Processes are started the way glibc's `posix_spawn` does it — a
 //! `clone(CLONE_VM | CLONE_VFORK)` child that sets itself up and `execve`s —
@@ -275,7 +275,8 @@ fn send_fds(socket: &std::os::unix::net::UnixStream, s: Started) -> io::Result<S
     Ok(Spawned { pid: s.pid, pgid: s.pgid, pmi: s.pmi.is_some(), stdin: s.stdin.is_some() })
 }
 
-/// Start a process of `app` in process group `pgid` (0: a new group led by the child).
+/// Start a process of `app` in process group `pgid` (0: a new session and
+/// group led by the child).
 pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) -> io::Result<Started> {
     let (pmi_parent, pmi_child) = if pmi.socketpair { socketpair().map(|(a, b)| (Some(a), Some(b)))? } else { (None, None) };
     let (out_r, out_w) = pipe()?;
@@ -316,10 +317,9 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
     };
 
     let pid = clone_vfork(&setup)?;
-    // Also from this side (the usual idiom), so the group is settled whatever
-    // the timing; after the child's exec this fails harmlessly with EACCES.
+    // CLONE_VFORK: this thread resumes only once the child has exec'd or
+    // failed, so its setsid/setpgid has happened.
     let pgid = if pgid == 0 { pid } else { pgid };
-    let _ = nix::unistd::setpgid(Pid::from_raw(pid), Pid::from_raw(pgid));
     let error = setup.error.load(Ordering::SeqCst);
     if error != 0 {
         // The child exited without exec'ing: reap it, report why.
@@ -385,7 +385,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             *libc::__errno_location() = libc::ESRCH;
             return fail(s);
         }
-        if libc::setpgid(0, s.pgid) != 0 {
+        // pgid 0: a session of its own (the kernel's autogroup scheduler then
+        // gives it its own CPU share, as Hydra's ranks get; see the node
+        // reactor's launch), and so a group led by itself.
+        let grouped = if s.pgid == 0 { libc::setsid() } else { libc::setpgid(0, s.pgid) };
+        if grouped < 0 {
             return fail(s);
         }
         if libc::dup2(s.stdin, 0) < 0 || libc::dup2(s.stdout, 1) < 0 || libc::dup2(s.stderr, 2) < 0 {

@@ -144,6 +144,8 @@ struct NodeJob {
 #[derive(Default)]
 pub struct Engine {
     trace: bool,
+    /// `PMI_hwloc_xmlfile`: the node's topology as hwloc XML, once known.
+    topology_file: Option<String>,
     conns: HashMap<ConnId, Conn>,
     jobs: HashMap<JobId, NodeJob>,
     effects: Vec<Effect>,
@@ -152,6 +154,11 @@ pub struct Engine {
 impl Engine {
     pub fn new(trace: bool) -> Self {
         Engine { trace, ..Default::default() }
+    }
+
+    /// Answer `PMI_hwloc_xmlfile` with this path from now on.
+    pub fn set_topology_file(&mut self, path: &str) {
+        self.topology_file = Some(path.to_string());
     }
 
     pub fn add_job(&mut self, setup: JobSetup) {
@@ -357,7 +364,7 @@ impl Engine {
             Request::Get { kvsname, key, srcid, wait } => {
                 if let Some(bad) = kvsname.filter(|k| *k != setup.kvsname) {
                     Reply::Error(format!("get from kvsname '{bad}', but this process belongs to '{}'", setup.kvsname))
-                } else if let Some(value) = pm_key(setup, &key) {
+                } else if let Some(value) = pm_key(setup, self.topology_file.as_deref(), &key) {
                     Reply::Value(value)
                 } else if key.starts_with("PMI_") {
                     Reply::Error(format!("key '{key}' is not provided"))
@@ -394,7 +401,7 @@ impl Engine {
                 }
                 None => Reply::Error("rank unknown: send fullinit first".into()),
             },
-            Request::GetJobAttr { key } => match pm_key(setup, &key).or_else(|| job.store.peek(&key)) {
+            Request::GetJobAttr { key } => match pm_key(setup, self.topology_file.as_deref(), &key).or_else(|| job.store.peek(&key)) {
                 Some(v) if !v.is_empty() => Reply::Value(v),
                 _ => Reply::Absent,
             },
@@ -610,9 +617,10 @@ impl Engine {
 }
 
 /// Keys the process manager answers itself.
-fn pm_key(setup: &JobSetup, key: &str) -> Option<String> {
+fn pm_key(setup: &JobSetup, topology_file: Option<&str>, key: &str) -> Option<String> {
     match key {
         "PMI_process_mapping" => Some(setup.process_mapping.clone()),
+        "PMI_hwloc_xmlfile" => topology_file.map(str::to_string),
         "universeSize" => Some(setup.universe_size.to_string()),
         _ => None,
     }

@@ -177,6 +177,23 @@ fn pmi2_session_as_mpich_sends_it() {
 }
 
 #[test]
+fn the_topology_file_is_a_job_attribute_once_known() {
+    // Like Hydra's proxy: `PMI_hwloc_xmlfile` names the node's hwloc XML, so
+    // MPICH need not discover the topology in every process.
+    let mut e = engine(2);
+    talk(&mut e, 0, "cmd=init pmi_version=1 pmi_subversion=1\n");
+    talk(&mut e, 1, "cmd=init pmi_version=2 pmi_subversion=0\n");
+    talk(&mut e, 1, &v2("cmd=fullinit;pmirank=1;"));
+    assert_eq!(talk(&mut e, 1, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), v2("cmd=info-getjobattr-response;rc=0;found=FALSE;"));
+    e.set_topology_file("/proc/7/fd/9");
+    assert_eq!(talk(&mut e, 0, &format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n")), "cmd=get_result rc=0 value=/proc/7/fd/9\n");
+    assert_eq!(
+        talk(&mut e, 1, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")),
+        v2("cmd=info-getjobattr-response;rc=0;found=TRUE;value=/proc/7/fd/9;")
+    );
+}
+
+#[test]
 fn pmi2_fence_blocks_until_every_rank_fenced() {
     let mut e = engine(2);
     assert_eq!(talk(&mut e, 0, &v2("cmd=kvs-put;key=-allgather-1-0;value=AB00CD[4]EF;")), v2("cmd=kvs-put-response;rc=0;"));

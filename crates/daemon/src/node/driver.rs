@@ -45,7 +45,8 @@ pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: 
 /// [`run`] inside the caller's span.
 pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
     let (events, mut events_rx) = mpsc::unbounded_channel();
-    let reactor = NodeReactor::new(&config);
+    let mut reactor = NodeReactor::new(&config);
+    reactor.serve_topology(crate::topology::TopologySource::Export);
     let spawner = match spawn::Spawner::new() {
         Ok(s) => s,
         Err(e) => {

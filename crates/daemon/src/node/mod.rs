@@ -51,7 +51,8 @@ pub struct ProcStart {
     /// The variables dpm adds (`PMI_RANK`, `PMI_PORT`…), and whether to pass
     /// a PMI socketpair (`PMI_FD`).
     pub env: PmiEnv,
-    /// The process group to join; 0: found a new one led by the process.
+    /// The process group to join; 0: found a new session and group led by
+    /// the process (`setsid`; what the reactor asks for every rank).
     pub pgid: i32,
     /// Give it a pipe for the launcher's stdin (else `/dev/null`).
     pub with_stdin: bool,

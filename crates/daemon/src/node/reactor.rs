@@ -9,6 +9,7 @@ use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
 use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
 use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, Timer, DRAIN_GRACE};
+use crate::topology::TopologySource;
 use crate::DaemonConfig;
 
 mod pmix;
@@ -72,6 +73,10 @@ pub struct NodeReactor {
     requests: HashMap<RequestId, ConnId>,
     next_conn: u64,
     next_request: u64,
+    /// Where the node's hwloc topology file comes from ([`crate::topology`];
+    /// `Off` in tests), and whether the engine serves it yet.
+    topology: TopologySource,
+    topology_served: bool,
 }
 
 impl NodeReactor {
@@ -86,7 +91,16 @@ impl NodeReactor {
             requests: HashMap::new(),
             next_conn: 0,
             next_request: 0,
+            topology: TopologySource::Off,
+            topology_served: false,
         }
+    }
+
+    /// Serve `PMI_hwloc_xmlfile` from `topology`: its export starts with the
+    /// node's first spawned job (see [`crate::topology`]), and the key is
+    /// answered once it is done.
+    pub fn serve_topology(&mut self, topology: TopologySource) {
+        self.topology = topology;
     }
 
     /// A message from the parent. `Shutdown` is the driver's business (it
@@ -135,6 +149,12 @@ impl NodeReactor {
     /// Bytes read on PMI connection `conn`. The replies are written through
     /// [`NodeEffects::pmi_write`] before this returns: one read, one write.
     pub fn on_pmi_bytes(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId, bytes: &[u8]) {
+        if !self.topology_served {
+            if let Some(path) = self.topology.ready() {
+                self.engine.set_topology_file(path);
+                self.topology_served = true;
+            }
+        }
         self.engine.on_bytes(conn, bytes);
         self.apply_engine(fx);
     }
@@ -234,6 +254,9 @@ impl NodeReactor {
 
     fn launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: LaunchJob) {
         let job = spec.job;
+        if spec.spawner.is_some() {
+            self.topology.start();
+        }
         self.register_job(&spec);
         let mut entry = JobProcs { kvsname: spec.kvsname.clone(), ..JobProcs::default() };
         if spec.pmi_mode == PmiMode::Port {
@@ -279,14 +302,14 @@ impl NodeReactor {
             let with_stdin = spec.stdin_rank == Some(proc.rank);
             starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn });
         }
-        // The first process founds the job's process group; the others join
-        // it, started in parallel.
-        let rest = if starts.is_empty() { Vec::new() } else { starts.split_off(1) };
-        let mut results = fx.start(starts);
-        let pgid = results.first().and_then(|r| r.as_ref().ok()).map(|s| s.pgid);
-        if let Some(pgid) = pgid {
-            results.extend(fx.start(rest.into_iter().map(|s| ProcStart { pgid, ..s }).collect()));
-        }
+        // Every process founds its own session and group (pgid 0), as Hydra's
+        // proxy does (setsid), all started in parallel. Not one group for the
+        // job: with the kernel's autogroup scheduling (on by default) a
+        // session is one scheduling group, so a job's busy-polling MPI ranks,
+        // a spawned child's start and other users' work would share one CPU
+        // share; measured under load, a 1-child MPI_Comm_spawn took 1.6-2x
+        // Hydra's (docs/benchmarks.md, "Cold spawn against Hydra").
+        let results = fx.start(starts);
         let mut failure = None;
         for (proc, started) in spec.procs.iter().zip(results) {
             match started {

@@ -62,10 +62,10 @@ fn talk(r: &mut NodeReactor, fx: &mut RecordingEffects, conn: ConnId, line: &str
 fn a_launch_starts_each_rank_with_its_pmi_environment() {
     let (mut r, mut fx) = node();
     r.on_message(&mut fx, ToDaemon::Launch(launch(4, 3, PmiMode::Fd)));
-    // The first rank founds the job's group; the others join it, in one batch.
+    // Every rank founds its own session and group (pgid 0), all in one batch.
     let batches: Vec<Vec<i32>> =
         fx.log.iter().filter_map(|e| if let Recorded::Start(b) = e { Some(b.iter().map(|s| s.pgid).collect()) } else { None }).collect();
-    assert_eq!(batches, vec![vec![0], vec![FIRST_PID, FIRST_PID]]);
+    assert_eq!(batches, vec![vec![0, 0, 0]]);
     let starts = fx.starts();
     for (i, s) in starts.iter().enumerate() {
         assert_eq!((s.rank, s.exe.as_str(), &s.argv[..]), (Rank(i as u32), "/bin/app", &["app".to_string(), "-x".to_string()][..]));
@@ -189,7 +189,7 @@ fn an_exit_held_up_by_an_open_connection_is_reported_after_the_grace() {
 }
 
 #[test]
-fn signals_reach_the_group_and_each_rank_and_forget_cleans_up() {
+fn signals_reach_the_groups_and_each_rank_and_forget_cleans_up() {
     let (mut r, mut fx) = node();
     let c = launched(&mut r, &mut fx, 2);
     r.on_message(&mut fx, ToDaemon::Signal { job: J, signal: libc::SIGTERM });
@@ -198,6 +198,7 @@ fn signals_reach_the_group_and_each_rank_and_forget_cleans_up() {
     sent.sort();
     let mut expected = [
         Recorded::KillGroup { pgid: leader, signal: libc::SIGTERM },
+        Recorded::KillGroup { pgid: leader + 1, signal: libc::SIGTERM },
         Recorded::KillProcess { pid: leader, signal: libc::SIGTERM },
         Recorded::KillProcess { pid: leader + 1, signal: libc::SIGTERM },
     ]
@@ -205,13 +206,15 @@ fn signals_reach_the_group_and_each_rank_and_forget_cleans_up() {
     .map(|e| format!("{e:?}"))
     .collect::<Vec<_>>();
     expected.sort();
-    assert_eq!(sent, expected, "the group once, and each rank (one may have left the group)");
+    assert_eq!(sent, expected, "each rank's group once, and each rank (one may have left its group)");
     r.on_message(&mut fx, ToDaemon::Stdin { job: J, data: b"in".to_vec() });
     r.on_message(&mut fx, ToDaemon::Forget { job: J });
     let log = fx.take();
     assert!(matches!(log[0], Recorded::StdinWrite(J, _)));
-    assert!(log.iter().any(|e| matches!(e, Recorded::KillGroup { pgid, signal: libc::SIGKILL } if *pgid == leader)));
-    assert!(log.iter().any(|e| matches!(e, Recorded::ReleaseLeader(pid) if *pid == leader)));
+    for pid in [leader, leader + 1] {
+        assert!(log.iter().any(|e| matches!(e, Recorded::KillGroup { pgid, signal: libc::SIGKILL } if *pgid == pid)));
+        assert!(log.iter().any(|e| matches!(e, Recorded::ReleaseLeader(p) if *p == pid)));
+    }
     assert!(log.iter().any(|e| matches!(e, Recorded::StdinClose(J))));
     assert!(log.iter().any(|e| matches!(e, Recorded::RemoveShm { job: J, kvsname } if kvsname == KVS)));
     let dropped: Vec<ConnId> = log.iter().filter_map(|e| if let Recorded::PmiDrop(c) = e { Some(*c) } else { None }).collect();

@@ -1,0 +1,235 @@
+//! The node's hardware topology as an hwloc XML file, for the ranks'
+//! `PMI_hwloc_xmlfile` job attribute, as Hydra's proxy gives it.
+//!
+//! Without it every MPICH process discovers the topology itself in
+//! `MPI_Init` (hwloc reads /proc and /sys, including the I/O devices):
+//! measured on the benchmark VM, 18–28 ms of each spawned child's
+//! `MPI_Init` under load, most of what made a cold `MPI_Comm_spawn` slower
+//! than Hydra's (docs/benchmarks.md, "Cold spawn against Hydra"). Hydra's
+//! proxy exports the topology once and answers the key with the file.
+//!
+//! dpm does the same once per daemon process, in a background thread started
+//! when the node launches its first spawned job (nothing waits for it: a rank
+//! that asks before it is ready finds the key absent and discovers the
+//! topology itself, as before). Not earlier: an export at the daemon's start
+//! or at the first PMI traffic takes 20–45 ms of CPU just when a run's first
+//! ranks start, and measurably skewed their start times on 2 cores (a
+//! timing test of waiting gets, `kvs_designs.rs`, saw 220–380 ms for a
+//! 300 ms wait instead of 300–303). It uses the system's
+//! `libhwloc.so.15` (hwloc 2.x) loaded at run time: dpm does not link hwloc,
+//! and without the library the key stays absent. The XML goes into a memfd,
+//! named to the ranks as `/proc/<daemon pid>/fd/<fd>`: nothing on disk to
+//! clean up, gone with the daemon.
+
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Once, OnceLock};
+
+/// Why the topology could not be exported (logged at debug level: the ranks
+/// then discover it themselves).
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("cannot load {LIBRARY}: {0}")]
+    Library(String),
+    #[error("{LIBRARY} is hwloc API {0:#x}, not 2.x")]
+    Version(c_uint),
+    #[error("hwloc: {0} failed")]
+    Hwloc(&'static str),
+    #[error("cannot write the topology to a memfd: {0}")]
+    Memfd(#[from] std::io::Error),
+}
+
+const LIBRARY: &str = "libhwloc.so.15";
+// hwloc 2.x ABI (stable within libhwloc.so.15): the I/O object types and
+// the filter that keeps the important ones, as Hydra's proxy does.
+const HWLOC_OBJ_BRIDGE: c_int = 14;
+const HWLOC_OBJ_PCI_DEVICE: c_int = 15;
+const HWLOC_OBJ_OS_DEVICE: c_int = 16;
+const HWLOC_TYPE_FILTER_KEEP_IMPORTANT: c_int = 3;
+
+/// The exported topology: the memfd holding the XML and its path.
+#[derive(Debug)]
+pub struct Topology {
+    _fd: OwnedFd,
+    path: String,
+}
+
+impl Topology {
+    /// What the ranks open: `/proc/<pid>/fd/<fd>`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// Where the node reactor gets the topology file from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TopologySource {
+    /// Nowhere: `PMI_hwloc_xmlfile` stays absent (tests, in-process clusters).
+    #[default]
+    Off,
+    /// This process's export ([`export`]), by a background thread
+    /// ([`TopologySource::start`]).
+    Export,
+}
+
+static PATH: OnceLock<String> = OnceLock::new();
+static START: Once = Once::new();
+
+impl TopologySource {
+    /// Start the export (once per process; an `Off` source does nothing).
+    pub fn start(self) {
+        if self == TopologySource::Off {
+            return;
+        }
+        START.call_once(|| {
+            let span = tracing::Span::current();
+            let started = std::thread::Builder::new().name("dpm-topology".into()).spawn(move || {
+                let _span = span.entered();
+                match export() {
+                    Ok(topology) => {
+                        tracing::debug!(path = topology.path(), "hwloc topology exported");
+                        let path = topology.path().to_string();
+                        // The memfd lives as long as the process.
+                        static KEEP: OnceLock<Topology> = OnceLock::new();
+                        let _ = KEEP.set(topology);
+                        let _ = PATH.set(path);
+                    }
+                    Err(e) => tracing::debug!("no hwloc topology for the ranks: {e}"),
+                }
+            });
+            if let Err(e) = started {
+                tracing::debug!("no hwloc topology for the ranks: cannot start its thread: {e}");
+            }
+        });
+    }
+
+    /// The file's path once exported: `None` before [`TopologySource::start`]
+    /// has finished, and for good if the export failed or the source is `Off`.
+    pub fn ready(self) -> Option<&'static str> {
+        match self {
+            TopologySource::Off => None,
+            TopologySource::Export => PATH.get().map(String::as_str),
+        }
+    }
+}
+
+type Topo = *mut c_void;
+
+/// The hwloc functions dpm calls, looked up in the loaded library.
+struct Hwloc {
+    api_version: unsafe extern "C" fn() -> c_uint,
+    init: unsafe extern "C" fn(*mut Topo) -> c_int,
+    set_type_filter: unsafe extern "C" fn(Topo, c_int, c_int) -> c_int,
+    load: unsafe extern "C" fn(Topo) -> c_int,
+    export_xmlbuffer: unsafe extern "C" fn(Topo, *mut *mut c_char, *mut c_int, c_ulong) -> c_int,
+    free_xmlbuffer: unsafe extern "C" fn(Topo, *mut c_char),
+    destroy: unsafe extern "C" fn(Topo),
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc,
+    // valid until the next dl* call on this thread; it is copied at once.
+    unsafe {
+        let e = libc::dlerror();
+        if e.is_null() { "unknown error".into() } else { CStr::from_ptr(e).to_string_lossy().into_owned() }
+    }
+}
+
+impl Hwloc {
+    fn open() -> Result<Hwloc, TopologyError> {
+        let name = std::ffi::CString::new(LIBRARY).expect("no NUL");
+        // SAFETY: dlopen with a valid C string; the handle is never closed, so
+        // the function pointers taken from it stay valid for the process.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if handle.is_null() {
+            return Err(TopologyError::Library(dl_error()));
+        }
+        let sym = |symbol: &CStr| -> Result<*mut c_void, TopologyError> {
+            // SAFETY: a live handle and a NUL-terminated name.
+            let f = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
+            if f.is_null() { Err(TopologyError::Library(dl_error())) } else { Ok(f) }
+        };
+        // SAFETY: each symbol is the hwloc 2.x function of that name, whose C
+        // signature is the one transmuted to (hwloc.h, API 2.x; checked below).
+        unsafe {
+            let hw = Hwloc {
+                api_version: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_get_api_version")?),
+                init: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_init")?),
+                set_type_filter: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_set_type_filter")?),
+                load: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_load")?),
+                export_xmlbuffer: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_export_xmlbuffer")?),
+                free_xmlbuffer: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_free_xmlbuffer")?),
+                destroy: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_destroy")?),
+            };
+            let version = (hw.api_version)();
+            if version >> 16 != 2 {
+                return Err(TopologyError::Version(version));
+            }
+            Ok(hw)
+        }
+    }
+
+    /// Discover this machine's topology and export it as XML.
+    fn xml(&self) -> Result<Vec<u8>, TopologyError> {
+        let mut topo: Topo = std::ptr::null_mut();
+        // SAFETY: the hwloc 2.x calls in their documented order; `topo` is
+        // destroyed on every path after a successful init, and the buffer is
+        // copied before hwloc frees it.
+        unsafe {
+            if (self.init)(&mut topo) != 0 {
+                return Err(TopologyError::Hwloc("hwloc_topology_init"));
+            }
+            let result = (|| {
+                for ty in [HWLOC_OBJ_BRIDGE, HWLOC_OBJ_PCI_DEVICE, HWLOC_OBJ_OS_DEVICE] {
+                    if (self.set_type_filter)(topo, ty, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0 {
+                        return Err(TopologyError::Hwloc("hwloc_topology_set_type_filter"));
+                    }
+                }
+                if (self.load)(topo) != 0 {
+                    return Err(TopologyError::Hwloc("hwloc_topology_load"));
+                }
+                let mut buf: *mut c_char = std::ptr::null_mut();
+                let mut len: c_int = 0;
+                if (self.export_xmlbuffer)(topo, &mut buf, &mut len, 0) != 0 || buf.is_null() {
+                    return Err(TopologyError::Hwloc("hwloc_topology_export_xmlbuffer"));
+                }
+                // len counts the terminating NUL.
+                let xml = CStr::from_ptr(buf).to_bytes().to_vec();
+                (self.free_xmlbuffer)(topo, buf);
+                Ok(xml)
+            })();
+            (self.destroy)(topo);
+            result
+        }
+    }
+}
+
+/// Export this machine's topology into a memfd (see the module documentation).
+pub fn export() -> Result<Topology, TopologyError> {
+    let xml = Hwloc::open()?.xml()?;
+    let fd = nix::sys::memfd::memfd_create(c"dpm-hwloc-topology", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).map_err(std::io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(&xml)?;
+    let fd = OwnedFd::from(file);
+    let path = format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd());
+    Ok(Topology { _fd: fd, path })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_export_is_hwloc_xml_readable_through_its_path() {
+        match export() {
+            Ok(t) => {
+                let xml = std::fs::read_to_string(t.path()).expect("read the topology through /proc");
+                assert!(xml.starts_with("<?xml") && xml.contains("<topology") && xml.contains("type=\"PU\""), "{xml}");
+            }
+            // A machine without hwloc 2: the error names the library.
+            Err(TopologyError::Library(e)) => assert!(!e.is_empty()),
+            Err(e) => panic!("hwloc is there but the export failed: {e}"),
+        }
+    }
+}
