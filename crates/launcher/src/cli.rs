@@ -14,6 +14,7 @@ use dpm_kvs::KvsDesign;
 
 use crate::config::Launcher;
 use crate::options::{self, Command, Key, MAX_SECS};
+use crate::run::{FailurePolicy, UnknownPolicy};
 
 /// How much of the launcher's environment the ranks inherit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +53,8 @@ pub struct RunOptions {
     pub kill_grace: f64,
     pub hosts: Vec<String>,
     pub no_oversubscribe: bool,
+    /// `--on-spawned-failure end|continue` (else `DPM_ON_SPAWNED_FAILURE`).
+    pub on_spawned_failure: Option<FailurePolicy>,
     pub report_placement: bool,
     /// Said about the command line once logging is up (ignored options).
     pub warnings: Vec<String>,
@@ -92,6 +95,7 @@ impl Default for RunOptions {
             kill_grace: 3.0,
             hosts: Vec::new(),
             no_oversubscribe: false,
+            on_spawned_failure: None,
             report_placement: false,
             warnings: Vec::new(),
             hostfile: None,
@@ -275,6 +279,10 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         Key::PmiPort => opts.pmi_port = true,
         Key::NoOversubscribe => opts.no_oversubscribe = true,
         Key::Oversubscribe => opts.no_oversubscribe = false,
+        Key::OnSpawnedFailure => {
+            let v = value();
+            opts.on_spawned_failure = Some(v.parse().map_err(|e: UnknownPolicy| usage(format!("'{arg} {v}': {e}")))?);
+        }
         Key::ReportPlacement => opts.report_placement = true,
         Key::KillGrace => {
             let v = value();

@@ -19,6 +19,7 @@ use crate::cli::{self, RunOptions};
 use crate::controller::Settings;
 use crate::error::UsageError;
 use crate::options::MAX_SECS;
+use crate::run::FailurePolicy;
 use crate::spawn::SpawnContext;
 
 /// How daemons start (`-launcher`, `DPM_LAUNCHER`).
@@ -61,6 +62,8 @@ pub struct RunConfig {
     /// `--usize`, as given; see [`universe_size`] for the rule.
     pub universe_size: Option<i64>,
     pub no_oversubscribe: bool,
+    /// `--on-spawned-failure`, else `DPM_ON_SPAWNED_FAILURE`, else end the run.
+    pub failure_policy: FailurePolicy,
     pub report_placement: bool,
     /// `--kvs`, else `DPM_KVS`, else auto.
     pub kvs: KvsDesign,
@@ -113,6 +116,12 @@ impl RunConfig {
             Some(t) => Some(t),
             None => env_secs(env, "DPM_CONNECT_TIMEOUT")?,
         };
+        let failure_policy = match opts.on_spawned_failure {
+            Some(p) => p,
+            None => env("DPM_ON_SPAWNED_FAILURE")
+                .map_or(Ok(FailurePolicy::default()), |v| v.parse())
+                .map_err(|e| UsageError(format!("DPM_ON_SPAWNED_FAILURE: {e}")))?,
+        };
         if !(opts.kill_grace.is_finite() && (0.0..=MAX_SECS as f64).contains(&opts.kill_grace)) {
             return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
         }
@@ -125,6 +134,7 @@ impl RunConfig {
             kill_grace: Duration::from_secs_f64(opts.kill_grace),
             universe_size: opts.universe_size,
             no_oversubscribe: opts.no_oversubscribe,
+            failure_policy,
             report_placement: opts.report_placement,
             kvs,
             fanout,
@@ -155,6 +165,7 @@ impl RunConfig {
             universe_size: self.universe_size,
             pmi_mode: self.pmi_mode,
             no_oversubscribe: self.no_oversubscribe,
+            survive_spawned_failures: self.failure_policy == FailurePolicy::SurviveSpawnedJobs,
             report_placement: self.report_placement,
             timeout_secs: self.timeout.map(|t| t.as_secs()),
             spawn_env,
@@ -185,6 +196,7 @@ impl RunConfig {
             kill_grace: secs("kill grace", submit.kill_grace_secs)?,
             universe_size: submit.universe_size,
             no_oversubscribe: submit.no_oversubscribe,
+            failure_policy: if submit.survive_spawned_failures { FailurePolicy::SurviveSpawnedJobs } else { FailurePolicy::EndRun },
             report_placement: submit.report_placement,
             kvs: submit.kvs,
             fanout,
@@ -296,6 +308,23 @@ mod tests {
         assert_eq!(universe_size(Some(16), 2, 4, false), 16);
         assert_eq!(universe_size(Some(2), 2, 4, false), 4);
         assert_eq!(universe_size(Some(-1), 8, 4, true), -1);
+    }
+
+    #[test]
+    fn the_failure_policy_comes_from_the_flag_then_the_variable() {
+        let policy = |line: &str, env: &[(&str, &str)]| resolve(line, env).map(|c| c.failure_policy);
+        assert_eq!(policy("./p", &[]).unwrap(), FailurePolicy::EndRun);
+        assert_eq!(policy("--on-spawned-failure continue ./p", &[]).unwrap(), FailurePolicy::SurviveSpawnedJobs);
+        assert_eq!(policy("--on-spawned-failure=end ./p", &[("DPM_ON_SPAWNED_FAILURE", "continue")]).unwrap(), FailurePolicy::EndRun);
+        assert_eq!(policy("./p", &[("DPM_ON_SPAWNED_FAILURE", "Continue")]).unwrap(), FailurePolicy::SurviveSpawnedJobs);
+        let err = policy("./p", &[("DPM_ON_SPAWNED_FAILURE", "retry")]).unwrap_err();
+        assert_eq!(err.0, "DPM_ON_SPAWNED_FAILURE: 'retry' is not a failure policy (end or continue)");
+        let args: Vec<String> = ["--on-spawned-failure", "ignore", "./p"].map(String::from).to_vec();
+        assert!(cli::parse_run(&args).is_err());
+        // A booted run gets it through its submission.
+        let c = resolve("--on-spawned-failure continue ./p", &[]).unwrap();
+        let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
+        assert_eq!(RunConfig::from_submit(&submit, 32).unwrap().failure_policy, FailurePolicy::SurviveSpawnedJobs);
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct Submit {
     /// The run's KVS design (`--kvs`, `DPM_KVS`, resolved by the client).
     #[serde(default)]
     pub kvs: dpm_kvs::KvsDesign,
+    /// `--on-spawned-failure continue`: a failed spawned job ends alone.
+    #[serde(default)]
+    pub survive_spawned_failures: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

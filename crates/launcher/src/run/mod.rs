@@ -37,7 +37,7 @@ use crate::node_table::{NodeTable, PlaceError, Reservation};
 use crate::spawn::SpawnContext;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
-pub use verdict::{FailurePolicy, Verdict};
+pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
 
 /// Job-independent settings the run needs to create jobs.
 pub struct Settings {
@@ -131,6 +131,9 @@ struct Job {
     /// For a spawned job: the parent's pending spawn request, answered once
     /// every child has started (or one could not be).
     spawn_request: Option<(NodeId, RequestId)>,
+    /// The spawn answer's error codes: empty unless a `soft` spawn started
+    /// fewer processes than it asked for.
+    spawn_errcodes: Vec<i32>,
 }
 
 impl Job {
@@ -263,6 +266,7 @@ impl Run {
                 spawned: launch.spawner.is_some(),
                 alone_since: None,
                 spawn_request,
+                spawn_errcodes: Vec::new(),
             },
         );
     }

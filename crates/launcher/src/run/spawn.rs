@@ -1,5 +1,6 @@
 //! `MPI_Comm_spawn[_multiple]`: plan the request, place it with the node
-//! table's placer, launch it as a new job of the run. The parent is answered
+//! table's placer (a `soft` spawn: as many as fit), launch it as a new job
+//! of the run. The parent is answered
 //! once every child has started, or with `rc≠0` on the first error
 //! (`jobs::started`, `jobs::launch_failed`, `jobs::check_done`).
 
@@ -26,26 +27,46 @@ impl Run {
         };
         let refuse = |fx: &mut dyn RunEffects, msg: String| {
             tracing::warn!(%parent, rank = rank.0, "spawn refused: {}", dpm_pmi::sanitize::escape(&msg));
-            fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err(msg) });
+            fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err(msg), errcodes: Vec::new() });
         };
         if self.verdict.ending() {
-            return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()) });
+            return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()), errcodes: Vec::new() });
         }
         let plan = match plan_spawn(&self.settings.spawn, &commands) {
             Ok(p) => p,
             Err(e) => return refuse(fx, e.to_string()),
         };
         let oversubscribe = plan.oversubscribe.unwrap_or(!self.settings.no_oversubscribe);
-        let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
-        let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, oversubscribe, self.settings.universe_size) {
-            Ok(s) => s,
+        let nodes = &fx.shared().nodes;
+        let placed = if plan.is_soft() {
+            nodes.place_spawn_soft(&plan.counts, &plan.nodes, oversubscribe, self.settings.universe_size).map(|(slots, started)| {
+                let asked = plan.maxprocs();
+                if started != asked {
+                    tracing::info!(%parent, "soft spawn: {} of {} processes started", started.iter().sum::<u32>(), asked.iter().sum::<u32>());
+                }
+                (slots, Some(started))
+            })
+        } else {
+            let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
+            nodes.place_spawn(&apps, &plan.nodes, oversubscribe, self.settings.universe_size).map(|slots| (slots, None))
+        };
+        let (slots, started) = match placed {
+            Ok(p) => p,
             Err(e) => return refuse(fx, e.to_string()),
         };
+        let (planned, errcodes) = match started {
+            Some(started) => plan.started(&started),
+            None => (plan.job, Vec::new()),
+        };
         let (job, kvsname) = fx.shared().new_job_id();
-        tracing::debug!(%parent, %job, size = apps.len(), "spawn");
+        tracing::debug!(%parent, %job, size = planned.procs.len(), "spawn");
         let design = self.kvs.design(parent).unwrap_or_default();
-        let job_plan = plan.job.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);
+        let job_plan = planned.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);
         let launch = LaunchJob { spawner: Some(parent_kvs), preput, ..job_plan };
         self.start_job(fx, launch, slots, Some((parent_node, request)));
+        // Answered once every child has started (`jobs::started`).
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.spawn_errcodes = errcodes;
+        }
     }
 }

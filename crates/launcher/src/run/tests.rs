@@ -218,7 +218,7 @@ fn spawn(run: &mut Run, rec: &mut Recorder, parent: JobId, exe: &str, n: u32, in
 
 fn spawn_answer(rec: &Recorder) -> Option<Result<String, String>> {
     rec.sent().into_iter().find_map(|(n, m)| match m {
-        ToDaemon::SpawnDone { request: RequestId(7), result } if n == NodeId(0) => Some(result.clone()),
+        ToDaemon::SpawnDone { request: RequestId(7), result, .. } if n == NodeId(0) => Some(result.clone()),
         _ => None,
     })
 }
