@@ -201,7 +201,8 @@ class Master:
             self.image[(first - 1) * stride:last * stride] = rgb
             w.tiles += 1
             if w.tiles == 1 and self.mode == "elastic":
-                log(f"worker {w.wid} finished its first tile {now - w.decided_at:.3f} s after the grow decision")
+                log(f"worker {w.wid} finished its first tile {now - w.decided_at:.3f} s after the grow decision "
+                    f"(its render: {seconds:.3f} s)")
             self.slowest = max(self.slowest, now - w.since)
             w.state, w.tile, w.since = "idle", None, now
             if index not in self.done:
