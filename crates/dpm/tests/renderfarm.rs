@@ -357,13 +357,15 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     if !povray_present() {
         return;
     }
-    // Four slots; another run holds two of them for a few seconds. The farm
-    // (master + one worker) fills the other two, is refused more, and once
-    // the other run ends takes both freed slots in one soft spawn. Its idle
+    // Four slots; another run holds two of them for 3 s. The farm (master +
+    // one worker) fills the other two, is refused more, and once the other
+    // run ends takes both freed slots in one soft spawn: eight tiles, so
+    // that more than two still wait then (with four, one worker had rendered
+    // all but one by then when tiles took 1.3 s). Its idle
     // workers are released before it ends: `dpm status` shows the load
     // drop to the master alone while the farm still runs (--check).
     let boot = Boot::start(4);
-    let other = boot.through(Dpm::run(["-n", "2", "sleep", "4"])).spawn();
+    let other = boot.through(Dpm::run(["-n", "2", "sleep", "3"])).spawn();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while boot.load().map(|(load, _)| load) != Some(2) {
         assert!(std::time::Instant::now() < deadline, "the other run did not start");
@@ -384,13 +386,13 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     let out = boot
         .through(farm_cmd(
             &["--no-oversubscribe", "-n", "1"],
-            &["--mode", "elastic", "--workers", "1", "--max-workers", "3", "--width", "96", "--height", "128", "--grow-interval", "0.2", "--grow-retries", "1000", "--check"],
+            &["--mode", "elastic", "--workers", "1", "--max-workers", "3", "--width", "96", "--height", "256", "--grow-interval", "0.2", "--grow-retries", "1000", "--check"],
         ))
         .output();
     stop.store(true, Ordering::Relaxed);
     let samples = sampler.join().expect("status sampler");
     other.wait().assert_success();
-    assert_checked(&out, 4);
+    assert_checked(&out, 8);
     out.assert_stdout_contains("farm: no room for another worker (spawn refused");
     // Both freed slots in one spawn: workers 2 and 3 together.
     out.assert_stdout_contains("farm: grew to 2 workers: worker 2 spawned in");
