@@ -7,5 +7,6 @@ RUNNERS = {
     "leak": ("spawn/leak", "dpm's memory, fds, threads over many spawns"),
     "pmi": ("pmi/run", "PMI access patterns (paper 004, Figure 7) over virtual nodes"),
     "scale": ("scale/run", "costs against nodes: virtual nodes, netns hosts, booted trees"),
+    "renderfarm": ("renderfarm/run", "paper 001's Figure 8: the POV-Ray render farm, static/dynamic/elastic"),
     "suite": ("suite/run", "the suite (startup, spawn, intercomm, onesided) for any MPI"),
 }

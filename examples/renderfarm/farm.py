@@ -35,6 +35,11 @@ def parse(argv):
     p.add_argument("--grow-interval", type=float, default=0.5, help="elastic: seconds between refused spawns")
     p.add_argument("--grow-after", type=float, default=0.0, help="elastic: no growth in the first S seconds")
     p.add_argument("--grow-retries", type=int, default=20, help="elastic: refusals in a row before growth stops")
+    p.add_argument("--grow-spawn", choices=["soft", "one"], default="soft",
+                   help="elastic: one spawn for every worker wanted with the MPI soft key (as many as fit), "
+                        "or one worker per spawn")
+    p.add_argument("--warm", action="store_true",
+                   help="elastic: ask dpm for a pre-started worker on growth (spawn info dpm_warm=true)")
     p.add_argument("--tile-timeout", type=float, default=300.0, help="seconds before a silent worker is lost")
     p.add_argument("--start-timeout", type=float, default=60.0, help="seconds for a spawned worker to report")
     p.add_argument("--check", action="store_true", help="compare with one plain povray render")

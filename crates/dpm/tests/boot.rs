@@ -437,6 +437,7 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
         kvs: Default::default(),
         warm_spawn: None,
         warm_verbose: false,
+        survive_spawned_failures: false,
     };
     let frame = postcard::to_allocvec(&ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) }).unwrap();
     let mut stream = std::os::unix::net::UnixStream::connect(boot.socket()).expect("connect to the boot");

@@ -2,9 +2,13 @@
 //! under `dpm run`: every mode renders the glass chess board pixel-identically
 //! to one plain povray run (the farm's own `--check`), on one node and on two
 //! virtual nodes; elastic mode grows only into free slots under
-//! `--no-oversubscribe` and releases its workers; bad input is refused
-//! clearly; a killed worker ends the run (dpm's policy today); a hung worker
-//! is declared lost and its tile re-rendered elsewhere.
+//! `--no-oversubscribe` (one `soft` spawn for all the room there is) and
+//! releases its workers; under `dpm boot` it grows into the slots another
+//! run frees and gives them back visibly in `dpm status`; bad input is
+//! refused clearly; a killed worker ends the run (dpm's default policy), or
+//! under `--on-spawned-failure=continue` is found at once, its tile
+//! re-rendered and the worker replaced; a hung worker is declared lost and
+//! its tile re-rendered elsewhere. Also the `soft` spawn key itself.
 //!
 //! Sizes are tiny (96x64: two 32-row tiles, 128 rows for four) and povray runs
 //! under `nice -n 10`. POV-Ray comes from setup.sh (`povray povray-examples`);
@@ -12,10 +16,13 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use common::{repo_root, unique, Dpm, Output};
+use common::{dpm_bin, repo_root, unique, Dpm, Output};
 
 const SCENE: &str = "/usr/share/doc/povray/examples/advanced/glasschess/glasschess.pov";
 const WATCHDOG: Duration = Duration::from_secs(180);
@@ -36,17 +43,27 @@ fn povray_present() -> bool {
     false
 }
 
-/// `dpm run DPM_ARGS... .venv/bin/python farm.py --nice 10 --progress plain FARM_ARGS...`
-fn farm(dpm_args: &[&str], farm_args: &[&str]) -> Output {
+/// `dpm run DPM_ARGS... .venv/bin/python SCRIPT ARGS...` (SCRIPT in examples/renderfarm).
+fn python(dpm_args: &[&str], script: &str, args: &[&str]) -> Dpm {
     let python = repo_root().join(".venv/bin/python");
     assert!(python.is_file(), "{} is missing: run ./scripts/setup.sh", python.display());
-    let script = repo_root().join("examples/renderfarm/farm.py");
-    let mut args: Vec<String> = dpm_args.iter().map(|s| s.to_string()).collect();
-    args.push(python.to_string_lossy().into_owned());
-    args.push(script.to_string_lossy().into_owned());
-    args.extend(["--nice", "10", "--progress", "plain"].map(String::from));
-    args.extend(farm_args.iter().map(|s| s.to_string()));
-    Dpm::run(args).watchdog(WATCHDOG).output()
+    let script = repo_root().join("examples/renderfarm").join(script);
+    let mut all: Vec<String> = dpm_args.iter().map(|s| s.to_string()).collect();
+    all.push(python.to_string_lossy().into_owned());
+    all.push(script.to_string_lossy().into_owned());
+    all.extend(args.iter().map(|s| s.to_string()));
+    Dpm::run(all).watchdog(WATCHDOG)
+}
+
+/// `dpm run DPM_ARGS... .venv/bin/python farm.py --nice 10 --progress plain FARM_ARGS...`
+fn farm_cmd(dpm_args: &[&str], farm_args: &[&str]) -> Dpm {
+    let mut args = vec!["--nice", "10", "--progress", "plain"];
+    args.extend_from_slice(farm_args);
+    python(dpm_args, "farm.py", &args)
+}
+
+fn farm(dpm_args: &[&str], farm_args: &[&str]) -> Output {
+    farm_cmd(dpm_args, farm_args).output()
 }
 
 /// The run succeeded, its image passed `--check`, and every tile was rendered.
@@ -220,4 +237,180 @@ fn a_hung_worker_is_lost_and_its_tile_rendered_elsewhere() {
     out.assert_stdout_contains("tile 1 re-queued");
     out.assert_stdout_contains("farm: check: pixel-identical to a plain povray render");
     out.assert_stdout_contains("farm: 1 worker(s) were lost; leaving without MPI_Finalize");
+}
+
+#[test]
+fn a_killed_worker_is_replaced_under_on_spawned_failure_continue() {
+    if !povray_present() {
+        return;
+    }
+    // The run survives the spawned worker's death; MPICH tells the master
+    // nothing, but the worker's process is gone, which the master checks
+    // (same machine): lost at once (the tile timeout is 300 s, beyond the
+    // watchdog), its tile re-queued, a new worker grown into its slot.
+    let out = farm(
+        &["--on-spawned-failure=continue", "-n", "1"],
+        &["--mode", "elastic", "--workers", "2", "--max-workers", "2", "--width", "96", "--height", "64", "--fault-tile", "1", "--fault", "kill", "--check"],
+    );
+    out.assert_code(4);
+    out.assert_stdout_contains("fault kill on tile 1");
+    out.assert_stderr_contains("was killed by signal 9 (SIGKILL); the job is ended, the run goes on (failure policy)");
+    out.assert_stdout_contains("is gone); tile 1 re-queued");
+    out.assert_stdout_contains("farm: grew to 2 workers: worker 3 spawned");
+    out.assert_stdout_contains("farm: rendered 2 tiles in ");
+    out.assert_stdout_contains("farm: check: pixel-identical to a plain povray render");
+    out.assert_stdout_contains("farm: 1 worker(s) were lost; leaving without MPI_Finalize");
+    // The healthy workers were released as always (their own groups).
+    out.assert_stdout_contains("farm: released worker 3 (1 tiles)");
+}
+
+#[test]
+fn a_dynamic_group_ended_by_the_policy_ends_the_farm_quickly() {
+    if !povray_present() {
+        return;
+    }
+    // `continue` ends the failed spawned job as a whole: in dynamic mode that
+    // is every worker (one spawn). The master finds them gone and aborts
+    // (exit 3) instead of waiting for tiles that will never come.
+    let started = std::time::Instant::now();
+    let out = farm_cmd(&["-n", "1"], &["--mode", "dynamic", "--workers", "2", "--width", "96", "--height", "64", "--fault-tile", "1", "--fault", "kill"])
+        .env("DPM_ON_SPAWNED_FAILURE", "continue")
+        .output();
+    out.assert_code(3);
+    out.assert_stdout_contains("farm: error: no workers left and 2 tiles unrendered");
+    out.assert_stdout_lacks("farm: rendered");
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}\n{}", started.elapsed(), out.describe());
+}
+
+#[test]
+fn a_soft_spawn_starts_as_many_as_fit_and_codes_the_rest() {
+    let soft = |dpm_args: &[&str], maxprocs: &str, value: &str| python(dpm_args, "tests/soft_spawn.py", &[maxprocs, value]).output();
+    let three_slots = ["--no-oversubscribe", "--usize", "3", "-n", "1"];
+    // Three slots, the parent holds one: two of 1..5 start; MPICH's
+    // MPI_ERR_SPAWN (42) for the other three.
+    let out = soft(&three_slots, "5", "1:5");
+    out.assert_success();
+    out.assert_stdout_contains("soft spawn: remote 2 errcodes 0,0,42,42,42");
+    // Only odd counts allowed: one.
+    let out = soft(&three_slots, "5", "1:5:2");
+    out.assert_stdout_contains("soft spawn: remote 1 errcodes 0,42,42,42,42");
+    // No allowed count fits: refused, and dpm says why.
+    let out = soft(&three_slots, "5", "4,5");
+    out.assert_stdout_contains("soft spawn: refused");
+    out.assert_stderr_contains("spawning 4 processes would exceed the 3 slots (1 in use)");
+    // A value that allows nothing is refused clearly.
+    let out = soft(&three_slots, "2", "1:x");
+    out.assert_stdout_contains("soft spawn: refused");
+    out.assert_stderr_contains("soft '1:x' allows no process count from 1 to maxprocs 2");
+    // Oversubscription allowed: every process.
+    let out = soft(&["-n", "1"], "3", "1:3");
+    out.assert_stdout_contains("soft spawn: remote 3 errcodes 0,0,0");
+}
+
+/// A `dpm boot` of one node with `slots` slots in a private runtime
+/// directory; `dpm down` on drop.
+struct Boot {
+    dir: PathBuf,
+}
+
+impl Boot {
+    fn start(slots: u32) -> Boot {
+        let dir = std::env::temp_dir().join(unique("dpm-farm-boot"));
+        let out = Command::new(dpm_bin())
+            .args(["boot", "-hosts", &format!("localhost:{slots}")])
+            .env("DPM_RUNTIME_DIR", &dir)
+            .env_remove("DPM_BOOT")
+            .output()
+            .expect("run dpm boot");
+        assert!(out.status.success(), "dpm boot failed: {}", String::from_utf8_lossy(&out.stderr));
+        Boot { dir }
+    }
+
+    /// `dpm run` through this boot.
+    fn through(&self, dpm: Dpm) -> Dpm {
+        dpm.env("DPM_NO_BOOT", "").env("DPM_RUNTIME_DIR", &self.dir.to_string_lossy())
+    }
+
+    fn load(&self) -> Option<(u32, usize)> {
+        status_load(&self.dir)
+    }
+}
+
+/// The load (processes running) of node 0 of the boot in `dir` and the
+/// number of runs, from `dpm status`.
+fn status_load(dir: &Path) -> Option<(u32, usize)> {
+    let out = Command::new(dpm_bin()).arg("status").env("DPM_RUNTIME_DIR", dir).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let load = text.lines().find(|l| l.starts_with("0 "))?.split_whitespace().nth(3)?.parse().ok()?;
+    Some((load, text.matches("dpm run (pid").count()))
+}
+
+impl Drop for Boot {
+    fn drop(&mut self) {
+        let _ = Command::new(dpm_bin()).arg("down").env("DPM_RUNTIME_DIR", &self.dir).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
+    if !povray_present() {
+        return;
+    }
+    // Four slots; another run holds two of them for 3 s. The farm (master +
+    // one worker) fills the other two, is refused more, and once the other
+    // run ends takes both freed slots in one soft spawn: eight tiles, so
+    // that more than two still wait then (with four, one worker had rendered
+    // all but one by then when tiles took 1.3 s). Its idle
+    // workers are released before it ends: `dpm status` shows the load
+    // drop to the master alone while the farm still runs (--check).
+    let boot = Boot::start(4);
+    let other = boot.through(Dpm::run(["-n", "2", "sleep", "3"])).spawn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while boot.load().map(|(load, _)| load) != Some(2) {
+        assert!(std::time::Instant::now() < deadline, "the other run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (stop, dir) = (stop.clone(), boot.dir.clone());
+        std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                samples.extend(status_load(&dir));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            samples
+        })
+    };
+    let out = boot
+        .through(farm_cmd(
+            &["--no-oversubscribe", "-n", "1"],
+            &["--mode", "elastic", "--workers", "1", "--max-workers", "3", "--width", "96", "--height", "256", "--grow-interval", "0.2", "--grow-retries", "1000", "--check"],
+        ))
+        .output();
+    stop.store(true, Ordering::Relaxed);
+    let samples = sampler.join().expect("status sampler");
+    other.wait().assert_success();
+    assert_checked(&out, 8);
+    out.assert_stdout_contains("farm: no room for another worker (spawn refused");
+    // Both freed slots in one spawn: workers 2 and 3 together.
+    out.assert_stdout_contains("farm: grew to 2 workers: worker 2 spawned in");
+    out.assert_stdout_contains("farm: grew to 3 workers: worker 3 spawned in");
+    let lines = out.lines();
+    let took = |wid: u32| {
+        lines.iter().find_map(|l| l.strip_prefix(&format!("farm: grew to {wid} workers: worker {wid} spawned in ")).map(String::from))
+    };
+    assert_eq!(took(2), took(3), "workers 2 and 3 came from one spawn\n{}", out.describe());
+    out.assert_stdout_lacks("grew to 4 workers");
+    // dpm status: all four slots in use at some point (the other run's two,
+    // the master and a worker, then the master and three workers), then the
+    // master alone while the farm's run is still listed.
+    let full = samples.iter().position(|&(load, _)| load == 4);
+    let full = full.unwrap_or_else(|| panic!("the load never reached 4: {samples:?}\n{}", out.describe()));
+    assert!(
+        samples[full..].iter().any(|&(load, runs)| load == 1 && runs == 1),
+        "the workers' slots were not seen returned while the farm ran: {samples:?}\n{}",
+        out.describe()
+    );
 }

@@ -16,6 +16,7 @@ use crate::config::Launcher;
 use crate::error::UsageError;
 use crate::pmi_choice::PmiFlavour;
 use crate::options::{self, Command, Key, MAX_SECS};
+use crate::run::{FailurePolicy, UnknownPolicy};
 
 /// How much of the launcher's environment the ranks inherit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +57,8 @@ pub struct RunOptions {
     pub kill_grace: f64,
     pub hosts: Vec<String>,
     pub no_oversubscribe: bool,
+    /// `--on-spawned-failure end|continue` (else `DPM_ON_SPAWNED_FAILURE`).
+    pub on_spawned_failure: Option<FailurePolicy>,
     pub report_placement: bool,
     /// `--warm-spawn[=N]`: pooled jobs per spawn shape (else `DPM_WARM_SPAWN`).
     pub warm_spawn: Option<usize>,
@@ -99,6 +102,7 @@ impl Default for RunOptions {
             kill_grace: 3.0,
             hosts: Vec::new(),
             no_oversubscribe: false,
+            on_spawned_failure: None,
             report_placement: false,
             warm_spawn: None,
             warnings: Vec::new(),
@@ -297,6 +301,10 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         }
         Key::NoOversubscribe => opts.no_oversubscribe = true,
         Key::Oversubscribe => opts.no_oversubscribe = false,
+        Key::OnSpawnedFailure => {
+            let v = value();
+            opts.on_spawned_failure = Some(v.parse().map_err(|e: UnknownPolicy| usage(format!("'{arg} {v}': {e}")))?);
+        }
         Key::ReportPlacement => opts.report_placement = true,
         Key::WarmSpawn => {
             // Bare: no value (an empty one counts as none).

@@ -20,6 +20,7 @@ use crate::controller::Settings;
 use crate::error::UsageError;
 use crate::options::MAX_SECS;
 use crate::pmi_choice::PmiFlavour;
+use crate::run::FailurePolicy;
 use crate::spawn::SpawnContext;
 
 /// How daemons start (`-launcher`, `DPM_LAUNCHER`).
@@ -64,6 +65,8 @@ pub struct RunConfig {
     /// `--usize`, as given; see [`universe_size`] for the rule.
     pub universe_size: Option<i64>,
     pub no_oversubscribe: bool,
+    /// `--on-spawned-failure`, else `DPM_ON_SPAWNED_FAILURE`, else end the run.
+    pub failure_policy: FailurePolicy,
     pub report_placement: bool,
     /// `--kvs`, else `DPM_KVS`, else auto.
     pub kvs: KvsDesign,
@@ -131,6 +134,12 @@ impl RunConfig {
                 .map(|v| cli::parse_warm(&v).ok_or_else(|| UsageError(format!("DPM_WARM_SPAWN={v}: not a pool size (0 to {})", crate::run::MAX_WARM_SPAWN))))
                 .transpose()?,
         };
+        let failure_policy = match opts.on_spawned_failure {
+            Some(p) => p,
+            None => env("DPM_ON_SPAWNED_FAILURE")
+                .map_or(Ok(FailurePolicy::default()), |v| v.parse())
+                .map_err(|e| UsageError(format!("DPM_ON_SPAWNED_FAILURE: {e}")))?,
+        };
         if !(opts.kill_grace.is_finite() && (0.0..=MAX_SECS as f64).contains(&opts.kill_grace)) {
             return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
         }
@@ -144,6 +153,7 @@ impl RunConfig {
             kill_grace: Duration::from_secs_f64(opts.kill_grace),
             universe_size: opts.universe_size,
             no_oversubscribe: opts.no_oversubscribe,
+            failure_policy,
             report_placement: opts.report_placement,
             kvs,
             fanout,
@@ -183,6 +193,7 @@ impl RunConfig {
             universe_size: self.universe_size,
             pmi_mode: self.pmi_mode,
             no_oversubscribe: self.no_oversubscribe,
+            survive_spawned_failures: self.failure_policy == FailurePolicy::SurviveSpawnedJobs,
             report_placement: self.report_placement,
             timeout_secs: self.timeout.map(|t| t.as_secs()),
             spawn_env,
@@ -217,6 +228,7 @@ impl RunConfig {
             kill_grace: secs("kill grace", submit.kill_grace_secs)?,
             universe_size: submit.universe_size,
             no_oversubscribe: submit.no_oversubscribe,
+            failure_policy: if submit.survive_spawned_failures { FailurePolicy::SurviveSpawnedJobs } else { FailurePolicy::EndRun },
             report_placement: submit.report_placement,
             kvs: submit.kvs,
             fanout,
@@ -347,6 +359,23 @@ mod tests {
         assert!(c.warm_verbose);
         let back = RunConfig::from_submit(&c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into()), c.fanout).unwrap();
         assert_eq!((back.warm_spawn, back.warm_verbose), (Some(3), true), "a booted run keeps them");
+    }
+
+    #[test]
+    fn the_failure_policy_comes_from_the_flag_then_the_variable() {
+        let policy = |line: &str, env: &[(&str, &str)]| resolve(line, env).map(|c| c.failure_policy);
+        assert_eq!(policy("./p", &[]).unwrap(), FailurePolicy::EndRun);
+        assert_eq!(policy("--on-spawned-failure continue ./p", &[]).unwrap(), FailurePolicy::SurviveSpawnedJobs);
+        assert_eq!(policy("--on-spawned-failure=end ./p", &[("DPM_ON_SPAWNED_FAILURE", "continue")]).unwrap(), FailurePolicy::EndRun);
+        assert_eq!(policy("./p", &[("DPM_ON_SPAWNED_FAILURE", "Continue")]).unwrap(), FailurePolicy::SurviveSpawnedJobs);
+        let err = policy("./p", &[("DPM_ON_SPAWNED_FAILURE", "retry")]).unwrap_err();
+        assert_eq!(err.0, "DPM_ON_SPAWNED_FAILURE: 'retry' is not a failure policy (end or continue)");
+        let args: Vec<String> = ["--on-spawned-failure", "ignore", "./p"].map(String::from).to_vec();
+        assert!(cli::parse_run(&args).is_err());
+        // A booted run gets it through its submission.
+        let c = resolve("--on-spawned-failure continue ./p", &[]).unwrap();
+        let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
+        assert_eq!(RunConfig::from_submit(&submit, 32).unwrap().failure_policy, FailurePolicy::SurviveSpawnedJobs);
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //!   other runs left free, with the default placement; else as a first job);
 //! - a spawn: [`NodeTable::place_spawn`] (each process to the allowed node
 //!   with the most free slots; `host`/`hosts` info narrows the nodes;
-//!   refused when full and oversubscription is off).
+//!   refused when full and oversubscription is off); a `soft` spawn:
+//!   [`NodeTable::place_spawn_soft`] (as many as fit, among the counts
+//!   its `soft` key allows).
 //!
 //! Each returns a [`Reservation`]: the load it adds is given back rank by
 //! rank as ranks end ([`Reservation::release`]) and all at once when it is
@@ -183,21 +185,78 @@ impl NodeTable {
         let mut load = self.loads();
         let mut out = Vec::with_capacity(apps.len());
         for &app in apps {
-            let up = |n: &usize| self.state(NodeId(*n)) == Some(NodeState::Up);
-            let candidates: Vec<usize> = match allowed.get(app).and_then(|a| a.as_ref()) {
-                Some(list) => list.iter().copied().filter(up).collect(),
-                None => (0..self.len()).filter(up).collect(),
-            };
-            let free = |n: usize| i64::from(self.slots(NodeId(n))) - load[n];
-            let best = candidates.iter().copied().max_by_key(|&n| (free(n), std::cmp::Reverse(n)));
-            let Some(node) = best else { return Err(PlaceError::NoNode) };
-            if free(node) <= 0 && !oversubscribe {
-                return Err(PlaceError::Full);
-            }
+            let node = self.pick(allowed.get(app).and_then(|a| a.as_deref()), &load, oversubscribe)?;
             load[node] += 1;
             out.push(NodeId(node));
         }
         Ok(Reservation::new(self.load.clone(), out))
+    }
+
+    /// A `soft` spawn: app `a` may start any count of `counts[a]` (largest
+    /// first). Apps in order, each takes the largest allowed count that
+    /// fits the slots (and the universe) left after the ones before it,
+    /// placed as [`NodeTable::place_spawn`] places; with oversubscription
+    /// allowed that is always the largest. Returns the placement (each
+    /// app's processes in turn) and the count of each app; refused, holding
+    /// nothing, when some app fits none of its counts.
+    pub fn place_spawn_soft(&self, counts: &[Vec<u32>], allowed: &[Option<Vec<usize>>], oversubscribe: bool, universe: i64) -> Result<(Reservation, Vec<u32>), PlaceError> {
+        let live = self.live();
+        let limited = !oversubscribe && universe >= 0;
+        let mut load = self.loads();
+        let mut out = Vec::new();
+        let mut started = Vec::with_capacity(counts.len());
+        for (app, choices) in counts.iter().enumerate() {
+            let want = choices.first().copied().unwrap_or(0) as usize;
+            let nodes = allowed.get(app).and_then(|a| a.as_deref());
+            // Place greedily until the most wanted or the first refusal: the
+            // first k of these are where any k would go.
+            let mut placed = Vec::new();
+            let mut refusal = None;
+            while placed.len() < want {
+                let in_use = live + (out.len() + placed.len()) as i64;
+                if limited && in_use >= universe {
+                    refusal = Some(PlaceError::OverUniverse { size: choices.last().copied().unwrap_or(1), slots: universe, live: in_use - placed.len() as i64 });
+                    break;
+                }
+                match self.pick(nodes, &load, oversubscribe) {
+                    Ok(node) => {
+                        load[node] += 1;
+                        placed.push(node);
+                    }
+                    Err(e) => {
+                        refusal = Some(e);
+                        break;
+                    }
+                }
+            }
+            let Some(&n) = choices.iter().find(|&&n| n as usize <= placed.len()) else {
+                return Err(refusal.unwrap_or(PlaceError::NoNode));
+            };
+            for node in placed.drain(n as usize..) {
+                load[node] -= 1;
+            }
+            out.extend(placed.into_iter().map(NodeId));
+            started.push(n);
+        }
+        Ok((Reservation::new(self.load.clone(), out), started))
+    }
+
+    /// The node for one more spawned process: the allowed (`None`: any) up
+    /// node with the most free slots given `load`; the lowest-numbered of
+    /// equals. A full node only with `oversubscribe`.
+    fn pick(&self, allowed: Option<&[usize]>, load: &[i64], oversubscribe: bool) -> Result<usize, PlaceError> {
+        let up = |n: &usize| self.state(NodeId(*n)) == Some(NodeState::Up);
+        let candidates: Vec<usize> = match allowed {
+            Some(list) => list.iter().copied().filter(up).collect(),
+            None => (0..self.len()).filter(up).collect(),
+        };
+        let free = |n: usize| i64::from(self.slots(NodeId(n))) - load[n];
+        let best = candidates.iter().copied().max_by_key(|&n| (free(n), std::cmp::Reverse(n)));
+        let Some(node) = best else { return Err(PlaceError::NoNode) };
+        if free(node) <= 0 && !oversubscribe {
+            return Err(PlaceError::Full);
+        }
+        Ok(node)
     }
 }
 
@@ -356,6 +415,45 @@ mod tests {
         assert_eq!(t.place_spawn(&[0, 0], &[None], false, 2).unwrap_err(), PlaceError::OverUniverse { size: 2, slots: 2, live: 1 });
         assert_eq!(t.live(), 1, "a refused spawn holds nothing");
         assert_eq!(t.place_spawn(&[0], &[None], false, 2).unwrap().node_indices(), vec![1]);
+    }
+
+    #[test]
+    fn a_soft_spawn_takes_the_largest_allowed_count_that_fits() {
+        let t = table(&[2, 2]);
+        let _busy = t.reserve(&[0]).unwrap();
+        // 3 slots free: of 1..=5 it starts 3, spread as a spawn of 3 would be.
+        let (r, n) = t.place_spawn_soft(&[vec![5, 4, 3, 2, 1]], &[None], false, 4).unwrap();
+        assert_eq!((r.node_indices(), n), (vec![1, 0, 1], vec![3]));
+        drop(r);
+        // Only even counts allowed: 2 of the 3 free slots.
+        let (r, n) = t.place_spawn_soft(&[vec![4, 2]], &[None], false, 4).unwrap();
+        assert_eq!((r.node_indices(), n), (vec![1, 0], vec![2]));
+        assert_eq!(t.live(), 3, "the reservation holds only what started");
+        drop(r);
+        // The universe limits as much as the nodes do.
+        let (_r, n) = t.place_spawn_soft(&[vec![3, 2, 1]], &[None], false, 2).unwrap();
+        assert_eq!(n, vec![1]);
+    }
+
+    #[test]
+    fn a_soft_spawn_fills_its_apps_in_order_and_fails_as_a_whole() {
+        let t = table(&[2, 2]);
+        let (r, n) = t.place_spawn_soft(&[vec![3, 2, 1], vec![2, 1]], &[None, None], false, 4).unwrap();
+        assert_eq!((r.node_indices(), n), (vec![0, 1, 0, 1], vec![3, 1]));
+        let err = t.place_spawn_soft(&[vec![2]], &[None], false, 4).unwrap_err();
+        assert_eq!(err, PlaceError::OverUniverse { size: 2, slots: 4, live: 4 });
+        // Node 1 named alone by `host`: its 2 slots are full, no universe.
+        let err = t.place_spawn_soft(&[vec![1]], &[Some(vec![1])], false, -1).unwrap_err();
+        assert_eq!(err, PlaceError::Full);
+        assert_eq!(t.live(), 4, "a refused soft spawn holds nothing");
+        drop(r);
+        // An app that fits none of its counts refuses the whole spawn.
+        let err = t.place_spawn_soft(&[vec![1], vec![4]], &[None, None], false, 4).unwrap_err();
+        assert_eq!(err, PlaceError::OverUniverse { size: 4, slots: 4, live: 1 });
+        assert_eq!(t.live(), 0);
+        // Oversubscription allowed: always the largest count.
+        let (_r, n) = t.place_spawn_soft(&[vec![9, 1]], &[None], true, 4).unwrap();
+        assert_eq!(n, vec![9]);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub enum Key {
     Pmi,
     NoOversubscribe,
     Oversubscribe,
+    OnSpawnedFailure,
     ReportPlacement,
     WarmSpawn,
     KillGrace,
@@ -193,6 +194,18 @@ pub const OPTIONS: &[Opt] = &[
         "refuse MPI_Comm_spawn beyond the universe size\n(the spawn returns an error); default: allow",
     ),
     opt(K::Oversubscribe, &["--oversubscribe"], "", 0, S::Global, "allow more processes than slots (default)"),
+    opt(
+        K::OnSpawnedFailure,
+        &["--on-spawned-failure"],
+        "end|continue",
+        1,
+        S::Global,
+        "what a failed rank of a spawned job does: end\n\
+         (default) ends the whole run; continue ends that\n\
+         job only and the run goes on (an elastic\n\
+         application replaces its workers); also\n\
+         DPM_ON_SPAWNED_FAILURE",
+    ),
     opt(
         K::ReportPlacement,
         &["--report-placement"],
@@ -387,7 +400,8 @@ start, in every role (dpm run, the boot server, each daemon): every rank
 costs a node's daemon a socket and two or three pipe ends.
 
 Exit status (covers every job of the run, spawned ones included; a failure in
-any job ends all of them): 0 if every rank exited 0 after MPI_Finalize (or never used PMI);
+any job ends all of them, except in a spawned job under
+--on-spawned-failure=continue, which ends that job alone): 0 if every rank exited 0 after MPI_Finalize (or never used PMI);
 otherwise the first failure decides it: a rank's non-zero exit code, 128+N for
 a rank killed by signal N, the MPI_Abort code (255 for PMI-2's -1), 1 for a
 rank that exited without MPI_Finalize, 127/126 for a program that is missing /

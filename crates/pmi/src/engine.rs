@@ -45,7 +45,7 @@ use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeStore, Rank};
 use crate::conn::{bind_refusal, Conn, Deferred, Queued};
 
 mod claim;
-use crate::reply::{encode, Reply};
+use crate::reply::{encode, Reply, Spawned};
 use crate::request::{Request, SpawnRequest};
 use crate::sanitize::quote;
 use crate::wire::{trace_frame, trace_text, Frame, Version};
@@ -570,9 +570,9 @@ impl Engine {
         self.finish_deferred(conn, &reply);
     }
 
-    /// The launcher's answer to an [`Effect::Spawn`].
-    /// `Ok(jobid)`: the new job's kvsname.
-    pub fn spawn_done(&mut self, conn: ConnId, result: Result<String, String>) {
+    /// The launcher's answer to an [`Effect::Spawn`]: the new job (its
+    /// kvsname and, after a partial `soft` start, each process's code).
+    pub fn spawn_done(&mut self, conn: ConnId, result: Result<Spawned, String>) {
         let reply = result.map_or_else(Reply::Error, Reply::Spawned);
         self.finish_deferred(conn, &reply);
     }

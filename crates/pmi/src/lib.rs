@@ -30,6 +30,6 @@ pub mod sanitize;
 pub mod wire;
 
 pub use engine::{ConnId, Effect, Engine, JobSetup, NameOp, PmiState};
-pub use reply::Reply;
+pub use reply::{Reply, Spawned};
 pub use request::{Hint, Request, SpawnCommand, SpawnRequest};
 pub use wire::{Decoder, Frame, Version};

@@ -40,9 +40,27 @@ pub enum Reply {
     /// The ring exchange's answer: the caller's ring rank, the ring's size,
     /// its neighbours' values.
     Ring { rank: u32, size: u32, left: String, right: String },
-    /// A spawn started; the new job's id (PMI-2 clients such as Slurm's read it).
-    Spawned(String),
+    /// A spawn started; the new job's id (PMI-2 clients such as Slurm's
+    /// read it) and, after a partial `soft` start, each process's code.
+    Spawned(Spawned),
     Error(String),
+}
+
+/// A started spawn, as the launcher answers it (see [`Reply::Spawned`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spawned {
+    /// The new job's id (its kvsname).
+    pub jobid: String,
+    /// Empty when every requested process started; else one code per
+    /// requested process, 0 for the started ones.
+    pub errcodes: Vec<i32>,
+}
+
+impl From<&str> for Spawned {
+    /// Every requested process started.
+    fn from(jobid: &str) -> Self {
+        Spawned { jobid: jobid.to_string(), errcodes: Vec::new() }
+    }
 }
 
 /// The reply's command name for a request named `request` (as on the wire).
@@ -164,8 +182,18 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
             .attr("ring-left", left)
             .attr("ring-right", right)
             .finish(),
-        Reply::Spawned(_) if v1 => e.attr("rc", 0).finish(),
-        Reply::Spawned(jobid) => e.attr("rc", 0).attr("jobid", jobid).finish(),
+        Reply::Spawned(s) => {
+            let e = e.attr("rc", 0);
+            let e = if v1 { e } else { e.attr("jobid", &s.jobid) };
+            // MPICH's PMI-1 client reads `errcodes` (a comma list, one per
+            // requested process) into MPI_Comm_spawn's array_of_errcodes;
+            // without it, it takes every process as started.
+            if s.errcodes.is_empty() {
+                e.finish()
+            } else {
+                e.attr("errcodes", s.errcodes.iter().map(i32::to_string).collect::<Vec<_>>().join(",")).finish()
+            }
+        }
         Reply::Error(msg) => {
             let key = if v1 { "msg" } else { "errmsg" };
             e.attr("rc", 1).attr(key, safe_text(framing, msg)).finish()

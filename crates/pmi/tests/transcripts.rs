@@ -305,3 +305,16 @@ fn malformed_and_unknown_input_gets_error_replies() {
     // The connection still works afterwards.
     assert_eq!(talk(&mut e, 0, "cmd=get_appnum\n"), "cmd=appnum rc=0 appnum=0\n");
 }
+
+#[test]
+fn a_partial_soft_spawn_answers_each_process_code() {
+    // MPICH's PMI-1 client reads `errcodes` (one per requested process)
+    // into MPI_Comm_spawn's array_of_errcodes (src/pmi/src/pmi_v1.c).
+    let mut e = engine(1);
+    let block = "mcmd=spawn\nnprocs=3\nexecname=./w\ntotspawns=1\nspawnssofar=1\nargcnt=0\npreput_num=0\n\
+                 info_num=1\ninfo_key_0=soft\ninfo_val_0=1:3\nendcmd\n";
+    e.on_bytes(ConnId(0), block.as_bytes());
+    assert!(e.take_effects().iter().any(|f| matches!(f, Effect::Spawn { .. })));
+    e.spawn_done(ConnId(0), Ok(dpm_pmi::Spawned { jobid: "kvs_42_1".into(), errcodes: vec![0, 42, 42] }));
+    assert_eq!(sent(&mut e, 0), "cmd=spawn_result rc=0 errcodes=0,42,42\n");
+}

@@ -45,6 +45,9 @@ pub struct Submit {
     /// Say warm-spawn claims, misses and refills (`-v`, `--report-placement`).
     #[serde(default)]
     pub warm_verbose: bool,
+    /// `--on-spawned-failure continue`: a failed spawned job ends alone.
+    #[serde(default)]
+    pub survive_spawned_failures: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

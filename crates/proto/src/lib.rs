@@ -147,7 +147,15 @@ pub enum ToDaemon {
     Kvs(KvsMsg),
     NameDone { request: RequestId, result: Result<Option<String>, String> },
     /// The spawn's answer: the new job's kvsname, or why it failed.
-    SpawnDone { request: RequestId, result: Result<String, String> },
+    /// `errcodes`: empty when every requested process started; after a
+    /// `soft` spawn that started fewer, one code per requested process
+    /// (0: started), as PMI-1's `spawn_result` carries them.
+    SpawnDone {
+        request: RequestId,
+        result: Result<String, String>,
+        #[serde(default)]
+        errcodes: Vec<i32>,
+    },
     /// Send `signal` to every process of `job`.
     Signal { job: JobId, signal: i32 },
     /// Bytes for the stdin of the job's stdin rank; empty means end of input.

@@ -27,14 +27,15 @@ from .povray import RenderError, render_whole
 from .progress import Progress, log
 from .worker import RESULT, TASK
 
-# Info keys for every spawn. Growth asks for one worker at a time today (a
-# spawn is all or nothing). With dpm's `soft` key (spawn as many as fit,
-# between the bounds) growth becomes one call for all the room there is, and
-# this is the one line to change: SPAWN_INFO = {"soft": "1:%d"} (`%d` is the
-# count asked for). `try_grow` then asks for every worker it wants, and
-# `add_group` already takes a group of any remote size.
-SPAWN_INFO = {}
+# Elastic growth with `--grow-spawn soft` (the default): one spawn asks for
+# every worker wanted with the MPI `soft` key "1:N" (`%d` is filled with N),
+# and dpm starts as many as its free slots hold (MPI_Comm_spawn succeeds; the
+# intercommunicator's remote group has the ones started). `--grow-spawn one`
+# asks for one worker per spawn, all or nothing (what a launcher without
+# `soft` gives: Hydra starts every maxprocs whatever the key says).
+SOFT_INFO = {"soft": "1:%d"}
 POLL_SLEEP = 0.005  # seconds between polls when nothing happened
+LIVENESS_EVERY = 0.1  # seconds between checks that this host's workers still exist
 
 
 def mpi_error(e):
@@ -51,6 +52,7 @@ class Worker:
         self.decided_at = decided_at   # when the master decided to have this worker
         self.state = "starting"        # starting, idle, busy, stopped, lost
         self.host = "?"
+        self.pid = None
         self.tile = None
         self.since = decided_at        # start of the current state
         self.tiles = 0
@@ -89,6 +91,8 @@ class Master:
         self.lost = 0
         self.faulted = set()
         self.slowest = 0.0             # seconds, dispatch to result, of the slowest tile
+        self.host = MPI.Get_processor_name()
+        self.next_liveness = 0.0
 
     # ---- the pool ---------------------------------------------------------
 
@@ -107,10 +111,20 @@ class Master:
         self.groups.append(group)
         return list(group.members.values())
 
-    def spawn_group(self, count):
-        """Spawn `count` workers as one group; raises MPI.Exception when refused."""
+    def spawn_info(self, growth):
+        """The info keys of a spawn: `soft` for elastic growth (--grow-spawn
+        soft), `dpm_warm=true` for growth with --warm (dpm's warm spawn pool)."""
+        keys = {}
+        if growth and self.args.grow_spawn == "soft":
+            keys.update(SOFT_INFO)
+        if growth and self.args.warm:
+            keys["dpm_warm"] = "true"
+        return keys
+
+    def spawn_group(self, count, growth=False):
+        """Spawn up to `count` workers as one group; raises MPI.Exception when refused."""
         info = MPI.Info.Create()
-        for key, value in SPAWN_INFO.items():
+        for key, value in self.spawn_info(growth).items():
             info.Set(key, value % count if "%d" in value else value)
         farm = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "farm.py")
         decided = time.monotonic()
@@ -121,12 +135,12 @@ class Master:
         return self.add_group(comm, True, decided), time.monotonic() - decided
 
     def try_grow(self, waiting):
-        """Spawn one worker (with a `soft` SPAWN_INFO: every worker wanted, as many as fit)."""
+        """Spawn one worker (--grow-spawn soft: every worker wanted, as many as fit)."""
         count = 1
-        if "soft" in SPAWN_INFO:
+        if self.args.grow_spawn == "soft":
             count = max(1, min(self.args.max_workers - len(self.live()), waiting))
         try:
-            added, took = self.spawn_group(count)
+            added, took = self.spawn_group(count, growth=True)
         except MPI.Exception as e:
             ended = self.elastic.refused(time.monotonic())
             log(f"no room for another worker (spawn refused: {mpi_error(e)}); "
@@ -173,6 +187,7 @@ class Master:
             return
         if kind == "ready":
             _, w.host, pid = msg
+            w.pid = pid
             w.state, w.since = "idle", now
             if self.args.verbose or self.mode == "elastic":
                 log(f"worker {w.wid} ready on {w.host} (pid {pid}) {now - w.decided_at:.3f} s after it was asked for")
@@ -186,7 +201,8 @@ class Master:
             self.image[(first - 1) * stride:last * stride] = rgb
             w.tiles += 1
             if w.tiles == 1 and self.mode == "elastic":
-                log(f"worker {w.wid} finished its first tile {now - w.decided_at:.3f} s after the grow decision")
+                log(f"worker {w.wid} finished its first tile {now - w.decided_at:.3f} s after the grow decision "
+                    f"(its render: {seconds:.3f} s)")
             self.slowest = max(self.slowest, now - w.since)
             w.state, w.tile, w.since = "idle", None, now
             if index not in self.done:
@@ -222,28 +238,52 @@ class Master:
     def release_idle(self, force=False):
         """Stop idle workers once nothing waits (elastic: at once; else at the end).
 
-        After a loss (called last, once the image is written), the ones left
-        are told to leave without disconnecting or finalising: both are
-        collective with the lost worker's side (a dynamic group's
-        intercommunicator, static COMM_WORLD), and measured under Hydra
-        -disable-auto-cleanup, a healthy worker's Disconnect or Finalize then
-        waited forever."""
+        After a loss (called last, once the image is written), the workers
+        of a group with a lost member are told to leave without disconnecting
+        or finalising: both are collective with the lost worker's side (a
+        dynamic group's intercommunicator, static COMM_WORLD), and measured
+        under Hydra -disable-auto-cleanup, a healthy worker's Disconnect or
+        Finalize then waited forever. Other groups are released as always."""
         if self.queue or not (force or self.mode == "elastic"):
             return
-        abandon = self.lost > 0
         for w in self.workers:
             if w.state == "idle":
-                w.send(("stop", abandon))
+                w.send(("stop", self.abandoned(w.group)))
                 w.state = "stopped"
-        if abandon:
-            return
         for group in self.groups:
             members = group.members.values()
+            if self.abandoned(group):
+                continue
             if group.spawned and not group.disconnected and all(w.state == "stopped" for w in members):
                 group.comm.Disconnect()
                 group.disconnected = True
                 for w in members:
                     log(f"released worker {w.wid} ({w.tiles} tiles); {len(self.live())} workers remain")
+
+    def abandoned(self, group):
+        """A group whose disconnect (or, for COMM_WORLD, finalize) would wait
+        for a lost member: its workers leave without either. An elastic
+        worker has a group of its own, so one loss abandons nobody else."""
+        return any(w.state == "lost" for w in group.members.values())
+
+    def check_liveness(self, now):
+        """A worker on this host whose process is gone is lost at once.
+
+        MPICH tells the master nothing when a peer dies (README, "Failure"):
+        without this, only the tile timeout would notice. It works for
+        workers on this machine (one node, virtual nodes); a dead worker on
+        another host is still found by the timeout."""
+        if now < self.next_liveness:
+            return
+        self.next_liveness = now + LIVENESS_EVERY
+        for w in self.workers:
+            if w.state in ("idle", "busy") and w.pid and w.host == self.host:
+                try:
+                    os.kill(w.pid, 0)
+                except ProcessLookupError:
+                    self.lose(w, f"its process {w.pid} is gone")
+                except PermissionError:
+                    pass  # exists (another user's: not ours, but not gone)
 
     def check_timeouts(self, now):
         # A tile may take longer than --tile-timeout when the machine is
@@ -288,6 +328,7 @@ class Master:
                 self.try_grow(waiting)
                 active = True
             self.release_idle()
+            self.check_liveness(now)
             self.check_timeouts(now)
             if not self.live() and self.queue and (self.mode != "elastic" or self.elastic.stopped):
                 raise FarmError(f"no workers left and {len(self.queue)} tiles unrendered")

@@ -125,9 +125,9 @@ impl NodeReactor {
                     self.engine.name_done(conn, result);
                 }
             }
-            ToDaemon::SpawnDone { request, result } => {
+            ToDaemon::SpawnDone { request, result, errcodes } => {
                 if let Some(conn) = self.requests.remove(&request) {
-                    self.engine.spawn_done(conn, result);
+                    self.engine.spawn_done(conn, result.map(|jobid| dpm_pmi::Spawned { jobid, errcodes }));
                 }
             }
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),

@@ -238,11 +238,11 @@ fn a_spawn_goes_up_and_its_answer_comes_back_to_the_asking_connection() {
     let ups = fx.take_up();
     let [ToLauncher::Spawn { request, job: J, rank: Rank(1), commands, .. }] = &ups[..] else { panic!("{ups:?}") };
     assert_eq!((commands[0].exe.as_str(), commands[0].maxprocs), ("./child", 2));
-    r.on_message(&mut fx, ToDaemon::SpawnDone { request: *request, result: Ok("kvs_7_4".into()) });
+    r.on_message(&mut fx, ToDaemon::SpawnDone { request: *request, result: Ok("kvs_7_4".into()), errcodes: Vec::new() });
     assert_eq!(fx.take_written(c[1]), "cmd=spawn_result rc=0\n");
     assert!(fx.take_written(c[0]).is_empty());
     // An answer to no request in flight is dropped.
-    r.on_message(&mut fx, ToDaemon::SpawnDone { request: *request, result: Ok("kvs_7_4".into()) });
+    r.on_message(&mut fx, ToDaemon::SpawnDone { request: *request, result: Ok("kvs_7_4".into()), errcodes: Vec::new() });
     assert!(fx.take().is_empty());
 }
 

@@ -281,6 +281,7 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
             config.warm_spawn = config.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
             let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), Console::Remote(out_tx.clone()));
+            controller.set_failure_policy(config.failure_policy);
             let (job, kvsname) = controller.new_job_id();
             let launch = launch_of(job, kvsname, submit, &server.shared.borrow().tree.nodes);
             controller.launch(launch);

@@ -19,7 +19,7 @@ impl Run {
             return;
         }
         if let Some((node, request)) = j.spawn_request.take() {
-            fx.send(node, ToDaemon::SpawnDone { request, result: Ok(j.kvsname.clone()) });
+            fx.send(node, ToDaemon::SpawnDone { request, result: Ok(j.kvsname.clone()), errcodes: std::mem::take(&mut j.spawn_errcodes) });
         }
     }
 
@@ -33,7 +33,7 @@ impl Run {
         if let Some((node, request)) = self.jobs.get_mut(&job).and_then(|j| j.spawn_request.take()) {
             // A spawn that cannot start all its processes fails as a whole:
             // MPI_Comm_spawn returns an error in the parent, the run goes on.
-            fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")) });
+            fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")), errcodes: Vec::new() });
             // Its children that did start are killed with it; their deaths
             // are not failures of the run.
             let now = fx.now_micros();
@@ -211,7 +211,7 @@ impl Run {
         self.kvs.remove_job(job);
         tracing::debug!(%job, "job ended");
         if let Some((node, request)) = j.spawn_request {
-            fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")) });
+            fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")), errcodes: Vec::new() });
         }
         for &d in &j.daemons {
             fx.send(d, ToDaemon::Forget { job });

@@ -38,7 +38,7 @@ use crate::node_table::{NodeTable, PlaceError, Reservation};
 use crate::spawn::SpawnContext;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
-pub use verdict::{FailurePolicy, Verdict};
+pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
 /// Job-independent settings the run needs to create jobs.
@@ -140,6 +140,9 @@ struct Job {
     /// A warm-spawn pooled job, not (yet) claimed: its output is held, its
     /// end is nobody's business (`warm`).
     pool: bool,
+    /// The spawn answer's error codes: empty unless a `soft` spawn started
+    /// fewer processes than it asked for.
+    spawn_errcodes: Vec<i32>,
 }
 
 impl Job {
@@ -268,6 +271,7 @@ impl Run {
                 alone_since: None,
                 spawn_request,
                 pool: false,
+                spawn_errcodes: Vec::new(),
             },
         );
         // A pooled job's placement is reported when it is claimed.

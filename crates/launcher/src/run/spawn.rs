@@ -1,8 +1,8 @@
 //! `MPI_Comm_spawn[_multiple]`: plan the request, place it with the node
-//! table's placer, launch it as a new job of the run — or claim a pooled job
-//! of the same shape (`warm`). The parent is answered once every child has
-//! started, or with `rc≠0` on the first error (`jobs::started`,
-//! `jobs::launch_failed`, `jobs::check_done`).
+//! table's placer (a `soft` spawn: as many as fit), launch it as a new job
+//! of the run — or claim a pooled job of the same shape (`warm`). The parent
+//! is answered once every child has started, or with `rc≠0` on the first
+//! error (`jobs::started`, `jobs::launch_failed`, `jobs::check_done`).
 
 use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
 use dpm_proto::{LaunchJob, RequestId, SpawnCommand, ToDaemon};
@@ -10,7 +10,8 @@ use dpm_proto::{LaunchJob, RequestId, SpawnCommand, ToDaemon};
 use super::warm::Shape;
 use super::{Run, RunEffects};
 use crate::node_table::Reservation;
-use crate::spawn::{plan_spawn, SpawnPlan};
+use crate::plan::PlannedJob;
+use crate::spawn::plan_spawn;
 
 impl Run {
     #[allow(clippy::too_many_arguments)]
@@ -29,10 +30,10 @@ impl Run {
         };
         let refuse = |fx: &mut dyn RunEffects, msg: String| {
             tracing::warn!(%parent, rank = rank.0, "spawn refused: {}", dpm_pmi::sanitize::escape(&msg));
-            fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err(msg) });
+            fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err(msg), errcodes: Vec::new() });
         };
         if self.verdict.ending() {
-            return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()) });
+            return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()), errcodes: Vec::new() });
         }
         let (shape, choice) = Shape::of(parent, &commands);
         let want = self.warm_wanted(choice);
@@ -44,13 +45,28 @@ impl Run {
             Err(e) => return refuse(fx, e.to_string()),
         };
         let oversubscribe = plan.oversubscribe.unwrap_or(!self.settings.no_oversubscribe);
-        let slots = match self.place(fx, &plan, oversubscribe) {
-            Ok(s) => s,
+        let (slots, started) = match self.place(fx, &plan, oversubscribe) {
+            Ok(p) => p,
             Err(e) => return refuse(fx, e.to_string()),
         };
-        let launch = self.spawn_launch(fx, plan, &slots, parent, parent_kvs, preput);
-        tracing::debug!(%parent, job = %launch.job, size = launch.size, "spawn");
+        let (planned, errcodes) = match started {
+            Some(started) => {
+                let asked = plan.maxprocs();
+                if started != asked {
+                    tracing::info!(%parent, "soft spawn: {} of {} processes started", started.iter().sum::<u32>(), asked.iter().sum::<u32>());
+                }
+                plan.started(&started)
+            }
+            None => (plan.job, Vec::new()),
+        };
+        let launch = self.spawn_launch(fx, planned, &slots, parent, parent_kvs, preput);
+        let job = launch.job;
+        tracing::debug!(%parent, %job, size = launch.size, "spawn");
         self.start_job(fx, launch, slots, Some((parent_node, request)));
+        // Answered once every child has started (`jobs::started`).
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.spawn_errcodes = errcodes;
+        }
         if want > 0 {
             self.warm_fill(fx, &shape, want);
         }
@@ -58,10 +74,10 @@ impl Run {
 
     /// The job a spawn by `parent` launches: a new job id and kvsname, the
     /// parent's KVS design, placed as `slots` says.
-    pub(super) fn spawn_launch(&self, fx: &mut dyn RunEffects, plan: SpawnPlan, slots: &Reservation, parent: JobId, parent_kvs: String, preput: KeyValues) -> LaunchJob {
+    pub(super) fn spawn_launch(&self, fx: &mut dyn RunEffects, planned: PlannedJob, slots: &Reservation, parent: JobId, parent_kvs: String, preput: KeyValues) -> LaunchJob {
         let (job, kvsname) = fx.shared().new_job_id();
         let design = self.kvs.design(parent).unwrap_or_default();
-        let job_plan = plan.job.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);
+        let job_plan = planned.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);
         LaunchJob { spawner: Some(parent_kvs), preput, ..job_plan }
     }
 }

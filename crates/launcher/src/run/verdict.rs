@@ -38,6 +38,25 @@ impl FailurePolicy {
     }
 }
 
+/// A `--on-spawned-failure` value that is neither `end` nor `continue`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a failure policy (end or continue)")]
+pub struct UnknownPolicy(pub String);
+
+/// `end` ([`FailurePolicy::EndRun`]) or `continue`
+/// ([`FailurePolicy::SurviveSpawnedJobs`]): `dpm run --on-spawned-failure`.
+impl std::str::FromStr for FailurePolicy {
+    type Err = UnknownPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "end" => Ok(FailurePolicy::EndRun),
+            "continue" => Ok(FailurePolicy::SurviveSpawnedJobs),
+            _ => Err(UnknownPolicy(dpm_pmi::sanitize::quote(s))),
+        }
+    }
+}
+
 /// The first failure of the run, which decides the exit status.
 #[derive(Clone, Debug)]
 pub struct Failure {

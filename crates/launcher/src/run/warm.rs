@@ -167,7 +167,7 @@ impl Run {
             fx.send(d, ToDaemon::Claim { job: entry.job, preput: preput.clone() });
         }
         if started {
-            fx.send(parent.0, ToDaemon::SpawnDone { request: parent.1, result: Ok(kvsname) });
+            fx.send(parent.0, ToDaemon::SpawnDone { request: parent.1, result: Ok(kvsname), errcodes: Vec::new() });
         } else {
             j.spawn_request = Some(parent);
         }
@@ -204,7 +204,7 @@ impl Run {
                 Ok(s) => s,
                 Err(e) => return self.warm_say(fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe())),
             };
-            let launch = self.spawn_launch(fx, plan, &slots, shape.parent, parent_kvs.clone(), Vec::new());
+            let launch = self.spawn_launch(fx, plan.job, &slots, shape.parent, parent_kvs.clone(), Vec::new());
             let (job, kvsname) = (launch.job, launch.kvsname.clone());
             self.start_job(fx, LaunchJob { awaiting_claim: true, ..launch }, slots, None);
             if let Some(j) = self.jobs.get_mut(&job) {
@@ -220,14 +220,22 @@ impl Run {
     /// and the spawn's info allow. Pooled jobs never take a slot a spawn
     /// needs: while it does not fit in the free slots, the oldest pooled job
     /// is killed and its slots given back at once.
-    pub(super) fn place(&mut self, fx: &mut dyn RunEffects, plan: &SpawnPlan, oversubscribe: bool) -> Result<Reservation, PlaceError> {
+    /// A `soft` spawn is placed with as many processes as fit (the counts
+    /// started per command come back with the reservation), after pooled jobs
+    /// made room for all it asked for.
+    pub(super) fn place(&mut self, fx: &mut dyn RunEffects, plan: &SpawnPlan, oversubscribe: bool) -> Result<(Reservation, Option<Vec<u32>>), PlaceError> {
         let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
         let universe = self.settings.universe_size;
         while !self.warm.entries.is_empty() && fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
             let job = self.warm.entries[0].job;
             self.warm_drop(fx, job, Some("its slots are needed"));
         }
-        fx.shared().nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe)
+        let nodes = &fx.shared().nodes;
+        if plan.is_soft() {
+            nodes.place_spawn_soft(&plan.counts, &plan.nodes, oversubscribe, universe).map(|(slots, started)| (slots, Some(started)))
+        } else {
+            nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe).map(|slots| (slots, None))
+        }
     }
 
     /// Remember that `shape` wants `want` pooled jobs.

@@ -220,7 +220,7 @@ fn spawn(run: &mut Run, rec: &mut Recorder, parent: JobId, exe: &str, n: u32, in
 
 fn spawn_answer(rec: &Recorder) -> Option<Result<String, String>> {
     rec.sent().into_iter().find_map(|(n, m)| match m {
-        ToDaemon::SpawnDone { request: RequestId(7), result } if n == NodeId(0) => Some(result.clone()),
+        ToDaemon::SpawnDone { request: RequestId(7), result, .. } if n == NodeId(0) => Some(result.clone()),
         _ => None,
     })
 }
@@ -236,6 +236,22 @@ fn a_spawn_is_answered_once_every_child_started() {
     assert!(spawn_answer(&rec).is_none(), "not before every child started");
     run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(1), pid: 201 });
     assert!(matches!(spawn_answer(&rec), Some(Ok(name)) if name.ends_with("_1")));
+}
+
+#[test]
+fn a_soft_spawn_starts_what_fits_and_answers_the_rest_as_not_started() {
+    let (mut run, mut rec) = fixture(&[2, 1]);
+    run.settings.no_oversubscribe = true;
+    let parent = started(&mut run, &mut rec, &[0]);
+    let soft = vec![("soft".to_string(), "1:4".to_string())];
+    let child = spawn(&mut run, &mut rec, parent, "true", 4, soft);
+    let launch = rec.sent().into_iter().find_map(|(_, m)| if let ToDaemon::Launch(l) = m { (l.job == child).then(|| l.clone()) } else { None });
+    assert_eq!(launch.map(|l| l.size), Some(2), "two free slots: two of the four");
+    for r in 0..2 {
+        run.on_message(&mut rec, NodeId(1 - r as usize), ToLauncher::Started { job: child, rank: Rank(r), pid: 200 + r });
+    }
+    let codes = rec.sent().into_iter().find_map(|(_, m)| if let ToDaemon::SpawnDone { result: Ok(_), errcodes, .. } = m { Some(errcodes.clone()) } else { None });
+    assert_eq!(codes, Some(vec![0, 0, crate::spawn::NOT_STARTED, crate::spawn::NOT_STARTED]));
 }
 
 #[test]

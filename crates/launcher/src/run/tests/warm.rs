@@ -43,7 +43,7 @@ fn start_all(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
 
 fn answer(rec: &Recorder, req: u64) -> Option<Result<String, String>> {
     rec.sent().into_iter().find_map(|(_, m)| match m {
-        ToDaemon::SpawnDone { request, result } if *request == RequestId(req) => Some(result.clone()),
+        ToDaemon::SpawnDone { request, result, .. } if *request == RequestId(req) => Some(result.clone()),
         _ => None,
     })
 }
@@ -76,7 +76,7 @@ fn a_miss_runs_cold_and_fills_the_pool_then_a_spawn_claims_at_once() {
     request(&mut run, &mut rec, parent, 2, 2);
     let sent = rec.sent();
     let claim = sent.iter().position(|(_, m)| matches!(m, ToDaemon::Claim { job, preput } if *job == pooled && preput[0].1 == "port2"));
-    let done = sent.iter().position(|(_, m)| matches!(m, ToDaemon::SpawnDone { request: RequestId(2), result: Ok(k) } if k.ends_with(&format!("_{}", pooled.0))));
+    let done = sent.iter().position(|(_, m)| matches!(m, ToDaemon::SpawnDone { request: RequestId(2), result: Ok(k), .. } if k.ends_with(&format!("_{}", pooled.0))));
     assert!(claim.is_some() && claim < done, "the claim, then the answer: {sent:?}");
     assert!(launches(&rec).is_empty(), "no replacement on the claim's path: {sent:?}");
     assert!(rec.effects.iter().any(|e| matches!(e, Effect::Arm(Timer::WarmRefill, _))));
