@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tracing::Instrument;
 
 use dpm_kvs::{JobId, Rank};
@@ -53,7 +53,16 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
         }
     };
     let node = Rc::new_cyclic(|me| {
-        let io = Io { me: me.clone(), spawner, up, events, conns: HashMap::new(), stdin: HashMap::new(), ports: HashMap::new() };
+        let io = Io {
+            me: me.clone(),
+            spawner,
+            up,
+            events,
+            conns: HashMap::new(),
+            stdin: HashMap::new(),
+            ports: HashMap::new(),
+            pause: HashMap::new(),
+        };
         RefCell::new(Node { reactor, io })
     });
     loop {
@@ -117,6 +126,9 @@ struct Io {
     conns: HashMap<ConnId, Conn>,
     stdin: HashMap<JobId, mpsc::UnboundedSender<Vec<u8>>>,
     ports: HashMap<JobId, tokio::task::AbortHandle>,
+    /// Each watched process's output switch (`true`: do not read its pipes).
+    /// Entries whose task has ended are dropped as new ones come.
+    pause: HashMap<(JobId, Rank), watch::Sender<bool>>,
 }
 
 /// A PMI socket as a non-blocking tokio stream. (A TCP socket in `PMI_PORT`
@@ -152,7 +164,11 @@ impl Io {
         };
         let stdin = s.stdin.map(|fd| self.stdin.insert(p.job, tasks::feed_stdin(fd))).is_some();
         let leader = s.pgid == s.pid;
-        tasks::watch_proc(p.job, p.rank, s.pidfd, leader, Some(s.stdout), Some(s.stderr), self.events.clone());
+        self.pause.retain(|_, tx| !tx.is_closed());
+        let (pause, paused) = watch::channel(false);
+        self.pause.insert((p.job, p.rank), pause);
+        let pipes = tasks::Pipes { stdout: Some(s.stdout), stderr: Some(s.stderr), paused: Some(paused) };
+        tasks::watch_proc(p.job, p.rank, s.pidfd, leader, pipes, self.events.clone());
         ProcStarted { pid: s.pid, pgid: s.pgid, pmi, stdin }
     }
 }
@@ -210,7 +226,7 @@ impl NodeEffects for Io {
 
     fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()> {
         let pidfd = spawn::pidfd_open(pid as i32)?;
-        tasks::watch_proc(job, rank, pidfd, false, None, None, self.events.clone());
+        tasks::watch_proc(job, rank, pidfd, false, tasks::Pipes::default(), self.events.clone());
         Ok(())
     }
 
@@ -241,6 +257,12 @@ impl NodeEffects for Io {
         let removed = mpich_shm::remove_segments(std::path::Path::new("/dev/shm"), kvsname);
         if removed > 0 {
             tracing::debug!(%job, removed, "removed the job's MPICH shared-memory segments");
+        }
+    }
+
+    fn pause_output(&mut self, job: JobId, rank: Rank, paused: bool) {
+        if let Some(tx) = self.pause.get(&(job, rank)) {
+            let _ = tx.send(paused);
         }
     }
 

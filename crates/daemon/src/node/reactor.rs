@@ -8,6 +8,7 @@ use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
 use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
+use super::output::OutputFlow;
 use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, Timer, DRAIN_GRACE};
 use crate::DaemonConfig;
 
@@ -65,6 +66,8 @@ pub struct NodeReactor {
     procs: HashMap<(JobId, Rank), Proc>,
     jobs: HashMap<JobId, JobProcs>,
     requests: HashMap<RequestId, ConnId>,
+    /// Whole lines and the output window.
+    output: OutputFlow,
     next_conn: u64,
     next_request: u64,
 }
@@ -78,6 +81,7 @@ impl NodeReactor {
             procs: HashMap::new(),
             jobs: HashMap::new(),
             requests: HashMap::new(),
+            output: OutputFlow::default(),
             next_conn: 0,
             next_request: 0,
         }
@@ -117,6 +121,7 @@ impl NodeReactor {
                     fx.stdin_write(job, data);
                 }
             }
+            ToDaemon::OutputAck { job, bytes } => self.output.on_ack(fx, job, bytes),
             ToDaemon::Forget { job } => self.forget(fx, job),
             ToDaemon::Adopt { launch, rank, pid, pmi } => self.adopt_foreign(fx, launch, rank, pid, pmi.get()),
         }
@@ -155,9 +160,11 @@ impl NodeReactor {
         Some(conn)
     }
 
-    /// A process wrote to its stdout or stderr.
+    /// A process wrote to its stdout or stderr: passed on in whole lines
+    /// where possible, within the job's output window (`node::output`).
     pub fn on_output(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) {
-        fx.send_up(ToLauncher::Output { job, rank, stream, data });
+        let live = self.procs.contains_key(&(job, rank));
+        self.output.on_output(fx, job, rank, stream, data, live);
     }
 
     /// A process's stdout or stderr reached end of file.
@@ -167,6 +174,10 @@ impl NodeReactor {
             Stream::Stdout => p.stdout_open = false,
             Stream::Stderr => p.stderr_open = false,
         }
+        if !p.stdout_open && !p.stderr_open {
+            self.output.closed(job, rank);
+        }
+        self.output.flush(fx, job, rank, stream);
         self.report_exit_if_due(fx, job, rank);
     }
 
@@ -177,6 +188,7 @@ impl NodeReactor {
             return;
         }
         p.exit = Some((status, at));
+        self.output.reaped(fx, job, rank);
         fx.set_timer(DRAIN_GRACE, Timer::DrainGrace { job, rank });
         self.report_exit_if_due(fx, job, rank);
     }
@@ -188,6 +200,7 @@ impl NodeReactor {
                 p.grace_over = true;
                 self.report_exit_if_due(fx, job, rank);
             }
+            Timer::OutputQuiet { job, rank, stream } => self.output.on_quiet(fx, job, rank, stream),
         }
     }
 
@@ -316,6 +329,7 @@ impl NodeReactor {
             self.attach(conn, job, Some(rank));
         }
         self.procs.insert((job, rank), Proc::new(s.pid, s.pmi, true));
+        self.output.started(fx, job, rank);
         fx.send_up(ToLauncher::Started { job, rank, pid: s.pid as u32 });
     }
 
@@ -358,6 +372,10 @@ impl NodeReactor {
             self.conns.iter().find(|(c, j)| **j == job && self.engine.rank(**c) == Some(rank)).map(|(c, _)| *c)
         });
         let state = live_conn.map_or(proc.pmi, |c| self.engine.pmi_state(c));
+        // Its output goes first, held partial lines included.
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            self.output.flush(fx, job, rank, stream);
+        }
         let pmi = match state {
             PmiState::Silent => PmiProgress::Silent,
             PmiState::Active => PmiProgress::Active,
@@ -395,6 +413,7 @@ impl NodeReactor {
             fx.remove_shm(job, &j.kvsname);
         }
         self.engine.remove_job(job);
+        self.output.forget(job);
         let mut gone: Vec<ConnId> = self.conns.iter().filter(|(_, j)| **j == job).map(|(c, _)| *c).collect();
         gone.sort();
         for conn in gone {

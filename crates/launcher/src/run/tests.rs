@@ -420,7 +420,7 @@ fn stdin_goes_to_rank_0s_node_and_output_is_passed_on() {
     let stdin: Vec<(NodeId, usize)> = rec.sent().iter().filter_map(|(n, m)| if let ToDaemon::Stdin { data, .. } = m { Some((*n, data.len())) } else { None }).collect();
     assert_eq!(stdin, vec![(NodeId(1), 2), (NodeId(1), 0)]);
     run.on_message(&mut rec, NodeId(1), ToLauncher::Output { job: j, rank: Rank(0), stream: dpm_proto::Stream::Stdout, data: b"out".to_vec() });
-    assert!(matches!(rec.effects.last(), Some(Effect::Output(_, Rank(0), _, d)) if d == b"out"));
+    assert!(matches!(rec.effects.last(), Some(Effect::Output(_, _, Rank(0), _, d)) if d == b"out"));
 }
 
 #[test]
