@@ -194,3 +194,40 @@ pub fn emit(is_err: bool, data: &[u8]) {
         out.write_all(data).and_then(|()| out.flush())
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drained(drain: &mut Drain) -> Vec<(Vec<u8>, Option<u64>)> {
+        let mut out = Vec::new();
+        while let Ok(c) = drain.chunks.try_recv() {
+            out.push((c.data, c.written.map(|w| w.bytes)));
+        }
+        out
+    }
+
+    #[test]
+    fn raw_output_carries_its_credit_in_order() {
+        let (sink, mut drain) = sink();
+        let mut out = Output::new(false, sink.console);
+        out.write(NodeId(1), JobId(0), Rank(0), Stream::Stdout, b"ab");
+        out.console().say("dpm: x");
+        assert_eq!(drained(&mut drain), vec![(b"ab".to_vec(), Some(2)), (b"dpm: x\n".to_vec(), None)]);
+    }
+
+    #[test]
+    fn a_held_labelled_line_is_credited_at_once_and_bounded() {
+        let (sink, mut drain) = sink();
+        let mut out = Output::new(true, sink.console);
+        out.write(NodeId(0), JobId(0), Rank(3), Stream::Stdout, b"par");
+        assert_eq!(drained(&mut drain), vec![(Vec::new(), Some(3))], "nothing to write yet, the credit goes");
+        out.write(NodeId(0), JobId(0), Rank(3), Stream::Stdout, b"t\n");
+        assert_eq!(drained(&mut drain), vec![(b"[3] part\n".to_vec(), Some(2))]);
+        let long = vec![b'x'; LABEL_HOLD_MAX];
+        out.write(NodeId(0), JobId(0), Rank(3), Stream::Stdout, &long);
+        let got = drained(&mut drain);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].0.starts_with(b"[3] xxx") && got[0].0.ends_with(b"x\n") && got[0].0.len() == LABEL_HOLD_MAX + 5);
+    }
+}

@@ -32,9 +32,11 @@ mod reactor;
 #[cfg(any(test, feature = "testing"))]
 pub mod recorder;
 #[cfg(test)]
+mod output_tests;
+#[cfg(test)]
 mod tests;
 
-pub use output::{HOLD_MAX, QUIET};
+pub use output::{HOLD_MAX, MAX_WAITS, QUIET};
 pub use reactor::NodeReactor;
 
 /// How long an exited process's PMI connection and pipes may stay open (held

@@ -168,12 +168,6 @@ impl OutputFlow {
         self.jobs.remove(&job);
     }
 
-    /// Unacknowledged bytes of a job (for tests and logs).
-    #[cfg(test)]
-    pub fn unacked(&self, job: JobId) -> u64 {
-        self.jobs.get(&job).map_or(0, |j| j.unacked)
-    }
-
     fn send(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) {
         if data.is_empty() {
             return;
