@@ -2,37 +2,19 @@
 //! timer, the hold bound) and the credit window (pause at the window, resume
 //! on acknowledgement, a reaped process drained regardless).
 
-use dpm_kvs::{JobId, KvsDesign, Rank};
-use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, ProcSpec, Stream, ToDaemon, ToLauncher, OUTPUT_WINDOW};
+use dpm_kvs::Rank;
+use dpm_proto::{ExitStatus, PmiMode, Stream, ToDaemon, ToLauncher, OUTPUT_WINDOW};
 
 use super::recorder::{Recorded, RecordingEffects};
+use super::tests::{launch, node, J};
 use super::*;
-use crate::DaemonConfig;
 
-const J: JobId = JobId(5);
 const OUT: Stream = Stream::Stdout;
 
 /// A node running `n` ranks of job `J`.
 fn running(n: u32) -> (NodeReactor, RecordingEffects) {
-    let mut r = NodeReactor::new(&DaemonConfig { host: "n0".into(), trace: false });
-    let mut fx = RecordingEffects::new();
-    let launch = LaunchJob {
-        job: J,
-        kvsname: "kvs_1_5".into(),
-        size: n,
-        appnums: vec![0; n as usize],
-        universe_size: n as i64,
-        process_mapping: String::new(),
-        spawner: None,
-        preput: vec![],
-        pmi_mode: PmiMode::Fd,
-        stdin_rank: None,
-        apps: vec![AppSpec { exe: "/bin/app".into(), argv: vec!["app".into()], env: vec![], wdir: "/".into() }],
-        procs: (0..n).map(|r| ProcSpec { rank: Rank(r), app: 0 }).collect(),
-        kvs: KvsDesign::Allgather,
-        node_of: vec![0; n as usize],
-    };
-    r.on_message(&mut fx, ToDaemon::Launch(launch));
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(n, n, PmiMode::Fd)));
     fx.take();
     (r, fx)
 }
