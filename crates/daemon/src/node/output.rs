@@ -28,12 +28,13 @@ use super::{NodeEffects, Timer};
 /// A held partial line goes up after this long without more bytes for it.
 /// The pieces of one line written by separate calls (`printf` per field,
 /// unbuffered) come microseconds apart — but a rank preempted mid-line on a
-/// loaded machine pauses for scheduler slices (measured: with 20 ms and a
-/// fixed deadline, 4 ranks of `tests/programs/lines` on 2 busy cores broke
-/// ~80 of 80,000 lines per run; with the quiet time none). 20 ms quiet, at
-/// most 100 ms in all: progress output without `\r` still shows at about a
-/// human's notice.
-pub const QUIET: Duration = Duration::from_millis(20);
+/// loaded machine pauses for whole scheduler slices. Measured with 4 ranks
+/// of `tests/programs/lines` on 2 cores under a load average of ~30: a fixed
+/// 20 ms deadline broke ~80 of 80,000 lines per run, a 20 ms quiet time a
+/// few in 10,000 while tests ran beside it; 50 ms, none seen. At most
+/// `(1 + MAX_WAITS) × QUIET` = 250 ms in all: progress output without `\r`
+/// still shows within a quarter of a second.
+pub const QUIET: Duration = Duration::from_millis(50);
 
 /// A partial line that keeps growing without its end (dots of a progress
 /// bar) still goes up after `(1 + MAX_WAITS) × QUIET` at the latest.
