@@ -62,6 +62,7 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             stdin: HashMap::new(),
             ports: HashMap::new(),
             pause: HashMap::new(),
+            pause_swept: 64,
         };
         RefCell::new(Node { reactor, io })
     });
@@ -129,6 +130,8 @@ struct Io {
     /// Each watched process's output switch (`true`: do not read its pipes).
     /// Entries whose task has ended are dropped as new ones come.
     pause: HashMap<(JobId, Rank), watch::Sender<bool>>,
+    /// `pause`'s size after its last sweep.
+    pause_swept: usize,
 }
 
 /// A PMI socket as a non-blocking tokio stream. (A TCP socket in `PMI_PORT`
@@ -164,7 +167,11 @@ impl Io {
         };
         let stdin = s.stdin.map(|fd| self.stdin.insert(p.job, tasks::feed_stdin(fd))).is_some();
         let leader = s.pgid == s.pid;
-        self.pause.retain(|_, tx| !tx.is_closed());
+        if self.pause.len() >= 2 * self.pause_swept {
+            // Amortised: a sweep per doubling, not per start.
+            self.pause.retain(|_, tx| !tx.is_closed());
+            self.pause_swept = self.pause.len().max(64);
+        }
         let (pause, paused) = watch::channel(false);
         self.pause.insert((p.job, p.rank), pause);
         let pipes = tasks::Pipes { stdout: Some(s.stdout), stderr: Some(s.stderr), paused: Some(paused) };
