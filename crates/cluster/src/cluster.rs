@@ -484,6 +484,13 @@ impl Cluster {
     fn with_run(&mut self, call: impl FnOnce(&mut Run, &mut Recorder)) {
         self.run_fx.now = EPOCH_MICROS + self.now.as_micros() as u64;
         call(&mut self.run, &mut self.run_fx);
+        while self.apply_run_effects() {}
+    }
+
+    /// Carry out what the run asked; true if it wrote output, whose credit
+    /// was handed back and may have asked for more.
+    fn apply_run_effects(&mut self) -> bool {
+        let mut written = Vec::new();
         for effect in self.run_fx.take() {
             match effect {
                 // As the launcher's links do: addressed (`Down::To`), to the
@@ -493,7 +500,11 @@ impl Cluster {
                     let at = self.frame_arrival(None, &msg);
                     self.schedule_at(at, Event::Down { node: top, to: node.0, msg });
                 }
-                Effect::Output(job, rank, _, data) => self.output.entry((job, rank)).or_default().extend(data),
+                // Written at once: its credit goes back as a real console's would.
+                Effect::Output(node, job, rank, _, data) => {
+                    written.push((node, job, data.len() as u64));
+                    self.output.entry((job, rank)).or_default().extend(data);
+                }
                 Effect::Say(line) => self.said.push(line),
                 Effect::Arm(timer, after) => {
                     self.seq += 1;
@@ -508,6 +519,10 @@ impl Cluster {
                 Effect::Flush(..) | Effect::Route(..) => {}
             }
         }
+        for &(node, job, bytes) in &written {
+            self.run.on_output_written(&mut self.run_fx, node, job, bytes);
+        }
+        !written.is_empty()
     }
 
     /// A scripted process takes its next step.

@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use dpm_kvs::{JobId, Rank};
 use dpm_proto::{ExitStatus, Stream};
@@ -70,18 +70,21 @@ pub fn feed_stdin(fd: OwnedFd) -> mpsc::UnboundedSender<Vec<u8>> {
     tx
 }
 
-/// Watch one process: forward its stdout/stderr until end of file, reap it
-/// through its pidfd (a group leader is left a zombie: `keep_zombie`, see
-/// [`reap`]). When its exit may be reported is the reactor's decision.
-pub fn watch_proc(
-    job: JobId,
-    rank: Rank,
-    pidfd: OwnedFd,
-    keep_zombie: bool,
-    stdout: Option<OwnedFd>,
-    stderr: Option<OwnedFd>,
-    events: mpsc::UnboundedSender<Event>,
-) {
+/// A process's output pipes, and the reactor's switch that stops reading
+/// them (`true`) while its job's output window is full.
+#[derive(Default)]
+pub struct Pipes {
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
+    pub paused: Option<watch::Receiver<bool>>,
+}
+
+/// Watch one process: forward its stdout/stderr until end of file (not
+/// reading them while paused), reap it through its pidfd (a group leader is
+/// left a zombie: `keep_zombie`, see [`reap`]). When its exit may be
+/// reported, and when reading pauses, is the reactor's decision.
+pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pipes: Pipes, events: mpsc::UnboundedSender<Event>) {
+    let Pipes { stdout, stderr, paused: mut pause } = pipes;
     spawn_here(async move {
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
         let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }.ok();
@@ -102,7 +105,13 @@ pub fn watch_proc(
             tracing::error!(%job, rank = rank.0, "cannot watch the process: pidfd unavailable");
         }
         while !(reaped && out.is_none() && err.is_none()) {
+            let paused = pause.as_ref().is_some_and(|p| *p.borrow());
             tokio::select! {
+                changed = async { pause.as_mut().expect("paused").changed().await }, if pause.is_some() => {
+                    if changed.is_err() {
+                        pause = None; // the reactor is gone: never paused again
+                    }
+                }
                 ready = async { pidfd.as_ref().expect("watched").readable().await }, if !reaped => {
                     let Ok(mut guard) = ready else { continue };
                     match reap(guard.get_inner(), keep_zombie) {
@@ -120,8 +129,8 @@ pub fn watch_proc(
                         }
                     }
                 }
-                n = read_opt(&mut out, &mut out_buf) => forward(&events, job, rank, Stream::Stdout, &mut out, &out_buf, n),
-                n = read_opt(&mut err, &mut err_buf) => forward(&events, job, rank, Stream::Stderr, &mut err, &err_buf, n),
+                n = read_opt(&mut out, &mut out_buf), if !paused => forward(&events, job, rank, Stream::Stdout, &mut out, &out_buf, n),
+                n = read_opt(&mut err, &mut err_buf), if !paused => forward(&events, job, rank, Stream::Stderr, &mut err, &err_buf, n),
             }
         }
     });

@@ -26,7 +26,7 @@ use dpm_proto::link::{Down, InProcessFd, Up};
 use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
 use crate::node_table::NodeTable;
-use crate::output::{Console, Output};
+use crate::output::{Output, Sink, Written};
 use crate::run::{FailurePolicy, Run, RunEffects, Timer, TreeShared};
 
 pub use crate::run::{kvsname, random_tag, signal_name, Settings};
@@ -139,7 +139,6 @@ struct Driver<'a> {
     links: &'a [DaemonLink],
     shared: RefMut<'a, Shared>,
     route: &'a Route,
-    console: &'a Console,
     output: &'a mut Output,
     timers: &'a mut BTreeMap<Timer, Instant>,
 }
@@ -150,14 +149,14 @@ impl RunEffects for Driver<'_> {
             link.send(msg);
         }
     }
-    fn output(&mut self, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
-        self.output.write(job, rank, stream, data);
+    fn output(&mut self, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
+        self.output.write(node, job, rank, stream, data);
     }
     fn flush_output(&mut self, job: JobId, rank: Rank) {
         self.output.flush_rank(job, rank);
     }
     fn say(&mut self, line: &str) {
-        self.console.say(line);
+        self.output.console().say(line);
     }
     fn now_micros(&self) -> u64 {
         dpm_daemon::now_micros()
@@ -186,22 +185,24 @@ pub struct Controller {
     /// Registered in [`Shared`] as the route of each job this run starts.
     up_tx: Route,
     shared: SharedRef,
-    console: Console,
     output: Output,
+    /// The credit of output written by the console's writer.
+    written: mpsc::UnboundedReceiver<Written>,
     timers: BTreeMap<Timer, Instant>,
 }
 
 impl Controller {
-    pub fn new(settings: Settings, links: Vec<DaemonLink>, shared: SharedRef, console: Console) -> Self {
+    /// A run writing its output to `sink` (off this loop: see `crate::output`).
+    pub fn new(settings: Settings, links: Vec<DaemonLink>, shared: SharedRef, sink: Sink) -> Self {
         let (up_tx, up) = mpsc::unbounded_channel();
         Controller {
-            output: Output::new(settings.label, console.clone()),
+            output: Output::new(settings.label, sink.console),
+            written: sink.written,
             run: Run::new(settings),
             links,
             up,
             up_tx,
             shared,
-            console,
             timers: BTreeMap::new(),
         }
     }
@@ -217,7 +218,6 @@ impl Controller {
             links: &self.links,
             shared: self.shared.borrow_mut(),
             route: &self.up_tx,
-            console: &self.console,
             output: &mut self.output,
             timers: &mut self.timers,
         };
@@ -253,7 +253,8 @@ impl Controller {
         }
     }
 
-    /// Run until every job has ended; returns dpm's exit status.
+    /// Run until every job has ended and its output is written; returns
+    /// dpm's exit status.
     pub async fn run(mut self, timeout: Option<Duration>, mut inputs: mpsc::UnboundedReceiver<Input>) -> i32 {
         if let Some(t) = timeout {
             self.with_run(|run, fx| run.set_timeout(fx, t));
@@ -280,6 +281,7 @@ impl Controller {
                         Input::Stdin(data) => self.with_run(|run, fx| run.on_stdin(fx, data)),
                     }
                 },
+                Some(w) = self.written.recv() => self.with_run(|run, fx| run.on_output_written(fx, w.node, w.job, w.bytes)),
                 _ = tokio::time::sleep_until(deadline), if timer.is_some() => {
                     if let Some(t) = timer {
                         self.timers.remove(&t);
@@ -288,7 +290,13 @@ impl Controller {
                 }
             }
         }
-        self.run.exit_code().unwrap_or(1)
+        let code = self.run.exit_code().unwrap_or(1);
+        // Dropping the console lets the writer finish; its credit stream
+        // ends once the last chunk is written.
+        let Controller { output, mut written, .. } = self;
+        drop(output);
+        while written.recv().await.is_some() {}
+        code
     }
 }
 

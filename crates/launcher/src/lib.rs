@@ -52,7 +52,6 @@ use controller::{Controller, Settings, Shared};
 pub use daemon_cmd::{daemon_command, DaemonArgs};
 pub use error::Error;
 pub(crate) use hosts::{is_this_host, this_host};
-use output::Console;
 
 /// What `dpm run ARGS` (or `mpiexec ARGS`) asks for.
 #[derive(Debug)]
@@ -149,7 +148,7 @@ pub(crate) async fn drive(
     let (links, up, waiter) = daemons.split();
     let shared = Shared::for_run(&links, &settings);
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
-    let mut controller = Controller::new(settings, links.clone(), shared, Console::Local);
+    let mut controller = Controller::new(settings, links.clone(), shared, output::stdout_sink());
     start(&mut controller);
     let code = controller.run(timeout, controller::local_inputs(stdin)).await;
     // The daemons kill whatever is left when they shut down; wait for that.

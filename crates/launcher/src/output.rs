@@ -1,40 +1,121 @@
 //! Writing the ranks' output: raw bytes by default (so `\r` progress bars and
 //! binary output survive), or line by line behind a `[rank] ` label — to this
 //! process's stdout/stderr, or to the `dpm run` client of a booted tree.
+//!
+//! Writing never happens on the controller's event loop: a [`Console`]
+//! queues [`Chunk`]s for a writer — a thread of its own for this process's
+//! stdout/stderr ([`stdout_sink`]), a task per client in the boot server —
+//! which reports each chunk's [`Written`] credit back once it is written,
+//! so a slow terminal or client holds up only the output (the run
+//! acknowledges the credit to the nodes, whose windows bound what is
+//! queued), never heartbeats, signals, fences or spawns.
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use tokio::sync::mpsc;
 
-use dpm_kvs::{JobId, Rank};
-use dpm_proto::control::ToClient;
+use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::Stream;
+
+/// Under `-l`, a line is held at most this long (bytes) for its newline;
+/// longer ones are written in labelled pieces.
+pub const LABEL_HOLD_MAX: usize = 64 * 1024;
+
+/// Credit for output written to its destination: `bytes` of `job`'s output
+/// that came from `node`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub node: NodeId,
+    pub job: JobId,
+    pub bytes: u64,
+}
+
+/// Bytes for stdout or stderr, and the credit to report once they are written.
+pub struct Chunk {
+    pub is_err: bool,
+    pub data: Vec<u8>,
+    pub written: Option<Written>,
+}
 
 /// Where a run's output and dpm's messages about it go.
 #[derive(Clone)]
 pub enum Console {
-    /// This process's stdout and stderr (`dpm run` without a boot).
+    /// This process's stdout and stderr, written at once: only for dpm's
+    /// own lines outside a run (the manual bootstrap's instructions).
     Local,
-    /// The `dpm run` client connected to the boot server.
-    Remote(mpsc::UnboundedSender<ToClient>),
+    /// Queued for a writer (see the module documentation).
+    Queue(mpsc::UnboundedSender<Chunk>),
 }
 
 impl Console {
-    pub fn write(&self, is_err: bool, data: &[u8]) {
+    pub fn write(&self, is_err: bool, data: Vec<u8>, written: Option<Written>) {
         match self {
-            Console::Local => emit(is_err, data),
-            Console::Remote(tx) => {
-                let data = data.to_vec();
-                let _ = tx.send(if is_err { ToClient::Stderr(data) } else { ToClient::Stdout(data) });
+            Console::Local => emit(is_err, &data),
+            Console::Queue(tx) => {
+                let _ = tx.send(Chunk { is_err, data, written });
             }
         }
     }
 
     /// One line of dpm's own on stderr.
     pub fn say(&self, line: &str) {
-        self.write(true, format!("{line}\n").as_bytes());
+        self.write(true, format!("{line}\n").into_bytes(), None);
     }
+}
+
+/// A run's console and the credit its writer reports back.
+pub struct Sink {
+    pub console: Console,
+    pub written: mpsc::UnboundedReceiver<Written>,
+}
+
+/// The writer's end of a [`Sink`]: the chunks to write, and where their
+/// credit goes once they are written.
+pub struct Drain {
+    chunks: mpsc::UnboundedReceiver<Chunk>,
+    written: mpsc::UnboundedSender<Written>,
+}
+
+impl Drain {
+    pub async fn next(&mut self) -> Option<Chunk> {
+        self.chunks.recv().await
+    }
+
+    /// A chunk with this credit was written (or its destination is gone:
+    /// the bytes are dropped, as output to a closed stdout always was).
+    pub fn done(&self, written: Option<Written>) {
+        if let Some(w) = written {
+            let _ = self.written.send(w);
+        }
+    }
+}
+
+/// A console queueing for a writer, and that writer's end.
+pub fn sink() -> (Sink, Drain) {
+    let (tx, chunks) = mpsc::unbounded_channel();
+    let (written_tx, written) = mpsc::unbounded_channel();
+    (Sink { console: Console::Queue(tx), written }, Drain { chunks, written: written_tx })
+}
+
+/// A console for this process's stdout/stderr, written by a thread of its own
+/// (blocking writes: a full pipe or a stopped terminal blocks only it). The
+/// sink's `written` stream ends once everything queued is written and the
+/// console is dropped.
+pub fn stdout_sink() -> Sink {
+    let (sink, mut drain) = sink();
+    let spawned = std::thread::Builder::new().name("dpm-output".into()).spawn(move || {
+        while let Some(chunk) = drain.chunks.blocking_recv() {
+            emit(chunk.is_err, &chunk.data);
+            drain.done(chunk.written);
+        }
+    });
+    if let Err(e) = spawned {
+        // The closure (and the drain with it) is gone: the sink's stream
+        // ends, and the run goes on without output rather than hang.
+        tracing::error!("cannot start the output thread: {e}; output is lost");
+    }
+    sink
 }
 
 pub struct Output {
@@ -49,17 +130,33 @@ impl Output {
         Output { console, label, partial: HashMap::new() }
     }
 
-    pub fn write(&mut self, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
+    pub fn console(&self) -> &Console {
+        &self.console
+    }
+
+    /// Queue a rank's output from `node`; its credit is reported when it is
+    /// written (a labelled partial line held here counts as written: the
+    /// hold is bounded by [`LABEL_HOLD_MAX`]).
+    pub fn write(&mut self, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
         let is_err = stream == Stream::Stderr;
+        let written = Some(Written { node, job, bytes: data.len() as u64 });
         if !self.label {
-            return self.console.write(is_err, data);
+            return self.console.write(is_err, data.to_vec(), written);
         }
         let buf = self.partial.entry((job, rank, is_err)).or_default();
         buf.extend_from_slice(data);
-        let Some(last_nl) = buf.iter().rposition(|&b| b == b'\n') else { return };
-        let complete: Vec<u8> = buf.drain(..=last_nl).collect();
-        let out = labelled(job, rank, &complete);
-        self.console.write(is_err, &out);
+        let mut out = match buf.iter().rposition(|&b| b == b'\n') {
+            Some(last_nl) => labelled(job, rank, &buf.drain(..=last_nl).collect::<Vec<u8>>()),
+            None => Vec::new(),
+        };
+        if buf.len() >= LABEL_HOLD_MAX {
+            let mut rest = std::mem::take(buf);
+            rest.push(b'\n');
+            out.extend_from_slice(&labelled(job, rank, &rest));
+        }
+        // Even with nothing to write, the credit goes through the queue,
+        // behind what is written before it.
+        self.console.write(is_err, out, written);
     }
 
     /// Write what is left of a rank's unfinished lines.
@@ -68,7 +165,7 @@ impl Output {
             if let Some(mut rest) = self.partial.remove(&(job, rank, is_err)) {
                 if !rest.is_empty() {
                     rest.push(b'\n');
-                    self.console.write(is_err, &labelled(job, rank, &rest));
+                    self.console.write(is_err, labelled(job, rank, &rest), None);
                 }
             }
         }
@@ -86,6 +183,9 @@ fn labelled(job: JobId, rank: Rank, lines: &[u8]) -> Vec<u8> {
 }
 
 pub fn emit(is_err: bool, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
     // A closed stdout (`dpm run ... | head`) must not take the job down.
     let _ = if is_err {
         std::io::stderr().lock().write_all(data)
@@ -93,4 +193,41 @@ pub fn emit(is_err: bool, data: &[u8]) {
         let mut out = std::io::stdout().lock();
         out.write_all(data).and_then(|()| out.flush())
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drained(drain: &mut Drain) -> Vec<(Vec<u8>, Option<u64>)> {
+        let mut out = Vec::new();
+        while let Ok(c) = drain.chunks.try_recv() {
+            out.push((c.data, c.written.map(|w| w.bytes)));
+        }
+        out
+    }
+
+    #[test]
+    fn raw_output_carries_its_credit_in_order() {
+        let (sink, mut drain) = sink();
+        let mut out = Output::new(false, sink.console);
+        out.write(NodeId(1), JobId(0), Rank(0), Stream::Stdout, b"ab");
+        out.console().say("dpm: x");
+        assert_eq!(drained(&mut drain), vec![(b"ab".to_vec(), Some(2)), (b"dpm: x\n".to_vec(), None)]);
+    }
+
+    #[test]
+    fn a_held_labelled_line_is_credited_at_once_and_bounded() {
+        let (sink, mut drain) = sink();
+        let mut out = Output::new(true, sink.console);
+        out.write(NodeId(0), JobId(0), Rank(3), Stream::Stdout, b"par");
+        assert_eq!(drained(&mut drain), vec![(Vec::new(), Some(3))], "nothing to write yet, the credit goes");
+        out.write(NodeId(0), JobId(0), Rank(3), Stream::Stdout, b"t\n");
+        assert_eq!(drained(&mut drain), vec![(b"[3] part\n".to_vec(), Some(2))]);
+        let long = vec![b'x'; LABEL_HOLD_MAX];
+        out.write(NodeId(0), JobId(0), Rank(3), Stream::Stdout, &long);
+        let got = drained(&mut drain);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].0.starts_with(b"[3] xxx") && got[0].0.ends_with(b"x\n") && got[0].0.len() == LABEL_HOLD_MAX + 5);
+    }
 }

@@ -26,6 +26,19 @@ use dpm_kvs::ring::{RingSegment, RingSlot};
 use dpm_kvs::{JobId, KeyValues, KvsDesign, Rank};
 use serde::{Deserialize, Serialize};
 
+/// Output flow control: a node stops reading a job's processes' pipes while
+/// this many bytes of the job's output are sent up and not acknowledged
+/// ([`ToDaemon::OutputAck`]). Per job and node, so a slow consumer blocks
+/// only its own run's ranks. 256 KiB: four pipe buffers' worth in flight,
+/// enough that the acknowledgements' round trip (µs in one process, a
+/// link hop across nodes) never starves a fast consumer.
+pub const OUTPUT_WINDOW: u64 = 256 * 1024;
+
+/// The launcher acknowledges a node's output of a job in steps of at least
+/// this many written bytes (a quarter of the window: few messages, and the
+/// window never waits on a step that cannot complete, as it is ≤ the window).
+pub const OUTPUT_ACK_STEP: u64 = OUTPUT_WINDOW / 4;
+
 /// Identifies a request a daemon made on behalf of a PMI connection, so the
 /// launcher's answer finds its way back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -94,7 +107,7 @@ pub struct LaunchJob {
     pub awaiting_claim: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Stream {
     Stdout,
     Stderr,
@@ -164,6 +177,9 @@ pub enum ToDaemon {
     /// `awaiting_claim`: its preputs become visible and the gets parked for
     /// them are answered.
     Claim { job: JobId, preput: KeyValues },
+    /// `bytes` more of the job's output from this node were written to
+    /// their destination: credit for [`OUTPUT_WINDOW`] (flow control).
+    OutputAck { job: JobId, bytes: u64 },
     /// The job is over on every node: forget it.
     Forget { job: JobId },
     /// Serve a process dpm did not start (an MPICH singleton that asked for a

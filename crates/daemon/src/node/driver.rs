@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::UnixStream;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tracing::Instrument;
 
 use dpm_kvs::{JobId, Rank};
@@ -56,7 +56,18 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
     };
     let node = Rc::new_cyclic(|me| {
         let pmix = PmixHost::new(events.clone());
-        let io = Io { me: me.clone(), spawner, up, events, conns: HashMap::new(), stdin: HashMap::new(), ports: HashMap::new(), pmix };
+        let io = Io {
+            me: me.clone(),
+            spawner,
+            up,
+            events,
+            conns: HashMap::new(),
+            stdin: HashMap::new(),
+            ports: HashMap::new(),
+            pmix,
+            pause: HashMap::new(),
+            pause_swept: 64,
+        };
         RefCell::new(Node { reactor, io })
     });
     loop {
@@ -128,6 +139,11 @@ struct Io {
     ports: HashMap<JobId, tokio::task::AbortHandle>,
     /// The node's PMIx server, once a PMIx job came.
     pmix: PmixHost,
+    /// Each watched process's output switch (`true`: do not read its pipes).
+    /// Entries whose task has ended are dropped as new ones come.
+    pause: HashMap<(JobId, Rank), watch::Sender<bool>>,
+    /// `pause`'s size after its last sweep.
+    pause_swept: usize,
 }
 
 /// A PMI socket as a non-blocking tokio stream. (A TCP socket in `PMI_PORT`
@@ -163,7 +179,15 @@ impl Io {
         };
         let stdin = s.stdin.map(|fd| self.stdin.insert(p.job, tasks::feed_stdin(fd))).is_some();
         let leader = s.pgid == s.pid;
-        tasks::watch_proc(p.job, p.rank, s.pidfd, leader, Some(s.stdout), Some(s.stderr), self.events.clone());
+        if self.pause.len() >= 2 * self.pause_swept {
+            // Amortised: a sweep per doubling, not per start.
+            self.pause.retain(|_, tx| !tx.is_closed());
+            self.pause_swept = self.pause.len().max(64);
+        }
+        let (pause, paused) = watch::channel(false);
+        self.pause.insert((p.job, p.rank), pause);
+        let pipes = tasks::Pipes { stdout: Some(s.stdout), stderr: Some(s.stderr), paused: Some(paused) };
+        tasks::watch_proc(p.job, p.rank, s.pidfd, leader, pipes, self.events.clone());
         ProcStarted { pid: s.pid, pgid: s.pgid, pmi, stdin }
     }
 }
@@ -221,7 +245,7 @@ impl NodeEffects for Io {
 
     fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()> {
         let pidfd = spawn::pidfd_open(pid as i32)?;
-        tasks::watch_proc(job, rank, pidfd, false, None, None, self.events.clone());
+        tasks::watch_proc(job, rank, pidfd, false, tasks::Pipes::default(), self.events.clone());
         Ok(())
     }
 
@@ -269,6 +293,12 @@ impl NodeEffects for Io {
 
     fn pmix_forget(&mut self, nspace: &str, ranks: &[u32]) {
         self.pmix.forget(nspace, ranks)
+    }
+
+    fn pause_output(&mut self, job: JobId, rank: Rank, paused: bool) {
+        if let Some(tx) = self.pause.get(&(job, rank)) {
+            let _ = tx.send(paused);
+        }
     }
 
     fn set_timer(&mut self, after: Duration, timer: Timer) {

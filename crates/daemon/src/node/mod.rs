@@ -22,18 +22,22 @@ use std::time::Duration;
 
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::ConnId;
-use dpm_proto::ToLauncher;
+use dpm_proto::{Stream, ToLauncher};
 
 pub use crate::spawn::{PmiEnv, PreparedApp};
 
 pub mod driver;
+mod output;
 mod pmix_host;
 mod reactor;
 #[cfg(any(test, feature = "testing"))]
 pub mod recorder;
 #[cfg(test)]
+mod output_tests;
+#[cfg(test)]
 mod tests;
 
+pub use output::{HOLD_MAX, MAX_WAITS, QUIET};
 pub use reactor::{job_spec, NodeReactor, PmixAnswer, PmixEvent, PmixRequest};
 
 /// How long an exited process's PMI connection and pipes may stay open (held
@@ -95,6 +99,8 @@ pub enum Timer {
     /// [`DRAIN_GRACE`] after a process was reaped: report its exit even if
     /// its PMI connection or pipes are still open.
     DrainGrace { job: JobId, rank: Rank },
+    /// [`QUIET`] after a partial line was held back: pass it on as it is.
+    OutputQuiet { job: JobId, rank: Rank, stream: Stream },
 }
 
 /// Everything the node reactor does to the outside world.
@@ -133,6 +139,9 @@ pub trait NodeEffects {
     fn release_leader(&mut self, pid: i32);
     /// Remove an ended job's MPICH shared-memory segments (`mpich_shm`).
     fn remove_shm(&mut self, job: JobId, kvsname: &str);
+    /// Stop (`true`) or resume reading a process's stdout and stderr: its
+    /// job's output window is full, or has room again.
+    fn pause_output(&mut self, job: JobId, rank: Rank, paused: bool);
     /// Call [`NodeReactor::on_timer`] with `timer` after `after`.
     fn set_timer(&mut self, after: Duration, timer: Timer);
 

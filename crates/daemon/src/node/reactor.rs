@@ -8,6 +8,7 @@ use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
 use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
+use super::output::OutputFlow;
 use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, Timer, DRAIN_GRACE};
 use crate::topology::TopologySource;
 use crate::DaemonConfig;
@@ -71,6 +72,8 @@ pub struct NodeReactor {
     procs: HashMap<(JobId, Rank), Proc>,
     jobs: HashMap<JobId, JobProcs>,
     requests: HashMap<RequestId, ConnId>,
+    /// Whole lines and the output window.
+    output: OutputFlow,
     next_conn: u64,
     next_request: u64,
     /// Where the node's hwloc topology file comes from ([`crate::topology`];
@@ -89,6 +92,7 @@ impl NodeReactor {
             procs: HashMap::new(),
             jobs: HashMap::new(),
             requests: HashMap::new(),
+            output: OutputFlow::default(),
             next_conn: 0,
             next_request: 0,
             topology: TopologySource::Off,
@@ -141,6 +145,7 @@ impl NodeReactor {
                 }
             }
             ToDaemon::Claim { job, preput } => self.engine.claim(job, &preput),
+            ToDaemon::OutputAck { job, bytes } => self.output.on_ack(fx, job, bytes),
             ToDaemon::Forget { job } => self.forget(fx, job),
             ToDaemon::Adopt { launch, rank, pid, pmi } => self.adopt_foreign(fx, launch, rank, pid, pmi.get()),
         }
@@ -185,9 +190,11 @@ impl NodeReactor {
         Some(conn)
     }
 
-    /// A process wrote to its stdout or stderr.
+    /// A process wrote to its stdout or stderr: passed on in whole lines
+    /// where possible, within the job's output window (`node::output`).
     pub fn on_output(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) {
-        fx.send_up(ToLauncher::Output { job, rank, stream, data });
+        let live = self.procs.contains_key(&(job, rank));
+        self.output.on_output(fx, job, rank, stream, data, live);
     }
 
     /// A process's stdout or stderr reached end of file.
@@ -197,6 +204,10 @@ impl NodeReactor {
             Stream::Stdout => p.stdout_open = false,
             Stream::Stderr => p.stderr_open = false,
         }
+        if !p.stdout_open && !p.stderr_open {
+            self.output.closed(job, rank);
+        }
+        self.output.flush(fx, job, rank, stream);
         self.report_exit_if_due(fx, job, rank);
     }
 
@@ -207,6 +218,7 @@ impl NodeReactor {
             return;
         }
         p.exit = Some((status, at));
+        self.output.reaped(fx, job, rank);
         fx.set_timer(DRAIN_GRACE, Timer::DrainGrace { job, rank });
         self.report_exit_if_due(fx, job, rank);
     }
@@ -218,6 +230,7 @@ impl NodeReactor {
                 p.grace_over = true;
                 self.report_exit_if_due(fx, job, rank);
             }
+            Timer::OutputQuiet { job, rank, stream } => self.output.on_quiet(fx, job, rank, stream),
         }
     }
 
@@ -371,6 +384,7 @@ impl NodeReactor {
         // A PMIx rank has no connection here: its progress comes as upcalls.
         proc.pmi_closed = self.pmix.has(job);
         self.procs.insert((job, rank), proc);
+        self.output.started(fx, job, rank);
         fx.send_up(ToLauncher::Started { job, rank, pid: s.pid as u32 });
     }
 
@@ -413,6 +427,10 @@ impl NodeReactor {
             self.conns.iter().find(|(c, j)| **j == job && self.engine.rank(**c) == Some(rank)).map(|(c, _)| *c)
         });
         let state = live_conn.map_or(proc.pmi, |c| self.engine.pmi_state(c));
+        // Its output goes first, held partial lines included.
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            self.output.flush(fx, job, rank, stream);
+        }
         let pmi = match state {
             PmiState::Silent => PmiProgress::Silent,
             PmiState::Active => PmiProgress::Active,
@@ -451,6 +469,7 @@ impl NodeReactor {
         }
         self.pmix_forget(fx, job);
         self.engine.remove_job(job);
+        self.output.forget(job);
         let mut gone: Vec<ConnId> = self.conns.iter().filter(|(_, j)| **j == job).map(|(c, _)| *c).collect();
         gone.sort();
         for conn in gone {

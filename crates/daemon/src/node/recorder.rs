@@ -57,6 +57,7 @@ pub enum Recorded {
     ReleaseLeader(i32),
     RemoveShm { job: JobId, kvsname: String },
     SetTimer(Duration, Timer),
+    PauseOutput { job: JobId, rank: Rank, paused: bool },
 }
 
 /// See the module documentation.
@@ -199,6 +200,10 @@ impl NodeEffects for RecordingEffects {
 
     fn remove_shm(&mut self, job: JobId, kvsname: &str) {
         self.log.push(Recorded::RemoveShm { job, kvsname: kvsname.to_string() });
+    }
+
+    fn pause_output(&mut self, job: JobId, rank: Rank, paused: bool) {
+        self.log.push(Recorded::PauseOutput { job, rank, paused });
     }
 
     fn set_timer(&mut self, after: Duration, timer: Timer) {

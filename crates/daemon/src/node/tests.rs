@@ -9,15 +9,15 @@ use super::recorder::{Recorded, RecordingEffects, FIRST_PID};
 use super::*;
 use crate::DaemonConfig;
 
-const J: JobId = JobId(3);
+pub(super) const J: JobId = JobId(3);
 const KVS: &str = "kvs_7_3";
 
-fn node() -> (NodeReactor, RecordingEffects) {
+pub(super) fn node() -> (NodeReactor, RecordingEffects) {
     (NodeReactor::new(&DaemonConfig { host: "n0".into(), trace: false }), RecordingEffects::new())
 }
 
 /// A job of `size` ranks, the first `local` of them on this node.
-fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
+pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
     LaunchJob {
         job: J,
         kvsname: KVS.into(),

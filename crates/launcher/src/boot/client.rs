@@ -8,13 +8,15 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
 use dpm_proto::control::{BootStatus, ToClient, ToServer, CONTROL_VERSION};
+use dpm_kvs::{JobId, NodeId};
 use dpm_proto::frame::{read_frame, write_frame};
+use dpm_proto::OUTPUT_WINDOW;
 
 use crate::cli::RunOptions;
 use crate::config::RunConfig;
 use crate::controller::{self, Input};
 use crate::error::{DirError, Error};
-use crate::output::emit;
+use crate::output::{self, Written};
 use crate::plan;
 
 use super::boot_files;
@@ -56,15 +58,59 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
             }
         }
     });
-    loop {
+    let mut out = Relay::new();
+    let end = loop {
+        out.room().await;
         match read_frame::<_, ToClient>(&mut rd).await {
-            Ok(ToClient::Stdout(data)) => emit(false, &data),
-            Ok(ToClient::Stderr(data)) => emit(true, &data),
-            Ok(ToClient::Exit(code)) => return Ok(code),
-            Ok(ToClient::Refused(why)) => return Err(Error::failed(format!("the boot refused the job: {why}"))),
+            Ok(ToClient::Stdout(data)) => out.write(false, data),
+            Ok(ToClient::Stderr(data)) => out.write(true, data),
+            Ok(ToClient::Exit(code)) => break Ok(code),
+            Ok(ToClient::Refused(why)) => break Err(Error::failed(format!("the boot refused the job: {why}"))),
             Ok(_) => {}
-            Err(e) => return Err(Error::failed(format!("lost the boot server: {e}"))),
+            Err(e) => break Err(Error::failed(format!("lost the boot server: {e}"))),
         }
+    };
+    out.finish().await;
+    end
+}
+
+/// The client's output: written by a thread ([`output::stdout_sink`]), with
+/// at most [`OUTPUT_WINDOW`] bytes queued. At the bound the client stops
+/// reading its connection, so a stopped or slow stdout backs up to the
+/// server's writer for this run and from there, through the run's output
+/// windows, to its ranks.
+struct Relay {
+    sink: output::Sink,
+    queued: u64,
+}
+
+impl Relay {
+    fn new() -> Self {
+        Relay { sink: output::stdout_sink(), queued: 0 }
+    }
+
+    fn write(&mut self, is_err: bool, data: Vec<u8>) {
+        let bytes = data.len() as u64;
+        self.queued += bytes;
+        self.sink.console.write(is_err, data, Some(Written { node: NodeId(0), job: JobId(0), bytes }));
+    }
+
+    /// Wait until the queue is below its bound.
+    async fn room(&mut self) {
+        while let Ok(w) = self.sink.written.try_recv() {
+            self.queued = self.queued.saturating_sub(w.bytes);
+        }
+        while self.queued >= OUTPUT_WINDOW {
+            let Some(w) = self.sink.written.recv().await else { return };
+            self.queued = self.queued.saturating_sub(w.bytes);
+        }
+    }
+
+    /// Everything queued is written.
+    async fn finish(self) {
+        let output::Sink { console, mut written } = self.sink;
+        drop(console);
+        while written.recv().await.is_some() {}
     }
 }
 

@@ -26,7 +26,7 @@ use crate::config::{self, RunConfig};
 use crate::controller::{self, Controller, DaemonLink, Input, Settings, Shared, SharedRef};
 use crate::error::Error;
 use crate::node_table::NodeTable;
-use crate::output::Console;
+use crate::output;
 use crate::{hosts, nodes, plan};
 
 use super::BootFiles;
@@ -245,16 +245,13 @@ fn status(server: &Server) -> BootStatus {
 
 /// Run a submitted job for its client: its output goes back over the
 /// connection, its signals and stdin come in; a client that goes away has
-/// its job ended (SIGTERM, then SIGKILL after the grace).
-async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net::unix::OwnedReadHalf, mut wr: tokio::net::unix::OwnedWriteHalf) {
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<ToClient>();
-    let writer = tokio::task::spawn_local(async move {
-        while let Some(msg) = out_rx.recv().await {
-            if write_frame(&mut wr, &msg).await.is_err() {
-                break; // the client is gone; its reader ends the run
-            }
-        }
-    });
+/// its job ended (SIGTERM, then SIGKILL after the grace). The connection is
+/// written by a task of the run's own: a client that stops reading blocks
+/// only that task — and, through the run's output windows, its ranks —
+/// never the server or other runs.
+async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net::unix::OwnedReadHalf, wr: tokio::net::unix::OwnedWriteHalf) {
+    let (sink, drain) = output::sink();
+    let writer = tokio::task::spawn_local(write_to_client(drain, wr));
     let (in_tx, in_rx) = mpsc::unbounded_channel::<Input>();
     let id = server.next_run.get();
     server.next_run.set(id + 1);
@@ -276,28 +273,41 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
         }
     });
 
-    let code = match RunConfig::from_submit(&submit, server.fanout) {
+    let last = match RunConfig::from_submit(&submit, server.fanout) {
         Ok(mut config) => {
             config.warm_spawn = config.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
-            let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), Console::Remote(out_tx.clone()));
+            let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), sink);
             controller.set_failure_policy(config.failure_policy);
             let (job, kvsname) = controller.new_job_id();
             let launch = launch_of(job, kvsname, submit, &server.shared.borrow().tree.nodes);
             controller.launch(launch);
-            controller.run(config.timeout, in_rx).await
+            // Returns once the run's output is written to the client.
+            ToClient::Exit(controller.run(config.timeout, in_rx).await)
         }
-        Err(e) => {
-            let _ = out_tx.send(ToClient::Refused(e.to_string()));
-            1
-        }
+        Err(e) => ToClient::Refused(e.to_string()),
     };
-    let _ = out_tx.send(ToClient::Exit(code));
-    drop(out_tx);
-    let _ = writer.await;
+    if let Ok(Some(mut wr)) = writer.await {
+        let _ = write_frame(&mut wr, &last).await;
+    }
     reader.abort();
     server.runs.borrow_mut().remove(&id);
     server.runs_changed.notify_waiters();
+}
+
+/// Write a run's output to its client until the run drops its console;
+/// the connection back, unless the client went away.
+async fn write_to_client(mut drain: output::Drain, mut wr: tokio::net::unix::OwnedWriteHalf) -> Option<tokio::net::unix::OwnedWriteHalf> {
+    let mut open = true;
+    while let Some(output::Chunk { is_err, data, written }) = drain.next().await {
+        if open && !data.is_empty() {
+            let msg = if is_err { ToClient::Stderr(data) } else { ToClient::Stdout(data) };
+            // The client is gone: its reader ends the run; the rest is dropped.
+            open = write_frame(&mut wr, &msg).await.is_ok();
+        }
+        drain.done(written);
+    }
+    open.then_some(wr)
 }
 
 /// Makes the run's first job, placed with the nodes' current load.

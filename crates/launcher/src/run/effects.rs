@@ -25,8 +25,10 @@ pub enum Timer {
 pub trait RunEffects {
     /// A message for the daemon of `node`.
     fn send(&mut self, node: NodeId, msg: ToDaemon);
-    /// Output of a rank, to pass on (raw or labelled).
-    fn output(&mut self, job: JobId, rank: Rank, stream: Stream, data: &[u8]);
+    /// Output of a rank from `node`'s daemon, to pass on (raw or labelled).
+    /// Once it is written to its destination, the driver calls
+    /// [`super::Run::on_output_written`] with its length.
+    fn output(&mut self, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: &[u8]);
     /// A rank ended: write what is left of its unfinished lines.
     fn flush_output(&mut self, job: JobId, rank: Rank);
     /// One line of dpm's own on stderr (the summary line among them).
@@ -50,7 +52,7 @@ pub trait RunEffects {
 #[derive(Clone, Debug)]
 pub enum Effect {
     Send(NodeId, ToDaemon),
-    Output(JobId, Rank, Stream, Vec<u8>),
+    Output(NodeId, JobId, Rank, Stream, Vec<u8>),
     Flush(JobId, Rank),
     Say(String),
     Arm(Timer, Duration),
@@ -96,8 +98,8 @@ impl RunEffects for Recorder {
     fn send(&mut self, node: NodeId, msg: ToDaemon) {
         self.effects.push(Effect::Send(node, msg));
     }
-    fn output(&mut self, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
-        self.effects.push(Effect::Output(job, rank, stream, data.to_vec()));
+    fn output(&mut self, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
+        self.effects.push(Effect::Output(node, job, rank, stream, data.to_vec()));
     }
     fn flush_output(&mut self, job: JobId, rank: Rank) {
         self.effects.push(Effect::Flush(job, rank));

@@ -216,6 +216,7 @@ impl Run {
         for &d in &j.daemons {
             fx.send(d, ToDaemon::Forget { job });
         }
+        self.written.retain(|(_, j), _| *j != job);
         fx.route(job, false);
         let shared = fx.shared();
         shared.jobs.remove(&job);

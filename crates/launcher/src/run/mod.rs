@@ -26,12 +26,12 @@ mod warm;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use dpm_kvs::{FenceTally, JobId, NameService, NodeId, Rank};
 use dpm_proto::link::InProcessFd;
-use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher};
+use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher, OUTPUT_ACK_STEP};
 
 use crate::kvs_root::KvsRoot;
 use crate::node_table::{NodeTable, PlaceError, Reservation};
@@ -176,6 +176,9 @@ pub struct Run {
     /// Set once the run is over: dpm's exit status.
     exit: Option<i32>,
     warm: warm::WarmPool,
+    /// Output written and not yet acknowledged, per node and job (below
+    /// [`OUTPUT_ACK_STEP`]).
+    written: HashMap<(NodeId, JobId), u64>,
 }
 
 impl Run {
@@ -190,6 +193,7 @@ impl Run {
             stdin_job: None,
             exit: None,
             warm: warm::WarmPool::default(),
+            written: HashMap::new(),
         }
     }
 
@@ -291,6 +295,22 @@ impl Run {
         }
     }
 
+    /// `bytes` of `job`'s output from `node` were written to their
+    /// destination (the driver reports it for each [`RunEffects::output`]):
+    /// credit goes back to the node in steps of [`OUTPUT_ACK_STEP`], which
+    /// keeps its output window open (flow control, see `dpm_proto::OUTPUT_WINDOW`).
+    pub fn on_output_written(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId, bytes: u64) {
+        if !self.jobs.contains_key(&job) {
+            return; // over: its nodes forgot it
+        }
+        let step = self.written.entry((node, job)).or_default();
+        *step += bytes;
+        if *step >= OUTPUT_ACK_STEP {
+            let bytes = std::mem::take(step);
+            fx.send(node, ToDaemon::OutputAck { job, bytes });
+        }
+    }
+
     /// A message from the daemon of `node`.
     pub fn on_message(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: ToLauncher) {
         self.message(fx, node, msg);
@@ -302,8 +322,8 @@ impl Run {
             ToLauncher::Started { job, rank, pid } => self.started(fx, job, rank, pid),
             ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(fx, job, rank, error, errno),
             ToLauncher::Output { job, rank, stream, data } => {
-                if let Some(data) = self.warm_output(fx, job, rank, stream, data) {
-                    fx.output(job, rank, stream, &data);
+                if let Some(data) = self.warm_output(fx, node, job, rank, stream, data) {
+                    fx.output(node, job, rank, stream, &data);
                 }
             }
             ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(fx, job, rank, pid, status, pmi, at),

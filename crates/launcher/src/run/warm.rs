@@ -104,7 +104,7 @@ struct Entry {
     shape: Shape,
     job: JobId,
     /// Its output so far, in order, and how many bytes that is.
-    held: Vec<(Rank, Stream, Vec<u8>)>,
+    held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
     held_bytes: usize,
 }
 
@@ -171,8 +171,8 @@ impl Run {
         } else {
             j.spawn_request = Some(parent);
         }
-        for (rank, stream, data) in entry.held {
-            fx.output(entry.job, rank, stream, &data);
+        for (node, rank, stream, data) in entry.held {
+            fx.output(node, entry.job, rank, stream, &data);
         }
         self.warm.claimed += 1;
         self.warm_say(fx, &format!("claimed {} for {}", entry.job, shape.describe()));
@@ -288,7 +288,7 @@ impl Run {
 
     /// Output of a pooled (or discarded) job is held or dropped; that of an
     /// ordinary job comes back, to go out.
-    pub(super) fn warm_output(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) -> Option<Vec<u8>> {
+    pub(super) fn warm_output(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) -> Option<Vec<u8>> {
         if !self.jobs.get(&job).is_some_and(|j| j.pool) {
             return Some(data);
         }
@@ -297,7 +297,7 @@ impl Run {
             self.warm_drop(fx, job, Some(&format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim")));
         } else {
             e.held_bytes += data.len();
-            e.held.push((rank, stream, data));
+            e.held.push((node, rank, stream, data));
         }
         None
     }

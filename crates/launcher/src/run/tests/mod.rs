@@ -438,7 +438,7 @@ fn stdin_goes_to_rank_0s_node_and_output_is_passed_on() {
     let stdin: Vec<(NodeId, usize)> = rec.sent().iter().filter_map(|(n, m)| if let ToDaemon::Stdin { data, .. } = m { Some((*n, data.len())) } else { None }).collect();
     assert_eq!(stdin, vec![(NodeId(1), 2), (NodeId(1), 0)]);
     run.on_message(&mut rec, NodeId(1), ToLauncher::Output { job: j, rank: Rank(0), stream: dpm_proto::Stream::Stdout, data: b"out".to_vec() });
-    assert!(matches!(rec.effects.last(), Some(Effect::Output(_, Rank(0), _, d)) if d == b"out"));
+    assert!(matches!(rec.effects.last(), Some(Effect::Output(_, _, Rank(0), _, d)) if d == b"out"));
 }
 
 #[test]
@@ -448,3 +448,33 @@ fn rank_ranges_are_compact() {
 }
 
 mod warm;
+
+#[test]
+fn written_output_is_acknowledged_to_its_node_in_steps_until_the_job_ends() {
+    use dpm_proto::OUTPUT_ACK_STEP;
+    let (mut run, mut rec) = fixture(&[1, 1]);
+    let j = started(&mut run, &mut rec, &[0, 1]);
+    rec.take();
+    let acks = |rec: &Recorder| -> Vec<(NodeId, u64)> {
+        rec.sent().iter().filter_map(|(n, m)| if let ToDaemon::OutputAck { job, bytes } = m { assert_eq!(*job, j); Some((*n, *bytes)) } else { None }).collect()
+    };
+    // Credit per node: below the step nothing goes; at it, all of it.
+    run.on_output_written(&mut rec, NodeId(0), j, OUTPUT_ACK_STEP - 1);
+    run.on_output_written(&mut rec, NodeId(1), j, 10);
+    assert!(acks(&rec).is_empty());
+    run.on_output_written(&mut rec, NodeId(0), j, 2);
+    assert_eq!(acks(&rec), vec![(NodeId(0), OUTPUT_ACK_STEP + 1)]);
+    run.on_output_written(&mut rec, NodeId(1), j, OUTPUT_ACK_STEP);
+    assert_eq!(acks(&rec), vec![(NodeId(0), OUTPUT_ACK_STEP + 1), (NodeId(1), OUTPUT_ACK_STEP + 10)]);
+    rec.take();
+    // Once the job has ended, its nodes forgot it: no more credit.
+    run.on_signal(&mut rec, libc::SIGKILL);
+    for (node, rank) in [(0, 0), (1, 1)] {
+        let exited = ToLauncher::Exited { job: j, rank: Rank(rank), pid: 1, status: ExitStatus::Signal(9), pmi: PmiProgress::Active, at: 1 };
+        run.on_message(&mut rec, NodeId(node), exited);
+    }
+    assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Forget { .. })), "the job ended");
+    rec.take();
+    run.on_output_written(&mut rec, NodeId(0), j, 2 * OUTPUT_ACK_STEP);
+    assert!(acks(&rec).is_empty());
+}

@@ -108,7 +108,7 @@ fn a_pooled_jobs_output_is_held_until_its_claim_and_its_crash_is_not_the_runs() 
     start_all(&mut run, &mut rec, pooled, 1);
     ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
     request(&mut run, &mut rec, parent, 1, 2);
-    let shown: Vec<Vec<u8>> = rec.effects.iter().filter_map(|e| if let Effect::Output(j, _, _, d) = e { (*j == pooled).then(|| d.clone()) } else { None }).collect();
+    let shown: Vec<Vec<u8>> = rec.effects.iter().filter_map(|e| if let Effect::Output(_, j, _, _, d) = e { (*j == pooled).then(|| d.clone()) } else { None }).collect();
     assert_eq!(shown, vec![b"one ".to_vec(), b"two\n".to_vec()], "delivered in order at the claim");
     // The refill crashes before its claim: dropped, quietly.
     run.on_timer(&mut rec, Timer::WarmRefill);
@@ -118,7 +118,7 @@ fn a_pooled_jobs_output_is_held_until_its_claim_and_its_crash_is_not_the_runs() 
     run.on_message(&mut rec, NodeId(0), out(refill, b"never shown"));
     ended(&mut run, &mut rec, refill, 1, ExitStatus::Signal(libc::SIGSEGV));
     assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: dropped {refill}: rank 0 ended"))), "{:?}", rec.said());
-    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Output(j, _, _, _) if *j == refill)));
+    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Output(_, j, _, _, _) if *j == refill)));
     // The claimed job ends and gives its slot back: the pool is filled again.
     ended(&mut run, &mut rec, pooled, 1, ExitStatus::Code(0));
     let again = launches(&rec).last().unwrap().0;

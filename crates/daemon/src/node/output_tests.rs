@@ -1,0 +1,143 @@
+//! The node's output path: whole lines (held partial lines, `\r`, the quiet
+//! timer, the hold bound) and the credit window (pause at the window, resume
+//! on acknowledgement, a reaped process drained regardless).
+
+use dpm_kvs::Rank;
+use dpm_proto::{ExitStatus, PmiMode, Stream, ToDaemon, ToLauncher, OUTPUT_WINDOW};
+
+use super::recorder::{Recorded, RecordingEffects};
+use super::tests::{launch, node, J};
+use super::*;
+
+const OUT: Stream = Stream::Stdout;
+
+/// A node running `n` ranks of job `J`.
+fn running(n: u32) -> (NodeReactor, RecordingEffects) {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(n, n, PmiMode::Fd)));
+    fx.take();
+    (r, fx)
+}
+
+/// The output sent up so far, as (rank, bytes), taken out of the log.
+fn sent(fx: &mut RecordingEffects) -> Vec<(u32, Vec<u8>)> {
+    fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Output { rank, data, .. } = m { Some((rank.0, data)) } else { None }).collect()
+}
+
+fn pauses(fx: &RecordingEffects) -> Vec<(u32, bool)> {
+    fx.log.iter().filter_map(|e| if let Recorded::PauseOutput { rank, paused, .. } = e { Some((rank.0, *paused)) } else { None }).collect()
+}
+
+#[test]
+fn a_partial_line_is_held_until_its_end_comes() {
+    let (mut r, mut fx) = running(2);
+    r.on_output(&mut fx, J, Rank(0), OUT, b"one\ntw".to_vec());
+    r.on_output(&mut fx, J, Rank(1), OUT, b"other".to_vec());
+    assert_eq!(sent(&mut fx), vec![(0, b"one\n".to_vec())]);
+    r.on_output(&mut fx, J, Rank(0), OUT, b"o\nthr".to_vec());
+    assert_eq!(sent(&mut fx), vec![(0, b"two\n".to_vec())], "a whole line, never a piece of one");
+    // A carriage return ends a piece too (progress bars show at once).
+    r.on_output(&mut fx, J, Rank(1), OUT, b" 50%\r".to_vec());
+    assert_eq!(sent(&mut fx), vec![(1, b"other 50%\r".to_vec())]);
+}
+
+#[test]
+fn a_quiet_partial_line_goes_up_after_the_quiet_time() {
+    let (mut r, mut fx) = running(1);
+    r.on_output(&mut fx, J, Rank(0), OUT, b"abc".to_vec());
+    let timer = Timer::OutputQuiet { job: J, rank: Rank(0), stream: OUT };
+    assert!(fx.log.iter().any(|e| matches!(e, Recorded::SetTimer(QUIET, t) if *t == timer)));
+    fx.take();
+    // More came before the timer fired: it is set again, nothing goes up.
+    r.on_output(&mut fx, J, Rank(0), OUT, b"def".to_vec());
+    r.on_timer(&mut fx, timer);
+    assert!(sent(&mut fx).is_empty());
+    assert!(matches!(&fx.take()[..], [Recorded::SetTimer(QUIET, t)] if *t == timer));
+    r.on_timer(&mut fx, timer);
+    assert_eq!(sent(&mut fx), vec![(0, b"abcdef".to_vec())]);
+}
+
+#[test]
+fn a_line_that_keeps_growing_goes_up_after_the_last_wait() {
+    let (mut r, mut fx) = running(1);
+    let timer = Timer::OutputQuiet { job: J, rank: Rank(0), stream: OUT };
+    r.on_output(&mut fx, J, Rank(0), OUT, b".".to_vec());
+    for _ in 0..MAX_WAITS {
+        r.on_output(&mut fx, J, Rank(0), OUT, b".".to_vec());
+        r.on_timer(&mut fx, timer);
+        assert!(sent(&mut fx).is_empty());
+    }
+    r.on_output(&mut fx, J, Rank(0), OUT, b".".to_vec());
+    r.on_timer(&mut fx, timer);
+    assert_eq!(sent(&mut fx), vec![(0, vec![b'.'; MAX_WAITS as usize + 2])]);
+}
+
+#[test]
+fn a_full_hold_goes_up_and_bytes_are_never_changed() {
+    let (mut r, mut fx) = running(1);
+    let binary: Vec<u8> = (0..HOLD_MAX + 100).map(|i| (i % 251) as u8 | 0x80).collect();
+    r.on_output(&mut fx, J, Rank(0), OUT, binary[..HOLD_MAX - 1].to_vec());
+    assert!(sent(&mut fx).is_empty());
+    r.on_output(&mut fx, J, Rank(0), OUT, binary[HOLD_MAX - 1..].to_vec());
+    assert_eq!(sent(&mut fx), vec![(0, binary)]);
+}
+
+#[test]
+fn held_lines_go_up_when_the_stream_closes_and_before_the_exit() {
+    let (mut r, mut fx) = running(1);
+    r.on_output(&mut fx, J, Rank(0), OUT, b"out".to_vec());
+    r.on_output(&mut fx, J, Rank(0), Stream::Stderr, b"err".to_vec());
+    r.on_output_closed(&mut fx, J, Rank(0), OUT);
+    assert_eq!(sent(&mut fx), vec![(0, b"out".to_vec())]);
+    // The stderr pipe is held open (a grandchild): the exit, after the
+    // grace, comes behind the held bytes.
+    r.on_exited(&mut fx, J, Rank(0), ExitStatus::Code(0), 1);
+    r.on_timer(&mut fx, Timer::DrainGrace { job: J, rank: Rank(0) });
+    let ups = fx.take_up();
+    assert!(matches!(&ups[..], [ToLauncher::Output { data, stream: Stream::Stderr, .. }, ToLauncher::Exited { .. }] if data == b"err"), "{ups:?}");
+}
+
+#[test]
+fn a_full_window_pauses_the_jobs_readers_until_the_launcher_acknowledges() {
+    let (mut r, mut fx) = running(2);
+    let chunk = vec![b'x'; 64 * 1024 - 1];
+    let line = |mut c: Vec<u8>| {
+        c.push(b'\n');
+        c
+    };
+    for _ in 0..3 {
+        r.on_output(&mut fx, J, Rank(0), OUT, line(chunk.clone()));
+    }
+    assert!(pauses(&fx).is_empty(), "below the window");
+    r.on_output(&mut fx, J, Rank(1), OUT, line(chunk.clone()));
+    let mut p = pauses(&fx);
+    p.sort();
+    assert_eq!(p, vec![(0, true), (1, true)], "at the window: every reader of the job");
+    assert_eq!(sent(&mut fx).len(), 4, "what was read still goes up");
+    fx.take();
+    // Not enough credit: still paused.
+    r.on_message(&mut fx, ToDaemon::OutputAck { job: J, bytes: 0 });
+    assert!(pauses(&fx).is_empty());
+    r.on_message(&mut fx, ToDaemon::OutputAck { job: J, bytes: 64 * 1024 });
+    let mut p = pauses(&fx);
+    p.sort();
+    assert_eq!(p, vec![(0, false), (1, false)]);
+    assert_eq!(OUTPUT_WINDOW, 4 * 64 * 1024, "the test's arithmetic");
+}
+
+#[test]
+fn a_reaped_process_is_drained_whatever_the_window() {
+    let (mut r, mut fx) = running(2);
+    r.on_output(&mut fx, J, Rank(0), OUT, vec![b'\n'; OUTPUT_WINDOW as usize]);
+    assert_eq!(pauses(&fx).len(), 2);
+    fx.take();
+    r.on_exited(&mut fx, J, Rank(1), ExitStatus::Code(0), 1);
+    assert_eq!(pauses(&fx), vec![(1, false)], "its exit must not wait on the window");
+    fx.take();
+    // Paused readers of the job stay paused; the reaped one is not paused again.
+    r.on_output(&mut fx, J, Rank(1), OUT, b"last\n".to_vec());
+    assert!(pauses(&fx).is_empty());
+    r.on_message(&mut fx, ToDaemon::Forget { job: J });
+    r.on_message(&mut fx, ToDaemon::OutputAck { job: J, bytes: 1 });
+    assert!(pauses(&fx).is_empty(), "a forgotten job has no readers");
+}

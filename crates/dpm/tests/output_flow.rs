@@ -1,0 +1,178 @@
+//! The output path under pressure: flow control from the final consumer back
+//! to the ranks (a slow stdout, a stalled boot client), the launcher never
+//! blocked by it, and each rank's lines whole without `-l`.
+
+mod common;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{dpm_bin, program, unique, Dpm};
+
+/// Run `script` under `sh -c` with `$DPM` set to the binary under test
+/// (plain runs: no boot); its stdout and stderr.
+fn shell(script: &str, env: &[(&str, &str)]) -> (String, String) {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg(script).env("DPM", dpm_bin()).env("DPM_NO_BOOT", "1").env_remove("DPM_BOOT").env_remove("MPIEXEC_TIMEOUT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run sh");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Issue 10, defect 3: the launcher's stdout is a consumer that sleeps 4 s
+/// before it reads. The launcher must keep heartbeating its daemons (main's
+/// lost them after 1.5 s and exited 1 with most of the output lost) and
+/// deliver every byte.
+#[test]
+fn a_slow_stdout_does_not_end_a_multi_node_run() {
+    let script = r#"{ "$DPM" run --virtual-nodes 2 -n 2 sh -c 'yes dpm-output-line | head -n 300000'; echo "dpm exit $?" >&2; } | (sleep 4; grep -c '^dpm-output-line$')"#;
+    let (stdout, stderr) = shell(script, &[]);
+    assert!(stderr.contains("dpm exit 0"), "dpm failed behind a slow stdout: {stderr}");
+    assert_eq!(stdout.trim(), "600000", "lines delivered; stderr: {stderr}");
+}
+
+/// The resident set of a process, in KiB.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// A boot in a private runtime directory, downed on drop.
+struct Boot {
+    dir: PathBuf,
+    pid: u32,
+}
+
+impl Boot {
+    fn start() -> Boot {
+        let dir = std::env::temp_dir().join(unique("dpm-output-boot"));
+        let out = Command::new(dpm_bin()).arg("boot").env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "dpm boot failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok());
+        Boot { pid: pid.unwrap_or_else(|| panic!("dpm boot did not say its pid: {stdout}")), dir }
+    }
+
+    fn env(&self) -> [(&'static str, String); 2] {
+        [("DPM_RUNTIME_DIR", self.dir.display().to_string()), ("DPM_NO_BOOT", String::new())]
+    }
+}
+
+impl Drop for Boot {
+    fn drop(&mut self) {
+        let _ = Command::new(dpm_bin()).arg("down").env("DPM_RUNTIME_DIR", &self.dir).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Issue 10, defect 2: a booted run's client stops reading (a consumer that
+/// sleeps). The server must not buffer the run's output (main's grew by
+/// the whole 200 MB): its RSS stays small, another run goes through
+/// meanwhile, and every byte arrives in the end.
+#[test]
+fn a_stalled_boot_client_blocks_only_its_ranks() {
+    let boot = Boot::start();
+    let env = boot.env();
+    let before = rss_kib(boot.pid).expect("the server's RSS");
+    let mut stalled = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#"{ "$DPM" run -n 1 sh -c 'yes | head -c 200000000'; echo "dpm exit $?" >&2; } | (sleep 5; wc -c)"#)
+        .env("DPM", dpm_bin())
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sh");
+    let start = Instant::now();
+    let mut peak = before;
+    let mut other_done = None;
+    while start.elapsed() < Duration::from_millis(4500) {
+        std::thread::sleep(Duration::from_millis(100));
+        peak = peak.max(rss_kib(boot.pid).unwrap_or(0));
+        if other_done.is_none() && start.elapsed() > Duration::from_secs(1) {
+            let t = Instant::now();
+            let out = Dpm::run(["-n", "1", "echo", "other run"]).env("DPM_NO_BOOT", "").env("DPM_RUNTIME_DIR", &env[0].1).output();
+            out.assert_success();
+            assert_eq!(out.stdout_str(), "other run\n", "{}", out.describe());
+            other_done = Some(t.elapsed());
+        }
+    }
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    stalled.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    stalled.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let _ = stalled.wait();
+    assert!(stderr.contains("dpm exit 0"), "the stalled run failed: {stderr}");
+    assert_eq!(stdout.trim(), "200000000", "bytes delivered; stderr: {stderr}");
+    assert!(peak < before + 32 * 1024, "the boot server grew from {before} KiB to {peak} KiB while its client stalled");
+    let other = other_done.expect("the other run ran");
+    assert!(other < Duration::from_secs(3), "another run took {other:?} while one client stalled");
+}
+
+/// Without `-l`, ranks whose lines are each written in five pieces (five
+/// `write(2)`s) never have their lines interleaved (main's broke a few
+/// lines in most runs).
+#[test]
+fn lines_from_several_ranks_stay_whole() {
+    let lines = program("lines");
+    for round in 0..6 {
+        let out = Dpm::run(["-n", "4", &lines, "200", "1000"]).output();
+        out.assert_success();
+        let got = out.lines();
+        let broken: Vec<&String> = got.iter().filter(|l| !is_whole(l)).collect();
+        assert!(broken.is_empty(), "round {round}: {} broken lines, e.g. {:?}", broken.len(), &broken[..broken.len().min(3)]);
+        assert_eq!(got.len(), 800, "round {round}: {}", out.describe());
+    }
+}
+
+/// `rank R line I end`.
+fn is_whole(line: &str) -> bool {
+    let words: Vec<&str> = line.split(' ').collect();
+    matches!(&words[..], ["rank", r, "line", i, "end"] if r.parse::<u32>().is_ok() && i.parse::<u32>().is_ok())
+}
+
+/// Output without a newline is not held until the program ends: a `\r`
+/// passes at once, a partial line after a short quiet time.
+#[test]
+fn progress_output_appears_while_the_program_runs() {
+    let mut child = Command::new(dpm_bin())
+        .args(["run", "-n", "1", "sh", "-c", r#"printf '10%%\r'; sleep 2; printf 'partial'; sleep 2; echo ' done'"#])
+        .env("DPM_NO_BOOT", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run dpm");
+    let start = Instant::now();
+    let mut pipe = child.stdout.take().unwrap();
+    let mut got = Vec::new();
+    let mut seen: Vec<(Duration, Vec<u8>)> = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        let n = pipe.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        seen.push((start.elapsed(), got.clone()));
+    }
+    assert!(child.wait().unwrap().success());
+    assert_eq!(got, b"10%\rpartial done\n");
+    let when = |prefix: &[u8]| seen.iter().find(|(_, g)| g.starts_with(prefix)).map(|(t, _)| *t).unwrap();
+    let end = seen.last().unwrap().0;
+    assert!(when(b"10%\r") + Duration::from_millis(1500) < end, "the \\r line came at {:?}, the end at {end:?}", when(b"10%\r"));
+    assert!(when(b"10%\rpartial") + Duration::from_millis(1000) < end, "the partial line came at {:?}, the end at {end:?}", when(b"10%\rpartial"));
+}
+
+/// Binary output with no newline at all, from a fast writer, through the
+/// line holding and the window: every byte, in order.
+#[test]
+fn binary_output_through_the_window_is_byte_exact() {
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let file = common::TempFile::new("dpm-output-binary", &data, 0o644);
+    let out = Dpm::run(["--virtual-nodes", "2", "-n", "1", "/bin/cat", &file.path_str()]).output();
+    out.assert_success();
+    assert!(out.stdout == data, "{} bytes back of {}", out.stdout.len(), data.len());
+}
