@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
 use dpm_daemon::node::recorder::{Recorded, RecordingEffects};
-use dpm_daemon::node::{NodeReactor, Timer as NodeTimer};
+use dpm_daemon::node::{NodeReactor, ProcStarted, StartError, Timer as NodeTimer};
 use dpm_daemon::tree::{TreeAction, TreeNode};
 use dpm_daemon::DaemonConfig;
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
@@ -90,6 +90,8 @@ enum Event {
     /// A rank goes on with its script.
     Wake { proc: usize },
     NodeTimer { node: usize, timer: NodeTimer },
+    /// A start the node asked for has happened.
+    Started { node: usize, job: JobId, rank: Rank, result: Result<ProcStarted, StartError> },
     RunTimer { timer: RunTimer, generation: u64 },
     Signal(i32),
     LoseNode(usize),
@@ -315,6 +317,9 @@ impl Cluster {
             Event::Reply { proc, bytes } => self.reply(proc, &bytes),
             Event::Wake { proc } => self.step(proc),
             Event::NodeTimer { node, timer } if self.nodes[node].alive => self.with_node(node, |r, fx| r.on_timer(fx, timer)),
+            Event::Started { node, job, rank, result } if self.nodes[node].alive => {
+                self.with_node(node, |r, fx| r.on_started(fx, job, rank, result));
+            }
             Event::RunTimer { timer, generation } if self.timers.get(&timer) == Some(&generation) => {
                 self.with_run(|run, fx| run.on_timer(fx, timer));
             }
@@ -363,6 +368,7 @@ impl Cluster {
     fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut RecordingEffects)) {
         let n = &mut self.nodes[node];
         call(&mut n.reactor, &mut n.fx);
+        n.fx.started.clear(); // answered by Event::Started, in simulated time
         for effect in n.fx.take() {
             self.node_effect(node, effect);
         }
@@ -386,6 +392,10 @@ impl Cluster {
             }
             Recorded::Start(batch) => {
                 for start in batch {
+                    // The start's answer comes back to the reactor as an event,
+                    // as from a real node's spawner threads, never from here.
+                    let event = Event::Started { node, job: start.job, rank: start.rank, result: start.result.clone() };
+                    self.schedule(Duration::ZERO, event);
                     let Ok(started) = start.result else { continue };
                     let script = start.argv.get(1).and_then(|name| self.scripts.get(name)).cloned().unwrap_or_default();
                     let proc = self.procs.len();

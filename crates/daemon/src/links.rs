@@ -6,8 +6,9 @@
 //! The child speaks on its stdin/stdout, so the link is a pipe or an ssh
 //! channel. The run's secret reaches it without touching its command line: in
 //! its environment when forked, as the first frame on its stdin through ssh or
-//! srun. Both directions send heartbeats when idle; a link closed or silent
-//! for [`HEARTBEAT_TIMEOUT`] is reported as [`Up::Lost`] for the
+//! srun. Both directions send heartbeats when idle; a link closed, or silent
+//! for the [`heartbeat_timeout`] (`DPM_HEARTBEAT_TIMEOUT`, passed to every
+//! daemon as `--heartbeat-timeout`), is reported as [`Up::Lost`] for the
 //! child's node.
 
 use std::process::Stdio;
@@ -20,12 +21,15 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
-use dpm_proto::frame::{handshake, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, heartbeat_timeout, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::tree::Bootstrap;
 
 /// How long a daemon may take to answer the handshake (ssh connection included).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `dpm daemon` flag that gives the link's silence timeout, in seconds.
+pub const HEARTBEAT_TIMEOUT_FLAG: &str = "--heartbeat-timeout";
 
 /// The `dpm daemon` flag that says: the secret is the first frame on stdin.
 pub const SECRET_STDIN_FLAG: &str = "--secret-stdin";
@@ -53,6 +57,9 @@ pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbos
     for _ in 0..verbose {
         args.push("-v".into());
     }
+    // Both ends of every link must agree on when silence means loss.
+    args.push(HEARTBEAT_TIMEOUT_FLAG.into());
+    args.push(heartbeat_timeout().as_secs_f64().to_string());
     let secret_on_stdin = *bootstrap != Bootstrap::Fork;
     if secret_on_stdin {
         args.push(SECRET_STDIN_FLAG.into());
@@ -179,9 +186,13 @@ where
             }
         }
     });
+    let silence = heartbeat_timeout();
     let reader = crate::spawn_local_here(async move {
+        let mut meter = SilenceMeter::new();
         loop {
-            let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, reader.recv()).await {
+            let frame = tokio::time::timeout(silence, reader.recv()).await;
+            meter.heard(|| format!("node {node}"));
+            let error = match frame {
                 Ok(Ok(Up::Heartbeat)) => continue,
                 Ok(Ok(envelope)) => {
                     if up.send(envelope).is_err() {
@@ -191,7 +202,7 @@ where
                 }
                 Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
                 Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("no word from its daemon for {:.1} s (host down or unreachable)", HEARTBEAT_TIMEOUT.as_secs_f64()),
+                Err(_) => format!("no word from its daemon for {:.1} s (host down, unreachable or hung)", silence.as_secs_f64()),
             };
             // What is left of the link is of no use: end it now rather than at shutdown.
             on_lost();
@@ -200,6 +211,29 @@ where
         }
     });
     (down_tx, reader)
+}
+
+/// The longest silence on a link so far, logged (debug) each time it grows
+/// past two heartbeat periods: how close a busy peer came to being lost.
+pub(crate) struct SilenceMeter {
+    last: tokio::time::Instant,
+    longest: Duration,
+}
+
+impl SilenceMeter {
+    pub(crate) fn new() -> Self {
+        SilenceMeter { last: tokio::time::Instant::now(), longest: 2 * HEARTBEAT_EVERY }
+    }
+
+    /// A frame came (or the wait for one ended) from `peer`.
+    pub(crate) fn heard(&mut self, peer: impl FnOnce() -> String) {
+        let gap = self.last.elapsed();
+        self.last = tokio::time::Instant::now();
+        if gap > self.longest {
+            self.longest = gap;
+            tracing::debug!("the link to {} was silent for {:.0} ms", peer(), gap.as_secs_f64() * 1e3);
+        }
+    }
 }
 
 /// A child daemon whose link is up and bridged.
@@ -222,6 +256,7 @@ pub async fn start_children(
     secret: &Secret,
     up: &mpsc::UnboundedSender<Up>,
 ) -> Result<Vec<LinkedChild>, String> {
+    dpm_proto::frame::configure_heartbeat_timeout().map_err(|e| format!("{}: {e}", dpm_proto::frame::HEARTBEAT_TIMEOUT_ENV))?;
     let mut greeting = tokio::task::JoinSet::new();
     for &node in nodes {
         let mut child = start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose, secret)?;

@@ -15,7 +15,7 @@ use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
@@ -144,10 +144,18 @@ struct Spawned {
     stdin: bool,
 }
 
+/// A spawner thread's answer to one [`Spawner::submit`]: give it to
+/// [`Spawner::finish`] (on the thread that owns the [`Spawner`]).
+pub struct SpawnDone {
+    /// The token the task was submitted with.
+    pub token: u64,
+    thread: usize,
+    result: io::Result<Spawned>,
+}
+
 struct Queued {
     task: SpawnTask,
-    index: usize,
-    done: mpsc::Sender<(usize, usize, io::Result<Spawned>)>,
+    token: u64,
 }
 
 /// Threads that start processes, one per CPU, so that several children exec
@@ -161,44 +169,61 @@ struct Queued {
 /// four fds per running rank — made starting N ranks cost O(N²) (1024 ranks:
 /// +0.23 s). The thread creates a child's socket and pipes in its own table
 /// and passes the parent's ends to the daemon with `SCM_RIGHTS`.
+///
+/// Submitting never waits: each answer comes back on the channel given to
+/// [`Spawner::new`], so the daemon's event loop goes on while thousands of
+/// clones run. (Through a relay thread: waking a tokio loop writes to its
+/// eventfd, which is not in a spawner thread's private fd table.)
 pub struct Spawner {
     queue: mpsc::Sender<Queued>,
+    answers: tokio::sync::mpsc::UnboundedSender<SpawnDone>,
     /// The daemon's end of each thread's fd-passing socket.
     sockets: Vec<std::os::unix::net::UnixStream>,
+    /// Set when the daemon stops: the threads start nothing more.
+    stopping: Arc<AtomicBool>,
 }
 
 impl Spawner {
-    pub fn new() -> io::Result<Spawner> {
+    /// Start the threads; every [`SpawnDone`] comes on `answers`.
+    pub fn new(answers: tokio::sync::mpsc::UnboundedSender<SpawnDone>) -> io::Result<Spawner> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+        let (done, relayed) = mpsc::channel::<SpawnDone>();
+        let relay = answers.clone();
+        std::thread::Builder::new().name("dpm-spawn-relay".into()).spawn(move || {
+            for answer in relayed {
+                if relay.send(answer).is_err() {
+                    return;
+                }
+            }
+        })?;
         let (queue, rx) = mpsc::channel::<Queued>();
         let rx = Arc::new(Mutex::new(rx));
+        let stopping = Arc::new(AtomicBool::new(false));
         let mut sockets = Vec::with_capacity(threads);
         // The threads log in the node's span.
         let span = tracing::Span::current();
         for i in 0..threads {
             let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
             sockets.push(ours);
-            let (rx, span) = (rx.clone(), span.clone());
-            std::thread::Builder::new().name(format!("dpm-spawn-{i}")).spawn(move || span.in_scope(|| spawner_thread(i, theirs, rx)))?;
+            let (rx, span, stopping, done) = (rx.clone(), span.clone(), stopping.clone(), done.clone());
+            std::thread::Builder::new()
+                .name(format!("dpm-spawn-{i}"))
+                .spawn(move || span.in_scope(|| spawner_thread(i, theirs, rx, done, &stopping)))?;
         }
-        Ok(Spawner { queue, sockets })
+        Ok(Spawner { queue, answers, sockets, stopping })
     }
 
-    /// Start every task; the results come back in the tasks' order.
-    pub fn start_all(&self, tasks: Vec<SpawnTask>) -> Vec<io::Result<Started>> {
-        let n = tasks.len();
-        let (done, results) = mpsc::channel();
-        for (index, task) in tasks.into_iter().enumerate() {
-            if let Err(mpsc::SendError(q)) = self.queue.send(Queued { task, index, done: done.clone() }) {
-                let _ = done.send((q.index, 0, Err(io::Error::other("the spawner threads are gone"))));
-            }
+    /// Queue a start; its [`SpawnDone`] (with `token`) comes later.
+    pub fn submit(&self, token: u64, task: SpawnTask) {
+        if let Err(mpsc::SendError(q)) = self.queue.send(Queued { task, token }) {
+            let _ = self.answers.send(SpawnDone { token: q.token, thread: 0, result: Err(io::Error::other("the spawner threads are gone")) });
         }
-        drop(done);
-        let mut out: Vec<Option<io::Result<Started>>> = (0..n).map(|_| None).collect();
-        for (index, thread, result) in results.iter().take(n) {
-            out[index] = Some(result.and_then(|s| self.receive_fds(thread, s)));
-        }
-        out.into_iter().map(|r| r.unwrap_or_else(|| Err(io::Error::other("a spawner thread died")))).collect()
+    }
+
+    /// The started process (its fds taken from the thread's socket, where
+    /// they were sent before the answer), or why it could not start.
+    pub fn finish(&self, done: SpawnDone) -> (u64, io::Result<Started>) {
+        (done.token, done.result.and_then(|s| self.receive_fds(done.thread, s)))
     }
 
     /// The fds a thread sent for a started process: pidfd, stdout, stderr,
@@ -233,7 +258,19 @@ impl Spawner {
     }
 }
 
-fn spawner_thread(index: usize, socket: std::os::unix::net::UnixStream, rx: Arc<Mutex<mpsc::Receiver<Queued>>>) {
+impl Drop for Spawner {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+}
+
+fn spawner_thread(
+    index: usize,
+    socket: std::os::unix::net::UnixStream,
+    rx: Arc<Mutex<mpsc::Receiver<Queued>>>,
+    done: mpsc::Sender<SpawnDone>,
+    stopping: &AtomicBool,
+) {
     // A private fd table holding only the standard streams and our socket.
     match nix::sched::unshare(nix::sched::CloneFlags::CLONE_FILES) {
         Ok(()) => {
@@ -253,6 +290,9 @@ fn spawner_thread(index: usize, socket: std::os::unix::net::UnixStream, rx: Arc<
     loop {
         let next = rx.lock().map(|r| r.recv());
         let Ok(Ok(q)) = next else { return }; // the daemon is gone
+        if stopping.load(Ordering::SeqCst) {
+            return; // nobody would watch what starts now
+        }
         let t = &q.task;
         let started = match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin) {
             // The job's group vanishes when its leader exits early: start a new one.
@@ -260,7 +300,7 @@ fn spawner_thread(index: usize, socket: std::os::unix::net::UnixStream, rx: Arc<
             other => other,
         };
         let result = started.and_then(|s| send_fds(&socket, s));
-        let _ = q.done.send((q.index, index, result));
+        let _ = done.send(SpawnDone { token: q.token, thread: index, result });
     }
 }
 

@@ -7,7 +7,10 @@
 //! connection's task hands the bytes it read straight to the reactor, which
 //! writes the replies through [`NodeEffects::pmi_write`] before returning — a
 //! request costs one read and one write, with no hop through other tasks.
-//! Per-process tasks report output and exits through an event channel.
+//! Per-process tasks report output and exits through an event channel; the
+//! spawner threads answer each start on another, one answer per turn of the
+//! loop ([`NodeEffects::start`] returns at once). A `dpm daemon` runs all this
+//! on a thread of its own ([`serve_apart`]), apart from its link.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -26,7 +29,7 @@ use dpm_pmi::ConnId;
 use dpm_proto::link::Down;
 use dpm_proto::ToLauncher;
 
-use super::{NodeEffects, NodeReactor, ProcStart, ProcStarted, StartError, Timer};
+use super::{NodeEffects, NodeReactor, ProcStart, ProcStarted, Timer};
 use crate::spawn::{self, SpawnTask};
 use crate::tasks::{self, Event};
 use crate::{mpich_shm, DaemonConfig};
@@ -41,11 +44,36 @@ pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: 
     serve(config, down, up).instrument(span).await
 }
 
+/// [`serve`] on a thread of its own with its own event loop, so that nothing
+/// the node does — a burst of starts, a huge PMI request — can hold up the
+/// caller's loop, which carries the link's frames and heartbeats. Returns
+/// when the node has stopped. The thread lives as long as the node; ranks
+/// are started from its spawner threads.
+pub(crate) async fn serve_apart(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
+    let span = tracing::Span::current();
+    let (done, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new().name("dpm-node".into()).spawn(move || {
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime.block_on(tokio::task::LocalSet::new().run_until(serve(config, down, up).instrument(span))),
+            Err(e) => tracing::error!(parent: &span, "cannot start the node's event loop: {e}"),
+        }
+        // Its tasks (and their fds) are gone with the runtime.
+        drop(done);
+    });
+    match thread {
+        Ok(_) => {
+            let _ = stopped.await;
+        }
+        Err(e) => tracing::error!("cannot start the node's thread: {e}"),
+    }
+}
+
 /// [`run`] inside the caller's span.
 pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
     let (events, mut events_rx) = mpsc::unbounded_channel();
+    let (spawned, mut spawned_rx) = mpsc::unbounded_channel();
     let reactor = NodeReactor::new(&config);
-    let spawner = match spawn::Spawner::new() {
+    let spawner = match spawn::Spawner::new(spawned) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("cannot start the spawner threads: {e}");
@@ -53,7 +81,17 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
         }
     };
     let node = Rc::new_cyclic(|me| {
-        let io = Io { me: me.clone(), spawner, up, events, conns: HashMap::new(), stdin: HashMap::new(), ports: HashMap::new() };
+        let io = Io {
+            me: me.clone(),
+            spawner,
+            starting: HashMap::new(),
+            next_start: 0,
+            up,
+            events,
+            conns: HashMap::new(),
+            stdin: HashMap::new(),
+            ports: HashMap::new(),
+        };
         RefCell::new(Node { reactor, io })
     });
     loop {
@@ -64,6 +102,8 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
                 Some(Down::Tree(_) | Down::Heartbeat) => {} // the link's business
             },
             Some(event) = events_rx.recv() => node.borrow_mut().on_event(event),
+            // One start at a time: the loop never holds for a whole launch.
+            Some(done) = spawned_rx.recv() => node.borrow_mut().on_spawned(done),
         }
     }
     node.borrow_mut().with(|r, io| r.shutdown(io));
@@ -78,6 +118,15 @@ struct Node {
 impl Node {
     fn with<T>(&mut self, f: impl FnOnce(&mut NodeReactor, &mut Io) -> T) -> T {
         f(&mut self.reactor, &mut self.io)
+    }
+
+    /// A spawner thread's answer: take over the process, tell the reactor.
+    fn on_spawned(&mut self, done: spawn::SpawnDone) {
+        let Node { reactor, io } = self;
+        let (token, result) = io.spawner.finish(done);
+        let Some(p) = io.starting.remove(&token) else { return };
+        let result = result.map(|s| io.adopt(&p, s)).map_err(spawn::start_error);
+        reactor.on_started(io, p.job, p.rank, result);
     }
 
     fn on_event(&mut self, event: Event) {
@@ -112,6 +161,9 @@ struct Io {
     /// Handed to connection tasks, which call back into the reactor.
     me: Weak<RefCell<Node>>,
     spawner: spawn::Spawner,
+    /// Starts submitted, by token, until their answer.
+    starting: HashMap<u64, ProcStart>,
+    next_start: u64,
     up: mpsc::UnboundedSender<ToLauncher>,
     events: mpsc::UnboundedSender<Event>,
     conns: HashMap<ConnId, Conn>,
@@ -202,10 +254,14 @@ impl NodeEffects for Io {
         }
     }
 
-    fn start(&mut self, procs: Vec<ProcStart>) -> Vec<Result<ProcStarted, StartError>> {
-        let tasks = procs.iter().map(|p| SpawnTask { app: Arc::clone(&p.app), env: p.env.clone(), pgid: p.pgid, with_stdin: p.with_stdin }).collect();
-        let results = self.spawner.start_all(tasks);
-        procs.iter().zip(results).map(|(p, r)| r.map(|s| self.adopt(p, s)).map_err(spawn::start_error)).collect()
+    fn start(&mut self, procs: Vec<ProcStart>) {
+        for p in procs {
+            let token = self.next_start;
+            self.next_start += 1;
+            let task = SpawnTask { app: Arc::clone(&p.app), env: p.env.clone(), pgid: p.pgid, with_stdin: p.with_stdin };
+            self.spawner.submit(token, task);
+            self.starting.insert(token, p);
+        }
     }
 
     fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()> {

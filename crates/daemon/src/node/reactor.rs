@@ -8,7 +8,7 @@ use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
 use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
-use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, Timer, DRAIN_GRACE};
+use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, StartError, Timer, DRAIN_GRACE};
 use crate::DaemonConfig;
 
 /// One process of a job on this node, until its exit is reported.
@@ -53,6 +53,43 @@ struct JobProcs {
     stdin: bool,
     /// The job's PMI port (`PMI_PORT` mode).
     port: Option<String>,
+    /// Its launch, while starts are out.
+    launching: Option<Launching>,
+}
+
+impl JobProcs {
+    /// Pass stdin from the launcher to the process that reads it (an empty
+    /// chunk closes it); nothing once closed or if none reads it.
+    fn feed_stdin(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, data: Vec<u8>) {
+        if !self.stdin {
+            return;
+        }
+        if data.is_empty() {
+            self.stdin = false;
+            fx.stdin_close(job);
+        } else {
+            fx.stdin_write(job, data);
+        }
+    }
+}
+
+/// A launch whose starts are not all back ([`NodeEffects::start`] is
+/// asynchronous).
+struct Launching {
+    /// The other ranks, asked for once the first has founded the group.
+    rest: Vec<ProcStart>,
+    /// Starts asked for whose result has not come.
+    pending: usize,
+    /// Each local rank's place in the launch and program, for the report.
+    ranks: HashMap<Rank, (usize, String)>,
+    /// The first failure in launch order so far: (place, rank, error).
+    failure: Option<(usize, Rank, StartError)>,
+    /// Stdin from the launcher while the rank that reads it is starting
+    /// (an empty chunk closes it), passed on once it has started; dropped
+    /// with the launch if it never does.
+    stdin: Option<Vec<Vec<u8>>>,
+    /// Signals sent to the job meanwhile, for each process that starts after.
+    signals: Vec<i32>,
 }
 
 /// The node daemon's state machine. See the module documentation of
@@ -65,6 +102,9 @@ pub struct NodeReactor {
     procs: HashMap<(JobId, Rank), Proc>,
     jobs: HashMap<JobId, JobProcs>,
     requests: HashMap<RequestId, ConnId>,
+    /// Group leaders started after their job ended, killed and waiting to be
+    /// seen exit before they are released.
+    strays: HashMap<(JobId, Rank), i32>,
     next_conn: u64,
     next_request: u64,
 }
@@ -78,6 +118,7 @@ impl NodeReactor {
             procs: HashMap::new(),
             jobs: HashMap::new(),
             requests: HashMap::new(),
+            strays: HashMap::new(),
             next_conn: 0,
             next_request: 0,
         }
@@ -109,13 +150,12 @@ impl NodeReactor {
             }
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),
             ToDaemon::Stdin { job, data } => {
-                let Some(j) = self.jobs.get_mut(&job).filter(|j| j.stdin) else { return };
-                if data.is_empty() {
-                    j.stdin = false;
-                    fx.stdin_close(job);
-                } else {
-                    fx.stdin_write(job, data);
+                let Some(j) = self.jobs.get_mut(&job) else { return };
+                if let Some(held) = j.launching.as_mut().and_then(|l| l.stdin.as_mut()) {
+                    // Its reader is still starting: kept until it has.
+                    return held.push(data);
                 }
+                j.feed_stdin(fx, job, data);
             }
             ToDaemon::Forget { job } => self.forget(fx, job),
             ToDaemon::Adopt { launch, rank, pid, pmi } => self.adopt_foreign(fx, launch, rank, pid, pmi.get()),
@@ -172,6 +212,9 @@ impl NodeReactor {
 
     /// A process was reaped at `at` (µs since the epoch).
     pub fn on_exited(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, status: ExitStatus, at: u64) {
+        if let Some(pid) = self.strays.remove(&(job, rank)) {
+            return fx.release_leader(pid);
+        }
         let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
         if p.exit.is_some() {
             return;
@@ -251,27 +294,92 @@ impl NodeReactor {
             starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn });
         }
         // The first process founds the job's process group; the others join
-        // it, started in parallel.
+        // it, asked for (and started in parallel) once its group exists.
         let rest = if starts.is_empty() { Vec::new() } else { starts.split_off(1) };
-        let mut results = fx.start(starts);
-        let pgid = results.first().and_then(|r| r.as_ref().ok()).map(|s| s.pgid);
-        if let Some(pgid) = pgid {
-            results.extend(fx.start(rest.into_iter().map(|s| ProcStart { pgid, ..s }).collect()));
+        let ranks = spec.procs.iter().enumerate().map(|(i, p)| (p.rank, (i, spec.apps.get(p.app).map_or("?".into(), |a| a.exe.clone())))).collect();
+        let pending = starts.len();
+        if let Some(j) = self.jobs.get_mut(&job) {
+            let stdin = spec.stdin_rank.filter(|r| spec.procs.iter().any(|p| p.rank == *r)).map(|_| Vec::new());
+            j.launching = Some(Launching { rest, pending, ranks, failure: None, stdin, signals: Vec::new() });
         }
-        let mut failure = None;
-        for (proc, started) in spec.procs.iter().zip(results) {
-            match started {
-                Ok(s) => self.started(fx, job, proc.rank, s),
-                Err(err) if failure.is_none() => failure = Some((proc, err)),
-                Err(_) => {}
+        if pending == 0 {
+            return self.launch_settled(fx, job);
+        }
+        fx.start(starts);
+    }
+
+    /// The result of a start asked through [`NodeEffects::start`].
+    pub fn on_started(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, result: Result<ProcStarted, StartError>) {
+        let Some(launching) = self.jobs.get_mut(&job).and_then(|j| j.launching.as_mut()) else {
+            // The job ended while it was starting: the process goes at once.
+            if let Ok(s) = result {
+                self.stray(fx, job, rank, s);
             }
+            return;
+        };
+        launching.pending = launching.pending.saturating_sub(1);
+        let ask = match &result {
+            // The founder is in: now the others, in its group.
+            Ok(s) if !launching.rest.is_empty() => {
+                let pgid = s.pgid;
+                let rest: Vec<ProcStart> = std::mem::take(&mut launching.rest).into_iter().map(|p| ProcStart { pgid, ..p }).collect();
+                launching.pending += rest.len();
+                rest
+            }
+            Ok(_) => Vec::new(),
+            Err(err) => {
+                // The first failure in the launch's order is the one reported
+                // (the founder's failure leaves the others unasked).
+                let index = launching.ranks.get(&rank).map_or(usize::MAX, |(i, _)| *i);
+                if launching.failure.as_ref().is_none_or(|(i, _, _)| index < *i) {
+                    launching.failure = Some((index, rank, err.clone()));
+                }
+                launching.rest.clear();
+                Vec::new()
+            }
+        };
+        if let Ok(s) = result {
+            self.started(fx, job, rank, s);
         }
-        if let Some((proc, err)) = failure {
+        if !ask.is_empty() {
+            fx.start(ask);
+        }
+        if self.jobs.get(&job).and_then(|j| j.launching.as_ref()).is_some_and(|l| l.pending == 0) {
+            self.launch_settled(fx, job);
+        }
+    }
+
+    /// Every start of a launch has its result: report the launch's failure, if any.
+    fn launch_settled(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
+        let Some(launching) = self.jobs.get_mut(&job).and_then(|j| j.launching.take()) else { return };
+        match launching.failure {
             // The launcher ends the job; the ranks that did start get killed.
-            let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
-            return self.launch_failed(fx, job, proc.rank, format!("cannot start '{exe}': {err}"), err.errno);
+            Some((_, rank, err)) => {
+                let exe = launching.ranks.get(&rank).map_or("?", |(_, exe)| exe.as_str());
+                self.launch_failed(fx, job, rank, format!("cannot start '{exe}': {err}"), err.errno)
+            }
+            None => tracing::debug!(%job, ranks = launching.ranks.len(), "launched"),
         }
-        tracing::debug!(%job, ranks = local_n, "launched")
+    }
+
+    /// A process started for a job that has ended meanwhile: kill it; a group
+    /// leader is kept until its exit is seen, then released.
+    fn stray(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, s: ProcStarted) {
+        tracing::debug!(%job, rank = rank.0, pid = s.pid, "started after its job ended: killed");
+        // Only its own group: the ended job's group id may be free by now.
+        if s.pgid == s.pid {
+            fx.kill_group(s.pgid, libc::SIGKILL);
+        }
+        fx.kill_process(s.pid, libc::SIGKILL);
+        if let Some(conn) = s.pmi {
+            fx.pmi_drop(conn);
+        }
+        if s.stdin {
+            fx.stdin_close(job);
+        }
+        if s.pgid == s.pid {
+            self.strays.insert((job, rank), s.pid);
+        }
     }
 
     fn launch_failed(&self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, error: String, errno: i32) {
@@ -312,6 +420,14 @@ impl NodeReactor {
             j.leaders.push(s.pid);
         }
         j.stdin |= s.stdin;
+        if s.stdin {
+            for data in j.launching.as_mut().and_then(|l| l.stdin.take()).unwrap_or_default() {
+                j.feed_stdin(fx, job, data);
+            }
+        }
+        for &signal in j.launching.as_ref().map_or(&[][..], |l| &l.signals[..]) {
+            fx.kill_process(s.pid, signal);
+        }
         if let Some(conn) = s.pmi {
             self.attach(conn, job, Some(rank));
         }
@@ -367,7 +483,11 @@ impl NodeReactor {
     }
 
     fn signal_job(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, signal: i32) {
-        let Some(j) = self.jobs.get(&job) else { return };
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        if let Some(launching) = j.launching.as_mut() {
+            // The processes still starting get it as they start.
+            launching.signals.push(signal);
+        }
         for &pgid in &j.pgids {
             fx.kill_group(pgid, signal);
         }
