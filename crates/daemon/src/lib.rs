@@ -35,6 +35,7 @@ pub mod mpich_shm;
 pub mod node;
 pub mod peer;
 pub mod spawn;
+pub mod spawner;
 pub mod stdio;
 mod tasks;
 pub mod tree;

@@ -30,7 +30,8 @@ use dpm_proto::link::Down;
 use dpm_proto::ToLauncher;
 
 use super::{NodeEffects, NodeReactor, ProcStart, ProcStarted, Timer};
-use crate::spawn::{self, SpawnTask};
+use crate::spawn;
+use crate::spawner::{SpawnTask, Spawner};
 use crate::tasks::{self, Event};
 use crate::{mpich_shm, DaemonConfig};
 
@@ -71,9 +72,8 @@ pub(crate) async fn serve_apart(config: DaemonConfig, down: mpsc::UnboundedRecei
 /// [`run`] inside the caller's span.
 pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
     let (events, mut events_rx) = mpsc::unbounded_channel();
-    let (spawned, mut spawned_rx) = mpsc::unbounded_channel();
     let reactor = NodeReactor::new(&config);
-    let spawner = match spawn::Spawner::new(spawned) {
+    let (spawner, answers) = match Spawner::new() {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("cannot start the spawner threads: {e}");
@@ -102,8 +102,8 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
                 Some(Down::Tree(_) | Down::Heartbeat) => {} // the link's business
             },
             Some(event) = events_rx.recv() => node.borrow_mut().on_event(event),
-            // One start at a time: the loop never holds for a whole launch.
-            Some(done) = spawned_rx.recv() => node.borrow_mut().on_spawned(done),
+            // The starts answered so far: the loop never holds for a whole launch.
+            answered = answers.take() => node.borrow_mut().on_spawned(answered),
         }
     }
     node.borrow_mut().with(|r, io| r.shutdown(io));
@@ -120,13 +120,14 @@ impl Node {
         f(&mut self.reactor, &mut self.io)
     }
 
-    /// A spawner thread's answer: take over the process, tell the reactor.
-    fn on_spawned(&mut self, done: spawn::SpawnDone) {
+    /// The spawner threads' answers: take over each process, tell the reactor.
+    fn on_spawned(&mut self, answered: Vec<(u64, std::io::Result<spawn::Started>)>) {
         let Node { reactor, io } = self;
-        let (token, result) = io.spawner.finish(done);
-        let Some(p) = io.starting.remove(&token) else { return };
-        let result = result.map(|s| io.adopt(&p, s)).map_err(spawn::start_error);
-        reactor.on_started(io, p.job, p.rank, result);
+        for (token, result) in answered {
+            let Some(p) = io.starting.remove(&token) else { continue };
+            let result = result.map(|s| io.adopt(&p, s)).map_err(spawn::start_error);
+            reactor.on_started(io, p.job, p.rank, result);
+        }
     }
 
     fn on_event(&mut self, event: Event) {
@@ -160,7 +161,7 @@ struct Conn {
 struct Io {
     /// Handed to connection tasks, which call back into the reactor.
     me: Weak<RefCell<Node>>,
-    spawner: spawn::Spawner,
+    spawner: Spawner,
     /// Starts submitted, by token, until their answer.
     starting: HashMap<u64, ProcStart>,
     next_start: u64,
