@@ -125,11 +125,19 @@ where
         let silence = heartbeat_timeout();
         crate::spawn_local_here(async move {
             let mut meter = links::SilenceMeter::new();
+            // While the parent is stopped (Ctrl-Z), only a closed link is loss.
+            let mut suspended = false;
             loop {
-                let frame = tokio::time::timeout(silence, reader.recv()).await;
+                let frame = if suspended { Ok(reader.recv().await) } else { tokio::time::timeout(silence, reader.recv()).await };
                 meter.heard(|| "the parent".to_string());
                 match frame {
                     Ok(Ok(Down::Heartbeat)) => {}
+                    Ok(Ok(Down::Suspend)) => {
+                        tracing::debug!("the parent is stopping: its silence is no loss until it resumes");
+                        suspended = true;
+                    }
+                    // A fresh clock: the wait for the next frame starts now.
+                    Ok(Ok(Down::Resume)) => suspended = false,
                     Ok(Ok(Down::Tree(spec))) => {
                         if let Err(error) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {
                             tracing::error!("cannot start the daemons below node {node}: {error}");

@@ -12,6 +12,7 @@
 //! child's node.
 
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -189,11 +190,17 @@ where
     let silence = heartbeat_timeout();
     let reader = crate::spawn_local_here(async move {
         let mut meter = SilenceMeter::new();
+        let mut stops = STOPS.load(Ordering::SeqCst);
         loop {
             let frame = tokio::time::timeout(silence, reader.recv()).await;
             meter.heard(|| format!("node {node}"));
+            if frame.is_ok() {
+                stops = STOPS.load(Ordering::SeqCst); // heard since any stop
+            }
             let error = match frame {
                 Ok(Ok(Up::Heartbeat)) => continue,
+                // We were stopped (Ctrl-Z) meanwhile: a fresh clock.
+                Err(_) if !silence_counts(&mut stops) => continue,
                 Ok(Ok(envelope)) => {
                     if up.send(envelope).is_err() {
                         return;
@@ -211,6 +218,35 @@ where
         }
     });
     (down_tx, reader)
+}
+
+/// Whether this process is stopping (Ctrl-Z of `dpm run`): its links do not
+/// judge silence until [`resume_judging`]…
+static SUSPENDED: AtomicBool = AtomicBool::new(false);
+/// …and each suspension and resumption counts here, so that a wait for a
+/// frame that spanned one starts afresh rather than reading as loss.
+static STOPS: AtomicU64 = AtomicU64::new(0);
+
+/// This process is about to stop: the silence of the links it bridged is no
+/// loss until [`resume_judging`] (a closed link still is).
+pub fn suspend_judging() {
+    SUSPENDED.store(true, Ordering::SeqCst);
+    STOPS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// This process runs again: every link's silence is judged from now.
+pub fn resume_judging() {
+    SUSPENDED.store(false, Ordering::SeqCst);
+    STOPS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Whether a silence just measured may be loss: not while suspended, nor if
+/// a stop came or went since `seen` (which is brought up to date).
+fn silence_counts(seen: &mut u64) -> bool {
+    let now = STOPS.load(Ordering::SeqCst);
+    let quiet = now == *seen && !SUSPENDED.load(Ordering::SeqCst);
+    *seen = now;
+    quiet
 }
 
 /// The longest silence on a link so far, logged (debug) each time it grows

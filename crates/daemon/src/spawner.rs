@@ -235,6 +235,14 @@ fn send_answer(socket: &OwnedFd, token: u64, result: io::Result<Started>, flags:
 }
 
 fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, stopping: &AtomicBool) {
+    // No signal is handled here: the process's handlers (tokio's) write to
+    // an fd of the daemon's table, which this thread's private table lacks.
+    // A Ctrl-Z or Ctrl-C delivered to this thread was lost (a one-node `dpm
+    // run`, whose node runs in the launcher, ignored SIGTSTP about half the
+    // time); blocked here, the kernel gives it to another thread.
+    if let Err(e) = nix::sys::signal::pthread_sigmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&nix::sys::signal::SigSet::all()), None) {
+        tracing::warn!("spawner thread {index}: cannot block signals: {e}");
+    }
     // A private fd table holding only the standard streams and our socket.
     match nix::sched::unshare(nix::sched::CloneFlags::CLONE_FILES) {
         Ok(()) => {

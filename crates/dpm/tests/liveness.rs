@@ -121,3 +121,48 @@ fn an_invalid_heartbeat_timeout_is_refused_with_a_clear_error() {
         out.assert_stderr_contains(&format!("DPM_HEARTBEAT_TIMEOUT: invalid heartbeat timeout \"{bad}\": expected seconds from 0.5 to 86400"));
     }
 }
+
+/// The state letter of `pid` in `/proc/<pid>/stat` (`T`: stopped), if it lives.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: " <state> ...".
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// Ctrl-Z (SIGTSTP) stops the launcher and every rank; after 3 s — twice
+/// the heartbeat timeout — `fg` (SIGCONT) resumes them and the run ends
+/// as if nothing happened.
+fn ctrl_z_for_3_s_then_fg(placement: &[&str]) {
+    let _alone = alone();
+    let script = "for i in 1 2 3 4 5 6 7 8; do sleep 0.25; done; echo done";
+    let mut args: Vec<&str> = placement.to_vec();
+    args.extend(["-n", "4", "sh", "-c", script]);
+    let mut run = Dpm::run(args).watchdog(Duration::from_secs(60)).spawn();
+    run.wait_for_procs(4);
+    let ranks: Vec<u32> = common::marked_procs(run.marker()).into_iter().filter(|(_, cmd)| cmd.starts_with("sh -c")).map(|(pid, _)| pid).collect();
+    assert_eq!(ranks.len(), 4, "the ranks: {ranks:?}");
+    common::send_signal(run.pid(), "TSTP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let all_stopped = || proc_state(run.pid()) == Some('T') && ranks.iter().all(|&p| proc_state(p) == Some('T'));
+    while !all_stopped() {
+        assert!(Instant::now() < deadline, "after SIGTSTP, dpm is {:?} and its ranks {:?}", proc_state(run.pid()), ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(all_stopped(), "something ran on while stopped: dpm {:?}, ranks {:?}", proc_state(run.pid()), ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>());
+    common::send_signal(run.pid(), "CONT");
+    let out = run.wait();
+    out.assert_success();
+    assert_eq!(out.stdout_str().lines().filter(|l| *l == "done").count(), 4, "{}", out.describe());
+    assert!(!out.stderr_str().contains("lost"), "{}", out.describe());
+}
+
+#[test]
+fn ctrl_z_and_fg_suspend_and_resume_a_run_on_two_virtual_nodes() {
+    ctrl_z_for_3_s_then_fg(&["--virtual-nodes", "2"]);
+}
+
+#[test]
+fn ctrl_z_and_fg_suspend_and_resume_a_one_node_run() {
+    ctrl_z_for_3_s_then_fg(&[]);
+}

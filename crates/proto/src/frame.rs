@@ -30,8 +30,8 @@ use crate::auth::Secret;
 
 /// Bumped whenever a message changes shape (3: the authentication exchange
 /// after the Hellos; 4: binary frames after the handshake; 5: the `link`
-/// envelopes `Down`/`Up` around the payloads).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// envelopes `Down`/`Up` around the payloads; 6: `Down::Suspend`/`Resume`).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);

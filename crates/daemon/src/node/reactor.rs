@@ -484,6 +484,7 @@ impl NodeReactor {
 
     fn signal_job(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, signal: i32) {
         let Some(j) = self.jobs.get_mut(&job) else { return };
+        tracing::debug!(%job, signal, "signalling the job's processes");
         if let Some(launching) = j.launching.as_mut() {
             // The processes still starting get it as they start.
             launching.signals.push(signal);
