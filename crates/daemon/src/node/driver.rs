@@ -8,8 +8,9 @@
 //! writes the replies through [`NodeEffects::pmi_write`] before returning — a
 //! request costs one read and one write, with no hop through other tasks.
 //! Per-process tasks report output and exits through an event channel; the
-//! spawner threads answer each start on another, one answer per turn of the
-//! loop ([`NodeEffects::start`] returns at once). A `dpm daemon` runs all this
+//! spawner threads answer the starts on their socket, read by this loop
+//! itself, the answers there taken together ([`crate::spawner::SpawnAnswers`];
+//! [`NodeEffects::start`] returns at once). A `dpm daemon` runs all this
 //! on a thread of its own ([`serve_apart`]), apart from its link.
 
 use std::cell::RefCell;
