@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::time::Duration;
 
 use dpm_daemon::node::recorder::{Recorded, RecordingEffects};
-use dpm_daemon::node::{NodeReactor, Timer as NodeTimer};
+use dpm_daemon::node::{NodeReactor, ProcStarted, StartError, Timer as NodeTimer};
 use dpm_daemon::tree::{TreeAction, TreeNode};
 use dpm_daemon::DaemonConfig;
 use dpm_kvs::{JobId, NodeId, Rank};
@@ -54,6 +54,8 @@ enum Event {
     Ready(Box<Event>),
     /// This event's fixed delay is over: charge its CPU, then handle it.
     Delayed(Box<Event>),
+    /// A start the node asked for has happened.
+    Started { node: usize, job: JobId, rank: Rank, result: Result<ProcStarted, StartError> },
     RunTimer { timer: RunTimer, generation: u64 },
     Signal(i32),
     LoseNode(usize),
@@ -326,6 +328,9 @@ impl Cluster {
             Event::Reply { proc, bytes } => self.reply(proc, &bytes),
             Event::Wake { proc } => self.step(proc),
             Event::NodeTimer { node, timer } if self.nodes[node].alive => self.with_node(node, |r, fx| r.on_timer(fx, timer)),
+            Event::Started { node, job, rank, result } if self.nodes[node].alive => {
+                self.with_node(node, |r, fx| r.on_started(fx, job, rank, result));
+            }
             Event::RunTimer { timer, generation } if self.timers.get(&timer) == Some(&generation) => {
                 self.with_run(|run, fx| run.on_timer(fx, timer));
             }
@@ -394,14 +399,14 @@ impl Cluster {
         &mut self.res[i]
     }
 
-    /// Call the node's reactor and carry out its effects. A start returns
-    /// only once the rank is exec'd (as the spawner threads do), so what
-    /// the same call does after its starts happens when they are done: the
-    /// clock moves on for the rest of the call's effects.
+    /// Call the node's reactor and carry out its effects. Starts are
+    /// asynchronous, as on a real node: each is answered (`Event::Started`)
+    /// once its fork and exec are done on the node's cores.
     fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut RecordingEffects)) {
         let n = &mut self.nodes[node];
         call(&mut n.reactor, &mut n.fx);
         let now = self.now;
+        n.fx.started.clear(); // answered by Event::Started, in simulated time
         for effect in n.fx.take() {
             self.node_effect(node, effect);
         }
@@ -425,9 +430,16 @@ impl Cluster {
                 self.conns.remove(&(node, conn));
             }
             Recorded::Start(batch) => {
-                let mut forked_all = self.now;
                 for start in batch {
-                    let Ok(started) = start.result else { continue };
+                    // The start's answer comes back to the reactor as an event,
+                    // as from a real node's spawner threads, never from here.
+                    // It comes once the fork and exec are done (below); a
+                    // start that failed comes back at once.
+                    let event = Event::Started { node, job: start.job, rank: start.rank, result: start.result.clone() };
+                    let Ok(started) = start.result else {
+                        self.schedule(Duration::ZERO, event);
+                        continue;
+                    };
                     let script = start.argv.get(1).and_then(|name| self.scripts.get(name)).cloned().unwrap_or_default();
                     let proc = self.procs.len();
                     if let Some(conn) = start.pmi_conn {
@@ -458,11 +470,9 @@ impl Cluster {
                     let ready = res.cpu(forked, costs.lib_cpu) + costs.lib_wait + costs.proc_start;
                     self.procs[proc].forked_at = forked;
                     self.procs[proc].ready_at = ready;
+                    self.schedule_at(forked, event);
                     self.schedule_at(ready, Event::Wake { proc });
-                    forked_all = forked_all.max(forked);
                 }
-                self.res(Some(node)).daemon_until(forked_all);
-                self.now = forked_all;
             }
             Recorded::KillGroup { pgid, signal } => {
                 let victims: Vec<usize> = (0..self.procs.len()).filter(|&i| self.procs[i].node == node && self.procs[i].pgid == pgid).collect();

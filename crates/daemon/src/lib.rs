@@ -36,6 +36,7 @@ pub mod mpich_shm;
 pub mod node;
 pub mod peer;
 pub mod spawn;
+pub mod spawner;
 pub mod stdio;
 mod tasks;
 pub mod topology;

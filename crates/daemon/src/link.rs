@@ -15,7 +15,7 @@ use std::rc::Rc;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use dpm_proto::frame::{handshake, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, heartbeat_timeout, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::ToLauncher;
 
@@ -122,10 +122,22 @@ where
         let tree_up = tree_up_tx.clone();
         let host = config.host.clone();
         let secret = secret.clone();
+        let silence = heartbeat_timeout();
         crate::spawn_local_here(async move {
+            let mut meter = links::SilenceMeter::new();
+            // While the parent is stopped (Ctrl-Z), only a closed link is loss.
+            let mut suspended = false;
             loop {
-                match tokio::time::timeout(HEARTBEAT_TIMEOUT, reader.recv()).await {
+                let frame = if suspended { Ok(reader.recv().await) } else { tokio::time::timeout(silence, reader.recv()).await };
+                meter.heard(|| "the parent".to_string());
+                match frame {
                     Ok(Ok(Down::Heartbeat)) => {}
+                    Ok(Ok(Down::Suspend)) => {
+                        tracing::debug!("the parent is stopping: its silence is no loss until it resumes");
+                        suspended = true;
+                    }
+                    // A fresh clock: the wait for the next frame starts now.
+                    Ok(Ok(Down::Resume)) => suspended = false,
                     Ok(Ok(Down::Tree(spec))) => {
                         if let Err(error) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {
                             tracing::error!("cannot start the daemons below node {node}: {error}");
@@ -154,7 +166,7 @@ where
                         return;
                     }
                     Err(_) => {
-                        tracing::error!("the parent has been silent for {HEARTBEAT_TIMEOUT:?}: taking it as lost");
+                        tracing::error!("the parent has been silent for {:.1} s: taking it as lost", silence.as_secs_f64());
                         let _ = down_tx.send(Down::Shutdown);
                         return;
                     }
@@ -203,7 +215,9 @@ where
             }
         })
     };
-    node::driver::serve(config, down_rx, up_tx).await;
+    // The node on its own thread: however long its work, this loop keeps
+    // reading and writing frames and heartbeats.
+    node::driver::serve_apart(config, down_rx, up_tx).await;
     // Children go with us: closing their links makes them shut down too.
     {
         let mut tree = tree.borrow_mut();

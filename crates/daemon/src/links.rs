@@ -6,11 +6,13 @@
 //! The child speaks on its stdin/stdout, so the link is a pipe or an ssh
 //! channel. The run's secret reaches it without touching its command line: in
 //! its environment when forked, as the first frame on its stdin through ssh or
-//! srun. Both directions send heartbeats when idle; a link closed or silent
-//! for [`HEARTBEAT_TIMEOUT`] is reported as [`Up::Lost`] for the
+//! srun. Both directions send heartbeats when idle; a link closed, or silent
+//! for the [`heartbeat_timeout`] (`DPM_HEARTBEAT_TIMEOUT`, passed to every
+//! daemon as `--heartbeat-timeout`), is reported as [`Up::Lost`] for the
 //! child's node.
 
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -20,12 +22,15 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
-use dpm_proto::frame::{handshake, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, heartbeat_timeout, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::tree::Bootstrap;
 
 /// How long a daemon may take to answer the handshake (ssh connection included).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `dpm daemon` flag that gives the link's silence timeout, in seconds.
+pub const HEARTBEAT_TIMEOUT_FLAG: &str = "--heartbeat-timeout";
 
 /// The `dpm daemon` flag that says: the secret is the first frame on stdin.
 pub const SECRET_STDIN_FLAG: &str = "--secret-stdin";
@@ -53,6 +58,9 @@ pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbos
     for _ in 0..verbose {
         args.push("-v".into());
     }
+    // Both ends of every link must agree on when silence means loss.
+    args.push(HEARTBEAT_TIMEOUT_FLAG.into());
+    args.push(heartbeat_timeout().as_secs_f64().to_string());
     let secret_on_stdin = *bootstrap != Bootstrap::Fork;
     if secret_on_stdin {
         args.push(SECRET_STDIN_FLAG.into());
@@ -179,10 +187,20 @@ where
             }
         }
     });
+    let silence = heartbeat_timeout();
     let reader = crate::spawn_local_here(async move {
+        let mut meter = SilenceMeter::new();
+        let mut stops = STOPS.load(Ordering::SeqCst);
         loop {
-            let error = match tokio::time::timeout(HEARTBEAT_TIMEOUT, reader.recv()).await {
+            let frame = tokio::time::timeout(silence, reader.recv()).await;
+            meter.heard(|| format!("node {node}"));
+            if frame.is_ok() {
+                stops = STOPS.load(Ordering::SeqCst); // heard since any stop
+            }
+            let error = match frame {
                 Ok(Ok(Up::Heartbeat)) => continue,
+                // We were stopped (Ctrl-Z) meanwhile: a fresh clock.
+                Err(_) if !silence_counts(&mut stops) => continue,
                 Ok(Ok(envelope)) => {
                     if up.send(envelope).is_err() {
                         return;
@@ -191,7 +209,7 @@ where
                 }
                 Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
                 Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("no word from its daemon for {:.1} s (host down or unreachable)", HEARTBEAT_TIMEOUT.as_secs_f64()),
+                Err(_) => format!("no word from its daemon for {:.1} s (host down, unreachable or hung)", silence.as_secs_f64()),
             };
             // What is left of the link is of no use: end it now rather than at shutdown.
             on_lost();
@@ -200,6 +218,58 @@ where
         }
     });
     (down_tx, reader)
+}
+
+/// Whether this process is stopping (Ctrl-Z of `dpm run`): its links do not
+/// judge silence until [`resume_judging`]…
+static SUSPENDED: AtomicBool = AtomicBool::new(false);
+/// …and each suspension and resumption counts here, so that a wait for a
+/// frame that spanned one starts afresh rather than reading as loss.
+static STOPS: AtomicU64 = AtomicU64::new(0);
+
+/// This process is about to stop: the silence of the links it bridged is no
+/// loss until [`resume_judging`] (a closed link still is).
+pub fn suspend_judging() {
+    SUSPENDED.store(true, Ordering::SeqCst);
+    STOPS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// This process runs again: every link's silence is judged from now.
+pub fn resume_judging() {
+    SUSPENDED.store(false, Ordering::SeqCst);
+    STOPS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Whether a silence just measured may be loss: not while suspended, nor if
+/// a stop came or went since `seen` (which is brought up to date).
+fn silence_counts(seen: &mut u64) -> bool {
+    let now = STOPS.load(Ordering::SeqCst);
+    let quiet = now == *seen && !SUSPENDED.load(Ordering::SeqCst);
+    *seen = now;
+    quiet
+}
+
+/// The longest silence on a link so far, logged (debug) each time it grows
+/// past two heartbeat periods: how close a busy peer came to being lost.
+pub(crate) struct SilenceMeter {
+    last: tokio::time::Instant,
+    longest: Duration,
+}
+
+impl SilenceMeter {
+    pub(crate) fn new() -> Self {
+        SilenceMeter { last: tokio::time::Instant::now(), longest: 2 * HEARTBEAT_EVERY }
+    }
+
+    /// A frame came (or the wait for one ended) from `peer`.
+    pub(crate) fn heard(&mut self, peer: impl FnOnce() -> String) {
+        let gap = self.last.elapsed();
+        self.last = tokio::time::Instant::now();
+        if gap > self.longest {
+            self.longest = gap;
+            tracing::debug!("the link to {} was silent for {:.0} ms", peer(), gap.as_secs_f64() * 1e3);
+        }
+    }
 }
 
 /// A child daemon whose link is up and bridged.
@@ -222,6 +292,7 @@ pub async fn start_children(
     secret: &Secret,
     up: &mpsc::UnboundedSender<Up>,
 ) -> Result<Vec<LinkedChild>, String> {
+    dpm_proto::frame::configure_heartbeat_timeout().map_err(|e| format!("{}: {e}", dpm_proto::frame::HEARTBEAT_TIMEOUT_ENV))?;
     let mut greeting = tokio::task::JoinSet::new();
     for &node in nodes {
         let mut child = start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose, secret)?;

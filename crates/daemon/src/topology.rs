@@ -154,13 +154,13 @@ impl Hwloc {
         // signature is the one transmuted to (hwloc.h, API 2.x; checked below).
         unsafe {
             let hw = Hwloc {
-                api_version: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_get_api_version")?),
-                init: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_init")?),
-                set_type_filter: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_set_type_filter")?),
-                load: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_load")?),
-                export_xmlbuffer: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_export_xmlbuffer")?),
-                free_xmlbuffer: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_free_xmlbuffer")?),
-                destroy: std::mem::transmute::<*mut c_void, _>(sym(c"hwloc_topology_destroy")?),
+                api_version: std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_uint>(sym(c"hwloc_get_api_version")?),
+                init: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut Topo) -> c_int>(sym(c"hwloc_topology_init")?),
+                set_type_filter: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, c_int, c_int) -> c_int>(sym(c"hwloc_topology_set_type_filter")?),
+                load: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo) -> c_int>(sym(c"hwloc_topology_load")?),
+                export_xmlbuffer: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, *mut *mut c_char, *mut c_int, c_ulong) -> c_int>(sym(c"hwloc_topology_export_xmlbuffer")?),
+                free_xmlbuffer: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, *mut c_char)>(sym(c"hwloc_free_xmlbuffer")?),
+                destroy: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo)>(sym(c"hwloc_topology_destroy")?),
             };
             let version = (hw.api_version)();
             if version >> 16 != 2 {

@@ -64,6 +64,10 @@ enum Command {
         /// daemons get it; set by dpm itself).
         #[arg(long, conflicts_with = "connect")]
         secret_stdin: bool,
+        /// Seconds of silence after which a link is taken as lost (set by
+        /// dpm itself from DPM_HEARTBEAT_TIMEOUT; default 1.5).
+        #[arg(long, value_name = "SECONDS", value_parser = heartbeat_timeout)]
+        heartbeat_timeout: Option<std::time::Duration>,
         /// Emit --pmi-trace lines.
         #[arg(long)]
         pmi_trace: bool,
@@ -71,6 +75,10 @@ enum Command {
         #[arg(short, action = clap::ArgAction::Count)]
         verbose: u8,
     },
+}
+
+fn heartbeat_timeout(value: &str) -> Result<std::time::Duration, String> {
+    dpm_proto::frame::parse_heartbeat_timeout(value).map_err(|e| e.to_string())
 }
 
 fn main() {
@@ -83,10 +91,13 @@ fn main() {
         exit(run(&argv));
     }
     let outcome = match Cli::parse().command {
-        Command::Daemon { node, host, connect, secret_stdin, pmi_trace, verbose } => {
+        Command::Daemon { node, host, connect, secret_stdin, heartbeat_timeout, pmi_trace, verbose } => {
             // Logging starts no thread: the daemon still takes its secret
             // out of the environment of a single-threaded process.
             init_logging(verbose);
+            if let Some(timeout) = heartbeat_timeout {
+                dpm_proto::frame::set_heartbeat_timeout(timeout);
+            }
             let args = dpm_launcher::DaemonArgs { node, host, pmi_trace, verbose, secret_stdin, connect };
             ("dpm daemon", dpm_launcher::daemon_command(args))
         }

@@ -113,17 +113,7 @@ fn a_killed_daemon_ends_the_run_and_names_its_node() {
     run.wait_for_procs(6);
     let dpm = run.pid();
     // Kill the daemon of node 1: a child of dpm running `dpm daemon --node 1`.
-    let victim = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
-            ppid == Some(dpm) && String::from_utf8_lossy(&cmd).replace('\0', " ").contains("daemon --node 1 ")
-        })
-        .expect("node 1's daemon");
+    let victim = common::daemon_of(dpm, 1).expect("node 1's daemon");
     let killed = Instant::now();
     let status = std::process::Command::new("kill").args(["-KILL", &victim.to_string()]).status().unwrap();
     assert!(status.success());

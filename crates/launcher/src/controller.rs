@@ -189,7 +189,15 @@ pub struct Controller {
     /// The credit of output written by the console's writer.
     written: mpsc::UnboundedReceiver<Written>,
     timers: BTreeMap<Timer, Instant>,
+    /// Whether Ctrl-Z stops this process (a plain `dpm run`) and its links'
+    /// judging of silence with it, or only the run's processes (a run of a
+    /// boot, whose client stops itself).
+    stops_itself: bool,
 }
+
+/// After Ctrl-Z, how long the loop runs on before the process stops, for
+/// the links to write the stop and suspend frames queued.
+const FLUSH_BEFORE_STOP: Duration = Duration::from_millis(20);
 
 impl Controller {
     /// A run writing its output to `sink` (off this loop: see `crate::output`).
@@ -204,7 +212,44 @@ impl Controller {
             up_tx,
             shared,
             timers: BTreeMap::new(),
+            stops_itself: false,
         }
+    }
+
+    /// Ctrl-Z stops this process, not just the run's processes.
+    pub fn stops_itself(&mut self) {
+        self.stops_itself = true;
+    }
+
+    /// SIGTSTP: stop the run's processes, then (a plain `dpm run`) tell each
+    /// daemon below that our silence is no loss, and stop as the terminal
+    /// asked. `fg` continues us ([`Controller::resume`]).
+    async fn suspend(&mut self) {
+        tracing::debug!("SIGTSTP: stopping the run's processes");
+        self.with_run(|run, fx| run.on_stop(fx, true));
+        if !self.stops_itself {
+            return;
+        }
+        for link in &self.links {
+            let _ = link.via.send(Down::Suspend);
+        }
+        dpm_daemon::links::suspend_judging();
+        // The links' tasks (and an in-process node) write what is queued.
+        tokio::time::sleep(FLUSH_BEFORE_STOP).await;
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// SIGCONT: fresh clocks on both ends of every link, then the run's
+    /// processes continue.
+    fn resume(&mut self) {
+        tracing::debug!("SIGCONT: continuing the run's processes");
+        if self.stops_itself {
+            dpm_daemon::links::resume_judging();
+            for link in &self.links {
+                let _ = link.via.send(Down::Resume);
+            }
+        }
+        self.with_run(|run, fx| run.on_stop(fx, false));
     }
 
     /// What a failure in a job does to the run (default: it ends the run).
@@ -277,6 +322,8 @@ impl Controller {
                         self.deliver(envelope);
                     }
                     match input {
+                        Input::Signal(libc::SIGTSTP) => self.suspend().await,
+                        Input::Signal(libc::SIGCONT) => self.resume(),
                         Input::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
                         Input::Stdin(data) => self.with_run(|run, fx| run.on_stdin(fx, data)),
                     }
@@ -300,11 +347,16 @@ impl Controller {
     }
 }
 
-/// This process's signals (INT, TERM, HUP) and, if `stdin`, its stdin, read
-/// on a thread of its own (a blocking read must not stall the event loop).
-pub fn local_inputs(stdin: bool) -> mpsc::UnboundedReceiver<Input> {
+/// This process's signals (INT, TERM, HUP; with `job_control` also TSTP and
+/// CONT, Ctrl-Z and `fg`) and, if `stdin`, its stdin, read on a thread of its
+/// own (a blocking read must not stall the event loop).
+pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
-    for kind in [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()] {
+    let mut kinds = vec![SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()];
+    if job_control {
+        kinds.extend([SignalKind::from_raw(libc::SIGTSTP), SignalKind::from_raw(libc::SIGCONT)]);
+    }
+    for kind in kinds {
         let mut stream = signal(kind).expect("signal handler");
         let tx = tx.clone();
         tokio::task::spawn_local(async move {

@@ -150,7 +150,8 @@ pub(crate) async fn drive(
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
     let mut controller = Controller::new(settings, links.clone(), shared, output::stdout_sink());
     start(&mut controller);
-    let code = controller.run(timeout, controller::local_inputs(stdin)).await;
+    controller.stops_itself();
+    let code = controller.run(timeout, controller::local_inputs(stdin, true)).await;
     // The daemons kill whatever is left when they shut down; wait for that.
     // Dropping the links closes their pipes: a daemon's blocked read ends.
     for link in links {

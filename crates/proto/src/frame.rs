@@ -19,6 +19,9 @@
 //! [`ToDaemon`]: crate::ToDaemon
 //! [`ToLauncher`]: crate::ToLauncher
 
+use std::sync::OnceLock;
+use std::time::Duration;
+
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -27,15 +30,84 @@ use crate::auth::Secret;
 
 /// Bumped whenever a message changes shape (3: the authentication exchange
 /// after the Hellos; 4: binary frames after the handshake; 5: the `link`
-/// envelopes `Down`/`Up` around the payloads).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// envelopes `Down`/`Up` around the payloads; 6: `Down::Suspend`/`Resume`).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// A link with nothing to say sends a heartbeat this often…
-pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
-/// …and a link silent for this long is taken as lost (a host down or cut off
-/// sends no FIN, so only silence shows it). Short enough that a lost node ends
-/// its jobs within 2 s.
-pub const HEARTBEAT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1500);
+pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
+/// …and a link silent for [`heartbeat_timeout`] is taken as lost (a host
+/// down or cut off sends no FIN, so only silence shows it; a closed link is
+/// seen at once, whatever the timeout). The default is short enough that a
+/// hung or cut-off node ends its jobs within 2 s, and holds on a busy node
+/// because nothing long runs where heartbeats are sent: a `dpm daemon`'s node
+/// works on a thread of its own, apart from its link, and starts never block
+/// a loop. Before that, on 2 cores, `--virtual-nodes 2 -n 6000 /bin/true`,
+/// 256 CPU-bound ranks on 4 virtual nodes and one spawn of 55,000 arguments
+/// each failed 3 of 3 at 1.5 s (the daemon's only thread inside 3000 clones,
+/// or parsing). After, measured with the same runs on the same machine
+/// shared with other builds (load average up to 145), the longest silence
+/// on any link was 414 ms (launcher to daemon; logged at debug level as "the
+/// link to … was silent for"): 3.6 times under the default.
+pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_millis(1500);
+/// The variable that sets the timeout, in seconds (`dpm run` reads it and
+/// passes it to every daemon of the tree with `--heartbeat-timeout`).
+pub const HEARTBEAT_TIMEOUT_ENV: &str = "DPM_HEARTBEAT_TIMEOUT";
+/// At least two heartbeat periods, so that one late heartbeat is no loss…
+pub const MIN_HEARTBEAT_TIMEOUT: Duration = Duration::from_millis(500);
+/// …and at most a day.
+pub const MAX_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// A heartbeat timeout that is not a number of seconds in range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid heartbeat timeout {value:?}: expected seconds from {} to {}", MIN_HEARTBEAT_TIMEOUT.as_secs_f64(), MAX_HEARTBEAT_TIMEOUT.as_secs_f64())]
+pub struct HeartbeatTimeoutError {
+    pub value: String,
+}
+
+/// Parse a heartbeat timeout in seconds (`1.5`, `10`).
+pub fn parse_heartbeat_timeout(value: &str) -> Result<Duration, HeartbeatTimeoutError> {
+    let bad = || HeartbeatTimeoutError { value: value.to_string() };
+    let secs: f64 = value.trim().parse().map_err(|_| bad())?;
+    if !secs.is_finite() || secs < MIN_HEARTBEAT_TIMEOUT.as_secs_f64() || secs > MAX_HEARTBEAT_TIMEOUT.as_secs_f64() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+static HEARTBEAT_TIMEOUT: OnceLock<Duration> = OnceLock::new();
+
+/// This process's heartbeat timeout: the one set by
+/// [`set_heartbeat_timeout`] or [`configure_heartbeat_timeout`], else
+/// [`HEARTBEAT_TIMEOUT_ENV`] if valid, else the default.
+pub fn heartbeat_timeout() -> Duration {
+    *HEARTBEAT_TIMEOUT.get_or_init(|| from_env().unwrap_or(DEFAULT_HEARTBEAT_TIMEOUT))
+}
+
+/// Fix this process's heartbeat timeout (a daemon's `--heartbeat-timeout`),
+/// before any link uses it; false if it was fixed already (to another value).
+pub fn set_heartbeat_timeout(timeout: Duration) -> bool {
+    *HEARTBEAT_TIMEOUT.get_or_init(|| timeout) == timeout
+}
+
+/// The timeout in effect, fixing it from [`HEARTBEAT_TIMEOUT_ENV`] if not
+/// yet fixed; an invalid value is an error (a launcher refuses to start).
+pub fn configure_heartbeat_timeout() -> Result<Duration, HeartbeatTimeoutError> {
+    if let Some(t) = HEARTBEAT_TIMEOUT.get() {
+        return Ok(*t);
+    }
+    let timeout = from_env()?;
+    set_heartbeat_timeout(timeout);
+    Ok(heartbeat_timeout())
+}
+
+/// [`HEARTBEAT_TIMEOUT_ENV`], or the default when unset or empty.
+fn from_env() -> Result<Duration, HeartbeatTimeoutError> {
+    match std::env::var(HEARTBEAT_TIMEOUT_ENV) {
+        Ok(v) if !v.trim().is_empty() => parse_heartbeat_timeout(&v),
+        Ok(_) | Err(std::env::VarError::NotPresent) => Ok(DEFAULT_HEARTBEAT_TIMEOUT),
+        Err(std::env::VarError::NotUnicode(v)) => Err(HeartbeatTimeoutError { value: v.to_string_lossy().into_owned() }),
+    }
+}
 
 /// Largest frame accepted (a fence delta of a large job is the biggest message).
 pub const MAX_FRAME: usize = 256 * 1024 * 1024;
@@ -182,6 +254,16 @@ mod tests {
     use super::*;
     use crate::{ToDaemon, ToLauncher};
     use dpm_kvs::JobId;
+
+    #[test]
+    fn heartbeat_timeouts_are_seconds_in_range() {
+        assert_eq!(parse_heartbeat_timeout("1.5"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_heartbeat_timeout(" 10 "), Ok(Duration::from_secs(10)));
+        for bad in ["", "abc", "0", "0.1", "-3", "nan", "inf", "1e9", "1.5s"] {
+            let err = parse_heartbeat_timeout(bad).unwrap_err();
+            assert!(err.to_string().contains("expected seconds from 0.5 to 86400"), "{bad:?}: {err}");
+        }
+    }
 
     #[tokio::test(flavor = "current_thread")]
     async fn messages_round_trip_through_frames() {

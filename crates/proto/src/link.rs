@@ -39,6 +39,13 @@ pub enum Down {
     /// Stop: kill whatever is left and exit (children follow when their
     /// links close).
     Shutdown,
+    /// The parent is about to stop (Ctrl-Z of `dpm run`): until
+    /// [`Down::Resume`] its silence is no loss (a closed link still is).
+    /// Only for the link it comes on: daemons further down keep hearing
+    /// from their own, running parents.
+    Suspend,
+    /// The parent runs again: its silence is judged afresh from now.
+    Resume,
 }
 
 /// Child → parent.

@@ -7,7 +7,11 @@
 //! connection's task hands the bytes it read straight to the reactor, which
 //! writes the replies through [`NodeEffects::pmi_write`] before returning — a
 //! request costs one read and one write, with no hop through other tasks.
-//! Per-process tasks report output and exits through an event channel.
+//! Per-process tasks report output and exits through an event channel; the
+//! spawner threads answer the starts on their socket, read by this loop
+//! itself, the answers there taken together ([`crate::spawner::SpawnAnswers`];
+//! [`NodeEffects::start`] returns at once). A `dpm daemon` runs all this
+//! on a thread of its own ([`serve_apart`]), apart from its link.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -27,8 +31,9 @@ use dpm_proto::link::Down;
 use dpm_proto::ToLauncher;
 
 use super::pmix_host::PmixHost;
-use super::{NodeEffects, NodeReactor, PmixAnswer, PmixRequest, ProcStart, ProcStarted, StartError, Timer};
-use crate::spawn::{self, SpawnTask};
+use super::{NodeEffects, NodeReactor, PmixAnswer, PmixRequest, ProcStart, ProcStarted, Timer};
+use crate::spawn;
+use crate::spawner::{SpawnTask, Spawner};
 use crate::tasks::{self, Event};
 use crate::{mpich_shm, DaemonConfig};
 
@@ -42,12 +47,36 @@ pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: 
     serve(config, down, up).instrument(span).await
 }
 
+/// [`serve`] on a thread of its own with its own event loop, so that nothing
+/// the node does — a burst of starts, a huge PMI request — can hold up the
+/// caller's loop, which carries the link's frames and heartbeats. Returns
+/// when the node has stopped. The thread lives as long as the node; ranks
+/// are started from its spawner threads.
+pub(crate) async fn serve_apart(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
+    let span = tracing::Span::current();
+    let (done, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new().name("dpm-node".into()).spawn(move || {
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime.block_on(tokio::task::LocalSet::new().run_until(serve(config, down, up).instrument(span))),
+            Err(e) => tracing::error!(parent: &span, "cannot start the node's event loop: {e}"),
+        }
+        // Its tasks (and their fds) are gone with the runtime.
+        drop(done);
+    });
+    match thread {
+        Ok(_) => {
+            let _ = stopped.await;
+        }
+        Err(e) => tracing::error!("cannot start the node's thread: {e}"),
+    }
+}
+
 /// [`run`] inside the caller's span.
 pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
     let (events, mut events_rx) = mpsc::unbounded_channel();
     let mut reactor = NodeReactor::new(&config);
     reactor.serve_topology(crate::topology::TopologySource::Export);
-    let spawner = match spawn::Spawner::new() {
+    let (spawner, answers) = match Spawner::new() {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("cannot start the spawner threads: {e}");
@@ -59,6 +88,8 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
         let io = Io {
             me: me.clone(),
             spawner,
+            starting: HashMap::new(),
+            next_start: 0,
             up,
             events,
             conns: HashMap::new(),
@@ -75,9 +106,11 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             msg = down.recv() => match msg {
                 Some(Down::To { msg, .. }) => node.borrow_mut().with(|r, io| r.on_message(io, msg)),
                 Some(Down::Shutdown) | None => break,
-                Some(Down::Tree(_) | Down::Heartbeat) => {} // the link's business
+                Some(Down::Tree(_) | Down::Heartbeat | Down::Suspend | Down::Resume) => {} // the link's business
             },
             Some(event) = events_rx.recv() => node.borrow_mut().on_event(event),
+            // The starts answered so far: the loop never holds for a whole launch.
+            answered = answers.take() => node.borrow_mut().on_spawned(answered),
         }
     }
     node.borrow_mut().with(|r, io| r.shutdown(io));
@@ -93,6 +126,16 @@ struct Node {
 impl Node {
     fn with<T>(&mut self, f: impl FnOnce(&mut NodeReactor, &mut Io) -> T) -> T {
         f(&mut self.reactor, &mut self.io)
+    }
+
+    /// The spawner threads' answers: take over each process, tell the reactor.
+    fn on_spawned(&mut self, answered: Vec<(u64, std::io::Result<spawn::Started>)>) {
+        let Node { reactor, io } = self;
+        for (token, result) in answered {
+            let Some(p) = io.starting.remove(&token) else { continue };
+            let result = result.map(|s| io.adopt(&p, s)).map_err(spawn::start_error);
+            reactor.on_started(io, p.job, p.rank, result);
+        }
     }
 
     fn on_event(&mut self, event: Event) {
@@ -131,7 +174,10 @@ struct Conn {
 struct Io {
     /// Handed to connection tasks, which call back into the reactor.
     me: Weak<RefCell<Node>>,
-    spawner: spawn::Spawner,
+    spawner: Spawner,
+    /// Starts submitted, by token, until their answer.
+    starting: HashMap<u64, ProcStart>,
+    next_start: u64,
     up: mpsc::UnboundedSender<ToLauncher>,
     events: mpsc::UnboundedSender<Event>,
     conns: HashMap<ConnId, Conn>,
@@ -237,10 +283,14 @@ impl NodeEffects for Io {
         }
     }
 
-    fn start(&mut self, procs: Vec<ProcStart>) -> Vec<Result<ProcStarted, StartError>> {
-        let tasks = procs.iter().map(|p| SpawnTask { app: Arc::clone(&p.app), env: p.env.clone(), pgid: p.pgid, with_stdin: p.with_stdin }).collect();
-        let results = self.spawner.start_all(tasks);
-        procs.iter().zip(results).map(|(p, r)| r.map(|s| self.adopt(p, s)).map_err(spawn::start_error)).collect()
+    fn start(&mut self, procs: Vec<ProcStart>) {
+        for p in procs {
+            let token = self.next_start;
+            self.next_start += 1;
+            let task = SpawnTask { app: Arc::clone(&p.app), env: p.env.clone(), pgid: p.pgid, with_stdin: p.with_stdin };
+            self.spawner.submit(token, task);
+            self.starting.insert(token, p);
+        }
     }
 
     fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()> {

@@ -15,6 +15,7 @@ const OUT: Stream = Stream::Stdout;
 fn running(n: u32) -> (NodeReactor, RecordingEffects) {
     let (mut r, mut fx) = node();
     r.on_message(&mut fx, ToDaemon::Launch(launch(n, n, PmiMode::Fd)));
+    fx.settle(&mut r);
     fx.take();
     (r, fx)
 }

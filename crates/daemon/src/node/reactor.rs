@@ -9,7 +9,7 @@ use dpm_pmi::{ConnId, Effect, Engine, JobSetup, PmiState};
 use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
 use super::output::OutputFlow;
-use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, Timer, DRAIN_GRACE};
+use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, StartError, Timer, DRAIN_GRACE};
 use crate::topology::TopologySource;
 use crate::DaemonConfig;
 
@@ -58,6 +58,41 @@ struct JobProcs {
     stdin: bool,
     /// The job's PMI port (`PMI_PORT` mode).
     port: Option<String>,
+    /// Its launch, while starts are out.
+    launching: Option<Launching>,
+}
+
+impl JobProcs {
+    /// Pass stdin from the launcher to the process that reads it (an empty
+    /// chunk closes it); nothing once closed or if none reads it.
+    fn feed_stdin(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, data: Vec<u8>) {
+        if !self.stdin {
+            return;
+        }
+        if data.is_empty() {
+            self.stdin = false;
+            fx.stdin_close(job);
+        } else {
+            fx.stdin_write(job, data);
+        }
+    }
+}
+
+/// A launch whose starts are not all back ([`NodeEffects::start`] is
+/// asynchronous).
+struct Launching {
+    /// Starts asked for whose result has not come.
+    pending: usize,
+    /// Each local rank's place in the launch and program, for the report.
+    ranks: HashMap<Rank, (usize, String)>,
+    /// The first failure in launch order so far: (place, rank, error).
+    failure: Option<(usize, Rank, StartError)>,
+    /// Stdin from the launcher while the rank that reads it is starting
+    /// (an empty chunk closes it), passed on once it has started; dropped
+    /// with the launch if it never does.
+    stdin: Option<Vec<Vec<u8>>>,
+    /// Signals sent to the job meanwhile, for each process that starts after.
+    signals: Vec<i32>,
 }
 
 /// The node daemon's state machine. See the module documentation of
@@ -74,6 +109,9 @@ pub struct NodeReactor {
     requests: HashMap<RequestId, ConnId>,
     /// Whole lines and the output window.
     output: OutputFlow,
+    /// Group leaders started after their job ended, killed and waiting to be
+    /// seen exit before they are released.
+    strays: HashMap<(JobId, Rank), i32>,
     next_conn: u64,
     next_request: u64,
     /// Where the node's hwloc topology file comes from ([`crate::topology`];
@@ -93,6 +131,7 @@ impl NodeReactor {
             jobs: HashMap::new(),
             requests: HashMap::new(),
             output: OutputFlow::default(),
+            strays: HashMap::new(),
             next_conn: 0,
             next_request: 0,
             topology: TopologySource::Off,
@@ -136,13 +175,12 @@ impl NodeReactor {
             }
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),
             ToDaemon::Stdin { job, data } => {
-                let Some(j) = self.jobs.get_mut(&job).filter(|j| j.stdin) else { return };
-                if data.is_empty() {
-                    j.stdin = false;
-                    fx.stdin_close(job);
-                } else {
-                    fx.stdin_write(job, data);
+                let Some(j) = self.jobs.get_mut(&job) else { return };
+                if let Some(held) = j.launching.as_mut().and_then(|l| l.stdin.as_mut()) {
+                    // Its reader is still starting: kept until it has.
+                    return held.push(data);
                 }
+                j.feed_stdin(fx, job, data);
             }
             ToDaemon::Claim { job, preput } => self.engine.claim(job, &preput),
             ToDaemon::OutputAck { job, bytes } => self.output.on_ack(fx, job, bytes),
@@ -213,6 +251,9 @@ impl NodeReactor {
 
     /// A process was reaped at `at` (µs since the epoch).
     pub fn on_exited(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, status: ExitStatus, at: u64) {
+        if let Some(pid) = self.strays.remove(&(job, rank)) {
+            return fx.release_leader(pid);
+        }
         let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
         if p.exit.is_some() {
             return;
@@ -316,27 +357,81 @@ impl NodeReactor {
             starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn });
         }
         // Every process founds its own session and group (pgid 0), as Hydra's
-        // proxy does (setsid), all started in parallel. Not one group for the
-        // job: with the kernel's autogroup scheduling (on by default) a
-        // session is one scheduling group, so a job's busy-polling MPI ranks,
-        // a spawned child's start and other users' work would share one CPU
-        // share; measured under load, a 1-child MPI_Comm_spawn took 1.6-2x
-        // Hydra's (docs/benchmarks.md, "Cold spawn against Hydra").
-        let results = fx.start(starts);
-        let mut failure = None;
-        for (proc, started) in spec.procs.iter().zip(results) {
-            match started {
-                Ok(s) => self.started(fx, job, proc.rank, s),
-                Err(err) if failure.is_none() => failure = Some((proc, err)),
-                Err(_) => {}
+        // proxy does (setsid), all asked for at once and started in parallel.
+        // Not one group for the job: with the kernel's autogroup scheduling (on
+        // by default) a session is one scheduling group, so a job's
+        // busy-polling MPI ranks, a spawned child's start and other users' work
+        // would share one CPU share; measured under load, a 1-child
+        // MPI_Comm_spawn took 1.6-2x Hydra's (docs/benchmarks.md, "Cold spawn
+        // against Hydra").
+        let ranks = spec.procs.iter().enumerate().map(|(i, p)| (p.rank, (i, spec.apps.get(p.app).map_or("?".into(), |a| a.exe.clone())))).collect();
+        let pending = starts.len();
+        if let Some(j) = self.jobs.get_mut(&job) {
+            let stdin = spec.stdin_rank.filter(|r| spec.procs.iter().any(|p| p.rank == *r)).map(|_| Vec::new());
+            j.launching = Some(Launching { pending, ranks, failure: None, stdin, signals: Vec::new() });
+        }
+        if pending == 0 {
+            return self.launch_settled(fx, job);
+        }
+        fx.start(starts);
+    }
+
+    /// The result of a start asked through [`NodeEffects::start`].
+    pub fn on_started(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, result: Result<ProcStarted, StartError>) {
+        let Some(launching) = self.jobs.get_mut(&job).and_then(|j| j.launching.as_mut()) else {
+            // The job ended while it was starting: the process goes at once.
+            if let Ok(s) = result {
+                self.stray(fx, job, rank, s);
+            }
+            return;
+        };
+        launching.pending = launching.pending.saturating_sub(1);
+        match result {
+            Ok(s) => self.started(fx, job, rank, s),
+            Err(err) => {
+                // The first failure in the launch's order is the one reported.
+                let index = launching.ranks.get(&rank).map_or(usize::MAX, |(i, _)| *i);
+                if launching.failure.as_ref().is_none_or(|(i, _, _)| index < *i) {
+                    launching.failure = Some((index, rank, err));
+                }
             }
         }
-        if let Some((proc, err)) = failure {
-            // The launcher ends the job; the ranks that did start get killed.
-            let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
-            return self.launch_failed(fx, job, proc.rank, format!("cannot start '{exe}': {err}"), err.errno);
+        if self.jobs.get(&job).and_then(|j| j.launching.as_ref()).is_some_and(|l| l.pending == 0) {
+            self.launch_settled(fx, job);
         }
-        tracing::debug!(%job, ranks = local_n, "launched")
+    }
+
+    /// Every start of a launch has its result: report the launch's failure, if any.
+    fn launch_settled(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
+        let Some(launching) = self.jobs.get_mut(&job).and_then(|j| j.launching.take()) else { return };
+        match launching.failure {
+            // The launcher ends the job; the ranks that did start get killed.
+            Some((_, rank, err)) => {
+                let exe = launching.ranks.get(&rank).map_or("?", |(_, exe)| exe.as_str());
+                self.launch_failed(fx, job, rank, format!("cannot start '{exe}': {err}"), err.errno)
+            }
+            None => tracing::debug!(%job, ranks = launching.ranks.len(), "launched"),
+        }
+    }
+
+    /// A process started for a job that has ended meanwhile: kill it; a group
+    /// leader is kept until its exit is seen, then released.
+    fn stray(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, s: ProcStarted) {
+        tracing::debug!(%job, rank = rank.0, pid = s.pid, "started after its job ended: killed");
+        // Only its own group: the ended job's group id may be free by now.
+        if s.pgid == s.pid {
+            fx.kill_group(s.pgid, libc::SIGKILL);
+        }
+        fx.kill_process(s.pid, libc::SIGKILL);
+        if let Some(conn) = s.pmi {
+            fx.pmi_drop(conn);
+        }
+        if s.stdin {
+            fx.stdin_close(job);
+        }
+        if s.pgid == s.pid {
+            self.strays.insert((job, rank), s.pid);
+        }
     }
 
     fn launch_failed(&self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, error: String, errno: i32) {
@@ -377,6 +472,14 @@ impl NodeReactor {
             j.leaders.push(s.pid);
         }
         j.stdin |= s.stdin;
+        if s.stdin {
+            for data in j.launching.as_mut().and_then(|l| l.stdin.take()).unwrap_or_default() {
+                j.feed_stdin(fx, job, data);
+            }
+        }
+        for &signal in j.launching.as_ref().map_or(&[][..], |l| &l.signals[..]) {
+            fx.kill_process(s.pid, signal);
+        }
         if let Some(conn) = s.pmi {
             self.attach(conn, job, Some(rank));
         }
@@ -440,7 +543,12 @@ impl NodeReactor {
     }
 
     fn signal_job(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, signal: i32) {
-        let Some(j) = self.jobs.get(&job) else { return };
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        tracing::debug!(%job, signal, "signalling the job's processes");
+        if let Some(launching) = j.launching.as_mut() {
+            // The processes still starting get it as they start.
+            launching.signals.push(signal);
+        }
         for &pgid in &j.pgids {
             fx.kill_group(pgid, signal);
         }

@@ -1,7 +1,10 @@
 //! [`RecordingEffects`]: a [`NodeEffects`] that records what the reactor
 //! asks and answers like a healthy node (every start succeeds, with made-up
-//! pids), unless told to fail. Enough to test a node without a socket, and
-//! the base of an in-process cluster (built with the `testing` feature).
+//! pids), unless told to fail. Starts are asynchronous as on a real node:
+//! their results wait in [`RecordingEffects::started`] until
+//! [`RecordingEffects::settle`] (or the test) hands them to the reactor.
+//! Enough to test a node without a socket, and the base of an in-process
+//! cluster (built with the `testing` feature).
 
 use std::collections::HashMap;
 use std::io;
@@ -11,7 +14,7 @@ use dpm_kvs::{JobId, Rank};
 use dpm_pmi::ConnId;
 use dpm_proto::ToLauncher;
 
-use super::{NodeEffects, PmiEnv, ProcStart, ProcStarted, StartError, Timer};
+use super::{NodeEffects, NodeReactor, PmiEnv, ProcStart, ProcStarted, StartError, Timer};
 
 /// The first pid handed out; each start takes the next.
 pub const FIRST_PID: i32 = 1000;
@@ -71,6 +74,8 @@ pub struct RecordingEffects {
     pub fail_port: Option<i32>,
     /// Serving a handed-over fd fails.
     pub fail_serve_fd: bool,
+    /// Results of the starts asked so far, not yet handed to the reactor.
+    pub started: Vec<(JobId, Rank, Result<ProcStarted, StartError>)>,
     next_pid: i32,
     next_port: u16,
 }
@@ -103,6 +108,16 @@ impl RecordingEffects {
             _ => true,
         });
         text
+    }
+
+    /// Hand every start result to the reactor (and those of the starts that
+    /// asks for meanwhile), in the order asked.
+    pub fn settle(&mut self, reactor: &mut NodeReactor) {
+        while !self.started.is_empty() {
+            for (job, rank, result) in std::mem::take(&mut self.started) {
+                reactor.on_started(self, job, rank, result);
+            }
+        }
     }
 
     /// Every process start asked so far, batches flattened.
@@ -142,9 +157,8 @@ impl NodeEffects for RecordingEffects {
         self.log.push(Recorded::ClosePort(job));
     }
 
-    fn start(&mut self, procs: Vec<ProcStart>) -> Vec<Result<ProcStarted, StartError>> {
+    fn start(&mut self, procs: Vec<ProcStart>) {
         let mut batch = Vec::with_capacity(procs.len());
-        let mut results = Vec::with_capacity(procs.len());
         for p in procs {
             let result = match self.fail_start.get(&(p.job, p.rank)) {
                 Some(err) => Err(err.clone()),
@@ -167,10 +181,9 @@ impl NodeEffects for RecordingEffects {
                 pmi_conn: p.pmi_conn,
                 result: result.clone(),
             });
-            results.push(result);
+            self.started.push((p.job, p.rank, result));
         }
         self.log.push(Recorded::Start(batch));
-        results
     }
 
     fn watch_pid(&mut self, job: JobId, rank: Rank, pid: u32) -> io::Result<()> {

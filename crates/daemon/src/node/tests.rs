@@ -41,6 +41,7 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
 /// returns each rank's PMI connection.
 fn launched(r: &mut NodeReactor, fx: &mut RecordingEffects, local: u32) -> Vec<ConnId> {
     r.on_message(fx, ToDaemon::Launch(launch(local, local, PmiMode::Fd)));
+    fx.settle(r);
     let conns = fx.starts().iter().map(|s| s.pmi_conn.expect("PMI_FD mode")).collect();
     fx.take();
     conns
@@ -77,6 +78,7 @@ fn a_launch_starts_each_rank_with_its_pmi_environment() {
     }
     let conns: std::collections::HashSet<_> = starts.iter().map(|s| s.pmi_conn.unwrap()).collect();
     assert_eq!(conns.len(), 3, "one PMI connection each");
+    fx.settle(&mut r);
     let started: Vec<(Rank, u32)> =
         fx.take_up().into_iter().map(|m| if let ToLauncher::Started { rank, pid, .. } = m { (rank, pid) } else { panic!("{m:?}") }).collect();
     assert_eq!(started, (0..3).map(|i| (Rank(i), (FIRST_PID + i as i32) as u32)).collect::<Vec<_>>());
@@ -86,6 +88,7 @@ fn a_launch_starts_each_rank_with_its_pmi_environment() {
 fn a_port_mode_launch_opens_the_jobs_port_and_passes_it() {
     let (mut r, mut fx) = node();
     r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Port)));
+    fx.settle(&mut r);
     assert!(matches!(fx.log[0], Recorded::OpenPort(J)));
     for s in fx.starts() {
         assert!(!s.env.socketpair && s.pmi_conn.is_none());
@@ -252,6 +255,7 @@ fn a_rank_that_cannot_start_fails_the_launch_with_its_errno() {
     let err = StartError { errno: libc::ENOENT, message: "No such file or directory (os error 2)".into() };
     fx.fail_start.insert((J, Rank(2)), err);
     r.on_message(&mut fx, ToDaemon::Launch(launch(3, 3, PmiMode::Fd)));
+    fx.settle(&mut r);
     let ups = fx.take_up();
     let started = ups.iter().filter(|m| matches!(m, ToLauncher::Started { .. })).count();
     assert_eq!(started, 2, "the others started (and the launcher kills them)");
@@ -321,6 +325,7 @@ fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
     let (mut r, mut fx) = node();
     let spec = LaunchJob { spawner: Some("kvs_7_0".into()), awaiting_claim: true, ..launch(1, 1, PmiMode::Fd) };
     r.on_message(&mut fx, ToDaemon::Launch(spec));
+    fx.settle(&mut r);
     let conn = fx.starts()[0].pmi_conn.expect("PMI_FD mode");
     assert_eq!(fx.starts()[0].var("PMI_SPAWNED"), Some("1"), "launched as a spawned job");
     fx.take();
@@ -329,4 +334,75 @@ fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
     assert_eq!(talk(&mut r, &mut fx, conn, &get), "", "parked until the claim");
     r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: vec![("PARENT_ROOT_PORT_NAME".into(), "port#1$".into())] });
     assert_eq!(fx.take_written(conn), "cmd=get_result rc=0 value=port#1$\n");
+}
+
+#[test]
+fn starts_are_answered_later_and_nothing_is_reported_before() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(3, 3, PmiMode::Fd)));
+    assert!(fx.take_up().is_empty(), "no Started before a result");
+    // All asked at once, each founding its own session and group.
+    assert_eq!(fx.starts().iter().map(|s| (s.rank, s.pgid)).collect::<Vec<_>>(), vec![(Rank(0), 0), (Rank(1), 0), (Rank(2), 0)]);
+    // Results come back in any order, each reported as it comes.
+    let mut rest = std::mem::take(&mut fx.started);
+    rest.reverse();
+    for (job, rank, result) in rest {
+        r.on_started(&mut fx, job, rank, result);
+    }
+    let ranks: Vec<Rank> = fx.take_up().into_iter().map(|m| if let ToLauncher::Started { rank, .. } = m { rank } else { panic!("{m:?}") }).collect();
+    assert_eq!(ranks, vec![Rank(2), Rank(1), Rank(0)]);
+}
+
+#[test]
+fn a_rank_that_cannot_start_fails_the_launch_once_every_start_is_back() {
+    let (mut r, mut fx) = node();
+    fx.fail_start.insert((J, Rank(1)), StartError { errno: libc::EACCES, message: "Permission denied".into() });
+    r.on_message(&mut fx, ToDaemon::Launch(launch(3, 3, PmiMode::Fd)));
+    fx.settle(&mut r);
+    assert_eq!(fx.starts().len(), 3);
+    let ups = fx.take_up();
+    let failed: Vec<&ToLauncher> = ups.iter().filter(|m| matches!(m, ToLauncher::LaunchFailed { .. })).collect();
+    assert!(matches!(&failed[..], [ToLauncher::LaunchFailed { rank: Rank(1), errno: libc::EACCES, .. }]), "{ups:?}");
+    assert!(matches!(ups.last(), Some(ToLauncher::LaunchFailed { .. })), "reported after the others' starts: {ups:?}");
+}
+
+#[test]
+fn a_process_started_after_its_job_ended_is_killed_and_released() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Fd)));
+    // The job ends (the run failed elsewhere) before the founder's result.
+    r.on_message(&mut fx, ToDaemon::Forget { job: J });
+    fx.take();
+    fx.settle(&mut r);
+    let log = fx.take();
+    let pid = FIRST_PID;
+    assert!(log.iter().any(|e| matches!(e, Recorded::KillGroup { pgid, signal: libc::SIGKILL } if *pgid == pid)), "{log:?}");
+    assert!(log.iter().any(|e| matches!(e, Recorded::KillProcess { pid: p, signal: libc::SIGKILL } if *p == pid)), "{log:?}");
+    assert!(log.iter().any(|e| matches!(e, Recorded::PmiDrop(_))), "{log:?}");
+    assert!(!log.iter().any(|e| matches!(e, Recorded::Up(_) | Recorded::Start(_))), "nothing reported, nothing more started: {log:?}");
+    // The leader stays a zombie until its exit is seen; then it is released.
+    r.on_exited(&mut fx, J, Rank(0), ExitStatus::Signal(libc::SIGKILL), 1);
+    assert!(matches!(&fx.take()[..], [Recorded::ReleaseLeader(p)] if *p == pid));
+}
+
+#[test]
+fn stdin_that_comes_while_its_reader_starts_is_passed_on_once_it_has() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Fd)));
+    r.on_message(&mut fx, ToDaemon::Stdin { job: J, data: b"early".to_vec() });
+    r.on_message(&mut fx, ToDaemon::Stdin { job: J, data: Vec::new() });
+    assert!(!fx.log.iter().any(|e| matches!(e, Recorded::StdinWrite(..) | Recorded::StdinClose(_))), "nothing to write to yet");
+    fx.settle(&mut r);
+    let stdin: Vec<&Recorded> = fx.log.iter().filter(|e| matches!(e, Recorded::StdinWrite(..) | Recorded::StdinClose(_))).collect();
+    assert!(matches!(&stdin[..], [Recorded::StdinWrite(J, d), Recorded::StdinClose(J)] if d == b"early"), "{stdin:?}");
+}
+
+#[test]
+fn a_signal_sent_while_ranks_start_reaches_those_that_start_after() {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Fd)));
+    r.on_message(&mut fx, ToDaemon::Signal { job: J, signal: libc::SIGINT });
+    fx.settle(&mut r);
+    let killed: Vec<i32> = fx.log.iter().filter_map(|e| if let Recorded::KillProcess { pid, signal: libc::SIGINT } = e { Some(*pid) } else { None }).collect();
+    assert_eq!(killed, vec![FIRST_PID, FIRST_PID + 1]);
 }

@@ -471,6 +471,18 @@ pub fn kill_marked(marker: &str) {
     }
 }
 
+/// The daemon of virtual node `node`: a child of the dpm `dpm` running
+/// `dpm daemon --node <node>`.
+pub fn daemon_of(dpm: u32, node: usize) -> Option<u32> {
+    let needle = format!("daemon --node {node} ");
+    fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()).find(|pid| {
+        let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
+        ppid == Some(dpm) && String::from_utf8_lossy(&cmd).replace('\0', " ").contains(&needle)
+    })
+}
+
 /// `kill -s SIG PID`, with the system's kill(1) (keeps the tests std-only).
 pub fn send_signal(pid: u32, sig: &str) {
     let status = Command::new("kill")

@@ -46,15 +46,21 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
     write_frame(&mut wr, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) })
         .await
         .map_err(|e| Error::failed(format!("cannot submit to the boot: {e}")))?;
-    let mut inputs = controller::local_inputs(true);
+    let mut inputs = controller::local_inputs(true, true);
     tokio::task::spawn_local(async move {
         while let Some(input) = inputs.recv().await {
-            let msg = match input {
-                Input::Signal(sig) => ToServer::Signal(sig),
-                Input::Stdin(data) => ToServer::Stdin(data),
+            let (msg, stop) = match input {
+                // Ctrl-Z: the server stops this run's processes (only), then
+                // this client stops as the terminal asked; `fg` sends SIGCONT
+                // on, which continues them.
+                Input::Signal(sig) => (ToServer::Signal(sig), sig == libc::SIGTSTP),
+                Input::Stdin(data) => (ToServer::Stdin(data), false),
             };
             if write_frame(&mut wr, &msg).await.is_err() {
                 return;
+            }
+            if stop {
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
             }
         }
     });

@@ -92,7 +92,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         runs_changed: Notify::new(),
         down: Notify::new(),
     });
-    let mut inputs = controller::local_inputs(false);
+    let mut inputs = controller::local_inputs(false, false);
     let me = nix::unistd::getuid().as_raw();
     loop {
         tokio::select! {

@@ -369,6 +369,17 @@ impl Run {
         self.settle(fx);
     }
 
+    /// `dpm run` is stopping (Ctrl-Z: `stop`) or has been continued (`fg`):
+    /// every process of the run gets SIGSTOP or SIGCONT; the jobs go on.
+    pub fn on_stop(&mut self, fx: &mut dyn RunEffects, stop: bool) {
+        let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
+        for (&job, j) in &self.jobs {
+            for &d in &j.daemons {
+                fx.send(d, ToDaemon::Signal { job, signal });
+            }
+        }
+    }
+
     /// dpm's stdin: to the rank that reads it (empty: end of input).
     pub fn on_stdin(&mut self, fx: &mut dyn RunEffects, data: Vec<u8>) {
         let Some(job) = self.stdin_job else { return };

@@ -1,0 +1,168 @@
+//! Link liveness (hardening defect 5): a busy node is never declared dead; a
+//! dead one is seen at once and a hung one within the configured
+//! `DPM_HEARTBEAT_TIMEOUT`.
+//!
+//! Measured on the 2-core test machine before the fix, each of the busy
+//! cases below failed 3 of 3 runs after ~1.55 s with "node 0 (…) was lost:
+//! no word from its daemon for 1.5 s": the daemon's one thread waited for
+//! thousands of clones (or for spawner threads starved by CPU-bound ranks)
+//! and sent no heartbeat.
+
+mod common;
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::{hostname, Dpm, Running};
+
+/// One test at a time: the busy ones load both cores on purpose, and the
+/// timed ones measure detection, not a machine made busy by their neighbours.
+fn alone() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The daemon of `node` (a child of the run's dpm).
+fn daemon_of(run: &Running, node: usize) -> u32 {
+    common::daemon_of(run.pid(), node).unwrap_or_else(|| panic!("node {node}'s daemon"))
+}
+
+/// The soft limit on open files this test (and the dpm it starts) runs with.
+fn fd_limit() -> usize {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024)
+}
+
+/// As many ranks as fit two daemons' fd tables (four fds per rank, some
+/// spare), at most `want`.
+fn ranks_that_fit(want: usize) -> usize {
+    want.min((fd_limit().saturating_sub(200) / 4) * 2)
+}
+
+#[test]
+fn thousands_of_ranks_on_one_daemon_do_not_make_it_look_lost() {
+    let _alone = alone();
+    // 6000 on 2 virtual nodes: 3000 clones per daemon, over 1.5 s of starts
+    // on 2 cores.
+    let n = ranks_that_fit(6000);
+    assert!(n >= 4000, "the fd limit ({}) is too low for this test to mean anything", fd_limit());
+    let out = Dpm::run(["--virtual-nodes", "2", "-n", &n.to_string(), "/bin/true"]).watchdog(Duration::from_secs(120)).output();
+    out.assert_success();
+    assert!(!out.stderr_str().contains("was lost"), "{}", out.describe());
+}
+
+#[test]
+fn cpu_bound_ranks_on_four_virtual_nodes_succeed_three_times_in_three() {
+    let _alone = alone();
+    // 64 busy ranks per daemon on 2 cores, each ~20 ms of CPU (~6 s a run):
+    // the spawner threads and the links compete with them.
+    let spin = "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done";
+    for attempt in 1..=3 {
+        let out = Dpm::run(["--virtual-nodes", "4", "-n", "256", "sh", "-c", spin]).watchdog(Duration::from_secs(180)).output();
+        assert_eq!(out.code(), 0, "attempt {attempt}: {}", out.describe());
+        assert!(!out.stderr_str().contains("was lost"), "attempt {attempt}: {}", out.describe());
+    }
+}
+
+#[test]
+fn a_hung_daemon_is_lost_within_the_configured_timeout_and_named() {
+    let _alone = alone();
+    let mut run = Dpm::run(["--virtual-nodes", "3", "-n", "6", "sleep", "30"]).env("DPM_HEARTBEAT_TIMEOUT", "1").spawn();
+    run.wait_for_procs(6);
+    let victim = daemon_of(&run, 1);
+    let stopped = Instant::now();
+    common::send_signal(victim, "STOP");
+    let out = run.wait();
+    let took = stopped.elapsed();
+    // Silence for the timeout (1 s), less the time since the last frame
+    // (≤ one 250 ms heartbeat period), plus the time to end the run: ~1.0 s
+    // alone.
+    assert!(took >= Duration::from_millis(700), "a hung node was declared lost after {took:?}, before 1 s of silence\n{}", out.describe());
+    assert!(took < Duration::from_secs(2), "the run took {took:?} to end after node 1 hung (timeout 1 s)\n{}", out.describe());
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    let host = hostname();
+    out.assert_stderr_contains(&format!("node 1 ({host}-v1) was lost: no word from its daemon for 1.0 s"));
+}
+
+#[test]
+fn every_daemon_gets_the_timeout_and_a_killed_one_is_seen_at_once_whatever_it_is() {
+    let _alone = alone();
+    // A long timeout changes nothing for a daemon that is gone: its link closes.
+    let mut run = Dpm::run(["--virtual-nodes", "3", "-n", "6", "sleep", "30"]).env("DPM_HEARTBEAT_TIMEOUT", "30").spawn();
+    run.wait_for_procs(6);
+    // Both ends of every link agree on the timeout: each daemon is told.
+    for node in 0..3 {
+        let cmd = std::fs::read(format!("/proc/{}/cmdline", daemon_of(&run, node))).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        assert!(cmd.contains(" --heartbeat-timeout 30"), "node {node}'s daemon was not given the timeout: {cmd}");
+    }
+    let victim = daemon_of(&run, 1);
+    let killed = Instant::now();
+    common::send_signal(victim, "KILL");
+    let out = run.wait();
+    let took = killed.elapsed();
+    assert!(took < Duration::from_secs(1), "the run took {took:?} to end after node 1's daemon was killed\n{}", out.describe());
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    let host = hostname();
+    out.assert_stderr_contains(&format!("node 1 ({host}-v1) was lost: its daemon exited"));
+}
+
+#[test]
+fn an_invalid_heartbeat_timeout_is_refused_with_a_clear_error() {
+    let _alone = alone();
+    for bad in ["abc", "0", "-1", "0.1"] {
+        let out = Dpm::run(["--virtual-nodes", "2", "-n", "2", "/bin/true"]).env("DPM_HEARTBEAT_TIMEOUT", bad).output();
+        assert_ne!(out.code(), 0, "DPM_HEARTBEAT_TIMEOUT={bad}: {}", out.describe());
+        out.assert_stderr_contains(&format!("DPM_HEARTBEAT_TIMEOUT: invalid heartbeat timeout \"{bad}\": expected seconds from 0.5 to 86400"));
+    }
+}
+
+/// The state letter of `pid` in `/proc/<pid>/stat` (`T`: stopped), if it lives.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: " <state> ...".
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// Ctrl-Z (SIGTSTP) stops the launcher and every rank; after 3 s — twice
+/// the heartbeat timeout — `fg` (SIGCONT) resumes them and the run ends
+/// as if nothing happened.
+fn ctrl_z_for_3_s_then_fg(placement: &[&str]) {
+    let _alone = alone();
+    let script = "for i in 1 2 3 4 5 6 7 8; do sleep 0.25; done; echo done";
+    let mut args: Vec<&str> = placement.to_vec();
+    args.extend(["-n", "4", "sh", "-c", script]);
+    let mut run = Dpm::run(args).watchdog(Duration::from_secs(60)).spawn();
+    run.wait_for_procs(4);
+    let ranks: Vec<u32> = common::marked_procs(run.marker()).into_iter().filter(|(_, cmd)| cmd.starts_with("sh -c")).map(|(pid, _)| pid).collect();
+    assert_eq!(ranks.len(), 4, "the ranks: {ranks:?}");
+    common::send_signal(run.pid(), "TSTP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let all_stopped = || proc_state(run.pid()) == Some('T') && ranks.iter().all(|&p| proc_state(p) == Some('T'));
+    while !all_stopped() {
+        assert!(Instant::now() < deadline, "after SIGTSTP, dpm is {:?} and its ranks {:?}", proc_state(run.pid()), ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(all_stopped(), "something ran on while stopped: dpm {:?}, ranks {:?}", proc_state(run.pid()), ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>());
+    common::send_signal(run.pid(), "CONT");
+    let out = run.wait();
+    out.assert_success();
+    assert_eq!(out.stdout_str().lines().filter(|l| *l == "done").count(), 4, "{}", out.describe());
+    assert!(!out.stderr_str().contains("lost"), "{}", out.describe());
+}
+
+#[test]
+fn ctrl_z_and_fg_suspend_and_resume_a_run_on_two_virtual_nodes() {
+    ctrl_z_for_3_s_then_fg(&["--virtual-nodes", "2"]);
+}
+
+#[test]
+fn ctrl_z_and_fg_suspend_and_resume_a_one_node_run() {
+    ctrl_z_for_3_s_then_fg(&[]);
+}
