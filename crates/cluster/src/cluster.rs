@@ -37,26 +37,57 @@ const EPOCH_MICROS: u64 = 1_700_000_000_000_000;
 #[derive(Debug)]
 enum Event {
     /// A payload for node `to` arriving at `node` from its parent (`Down::To`).
-    Down { node: usize, to: usize, msg: ToDaemon },
+    Down {
+        node: usize,
+        to: usize,
+        msg: ToDaemon,
+    },
     /// A payload from `origin` (`Up::From`) arriving at `to` (`None`: the
     /// launcher) from a child link.
-    Up { to: Option<usize>, origin: usize, msg: ToLauncher },
+    Up {
+        to: Option<usize>,
+        origin: usize,
+        msg: ToLauncher,
+    },
     /// The loss of `node`'s link (`Up::Lost`), reaching the launcher.
-    Lost { node: usize, error: String },
+    Lost {
+        node: usize,
+        error: String,
+    },
     /// A rank's request reaching its node.
-    Pmi { node: usize, conn: ConnId, bytes: Vec<u8> },
+    Pmi {
+        node: usize,
+        conn: ConnId,
+        bytes: Vec<u8>,
+    },
     /// The node's reply reaching a rank.
-    Reply { proc: usize, bytes: Vec<u8> },
+    Reply {
+        proc: usize,
+        bytes: Vec<u8>,
+    },
     /// A rank goes on with its script.
-    Wake { proc: usize },
-    NodeTimer { node: usize, timer: NodeTimer },
+    Wake {
+        proc: usize,
+    },
+    NodeTimer {
+        node: usize,
+        timer: NodeTimer,
+    },
     /// The receiver's CPU is done with this event: handle it now.
     Ready(Box<Event>),
     /// This event's fixed delay is over: charge its CPU, then handle it.
     Delayed(Box<Event>),
     /// A start the node asked for has happened.
-    Started { node: usize, job: JobId, rank: Rank, result: Result<ProcStarted, StartError> },
-    RunTimer { timer: RunTimer, generation: u64 },
+    Started {
+        node: usize,
+        job: JobId,
+        rank: Rank,
+        result: Result<ProcStarted, StartError>,
+    },
+    RunTimer {
+        timer: RunTimer,
+        generation: u64,
+    },
     Signal(i32),
     LoseNode(usize),
 }
@@ -133,12 +164,7 @@ impl Cluster {
                 for c in tree::children(Some(i), layout.nodes, layout.fanout) {
                     tree.child_linked(c);
                 }
-                Node {
-                    reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }),
-                    fx: RecordingEffects::new(),
-                    tree,
-                    alive: true,
-                }
+                Node { reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }), fx: RecordingEffects::new(), tree, alive: true }
             })
             .collect();
         let universe_size = i64::from(layout.slots) * layout.nodes as i64;

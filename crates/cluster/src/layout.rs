@@ -71,14 +71,6 @@ pub struct Layout {
 
 impl Layout {
     pub fn nodes(nodes: usize) -> Self {
-        Layout {
-            nodes,
-            slots: 2,
-            fanout: 32,
-            kvs: KvsDesign::default(),
-            no_oversubscribe: false,
-            kill_grace: Duration::from_secs(3),
-            costs: Costs::default(),
-        }
+        Layout { nodes, slots: 2, fanout: 32, kvs: KvsDesign::default(), no_oversubscribe: false, kill_grace: Duration::from_secs(3), costs: Costs::default() }
     }
 }

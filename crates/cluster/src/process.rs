@@ -35,10 +35,16 @@ pub enum Step {
     /// A get of the key with `{i}` replaced by each rank of the job in turn
     /// (paper 004's all-to-all pattern), from `next` on; values are not kept
     /// (that would grow as ranks²), failures count in `errors`.
-    GetAll { key: String, next: u32 },
+    GetAll {
+        key: String,
+        next: u32,
+    },
     /// `MPI_Comm_spawn` of `n` processes of `/bin/true <script>` (the script
     /// registered under that name runs in them), with the parent port preput.
-    Spawn { n: u32, script: String },
+    Spawn {
+        n: u32,
+        script: String,
+    },
     /// PMI-2 `ring` with this value: records `ring-rank`, `ring-size`,
     /// `ring-left` and `ring-right`.
     Ring(String),
@@ -167,11 +173,9 @@ impl Proc {
                 }
                 r
             }
-            Step::Init2 => vec![
-                "cmd=init pmi_version=2 pmi_subversion=0\n".to_string(),
-                frame2(&format!("cmd=fullinit;pmirank={};", self.rank)),
-                frame2("cmd=job-getid;"),
-            ],
+            Step::Init2 => {
+                vec!["cmd=init pmi_version=2 pmi_subversion=0\n".to_string(), frame2(&format!("cmd=fullinit;pmirank={};", self.rank)), frame2("cmd=job-getid;")]
+            }
             Step::Put(k, v) if self.v2 => vec![frame2(&format!("cmd=kvs-put;key={};value={};", self.fill(k), self.fill(v)))],
             Step::Put(k, v) => vec![format!("cmd=put kvsname={kvs} key={} value={}\n", self.fill(k), self.fill(v))],
             Step::Barrier if self.v2 => vec![frame2("cmd=kvs-fence;")],

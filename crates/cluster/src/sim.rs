@@ -90,7 +90,10 @@ macro_rules! from_name {
             type Err = SimError;
             fn from_str(s: &str) -> Result<Self, SimError> {
                 let names: Vec<&str> = <$t>::ALL.iter().map(|v| v.name()).collect();
-                <$t>::ALL.into_iter().find(|v| v.name() == s.trim()).ok_or_else(|| SimError::Scenario(format!("unknown {} {s:?} (one of {})", $what, names.join(", "))))
+                <$t>::ALL
+                    .into_iter()
+                    .find(|v| v.name() == s.trim())
+                    .ok_or_else(|| SimError::Scenario(format!("unknown {} {s:?} (one of {})", $what, names.join(", "))))
             }
         }
     };

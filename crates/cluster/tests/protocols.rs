@@ -19,16 +19,7 @@ fn layout(nodes: usize, fanout: usize, kvs: KvsDesign) -> Layout {
 /// Every rank puts its card, fences, and reads its neighbours' cards; one
 /// rank is late to the fence.
 fn exchange() -> Vec<Step> {
-    vec![
-        Step::Init,
-        put("card-{rank}", "addr-{rank}"),
-        Step::Barrier,
-        get("card-{next}"),
-        get("card-{prev}"),
-        Step::Barrier,
-        Step::Finalize,
-        Step::Exit(0),
-    ]
+    vec![Step::Init, put("card-{rank}", "addr-{rank}"), Step::Barrier, get("card-{next}"), get("card-{prev}"), Step::Barrier, Step::Finalize, Step::Exit(0)]
 }
 
 fn assert_exchanged(c: &Cluster, job: JobId) {

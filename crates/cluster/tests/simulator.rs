@@ -16,17 +16,7 @@ use dpm_proto::tree;
 const LIMIT: Duration = Duration::from_secs(3600);
 
 fn scenario(nodes: usize, ppn: u32) -> Scenario {
-    Scenario {
-        nodes,
-        ppn,
-        kvs: KvsDesign::Auto,
-        fanout: 32,
-        bootstrap: Bootstrap::Ssh,
-        booted: false,
-        workload: Workload::Hello,
-        cores: 0,
-        one_host: false,
-    }
+    Scenario { nodes, ppn, kvs: KvsDesign::Auto, fanout: 32, bootstrap: Bootstrap::Ssh, booted: false, workload: Workload::Hello, cores: 0, one_host: false }
 }
 
 /// A cluster under the sample's calibrated costs with `cores` per node.
@@ -53,7 +43,12 @@ fn a_fence_completes_after_the_last_node_entered_it_under_calibrated_costs() {
         let late_entry = ranks[20].reply_times[4];
         assert_eq!(last_entry, late_entry, "{design:?}: the late rank entered last");
         for p in &ranks {
-            assert!(p.reply_times[5] > last_entry, "{design:?}: rank {} left the fence at {:?}, before the last entry at {last_entry:?}", p.rank.0, p.reply_times[5]);
+            assert!(
+                p.reply_times[5] > last_entry,
+                "{design:?}: rank {} left the fence at {:?}, before the last entry at {last_entry:?}",
+                p.rank.0,
+                p.reply_times[5]
+            );
             assert_eq!(p.proc.values[&format!("bc-{}", (p.rank.0 + 1) % 21)], Ok(format!("card-{}", (p.rank.0 + 1) % 21)));
         }
     }
@@ -98,7 +93,12 @@ fn each_spawn_is_answered_after_its_children_started() {
         assert_eq!(kids.len(), 3);
         let asked = p.reply_times[reply - 1];
         for k in &kids {
-            assert!(k.started_at > asked && p.reply_times[reply] > k.forked_at, "spawn {i}: asked {asked:?}, answered {:?}, child forked {:?}", p.reply_times[reply], k.forked_at);
+            assert!(
+                k.started_at > asked && p.reply_times[reply] > k.forked_at,
+                "spawn {i}: asked {asked:?}, answered {:?}, child forked {:?}",
+                p.reply_times[reply],
+                k.forked_at
+            );
         }
     }
 }

@@ -116,16 +116,19 @@ pub fn start_error(e: io::Error) -> StartError {
         return StartError::from(e);
     }
     let limit = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) => format!(" (RLIMIT_NOFILE: soft {soft}, hard {})", if hard == libc::RLIM_INFINITY { "unlimited".to_string() } else { hard.to_string() }),
+        Ok((soft, hard)) => {
+            format!(" (RLIMIT_NOFILE: soft {soft}, hard {})", if hard == libc::RLIM_INFINITY { "unlimited".to_string() } else { hard.to_string() })
+        }
         Err(_) => String::new(),
     };
     let what = if errno == libc::ENFILE { "the system ran out of open files" } else { "the daemon ran out of file descriptors" };
     StartError {
         errno,
-        message: format!("{what}{limit}; each rank takes four: raise the limit with `ulimit -n` (up to the hard limit) before starting dpm, or run fewer ranks per node"),
+        message: format!(
+            "{what}{limit}; each rank takes four: raise the limit with `ulimit -n` (up to the hard limit) before starting dpm, or run fewer ranks per node"
+        ),
     }
 }
-
 
 /// Start a process of `app` in process group `pgid` (0: a new session and
 /// group led by the child).
@@ -195,12 +198,7 @@ fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
     // child has exec'd or exited, so `setup` and `stack` outlive its use.
     unsafe {
         let top = stack.as_mut_ptr().add(CHILD_STACK) as *mut libc::c_void;
-        let pid = libc::clone(
-            child_main,
-            top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            setup as *const ChildSetup as *mut libc::c_void,
-        );
+        let pid = libc::clone(child_main, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, setup as *const ChildSetup as *mut libc::c_void);
         let err = io::Error::last_os_error();
         let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
         if pid < 0 {

@@ -93,9 +93,7 @@ impl Spawner {
         for i in 0..threads {
             let socket = theirs.try_clone()?;
             let (rx, span, stopping) = (rx.clone(), span.clone(), stopping.clone());
-            std::thread::Builder::new()
-                .name(format!("dpm-spawn-{i}"))
-                .spawn(move || span.in_scope(|| spawner_thread(i, socket, rx, &stopping)))?;
+            std::thread::Builder::new().name(format!("dpm-spawn-{i}")).spawn(move || span.in_scope(|| spawner_thread(i, socket, rx, &stopping)))?;
         }
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
         let socket = unsafe { AsyncFd::register_with_interest(ours, tokio::io::Interest::READABLE) }?;

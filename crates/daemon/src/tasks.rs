@@ -18,22 +18,36 @@ use crate::spawn_here;
 
 pub enum Event {
     /// A TCP connection on a job's PMI port (`PMI_PORT` mode).
-    PortConn { job: JobId, fd: OwnedFd },
-    Output { job: JobId, rank: Rank, stream: Stream, data: Vec<u8> },
+    PortConn {
+        job: JobId,
+        fd: OwnedFd,
+    },
+    Output {
+        job: JobId,
+        rank: Rank,
+        stream: Stream,
+        data: Vec<u8>,
+    },
     /// The stream reached end of file (every holder closed it).
-    OutputClosed { job: JobId, rank: Rank, stream: Stream },
+    OutputClosed {
+        job: JobId,
+        rank: Rank,
+        stream: Stream,
+    },
     /// Reaped (or could not be watched any more).
-    Exited { job: JobId, rank: Rank, status: ExitStatus, at: u64 },
+    Exited {
+        job: JobId,
+        rank: Rank,
+        status: ExitStatus,
+        at: u64,
+    },
     Timer(Timer),
     /// An upcall of the node's PMIx server (`node::pmix_host`).
     Pmix(dpm_pmix::Upcall),
 }
 
 /// Accept PMI connections for one job on a loopback TCP port.
-pub fn listen_pmi_port(
-    job: JobId,
-    events: mpsc::UnboundedSender<Event>,
-) -> std::io::Result<(String, tokio::task::AbortHandle)> {
+pub fn listen_pmi_port(job: JobId, events: mpsc::UnboundedSender<Event>) -> std::io::Result<(String, tokio::task::AbortHandle)> {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
     listener.set_nonblocking(true)?;
     let port = format!("127.0.0.1:{}", listener.local_addr()?.port());

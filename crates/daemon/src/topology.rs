@@ -132,7 +132,11 @@ fn dl_error() -> String {
     // valid until the next dl* call on this thread; it is copied at once.
     unsafe {
         let e = libc::dlerror();
-        if e.is_null() { "unknown error".into() } else { CStr::from_ptr(e).to_string_lossy().into_owned() }
+        if e.is_null() {
+            "unknown error".into()
+        } else {
+            CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
     }
 }
 
@@ -148,7 +152,11 @@ impl Hwloc {
         let sym = |symbol: &CStr| -> Result<*mut c_void, TopologyError> {
             // SAFETY: a live handle and a NUL-terminated name.
             let f = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
-            if f.is_null() { Err(TopologyError::Library(dl_error())) } else { Ok(f) }
+            if f.is_null() {
+                Err(TopologyError::Library(dl_error()))
+            } else {
+                Ok(f)
+            }
         };
         // SAFETY: each symbol is the hwloc 2.x function of that name, whose C
         // signature is the one transmuted to (hwloc.h, API 2.x; checked below).
@@ -158,7 +166,9 @@ impl Hwloc {
                 init: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut Topo) -> c_int>(sym(c"hwloc_topology_init")?),
                 set_type_filter: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, c_int, c_int) -> c_int>(sym(c"hwloc_topology_set_type_filter")?),
                 load: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo) -> c_int>(sym(c"hwloc_topology_load")?),
-                export_xmlbuffer: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, *mut *mut c_char, *mut c_int, c_ulong) -> c_int>(sym(c"hwloc_topology_export_xmlbuffer")?),
+                export_xmlbuffer: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, *mut *mut c_char, *mut c_int, c_ulong) -> c_int>(sym(
+                    c"hwloc_topology_export_xmlbuffer",
+                )?),
                 free_xmlbuffer: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, *mut c_char)>(sym(c"hwloc_free_xmlbuffer")?),
                 destroy: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo)>(sym(c"hwloc_topology_destroy")?),
             };

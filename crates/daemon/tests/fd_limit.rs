@@ -5,8 +5,8 @@
 
 use dpm_daemon::DaemonConfig;
 use dpm_kvs::{JobId, KvsDesign, Rank};
-use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec, ToDaemon, ToLauncher};
 use dpm_proto::link::Down;
+use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec, ToDaemon, ToLauncher};
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 #[test]

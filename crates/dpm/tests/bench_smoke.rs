@@ -71,13 +71,7 @@ fn run_logged(cmd: &mut Command, marker: &str, log: &Path) -> (bool, Duration) {
     let started = Instant::now();
     let out = fs::File::create(log.with_extension("out")).expect("create stdout log");
     let err = fs::File::create(log.with_extension("err")).expect("create stderr log");
-    let mut child = cmd
-        .env(MARKER_VAR, marker)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut child = cmd.env(MARKER_VAR, marker).stdin(Stdio::null()).stdout(out).stderr(err).spawn().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
     loop {
         if let Some(status) = child.try_wait().expect("wait for the benchmark runner") {
             return (status.success(), started.elapsed());
@@ -86,10 +80,7 @@ fn run_logged(cmd: &mut Command, marker: &str, log: &Path) -> (bool, Duration) {
             let _ = child.kill();
             let _ = child.wait();
             kill_marked(marker);
-            panic!(
-                "{cmd:?} did not finish within {LIMIT:?}\n--- stderr ---\n{}",
-                tail(&log.with_extension("err"), 40)
-            );
+            panic!("{cmd:?} did not finish within {LIMIT:?}\n--- stderr ---\n{}", tail(&log.with_extension("err"), 40));
         }
         thread::sleep(Duration::from_millis(50));
     }
@@ -128,16 +119,11 @@ fn bench_suite_smoke_under_dpm() {
     eprintln!("bench/run --smoke took {:.1} s", elapsed.as_secs_f64());
 
     // The schema check, independently of the runner's own.
-    let files: Vec<PathBuf> =
-        ["startup", "spawn", "intercomm", "onesided"].iter().map(|s| out.join(format!("{s}.jsonl"))).collect();
+    let files: Vec<PathBuf> = ["startup", "spawn", "intercomm", "onesided"].iter().map(|s| out.join(format!("{s}.jsonl"))).collect();
     for f in &files {
         assert!(f.is_file(), "{} is missing", f.display());
     }
-    let status = Command::new("python3")
-        .arg(root.join("bench/suite/validate.py"))
-        .args(&files)
-        .status()
-        .expect("run bench/suite/validate.py");
+    let status = Command::new("python3").arg(root.join("bench/suite/validate.py")).args(&files).status().expect("run bench/suite/validate.py");
     assert!(status.success(), "bench/suite/validate.py rejected records in {}", out.display());
 
     // Every record comes from dpm and was checked; every benchmark is there.
@@ -152,18 +138,11 @@ fn bench_suite_smoke_under_dpm() {
     }
     for (family, test) in EXPECTED {
         let (f, t) = (format!("\"family\":\"{family}\""), format!("\"test\":\"{test}\""));
-        assert!(
-            lines.iter().any(|l| l.contains(&f) && l.contains(&t)),
-            "no {family}/{test} record in {}",
-            out.display()
-        );
+        assert!(lines.iter().any(|l| l.contains(&f) && l.contains(&t)), "no {family}/{test} record in {}", out.display());
     }
     for comm in COMMS {
         let v = format!("\"variant\":{{\"comm\":\"{comm}\"}}");
-        assert!(
-            lines.iter().any(|l| l.contains("\"test\":\"pingpong\"") && l.contains(&v)),
-            "no ping-pong over comm={comm}"
-        );
+        assert!(lines.iter().any(|l| l.contains("\"test\":\"pingpong\"") && l.contains(&v)), "no ping-pong over comm={comm}");
     }
 
     // config.json, summary.md and the plots.
@@ -174,9 +153,7 @@ fn bench_suite_smoke_under_dpm() {
         assert!(summary.contains(heading), "summary.md lacks {heading:?}");
     }
     for png in PLOTS {
-        let data = fs::read(out.join(png)).unwrap_or_else(|e| {
-            panic!("{png} missing ({e}); is matplotlib in .venv? (scripts/setup.sh installs it)")
-        });
+        let data = fs::read(out.join(png)).unwrap_or_else(|e| panic!("{png} missing ({e}); is matplotlib in .venv? (scripts/setup.sh installs it)"));
         assert!(data.starts_with(b"\x89PNG") && data.len() > 5000, "{png} is not a real PNG");
     }
 
@@ -198,9 +175,5 @@ fn dpmbench_unit_tests() {
         .stdin(Stdio::null())
         .output()
         .expect("run python3 -m unittest");
-    assert!(
-        out.status.success(),
-        "bench/dpmbench unit tests failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "bench/dpmbench unit tests failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -28,13 +28,7 @@ struct Boot {
 impl Boot {
     fn start(args: &[&str]) -> Boot {
         let dir = std::env::temp_dir().join(unique("dpm-boot-test"));
-        let out = Command::new(dpm_bin())
-            .arg("boot")
-            .args(args)
-            .env("DPM_RUNTIME_DIR", &dir)
-            .env_remove("DPM_BOOT")
-            .output()
-            .expect("run dpm boot");
+        let out = Command::new(dpm_bin()).arg("boot").args(args).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "dpm boot failed: {}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
         let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok());
@@ -198,8 +192,7 @@ fn runs_on_a_booted_tree_keep_their_own_kvs_design() {
     let boot = Boot::start(&["-v", "--virtual-nodes", "4", "--tree-fanout", "2"]);
     let ext = program("pmi2_ext");
     let steps = ["put:k{r}:a{r}:sparse", "fence", "get:k{r+1}:x:a{r+1}", "get:k{r-1}:{r-1}:a{r-1}", "ring:v{r}", "fence"];
-    let runs: Vec<_> =
-        ["dkvs", "tree"].iter().map(|d| boot.run(&[&["--kvs", d, "-ppn", "2", "-n", "8", &ext][..], &steps[..]].concat()).spawn()).collect();
+    let runs: Vec<_> = ["dkvs", "tree"].iter().map(|d| boot.run(&[&["--kvs", d, "-ppn", "2", "-n", "8", &ext][..], &steps[..]].concat()).spawn()).collect();
     for run in runs {
         let out = run.wait();
         out.assert_success().assert_stdout_lacks("FAIL");
@@ -263,7 +256,11 @@ fn spawned_children_are_placed_with_the_load_of_every_run() {
     let out = boot.run(&["--report-placement", "-n", "1", &program("spawn_args"), "1"]).output();
     out.assert_success();
     let child_hosts = common::spawned_hosts(&out.stderr_str());
-    assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h.ends_with("-v1")), "spawned child not placed on the free node: {child_hosts:?}\n{}", out.describe());
+    assert!(
+        !child_hosts.is_empty() && child_hosts.iter().all(|h| h.ends_with("-v1")),
+        "spawned child not placed on the free node: {child_hosts:?}\n{}",
+        out.describe()
+    );
     filler.signal("TERM");
     let _ = filler.wait_unchecked();
 }
@@ -378,9 +375,7 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     let running = boot.run(&["-n", "1", "sh", "-c", "echo leader $$", ":", "-n", "1", "sh", "-c", &wait]).spawn();
     let deadline = Instant::now() + Duration::from_secs(10);
     let state = |pid: u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from))
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from))
     };
     // The leader: a zombie child of the boot server (its daemon runs inside it).
     let pid = loop {

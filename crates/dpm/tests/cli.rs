@@ -22,11 +22,7 @@ fn run_help_prints_usage_and_exits_zero() {
 fn top_level_help_lists_run() {
     let out = Dpm::raw(["--help"]).output();
     out.assert_success();
-    assert!(
-        out.lines().iter().any(|l| l.trim_start().starts_with("run ")),
-        "no 'run' command in dpm --help\n{}",
-        out.describe()
-    );
+    assert!(out.lines().iter().any(|l| l.trim_start().starts_with("run ")), "no 'run' command in dpm --help\n{}", out.describe());
 }
 
 #[test]
@@ -153,10 +149,7 @@ fn boot_help_lists_its_options() {
 fn the_open_file_limit_is_raised_to_the_hard_limit() {
     // Ranks inherit the limit of the daemon that starts them (here inside dpm
     // run): with a soft limit of 256, they must see the hard one.
-    let script = format!(
-        "ulimit -S -n 256 && echo hard=$(ulimit -H -n) && exec {} run -n 1 sh -c 'echo soft=$(ulimit -S -n)'",
-        common::dpm_bin()
-    );
+    let script = format!("ulimit -S -n 256 && echo hard=$(ulimit -H -n) && exec {} run -n 1 sh -c 'echo soft=$(ulimit -S -n)'", common::dpm_bin());
     let out = std::process::Command::new("sh").args(["-c", &script]).env("DPM_NO_BOOT", "1").output().expect("run sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));

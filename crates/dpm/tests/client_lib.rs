@@ -53,12 +53,7 @@ fn run_alone(name: &str, args: &[&str]) -> std::process::Output {
 }
 
 fn describe(out: &std::process::Output) -> String {
-    format!(
-        "status {:?}\n--- stdout ---\n{}--- stderr ---\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    format!("status {:?}\n--- stdout ---\n{}--- stderr ---\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 // ---- libpmi2: the Slurm-derived programs built against dpm's library ----

@@ -41,9 +41,7 @@ fn value(map: &BTreeMap<(u32, String), Option<String>>, rank: u32, name: &str) -
 
 #[test]
 fn genv_reaches_every_rank_and_launcher_env_is_inherited() {
-    let out = Dpm::run(["-genv", "DPM_T_X", "1", "-n", "2", &program("env_print"), "DPM_T_X", "DPM_T_OUTSIDE"])
-        .env("DPM_T_OUTSIDE", "outside")
-        .output();
+    let out = Dpm::run(["-genv", "DPM_T_X", "1", "-n", "2", &program("env_print"), "DPM_T_X", "DPM_T_OUTSIDE"]).env("DPM_T_OUTSIDE", "outside").output();
     let env = env_of(&out);
     for r in 0..2 {
         assert_eq!(value(&env, r, "DPM_T_X").as_deref(), Some("1"), "{}", out.describe());
@@ -59,9 +57,7 @@ fn genv_value_with_spaces_and_equals() {
 
 #[test]
 fn genv_overrides_the_launcher_environment() {
-    let out = Dpm::run(["-genv", "DPM_T_X", "from-genv", "-n", "1", &program("env_print"), "DPM_T_X"])
-        .env("DPM_T_X", "from-launcher")
-        .output();
+    let out = Dpm::run(["-genv", "DPM_T_X", "from-genv", "-n", "1", &program("env_print"), "DPM_T_X"]).env("DPM_T_X", "from-launcher").output();
     assert_eq!(value(&env_of(&out), 0, "DPM_T_X").as_deref(), Some("from-genv"), "{}", out.describe());
 }
 
@@ -97,10 +93,7 @@ fn genvlist_passes_only_the_listed_variables() {
 
 #[test]
 fn genvlist_single_name() {
-    let out = Dpm::run(["-genvlist", "DPM_T_A", "-n", "1", &program("env_print"), "DPM_T_A", "DPM_T_B"])
-        .env("DPM_T_A", "aa")
-        .env("DPM_T_B", "bb")
-        .output();
+    let out = Dpm::run(["-genvlist", "DPM_T_A", "-n", "1", &program("env_print"), "DPM_T_A", "DPM_T_B"]).env("DPM_T_A", "aa").env("DPM_T_B", "bb").output();
     let env = env_of(&out);
     assert_eq!(value(&env, 0, "DPM_T_A").as_deref(), Some("aa"), "{}", out.describe());
     assert_eq!(value(&env, 0, "DPM_T_B"), None, "{}", out.describe());
@@ -110,8 +103,8 @@ fn genvlist_single_name() {
 fn per_segment_env_stays_in_its_segment() {
     let p = program("env_print");
     let out = Dpm::run([
-        "-l", "-genv", "DPM_T_G", "global", "-n", "1", "-env", "DPM_T_S", "first", &p, "DPM_T_S", "DPM_T_G", ":", "-n", "2", "-env",
-        "DPM_T_S", "second", "-env", "DPM_T_G", "local", &p, "DPM_T_S", "DPM_T_G", ":", "-n", "1", &p, "DPM_T_S", "DPM_T_G",
+        "-l", "-genv", "DPM_T_G", "global", "-n", "1", "-env", "DPM_T_S", "first", &p, "DPM_T_S", "DPM_T_G", ":", "-n", "2", "-env", "DPM_T_S", "second",
+        "-env", "DPM_T_G", "local", &p, "DPM_T_S", "DPM_T_G", ":", "-n", "1", &p, "DPM_T_S", "DPM_T_G",
     ])
     .output();
     let env = env_of(&out);
@@ -129,8 +122,28 @@ fn per_segment_env_stays_in_its_segment() {
 fn per_segment_envnone_envlist_envall() {
     let p = program("env_print");
     let out = Dpm::run([
-        "-l", "-genvnone", "-n", "1", "-envlist", "DPM_T_A", &p, "DPM_T_A", "DPM_T_B", ":", "-n", "1", "-envall", &p, "DPM_T_A", "DPM_T_B", ":",
-        "-n", "1", &p, "DPM_T_A", "DPM_T_B",
+        "-l",
+        "-genvnone",
+        "-n",
+        "1",
+        "-envlist",
+        "DPM_T_A",
+        &p,
+        "DPM_T_A",
+        "DPM_T_B",
+        ":",
+        "-n",
+        "1",
+        "-envall",
+        &p,
+        "DPM_T_A",
+        "DPM_T_B",
+        ":",
+        "-n",
+        "1",
+        &p,
+        "DPM_T_A",
+        "DPM_T_B",
     ])
     .env("DPM_T_A", "aa")
     .env("DPM_T_B", "bb")

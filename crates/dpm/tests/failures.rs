@@ -154,18 +154,7 @@ fn timeout_not_reached_keeps_the_job_status() {
 
 #[test]
 fn timeout_also_kills_ranks_that_ignore_sigterm() {
-    let out = Dpm::run([
-        "--timeout",
-        "1",
-        "--kill-grace",
-        "0.5",
-        "-n",
-        "2",
-        "/bin/sh",
-        "-c",
-        "trap '' TERM INT; sleep 30; echo survived",
-    ])
-    .output();
+    let out = Dpm::run(["--timeout", "1", "--kill-grace", "0.5", "-n", "2", "/bin/sh", "-c", "trap '' TERM INT; sleep 30; echo survived"]).output();
     out.assert_code(124).assert_faster_than(FAST);
     out.assert_stdout_lacks("survived");
 }

@@ -11,12 +11,7 @@ use common::{leftovers_after, marked_procs, unique, MARKER_VAR};
 #[test]
 fn leftover_scan_finds_and_kills_a_marked_process() {
     let marker = unique("dpmtest-self");
-    let mut child = Command::new("sleep")
-        .arg("30")
-        .env(MARKER_VAR, &marker)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start sleep");
+    let mut child = Command::new("sleep").arg("30").env(MARKER_VAR, &marker).stdin(Stdio::null()).spawn().expect("start sleep");
     let pid = child.id();
     let found = marked_procs(&marker);
     assert_eq!(found.iter().map(|p| p.0).collect::<Vec<_>>(), vec![pid], "scan found {found:?}");

@@ -13,12 +13,7 @@ fn stdin_goes_to_rank_zero_and_others_see_eof() {
     out.assert_stdout_lacks("FAIL");
     let mut lines = out.lines();
     lines.sort();
-    assert_eq!(
-        lines,
-        vec!["rank 0 read 18 bytes: first line".to_string(), "rank 1 stdin eof".into(), "rank 2 stdin eof".into()],
-        "{}",
-        out.describe()
-    );
+    assert_eq!(lines, vec!["rank 0 read 18 bytes: first line".to_string(), "rank 1 stdin eof".into(), "rank 2 stdin eof".into()], "{}", out.describe());
 }
 
 #[test]

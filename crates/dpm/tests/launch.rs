@@ -12,9 +12,7 @@ fn assert_hello(out: &Output, n: u32) {
     let sum = n * (n - 1) / 2;
     let mut lines = out.lines();
     lines.sort();
-    let mut expected: Vec<String> = (0..n)
-        .map(|r| format!("hello from rank {r} of {n} on host {host}: sum of ranks = {sum} (expected {sum})"))
-        .collect();
+    let mut expected: Vec<String> = (0..n).map(|r| format!("hello from rank {r} of {n} on host {host}: sum of ranks = {sum} (expected {sum})")).collect();
     expected.sort();
     assert_eq!(lines, expected, "hello output is wrong\n{}", out.describe());
 }
@@ -46,15 +44,10 @@ fn hello_in_pmi_port_mode() {
 
 #[test]
 fn pmi_port_mode_sets_port_and_id_not_fd() {
-    let out = Dpm::run(["--pmi-port", "-n", "2", "-l", "/bin/sh", "-c", "echo port=${PMI_PORT:-unset} id=${PMI_ID:-unset} fd=${PMI_FD:-unset}"])
-        .output();
+    let out = Dpm::run(["--pmi-port", "-n", "2", "-l", "/bin/sh", "-c", "echo port=${PMI_PORT:-unset} id=${PMI_ID:-unset} fd=${PMI_FD:-unset}"]).output();
     out.assert_success();
     for r in 0..2 {
-        let line = out
-            .lines()
-            .into_iter()
-            .find(|l| l.starts_with(&format!("[{r}] ")))
-            .unwrap_or_else(|| panic!("no line from rank {r}\n{}", out.describe()));
+        let line = out.lines().into_iter().find(|l| l.starts_with(&format!("[{r}] "))).unwrap_or_else(|| panic!("no line from rank {r}\n{}", out.describe()));
         let rest = line.trim_start_matches(&format!("[{r}] "));
         assert!(rest.starts_with("port=127.0.0.1:") || rest.starts_with("port=localhost:"), "PMI_PORT not a loopback address: {line}");
         assert!(rest.ends_with(&format!(" id={r} fd=unset")), "PMI_ID/PMI_FD wrong for rank {r}: {line}");

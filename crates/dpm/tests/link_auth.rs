@@ -203,11 +203,12 @@ fn mode(path: &Path) -> u32 {
 
 /// Every process whose command line contains `needle`: (pid, command line).
 fn cmdlines_containing(needle: &str) -> Vec<(u32, String)> {
-    procs().filter_map(|pid| {
-        let cmd = String::from_utf8_lossy(&fs::read(format!("/proc/{pid}/cmdline")).ok()?).replace('\0', " ");
-        cmd.contains(needle).then_some((pid, cmd))
-    })
-    .collect()
+    procs()
+        .filter_map(|pid| {
+            let cmd = String::from_utf8_lossy(&fs::read(format!("/proc/{pid}/cmdline")).ok()?).replace('\0', " ");
+            cmd.contains(needle).then_some((pid, cmd))
+        })
+        .collect()
 }
 
 /// The processes below `root` (at any depth) whose command line has a word of
@@ -360,10 +361,8 @@ fn the_secret_is_on_no_command_line_and_in_no_rank() {
 #[test]
 fn forked_daemons_get_the_secret_in_their_environment_only() {
     // A secret in dpm's own environment must not reach the ranks either.
-    let mut running = Dpm::run(["--virtual-nodes", "2", "-n", "2", "sleep", "3"])
-        .env("DPM_SECRET", &"ab".repeat(32))
-        .env("DPM_SECRET_FILE", "/nonexistent")
-        .spawn();
+    let mut running =
+        Dpm::run(["--virtual-nodes", "2", "-n", "2", "sleep", "3"]).env("DPM_SECRET", &"ab".repeat(32)).env("DPM_SECRET_FILE", "/nonexistent").spawn();
     running.wait_for_procs(2);
     let dpm = running.pid();
     let daemons: Vec<u32> = procs().filter(|&p| parent_of(p) == Some(dpm)).collect();
@@ -383,10 +382,7 @@ fn forked_daemons_get_the_secret_in_their_environment_only() {
 
 #[test]
 fn ranks_never_see_a_secret_variable() {
-    let out = Dpm::run(["--virtual-nodes", "2", "-n", "2", "env"])
-        .env("DPM_SECRET", &"cd".repeat(32))
-        .env("DPM_SECRET_FILE", "/nonexistent")
-        .output();
+    let out = Dpm::run(["--virtual-nodes", "2", "-n", "2", "env"]).env("DPM_SECRET", &"cd".repeat(32)).env("DPM_SECRET_FILE", "/nonexistent").output();
     out.assert_success();
     out.assert_stdout_contains(&format!("{MARKER_VAR}="));
     out.assert_stdout_lacks("DPM_SECRET");

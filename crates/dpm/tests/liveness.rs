@@ -30,12 +30,7 @@ fn daemon_of(run: &Running, node: usize) -> u32 {
 /// The soft limit on open files this test (and the dpm it starts) runs with.
 fn fd_limit() -> usize {
     let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
-    limits
-        .lines()
-        .find(|l| l.starts_with("Max open files"))
-        .and_then(|l| l.split_whitespace().nth(3))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1024)
+    limits.lines().find(|l| l.starts_with("Max open files")).and_then(|l| l.split_whitespace().nth(3)).and_then(|v| v.parse().ok()).unwrap_or(1024)
 }
 
 /// As many ranks as fit two daemons' fd tables (four fds per rank, some
@@ -145,11 +140,21 @@ fn ctrl_z_for_3_s_then_fg(placement: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let all_stopped = || proc_state(run.pid()) == Some('T') && ranks.iter().all(|&p| proc_state(p) == Some('T'));
     while !all_stopped() {
-        assert!(Instant::now() < deadline, "after SIGTSTP, dpm is {:?} and its ranks {:?}", proc_state(run.pid()), ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>());
+        assert!(
+            Instant::now() < deadline,
+            "after SIGTSTP, dpm is {:?} and its ranks {:?}",
+            proc_state(run.pid()),
+            ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_secs(3));
-    assert!(all_stopped(), "something ran on while stopped: dpm {:?}, ranks {:?}", proc_state(run.pid()), ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>());
+    assert!(
+        all_stopped(),
+        "something ran on while stopped: dpm {:?}, ranks {:?}",
+        proc_state(run.pid()),
+        ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>()
+    );
     common::send_signal(run.pid(), "CONT");
     let out = run.wait();
     out.assert_success();

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use common::{hello, program, Dpm};
 
-
 #[test]
 fn ring_across_four_virtual_nodes() {
     let out = Dpm::run(["--virtual-nodes", "4", "--report-placement", "-n", "8", &program("ring")]).output();
@@ -16,8 +15,7 @@ fn ring_across_four_virtual_nodes() {
     out.assert_stdout_contains("ring ok size=8 sum=");
     let host = common::hostname();
     let placed = common::placement(&out.stderr_str());
-    let expected: Vec<(u32, String, String)> =
-        (0..4).map(|k| (0, format!("{}-{}", 2 * k, 2 * k + 1), format!("{host}-v{k}"))).collect();
+    let expected: Vec<(u32, String, String)> = (0..4).map(|k| (0, format!("{}-{}", 2 * k, 2 * k + 1), format!("{host}-v{k}"))).collect();
     // Two slots per node on a 2-CPU machine; placement fills each node in turn.
     if std::thread::available_parallelism().unwrap().get() == 2 {
         assert_eq!(placed, expected, "{}", out.describe());
@@ -63,9 +61,7 @@ fn spawned_children_are_spread_over_the_least_loaded_nodes() {
     let children: Vec<_> = common::placement(&out.stderr_str()).into_iter().filter(|p| p.0 == 1).collect();
     // Node 0 holds the parent, so the 4 children take the free slots of
     // nodes 1 and 2 first, then node 0's: one node never gets them all.
-    let count = |k: usize| -> usize {
-        children.iter().filter(|c| c.2 == format!("{host}-v{k}")).map(|c| c.1.split(',').count()).sum()
-    };
+    let count = |k: usize| -> usize { children.iter().filter(|c| c.2 == format!("{host}-v{k}")).map(|c| c.1.split(',').count()).sum() };
     assert_eq!(count(0) + count(1) + count(2), 4, "{}", out.describe());
     assert!(count(1) >= 1 && count(2) >= 1, "children not spread: {children:?}\n{}", out.describe());
     assert!(count(0) <= 1, "the parent's node got {} children\n{}", count(0), out.describe());
@@ -180,10 +176,13 @@ fn the_tree_really_is_a_tree() {
     let mut run = Dpm::run(["--virtual-nodes", "7", "--tree-fanout", "2", "-n", "7", "sleep", "30"]).spawn();
     run.wait_for_procs(7);
     let dpm = run.pid();
-    let direct: Vec<u32> = daemons_below(dpm).into_iter().filter(|&pid| {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok()) == Some(dpm)
-    }).collect();
+    let direct: Vec<u32> = daemons_below(dpm)
+        .into_iter()
+        .filter(|&pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok()) == Some(dpm)
+        })
+        .collect();
     let all = daemons_below(dpm);
     run.signal("TERM");
     let out = run.wait();

@@ -38,9 +38,8 @@ fn leftovers(dpm: u32) -> Vec<PathBuf> {
     let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
     let shm = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten().map(|e| e.path());
     let ours = format!("_{dpm}_");
-    let mut left: Vec<PathBuf> = shm
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("dpm.{uid}.")) && n.to_string_lossy().contains(&ours)))
-        .collect();
+    let mut left: Vec<PathBuf> =
+        shm.filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("dpm.{uid}.")) && n.to_string_lossy().contains(&ours))).collect();
     let server = std::env::temp_dir().join(format!("dpm-pmix.{dpm}"));
     if server.exists() {
         left.push(server);

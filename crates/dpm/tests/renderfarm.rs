@@ -29,9 +29,7 @@ const WATCHDOG: Duration = Duration::from_secs(180);
 
 /// True when povray and the scene are installed; panics under CI=true when not.
 fn povray_present() -> bool {
-    let povray = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("povray").is_file()))
-        .unwrap_or(false);
+    let povray = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join("povray").is_file())).unwrap_or(false);
     if povray && Path::new(SCENE).is_file() {
         return true;
     }
@@ -386,7 +384,23 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     let out = boot
         .through(farm_cmd(
             &["--no-oversubscribe", "-n", "1"],
-            &["--mode", "elastic", "--workers", "1", "--max-workers", "3", "--width", "96", "--height", "256", "--grow-interval", "0.2", "--grow-retries", "1000", "--check"],
+            &[
+                "--mode",
+                "elastic",
+                "--workers",
+                "1",
+                "--max-workers",
+                "3",
+                "--width",
+                "96",
+                "--height",
+                "256",
+                "--grow-interval",
+                "0.2",
+                "--grow-retries",
+                "1000",
+                "--check",
+            ],
         ))
         .output();
     stop.store(true, Ordering::Relaxed);
@@ -398,9 +412,7 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     out.assert_stdout_contains("farm: grew to 2 workers: worker 2 spawned in");
     out.assert_stdout_contains("farm: grew to 3 workers: worker 3 spawned in");
     let lines = out.lines();
-    let took = |wid: u32| {
-        lines.iter().find_map(|l| l.strip_prefix(&format!("farm: grew to {wid} workers: worker {wid} spawned in ")).map(String::from))
-    };
+    let took = |wid: u32| lines.iter().find_map(|l| l.strip_prefix(&format!("farm: grew to {wid} workers: worker {wid} spawned in ")).map(String::from));
     assert_eq!(took(2), took(3), "workers 2 and 3 came from one spawn\n{}", out.describe());
     out.assert_stdout_lacks("grew to 4 workers");
     // dpm status: all four slots in use at some point (the other run's two,

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{FixtureLock, dpm_bin, hello, program, repo_root, Dpm, TempFile};
+use common::{dpm_bin, hello, program, repo_root, Dpm, FixtureLock, TempFile};
 
 fn fixture_script() -> PathBuf {
     repo_root().join("tests/fixtures/slurm.sh")
@@ -54,11 +54,7 @@ impl Fixture {
         let lock = take_lock();
         let info = common::fixture_up(&fixture_script())?;
         let state = common::fixture_info(&info, "STATE").into();
-        let wrapper = format!(
-            "#!/bin/sh\nexec bash '{}' exec salloc -N1 -n2 '{}' run \"$@\"\n",
-            fixture_script().display(),
-            dpm_bin()
-        );
+        let wrapper = format!("#!/bin/sh\nexec bash '{}' exec salloc -N1 -n2 '{}' run \"$@\"\n", fixture_script().display(), dpm_bin());
         let salloc_1x2 = TempFile::new("dpm-salloc", wrapper.as_bytes(), 0o755);
         Ok(Fixture { state, salloc_1x2, lock: Some(lock), down: false })
     }
@@ -152,9 +148,7 @@ fn hello_in_allocation(fx: &Fixture) {
 /// The ranks run inside the allocation: they inherit salloc's job
 /// environment (what a Slurm bootstrap will read).
 fn ranks_see_the_job(fx: &Fixture) {
-    let out = fx
-        .dpm_in_allocation(&["-n", "2", &program("env_print"), "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE"])
-        .output();
+    let out = fx.dpm_in_allocation(&["-n", "2", &program("env_print"), "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE"]).output();
     out.assert_success();
     let job = out
         .stderr_str()
@@ -194,8 +188,7 @@ fn dpm_bootstraps_through_slurm(fx: &Fixture) {
 fn spawn_inside_the_allocation(fx: &Fixture) {
     let (stdout, stderr) = fx.dpm_in_3_node_allocation(&["--report-placement", "-n", "1", &program("spawn_args"), "4"]);
     assert!(stdout.contains("spawn ok children=4"), "{stdout}\n{stderr}");
-    let child_hosts: std::collections::HashSet<String> =
-        common::placement(&stderr).into_iter().filter(|p| p.0 == 1).map(|p| p.2).collect();
+    let child_hosts: std::collections::HashSet<String> = common::placement(&stderr).into_iter().filter(|p| p.0 == 1).map(|p| p.2).collect();
     assert!(child_hosts.contains("n2") && child_hosts.contains("n3"), "children not spread: {child_hosts:?}\n{stderr}");
 }
 

@@ -291,16 +291,9 @@ fn proc_states() -> Vec<(u32, char, u32)> {
 /// A `name start=A end=B` line of spawn_loop's report.
 fn start_end(out: &Output, name: &str) -> (i64, i64) {
     let prefix = format!("{name} start=");
-    let line = out
-        .lines()
-        .into_iter()
-        .find(|l| l.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("no '{name} start=' line\n{}", out.describe()));
+    let line = out.lines().into_iter().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no '{name} start=' line\n{}", out.describe()));
     let field = |key: &str| -> i64 {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(key))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in {line:?}"))
+        line.split_whitespace().find_map(|w| w.strip_prefix(key)).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {key} in {line:?}"))
     };
     (field("start="), field("end="))
 }
@@ -308,9 +301,7 @@ fn start_end(out: &Output, name: &str) -> (i64, i64) {
 #[test]
 fn two_hundred_spawns_leak_no_fds_processes_or_zombies() {
     const ITERATIONS: u32 = 200;
-    let running = Dpm::run(["-n", "1", &program("spawn_loop"), &ITERATIONS.to_string()])
-        .watchdog(Duration::from_secs(150))
-        .spawn();
+    let running = Dpm::run(["-n", "1", &program("spawn_loop"), &ITERATIONS.to_string()]).watchdog(Duration::from_secs(150)).spawn();
     let dpm = running.pid();
     // Sample dpm's zombie children while the loop runs. A zombie exists for a
     // moment between a child's exit and dpm's waitpid; one that stays for a
@@ -413,10 +404,7 @@ fn mpi4py_spawn_argument_with_a_newline() {
 // ---- mpi4py's own dynamic-process tests ------------------------------------------
 
 fn mpi4py_version() -> String {
-    let out = Command::new(venv_python())
-        .args(["-c", "import mpi4py; print(mpi4py.__version__)"])
-        .output()
-        .expect("run the venv's python");
+    let out = Command::new(venv_python()).args(["-c", "import mpi4py; print(mpi4py.__version__)"]).output().expect("run the venv's python");
     assert!(out.status.success(), "cannot import mpi4py: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -474,10 +462,8 @@ fn fetch_mpi4py_tests() -> Result<PathBuf, String> {
         // the sdist's build dependencies (Cython...) from source, for minutes.
         let pip = repo_root().join(".venv/bin/pip");
         let spec = format!("mpi4py=={version}");
-        let result = run_with_limit(
-            Command::new(&pip).args(["download", "--no-deps", "--no-binary", "mpi4py", &spec, "-d"]).arg(&tmp),
-            Duration::from_secs(300),
-        );
+        let result =
+            run_with_limit(Command::new(&pip).args(["download", "--no-deps", "--no-binary", "mpi4py", &spec, "-d"]).arg(&tmp), Duration::from_secs(300));
         let downloaded = tmp.join(format!("{name}.tar.gz"));
         if result.is_ok() && downloaded.is_file() {
             fs::rename(&downloaded, &tarball).map_err(|e| format!("rename {}: {e}", downloaded.display()))?;
@@ -490,10 +476,7 @@ fn fetch_mpi4py_tests() -> Result<PathBuf, String> {
     }
     let tmp = cache.join(unique("extract"));
     fs::create_dir_all(&tmp).map_err(|e| e.to_string())?;
-    let result = run_with_limit(
-        Command::new("tar").arg("xzf").arg(&tarball).arg("-C").arg(&tmp).arg(format!("{name}/test")),
-        Duration::from_secs(60),
-    );
+    let result = run_with_limit(Command::new("tar").arg("xzf").arg(&tarball).arg("-C").arg(&tmp).arg(format!("{name}/test")), Duration::from_secs(60));
     if result.is_ok() && !complete(&tests) {
         let _ = fs::remove_dir_all(cache.join(&name));
         let _ = fs::rename(tmp.join(&name), cache.join(&name));

@@ -29,7 +29,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{FixtureLock, dpm_bin, hello, program, repo_root, Dpm, Running, TempFile};
+use common::{dpm_bin, hello, program, repo_root, Dpm, FixtureLock, Running, TempFile};
 
 /// A lost daemon or host must end the run within this time.
 const LOSS_LIMIT: Duration = Duration::from_secs(2);
@@ -72,18 +72,11 @@ impl Fixture {
         let lock = take_lock();
         let info = common::fixture_up(&fixture_script())?;
         let ssh_command = common::fixture_info(&info, "SSH_COMMAND");
-        let wrapper = format!(
-            "#!/bin/sh\nexec bash '{}' exec h0 '{}' run \"$@\"\n",
-            fixture_script().display(),
-            dpm_bin()
-        );
+        let wrapper = format!("#!/bin/sh\nexec bash '{}' exec h0 '{}' run \"$@\"\n", fixture_script().display(), dpm_bin());
         let on_h0 = TempFile::new("dpm-on-h0", wrapper.as_bytes(), 0o755);
         let mut fx = Fixture { ssh_command, on_h0, listeners: HashSet::new(), lock: Some(lock), down: false };
         let all = fx.procs();
-        assert!(
-            all.len() == 4 && all.iter().all(|p| p.cmd.contains("sshd")),
-            "expected exactly the four sshd listeners on a fresh fixture, found {all:?}"
-        );
+        assert!(all.len() == 4 && all.iter().all(|p| p.cmd.contains("sshd")), "expected exactly the four sshd listeners on a fresh fixture, found {all:?}");
         fx.listeners = all.iter().map(|p| p.pid).collect();
         Ok(fx)
     }
@@ -203,7 +196,6 @@ fn exits_within(pid: u32, limit: Duration) -> Option<Duration> {
     }
 }
 
-
 fn hello_on_four_hosts(fx: &Fixture) {
     let out = fx.dpm(&["-hosts", "h1,h2,h3,h4", "-ppn", "2", "--report-placement", "-n", "8", &hello()]).output();
     out.assert_success();
@@ -265,7 +257,16 @@ fn kvs_designs_across_hosts(fx: &Fixture) {
     out.assert_success();
     out.assert_stdout_contains("ring ok size=8 sum=288");
     let ext = program("pmi2_ext");
-    let steps = ["put:x{r}:v{r}:sparse", "fence", "get:x{r+1}:{r+1}:v{r+1}", "get:x{r-1}:x:v{r-1}", "@7/sleep:200", "@7/put:late:seven", "@0/wget:late:7:seven", "fence"];
+    let steps = [
+        "put:x{r}:v{r}:sparse",
+        "fence",
+        "get:x{r+1}:{r+1}:v{r+1}",
+        "get:x{r-1}:x:v{r-1}",
+        "@7/sleep:200",
+        "@7/put:late:seven",
+        "@0/wget:late:7:seven",
+        "fence",
+    ];
     let out = fx.dpm(&[&tree[..], &["--kvs", "direct", "-n", "8", &ext], &steps[..]].concat()).output();
     out.assert_success();
     out.assert_stdout_lacks("FAIL");
@@ -385,11 +386,7 @@ fn lost_host(fx: &Fixture) {
     }
     let out = run.wait();
     let ended = ended.unwrap_or_else(|| {
-        panic!(
-            "the run was still going {:?} after h2 was cut off (no keepalive reaches a silent host)\n{}",
-            2 * LOSS_LIMIT,
-            out.describe()
-        )
+        panic!("the run was still going {:?} after h2 was cut off (no keepalive reaches a silent host)\n{}", 2 * LOSS_LIMIT, out.describe())
     });
     assert!(ended < LOSS_LIMIT, "the run took {ended:?} to end after h2 was cut off\n{}", out.describe());
     assert_ne!(out.code(), 0, "{}", out.describe());

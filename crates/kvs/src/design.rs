@@ -88,10 +88,7 @@ impl FromStr for KvsDesign {
     type Err = UnknownDesign;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        KvsDesign::ALL
-            .into_iter()
-            .find(|d| d.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| UnknownDesign(s.to_string()))
+        KvsDesign::ALL.into_iter().find(|d| d.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| UnknownDesign(s.to_string()))
     }
 }
 

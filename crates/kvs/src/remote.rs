@@ -67,7 +67,10 @@ pub enum KvsMsg {
     Reply(GetReply),
     Put(OwnerPut),
     /// The owner stored put `id`; the putting node may enter the fence.
-    PutAck { job: JobId, id: u64 },
+    PutAck {
+        job: JobId,
+        id: u64,
+    },
 }
 
 impl KvsMsg {

@@ -26,8 +26,8 @@
 
 use crate::design::{owner, Hint, KvsDesign};
 use crate::fnv::{FnvMap, FnvSet};
-use crate::remote::{GetReply, GetRequest, KvsDest, KvsMsg, OwnerPut};
 use crate::limits::MAX_NODE_KEYS;
+use crate::remote::{GetReply, GetRequest, KvsDest, KvsMsg, OwnerPut};
 use crate::{Full, JobId, KeyValues};
 
 /// A value this node holds for others.

@@ -14,8 +14,8 @@ use dpm_kvs::KvsDesign;
 
 use crate::config::Launcher;
 use crate::error::UsageError;
-use crate::pmi_choice::PmiFlavour;
 use crate::options::{self, Command, Key, MAX_SECS};
+use crate::pmi_choice::PmiFlavour;
 use crate::run::{FailurePolicy, UnknownPolicy};
 
 /// How much of the launcher's environment the ranks inherit.

@@ -91,9 +91,7 @@ pub struct RunConfig {
 
 /// A seconds variable: unset is `None`, anything but 0..=[`MAX_SECS`] an error.
 fn env_secs(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, UsageError> {
-    env(name)
-        .map(|v| cli::parse_secs(&v).ok_or_else(|| UsageError(format!("{name}={v}: not a number of seconds (0 to {MAX_SECS})"))))
-        .transpose()
+    env(name).map(|v| cli::parse_secs(&v).ok_or_else(|| UsageError(format!("{name}={v}: not a number of seconds (0 to {MAX_SECS})")))).transpose()
 }
 
 impl RunConfig {

@@ -259,13 +259,7 @@ impl Controller {
 
     /// Hand one event to the run with this driver's effects.
     fn with_run<T>(&mut self, event: impl FnOnce(&mut Run, &mut dyn RunEffects) -> T) -> T {
-        let mut fx = Driver {
-            links: &self.links,
-            shared: self.shared.borrow_mut(),
-            route: &self.up_tx,
-            output: &mut self.output,
-            timers: &mut self.timers,
-        };
+        let mut fx = Driver { links: &self.links, shared: self.shared.borrow_mut(), route: &self.up_tx, output: &mut self.output, timers: &mut self.timers };
         event(&mut self.run, &mut fx)
     }
 

@@ -59,7 +59,10 @@ pub enum RunRequest {
     Help,
     Version,
     /// `mpiexec -pmi_args PORT INTERFACE KEY PID`: serve a singleton.
-    Singleton { args: Vec<String>, verbose: u8 },
+    Singleton {
+        args: Vec<String>,
+        verbose: u8,
+    },
     Run(Box<RunOptions>),
 }
 
@@ -177,10 +180,7 @@ pub(crate) fn plan_here(opts: &RunOptions) -> Result<PlannedHere, Error> {
 /// `LocalSet` (see dpm-daemon), and ranks are started from threads that live
 /// as long as the process.
 pub(crate) fn block_on_local(main: impl std::future::Future<Output = Result<i32, Error>>) -> Result<i32, Error> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failed(format!("cannot start the runtime: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Error::failed(format!("cannot start the runtime: {e}")))?;
     let result = runtime.block_on(tokio::task::LocalSet::new().run_until(main));
     // Not waiting for blocking reads still pending (tokio's stdin of a
     // daemon whose link is still open): the process is done.

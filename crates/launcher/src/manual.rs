@@ -44,8 +44,8 @@ use dpm_proto::auth::{Secret, SECRET_FILE_ENV};
 use dpm_proto::frame::{answer_hello, authenticate, FrameError, Hello, Role, PROTOCOL_VERSION};
 
 use crate::error::Error;
-use crate::output::Console;
 use crate::nodes::Node;
+use crate::output::Console;
 use crate::private_dir::{self, PrivateFile};
 
 /// How long one connection may take to say hello and prove the secret.
@@ -81,13 +81,7 @@ pub struct Connected {
 /// Listen, tell the user what to run, and wait until every node's daemon has
 /// connected and authenticated. Each link is bridged to `up` as soon as it is
 /// in (heartbeats keep it alive while the others come), and returned, by node.
-pub async fn connect_all(
-    nodes: &[Node],
-    opts: &Manual,
-    secret: &Secret,
-    me: &str,
-    up: &mpsc::UnboundedSender<Up>,
-) -> Result<Vec<Connected>, Error> {
+pub async fn connect_all(nodes: &[Node], opts: &Manual, secret: &Secret, me: &str, up: &mpsc::UnboundedSender<Up>) -> Result<Vec<Connected>, Error> {
     let failed = |e: &dyn std::fmt::Display| Error::failed(format!("-launcher manual: {e}"));
     // Signals first: from the moment the secret file exists, an interrupted
     // launcher must still remove it.
@@ -154,7 +148,6 @@ fn make_room(pending: &mut VecDeque<Pending>) -> bool {
         None => false,
     }
 }
-
 
 /// A caller's handshake: its node, stream and hello, or why it was refused.
 type Handshake = Result<(usize, TcpStream, Hello), Refusal>;

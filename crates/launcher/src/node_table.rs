@@ -199,7 +199,13 @@ impl NodeTable {
     /// allowed that is always the largest. Returns the placement (each
     /// app's processes in turn) and the count of each app; refused, holding
     /// nothing, when some app fits none of its counts.
-    pub fn place_spawn_soft(&self, counts: &[Vec<u32>], allowed: &[Option<Vec<usize>>], oversubscribe: bool, universe: i64) -> Result<(Reservation, Vec<u32>), PlaceError> {
+    pub fn place_spawn_soft(
+        &self,
+        counts: &[Vec<u32>],
+        allowed: &[Option<Vec<usize>>],
+        oversubscribe: bool,
+        universe: i64,
+    ) -> Result<(Reservation, Vec<u32>), PlaceError> {
         let live = self.live();
         let limited = !oversubscribe && universe >= 0;
         let mut load = self.loads();
@@ -215,7 +221,8 @@ impl NodeTable {
             while placed.len() < want {
                 let in_use = live + (out.len() + placed.len()) as i64;
                 if limited && in_use >= universe {
-                    refusal = Some(PlaceError::OverUniverse { size: choices.last().copied().unwrap_or(1), slots: universe, live: in_use - placed.len() as i64 });
+                    refusal =
+                        Some(PlaceError::OverUniverse { size: choices.last().copied().unwrap_or(1), slots: universe, live: in_use - placed.len() as i64 });
                     break;
                 }
                 match self.pick(nodes, &load, oversubscribe) {

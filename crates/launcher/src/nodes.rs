@@ -25,8 +25,8 @@ use tokio::task::JoinHandle;
 
 use dpm_daemon::links;
 use dpm_proto::auth::Secret;
-use dpm_proto::tree::{self, TreeSpec};
 use dpm_proto::link::Up;
+use dpm_proto::tree::{self, TreeSpec};
 
 use crate::controller::DaemonLink;
 use crate::manual::{self, Manual};
@@ -126,14 +126,7 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: 
 }
 
 /// [`start`] with a given secret (a persistent boot keeps one).
-pub async fn start_with_secret(
-    nodes: &[Node],
-    bootstrap: &Bootstrap,
-    fanout: usize,
-    trace: bool,
-    verbose: u8,
-    secret: &Secret,
-) -> Result<Daemons, Error> {
+pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: bool, verbose: u8, secret: &Secret) -> Result<Daemons, Error> {
     let (up_tx, mut up_rx) = mpsc::unbounded_channel();
     if *bootstrap == Bootstrap::InProcess {
         let (down_tx, down_rx) = mpsc::unbounded_channel();

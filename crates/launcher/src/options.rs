@@ -127,14 +127,7 @@ pub const OPTIONS: &[Opt] = &[
     opt(K::GenvList, &["-genvlist"], "A,B,...", 1, S::Global, "pass only these variables of dpm's environment"),
     opt(K::GenvNone, &["-genvnone"], "", 0, S::Global, "pass none of dpm's environment"),
     opt(K::GenvAll, &["-genvall"], "", 0, S::Global, "pass all of dpm's environment (default)"),
-    opt(
-        K::Label,
-        &["-l", "-prepend-rank", "--label"],
-        "",
-        0,
-        S::Global,
-        "prefix every output line with [rank] ([job.rank]\nfor spawned jobs)",
-    ),
+    opt(K::Label, &["-l", "-prepend-rank", "--label"], "", 0, S::Global, "prefix every output line with [rank] ([job.rank]\nfor spawned jobs)"),
     opt(
         K::Timeout,
         &["--timeout", "-t"],
@@ -157,22 +150,8 @@ pub const OPTIONS: &[Opt] = &[
          pick their own counts); with --no-oversubscribe,\n\
          the nodes' slots",
     ),
-    opt(
-        K::PmiTrace,
-        &["--pmi-trace"],
-        "",
-        0,
-        S::Global,
-        "print every PMI message each way on stderr,\nas C[rank]: ... (client) and S[rank]: ... (server)",
-    ),
-    opt(
-        K::PmiPort,
-        &["--pmi-port"],
-        "",
-        0,
-        S::Global,
-        "serve PMI on a loopback TCP port (PMI_PORT and\nPMI_ID) instead of inherited socketpairs",
-    ),
+    opt(K::PmiTrace, &["--pmi-trace"], "", 0, S::Global, "print every PMI message each way on stderr,\nas C[rank]: ... (client) and S[rank]: ... (server)"),
+    opt(K::PmiPort, &["--pmi-port"], "", 0, S::Global, "serve PMI on a loopback TCP port (PMI_PORT and\nPMI_ID) instead of inherited socketpairs"),
     opt(
         K::Pmi,
         &["--pmi"],
@@ -206,22 +185,8 @@ pub const OPTIONS: &[Opt] = &[
          application replaces its workers); also\n\
          DPM_ON_SPAWNED_FAILURE",
     ),
-    opt(
-        K::ReportPlacement,
-        &["--report-placement"],
-        "",
-        0,
-        S::Global,
-        "print on stderr where every job's ranks run,\nspawned jobs included",
-    ),
-    opt(
-        K::KillGrace,
-        &["--kill-grace"],
-        "SECS",
-        1,
-        S::Global,
-        "after forwarding SIGINT/SIGTERM, wait SECS before\nSIGKILL (default 3; at most 1e9)",
-    ),
+    opt(K::ReportPlacement, &["--report-placement"], "", 0, S::Global, "print on stderr where every job's ranks run,\nspawned jobs included"),
+    opt(K::KillGrace, &["--kill-grace"], "SECS", 1, S::Global, "after forwarding SIGINT/SIGTERM, wait SECS before\nSIGKILL (default 3; at most 1e9)"),
     opt(
         K::Kvs,
         &["--kvs"],
@@ -241,30 +206,9 @@ pub const OPTIONS: &[Opt] = &[
            auto       dense and unhinted keys as allgather,\n             \
                       hint=sparse keys as direct/dkvs",
     ),
-    opt(
-        K::Hosts,
-        &["-hosts", "-host"],
-        "H[:N][,...]",
-        1,
-        S::Nodes,
-        "hosts to run on, N slots each (default: CPUs)",
-    ),
-    opt(
-        K::Hostfile,
-        &["-f", "-hostfile", "-machinefile"],
-        "FILE",
-        1,
-        S::Nodes,
-        "hosts from a file: 'name[:N]' or 'name slots=N'",
-    ),
-    opt(
-        K::VirtualNodes,
-        &["--virtual-nodes"],
-        "N",
-        1,
-        S::Nodes,
-        "N daemons on this machine, each a separate node\n(MPICH then wires up across nodes)",
-    ),
+    opt(K::Hosts, &["-hosts", "-host"], "H[:N][,...]", 1, S::Nodes, "hosts to run on, N slots each (default: CPUs)"),
+    opt(K::Hostfile, &["-f", "-hostfile", "-machinefile"], "FILE", 1, S::Nodes, "hosts from a file: 'name[:N]' or 'name slots=N'"),
+    opt(K::VirtualNodes, &["--virtual-nodes"], "N", 1, S::Nodes, "N daemons on this machine, each a separate node\n(MPICH then wires up across nodes)"),
     opt(
         K::Launcher,
         &["-launcher", "-bootstrap"],
@@ -287,14 +231,7 @@ pub const OPTIONS: &[Opt] = &[
         S::Nodes,
         "the ssh command (default 'ssh -o BatchMode=yes');\nalso DPM_SSH",
     ),
-    opt(
-        K::Bind,
-        &["--bind"],
-        "ADDR[:PORT]",
-        1,
-        S::Nodes,
-        "where -launcher manual listens (default: every\nIPv4 address, a free port)",
-    ),
+    opt(K::Bind, &["--bind"], "ADDR[:PORT]", 1, S::Nodes, "where -launcher manual listens (default: every\nIPv4 address, a free port)"),
     opt(
         K::ConnectTimeout,
         &["--connect-timeout"],
@@ -315,22 +252,8 @@ pub const OPTIONS: &[Opt] = &[
          also DPM_FANOUT",
     ),
     opt(K::Ppn, &["-ppn"], "N", 1, S::Placement, "N ranks per node, then the next node"),
-    opt(
-        K::MapBy,
-        &["--map-by"],
-        "slot|node",
-        1,
-        S::Placement,
-        "fill each node's slots in turn (default), or\ndeal ranks round-robin over the nodes",
-    ),
-    opt(
-        K::Foreground,
-        &["--foreground"],
-        "",
-        0,
-        S::Boot,
-        "stay in the foreground (batch scripts, debugging;\nneeded by -launcher manual)",
-    ),
+    opt(K::MapBy, &["--map-by"], "slot|node", 1, S::Placement, "fill each node's slots in turn (default), or\ndeal ranks round-robin over the nodes"),
+    opt(K::Foreground, &["--foreground"], "", 0, S::Boot, "stay in the foreground (batch scripts, debugging;\nneeded by -launcher manual)"),
     opt(K::ReadyOnStdout, &["--ready-on-stdout"], "", 0, S::BootInternal, ""),
     opt(
         K::WarmSpawn,
@@ -364,10 +287,7 @@ pub const OPTIONS: &[Opt] = &[
 
 /// The option `name` (without its dashes) of `command`, if it has one.
 pub fn lookup(name: &str, command: Command) -> Option<&'static Opt> {
-    OPTIONS
-        .iter()
-        .filter(|o| o.section.taken_by(command))
-        .find(|o| o.names.iter().any(|n| n.trim_start_matches('-') == name))
+    OPTIONS.iter().filter(|o| o.section.taken_by(command)).find(|o| o.names.iter().any(|n| n.trim_start_matches('-') == name))
 }
 
 const RUN_INTRO: &str = "\

@@ -170,9 +170,8 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
     for (appnum, seg) in opts.segments.iter().enumerate() {
         let env = segment_env(opts, seg, launcher_env);
         let wdir = resolve_wdir(seg.wdir.as_deref(), cwd)?;
-        let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).or_else(|| {
-            launcher_env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str())
-        });
+        let path =
+            env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).or_else(|| launcher_env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()));
         let exe = resolve_program(&seg.program, &wdir, path)?;
         let n = seg.nprocs.unwrap_or(1);
         if n == 0 {
@@ -246,11 +245,7 @@ mod tests {
 
     #[test]
     fn environment_modes_and_overrides() {
-        let launcher = vec![
-            ("PATH".to_string(), "/bin".to_string()),
-            ("HOME".to_string(), "/root".to_string()),
-            ("PMI_FD".to_string(), "9".to_string()),
-        ];
+        let launcher = vec![("PATH".to_string(), "/bin".to_string()), ("HOME".to_string(), "/root".to_string()), ("PMI_FD".to_string(), "9".to_string())];
         let mut opts = crate::cli::parse_run(&["-genv", "X", "1", "-n", "1", "-env", "HOME", "/h", "p"].map(String::from)).unwrap();
         let env = segment_env(&opts, &opts.segments[0], &launcher);
         assert!(env.contains(&("PATH".into(), "/bin".into())));

@@ -34,8 +34,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
     // fds close-on-exec): keep none of it, so spawned children get none either.
     close_inherited_fds();
     let kvsname = crate::controller::kvsname(crate::controller::random_tag(), dpm_kvs::JobId(0));
-    let stream = handshake(port, &kvsname)
-        .map_err(|e| Error::failed(format!("singleton handshake with process {pid} on port {port} failed: {e}")))?;
+    let stream = handshake(port, &kvsname).map_err(|e| Error::failed(format!("singleton handshake with process {pid} on port {port} failed: {e}")))?;
     let launcher_env: Vec<(String, String)> = std::env::vars().collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
     crate::raise_fd_limit();

@@ -167,8 +167,7 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
     for cmd in commands {
         for (key, value) in &cmd.info {
             match key.as_str() {
-                "wdir" | "path" | "env" | "host" | "hosts" | "add-host" | "hostfile" | "add-hostfile" | "soft" | "map-by"
-                | "oversubscribe" => {}
+                "wdir" | "path" | "env" | "host" | "hosts" | "add-host" | "hostfile" | "add-hostfile" | "soft" | "map-by" | "oversubscribe" => {}
                 // Warm spawn's own choice (`run::warm`), not a placement key.
                 "dpm_warm" => {}
                 // Keys and values come from a rank: quoted, so no newline in
@@ -182,8 +181,7 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
             allowed = nodes_named(list, ctx)?;
         }
         if let Some(file) = info(cmd, &["hostfile", "add-hostfile"]) {
-            let text = std::fs::read_to_string(ctx.cwd.join(file))
-                .map_err(|e| PlanError::Invalid(format!("hostfile {file}: {e}")))?;
+            let text = std::fs::read_to_string(ctx.cwd.join(file)).map_err(|e| PlanError::Invalid(format!("hostfile {file}: {e}")))?;
             let lines: Vec<&str> = text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()).collect();
             allowed = nodes_named(&lines.join(","), ctx)?;
         }
@@ -214,11 +212,7 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
         }
         counts.push(match info(cmd, &["soft"]) {
             Some(v) => parse_soft(v, cmd.maxprocs).ok_or_else(|| {
-                PlanError::Invalid(format!(
-                    "soft '{}' allows no process count from 1 to maxprocs {} (a comma list of a, a:b or a:b:c)",
-                    quote(v),
-                    cmd.maxprocs
-                ))
+                PlanError::Invalid(format!("soft '{}' allows no process count from 1 to maxprocs {} (a comma list of a, a:b or a:b:c)", quote(v), cmd.maxprocs))
             })?,
             None => vec![cmd.maxprocs],
         });

@@ -115,9 +115,7 @@ pub(crate) fn bind_refusal(conns: &HashMap<ConnId, Conn>, conn: ConnId, job: Job
     match current {
         Some(r) if r == rank => None,
         Some(r) => Some(format!("this connection is rank {}; it cannot become rank {}", r.0, rank.0)),
-        None if conns.iter().any(|(&other, c)| other != conn && c.job == job && c.rank == Some(rank)) => {
-            Some(format!("rank {} is already connected", rank.0))
-        }
+        None if conns.iter().any(|(&other, c)| other != conn && c.job == job && c.rank == Some(rank)) => Some(format!("rank {} is already connected", rank.0)),
         None => None,
     }
 }

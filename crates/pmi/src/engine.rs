@@ -163,16 +163,7 @@ impl Engine {
 
     pub fn add_job(&mut self, setup: JobSetup) {
         let store = NodeStore::new(setup.job, setup.kvs, setup.node, setup.node_of.clone(), &setup.preput);
-        let job = NodeJob {
-            setup,
-            store,
-            in_fence: Vec::new(),
-            fence_sent: false,
-            ring_seq: 0,
-            in_ring: Vec::new(),
-            attrs: NodeAttrs::default(),
-            claim: None,
-        };
+        let job = NodeJob { setup, store, in_fence: Vec::new(), fence_sent: false, ring_seq: 0, in_ring: Vec::new(), attrs: NodeAttrs::default(), claim: None };
         self.jobs.insert(job.setup.job, job);
     }
 
@@ -310,34 +301,19 @@ impl Engine {
                 2 => Reply::Init { version: 2, subversion: 0 },
                 _ => Reply::Error(format!("PMI version {v}.{subversion} is not supported; use 1.1 or 2.0")),
             },
-            Request::InitAck { pmiid } => {
-                match u32::try_from(pmiid).ok().filter(|&r| r < setup.size && setup.local_ranks.contains(&Rank(r))) {
-                    Some(r) => {
-                        c.rank = Some(Rank(r));
-                        Reply::InitAck {
-                            rank: r,
-                            size: setup.size,
-                            appnum: setup.appnums[r as usize],
-                            spawner: setup.spawner.clone(),
-                        }
-                    }
-                    None => Reply::Error(format!("pmiid {pmiid} is not a rank of this job on this node")),
+            Request::InitAck { pmiid } => match u32::try_from(pmiid).ok().filter(|&r| r < setup.size && setup.local_ranks.contains(&Rank(r))) {
+                Some(r) => {
+                    c.rank = Some(Rank(r));
+                    Reply::InitAck { rank: r, size: setup.size, appnum: setup.appnums[r as usize], spawner: setup.spawner.clone() }
                 }
-            }
+                None => Reply::Error(format!("pmiid {pmiid} is not a rank of this job on this node")),
+            },
             Request::FullInit { pmirank } => {
                 if c.rank.is_none() {
-                    c.rank = pmirank
-                        .and_then(|r| u32::try_from(r).ok())
-                        .map(Rank)
-                        .filter(|r| setup.local_ranks.contains(r));
+                    c.rank = pmirank.and_then(|r| u32::try_from(r).ok()).map(Rank).filter(|r| setup.local_ranks.contains(r));
                 }
                 match c.rank {
-                    Some(Rank(r)) => Reply::FullInit {
-                        rank: r,
-                        size: setup.size,
-                        appnum: setup.appnums[r as usize],
-                        spawner: setup.spawner.clone(),
-                    },
+                    Some(Rank(r)) => Reply::FullInit { rank: r, size: setup.size, appnum: setup.appnums[r as usize], spawner: setup.spawner.clone() },
                     None => Reply::Error(format!("pmirank {pmirank:?} is not a rank of this job on this node")),
                 }
             }

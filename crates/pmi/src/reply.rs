@@ -22,10 +22,23 @@ pub const VALLEN_MAX: usize = 1024;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    Init { version: u32, subversion: u32 },
+    Init {
+        version: u32,
+        subversion: u32,
+    },
     /// PMI-1 `initack`: four lines, the rank and size repeated as `cmd=set`.
-    InitAck { rank: u32, size: u32, appnum: i64, spawner: Option<String> },
-    FullInit { rank: u32, size: u32, appnum: i64, spawner: Option<String> },
+    InitAck {
+        rank: u32,
+        size: u32,
+        appnum: i64,
+        spawner: Option<String>,
+    },
+    FullInit {
+        rank: u32,
+        size: u32,
+        appnum: i64,
+        spawner: Option<String>,
+    },
     Maxes,
     Appnum(i64),
     Kvsname(String),
@@ -39,7 +52,12 @@ pub enum Reply {
     BarrierOut,
     /// The ring exchange's answer: the caller's ring rank, the ring's size,
     /// its neighbours' values.
-    Ring { rank: u32, size: u32, left: String, right: String },
+    Ring {
+        rank: u32,
+        size: u32,
+        left: String,
+        right: String,
+    },
     /// A spawn started; the new job's id (PMI-2 clients such as Slurm's
     /// read it) and, after a partial `soft` start, each process's code.
     Spawned(Spawned),
@@ -98,7 +116,11 @@ fn safe_text(version: Version, text: &str) -> String {
         }
         Version::V2 => text.replace(';', ","),
     };
-    if text.is_empty() { "error".into() } else { text }
+    if text.is_empty() {
+        "error".into()
+    } else {
+        text
+    }
 }
 
 /// Whether `value` fits in a reply of this framing unchanged.
@@ -116,9 +138,7 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
     let e = Encoder::new(framing, &reply_name(framing, request));
     let v1 = framing == Version::V1;
     match reply {
-        Reply::Init { version, subversion } => {
-            e.attr("rc", 0).attr("pmi_version", version).attr("pmi_subversion", subversion).finish()
-        }
+        Reply::Init { version, subversion } => e.attr("rc", 0).attr("pmi_version", version).attr("pmi_subversion", subversion).finish(),
         Reply::InitAck { rank, size, appnum, spawner } => {
             let mut e = e.attr("rc", 0).attr("rank", rank).attr("size", size).attr("appnum", appnum);
             if let Some(s) = spawner {
@@ -142,12 +162,7 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
             // TRUE/FALSE bool that fails on `0`. Absent suits both.
             e.finish()
         }
-        Reply::Maxes => e
-            .attr("rc", 0)
-            .attr("kvsname_max", KVSNAME_MAX)
-            .attr("keylen_max", KEYLEN_MAX)
-            .attr("vallen_max", VALLEN_MAX)
-            .finish(),
+        Reply::Maxes => e.attr("rc", 0).attr("kvsname_max", KVSNAME_MAX).attr("keylen_max", KEYLEN_MAX).attr("vallen_max", VALLEN_MAX).finish(),
         Reply::Appnum(n) => e.attr("rc", 0).attr("appnum", n).finish(),
         Reply::Kvsname(name) if v1 => e.attr("rc", 0).attr("kvsname", name).finish(),
         Reply::Kvsname(name) => e.attr("rc", 0).attr("jobid", name).finish(),
@@ -165,7 +180,11 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
         // `value`, which Slurm's libpmi2 reads instead.
         Reply::Value(value) if request.contains("lookup") => {
             let e = e.attr("rc", 0).attr("port", value);
-            if v1 { e.finish() } else { e.attr("value", value).finish() }
+            if v1 {
+                e.finish()
+            } else {
+                e.attr("value", value).finish()
+            }
         }
         Reply::Value(value) if v1 => e.attr("rc", 0).attr("value", value).finish(),
         Reply::Value(value) => e.attr("rc", 0).attr("found", "TRUE").attr("value", value).finish(),
@@ -174,14 +193,9 @@ pub fn encode(version: Version, request: &str, reply: &Reply) -> Vec<u8> {
         Reply::BarrierOut => e.attr("rc", 0).finish(),
         // Slurm's PMIX_Ring reads the ring rank from `ring-count` (and the
         // size from its job size); dpm's library reads `ring-rank`/`ring-size`.
-        Reply::Ring { rank, size, left, right } => e
-            .attr("rc", 0)
-            .attr("ring-count", rank)
-            .attr("ring-rank", rank)
-            .attr("ring-size", size)
-            .attr("ring-left", left)
-            .attr("ring-right", right)
-            .finish(),
+        Reply::Ring { rank, size, left, right } => {
+            e.attr("rc", 0).attr("ring-count", rank).attr("ring-rank", rank).attr("ring-size", size).attr("ring-left", left).attr("ring-right", right).finish()
+        }
         Reply::Spawned(s) => {
             let e = e.attr("rc", 0);
             let e = if v1 { e } else { e.attr("jobid", &s.jobid) };

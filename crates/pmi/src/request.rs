@@ -42,34 +42,71 @@ pub struct SpawnRequest {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// `cmd=init` (both versions use PMI-1 framing for it).
-    Init { version: u32, subversion: u32 },
+    Init {
+        version: u32,
+        subversion: u32,
+    },
     /// PMI-1 `initack` (PMI_PORT + PMI_ID mode): the connection names its process.
-    InitAck { pmiid: i64 },
+    InitAck {
+        pmiid: i64,
+    },
     /// PMI-2 `fullinit`.
-    FullInit { pmirank: Option<i64> },
+    FullInit {
+        pmirank: Option<i64>,
+    },
     GetMaxes,
     GetAppnum,
     /// PMI-1 `get_my_kvsname`, PMI-2 `job-getid`.
     GetKvsname,
     GetUniverseSize,
-    Put { kvsname: Option<String>, key: String, value: String, hint: Option<Hint> },
+    Put {
+        kvsname: Option<String>,
+        key: String,
+        value: String,
+        hint: Option<Hint>,
+    },
     /// `srcid`: the rank that put the key, a routing hint (PMI-2 only);
     /// `wait`: answer once the key exists (PMI extension `wait=TRUE`).
-    Get { kvsname: Option<String>, key: String, srcid: Option<i64>, wait: bool },
+    Get {
+        kvsname: Option<String>,
+        key: String,
+        srcid: Option<i64>,
+        wait: bool,
+    },
     /// PMI-2 extension `ring` (Slurm's `PMIX_Ring`): this process's value.
-    Ring { value: String },
+    Ring {
+        value: String,
+    },
     /// PMI-2 `info-getjobattr`.
-    GetJobAttr { key: String },
+    GetJobAttr {
+        key: String,
+    },
     /// PMI-1 `barrier_in`, PMI-2 `kvs-fence`.
     Barrier,
-    PutNodeAttr { key: String, value: String },
-    GetNodeAttr { key: String, wait: bool },
-    Publish { service: String, port: String },
-    Unpublish { service: String },
-    Lookup { service: String },
+    PutNodeAttr {
+        key: String,
+        value: String,
+    },
+    GetNodeAttr {
+        key: String,
+        wait: bool,
+    },
+    Publish {
+        service: String,
+        port: String,
+    },
+    Unpublish {
+        service: String,
+    },
+    Lookup {
+        service: String,
+    },
     Spawn(SpawnRequest),
     Finalize,
-    Abort { code: i32, message: Option<String> },
+    Abort {
+        code: i32,
+        message: Option<String>,
+    },
     /// A command this server knows of but does not implement (PMI-2 job-connect…).
     Unsupported,
     /// Anything else.
@@ -110,10 +147,7 @@ fn kvsname(frame: &Frame, key: &str) -> Result<Option<String>, RequestError> {
 }
 
 fn need_int<T: std::str::FromStr>(frame: &Frame, key: &str) -> Result<T, RequestError> {
-    need(frame, key)?
-        .trim()
-        .parse()
-        .map_err(|_| RequestError { cmd: frame.name.clone(), reason: format!("attribute `{key}` is not a number") })
+    need(frame, key)?.trim().parse().map_err(|_| RequestError { cmd: frame.name.clone(), reason: format!("attribute `{key}` is not a number") })
 }
 
 fn opt_int(frame: &Frame, key: &str) -> Option<i64> {
@@ -161,10 +195,7 @@ impl Request {
     pub fn parse(frame: &Frame) -> Result<Request, RequestError> {
         let text = |key: &str| need(frame, key).map(str::to_string);
         let req = match (frame.version, frame.name.as_str()) {
-            (_, "init") => Request::Init {
-                version: need_int(frame, "pmi_version")?,
-                subversion: need_int(frame, "pmi_subversion")?,
-            },
+            (_, "init") => Request::Init { version: need_int(frame, "pmi_version")?, subversion: need_int(frame, "pmi_subversion")? },
             (Version::V1, "initack") => Request::InitAck { pmiid: need_int(frame, "pmiid")? },
             (Version::V1, "get_maxes") => Request::GetMaxes,
             (Version::V1, "get_appnum") => Request::GetAppnum,
@@ -184,10 +215,9 @@ impl Request {
             },
             (Version::V1, "barrier_in") => Request::Barrier,
             (Version::V1, "finalize") | (Version::V2, "finalize") => Request::Finalize,
-            (Version::V1, "abort") => Request::Abort {
-                code: opt_int(frame, "exitcode").unwrap_or(1) as i32,
-                message: frame.get("message").map(str::to_string),
-            },
+            (Version::V1, "abort") => {
+                Request::Abort { code: opt_int(frame, "exitcode").unwrap_or(1) as i32, message: frame.get("message").map(str::to_string) }
+            }
             (Version::V1, "publish_name") => Request::Publish { service: word(frame, "service", VALLEN_MAX)?, port: word(frame, "port", VALLEN_MAX)? },
             (Version::V1, "unpublish_name") => Request::Unpublish { service: word(frame, "service", VALLEN_MAX)? },
             (Version::V1, "lookup_name") => Request::Lookup { service: word(frame, "service", VALLEN_MAX)? },
@@ -206,9 +236,7 @@ impl Request {
             },
             (Version::V2, "kvs-fence") => Request::Barrier,
             (Version::V2, "ring") => ring(frame)?,
-            (Version::V2, "info-putnodeattr") => {
-                Request::PutNodeAttr { key: word(frame, "key", KEYLEN_MAX)?, value: word(frame, "value", VALLEN_MAX)? }
-            }
+            (Version::V2, "info-putnodeattr") => Request::PutNodeAttr { key: word(frame, "key", KEYLEN_MAX)?, value: word(frame, "value", VALLEN_MAX)? },
             (Version::V2, "info-getnodeattr") => Request::GetNodeAttr { key: word(frame, "key", KEYLEN_MAX)?, wait: flag(frame, "wait") },
             (Version::V2, "name-publish") => Request::Publish { service: word(frame, "name", VALLEN_MAX)?, port: word(frame, "port", VALLEN_MAX)? },
             (Version::V2, "name-unpublish") => Request::Unpublish { service: word(frame, "name", VALLEN_MAX)? },

@@ -483,7 +483,6 @@ pub fn trace_text(bytes: &[u8]) -> String {
     }
 }
 
-
 /// A printable form of a decoded frame for `--pmi-trace` (control
 /// characters escaped).
 pub fn trace_frame(frame: &Frame) -> String {
@@ -533,8 +532,10 @@ mod tests {
     #[test]
     fn newlines_inside_spawn_values_are_kept() {
         let mut d = Decoder::new();
-        d.feed(b"mcmd=spawn\nnprocs=1\nexecname=a\ntotspawns=1\nspawnssofar=1\nargcnt=1\narg1=line one\nline two\n\
-                 info_num=1\ninfo_key_0=env\ninfo_val_0=A=1\nB=x y\nendcmd\n");
+        d.feed(
+            b"mcmd=spawn\nnprocs=1\nexecname=a\ntotspawns=1\nspawnssofar=1\nargcnt=1\narg1=line one\nline two\n\
+                 info_num=1\ninfo_key_0=env\ninfo_val_0=A=1\nB=x y\nendcmd\n",
+        );
         let f = d.next_frame().unwrap().unwrap();
         assert_eq!(lookup(&f.segments[0], "arg1"), Some("line one\nline two"));
         assert_eq!(lookup(&f.segments[0], "info_val_0"), Some("A=1\nB=x y"));

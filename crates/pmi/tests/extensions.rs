@@ -60,10 +60,7 @@ fn waiting_get_and_srcid_parse() {
         Ok(Request::Get { kvsname: Some("J".into()), key: "k".into(), srcid: Some(3), wait: true })
     );
     // srcid=-1 (Slurm's "unknown") and no wait: a plain PMI-2 get.
-    assert_eq!(
-        parse("cmd=kvs-get;jobid=J;srcid=-1;key=k;"),
-        Ok(Request::Get { kvsname: Some("J".into()), key: "k".into(), srcid: None, wait: false })
-    );
+    assert_eq!(parse("cmd=kvs-get;jobid=J;srcid=-1;key=k;"), Ok(Request::Get { kvsname: Some("J".into()), key: "k".into(), srcid: None, wait: false }));
 }
 
 fn setup(size: u32, design: KvsDesign, node: usize, node_of: Vec<usize>) -> JobSetup {

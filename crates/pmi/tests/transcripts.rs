@@ -14,21 +14,14 @@ fn talk(e: &mut Engine, conn: u64, input: &str) -> String {
     sent(e, conn)
 }
 
-
 #[test]
 fn pmi1_init_sequence_of_mpich5() {
     let mut e = engine(2);
-    assert_eq!(
-        talk(&mut e, 0, "cmd=init pmi_version=1 pmi_subversion=1\n"),
-        "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1\n"
-    );
+    assert_eq!(talk(&mut e, 0, "cmd=init pmi_version=1 pmi_subversion=1\n"), "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1\n");
     assert_eq!(talk(&mut e, 0, "cmd=get_maxes\n"), "cmd=maxes rc=0 kvsname_max=256 keylen_max=64 vallen_max=1024\n");
     assert_eq!(talk(&mut e, 0, "cmd=get_appnum\n"), "cmd=appnum rc=0 appnum=0\n");
     assert_eq!(talk(&mut e, 0, "cmd=get_my_kvsname\n"), format!("cmd=my_kvsname rc=0 kvsname={KVS}\n"));
-    assert_eq!(
-        talk(&mut e, 0, &format!("cmd=get kvsname={KVS} key=PMI_process_mapping\n")),
-        "cmd=get_result rc=0 value=(vector,(0,1,2))\n"
-    );
+    assert_eq!(talk(&mut e, 0, &format!("cmd=get kvsname={KVS} key=PMI_process_mapping\n")), "cmd=get_result rc=0 value=(vector,(0,1,2))\n");
     let hwloc = talk(&mut e, 0, &format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n"));
     assert!(hwloc.starts_with("cmd=get_result rc=1 msg="), "{hwloc}");
     assert_eq!(talk(&mut e, 0, "cmd=get_universe_size\n"), "cmd=universe_size rc=0 size=8\n");
@@ -51,16 +44,10 @@ fn pmi1_barrier_makes_puts_visible_to_every_rank() {
     let (job, epoch, count, puts) = fence.expect("one fence goes up when both local ranks entered");
     assert_eq!((job, epoch, count, puts.len()), (JobId(0), 0, 2, 2));
     e.fence_done(JobId(0), 0, puts);
-    let outs: Vec<String> = e
-        .take_effects()
-        .into_iter()
-        .filter_map(|f| if let Effect::Send(_, b) = f { Some(String::from_utf8(b).unwrap()) } else { None })
-        .collect();
+    let outs: Vec<String> =
+        e.take_effects().into_iter().filter_map(|f| if let Effect::Send(_, b) = f { Some(String::from_utf8(b).unwrap()) } else { None }).collect();
     assert_eq!(outs, vec!["cmd=barrier_out rc=0\n"; 2]);
-    assert_eq!(
-        talk(&mut e, 1, &format!("cmd=get kvsname={KVS} key=-allgather-1-0-seg-1/9\n")),
-        format!("cmd=get_result rc=0 value={seg}\n")
-    );
+    assert_eq!(talk(&mut e, 1, &format!("cmd=get kvsname={KVS} key=-allgather-1-0-seg-1/9\n")), format!("cmd=get_result rc=0 value={seg}\n"));
     assert_eq!(talk(&mut e, 1, &format!("cmd=get kvsname={KVS} key=-allgather-1-0\n")), "cmd=get_result rc=0 value=segments=9\n");
 }
 
@@ -102,10 +89,7 @@ fn pmi1_initack_mode_names_the_rank() {
     let mut e = Engine::new(false);
     e.add_job(setup(2));
     e.attach(ConnId(5), JobId(0), None);
-    assert_eq!(
-        talk(&mut e, 5, "cmd=initack pmiid=1\n"),
-        "cmd=initack rc=0 rank=1 size=2 appnum=0 debug=0\ncmd=set size=2\ncmd=set rank=1\ncmd=set debug=0\n"
-    );
+    assert_eq!(talk(&mut e, 5, "cmd=initack pmiid=1\n"), "cmd=initack rc=0 rank=1 size=2 appnum=0 debug=0\ncmd=set size=2\ncmd=set rank=1\ncmd=set debug=0\n");
     assert_eq!(e.rank(ConnId(5)), Some(Rank(1)));
     assert!(talk(&mut e, 5, "cmd=initack pmiid=9\n").contains("rc=1"));
 }
@@ -159,10 +143,7 @@ fn v2(body: &str) -> String {
 #[test]
 fn pmi2_session_as_mpich_sends_it() {
     let mut e = engine(2);
-    assert_eq!(
-        talk(&mut e, 0, "cmd=init pmi_version=2 pmi_subversion=0\n"),
-        "cmd=response_to_init rc=0 pmi_version=2 pmi_subversion=0\n"
-    );
+    assert_eq!(talk(&mut e, 0, "cmd=init pmi_version=2 pmi_subversion=0\n"), "cmd=response_to_init rc=0 pmi_version=2 pmi_subversion=0\n");
     let r = talk(&mut e, 0, &v2("cmd=fullinit;pmirank=0;"));
     assert_eq!(r, v2("cmd=fullinit-response;rc=0;pmi-version=2;pmi-subversion=0;rank=0;size=2;appnum=0;"));
     assert_eq!(talk(&mut e, 0, &v2("cmd=job-getid;")), v2(&format!("cmd=job-getid-response;rc=0;jobid={KVS};")));
@@ -187,10 +168,7 @@ fn the_topology_file_is_a_job_attribute_once_known() {
     assert_eq!(talk(&mut e, 1, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), v2("cmd=info-getjobattr-response;rc=0;found=FALSE;"));
     e.set_topology_file("/proc/7/fd/9");
     assert_eq!(talk(&mut e, 0, &format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n")), "cmd=get_result rc=0 value=/proc/7/fd/9\n");
-    assert_eq!(
-        talk(&mut e, 1, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")),
-        v2("cmd=info-getjobattr-response;rc=0;found=TRUE;value=/proc/7/fd/9;")
-    );
+    assert_eq!(talk(&mut e, 1, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), v2("cmd=info-getjobattr-response;rc=0;found=TRUE;value=/proc/7/fd/9;"));
 }
 
 #[test]
@@ -218,7 +196,13 @@ fn pmi2_getnodeattr_wait_blocks_until_the_put() {
     e.on_bytes(ConnId(0), v2("cmd=info-putnodeattr;key=-bcast-1-0;value=2F6D70696368[3]41;").as_bytes());
     let effects = e.take_effects();
     let to = |c: u64| -> String {
-        effects.iter().filter_map(|f| match f { Effect::Send(x, b) if *x == ConnId(c) => Some(String::from_utf8(b.clone()).unwrap()), _ => None }).collect()
+        effects
+            .iter()
+            .filter_map(|f| match f {
+                Effect::Send(x, b) if *x == ConnId(c) => Some(String::from_utf8(b.clone()).unwrap()),
+                _ => None,
+            })
+            .collect()
     };
     assert_eq!(to(0), v2("cmd=info-putnodeattr-response;rc=0;"));
     assert_eq!(

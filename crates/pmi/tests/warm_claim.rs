@@ -26,7 +26,6 @@ fn awaiting(size: u32) -> Engine {
     e
 }
 
-
 fn v2(body: &str) -> String {
     format!("{:6}{body}", body.len())
 }
@@ -44,7 +43,10 @@ fn pmi1_get_of_the_port_waits_for_the_claim() {
     e.claim(JobId(0), &[(PORT.0.into(), PORT.1.into())]);
     let effects = e.take_effects();
     let to = |c: u64| -> String {
-        effects.iter().filter_map(|f| if let Effect::Send(x, b) = f { (*x == ConnId(c)).then(|| String::from_utf8(b.clone()).unwrap()) } else { None }).collect()
+        effects
+            .iter()
+            .filter_map(|f| if let Effect::Send(x, b) = f { (*x == ConnId(c)).then(|| String::from_utf8(b.clone()).unwrap()) } else { None })
+            .collect()
     };
     assert_eq!(to(0), format!("cmd=get_result rc=0 value={}\n", PORT.1));
     assert!(to(1).starts_with("cmd=get_result rc=1 "), "still missing after the claim: {}", to(1));
@@ -75,11 +77,8 @@ fn a_get_that_walks_up_and_misses_waits_for_the_claim() {
     e.await_claim(JobId(0));
     e.attach(ConnId(0), JobId(0), Some(Rank(0)));
     e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
-    let id = e
-        .take_effects()
-        .into_iter()
-        .find_map(|f| if let Effect::Kvs { msg: KvsMsg::Get(g), .. } = f { Some(g.id) } else { None })
-        .expect("the get walks up");
+    let id =
+        e.take_effects().into_iter().find_map(|f| if let Effect::Kvs { msg: KvsMsg::Get(g), .. } = f { Some(g.id) } else { None }).expect("the get walks up");
     let reply = GetReply { job: JobId(0), key: PORT.0.into(), id, value: None, valid_through: 0 };
     e.kvs_msg(KvsMsg::Reply(reply));
     assert_eq!(sent(&mut e, 0), "", "not found up the tree: parked");

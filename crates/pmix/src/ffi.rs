@@ -143,40 +143,24 @@ pub struct pmix_app_t {
 // Callbacks the host calls back (pmix_common.h.in / pmix_server.h).
 pub type pmix_op_cbfunc_t = Option<unsafe extern "C" fn(pmix_status_t, *mut c_void)>;
 pub type pmix_release_cbfunc_t = Option<unsafe extern "C" fn(*mut c_void)>;
-pub type pmix_modex_cbfunc_t = Option<
-    unsafe extern "C" fn(pmix_status_t, *const c_char, size_t, *mut c_void, pmix_release_cbfunc_t, *mut c_void),
->;
+pub type pmix_modex_cbfunc_t = Option<unsafe extern "C" fn(pmix_status_t, *const c_char, size_t, *mut c_void, pmix_release_cbfunc_t, *mut c_void)>;
 pub type pmix_lookup_cbfunc_t = Option<unsafe extern "C" fn(pmix_status_t, *mut pmix_pdata_t, size_t, *mut c_void)>;
 /// The header's `pmix_nspace_t` parameter is an array, passed as a pointer.
 pub type pmix_spawn_cbfunc_t = Option<unsafe extern "C" fn(pmix_status_t, *mut c_char, *mut c_void)>;
 
 // Upcalls (`pmix_server_*_fn_t`), the host's side of `pmix_server_module_t`.
-pub type ClientFn =
-    unsafe extern "C" fn(*const pmix_proc_t, *mut c_void, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
-pub type AbortFn = unsafe extern "C" fn(
-    *const pmix_proc_t, *mut c_void, c_int, *const c_char, *mut pmix_proc_t, size_t, pmix_op_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
-pub type FenceFn = unsafe extern "C" fn(
-    *const pmix_proc_t, size_t, *const pmix_info_t, size_t, *mut c_char, size_t, pmix_modex_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
-pub type DmodexFn = unsafe extern "C" fn(
-    *const pmix_proc_t, *const pmix_info_t, size_t, pmix_modex_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
-pub type PublishFn = unsafe extern "C" fn(
-    *const pmix_proc_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
-pub type LookupFn = unsafe extern "C" fn(
-    *const pmix_proc_t, *mut *mut c_char, *const pmix_info_t, size_t, pmix_lookup_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
-pub type UnpublishFn = unsafe extern "C" fn(
-    *const pmix_proc_t, *mut *mut c_char, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
-pub type SpawnFn = unsafe extern "C" fn(
-    *const pmix_proc_t, *const pmix_info_t, size_t, *const pmix_app_t, size_t, pmix_spawn_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
-pub type ConnectFn = unsafe extern "C" fn(
-    *const pmix_proc_t, size_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
+pub type ClientFn = unsafe extern "C" fn(*const pmix_proc_t, *mut c_void, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type AbortFn =
+    unsafe extern "C" fn(*const pmix_proc_t, *mut c_void, c_int, *const c_char, *mut pmix_proc_t, size_t, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type FenceFn =
+    unsafe extern "C" fn(*const pmix_proc_t, size_t, *const pmix_info_t, size_t, *mut c_char, size_t, pmix_modex_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type DmodexFn = unsafe extern "C" fn(*const pmix_proc_t, *const pmix_info_t, size_t, pmix_modex_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type PublishFn = unsafe extern "C" fn(*const pmix_proc_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type LookupFn = unsafe extern "C" fn(*const pmix_proc_t, *mut *mut c_char, *const pmix_info_t, size_t, pmix_lookup_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type UnpublishFn = unsafe extern "C" fn(*const pmix_proc_t, *mut *mut c_char, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type SpawnFn =
+    unsafe extern "C" fn(*const pmix_proc_t, *const pmix_info_t, size_t, *const pmix_app_t, size_t, pmix_spawn_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type ConnectFn = unsafe extern "C" fn(*const pmix_proc_t, size_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
 
 /// `pmix_server_module_t`: 30 function pointers in v5.0.9 (v6 appends
 /// more). The library reads only as far as its own version knows, so the
@@ -204,17 +188,13 @@ pub const MODULE_SLOTS: usize = 64;
 // Server API (pmix_server.h) and helpers (pmix.h), resolved with dlsym.
 pub type ServerInitFn = unsafe extern "C" fn(*mut pmix_server_module_t, *mut pmix_info_t, size_t) -> pmix_status_t;
 pub type ServerFinalizeFn = unsafe extern "C" fn() -> pmix_status_t;
-pub type RegisterNspaceFn =
-    unsafe extern "C" fn(*const c_char, c_int, *mut pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
+pub type RegisterNspaceFn = unsafe extern "C" fn(*const c_char, c_int, *mut pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
 pub type DeregisterNspaceFn = unsafe extern "C" fn(*const c_char, pmix_op_cbfunc_t, *mut c_void);
-pub type RegisterClientFn = unsafe extern "C" fn(
-    *const pmix_proc_t, uid_t, gid_t, *mut c_void, pmix_op_cbfunc_t, *mut c_void,
-) -> pmix_status_t;
+pub type RegisterClientFn = unsafe extern "C" fn(*const pmix_proc_t, uid_t, gid_t, *mut c_void, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
 pub type DeregisterClientFn = unsafe extern "C" fn(*const pmix_proc_t, pmix_op_cbfunc_t, *mut c_void);
 pub type SetupForkFn = unsafe extern "C" fn(*const pmix_proc_t, *mut *mut *mut c_char) -> pmix_status_t;
 pub type DmodexResponseFn = Option<unsafe extern "C" fn(pmix_status_t, *mut c_char, size_t, *mut c_void)>;
-pub type DmodexRequestFn =
-    unsafe extern "C" fn(*const pmix_proc_t, DmodexResponseFn, *mut c_void) -> pmix_status_t;
+pub type DmodexRequestFn = unsafe extern "C" fn(*const pmix_proc_t, DmodexResponseFn, *mut c_void) -> pmix_status_t;
 pub type GenerateFn = unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> pmix_status_t;
 pub type ErrorStringFn = unsafe extern "C" fn(pmix_status_t) -> *const c_char;
 

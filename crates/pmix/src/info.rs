@@ -93,7 +93,11 @@ impl InfoList {
 
     /// Pointer for the C call; null when empty. Valid while `self` lives.
     pub fn as_mut_ptr(&mut self) -> *mut pmix_info_t {
-        if self.infos.is_empty() { std::ptr::null_mut() } else { self.infos.as_mut_ptr() }
+        if self.infos.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            self.infos.as_mut_ptr()
+        }
     }
 
     /// Appends `key = value`; a string with a NUL byte is rejected.
@@ -126,22 +130,14 @@ impl InfoList {
                 for (k, v) in items {
                     inner.push(&k, v)?;
                 }
-                let mut array = Box::new(pmix_data_array_t {
-                    type_: PMIX_INFO,
-                    size: inner.len(),
-                    array: inner.as_mut_ptr().cast(),
-                });
+                let mut array = Box::new(pmix_data_array_t { type_: PMIX_INFO, size: inner.len(), array: inner.as_mut_ptr().cast() });
                 let ptr: *mut pmix_data_array_t = &mut *array;
                 self.nested.push((inner, array));
                 (PMIX_DATA_ARRAY, pmix_value_data { darray: ptr })
             }
             Value::Bytes(_) | Value::Other(_) => return Err(invalid(format!("{key}: type not sent by dpm"))),
         };
-        let mut info = pmix_info_t {
-            key: [0; KEY_LEN],
-            flags: 0,
-            value: pmix_value_t { type_, data: pmix_value_data { _envar: [0; 3] } },
-        };
+        let mut info = pmix_info_t { key: [0; KEY_LEN], flags: 0, value: pmix_value_t { type_, data: pmix_value_data { _envar: [0; 3] } } };
         // Set the member after zeroing the whole union (no stray bytes).
         info.value.data = data;
         copy_str(&mut info.key, key);

@@ -128,24 +128,30 @@ impl JobSpec {
         }
         let mut first = 0;
         for (appnum, &n) in self.app_sizes.iter().enumerate() {
-            out.push(("pmix.app.arr", Value::Infos(vec![
-                ("pmix.appnum".into(), Value::U32(appnum as u32)),
-                ("pmix.app.size".into(), Value::U32(n)),
-                ("pmix.aldr".into(), Value::Rank(first)),
-            ])));
+            out.push((
+                "pmix.app.arr",
+                Value::Infos(vec![
+                    ("pmix.appnum".into(), Value::U32(appnum as u32)),
+                    ("pmix.app.size".into(), Value::U32(n)),
+                    ("pmix.aldr".into(), Value::Rank(first)),
+                ]),
+            ));
             first += n;
         }
         for (nodeid, node) in self.nodes.iter().enumerate() {
             for (local_rank, &rank) in node.ranks.iter().enumerate() {
                 // PMIX_RANK first: the library keys the array on it.
-                out.push(("pmix.pdata", Value::Infos(vec![
-                    ("pmix.rank".into(), Value::Rank(rank)),
-                    ("pmix.appnum".into(), Value::U32(self.appnum(rank))),
-                    ("pmix.lrank".into(), Value::U16(local_rank as u16)),
-                    ("pmix.nrank".into(), Value::U16(local_rank as u16)),
-                    ("pmix.nodeid".into(), Value::U32(nodeid as u32)),
-                    ("pmix.hname".into(), Value::String(node.hostname.clone())),
-                ])));
+                out.push((
+                    "pmix.pdata",
+                    Value::Infos(vec![
+                        ("pmix.rank".into(), Value::Rank(rank)),
+                        ("pmix.appnum".into(), Value::U32(self.appnum(rank))),
+                        ("pmix.lrank".into(), Value::U16(local_rank as u16)),
+                        ("pmix.nrank".into(), Value::U16(local_rank as u16)),
+                        ("pmix.nodeid".into(), Value::U32(nodeid as u32)),
+                        ("pmix.hname".into(), Value::String(node.hostname.clone())),
+                    ]),
+                ));
             }
         }
         Ok(out.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
@@ -169,10 +175,7 @@ mod tests {
         JobSpec {
             nspace: "dpm.1".into(),
             job_id: "1".into(),
-            nodes: vec![
-                NodeRanks { hostname: "a".into(), ranks: vec![0, 2] },
-                NodeRanks { hostname: "b".into(), ranks: vec![1, 3] },
-            ],
+            nodes: vec![NodeRanks { hostname: "a".into(), ranks: vec![0, 2] }, NodeRanks { hostname: "b".into(), ranks: vec![1, 3] }],
             this_node: 1,
             app_sizes: vec![3, 1],
             universe_size: 4,

@@ -97,8 +97,8 @@ pub struct Api {
 impl Api {
     /// `dlopen`s `path` and resolves every symbol, or says which is missing.
     pub fn load(path: &Path) -> Result<Api, PmixError> {
-        let cpath = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| PmixError::Load { path: path.to_owned(), reason: "path contains NUL".into() })?;
+        let cpath =
+            CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| PmixError::Load { path: path.to_owned(), reason: "path contains NUL".into() })?;
         // SAFETY: cpath is a valid C string; RTLD_NOW resolves everything now
         // so a broken library fails here, not in a later call. The library's
         // constructors run (libevent/hwloc init); it is never dlclosed.

@@ -13,7 +13,7 @@
 //! [`CALL_TIMEOUT`]); they must never be made inside an upcall.
 //! Not here: what the answers are (dpm's node reactor decides).
 use crate::ffi::*;
-use crate::info::{read_argv, read_infos, bytes, InfoList, Proc, Value};
+use crate::info::{bytes, read_argv, read_infos, InfoList, Proc, Value};
 use crate::library::Api;
 use crate::upcall::*;
 use crate::PmixError;
@@ -105,41 +105,57 @@ impl PmixServer {
         let ns = c_nspace(&job.nspace)?;
         let nlocal = job.local_ranks().len() as c_int;
         let (infos_ptr, ninfo) = (infos.as_mut_ptr(), infos.len());
-        self.wait_op("PMIx_server_register_nspace", |cb, cbdata| {
-            // SAFETY: ns and infos outlive the wait for the completion (or are leaked on timeout, below).
-            unsafe { (self.api.register_nspace)(ns.as_ptr(), nlocal, infos_ptr, ninfo, cb, cbdata) }
-        }, infos)
+        self.wait_op(
+            "PMIx_server_register_nspace",
+            |cb, cbdata| {
+                // SAFETY: ns and infos outlive the wait for the completion (or are leaked on timeout, below).
+                unsafe { (self.api.register_nspace)(ns.as_ptr(), nlocal, infos_ptr, ninfo, cb, cbdata) }
+            },
+            infos,
+        )
     }
 
     /// Forgets a namespace (after its clients are gone).
     pub fn deregister_nspace(&self, nspace: &str) -> Result<(), PmixError> {
         let ns = c_nspace(nspace)?;
-        self.wait_op("PMIx_server_deregister_nspace", |cb, cbdata| {
-            // SAFETY: ns is a valid C string; the call has no result.
-            unsafe { (self.api.deregister_nspace)(ns.as_ptr(), cb, cbdata) };
-            PMIX_SUCCESS
-        }, ns.clone())
+        self.wait_op(
+            "PMIx_server_deregister_nspace",
+            |cb, cbdata| {
+                // SAFETY: ns is a valid C string; the call has no result.
+                unsafe { (self.api.deregister_nspace)(ns.as_ptr(), cb, cbdata) };
+                PMIX_SUCCESS
+            },
+            ns.clone(),
+        )
     }
 
     /// Registers a local client before it is forked (its uid/gid may connect).
     pub fn register_client(&self, proc_: &Proc, uid: u32, gid: u32) -> Result<(), PmixError> {
         let p = Box::new(proc_.to_c());
         let pp: *const pmix_proc_t = &*p;
-        self.wait_op("PMIx_server_register_client", |cb, cbdata| {
-            // SAFETY: pp is valid while `p` lives (kept until completion); no server object.
-            unsafe { (self.api.register_client)(pp, uid, gid, std::ptr::null_mut(), cb, cbdata) }
-        }, p)
+        self.wait_op(
+            "PMIx_server_register_client",
+            |cb, cbdata| {
+                // SAFETY: pp is valid while `p` lives (kept until completion); no server object.
+                unsafe { (self.api.register_client)(pp, uid, gid, std::ptr::null_mut(), cb, cbdata) }
+            },
+            p,
+        )
     }
 
     /// Forgets a client (after it exited).
     pub fn deregister_client(&self, proc_: &Proc) -> Result<(), PmixError> {
         let p = Box::new(proc_.to_c());
         let pp: *const pmix_proc_t = &*p;
-        self.wait_op("PMIx_server_deregister_client", |cb, cbdata| {
-            // SAFETY: pp is valid while `p` lives.
-            unsafe { (self.api.deregister_client)(pp, cb, cbdata) };
-            PMIX_SUCCESS
-        }, p)
+        self.wait_op(
+            "PMIx_server_deregister_client",
+            |cb, cbdata| {
+                // SAFETY: pp is valid while `p` lives.
+                unsafe { (self.api.deregister_client)(pp, cb, cbdata) };
+                PMIX_SUCCESS
+            },
+            p,
+        )
     }
 
     /// The environment variables (`NAME=value` split) a registered client needs.
@@ -155,10 +171,7 @@ impl PmixServer {
         if status != PMIX_SUCCESS {
             return Err(call_error(&self.api, "PMIx_server_setup_fork", status));
         }
-        Ok(vars
-            .into_iter()
-            .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
-            .collect())
+        Ok(vars.into_iter().filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect())
     }
 
     /// Asks the library for a local client's data on behalf of another node
@@ -200,12 +213,7 @@ impl PmixServer {
     /// Runs a non-blocking call and waits for its op callback. `keep` holds
     /// what the call points into; on timeout it is leaked with the token, as
     /// the library may still use them.
-    fn wait_op<K>(
-        &self,
-        call: &'static str,
-        start: impl FnOnce(pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t,
-        keep: K,
-    ) -> Result<(), PmixError> {
+    fn wait_op<K>(&self, call: &'static str, start: impl FnOnce(pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t, keep: K) -> Result<(), PmixError> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<pmix_status_t>(1);
         let token = Box::into_raw(Box::new(tx)).cast::<c_void>();
         let status = start(Some(op_signal), token);
@@ -221,11 +229,19 @@ impl PmixServer {
                 // No callback follows a synchronous answer: free the token.
                 // SAFETY: token is the box made above, not handed out any more.
                 drop(unsafe { Box::from_raw(token.cast::<std::sync::mpsc::SyncSender<pmix_status_t>>()) });
-                if other == PMIX_OPERATION_SUCCEEDED { PMIX_SUCCESS } else { other }
+                if other == PMIX_OPERATION_SUCCEEDED {
+                    PMIX_SUCCESS
+                } else {
+                    other
+                }
             }
         };
         drop(keep);
-        if status == PMIX_SUCCESS { Ok(()) } else { Err(call_error(&self.api, call, status)) }
+        if status == PMIX_SUCCESS {
+            Ok(())
+        } else {
+            Err(call_error(&self.api, call, status))
+        }
     }
 }
 
@@ -325,7 +341,11 @@ unsafe fn procs(ptr: *const pmix_proc_t, n: usize) -> Vec<Proc> {
 
 unsafe fn cstr(ptr: *const c_char) -> String {
     // SAFETY: see above.
-    if ptr.is_null() { String::new() } else { unsafe { std::ffi::CStr::from_ptr(ptr) }.to_string_lossy().into_owned() }
+    if ptr.is_null() {
+        String::new()
+    } else {
+        unsafe { std::ffi::CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+    }
 }
 
 unsafe extern "C" fn client_connected(p: *const pmix_proc_t, _obj: *mut c_void, cb: pmix_op_cbfunc_t, cbdata: *mut c_void) -> pmix_status_t {
@@ -339,8 +359,14 @@ unsafe extern "C" fn client_finalized(p: *const pmix_proc_t, _obj: *mut c_void, 
 }
 
 unsafe extern "C" fn abort(
-    p: *const pmix_proc_t, _obj: *mut c_void, status: c_int, msg: *const c_char, targets: *mut pmix_proc_t, n: usize,
-    cb: pmix_op_cbfunc_t, cbdata: *mut c_void,
+    p: *const pmix_proc_t,
+    _obj: *mut c_void,
+    status: c_int,
+    msg: *const c_char,
+    targets: *mut pmix_proc_t,
+    n: usize,
+    cb: pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
 ) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
     let (proc_, message, procs) = unsafe { (Proc::from_c(p), cstr(msg), procs(targets, n)) };
@@ -348,32 +374,38 @@ unsafe extern "C" fn abort(
 }
 
 unsafe extern "C" fn fence_nb(
-    ps: *const pmix_proc_t, np: usize, info: *const pmix_info_t, ni: usize, data: *mut c_char, nd: usize,
-    cb: pmix_modex_cbfunc_t, cbdata: *mut c_void,
+    ps: *const pmix_proc_t,
+    np: usize,
+    info: *const pmix_info_t,
+    ni: usize,
+    data: *mut c_char,
+    nd: usize,
+    cb: pmix_modex_cbfunc_t,
+    cbdata: *mut c_void,
 ) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
     let (procs, info, data) = unsafe { (procs(ps, np), read_infos(info, ni), bytes(data, nd)) };
     deliver(Upcall::Fence { procs, info, data, done: ModexDone::new(cb, cbdata) })
 }
 
-unsafe extern "C" fn direct_modex(
-    p: *const pmix_proc_t, info: *const pmix_info_t, ni: usize, cb: pmix_modex_cbfunc_t, cbdata: *mut c_void,
-) -> pmix_status_t {
+unsafe extern "C" fn direct_modex(p: *const pmix_proc_t, info: *const pmix_info_t, ni: usize, cb: pmix_modex_cbfunc_t, cbdata: *mut c_void) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
     let (proc_, info) = unsafe { (Proc::from_c(p), read_infos(info, ni)) };
     deliver(Upcall::DirectModex { proc_, info, done: ModexDone::new(cb, cbdata) })
 }
 
-unsafe extern "C" fn publish(
-    p: *const pmix_proc_t, info: *const pmix_info_t, ni: usize, cb: pmix_op_cbfunc_t, cbdata: *mut c_void,
-) -> pmix_status_t {
+unsafe extern "C" fn publish(p: *const pmix_proc_t, info: *const pmix_info_t, ni: usize, cb: pmix_op_cbfunc_t, cbdata: *mut c_void) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
     let (proc_, info) = unsafe { (Proc::from_c(p), read_infos(info, ni)) };
     deliver(Upcall::Publish { proc_, info, done: OpDone::new(cb, cbdata) })
 }
 
 unsafe extern "C" fn lookup(
-    p: *const pmix_proc_t, keys: *mut *mut c_char, info: *const pmix_info_t, ni: usize, cb: pmix_lookup_cbfunc_t,
+    p: *const pmix_proc_t,
+    keys: *mut *mut c_char,
+    info: *const pmix_info_t,
+    ni: usize,
+    cb: pmix_lookup_cbfunc_t,
     cbdata: *mut c_void,
 ) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
@@ -382,7 +414,11 @@ unsafe extern "C" fn lookup(
 }
 
 unsafe extern "C" fn unpublish(
-    p: *const pmix_proc_t, keys: *mut *mut c_char, info: *const pmix_info_t, ni: usize, cb: pmix_op_cbfunc_t,
+    p: *const pmix_proc_t,
+    keys: *mut *mut c_char,
+    info: *const pmix_info_t,
+    ni: usize,
+    cb: pmix_op_cbfunc_t,
     cbdata: *mut c_void,
 ) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
@@ -391,8 +427,13 @@ unsafe extern "C" fn unpublish(
 }
 
 unsafe extern "C" fn spawn(
-    p: *const pmix_proc_t, job_info: *const pmix_info_t, ni: usize, apps: *const pmix_app_t, na: usize,
-    cb: pmix_spawn_cbfunc_t, cbdata: *mut c_void,
+    p: *const pmix_proc_t,
+    job_info: *const pmix_info_t,
+    ni: usize,
+    apps: *const pmix_app_t,
+    na: usize,
+    cb: pmix_spawn_cbfunc_t,
+    cbdata: *mut c_void,
 ) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
     let (proc_, job_info) = unsafe { (Proc::from_c(p), read_infos(job_info, ni)) };
@@ -417,7 +458,12 @@ unsafe extern "C" fn spawn(
 }
 
 unsafe extern "C" fn connect(
-    ps: *const pmix_proc_t, np: usize, info: *const pmix_info_t, ni: usize, cb: pmix_op_cbfunc_t, cbdata: *mut c_void,
+    ps: *const pmix_proc_t,
+    np: usize,
+    info: *const pmix_info_t,
+    ni: usize,
+    cb: pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
 ) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
     let (procs, info) = unsafe { (procs(ps, np), read_infos(info, ni)) };
@@ -425,7 +471,12 @@ unsafe extern "C" fn connect(
 }
 
 unsafe extern "C" fn disconnect(
-    ps: *const pmix_proc_t, np: usize, info: *const pmix_info_t, ni: usize, cb: pmix_op_cbfunc_t, cbdata: *mut c_void,
+    ps: *const pmix_proc_t,
+    np: usize,
+    info: *const pmix_info_t,
+    ni: usize,
+    cb: pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
 ) -> pmix_status_t {
     // SAFETY: valid arguments from the library, copied here.
     let (procs, info) = unsafe { (procs(ps, np), read_infos(info, ni)) };

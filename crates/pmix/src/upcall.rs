@@ -15,24 +15,76 @@ use libc::c_void;
 #[derive(Debug)]
 pub enum Upcall {
     /// A client connected (after `PMIx_Init`); answer SUCCESS to accept it.
-    ClientConnected { proc_: Proc, done: OpDone },
+    ClientConnected {
+        proc_: Proc,
+        done: OpDone,
+    },
     /// A client called `PMIx_Finalize`.
-    ClientFinalized { proc_: Proc, done: OpDone },
+    ClientFinalized {
+        proc_: Proc,
+        done: OpDone,
+    },
     /// `PMIx_Abort` (MPI_Abort): `procs` empty means the caller's whole job.
-    Abort { proc_: Proc, status: i32, message: String, procs: Vec<Proc>, done: OpDone },
+    Abort {
+        proc_: Proc,
+        status: i32,
+        message: String,
+        procs: Vec<Proc>,
+        done: OpDone,
+    },
     /// A fence across nodes: `data` is this node's blob; answer with all nodes' blobs concatenated.
-    Fence { procs: Vec<Proc>, info: Vec<(String, Value)>, data: Vec<u8>, done: ModexDone },
+    Fence {
+        procs: Vec<Proc>,
+        info: Vec<(String, Value)>,
+        data: Vec<u8>,
+        done: ModexDone,
+    },
     /// Another node's client wants `proc_`'s data (`PMIx_server_dmodex_request` there).
-    DirectModex { proc_: Proc, info: Vec<(String, Value)>, done: ModexDone },
-    Publish { proc_: Proc, info: Vec<(String, Value)>, done: OpDone },
-    Lookup { proc_: Proc, keys: Vec<String>, info: Vec<(String, Value)>, done: LookupDone },
-    Unpublish { proc_: Proc, keys: Vec<String>, info: Vec<(String, Value)>, done: OpDone },
-    Spawn { proc_: Proc, job_info: Vec<(String, Value)>, apps: Vec<App>, done: SpawnDone },
-    Connect { procs: Vec<Proc>, info: Vec<(String, Value)>, done: OpDone },
-    Disconnect { procs: Vec<Proc>, info: Vec<(String, Value)>, done: OpDone },
+    DirectModex {
+        proc_: Proc,
+        info: Vec<(String, Value)>,
+        done: ModexDone,
+    },
+    Publish {
+        proc_: Proc,
+        info: Vec<(String, Value)>,
+        done: OpDone,
+    },
+    Lookup {
+        proc_: Proc,
+        keys: Vec<String>,
+        info: Vec<(String, Value)>,
+        done: LookupDone,
+    },
+    Unpublish {
+        proc_: Proc,
+        keys: Vec<String>,
+        info: Vec<(String, Value)>,
+        done: OpDone,
+    },
+    Spawn {
+        proc_: Proc,
+        job_info: Vec<(String, Value)>,
+        apps: Vec<App>,
+        done: SpawnDone,
+    },
+    Connect {
+        procs: Vec<Proc>,
+        info: Vec<(String, Value)>,
+        done: OpDone,
+    },
+    Disconnect {
+        procs: Vec<Proc>,
+        info: Vec<(String, Value)>,
+        done: OpDone,
+    },
     /// Not an upcall: the library's answer to the host's
     /// [`crate::PmixServer::dmodex_request`] with this `token`.
-    DmodexAnswer { token: u64, status: i32, data: Vec<u8> },
+    DmodexAnswer {
+        token: u64,
+        status: i32,
+        data: Vec<u8>,
+    },
 }
 
 /// One application of a spawn request.
@@ -93,8 +145,7 @@ macro_rules! handle_common {
 }
 
 type OpCb = unsafe extern "C" fn(pmix_status_t, *mut c_void);
-type ModexCb =
-    unsafe extern "C" fn(pmix_status_t, *const libc::c_char, usize, *mut c_void, pmix_release_cbfunc_t, *mut c_void);
+type ModexCb = unsafe extern "C" fn(pmix_status_t, *const libc::c_char, usize, *mut c_void, pmix_release_cbfunc_t, *mut c_void);
 type LookupCb = unsafe extern "C" fn(pmix_status_t, *mut pmix_pdata_t, usize, *mut c_void);
 type SpawnCb = unsafe extern "C" fn(pmix_status_t, *mut libc::c_char, *mut c_void);
 

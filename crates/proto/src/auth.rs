@@ -248,8 +248,7 @@ where
         AuthFrame::Proof { mac } => mac,
         _ => return Err(FrameError::Unexpected("a proof")),
     };
-    let accepted = decode_hex::<SECRET_LEN>(&claimed)
-        .is_some_and(|claimed| verify(secret, peer, node, &launcher_nonce, &daemon_nonce, &claimed));
+    let accepted = decode_hex::<SECRET_LEN>(&claimed).is_some_and(|claimed| verify(secret, peer, node, &launcher_nonce, &daemon_nonce, &claimed));
     // Our verdict goes out even if the peer has gone (its verdict may still
     // be waiting to be read); then theirs.
     let sent = write_handshake_frame(w, &AuthFrame::Verdict { accepted }).await;
@@ -316,10 +315,7 @@ mod tests {
         let (a, b) = tokio::io::duplex(1 << 12);
         let (mut ar, mut aw) = tokio::io::split(a);
         let (mut br, mut bw) = tokio::io::split(b);
-        tokio::join!(
-            authenticate(&mut ar, &mut aw, launcher, Role::Launcher, node),
-            authenticate(&mut br, &mut bw, daemon, Role::Daemon, node),
-        )
+        tokio::join!(authenticate(&mut ar, &mut aw, launcher, Role::Launcher, node), authenticate(&mut br, &mut bw, daemon, Role::Daemon, node),)
     }
 
     #[tokio::test(flavor = "current_thread")]

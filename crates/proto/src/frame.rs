@@ -310,10 +310,10 @@ mod tests {
         let hello = |role, protocol| Hello { protocol, role, node: 0, host: "h".into() };
         let secret = &Secret::from_bytes([1; 32]);
         // Each side owns its ends, so a side that gives up closes the link.
-        let (left, right) = tokio::join!(
-            async move { handshake(&mut ar, &mut aw, hello(Role::Launcher, PROTOCOL_VERSION), Role::Daemon, secret).await },
-            async move { handshake(&mut br, &mut bw, hello(Role::Launcher, PROTOCOL_VERSION + 1), Role::Launcher, secret).await },
-        );
+        let (left, right) =
+            tokio::join!(async move { handshake(&mut ar, &mut aw, hello(Role::Launcher, PROTOCOL_VERSION), Role::Daemon, secret).await }, async move {
+                handshake(&mut br, &mut bw, hello(Role::Launcher, PROTOCOL_VERSION + 1), Role::Launcher, secret).await
+            },);
         // Left expected a daemon and got a launcher of another version.
         assert!(matches!(left, Err(FrameError::Handshake { theirs, role: Role::Launcher, .. }) if theirs == PROTOCOL_VERSION + 1));
         // Right expected (and got) a launcher of the current version, which

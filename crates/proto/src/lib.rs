@@ -151,14 +151,25 @@ pub enum ToDaemon {
     Launch(LaunchJob),
     /// Fence `epoch` of `job` completed; `delta` is every put made in it
     /// that the job's KVS design broadcasts (none under tree, dkvs, direct).
-    FenceDone { job: JobId, epoch: u64, delta: KeyValues },
+    FenceDone {
+        job: JobId,
+        epoch: u64,
+        delta: KeyValues,
+    },
     /// Ring `seq` of `job` completed: `slot` is the place in the ring of the
     /// receiving daemon's subtree (split further by a daemon with children).
-    RingOut { job: JobId, seq: u64, slot: RingSlot },
+    RingOut {
+        job: JobId,
+        seq: u64,
+        slot: RingSlot,
+    },
     /// A KVS message from another daemon or from the launcher (the answer to
     /// a get that walked up the tree).
     Kvs(KvsMsg),
-    NameDone { request: RequestId, result: Result<Option<String>, String> },
+    NameDone {
+        request: RequestId,
+        result: Result<Option<String>, String>,
+    },
     /// The spawn's answer: the new job's kvsname, or why it failed.
     /// `errcodes`: empty when every requested process started; after a
     /// `soft` spawn that started fewer, one code per requested process
@@ -170,48 +181,117 @@ pub enum ToDaemon {
         errcodes: Vec<i32>,
     },
     /// Send `signal` to every process of `job`.
-    Signal { job: JobId, signal: i32 },
+    Signal {
+        job: JobId,
+        signal: i32,
+    },
     /// Bytes for the stdin of the job's stdin rank; empty means end of input.
-    Stdin { job: JobId, data: Vec<u8> },
+    Stdin {
+        job: JobId,
+        data: Vec<u8>,
+    },
     /// A spawn claimed `job`, a pooled warm-spawn job launched with
     /// `awaiting_claim`: its preputs become visible and the gets parked for
     /// them are answered.
-    Claim { job: JobId, preput: KeyValues },
+    Claim {
+        job: JobId,
+        preput: KeyValues,
+    },
     /// `bytes` more of the job's output from this node were written to
     /// their destination: credit for [`OUTPUT_WINDOW`] (flow control).
-    OutputAck { job: JobId, bytes: u64 },
+    OutputAck {
+        job: JobId,
+        bytes: u64,
+    },
     /// The job is over on every node: forget it.
-    Forget { job: JobId },
+    Forget {
+        job: JobId,
+    },
     /// Serve a process dpm did not start (an MPICH singleton that asked for a
     /// process manager): `pmi` is its PMI connection, already through the
     /// `singinit` handshake. An owned descriptor, meaningful only in the
     /// launcher's own process: over a link it arrives empty and the daemon
     /// refuses the adoption.
-    Adopt { launch: LaunchJob, rank: Rank, pid: u32, pmi: link::InProcessFd },
+    Adopt {
+        launch: LaunchJob,
+        rank: Rank,
+        pid: u32,
+        pmi: link::InProcessFd,
+    },
 }
 
 /// Daemon → launcher.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ToLauncher {
-    Started { job: JobId, rank: Rank, pid: u32 },
+    Started {
+        job: JobId,
+        rank: Rank,
+        pid: u32,
+    },
     /// A process could not be started; `errno` explains why.
-    LaunchFailed { job: JobId, rank: Rank, error: String, errno: i32 },
-    Output { job: JobId, rank: Rank, stream: Stream, data: Vec<u8> },
+    LaunchFailed {
+        job: JobId,
+        rank: Rank,
+        error: String,
+        errno: i32,
+    },
+    Output {
+        job: JobId,
+        rank: Rank,
+        stream: Stream,
+        data: Vec<u8>,
+    },
     /// A rank ended; its output and PMI traffic have been forwarded before this.
     /// `at`: when it was reaped, in µs since the Unix epoch (the node's clock),
     /// so the launcher can tell which of several failures came first.
-    Exited { job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64 },
-    FenceIn { job: JobId, epoch: u64, count: u32, puts: KeyValues },
+    Exited {
+        job: JobId,
+        rank: Rank,
+        pid: u32,
+        status: ExitStatus,
+        pmi: PmiProgress,
+        at: u64,
+    },
+    FenceIn {
+        job: JobId,
+        epoch: u64,
+        count: u32,
+        puts: KeyValues,
+    },
     /// Every rank of `job` in the sender's subtree entered ring `seq`: their
     /// stretch of the ring (one message per subtree, merged on the way up).
-    RingIn { job: JobId, seq: u64, segment: RingSegment },
+    RingIn {
+        job: JobId,
+        seq: u64,
+        segment: RingSegment,
+    },
     /// A KVS message for another daemon (`KvsDest::Node`), passed on by the
     /// daemons on the way and by the launcher, or up the tree (`KvsDest::Up`:
     /// a `Tree` get that each ancestor may answer, the launcher at the latest).
-    Kvs { to: KvsDest, msg: KvsMsg },
-    Abort { job: JobId, rank: Rank, code: i32, message: String },
-    Name { request: RequestId, job: JobId, op: NameRequest },
-    Spawn { request: RequestId, job: JobId, rank: Rank, preput: KeyValues, commands: Vec<SpawnCommand> },
+    Kvs {
+        to: KvsDest,
+        msg: KvsMsg,
+    },
+    Abort {
+        job: JobId,
+        rank: Rank,
+        code: i32,
+        message: String,
+    },
+    Name {
+        request: RequestId,
+        job: JobId,
+        op: NameRequest,
+    },
+    Spawn {
+        request: RequestId,
+        job: JobId,
+        rank: Rank,
+        preput: KeyValues,
+        commands: Vec<SpawnCommand>,
+    },
     /// A `--pmi-trace` line.
-    Trace { line: String },
+    Trace {
+        line: String,
+    },
 }

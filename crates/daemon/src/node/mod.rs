@@ -28,12 +28,12 @@ pub use crate::spawn::{PmiEnv, PreparedApp};
 
 pub mod driver;
 mod output;
+#[cfg(test)]
+mod output_tests;
 mod pmix_host;
 mod reactor;
 #[cfg(any(test, feature = "testing"))]
 pub mod recorder;
-#[cfg(test)]
-mod output_tests;
 #[cfg(test)]
 mod tests;
 

@@ -170,9 +170,7 @@ impl PmixHost {
             Upcall::Fence { procs, data, done, .. } => {
                 PmixEvent::Fence { procs: procs.into_iter().map(|p| (p.nspace, p.rank)).collect(), data, req: self.keep(Pending::Modex(done)) }
             }
-            Upcall::DirectModex { proc_, done, .. } => {
-                PmixEvent::DirectModex { nspace: proc_.nspace, rank: proc_.rank, req: self.keep(Pending::Modex(done)) }
-            }
+            Upcall::DirectModex { proc_, done, .. } => PmixEvent::DirectModex { nspace: proc_.nspace, rank: proc_.rank, req: self.keep(Pending::Modex(done)) },
             Upcall::DmodexAnswer { token, status, data } => PmixEvent::DmodexAnswer { token, status, data },
             Upcall::Publish { proc_, info, done } => PmixEvent::Publish { nspace: proc_.nspace, pairs: published(info), req: self.keep(Pending::Op(done)) },
             Upcall::Unpublish { proc_, keys, done, .. } => PmixEvent::Unpublish { nspace: proc_.nspace, keys, req: self.keep(Pending::Op(done)) },

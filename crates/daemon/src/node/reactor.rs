@@ -526,9 +526,7 @@ impl NodeReactor {
         let proc = self.procs.remove(&(job, rank)).expect("present");
         // A connection still open (a grandchild holds it, or the grace period
         // ran out): judge by what it has said so far.
-        let live_conn = proc.conn.or_else(|| {
-            self.conns.iter().find(|(c, j)| **j == job && self.engine.rank(**c) == Some(rank)).map(|(c, _)| *c)
-        });
+        let live_conn = proc.conn.or_else(|| self.conns.iter().find(|(c, j)| **j == job && self.engine.rank(**c) == Some(rank)).map(|(c, _)| *c));
         let state = live_conn.map_or(proc.pmi, |c| self.engine.pmi_state(c));
         // Its output goes first, held partial lines included.
         for stream in [Stream::Stdout, Stream::Stderr] {
@@ -610,11 +608,7 @@ impl NodeReactor {
                 }
                 Effect::Spawn { conn, job, rank, request: spawn } => {
                     let request = self.new_request(conn);
-                    let commands = spawn
-                        .commands
-                        .into_iter()
-                        .map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info })
-                        .collect();
+                    let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();
                     fx.send_up(ToLauncher::Spawn { request, job, rank, preput: spawn.preput, commands });
                 }
             }

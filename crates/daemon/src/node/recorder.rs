@@ -47,20 +47,41 @@ pub enum Recorded {
     Up(ToLauncher),
     PmiWrite(ConnId, Vec<u8>),
     PmiDrop(ConnId),
-    PmiServeFd { job: JobId, conn: ConnId, fd: i32 },
+    PmiServeFd {
+        job: JobId,
+        conn: ConnId,
+        fd: i32,
+    },
     OpenPort(JobId),
     ClosePort(JobId),
     /// One call of [`NodeEffects::start`] (a batch).
     Start(Vec<StartRecord>),
-    WatchPid { job: JobId, rank: Rank, pid: u32 },
+    WatchPid {
+        job: JobId,
+        rank: Rank,
+        pid: u32,
+    },
     StdinWrite(JobId, Vec<u8>),
     StdinClose(JobId),
-    KillGroup { pgid: i32, signal: i32 },
-    KillProcess { pid: i32, signal: i32 },
+    KillGroup {
+        pgid: i32,
+        signal: i32,
+    },
+    KillProcess {
+        pid: i32,
+        signal: i32,
+    },
     ReleaseLeader(i32),
-    RemoveShm { job: JobId, kvsname: String },
+    RemoveShm {
+        job: JobId,
+        kvsname: String,
+    },
     SetTimer(Duration, Timer),
-    PauseOutput { job: JobId, rank: Rank, paused: bool },
+    PauseOutput {
+        job: JobId,
+        rank: Rank,
+        paused: bool,
+    },
 }
 
 /// See the module documentation.

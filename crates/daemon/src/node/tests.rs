@@ -143,10 +143,7 @@ fn a_fence_goes_up_once_for_the_node_and_its_completion_releases_every_rank() {
 }
 
 fn exited(fx: &mut RecordingEffects) -> Vec<(Rank, ExitStatus, PmiProgress)> {
-    fx.take_up()
-        .into_iter()
-        .filter_map(|m| if let ToLauncher::Exited { rank, status, pmi, .. } = m { Some((rank, status, pmi)) } else { None })
-        .collect()
+    fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited { rank, status, pmi, .. } = m { Some((rank, status, pmi)) } else { None }).collect()
 }
 
 #[test]
@@ -298,7 +295,9 @@ fn an_adopted_singleton_is_served_and_watched() {
     let pmi = dpm_proto::link::InProcessFd::new(theirs.into());
     r.on_message(&mut fx, ToDaemon::Adopt { launch: launch(1, 1, PmiMode::Fd), rank: Rank(0), pid: 77, pmi });
     let log = fx.take();
-    let [Recorded::PmiServeFd { job: J, conn, fd: served }, Recorded::WatchPid { job: J, rank: Rank(0), pid: 77 }, Recorded::Up(ToLauncher::Started { pid: 77, .. })] = &log[..] else {
+    let [Recorded::PmiServeFd { job: J, conn, fd: served }, Recorded::WatchPid { job: J, rank: Rank(0), pid: 77 }, Recorded::Up(ToLauncher::Started { pid: 77, .. })] =
+        &log[..]
+    else {
         panic!("{log:?}")
     };
     assert_eq!(*served, fd);

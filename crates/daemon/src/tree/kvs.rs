@@ -107,9 +107,7 @@ impl TreeKvs {
     pub(crate) fn up(&mut self, router: &Router, origin: usize, msg: ToLauncher) -> (Vec<Dispatch>, Option<ToLauncher>) {
         match msg {
             ToLauncher::RingIn { job, seq, segment } => (self.ring_in(router, origin, job, seq, segment), None),
-            ToLauncher::Kvs { to: KvsDest::Node(node), msg } if node == self.me || router.below(node) => {
-                (vec![Dispatch::Down(node, ToDaemon::Kvs(msg))], None)
-            }
+            ToLauncher::Kvs { to: KvsDest::Node(node), msg } if node == self.me || router.below(node) => (vec![Dispatch::Down(node, ToDaemon::Kvs(msg))], None),
             ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) } => {
                 let job = self.jobs.get_mut(&req.job);
                 let fresh = job.as_ref().and_then(|j| j.cache.get(&req.key)).filter(|c| c.fresh(req.epoch)).cloned();

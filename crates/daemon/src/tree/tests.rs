@@ -32,7 +32,6 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
     })
 }
 
-
 /// Node 0 of a fan-out-2 tree over 4 nodes (children 2 and 3), with the
 /// job on nodes 0, 2 and 3.
 fn node0(design: KvsDesign) -> TreeNode {
@@ -251,7 +250,18 @@ fn a_fence_is_merged_per_subtree_and_its_completion_reaches_every_node_once() {
     keys.sort();
     assert_eq!(keys, ["k0", "k2", "k3", "k6", "k7"]);
     s.send(0, ToDaemon::FenceDone { job: J, epoch: 0, delta: puts.clone() });
-    let mut done: Vec<usize> = s.own.iter().map(|(n, m)| if let ToDaemon::FenceDone { delta, .. } = m { assert_eq!(delta.len(), 5); *n } else { panic!("{m:?}") }).collect();
+    let mut done: Vec<usize> = s
+        .own
+        .iter()
+        .map(|(n, m)| {
+            if let ToDaemon::FenceDone { delta, .. } = m {
+                assert_eq!(delta.len(), 5);
+                *n
+            } else {
+                panic!("{m:?}")
+            }
+        })
+        .collect();
     done.sort();
     assert_eq!(done, on);
 }

@@ -185,10 +185,7 @@ impl Dpm {
     /// Start dpm and return at once.
     pub fn spawn(self) -> Running {
         let mut cmd = Command::new(&self.exe);
-        cmd.args(&self.args)
-            .stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(&self.args).stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
         for k in &self.env_remove {
             cmd.env_remove(k);
         }
@@ -597,19 +594,11 @@ pub fn fixture_up(script: &Path) -> Result<String, String> {
 /// The value of a `NAME=value` line of a fixture's info.
 pub fn fixture_info(info: &str, name: &str) -> String {
     let prefix = format!("{name}=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no {name} in the fixture's info:\n{info}"))
-        .to_string()
+    info.lines().find_map(|l| l.strip_prefix(prefix.as_str())).unwrap_or_else(|| panic!("no {name} in the fixture's info:\n{info}")).to_string()
 }
 
 pub fn run_fixture(script: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("bash")
-        .arg(script)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()))
+    Command::new("bash").arg(script).args(args).stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()))
 }
 
 /// `flock` on a lock file in the temp directory, held by a child that lives

@@ -129,9 +129,7 @@ fn a_waiting_get_at_the_owner_is_answered_by_the_owner_put() {
 
 #[test]
 fn local_waiters_are_woken_by_a_local_put_or_the_fence() {
-    let answers = |node: &mut NodeStore<u32>| -> Vec<Action<u32>> {
-        node.take_actions().into_iter().filter(|a| matches!(a, Action::Answer(..))).collect()
-    };
+    let answers = |node: &mut NodeStore<u32>| -> Vec<Action<u32>> { node.take_actions().into_iter().filter(|a| matches!(a, Action::Answer(..))).collect() };
     let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, 0, vec![0, 0, 1], &[]);
     assert_eq!(node.get(1, "x", None, true), Lookup::Pending);
     assert!(matches!(&node.take_actions()[..], [Action::Send(KvsDest::Up, KvsMsg::Get(r))] if r.wait), "walks up, waiting");
@@ -237,7 +235,6 @@ fn holders_keep_the_later_put() {
     h.insert("k".into(), "e2b".into(), 2, true);
     assert_eq!(h.get("k").unwrap().value, "e2b");
 }
-
 
 #[test]
 fn a_key_put_in_a_loop_rides_the_fence_once_with_its_last_value() {

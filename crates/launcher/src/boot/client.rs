@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
-use dpm_proto::control::{BootStatus, ToClient, ToServer, CONTROL_VERSION};
 use dpm_kvs::{JobId, NodeId};
+use dpm_proto::control::{BootStatus, ToClient, ToServer, CONTROL_VERSION};
 use dpm_proto::frame::{read_frame, write_frame};
 use dpm_proto::OUTPUT_WINDOW;
 

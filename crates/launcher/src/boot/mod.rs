@@ -49,11 +49,7 @@ pub(crate) fn boot_files() -> Result<BootFiles, DirError> {
     if name.contains('/') {
         return Err(DirError::BootName(name));
     }
-    Ok(BootFiles {
-        socket: dir.join(format!("{name}.sock")),
-        rendezvous: dir.join(format!("{name}.json")),
-        log: dir.join(format!("{name}.log")),
-    })
+    Ok(BootFiles { socket: dir.join(format!("{name}.sock")), rendezvous: dir.join(format!("{name}.json")), log: dir.join(format!("{name}.log")) })
 }
 
 /// Whether `dpm run` with these options goes through a boot (if one is up):

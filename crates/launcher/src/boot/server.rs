@@ -31,7 +31,6 @@ use crate::{hosts, nodes, plan};
 
 use super::BootFiles;
 
-
 struct Server {
     shared: SharedRef,
     links: Vec<DaemonLink>,
@@ -234,13 +233,7 @@ fn status(server: &Server) -> BootStatus {
     }
     let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
     runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));
-    BootStatus {
-        server_pid: std::process::id(),
-        uptime_secs: server.started.elapsed().as_secs_f64(),
-        fanout: server.fanout,
-        nodes,
-        runs,
-    }
+    BootStatus { server_pid: std::process::id(), uptime_secs: server.started.elapsed().as_secs_f64(), fanout: server.fanout, nodes, runs }
 }
 
 /// Run a submitted job for its client: its output goes back over the

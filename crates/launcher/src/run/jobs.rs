@@ -69,10 +69,9 @@ impl Run {
         let killing = j.killing && !before_teardown;
         let who = describe_rank(job, rank, Some(pid), &host);
         let end = match status {
-            ExitStatus::Code(0) if pmi == PmiProgress::Active && !killing => RankEnd::Failed {
-                why: format!("{who} exited with code 0 without calling MPI_Finalize (PMI finalize)"),
-                code: 1,
-            },
+            ExitStatus::Code(0) if pmi == PmiProgress::Active && !killing => {
+                RankEnd::Failed { why: format!("{who} exited with code 0 without calling MPI_Finalize (PMI finalize)"), code: 1 }
+            }
             ExitStatus::Code(0) => RankEnd::Ok,
             _ if killing || interrupted => RankEnd::Terminated,
             ExitStatus::Code(c) => RankEnd::Failed { why: format!("{who} exited with code {c}"), code: c },
@@ -232,9 +231,7 @@ impl Run {
             return; // its failure was its own (or a pooled job's); its ranks are nobody's business
         }
         let failed = self.verdict.failed_rank();
-        let terminated = (0..j.ranks.len())
-            .filter(|&r| j.ranks[r].end == Some(RankEnd::Terminated) && failed != Some((job, Rank(r as u32))))
-            .count();
+        let terminated = (0..j.ranks.len()).filter(|&r| j.ranks[r].end == Some(RankEnd::Terminated) && failed != Some((job, Rank(r as u32)))).count();
         if terminated > 0 {
             self.verdict.terminated.push((job, terminated));
         }

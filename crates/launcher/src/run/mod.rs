@@ -21,10 +21,10 @@
 mod effects;
 mod jobs;
 mod spawn;
-mod verdict;
-mod warm;
 #[cfg(test)]
 mod tests;
+mod verdict;
+mod warm;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -109,7 +109,10 @@ pub enum LaunchError {
 enum RankEnd {
     Ok,
     /// The reason it failed, and the exit status dpm reports for it.
-    Failed { why: String, code: i32 },
+    Failed {
+        why: String,
+        code: i32,
+    },
     /// Killed by dpm while ending the job.
     Terminated,
 }

@@ -74,7 +74,15 @@ impl Run {
 
     /// The job a spawn by `parent` launches: a new job id and kvsname, the
     /// parent's KVS design, placed as `slots` says.
-    pub(super) fn spawn_launch(&self, fx: &mut dyn RunEffects, planned: PlannedJob, slots: &Reservation, parent: JobId, parent_kvs: String, preput: KeyValues) -> LaunchJob {
+    pub(super) fn spawn_launch(
+        &self,
+        fx: &mut dyn RunEffects,
+        planned: PlannedJob,
+        slots: &Reservation,
+        parent: JobId,
+        parent_kvs: String,
+        preput: KeyValues,
+    ) -> LaunchJob {
         let (job, kvsname) = fx.shared().new_job_id();
         let design = self.kvs.design(parent).unwrap_or_default();
         let job_plan = planned.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);

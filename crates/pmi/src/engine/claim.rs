@@ -38,5 +38,4 @@ impl Engine {
         }
         self.flush_store(job_id);
     }
-
 }

@@ -32,7 +32,6 @@ pub fn engine(size: u32) -> Engine {
     e
 }
 
-
 /// What the engine wrote to `conn` since its effects were last taken (the
 /// other effects are dropped).
 #[allow(dead_code)] // not every test file uses it

@@ -23,10 +23,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::PmiState;
 use dpm_pmix::{JobSpec, NodeRanks, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
-use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_proto::{LaunchJob, ToLauncher};
 
 use super::NodeReactor;
@@ -215,10 +215,8 @@ impl PmixFront {
         }
         j.epoch += 1;
         let req = j.fence.take()?;
-        let mut blobs: Vec<(usize, &str)> = delta
-            .iter()
-            .filter_map(|(k, v)| k.strip_prefix(BLOB_KEY).and_then(|n| n.parse().ok()).map(|n| (n, v.as_str())))
-            .collect();
+        let mut blobs: Vec<(usize, &str)> =
+            delta.iter().filter_map(|(k, v)| k.strip_prefix(BLOB_KEY).and_then(|n| n.parse().ok()).map(|n| (n, v.as_str()))).collect();
         blobs.sort_by_key(|(n, _)| *n);
         let mut all = Vec::new();
         for (node, text) in blobs {
@@ -381,7 +379,12 @@ impl NodeReactor {
 
     /// A PMIx job's namespace and clients, registered before its ranks
     /// start: each local rank's variables, in launch order.
-    pub(super) fn pmix_register(&mut self, fx: &mut (impl NodeEffects + ?Sized), launch: &LaunchJob, node: usize) -> Result<Vec<Vec<(String, String)>>, String> {
+    pub(super) fn pmix_register(
+        &mut self,
+        fx: &mut (impl NodeEffects + ?Sized),
+        launch: &LaunchJob,
+        node: usize,
+    ) -> Result<Vec<Vec<(String, String)>>, String> {
         let spec = job_spec(launch, node);
         let ranks = spec.local_ranks().to_vec();
         let app = launch.apps.first().ok_or("a job without programs")?;

@@ -84,7 +84,9 @@ fn every_rank_finalizing_is_success_and_gives_everything_back() {
     let (mut run, mut rec) = fixture(&[2, 2]);
     let j = started(&mut run, &mut rec, &[0, 0, 1]);
     assert_eq!(rec.shared.nodes.loads(), vec![2, 1]);
-    assert!(matches!(rec.sent()[..], [(NodeId(0), ToDaemon::Launch(a)), (NodeId(1), ToDaemon::Launch(b))] if a.procs.len() == 2 && b.procs.len() == 1 && a.stdin_rank == Some(Rank(0)) && b.stdin_rank.is_none()));
+    assert!(
+        matches!(rec.sent()[..], [(NodeId(0), ToDaemon::Launch(a)), (NodeId(1), ToDaemon::Launch(b))] if a.procs.len() == 2 && b.procs.len() == 1 && a.stdin_rank == Some(Rank(0)) && b.stdin_rank.is_none())
+    );
     for (node, rank) in [(0, 0), (0, 1), (1, 2)] {
         assert_eq!(run.exit_code(), None);
         exit(&mut run, &mut rec, node, j, rank, ExitStatus::Code(0), DONE, 10);
@@ -250,7 +252,8 @@ fn a_soft_spawn_starts_what_fits_and_answers_the_rest_as_not_started() {
     for r in 0..2 {
         run.on_message(&mut rec, NodeId(1 - r as usize), ToLauncher::Started { job: child, rank: Rank(r), pid: 200 + r });
     }
-    let codes = rec.sent().into_iter().find_map(|(_, m)| if let ToDaemon::SpawnDone { result: Ok(_), errcodes, .. } = m { Some(errcodes.clone()) } else { None });
+    let codes =
+        rec.sent().into_iter().find_map(|(_, m)| if let ToDaemon::SpawnDone { result: Ok(_), errcodes, .. } = m { Some(errcodes.clone()) } else { None });
     assert_eq!(codes, Some(vec![0, 0, crate::spawn::NOT_STARTED, crate::spawn::NOT_STARTED]));
 }
 
@@ -435,7 +438,8 @@ fn stdin_goes_to_rank_0s_node_and_output_is_passed_on() {
     rec.take();
     run.on_stdin(&mut rec, b"hi".to_vec());
     run.on_stdin(&mut rec, Vec::new());
-    let stdin: Vec<(NodeId, usize)> = rec.sent().iter().filter_map(|(n, m)| if let ToDaemon::Stdin { data, .. } = m { Some((*n, data.len())) } else { None }).collect();
+    let stdin: Vec<(NodeId, usize)> =
+        rec.sent().iter().filter_map(|(n, m)| if let ToDaemon::Stdin { data, .. } = m { Some((*n, data.len())) } else { None }).collect();
     assert_eq!(stdin, vec![(NodeId(1), 2), (NodeId(1), 0)]);
     run.on_message(&mut rec, NodeId(1), ToLauncher::Output { job: j, rank: Rank(0), stream: dpm_proto::Stream::Stdout, data: b"out".to_vec() });
     assert!(matches!(rec.effects.last(), Some(Effect::Output(_, _, Rank(0), _, d)) if d == b"out"));
@@ -456,7 +460,17 @@ fn written_output_is_acknowledged_to_its_node_in_steps_until_the_job_ends() {
     let j = started(&mut run, &mut rec, &[0, 1]);
     rec.take();
     let acks = |rec: &Recorder| -> Vec<(NodeId, u64)> {
-        rec.sent().iter().filter_map(|(n, m)| if let ToDaemon::OutputAck { job, bytes } = m { assert_eq!(*job, j); Some((*n, *bytes)) } else { None }).collect()
+        rec.sent()
+            .iter()
+            .filter_map(|(n, m)| {
+                if let ToDaemon::OutputAck { job, bytes } = m {
+                    assert_eq!(*job, j);
+                    Some((*n, *bytes))
+                } else {
+                    None
+                }
+            })
+            .collect()
     };
     // Credit per node: below the step nothing goes; at it, all of it.
     run.on_output_written(&mut rec, NodeId(0), j, OUTPUT_ACK_STEP - 1);

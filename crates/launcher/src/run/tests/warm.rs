@@ -76,7 +76,8 @@ fn a_miss_runs_cold_and_fills_the_pool_then_a_spawn_claims_at_once() {
     request(&mut run, &mut rec, parent, 2, 2);
     let sent = rec.sent();
     let claim = sent.iter().position(|(_, m)| matches!(m, ToDaemon::Claim { job, preput } if *job == pooled && preput[0].1 == "port2"));
-    let done = sent.iter().position(|(_, m)| matches!(m, ToDaemon::SpawnDone { request: RequestId(2), result: Ok(k), .. } if k.ends_with(&format!("_{}", pooled.0))));
+    let done =
+        sent.iter().position(|(_, m)| matches!(m, ToDaemon::SpawnDone { request: RequestId(2), result: Ok(k), .. } if k.ends_with(&format!("_{}", pooled.0))));
     assert!(claim.is_some() && claim < done, "the claim, then the answer: {sent:?}");
     assert!(launches(&rec).is_empty(), "no replacement on the claim's path: {sent:?}");
     assert!(rec.effects.iter().any(|e| matches!(e, Effect::Arm(Timer::WarmRefill, _))));
@@ -108,7 +109,8 @@ fn a_pooled_jobs_output_is_held_until_its_claim_and_its_crash_is_not_the_runs() 
     start_all(&mut run, &mut rec, pooled, 1);
     ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
     request(&mut run, &mut rec, parent, 1, 2);
-    let shown: Vec<Vec<u8>> = rec.effects.iter().filter_map(|e| if let Effect::Output(_, j, _, _, d) = e { (*j == pooled).then(|| d.clone()) } else { None }).collect();
+    let shown: Vec<Vec<u8>> =
+        rec.effects.iter().filter_map(|e| if let Effect::Output(_, j, _, _, d) = e { (*j == pooled).then(|| d.clone()) } else { None }).collect();
     assert_eq!(shown, vec![b"one ".to_vec(), b"two\n".to_vec()], "delivered in order at the claim");
     // The refill crashes before its claim: dropped, quietly.
     run.on_timer(&mut rec, Timer::WarmRefill);
