@@ -19,7 +19,10 @@ use std::time::Duration;
 
 use common::{dpm_bin, repo_root, unique, Dpm, Output};
 
-const HOSTS: [&str; 2] = ["-hosts", "localhost:8"];
+/// Slots enough that a pool never waits for an ended job's slots (how pools
+/// share slots is the run reactor's unit tests' business): the loops here
+/// check claims, and a child's exit can lag its parent's next spawn.
+const HOSTS: [&str; 2] = ["-hosts", "localhost:32"];
 
 fn venv_python() -> String {
     let python = repo_root().join(".venv/bin/python");
@@ -33,11 +36,13 @@ fn venv_python() -> String {
 /// parent's lines on stdout), and
 /// crash there (exit 3) once if the flag file exists: the parent creates it
 /// after its first iteration, when the pool is already started, so the
-/// first job to start afterwards — a refill — crashes before any claim.
+/// first job to start afterwards — a refill — crashes; the parent waits for
+/// that crash before its third spawn, so it comes before any claim of the
+/// crashed job (whose claim, if there is one, fails and is made again).
 const LOOP: &str = r#"
 import os, sys
 if sys.argv[1] == "child":
-    print("PRE-INIT", os.getpid(), file=sys.stderr, flush=True)
+    sys.stderr.write("PRE-INIT %d\n" % os.getpid())  # one write: a whole line
     flag = os.environ.get("WARM_CRASH_FLAG", "")
     if flag:
         try:
@@ -56,6 +61,7 @@ if sys.argv[1] == "child":
     parent.Disconnect()
     sys.exit(0)
 
+import time
 from mpi4py import MPI
 iters, k, mode = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 crash_flag = sys.argv[5] if len(sys.argv) > 5 else ""
@@ -67,6 +73,12 @@ info.Set("env", "WARM_X=42\nWARM_CRASH_FLAG=" + crash_flag)
 if os.environ.get("WARM_INFO"):
     info.Set("dpm_warm", os.environ["WARM_INFO"])
 for i in range(iters):
+    if i == 2 and crash_flag:
+        deadline = time.monotonic() + 60
+        while os.path.exists(crash_flag) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if os.path.exists(crash_flag):
+            print("FAIL: no child crashed", flush=True)
     if mode == "multi":
         inter = MPI.COMM_SELF.Spawn_multiple([sys.executable, sys.executable],
                                              [[me, "child", "a"], [me, "child", "b c"]], [1, k], [info, info])
@@ -273,10 +285,17 @@ if MPI.Comm.Get_parent() != MPI.COMM_NULL:
     MPI.Comm.Get_parent().Disconnect()
     sys.exit(0)
 for n in (1, 1, 1, 2):
-    try:
-        inter = MPI.COMM_SELF.Spawn(sys.executable, [__file__], maxprocs=n)
-    except MPI.Exception as e:
-        print("FAIL spawn of", n, "refused:", e.Get_error_string(), flush=True)
+    # The previous child's exit may reach dpm after this spawn (a loaded
+    # machine): a refusal is retried for a while, never forever.
+    for attempt in range(60):
+        try:
+            inter = MPI.COMM_SELF.Spawn(sys.executable, [__file__], maxprocs=n)
+            break
+        except MPI.Exception as e:
+            err = e.Get_error_string()
+            time.sleep(0.5)
+    else:
+        print("FAIL spawn of", n, "refused:", err, flush=True)
         continue
     inter.Disconnect()
     time.sleep(0.5)

@@ -99,7 +99,8 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
                 | ToLauncher::RingIn { job, .. }
                 | ToLauncher::Abort { job, .. }
                 | ToLauncher::Name { job, .. }
-                | ToLauncher::Spawn { job, .. } => Some(*job),
+                | ToLauncher::Spawn { job, .. }
+                | ToLauncher::Claimed { job, .. } => Some(*job),
                 ToLauncher::Kvs { msg, .. } => Some(msg.job()),
                 ToLauncher::Trace { .. } => None,
             },

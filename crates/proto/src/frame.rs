@@ -30,8 +30,9 @@ use crate::auth::Secret;
 
 /// Bumped whenever a message changes shape (3: the authentication exchange
 /// after the Hellos; 4: binary frames after the handshake; 5: the `link`
-/// envelopes `Down`/`Up` around the payloads; 6: `Down::Suspend`/`Resume`).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// envelopes `Down`/`Up` around the payloads; 6: `Down::Suspend`/`Resume`;
+/// 7: `ToLauncher::Claimed`).
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
@@ -311,7 +312,7 @@ mod tests {
         let secret = &Secret::from_bytes([1; 32]);
         // Each side owns its ends, so a side that gives up closes the link.
         let (left, right) =
-            tokio::join!(async move { handshake(&mut ar, &mut aw, hello(Role::Launcher, PROTOCOL_VERSION), Role::Daemon, secret).await }, async move {
+            tokio::join!(async move { handshake(&mut ar, &mut aw, hello(Role::Launcher, PROTOCOL_VERSION), Role::Daemon, secret,).await }, async move {
                 handshake(&mut br, &mut bw, hello(Role::Launcher, PROTOCOL_VERSION + 1), Role::Launcher, secret).await
             },);
         // Left expected a daemon and got a launcher of another version.

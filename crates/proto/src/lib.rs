@@ -290,6 +290,14 @@ pub enum ToLauncher {
         preput: KeyValues,
         commands: Vec<SpawnCommand>,
     },
+    /// The node received [`ToDaemon::Claim`] for `job`: `alive` if every rank
+    /// of the job there was still running (or not started yet), and the
+    /// claim was delivered; otherwise a rank had already ended, and the
+    /// claim was not delivered (the launcher drops the job and spawns anew).
+    Claimed {
+        job: JobId,
+        alive: bool,
+    },
     /// A `--pmi-trace` line.
     Trace {
         line: String,

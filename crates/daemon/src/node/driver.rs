@@ -322,6 +322,10 @@ impl NodeEffects for Io {
         let _ = waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
     }
 
+    fn has_exited(&mut self, pid: i32) -> bool {
+        process_has_exited(pid)
+    }
+
     fn remove_shm(&mut self, job: JobId, kvsname: &str) {
         let removed = mpich_shm::remove_segments(std::path::Path::new("/dev/shm"), kvsname);
         if removed > 0 {
@@ -433,5 +437,34 @@ async fn flush_outbox(me: &Weak<RefCell<Node>>, conn: ConnId, stream: &UnixStrea
                 Err(_) => return, // the client is gone
             }
         }
+    }
+}
+
+/// `pid` is a zombie or gone: `/proc/<pid>/stat`'s state (the field after
+/// the parenthesised command name, which may itself hold spaces and `)`).
+fn process_has_exited(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    stat.rsplit_once(')').is_none_or(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
+}
+
+#[cfg(test)]
+mod exited_tests {
+    use super::process_has_exited;
+
+    #[test]
+    fn a_running_process_has_not_exited_a_zombie_and_a_reaped_one_have() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        assert!(!process_has_exited(pid));
+        child.kill().unwrap();
+        // Killed but not reaped: a zombie.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !process_has_exited(pid) {
+            assert!(std::time::Instant::now() < deadline, "never became a zombie");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(process_has_exited(pid));
+        assert!(!process_has_exited(std::process::id() as i32));
     }
 }

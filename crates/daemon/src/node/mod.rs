@@ -146,6 +146,9 @@ pub trait NodeEffects {
     fn kill_process(&mut self, pid: i32, signal: i32);
     /// Reap a group leader kept as a zombie (its group was killed for good).
     fn release_leader(&mut self, pid: i32);
+    /// Process `pid` has ended, whether or not its end was read yet (a
+    /// zombie, or gone).
+    fn has_exited(&mut self, pid: i32) -> bool;
     /// Remove an ended job's MPICH shared-memory segments (`mpich_shm`).
     fn remove_shm(&mut self, job: JobId, kvsname: &str);
     /// Stop (`true`) or resume reading a process's stdout and stderr: its

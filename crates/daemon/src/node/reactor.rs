@@ -13,6 +13,7 @@ use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, StartError
 use crate::topology::TopologySource;
 use crate::DaemonConfig;
 
+mod claim;
 mod pmix;
 pub use pmix::{job_spec, PmixAnswer, PmixEvent, PmixRequest};
 
@@ -60,6 +61,8 @@ struct JobProcs {
     port: Option<String>,
     /// Its launch, while starts are out.
     launching: Option<Launching>,
+    /// A rank of it has ended here (a warm spawn's claim then fails: `claim`).
+    rank_ended: bool,
 }
 
 impl JobProcs {
@@ -182,7 +185,7 @@ impl NodeReactor {
                 }
                 j.feed_stdin(fx, job, data);
             }
-            ToDaemon::Claim { job, preput } => self.engine.claim(job, &preput),
+            ToDaemon::Claim { job, preput } => self.claim(fx, job, &preput),
             ToDaemon::OutputAck { job, bytes } => self.output.on_ack(fx, job, bytes),
             ToDaemon::Forget { job } => self.forget(fx, job),
             ToDaemon::Adopt { launch, rank, pid, pmi } => self.adopt_foreign(fx, launch, rank, pid, pmi.get()),
@@ -524,6 +527,9 @@ impl NodeReactor {
     fn report_exit_if_due(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank) {
         let Some((status, at)) = self.procs.get(&(job, rank)).and_then(Proc::exit_due) else { return };
         let proc = self.procs.remove(&(job, rank)).expect("present");
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.rank_ended = true;
+        }
         // A connection still open (a grandchild holds it, or the grace period
         // ran out): judge by what it has said so far.
         let live_conn = proc.conn.or_else(|| self.conns.iter().find(|(c, j)| **j == job && self.engine.rank(**c) == Some(rank)).map(|(c, _)| *c));

@@ -95,6 +95,8 @@ pub struct RecordingEffects {
     pub fail_port: Option<i32>,
     /// Serving a handed-over fd fails.
     pub fail_serve_fd: bool,
+    /// Processes that ended before the reactor heard of it ([`NodeEffects::has_exited`]).
+    pub exited: std::collections::HashSet<i32>,
     /// Results of the starts asked so far, not yet handed to the reactor.
     pub started: Vec<(JobId, Rank, Result<ProcStarted, StartError>)>,
     next_pid: i32,
@@ -230,6 +232,10 @@ impl NodeEffects for RecordingEffects {
 
     fn release_leader(&mut self, pid: i32) {
         self.log.push(Recorded::ReleaseLeader(pid));
+    }
+
+    fn has_exited(&mut self, pid: i32) -> bool {
+        self.exited.contains(&pid)
     }
 
     fn remove_shm(&mut self, job: JobId, kvsname: &str) {

@@ -333,6 +333,40 @@ fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
     assert_eq!(talk(&mut r, &mut fx, conn, &get), "", "parked until the claim");
     r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: vec![("PARENT_ROOT_PORT_NAME".into(), "port#1$".into())] });
     assert_eq!(fx.take_written(conn), "cmd=get_result rc=0 value=port#1$\n");
+    assert!(matches!(fx.take_up()[..], [ToLauncher::Claimed { job: J, alive: true }]));
+}
+
+/// A claim that reaches a pooled job with a rank already ended — reported,
+/// read, or known only to the kernel — is not delivered, and says so.
+#[test]
+fn a_claim_of_a_pooled_job_with_an_ended_rank_fails() {
+    let port = || vec![("PARENT_ROOT_PORT_NAME".to_string(), "port#1$".to_string())];
+    for how in ["kernel", "read", "reported"] {
+        let (mut r, mut fx) = node();
+        let spec = LaunchJob { spawner: Some("kvs_7_0".into()), awaiting_claim: true, ..launch(2, 2, PmiMode::Fd) };
+        r.on_message(&mut fx, ToDaemon::Launch(spec));
+        fx.settle(&mut r);
+        let conns: Vec<ConnId> = fx.starts().iter().map(|s| s.pmi_conn.expect("PMI_FD mode")).collect();
+        let pid = fx.starts()[1].result.as_ref().expect("started").pid;
+        init(&mut r, &mut fx, &conns);
+        let get = format!("cmd=get kvsname={KVS} key=PARENT_ROOT_PORT_NAME\n");
+        assert_eq!(talk(&mut r, &mut fx, conns[0], &get), "", "parked until the claim");
+        match how {
+            "kernel" => drop(fx.exited.insert(pid)),
+            "read" => r.on_exited(&mut fx, J, Rank(1), ExitStatus::Code(3), 1),
+            _ => {
+                r.on_exited(&mut fx, J, Rank(1), ExitStatus::Code(3), 1);
+                r.on_pmi_closed(&mut fx, conns[1]);
+                r.on_output_closed(&mut fx, J, Rank(1), Stream::Stdout);
+                r.on_output_closed(&mut fx, J, Rank(1), Stream::Stderr);
+                assert_eq!(exited(&mut fx), vec![(Rank(1), ExitStatus::Code(3), PmiProgress::Active)], "{how}");
+            }
+        }
+        fx.take();
+        r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: port() });
+        assert_eq!(fx.take_written(conns[0]), "", "{how}: not delivered");
+        assert!(matches!(fx.take_up()[..], [ToLauncher::Claimed { job: J, alive: false }]), "{how}");
+    }
 }
 
 #[test]

@@ -36,6 +36,7 @@ use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher, OUTPUT_ACK_
 use crate::kvs_root::KvsRoot;
 use crate::node_table::{NodeTable, PlaceError, Reservation};
 use crate::spawn::SpawnContext;
+use spawn::SpawnAsk;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
@@ -344,7 +345,8 @@ impl Run {
                 let result = self.name_op(fx, job, op);
                 fx.send(node, ToDaemon::NameDone { request, result });
             }
-            ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, node, request, job, rank, preput, commands),
+            ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, SpawnAsk { node, request, parent: job, rank, preput, commands }),
+            ToLauncher::Claimed { job, alive } => self.warm_claimed(fx, node, job, alive),
             ToLauncher::Trace { line } => fx.say(&line),
         }
     }

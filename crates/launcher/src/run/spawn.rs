@@ -13,21 +13,22 @@ use crate::node_table::Reservation;
 use crate::plan::PlannedJob;
 use crate::spawn::plan_spawn;
 
+/// A spawn request from rank `rank` of `parent`, on `node`: answered once,
+/// with [`ToDaemon::SpawnDone`] for `request`.
+#[derive(Clone, Debug)]
+pub(super) struct SpawnAsk {
+    pub node: NodeId,
+    pub request: RequestId,
+    pub parent: JobId,
+    pub rank: Rank,
+    pub preput: KeyValues,
+    pub commands: Vec<SpawnCommand>,
+}
+
 impl Run {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn spawn(
-        &mut self,
-        fx: &mut dyn RunEffects,
-        parent_node: NodeId,
-        request: RequestId,
-        parent: JobId,
-        rank: Rank,
-        preput: KeyValues,
-        commands: Vec<SpawnCommand>,
-    ) {
-        let Some(parent_kvs) = self.jobs.get(&parent).map(|j| j.kvsname.clone()) else {
-            return;
-        };
+    pub(super) fn spawn(&mut self, fx: &mut dyn RunEffects, ask: SpawnAsk) {
+        let (parent_node, request, parent, rank) = (ask.node, ask.request, ask.parent, ask.rank);
+        let Some(parent_kvs) = self.jobs.get(&parent).map(|j| j.kvsname.clone()) else { return };
         let refuse = |fx: &mut dyn RunEffects, msg: String| {
             tracing::warn!(%parent, rank = rank.0, "spawn refused: {}", dpm_pmi::sanitize::escape(&msg));
             fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err(msg), errcodes: Vec::new() });
@@ -35,11 +36,18 @@ impl Run {
         if self.verdict.ending() {
             return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()), errcodes: Vec::new() });
         }
-        let (shape, choice) = Shape::of(parent, &commands);
+        let (shape, choice) = Shape::of(parent, &ask.commands);
         let want = self.warm_wanted(choice);
-        if want > 0 && self.warm_claim(fx, &shape, (parent_node, request), preput.clone(), want) {
-            return;
-        }
+        // A claim answers the parent once the pooled job's nodes confirm it
+        // (`warm::warm_claimed`), or makes this spawn again if it fails.
+        let ask = match want {
+            0 => ask,
+            _ => match self.warm_claim(fx, &shape, ask, want) {
+                Some(missed) => missed,
+                None => return,
+            },
+        };
+        let (preput, commands) = (ask.preput, ask.commands);
         let plan = match plan_spawn(&self.settings.spawn, &commands) {
             Ok(p) => p,
             Err(e) => return refuse(fx, e.to_string()),

@@ -10,8 +10,11 @@
 //! kvsname, mapping, appnums, universe size), but *awaiting its claim*: its
 //! node parks a get of a key that is not there ([`dpm_proto::ToDaemon::Claim`]
 //! ends the wait). A spawn that finds a pooled job of its shape claims it
-//! (the parent's preputs go to the job's nodes, the parent is answered at
-//! once) and a replacement is started a moment later ([`REFILL_DELAY`]), or
+//! (the parent's preputs go to the job's nodes; once they all confirm with
+//! [`dpm_proto::ToLauncher::Claimed`] the parent is answered; a node where a
+//! rank had already ended refuses, and the spawn is made again, claiming the
+//! next pooled job or running cold) and a replacement is started a moment
+//! later ([`REFILL_DELAY`]), or
 //! as soon as a spawned job ends and gives slots back; a spawn
 //! that finds none runs cold and fills the pool for the next one.
 //!
@@ -29,9 +32,10 @@
 //! Pools are per run: a shape names its parent job, and a boot's runs have
 //! different job ids, so a pool could never match another run's spawn.
 
-use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
-use dpm_proto::{LaunchJob, RequestId, SpawnCommand, Stream, ToDaemon};
+use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::{LaunchJob, SpawnCommand, Stream, ToDaemon};
 
+use super::spawn::SpawnAsk;
 use super::{Run, RunEffects};
 use crate::node_table::{PlaceError, Reservation};
 use crate::spawn::{plan_spawn, SpawnPlan};
@@ -99,13 +103,27 @@ impl Shape {
     }
 }
 
-/// One pooled job, not yet claimed.
+/// One pooled job, not yet claimed (or claimed, not yet confirmed).
 struct Entry {
     shape: Shape,
     job: JobId,
     /// Its output so far, in order, and how many bytes that is.
     held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
     held_bytes: usize,
+    /// A spawn claimed it: its nodes have the claim.
+    claim: Option<Claiming>,
+}
+
+/// A claim sent to a pooled job's nodes, not yet confirmed by all of them
+/// ([`dpm_proto::ToLauncher::Claimed`]).
+struct Claiming {
+    /// The spawn that claimed it: answered at the confirmation, or made
+    /// again if the claim fails.
+    ask: SpawnAsk,
+    /// The job's nodes that have not confirmed yet.
+    waiting: Vec<NodeId>,
+    /// Pooled jobs the spawn's shape wants.
+    want: usize,
 }
 
 /// The run's pool and its counts (see the module documentation).
@@ -148,41 +166,58 @@ impl Run {
         }
     }
 
-    /// A spawn of `shape`: claim a pooled job of it, if there is one. The
-    /// children get the preputs, the parent its answer at once (or when the
-    /// last child has started, for a job still starting), then the pool is
-    /// filled again. `false`: nothing to claim (a miss, counted here).
-    pub(super) fn warm_claim(&mut self, fx: &mut dyn RunEffects, shape: &Shape, parent: (NodeId, RequestId), preput: KeyValues, want: usize) -> bool {
-        let Some(i) = self.warm.entries.iter().position(|e| e.shape == *shape) else {
+    /// A spawn of `shape`: claim a pooled job of it, if there is one (the
+    /// oldest): the children's nodes get the preputs, and the spawn waits
+    /// for them to confirm (`warm_claimed`). The spawn comes back if there is
+    /// nothing to claim (a miss, counted here).
+    pub(super) fn warm_claim(&mut self, fx: &mut dyn RunEffects, shape: &Shape, ask: SpawnAsk, want: usize) -> Option<SpawnAsk> {
+        let found = self.warm.entries.iter_mut().find(|e| e.shape == *shape && e.claim.is_none());
+        let Some((entry, j)) = found.and_then(|e| self.jobs.get(&e.job).map(|j| (e, j))) else {
             self.warm.missed += 1;
             self.warm_say(fx, &format!("miss for {}: started cold", shape.describe()));
-            return false;
+            return Some(ask);
         };
-        let entry = self.warm.entries.remove(i);
-        let Some(j) = self.jobs.get_mut(&entry.job) else { return false };
-        j.pool = false;
-        let started = j.ranks.iter().all(|r| r.pid.is_some());
-        let kvsname = j.kvsname.clone();
         for &d in &j.daemons {
-            fx.send(d, ToDaemon::Claim { job: entry.job, preput: preput.clone() });
+            fx.send(d, ToDaemon::Claim { job: entry.job, preput: ask.preput.clone() });
         }
-        if started {
-            fx.send(parent.0, ToDaemon::SpawnDone { request: parent.1, result: Ok(kvsname), errcodes: Vec::new() });
+        entry.claim = Some(Claiming { ask, waiting: j.daemons.clone(), want });
+        None
+    }
+
+    /// `node` confirmed the claim of `job` (`alive`) or refused it (a rank
+    /// there had ended). Once every node has confirmed, the parent gets its
+    /// answer (or, for a job still starting, once the last child has
+    /// started), the held output goes out, and the pool is filled again a
+    /// moment later.
+    pub(super) fn warm_claimed(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId, alive: bool) {
+        let Some(claim) = self.warm.entries.iter_mut().find(|e| e.job == job).and_then(|e| e.claim.as_mut()) else { return };
+        if !alive {
+            let host = fx.shared().nodes.host(node).to_string();
+            return self.warm_drop(fx, job, Some(&format!("a rank on {host} ended before a claim reached it; the spawn is made again")));
+        }
+        claim.waiting.retain(|&d| d != node);
+        if !claim.waiting.is_empty() {
+            return;
+        }
+        let Some(Entry { shape, held, claim: Some(Claiming { ask, want, .. }), .. }) = self.warm.take(job) else { return };
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        j.pool = false;
+        if j.ranks.iter().all(|r| r.pid.is_some()) {
+            fx.send(ask.node, ToDaemon::SpawnDone { request: ask.request, result: Ok(j.kvsname.clone()), errcodes: Vec::new() });
         } else {
-            j.spawn_request = Some(parent);
+            j.spawn_request = Some((ask.node, ask.request));
         }
-        for (node, rank, stream, data) in entry.held {
-            fx.output(node, entry.job, rank, stream, &data);
+        for (node, rank, stream, data) in held {
+            fx.output(node, job, rank, stream, &data);
         }
         self.warm.claimed += 1;
-        self.warm_say(fx, &format!("claimed {} for {}", entry.job, shape.describe()));
-        self.report_placement(fx, entry.job);
-        self.warm_want(shape, want);
+        self.warm_say(fx, &format!("claimed {job} for {}", shape.describe()));
+        self.report_placement(fx, job);
+        self.warm_want(&shape, want);
         if !self.warm.refill_armed {
             self.warm.refill_armed = true;
             fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
         }
-        true
     }
 
     /// Start pooled jobs of `shape` until it has `want` (as many as fit in
@@ -190,7 +225,7 @@ impl Run {
     pub(super) fn warm_fill(&mut self, fx: &mut dyn RunEffects, shape: &Shape, want: usize) {
         self.warm_want(shape, want);
         let Some(parent_kvs) = self.jobs.get(&shape.parent).map(|j| j.kvsname.clone()) else { return };
-        let have = self.warm.entries.iter().filter(|e| e.shape == *shape).count();
+        let have = self.warm.entries.iter().filter(|e| e.shape == *shape && e.claim.is_none()).count();
         for _ in have..want.min(MAX_WARM_SPAWN) {
             // The same plan a cold spawn of this shape gets (the files it
             // names may have changed since: then no pooled job).
@@ -210,7 +245,7 @@ impl Run {
             if let Some(j) = self.jobs.get_mut(&job) {
                 j.pool = true;
             }
-            self.warm.entries.push(Entry { shape: shape.clone(), job, held: Vec::new(), held_bytes: 0 });
+            self.warm.entries.push(Entry { shape: shape.clone(), job, held: Vec::new(), held_bytes: 0, claim: None });
             self.warm.refilled += 1;
             self.warm_say(fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe()));
         }
@@ -226,8 +261,11 @@ impl Run {
     pub(super) fn place(&mut self, fx: &mut dyn RunEffects, plan: &SpawnPlan, oversubscribe: bool) -> Result<(Reservation, Option<Vec<u32>>), PlaceError> {
         let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
         let universe = self.settings.universe_size;
-        while !self.warm.entries.is_empty() && fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
-            let job = self.warm.entries[0].job;
+        // (A job being claimed is not taken: its spawn holds it.)
+        while let Some(job) = self.warm.entries.iter().find(|e| e.claim.is_none()).map(|e| e.job) {
+            if fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_ok() {
+                break;
+            }
             self.warm_drop(fx, job, Some("its slots are needed"));
         }
         let nodes = &fx.shared().nodes;
@@ -270,11 +308,10 @@ impl Run {
     }
 
     /// Take `job` out of the pool and kill it; its slots are free at once.
-    /// `why` is said (`None`: a quiet end, nothing to report).
+    /// `why` is said (`None`: a quiet end, nothing to report). A spawn that
+    /// was claiming it is made again (if its parent is still there).
     fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
-        if self.warm.take(job).is_none() {
-            return;
-        }
+        let Some(entry) = self.warm.take(job) else { return };
         if let Some(why) = why {
             self.warm_say(fx, &format!("dropped {job}: {why}"));
         }
@@ -284,6 +321,10 @@ impl Run {
             }
         }
         self.kill_job(fx, job, libc::SIGKILL);
+        self.check_done(fx, job);
+        if let Some(claim) = entry.claim {
+            self.spawn(fx, claim.ask);
+        }
     }
 
     /// Output of a pooled (or discarded) job is held or dropped; that of an
@@ -306,18 +347,26 @@ impl Run {
     /// was killed by dpm): the job leaves the pool and ends, quietly; the
     /// run's verdict never hears of it. `false` if `job` is not pooled.
     /// `ended`: the rank is gone (else it only asked to abort).
+    /// One being claimed had not been confirmed yet: its spawn is made again.
     pub(super) fn warm_ended(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, why: &str, ended: bool) -> bool {
         let Some(j) = self.jobs.get_mut(&job).filter(|j| j.pool) else { return false };
         let killing = j.killing;
         if ended {
             j.end_rank(rank.0 as usize, super::RankEnd::Terminated);
         }
-        if self.warm.take(job).is_some() && !killing {
+        let claiming = self.warm.entries.iter().any(|e| e.job == job && e.claim.is_some());
+        let again = if claiming { "; the spawn is made again" } else { "" };
+        if !killing {
             tracing::warn!(%job, rank = rank.0, "warm spawn: a pooled job {why} before its claim; dropped from the pool");
-            self.warm_say(fx, &format!("dropped {job}: rank {} {why} before a claim", rank.0));
         }
-        self.kill_job(fx, job, libc::SIGKILL);
-        self.check_done(fx, job);
+        if self.warm.entries.iter().any(|e| e.job == job) {
+            let said = format!("rank {} {why} before a claim{again}", rank.0);
+            self.warm_drop(fx, job, (!killing).then_some(said.as_str()));
+        } else {
+            // Out of the pool already (dropped, or the run's end): its other ranks go too.
+            self.kill_job(fx, job, libc::SIGKILL);
+            self.check_done(fx, job);
+        }
         true
     }
 

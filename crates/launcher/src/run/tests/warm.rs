@@ -48,6 +48,11 @@ fn answer(rec: &Recorder, req: u64) -> Option<Result<String, String>> {
     })
 }
 
+/// Node 0 confirms (`alive`) or refuses the claim of `job`.
+fn claimed(run: &mut Run, rec: &mut Recorder, job: JobId, alive: bool) {
+    run.on_message(rec, NodeId(0), ToLauncher::Claimed { job, alive });
+}
+
 fn ended(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32, status: ExitStatus) {
     for r in 0..n {
         let pid = 300 + 10 * job.0 + r;
@@ -74,6 +79,8 @@ fn a_miss_runs_cold_and_fills_the_pool_then_a_spawn_claims_at_once() {
     ended(&mut run, &mut rec, cold, 2, ExitStatus::Code(0));
     rec.take();
     request(&mut run, &mut rec, parent, 2, 2);
+    assert!(answer(&rec, 2).is_none(), "not before the node confirms the claim");
+    claimed(&mut run, &mut rec, pooled, true);
     let sent = rec.sent();
     let claim = sent.iter().position(|(_, m)| matches!(m, ToDaemon::Claim { job, preput } if *job == pooled && preput[0].1 == "port2"));
     let done =
@@ -109,6 +116,8 @@ fn a_pooled_jobs_output_is_held_until_its_claim_and_its_crash_is_not_the_runs() 
     start_all(&mut run, &mut rec, pooled, 1);
     ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
     request(&mut run, &mut rec, parent, 1, 2);
+    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Output(..))), "held until the claim is confirmed");
+    claimed(&mut run, &mut rec, pooled, true);
     let shown: Vec<Vec<u8>> =
         rec.effects.iter().filter_map(|e| if let Effect::Output(_, j, _, _, d) = e { (*j == pooled).then(|| d.clone()) } else { None }).collect();
     assert_eq!(shown, vec![b"one ".to_vec(), b"two\n".to_vec()], "delivered in order at the claim");
@@ -224,4 +233,47 @@ fn the_info_key_refuses_or_asks_for_warm_spawn() {
     let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("false") }];
     run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 0, "refused: cold only");
+}
+
+/// A claim that fails — the node says a rank had ended, or a rank's end
+/// arrives before every node confirmed — drops the pooled job and makes the
+/// spawn again: the next pooled job is claimed, or (none left) a cold one
+/// started; the parent gets exactly one answer, for the job that lives.
+#[test]
+fn a_failed_claim_drops_the_job_and_makes_the_spawn_again() {
+    for how in ["refused", "ended"] {
+        let (mut run, mut rec) = warm_fixture(&[8], 2);
+        let parent = started(&mut run, &mut rec, &[0]);
+        rec.take();
+        request(&mut run, &mut rec, parent, 1, 1);
+        let l = launches(&rec);
+        let (cold, first, second) = (l[0].0, l[1].0, l[2].0);
+        for job in [cold, first, second] {
+            start_all(&mut run, &mut rec, job, 1);
+        }
+        rec.take();
+        request(&mut run, &mut rec, parent, 1, 2);
+        match how {
+            "refused" => claimed(&mut run, &mut rec, first, false),
+            _ => ended(&mut run, &mut rec, first, 1, ExitStatus::Code(3)),
+        }
+        let said = rec.said().join("\n");
+        assert!(said.contains(&format!("dpm: warm spawn: dropped {first}: ")) && said.contains("the spawn is made again"), "{how}: {said}");
+        assert_eq!(signals(&rec, first), vec![libc::SIGKILL], "{how}");
+        let claims: Vec<JobId> = rec.sent().iter().filter_map(|(_, m)| if let ToDaemon::Claim { job, .. } = m { Some(*job) } else { None }).collect();
+        assert_eq!(claims, vec![first, second], "{how}: the next pooled job is claimed");
+        assert!(answer(&rec, 2).is_none(), "{how}");
+        claimed(&mut run, &mut rec, second, true);
+        let answers: Vec<_> = rec.sent().into_iter().filter(|(_, m)| matches!(m, ToDaemon::SpawnDone { request: RequestId(2), .. })).collect();
+        assert!(matches!(&answers[..], [(_, ToDaemon::SpawnDone { result: Ok(k), .. })] if k.ends_with(&format!("_{}", second.0))), "{how}: {answers:?}");
+        // The second fails too: nothing pooled is left, so the third try is cold.
+        rec.take();
+        request(&mut run, &mut rec, parent, 1, 3);
+        let third = rec.sent().iter().find_map(|(_, m)| if let ToDaemon::Claim { job, .. } = m { Some(*job) } else { None });
+        assert!(third.is_none(), "{how}: the refill waits for its timer, so nothing to claim");
+        assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Launch(l) if !l.awaiting_claim && l.preput.len() == 1)), "{how}: cold");
+        assert_eq!(run.exit_code(), None, "{how}: the run goes on");
+        ended(&mut run, &mut rec, first, 1, ExitStatus::Signal(libc::SIGKILL));
+        assert!(!rec.said().iter().any(|l| l.contains("job failed")), "{how}: {:?}", rec.said());
+    }
 }
