@@ -24,11 +24,13 @@ use dpm_launcher::plan::PlannedJob;
 use dpm_launcher::run::{Effect, FailurePolicy, Recorder, Run, Settings, Timer as RunTimer, TreeShared};
 use dpm_launcher::spawn::SpawnContext;
 use dpm_pmi::ConnId;
-use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, Stream, ToDaemon, ToLauncher};
+use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, ToDaemon, ToLauncher};
 
 use crate::layout::Layout;
-use crate::process::{Action, Proc, Script};
+use crate::process::{Proc, Script};
 use crate::resources::NodeResources;
+
+mod scripted;
 
 /// The virtual epoch: the daemons' `at` and the run's clock are µs since the
 /// Unix epoch; virtual time 0 is this.
@@ -559,87 +561,5 @@ impl Cluster {
             self.run.on_output_written(&mut self.run_fx, node, job, bytes);
         }
         !written.is_empty()
-    }
-
-    /// A scripted process takes its next step.
-    fn step(&mut self, proc: usize) {
-        if self.procs[proc].end.is_some() {
-            return;
-        }
-        let p = &mut self.procs[proc];
-        let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn);
-        match p.proc.next_action() {
-            Action::Request(bytes) => {
-                p.waiting = true;
-                let Some(conn) = conn else { return self.end(proc, ExitStatus::Code(1)) };
-                self.schedule(self.layout.costs.pmi_io, Event::Pmi { node, conn, bytes });
-            }
-            Action::Send(bytes) => {
-                if let Some(conn) = conn {
-                    self.schedule(self.layout.costs.pmi_io, Event::Pmi { node, conn, bytes });
-                }
-                self.schedule(self.layout.costs.pmi_io, Event::Wake { proc });
-            }
-            Action::Print(text) => {
-                let data = format!("{text}\n").into_bytes();
-                self.with_node(node, |r, fx| r.on_output(fx, job, rank, Stream::Stdout, data));
-                self.schedule(Duration::ZERO, Event::Wake { proc });
-            }
-            Action::Sleep(d) => {
-                let now = self.now;
-                let done = self.res(Some(node)).cpu(now, d);
-                self.schedule_at(done, Event::Wake { proc });
-            }
-            Action::Exit(code) => self.end(proc, ExitStatus::Code(code)),
-            Action::Die(sig) => self.end(proc, ExitStatus::Signal(sig)),
-            Action::Wait => {}
-            Action::IgnoreTerm => {
-                self.procs[proc].ignores_term = true;
-                self.schedule(Duration::ZERO, Event::Wake { proc });
-            }
-        }
-    }
-
-    fn reply(&mut self, proc: usize, bytes: &[u8]) {
-        if self.procs[proc].end.is_some() {
-            return;
-        }
-        for line in self.procs[proc].proc.take_replies(bytes) {
-            let p = &mut self.procs[proc];
-            p.reply_times.push(self.now);
-            p.proc.reply(&line);
-            if std::mem::take(&mut p.waiting) {
-                self.schedule(Duration::ZERO, Event::Wake { proc });
-            }
-        }
-    }
-
-    /// Signals end a scripted process, but for those it ignores.
-    fn kill(&mut self, proc: usize, sig: i32) {
-        let p = &self.procs[proc];
-        let ignored = sig == 0 || sig == libc::SIGCONT || (p.ignores_term && sig != libc::SIGKILL);
-        if !ignored && p.end.is_none() {
-            self.end(proc, ExitStatus::Signal(sig));
-        }
-    }
-
-    /// The process is gone: its PMI connection and pipes close, it is reaped.
-    fn end(&mut self, proc: usize, status: ExitStatus) {
-        let p = &mut self.procs[proc];
-        p.end = Some(status);
-        p.ended_at = Some(self.now);
-        let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn.take());
-        if !self.nodes[node].alive {
-            return;
-        }
-        let at = EPOCH_MICROS + self.now.as_micros() as u64;
-        self.with_node(node, |r, fx| {
-            if let Some(conn) = conn {
-                r.on_pmi_closed(fx, conn);
-            }
-            r.on_output_closed(fx, job, rank, Stream::Stdout);
-            r.on_output_closed(fx, job, rank, Stream::Stderr);
-            r.on_exited(fx, job, rank, status, at);
-        });
     }
 }
