@@ -245,7 +245,7 @@ impl Run {
 
     /// A message about a job this run handed over (its route is still
     /// this run's): to the keeping. False if `msg` is not about one.
-    pub(super) fn to_kept(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: &ToLauncher) -> bool {
+    pub(super) fn pass_to_kept(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: &ToLauncher) -> bool {
         if !msg.job().is_some_and(|j| self.handed.contains(&j) && !self.jobs.contains_key(&j)) {
             return false;
         }

@@ -330,7 +330,7 @@ impl Run {
     }
 
     fn message(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: ToLauncher) {
-        if self.to_kept(fx, node, &msg) {
+        if self.pass_to_kept(fx, node, &msg) {
             return;
         }
         match msg {
