@@ -336,7 +336,8 @@ impl Controller {
         // What came for jobs the run handed over to the tree's keeping (their
         // routes are gone now): to the keeping, in order, before anything
         // newer can reach it.
-        while let Ok(Up::From { node, msg }) = self.up.try_recv() {
+        while let Ok(envelope) = self.up.try_recv() {
+            let Up::From { node, msg } = envelope else { continue };
             let mut shared = self.shared.borrow_mut();
             if msg.job().is_some_and(|j| shared.tree.kept.holds(j)) {
                 for (node, msg) in shared.tree.kept.on_message(NodeId(node), msg) {
