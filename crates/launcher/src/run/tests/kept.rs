@@ -136,3 +136,38 @@ fn a_kept_job_that_ends_is_forgotten_and_one_whose_slots_are_needed_is_killed() 
     assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Launch(l) if l.size == 7)), "placed");
     assert_eq!(rec.shared.nodes.live(), 8, "the parent and the spawn, nothing oversubscribed");
 }
+
+#[test]
+fn a_job_handed_over_by_a_run_still_going_is_that_runs_until_it_is_over() {
+    let (mut run, mut rec) = warm_fixture(&[8], 1);
+    rec.shared.kept.set_policy(1, IDLE);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let child = launches(&rec)[1].0;
+    start_all(&mut run, &mut rec, child, 1);
+    rec.take();
+    // The child spawns (shape b), then ends: its pooled job is handed over
+    // while the run goes on.
+    request_arg(&mut run, &mut rec, child, 1, 2, "b");
+    let l = launches(&rec);
+    let (cold, pooled) = (l[0].0, l[1].0);
+    start_all(&mut run, &mut rec, cold, 1);
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    ended(&mut run, &mut rec, child, 1, ExitStatus::Code(0));
+    assert!(rec.shared.kept.holds(pooled) && signals(&rec, pooled).is_empty(), "kept");
+    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Route(j, false) if *j == pooled)), "its route is still the run's");
+    // What reaches the run about it goes to the keeping.
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: pooled, rank: Rank(0), pid: 77 });
+    // Another run cannot claim it yet.
+    let mut other = next_run(2);
+    let other_parent = started(&mut other, &mut rec, &[0]);
+    rec.take();
+    request_arg(&mut other, &mut rec, other_parent, 1, 3, "b");
+    assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })), "{:?}", rec.said());
+    // The run that handed it over can, and it started while kept.
+    rec.take();
+    request_arg(&mut run, &mut rec, parent, 1, 4, "b");
+    assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled)), "{:?}", rec.said());
+    claimed(&mut run, &mut rec, pooled, true);
+    assert!(matches!(answer(&rec, 4), Some(Ok(_))), "answered at once: its start was passed on while kept");
+}
