@@ -30,7 +30,8 @@ fn venv_python() -> String {
     python.to_string_lossy().into_owned()
 }
 
-/// The spawn loop: `loop.py parent ITERS K single|multi [CRASH_FLAG]`.
+/// The spawn loop: `loop.py parent ITERS K single|other|multi [CRASH_FLAG]`
+/// (`other`: as `single`, with another last argument).
 /// Children print `PRE-INIT` on stderr before `MPI_Init` (held until their
 /// claim, and delivered whenever that is: on stderr it cannot split the
 /// parent's lines on stdout), and
@@ -79,13 +80,14 @@ for i in range(iters):
             time.sleep(0.01)
         if os.path.exists(crash_flag):
             print("FAIL: no child crashed", flush=True)
+    last = "w" if mode == "other" else "z"
     if mode == "multi":
         inter = MPI.COMM_SELF.Spawn_multiple([sys.executable, sys.executable],
                                              [[me, "child", "a"], [me, "child", "b c"]], [1, k], [info, info])
         expect = [(0, ["a"])] + [(1, ["b c"])] * k
     else:
-        inter = MPI.COMM_SELF.Spawn(sys.executable, [me, "child", "x y", "z"], maxprocs=k, info=info)
-        expect = [(0, ["x y", "z"])] * k
+        inter = MPI.COMM_SELF.Spawn(sys.executable, [me, "child", "x y", last], maxprocs=k, info=info)
+        expect = [(0, ["x y", last])] * k
     n = len(expect)
     inter.bcast(i, root=MPI.ROOT)
     back = sorted(inter.recv(source=r, tag=r) for r in range(n))
@@ -369,4 +371,120 @@ if __name__ == "__main__":
         out.assert_stdout_contains(&format!("round {round} [32, 243, 1024]"));
     }
     assert_eq!(warm_lines(&out, "claimed").len(), 2, "{}", out.describe());
+}
+
+/// A boot of its own (`dpm boot -hosts localhost:32 --warm-spawn=1`, kept
+/// jobs idle at most `idle` seconds) for runs of the spawn loop; `dpm down`
+/// when dropped (if the test did not).
+struct KeepingBoot {
+    scene: Scene,
+    rt: PathBuf,
+}
+
+impl KeepingBoot {
+    fn up(idle: u32) -> KeepingBoot {
+        let scene = Scene::new();
+        let rt = scene.dir.join("rt");
+        let boot = KeepingBoot { scene, rt };
+        let out = boot.dpm(&["boot", "-hosts", "localhost:32", "--warm-spawn=1"]).env("DPM_WARM_IDLE", idle.to_string()).output().expect("dpm boot");
+        assert!(out.status.success(), "dpm boot: {}", String::from_utf8_lossy(&out.stderr));
+        boot
+    }
+
+    fn dpm(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(dpm_bin());
+        c.args(args).env("DPM_RUNTIME_DIR", &self.rt).env_remove("DPM_NO_BOOT").env_remove("DPM_BOOT").env("WARM_WDIR", self.scene.wdir());
+        c
+    }
+
+    /// `dpm run -v OPTS -n 1 python loop.py parent ITERS 1 MODE` through the boot: (stdout, stderr).
+    fn run(&self, opts: &[&str], iters: u32, mode: &str) -> (String, String) {
+        let (python, script, iters) = (venv_python(), self.scene.script(), iters.to_string());
+        let mut args = vec!["run", "-v"];
+        args.extend(opts);
+        args.extend(["-n", "1", &python, &script, "parent", &iters, "1", mode]);
+        let out = self.dpm(&args).output().expect("dpm run");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+        assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+        for i in 0..iters.parse().unwrap() {
+            assert!(stdout.contains(&format!("iteration {i} ok")) && !stdout.contains("FAIL"), "{stdout}\n{stderr}");
+        }
+        (stdout, stderr)
+    }
+
+    fn status(&self) -> String {
+        let out = self.dpm(&["status"]).output().expect("dpm status");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Processes running the loop script (the children of every run).
+    fn children(&self) -> Vec<String> {
+        let out = Command::new("pgrep").args(["-af", &self.scene.script()]).output().expect("pgrep");
+        String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect()
+    }
+
+    fn down(&self) {
+        let out = self.dpm(&["down"]).output().expect("dpm down");
+        assert!(out.status.success(), "dpm down: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for KeepingBoot {
+    fn drop(&mut self) {
+        let _ = self.dpm(&["down"]).output();
+    }
+}
+
+fn lines_of<'a>(stderr: &'a str, kind: &str) -> Vec<&'a str> {
+    let prefix = format!("dpm: warm spawn: {kind} ");
+    stderr.lines().filter(|l| l.starts_with(&prefix)).collect()
+}
+
+/// Until `cond` or `secs` seconds.
+fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cond()
+}
+
+#[test]
+fn a_boot_keeps_pooled_jobs_for_the_next_run_of_the_same_shape_until_its_idle_timeout() {
+    let boot = KeepingBoot::up(6);
+    let (_, first) = boot.run(&[], 2, "single");
+    assert_eq!(lines_of(&first, "kept").len(), 1, "the unclaimed pooled job is kept: {first}");
+    assert!(boot.status().contains("kept for later runs"), "{}", boot.status());
+    // The next run's first spawn claims the kept job: no miss at all.
+    let (_, second) = boot.run(&[], 2, "single");
+    let claimed = lines_of(&second, "claimed");
+    assert_eq!(claimed.len(), 2, "{second}");
+    assert!(claimed[0].ends_with("(kept from an earlier run)"), "{second}");
+    assert!(second.contains("dpm: warm spawn: 2 claimed, 0 missed"), "{second}");
+    // Another environment, or another argument: no match.
+    let (_, env) = boot.run(&["-genv", "WARM_OTHER", "1"], 1, "single");
+    assert!(env.contains("dpm: warm spawn: 0 claimed, 1 missed"), "{env}");
+    let (_, argv) = boot.run(&[], 1, "other");
+    assert!(argv.contains("dpm: warm spawn: 0 claimed, 1 missed"), "{argv}");
+    // Each run kept one of its shape: they die after the idle time.
+    assert!(!boot.children().is_empty());
+    assert!(wait_for(20, || boot.children().is_empty()), "kept jobs outlived their idle time: {:?}", boot.children());
+    assert!(!boot.status().contains("kept for later runs"), "{}", boot.status());
+    boot.down();
+}
+
+#[test]
+fn dpm_down_ends_the_kept_jobs_and_leaves_nothing() {
+    let boot = KeepingBoot::up(600);
+    let (_, first) = boot.run(&[], 1, "single");
+    let kvsnames: Vec<String> =
+        lines_of(&first, "refilled").iter().filter_map(|l| l.split_once(" (").and_then(|(_, r)| r.split_once(')')).map(|(k, _)| k.to_string())).collect();
+    assert_eq!(lines_of(&first, "kept").len(), 1, "{first}");
+    assert!(!boot.children().is_empty(), "the kept job runs");
+    boot.down();
+    assert!(boot.children().is_empty(), "{:?}", boot.children());
+    assert!(shm_left(&kvsnames).is_empty(), "{:?}", shm_left(&kvsnames));
 }

@@ -87,7 +87,14 @@ pub struct RunConfig {
     pub warm_spawn: Option<usize>,
     /// Say warm-spawn claims, misses and refills: `-v` or `--report-placement`.
     pub warm_verbose: bool,
+    /// `dpm boot --warm-spawn`: how long the boot keeps a run's unclaimed
+    /// pooled job for later runs (`DPM_WARM_IDLE`, seconds; default
+    /// [`DEFAULT_WARM_IDLE`]).
+    pub warm_idle: Duration,
 }
+
+/// How long a boot keeps an unclaimed pooled job after its run (`DPM_WARM_IDLE`).
+pub const DEFAULT_WARM_IDLE: Duration = Duration::from_secs(60);
 
 /// A seconds variable: unset is `None`, anything but 0..=[`MAX_SECS`] an error.
 fn env_secs(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, UsageError> {
@@ -163,6 +170,7 @@ impl RunConfig {
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
             warm_spawn,
             warm_verbose: opts.verbose > 0 || opts.report_placement,
+            warm_idle: env_secs(env, "DPM_WARM_IDLE")?.map_or(DEFAULT_WARM_IDLE, Duration::from_secs),
         })
     }
 
@@ -238,6 +246,7 @@ impl RunConfig {
             connect_timeout: crate::manual::DEFAULT_TIMEOUT,
             warm_spawn: submit.warm_spawn.filter(|&n| n <= crate::run::MAX_WARM_SPAWN),
             warm_verbose: submit.warm_verbose,
+            warm_idle: DEFAULT_WARM_IDLE,
         })
     }
 }

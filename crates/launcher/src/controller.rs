@@ -23,11 +23,11 @@ use tokio::time::Instant;
 
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::link::{Down, InProcessFd, Up};
-use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
+use dpm_proto::{LaunchJob, Stream, ToDaemon};
 
 use crate::node_table::NodeTable;
 use crate::output::{Output, Sink, Written};
-use crate::run::{FailurePolicy, Run, RunEffects, Timer, TreeShared};
+use crate::run::{FailurePolicy, Outbox, Run, RunEffects, Timer, TreeShared};
 
 pub use crate::run::{kvsname, random_tag, signal_name, Settings};
 
@@ -68,13 +68,21 @@ pub struct Shared {
     pub tree: TreeShared,
     /// The run each live job belongs to.
     routes: HashMap<JobId, Route>,
+    /// What the tree's keeping of pooled jobs (`TreeShared::kept`) sends
+    /// down the links: the boot server's keeper sends it.
+    keeper: Option<mpsc::UnboundedSender<Outbox>>,
 }
 
 pub type SharedRef = Rc<RefCell<Shared>>;
 
 impl Shared {
     pub fn new(nodes: NodeTable) -> SharedRef {
-        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes), routes: HashMap::new() }))
+        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes), routes: HashMap::new(), keeper: None }))
+    }
+
+    /// What the keeping of kept jobs sends goes to `keeper` (see [`crate::run::Kept`]).
+    pub fn set_keeper(&mut self, keeper: mpsc::UnboundedSender<Outbox>) {
+        self.keeper = Some(keeper);
     }
 
     /// The tree of one plain run: its links' hosts, `settings.node_slots`.
@@ -90,20 +98,7 @@ impl Shared {
 pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on_lost: Option<mpsc::UnboundedSender<(usize, String)>>) {
     while let Some(envelope) = up.recv().await {
         let job = match &envelope {
-            Up::From { msg, .. } => match msg {
-                ToLauncher::Started { job, .. }
-                | ToLauncher::LaunchFailed { job, .. }
-                | ToLauncher::Output { job, .. }
-                | ToLauncher::Exited { job, .. }
-                | ToLauncher::FenceIn { job, .. }
-                | ToLauncher::RingIn { job, .. }
-                | ToLauncher::Abort { job, .. }
-                | ToLauncher::Name { job, .. }
-                | ToLauncher::Spawn { job, .. }
-                | ToLauncher::Claimed { job, .. } => Some(*job),
-                ToLauncher::Kvs { msg, .. } => Some(msg.job()),
-                ToLauncher::Trace { .. } => None,
-            },
+            Up::From { msg, .. } => msg.job(),
             Up::Lost { node, error } => {
                 if let Some(tx) = &on_lost {
                     let _ = tx.send((*node, error.clone()));
@@ -112,11 +107,17 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
             }
             Up::Ready { .. } | Up::Heartbeat => continue,
         };
-        let shared = shared.borrow();
+        let mut shared = shared.borrow_mut();
         match job {
             Some(job) => {
                 if let Some(tx) = shared.routes.get(&job) {
                     let _ = tx.send(envelope);
+                } else if let (Up::From { node, msg }, true) = (envelope, shared.tree.kept.holds(job)) {
+                    // Taken in at once, in order: a run may claim it next.
+                    let out = shared.tree.kept.on_message(NodeId(node), msg);
+                    if let Some(tx) = shared.keeper.as_ref().filter(|_| !out.is_empty()) {
+                        let _ = tx.send(out);
+                    }
                 }
             }
             // Lost, trace lines: every run.
@@ -328,6 +329,20 @@ impl Controller {
                     if let Some(t) = timer {
                         self.timers.remove(&t);
                         self.with_run(|run, fx| run.on_timer(fx, t));
+                    }
+                }
+            }
+        }
+        // What came for jobs the run handed over to the tree's keeping (their
+        // routes are gone now): to the keeping, in order, before anything
+        // newer can reach it.
+        while let Ok(envelope) = self.up.try_recv() {
+            let Up::From { node, msg } = envelope else { continue };
+            let mut shared = self.shared.borrow_mut();
+            if msg.job().is_some_and(|j| shared.tree.kept.holds(j)) {
+                for (node, msg) in shared.tree.kept.on_message(NodeId(node), msg) {
+                    if let Some(link) = self.links.get(node.0) {
+                        link.send(msg);
                     }
                 }
             }

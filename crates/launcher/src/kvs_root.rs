@@ -26,7 +26,8 @@ use dpm_proto::ToDaemon;
 /// Messages for daemons, by node index.
 pub type Outbox = Vec<(usize, ToDaemon)>;
 
-struct RootJob {
+/// One job's state at the root (moved between runs with a kept job: `run::kept`).
+pub struct RootJob {
     design: KvsDesign,
     /// The job's daemons, sorted (for the owner hash).
     nodes: Vec<usize>,
@@ -61,6 +62,16 @@ impl KvsRoot {
                 tracing::debug!(%job, queued = j.store.queued(), "waiting gets dropped with their job");
             }
         }
+    }
+
+    /// Take `job`'s state out (it moves to another run: [`KvsRoot::put_job`]).
+    pub fn take_job(&mut self, job: JobId) -> Option<RootJob> {
+        self.jobs.remove(&job)
+    }
+
+    /// A job's state taken from another run's root (same tree, same fan-out).
+    pub fn put_job(&mut self, job: JobId, state: RootJob) {
+        self.jobs.insert(job, state);
     }
 
     /// The job's design (spawned jobs inherit their parent's).

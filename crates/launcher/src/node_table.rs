@@ -161,6 +161,11 @@ impl NodeTable {
     /// A booted run's first job: other runs' processes hold slots, so a job
     /// that fits in the free slots goes there (the default placement only);
     /// else it is placed as a first job.
+    /// Whether `n` processes fit in the free slots.
+    pub fn fits_free(&self, n: usize) -> bool {
+        in_free(n, &self.all_slots(), &self.loads()).is_some()
+    }
+
     pub fn place_booted(&self, n: usize, ppn: Option<u32>, map_by_node: bool) -> Reservation {
         let default_placement = ppn.is_none() && !map_by_node;
         match in_free(n, &self.all_slots(), &self.loads()) {

@@ -303,3 +303,23 @@ pub enum ToLauncher {
         line: String,
     },
 }
+
+impl ToLauncher {
+    /// The job a message is about (`None`: a trace line, about no job).
+    pub fn job(&self) -> Option<JobId> {
+        match self {
+            ToLauncher::Started { job, .. }
+            | ToLauncher::LaunchFailed { job, .. }
+            | ToLauncher::Output { job, .. }
+            | ToLauncher::Exited { job, .. }
+            | ToLauncher::FenceIn { job, .. }
+            | ToLauncher::RingIn { job, .. }
+            | ToLauncher::Abort { job, .. }
+            | ToLauncher::Name { job, .. }
+            | ToLauncher::Spawn { job, .. }
+            | ToLauncher::Claimed { job, .. } => Some(*job),
+            ToLauncher::Kvs { msg, .. } => Some(msg.job()),
+            ToLauncher::Trace { .. } => None,
+        }
+    }
+}

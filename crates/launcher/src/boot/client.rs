@@ -167,7 +167,10 @@ fn format_status(s: &BootStatus) -> String {
         out.push_str("no jobs running\n");
     }
     for run in &s.runs {
-        out.push_str(&format!("dpm run (pid {}):\n", run.client_pid));
+        match run.client_pid {
+            0 => out.push_str("kept for later runs (warm spawn):\n"),
+            pid => out.push_str(&format!("dpm run (pid {pid}):\n")),
+        }
         for (job, kvsname, size) in &run.jobs {
             out.push_str(&format!("  job {job}  {kvsname}  {size} rank{}\n", if *size == 1 { "" } else { "s" }));
         }

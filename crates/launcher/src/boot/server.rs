@@ -55,6 +55,15 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let daemons = nodes::start(&node_list, &bootstrap, fanout, false, config.verbose).await?;
     let (links, up, waiter) = daemons.split();
     let shared = Shared::new(crate::node_table::NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout));
+    // `--warm-spawn=N`: the runs' unclaimed pooled jobs are kept for later
+    // runs, N per shape, for `DPM_WARM_IDLE` (`run::Kept`).
+    let (keeper_tx, keeper_rx) = mpsc::unbounded_channel();
+    {
+        let mut s = shared.borrow_mut();
+        s.tree.kept.set_policy(config.warm_spawn.unwrap_or(0), config.warm_idle);
+        s.set_keeper(keeper_tx);
+    }
+    tokio::task::spawn_local(keep(shared.clone(), links.clone(), keeper_rx));
     let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), Some(lost_tx)));
 
@@ -125,6 +134,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let _ = std::fs::remove_file(&files.socket);
     let _ = std::fs::remove_file(&files.rendezvous);
     end_runs(&server).await;
+    end_kept(&server).await;
     shutdown(&links, waiter).await;
     Ok(0)
 }
@@ -152,6 +162,51 @@ async fn end_runs(server: &Server) {
             tracing::warn!("runs still going after 10 s; shutting the daemons down under them");
             return;
         }
+    }
+}
+
+/// How often the keeper looks for kept jobs past their idle time.
+const KEEP_TICK: Duration = Duration::from_millis(250);
+
+/// The keeper: sends down the links what `run::Kept` sends (`dispatch`
+/// hands it the messages about kept jobs), and kills kept jobs past their
+/// idle time.
+async fn keep(shared: SharedRef, links: Vec<DaemonLink>, mut rx: mpsc::UnboundedReceiver<crate::run::Outbox>) {
+    let mut tick = tokio::time::interval(KEEP_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let out = tokio::select! {
+            out = rx.recv() => match out {
+                Some(out) => out,
+                None => return,
+            },
+            _ = tick.tick() => shared.borrow_mut().tree.kept.on_tick(dpm_daemon::now_micros()),
+        };
+        send_out(&links, out);
+    }
+}
+
+/// Send a keeper's messages down the links.
+fn send_out(links: &[DaemonLink], out: crate::run::Outbox) {
+    for (node, msg) in out {
+        if let Some(link) = links.get(node.0) {
+            link.send(msg);
+        }
+    }
+}
+
+/// Kill the jobs the tree keeps and wait (at most 5 s) until their ends are
+/// heard and their nodes have forgotten them (their MPICH segments go then).
+async fn end_kept(server: &Server) {
+    let out = server.shared.borrow_mut().tree.kept.drop_all();
+    send_out(&server.links, out);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !server.shared.borrow().tree.kept.is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!("kept warm-spawn jobs still going after 5 s; shutting the daemons down under them");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -231,6 +286,10 @@ fn status(server: &Server) -> BootStatus {
     for (job, (owner, kvsname, size)) in &shared.tree.jobs {
         by_owner.entry(*owner).or_default().push((job.0, kvsname.clone(), *size));
     }
+    // Pooled jobs kept for later runs: the boot's own (`client_pid` 0).
+    for (job, kvsname, size) in shared.tree.kept.listed() {
+        by_owner.entry(0).or_default().push((job.0, kvsname, size));
+    }
     let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
     runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));
     BootStatus { server_pid: std::process::id(), uptime_secs: server.started.elapsed().as_secs_f64(), fanout: server.fanout, nodes, runs }
@@ -273,6 +332,7 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
             let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), sink);
             controller.set_failure_policy(config.failure_policy);
             let (job, kvsname) = controller.new_job_id();
+            make_room(server, submit.procs.len());
             let launch = launch_of(job, kvsname, submit, &server.shared.borrow().tree.nodes);
             controller.launch(launch);
             // Returns once the run's output is written to the client.
@@ -286,6 +346,17 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
     reader.abort();
     server.runs.borrow_mut().remove(&id);
     server.runs_changed.notify_waiters();
+}
+
+/// Kept pooled jobs give their slots up to a run's first job that does not
+/// fit in the free slots (oldest first).
+fn make_room(server: &Server, procs: usize) {
+    let mut out = Vec::new();
+    {
+        let mut shared = server.shared.borrow_mut();
+        while !shared.tree.nodes.fits_free(procs) && shared.tree.kept.drop_oldest(&mut out) {}
+    }
+    send_out(&server.links, out);
 }
 
 /// Write a run's output to its client until the run drops its console;

@@ -20,6 +20,7 @@
 
 mod effects;
 mod jobs;
+mod kept;
 mod spawn;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,7 @@ use crate::spawn::SpawnContext;
 use spawn::SpawnAsk;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
+pub use kept::{Kept, Outbox, MAX_QUEUED};
 pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
@@ -75,11 +77,13 @@ pub struct TreeShared {
     pub nodes: NodeTable,
     /// Live jobs: (owner's pid, kvsname, size), for `dpm status`.
     pub jobs: BTreeMap<JobId, (u32, String, u32)>,
+    /// Pooled jobs kept for later runs (`dpm boot --warm-spawn`; off by default).
+    pub kept: Kept,
 }
 
 impl TreeShared {
     pub fn new(nodes: NodeTable) -> Self {
-        TreeShared { names: NameService::default(), next_job: 0, run_tag: random_tag(), nodes, jobs: BTreeMap::new() }
+        TreeShared { names: NameService::default(), next_job: 0, run_tag: random_tag(), nodes, jobs: BTreeMap::new(), kept: Kept::default() }
     }
 
     /// A new job id and its kvsname (unique per daemon tree, short enough for MPICH).
@@ -183,6 +187,9 @@ pub struct Run {
     /// Output written and not yet acknowledged, per node and job (below
     /// [`OUTPUT_ACK_STEP`]).
     written: HashMap<(NodeId, JobId), u64>,
+    /// Pooled jobs handed over to the tree's keeping while this run goes on
+    /// (`kept`).
+    handed: Vec<JobId>,
 }
 
 impl Run {
@@ -198,6 +205,7 @@ impl Run {
             exit: None,
             warm: warm::WarmPool::default(),
             written: HashMap::new(),
+            handed: Vec::new(),
         }
     }
 
@@ -322,6 +330,9 @@ impl Run {
     }
 
     fn message(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: ToLauncher) {
+        if self.pass_to_kept(fx, node, &msg) {
+            return;
+        }
         match msg {
             ToLauncher::Started { job, rank, pid } => self.started(fx, job, rank, pid),
             ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(fx, job, rank, error, errno),
@@ -452,6 +463,7 @@ impl Run {
     /// The exit status, after the final word on stderr. Jobs the daemons
     /// never reported the end of (they went away) give back their slots here.
     fn finish(&mut self, fx: &mut dyn RunEffects) {
+        self.settle_kept(fx);
         for (id, _) in std::mem::take(&mut self.jobs) {
             fx.route(id, false);
             fx.shared().jobs.remove(&id);

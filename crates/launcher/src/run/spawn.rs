@@ -7,7 +7,6 @@
 use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
 use dpm_proto::{LaunchJob, RequestId, SpawnCommand, ToDaemon};
 
-use super::warm::Shape;
 use super::{Run, RunEffects};
 use crate::node_table::Reservation;
 use crate::plan::PlannedJob;
@@ -36,7 +35,7 @@ impl Run {
         if self.verdict.ending() {
             return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()), errcodes: Vec::new() });
         }
-        let (shape, choice) = Shape::of(parent, &ask.commands);
+        let (shape, choice) = self.shape(parent, &ask.commands);
         let want = self.warm_wanted(choice);
         // A claim answers the parent once the pooled job's nodes confirm it
         // (`warm::warm_claimed`), or makes this spawn again if it fails.
@@ -76,7 +75,7 @@ impl Run {
             j.spawn_errcodes = errcodes;
         }
         if want > 0 {
-            self.warm_fill(fx, &shape, want);
+            self.warm_fill(fx, &shape, want, parent);
         }
     }
 

@@ -32,8 +32,10 @@
 //! Pools are per run: a shape names its parent job, and a boot's runs have
 //! different job ids, so a pool could never match another run's spawn.
 
-use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_proto::{LaunchJob, SpawnCommand, Stream, ToDaemon};
+use std::sync::Arc;
+
+use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
+use dpm_proto::{LaunchJob, PmiMode, SpawnCommand, Stream, ToDaemon};
 
 use super::spawn::SpawnAsk;
 use super::{Run, RunEffects};
@@ -63,18 +65,40 @@ pub const MAX_HELD_OUTPUT: usize = 64 * 1024;
 /// (and refills) within a few ms of the claim anyway.
 pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// What a pooled job must match to be claimed: the spawning job and the
-/// spawn's commands (program, arguments, `maxprocs`, info — `host`/`hosts`,
-/// `wdir`, `path`, `env` among it — without [`WARM_INFO_KEY`]).
+/// What a pooled job must match to be claimed: the spawn's commands
+/// (program, arguments, `maxprocs`, info — `host`/`hosts`, `wdir`, `path`,
+/// `env` among it — without [`WARM_INFO_KEY`]) and everything else the
+/// children's start depends on ([`Context`]). Not the spawning job: an MPICH
+/// child learns nothing of its parent before the parked
+/// `PARENT_ROOT_PORT_NAME` get (PMI-1: `PMI_SPAWNED=1`; PMI-2: MPICH's,
+/// Slurm's and dpm's clients only test `spawner-jobid` for presence and
+/// keep no copy of it), so any job of any run may claim it (`kept`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Shape {
-    parent: JobId,
     commands: Vec<SpawnCommand>,
+    context: Arc<Context>,
+}
+
+/// What a spawned child's start depends on besides the spawn's commands:
+/// the environment and directory its spawn is planned in (the run's
+/// environment after `-genv`/`-genvlist`/`-genvnone`, its working
+/// directory, its host and nodes), the PMI flavour, the universe size and
+/// the KVS design the job inherits. Two runs whose children would start
+/// differently never share a shape.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Context {
+    env: Vec<(String, String)>,
+    cwd: std::path::PathBuf,
+    host: String,
+    nodes: Vec<String>,
+    pmi_mode: PmiMode,
+    universe_size: i64,
+    design: KvsDesign,
 }
 
 impl Shape {
-    /// The shape of a spawn, and its [`WARM_INFO_KEY`] choice (`None`: not said).
-    pub(super) fn of(parent: JobId, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
+    /// The shape of a spawn in `context`, and its [`WARM_INFO_KEY`] choice (`None`: not said).
+    pub(super) fn of(context: Arc<Context>, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
         let mut choice = None;
         let commands = commands
             .iter()
@@ -93,30 +117,40 @@ impl Shape {
                 c
             })
             .collect();
-        (Shape { parent, commands }, choice)
+        (Shape { commands, context }, choice)
     }
 
-    fn describe(&self) -> String {
+    /// Under PMIx a child's namespace is registered with its parent's: only
+    /// the simple PMI flavours' jobs may change parents between runs.
+    pub(super) fn movable(&self) -> bool {
+        self.context.pmi_mode != PmiMode::Pmix
+    }
+
+    pub(super) fn describe(&self, parent: JobId) -> String {
         let exes: Vec<&str> = self.commands.iter().map(|c| c.exe.as_str()).collect();
         let n: u64 = self.commands.iter().map(|c| u64::from(c.maxprocs)).sum();
-        format!("'{}' x{n} from {}", dpm_pmi::sanitize::escape(&exes.join(",")), self.parent)
+        format!("'{}' x{n} from {parent}", dpm_pmi::sanitize::escape(&exes.join(",")))
     }
 }
 
 /// One pooled job, not yet claimed (or claimed, not yet confirmed).
-struct Entry {
-    shape: Shape,
-    job: JobId,
+pub(super) struct Entry {
+    pub(super) shape: Shape,
+    pub(super) job: JobId,
+    /// The job whose spawn it was made for (it goes when that job ends).
+    pub(super) origin: JobId,
+    /// Taken on from the tree's keeping (`kept`): made by an earlier run.
+    kept: bool,
     /// Its output so far, in order, and how many bytes that is.
-    held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
-    held_bytes: usize,
+    pub(super) held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
+    pub(super) held_bytes: usize,
     /// A spawn claimed it: its nodes have the claim.
-    claim: Option<Claiming>,
+    pub(super) claim: Option<Claiming>,
 }
 
 /// A claim sent to a pooled job's nodes, not yet confirmed by all of them
 /// ([`dpm_proto::ToLauncher::Claimed`]).
-struct Claiming {
+pub(super) struct Claiming {
     /// The spawn that claimed it: answered at the confirmation, or made
     /// again if the claim fails.
     ask: SpawnAsk,
@@ -130,19 +164,27 @@ struct Claiming {
 #[derive(Default)]
 pub(super) struct WarmPool {
     /// Oldest first.
-    entries: Vec<Entry>,
-    /// Every shape pooled so far and how many jobs it wants: filled again
-    /// when a spawned job ends and gives its slots back.
-    shapes: Vec<(Shape, usize)>,
+    pub(super) entries: Vec<Entry>,
+    /// Every shape pooled so far, how many jobs it wants and the job whose
+    /// spawns it is filled for: filled again when a spawned job ends and
+    /// gives its slots back.
+    shapes: Vec<(Shape, usize, JobId)>,
     /// [`super::Timer::WarmRefill`] is armed.
     pub(super) refill_armed: bool,
-    claimed: u64,
+    pub(super) claimed: u64,
     missed: u64,
     refilled: u64,
 }
 
+impl Entry {
+    /// A kept job of `shape` taken on by a run, for spawns by `origin`.
+    pub(super) fn adopted(shape: Shape, job: JobId, origin: JobId, held: Vec<(NodeId, Rank, Stream, Vec<u8>)>, held_bytes: usize) -> Entry {
+        Entry { shape, job, origin, kept: true, held, held_bytes, claim: None }
+    }
+}
+
 impl WarmPool {
-    fn take(&mut self, job: JobId) -> Option<Entry> {
+    pub(super) fn take(&mut self, job: JobId) -> Option<Entry> {
         let i = self.entries.iter().position(|e| e.job == job)?;
         Some(self.entries.remove(i))
     }
@@ -158,7 +200,22 @@ impl Run {
         }
     }
 
-    fn warm_say(&self, fx: &mut dyn RunEffects, line: &str) {
+    /// The shape of a spawn by `parent`, and its [`WARM_INFO_KEY`] choice.
+    pub(super) fn shape(&self, parent: JobId, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
+        let spawn = &self.settings.spawn;
+        let context = Context {
+            env: spawn.base_env.clone(),
+            cwd: spawn.cwd.clone(),
+            host: spawn.host.clone(),
+            nodes: spawn.nodes.clone(),
+            pmi_mode: self.settings.pmi_mode,
+            universe_size: self.settings.universe_size,
+            design: self.kvs.design(parent).unwrap_or_default(),
+        };
+        Shape::of(Arc::new(context), commands)
+    }
+
+    pub(super) fn warm_say(&self, fx: &mut dyn RunEffects, line: &str) {
         if self.settings.warm_verbose {
             fx.say(&format!("dpm: warm spawn: {line}"));
         } else {
@@ -171,10 +228,13 @@ impl Run {
     /// for them to confirm (`warm_claimed`). The spawn comes back if there is
     /// nothing to claim (a miss, counted here).
     pub(super) fn warm_claim(&mut self, fx: &mut dyn RunEffects, shape: &Shape, ask: SpawnAsk, want: usize) -> Option<SpawnAsk> {
+        if !self.warm.entries.iter().any(|e| e.shape == *shape && e.claim.is_none()) {
+            self.claim_kept(fx, shape, ask.parent);
+        }
         let found = self.warm.entries.iter_mut().find(|e| e.shape == *shape && e.claim.is_none());
         let Some((entry, j)) = found.and_then(|e| self.jobs.get(&e.job).map(|j| (e, j))) else {
             self.warm.missed += 1;
-            self.warm_say(fx, &format!("miss for {}: started cold", shape.describe()));
+            self.warm_say(fx, &format!("miss for {}: started cold", shape.describe(ask.parent)));
             return Some(ask);
         };
         for &d in &j.daemons {
@@ -199,7 +259,7 @@ impl Run {
         if !claim.waiting.is_empty() {
             return;
         }
-        let Some(Entry { shape, held, claim: Some(Claiming { ask, want, .. }), .. }) = self.warm.take(job) else { return };
+        let Some(Entry { shape, held, kept, claim: Some(Claiming { ask, want, .. }), .. }) = self.warm.take(job) else { return };
         let Some(j) = self.jobs.get_mut(&job) else { return };
         j.pool = false;
         if j.ranks.iter().all(|r| r.pid.is_some()) {
@@ -211,43 +271,44 @@ impl Run {
             fx.output(node, job, rank, stream, &data);
         }
         self.warm.claimed += 1;
-        self.warm_say(fx, &format!("claimed {job} for {}", shape.describe()));
+        let kept = if kept { " (kept from an earlier run)" } else { "" };
+        self.warm_say(fx, &format!("claimed {job} for {}{kept}", shape.describe(ask.parent)));
         self.report_placement(fx, job);
-        self.warm_want(&shape, want);
+        self.warm_want(&shape, want, ask.parent);
         if !self.warm.refill_armed {
             self.warm.refill_armed = true;
             fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
         }
     }
 
-    /// Start pooled jobs of `shape` until it has `want` (as many as fit in
-    /// the free slots).
-    pub(super) fn warm_fill(&mut self, fx: &mut dyn RunEffects, shape: &Shape, want: usize) {
-        self.warm_want(shape, want);
-        let Some(parent_kvs) = self.jobs.get(&shape.parent).map(|j| j.kvsname.clone()) else { return };
+    /// Start pooled jobs of `shape` for spawns by `parent` until it has
+    /// `want` (as many as fit in the free slots).
+    pub(super) fn warm_fill(&mut self, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
+        self.warm_want(shape, want, parent);
+        let Some(parent_kvs) = self.jobs.get(&parent).map(|j| j.kvsname.clone()) else { return };
         let have = self.warm.entries.iter().filter(|e| e.shape == *shape && e.claim.is_none()).count();
         for _ in have..want.min(MAX_WARM_SPAWN) {
             // The same plan a cold spawn of this shape gets (the files it
             // names may have changed since: then no pooled job).
             let plan = match plan_spawn(&self.settings.spawn, &shape.commands) {
                 Ok(p) => p,
-                Err(e) => return tracing::debug!("warm spawn: no pooled job for {}: {e}", shape.describe()),
+                Err(e) => return tracing::debug!("warm spawn: no pooled job for {}: {e}", shape.describe(parent)),
             };
             let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
             let universe = self.settings.universe_size;
             let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe) {
                 Ok(s) => s,
-                Err(e) => return self.warm_say(fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe())),
+                Err(e) => return self.warm_say(fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe(parent))),
             };
-            let launch = self.spawn_launch(fx, plan.job, &slots, shape.parent, parent_kvs.clone(), Vec::new());
+            let launch = self.spawn_launch(fx, plan.job, &slots, parent, parent_kvs.clone(), Vec::new());
             let (job, kvsname) = (launch.job, launch.kvsname.clone());
             self.start_job(fx, LaunchJob { awaiting_claim: true, ..launch }, slots, None);
             if let Some(j) = self.jobs.get_mut(&job) {
                 j.pool = true;
             }
-            self.warm.entries.push(Entry { shape: shape.clone(), job, held: Vec::new(), held_bytes: 0, claim: None });
+            self.warm.entries.push(Entry { shape: shape.clone(), job, origin: parent, kept: false, held: Vec::new(), held_bytes: 0, claim: None });
             self.warm.refilled += 1;
-            self.warm_say(fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe()));
+            self.warm_say(fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe(parent)));
         }
     }
 
@@ -268,6 +329,12 @@ impl Run {
             }
             self.warm_drop(fx, job, Some("its slots are needed"));
         }
+        // Then jobs the tree keeps for later runs (`kept`).
+        while fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
+            if !self.drop_kept(fx) {
+                break;
+            }
+        }
         let nodes = &fx.shared().nodes;
         if plan.is_soft() {
             nodes.place_spawn_soft(&plan.counts, &plan.nodes, oversubscribe, universe).map(|(slots, started)| (slots, Some(started)))
@@ -276,11 +343,11 @@ impl Run {
         }
     }
 
-    /// Remember that `shape` wants `want` pooled jobs.
-    fn warm_want(&mut self, shape: &Shape, want: usize) {
-        match self.warm.shapes.iter_mut().find(|(s, _)| s == shape) {
-            Some((_, n)) => *n = want,
-            None => self.warm.shapes.push((shape.clone(), want)),
+    /// Remember that `shape` wants `want` pooled jobs, for spawns by `parent`.
+    fn warm_want(&mut self, shape: &Shape, want: usize, parent: JobId) {
+        match self.warm.shapes.iter_mut().find(|(s, _, _)| s == shape) {
+            Some((_, n, p)) => (*n, *p) = (want, parent),
+            None => self.warm.shapes.push((shape.clone(), want, parent)),
         }
     }
 
@@ -291,26 +358,35 @@ impl Run {
         if self.verdict.ending() || self.warm.shapes.is_empty() {
             return;
         }
-        self.warm.shapes.retain(|(s, _)| self.jobs.contains_key(&s.parent));
-        for (shape, want) in self.warm.shapes.clone() {
-            self.warm_fill(fx, &shape, want);
+        self.warm.shapes.retain(|(_, _, p)| self.jobs.contains_key(p));
+        for (shape, want, parent) in self.warm.shapes.clone() {
+            self.warm_fill(fx, &shape, want, parent);
         }
     }
 
-    /// `job` ended: the pooled jobs it would have spawned have no parent
-    /// left to claim them, and go, quietly (as at the end of the run).
+    /// `job` ended: the pooled jobs made for its spawns go — to the boot's
+    /// keeping if it keeps them (`kept`), else killed, quietly (as at the
+    /// end of the run) —, and so does a claim its spawn was making.
     pub(super) fn warm_parent_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
-        let orphans: Vec<JobId> = self.warm.entries.iter().filter(|e| e.shape.parent == job).map(|e| e.job).collect();
-        for orphan in orphans {
-            self.warm_drop(fx, orphan, None);
+        let orphans: Vec<(JobId, bool)> = self
+            .warm
+            .entries
+            .iter()
+            .filter(|e| e.claim.as_ref().map_or(e.origin == job, |c| c.ask.parent == job))
+            .map(|e| (e.job, e.claim.is_none()))
+            .collect();
+        for (orphan, unclaimed) in orphans {
+            if !(unclaimed && self.hand_over(fx, orphan)) {
+                self.warm_drop(fx, orphan, None);
+            }
         }
-        self.warm.shapes.retain(|(s, _)| s.parent != job);
+        self.warm.shapes.retain(|(_, _, p)| *p != job);
     }
 
     /// Take `job` out of the pool and kill it; its slots are free at once.
     /// `why` is said (`None`: a quiet end, nothing to report). A spawn that
     /// was claiming it is made again (if its parent is still there).
-    fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
+    pub(super) fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
         let Some(entry) = self.warm.take(job) else { return };
         if let Some(why) = why {
             self.warm_say(fx, &format!("dropped {job}: {why}"));
@@ -376,6 +452,7 @@ impl Run {
             return;
         }
         let pooled: Vec<JobId> = self.jobs.iter().filter(|(_, j)| !j.killing).map(|(id, _)| *id).collect();
+        let pooled: Vec<JobId> = pooled.into_iter().filter(|&job| !self.hand_over(fx, job)).collect();
         self.warm.entries.clear();
         for job in pooled {
             self.kill_job(fx, job, libc::SIGKILL);

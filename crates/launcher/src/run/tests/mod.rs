@@ -15,7 +15,14 @@ const GRACE: Duration = Duration::from_secs(3);
 /// A run over `slots.len()` nodes `h0`, `h1`… of fan-out 2.
 fn fixture(slots: &[u32]) -> (Run, Recorder) {
     let hosts: Vec<String> = (0..slots.len()).map(|i| format!("h{i}")).collect();
-    let settings = Settings {
+    let table = NodeTable::new(hosts.into_iter().zip(slots.iter().copied()), 2);
+    (Run::new(settings_for(slots)), Recorder::new(TreeShared::new(table)))
+}
+
+/// The settings of a run over `slots.len()` nodes (see [`fixture`]).
+fn settings_for(slots: &[u32]) -> Settings {
+    let hosts: Vec<String> = (0..slots.len()).map(|i| format!("h{i}")).collect();
+    Settings {
         label: false,
         kill_grace: GRACE,
         universe_size: slots.iter().map(|&s| i64::from(s)).sum(),
@@ -26,16 +33,14 @@ fn fixture(slots: &[u32]) -> (Run, Recorder) {
             base_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             cwd: std::env::temp_dir(),
             host: "h0".into(),
-            nodes: hosts.clone(),
+            nodes: hosts,
         },
         node_slots: slots.to_vec(),
         fanout: 2,
         owner: 1,
         warm_spawn: 0,
         warm_verbose: false,
-    };
-    let table = NodeTable::new(hosts.into_iter().zip(slots.iter().copied()), 2);
-    (Run::new(settings), Recorder::new(TreeShared::new(table)))
+    }
 }
 
 /// A job of `/bin/true` with rank `r` on node `node_of[r]`.
@@ -451,6 +456,7 @@ fn rank_ranges_are_compact() {
     assert_eq!(rank_ranges(&[3]), "3");
 }
 
+mod kept;
 mod warm;
 
 #[test]

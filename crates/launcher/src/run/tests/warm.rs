@@ -7,7 +7,7 @@ use super::*;
 use dpm_proto::Stream;
 
 /// A run whose spawns keep `n` pooled jobs per shape, saying its warm lines.
-fn warm_fixture(slots: &[u32], n: usize) -> (Run, Recorder) {
+pub(super) fn warm_fixture(slots: &[u32], n: usize) -> (Run, Recorder) {
     let (mut run, rec) = fixture(slots);
     run.settings.warm_spawn = n;
     run.settings.warm_verbose = true;
@@ -16,14 +16,19 @@ fn warm_fixture(slots: &[u32], n: usize) -> (Run, Recorder) {
 
 /// Rank 0 of `parent` spawns `n` copies of `true` (request `req`, preput
 /// `PARENT_ROOT_PORT_NAME=port<req>`).
-fn request(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64) {
-    let commands = vec![SpawnCommand { exe: "true".into(), args: vec!["a".into()], maxprocs: n, info: Vec::new() }];
+pub(super) fn request(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64) {
+    request_arg(run, rec, parent, n, req, "a");
+}
+
+/// The same with `true`'s argument `arg` (another shape than `a`).
+pub(super) fn request_arg(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64, arg: &str) {
+    let commands = vec![SpawnCommand { exe: "true".into(), args: vec![arg.into()], maxprocs: n, info: Vec::new() }];
     let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), format!("port{req}"))];
     run.on_message(rec, NodeId(0), ToLauncher::Spawn { request: RequestId(req), job: parent, rank: Rank(0), preput, commands });
 }
 
 /// The jobs launched since the recorder was last taken: (job, awaiting claim, preput).
-fn launches(rec: &Recorder) -> Vec<(JobId, bool, usize)> {
+pub(super) fn launches(rec: &Recorder) -> Vec<(JobId, bool, usize)> {
     let mut out: Vec<(JobId, bool, usize)> = Vec::new();
     for (_, m) in rec.sent() {
         if let ToDaemon::Launch(l) = m {
@@ -35,13 +40,13 @@ fn launches(rec: &Recorder) -> Vec<(JobId, bool, usize)> {
     out
 }
 
-fn start_all(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
+pub(super) fn start_all(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
     for r in 0..n {
         run.on_message(rec, NodeId(0), ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
     }
 }
 
-fn answer(rec: &Recorder, req: u64) -> Option<Result<String, String>> {
+pub(super) fn answer(rec: &Recorder, req: u64) -> Option<Result<String, String>> {
     rec.sent().into_iter().find_map(|(_, m)| match m {
         ToDaemon::SpawnDone { request, result, .. } if *request == RequestId(req) => Some(result.clone()),
         _ => None,
@@ -49,11 +54,11 @@ fn answer(rec: &Recorder, req: u64) -> Option<Result<String, String>> {
 }
 
 /// Node 0 confirms (`alive`) or refuses the claim of `job`.
-fn claimed(run: &mut Run, rec: &mut Recorder, job: JobId, alive: bool) {
+pub(super) fn claimed(run: &mut Run, rec: &mut Recorder, job: JobId, alive: bool) {
     run.on_message(rec, NodeId(0), ToLauncher::Claimed { job, alive });
 }
 
-fn ended(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32, status: ExitStatus) {
+pub(super) fn ended(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32, status: ExitStatus) {
     for r in 0..n {
         let pid = 300 + 10 * job.0 + r;
         run.on_message(rec, NodeId(0), ToLauncher::Exited { job, rank: Rank(r), pid, status, pmi: DONE, at: LATER });
@@ -208,8 +213,9 @@ fn a_spawners_pool_goes_with_it() {
     request(&mut run, &mut rec, parent, 1, 1);
     let child = launches(&rec)[1].0;
     start_all(&mut run, &mut rec, child, 1);
-    // The spawned job spawns in turn: its own pool.
-    request(&mut run, &mut rec, child, 1, 2);
+    // The spawned job spawns in turn (another shape: the same one would
+    // claim its parent's pooled job): its own pool.
+    request_arg(&mut run, &mut rec, child, 1, 2, "b");
     let grandchildren: Vec<JobId> = launches(&rec).iter().skip(3).map(|l| l.0).collect();
     assert_eq!(grandchildren.len(), 2, "a cold job and a pooled one");
     let pooled = grandchildren[1];

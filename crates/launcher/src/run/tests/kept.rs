@@ -1,0 +1,173 @@
+//! Pooled jobs kept by the tree across runs (`run::kept`): handed over at a
+//! run's end instead of killed, claimed by a later run's spawn of the same
+//! shape with what they said meanwhile, never by another environment or
+//! argument; bounded per shape, killed after their idle time or for a
+//! placement, forgotten once their ends are heard.
+
+use super::warm::{answer, claimed, ended, launches, request, request_arg, start_all, warm_fixture};
+use super::*;
+use dpm_proto::Stream;
+
+const IDLE: Duration = Duration::from_secs(60);
+
+/// A run of the same tree as `rec` (owner `owner`), pooling one job per shape.
+fn next_run(owner: u32) -> Run {
+    let mut run = Run::new(settings_for(&[8]));
+    (run.settings.warm_spawn, run.settings.warm_verbose, run.settings.owner) = (1, true, owner);
+    run
+}
+
+/// Run 1 of a tree keeping one job per shape: its parent spawns once (a
+/// miss: a cold job and a pooled one), then everything but the pooled job
+/// ends. Returns the run, the recorder and the pooled job.
+fn first_run_kept() -> (Run, Recorder, JobId) {
+    let (mut run, mut rec) = warm_fixture(&[8], 1);
+    rec.shared.kept.set_policy(1, IDLE);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let l = launches(&rec);
+    let (cold, pooled) = (l[1].0, l[2].0);
+    start_all(&mut run, &mut rec, cold, 1);
+    start_all(&mut run, &mut rec, pooled, 1);
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Code(0), DONE, LATER);
+    (run, rec, pooled)
+}
+
+#[test]
+fn a_runs_unclaimed_pooled_job_is_kept_and_claimed_by_the_next_run() {
+    let (first, mut rec, pooled) = first_run_kept();
+    assert_eq!(first.exit_code(), Some(0), "the run is over");
+    assert!(signals(&rec, pooled).is_empty(), "kept, not killed");
+    assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: kept {pooled} for later runs"))), "{:?}", rec.said());
+    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(j, false) if *j == pooled)), "its messages go to the keeping");
+    assert!(rec.shared.kept.holds(pooled));
+    assert_eq!(rec.shared.nodes.live(), 1, "it holds its slot");
+    // What it says while kept waits for its claim.
+    let out = rec.shared.kept.on_message(NodeId(0), ToLauncher::Output { job: pooled, rank: Rank(0), stream: Stream::Stderr, data: b"pre\n".to_vec() });
+    assert!(out.is_empty());
+    rec.take();
+
+    let mut second = next_run(2);
+    let parent = started(&mut second, &mut rec, &[0]);
+    rec.take();
+    request(&mut second, &mut rec, parent, 1, 7);
+    assert!(launches(&rec).is_empty(), "no cold job, no pool yet: {:?}", rec.sent());
+    assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, preput } if *job == pooled && preput[0].1 == "port7")));
+    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(j, true) if *j == pooled)), "its messages go to the claiming run");
+    assert_eq!(rec.shared.jobs.get(&pooled).map(|j| j.0), Some(2), "listed as the claiming run's");
+    assert!(!rec.shared.kept.holds(pooled));
+    claimed(&mut second, &mut rec, pooled, true);
+    assert!(matches!(answer(&rec, 7), Some(Ok(k)) if k.ends_with(&format!("_{}", pooled.0))));
+    let output: Vec<&[u8]> =
+        rec.effects.iter().filter_map(|e| if let Effect::Output(_, j, _, _, d) = e { (*j == pooled).then_some(d.as_slice()) } else { None }).collect();
+    assert_eq!(output, vec![b"pre\n".as_slice()], "what it said while kept, at the claim");
+    let said = rec.said().join("\n");
+    assert!(said.contains(&format!("claimed {pooled} for 'true' x1 from {parent} (kept from an earlier run)")), "{said}");
+}
+
+#[test]
+fn another_environment_or_argument_never_claims_a_kept_job() {
+    let (_, mut rec, pooled) = first_run_kept();
+    let mut other_env = next_run(2);
+    other_env.settings.spawn.base_env.push(("X".into(), "1".into()));
+    let parent = started(&mut other_env, &mut rec, &[0]);
+    rec.take();
+    request(&mut other_env, &mut rec, parent, 1, 2);
+    assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })), "another environment: {:?}", rec.said());
+    let mut other_dir = next_run(3);
+    other_dir.settings.spawn.cwd = "/elsewhere".into();
+    let parent = started(&mut other_dir, &mut rec, &[0]);
+    request(&mut other_dir, &mut rec, parent, 1, 3);
+    let mut same = next_run(4);
+    let parent = started(&mut same, &mut rec, &[0]);
+    request_arg(&mut same, &mut rec, parent, 1, 4, "b");
+    assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })), "another argument: {:?}", rec.said());
+    assert!(rec.shared.kept.holds(pooled), "still kept");
+}
+
+#[test]
+fn kept_jobs_are_bounded_per_shape_and_killed_after_their_idle_time() {
+    // A run pooling two jobs of a shape, on a tree keeping one per shape.
+    let (mut run, mut rec) = warm_fixture(&[8], 2);
+    rec.shared.kept.set_policy(1, IDLE);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let l = launches(&rec);
+    let (cold, pooled) = (l[1].0, [l[2].0, l[3].0]);
+    for job in [cold, pooled[0], pooled[1]] {
+        start_all(&mut run, &mut rec, job, 1);
+    }
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    rec.take();
+    exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Code(0), DONE, LATER);
+    assert!(rec.shared.kept.holds(pooled[0]) && signals(&rec, pooled[0]).is_empty(), "the oldest is kept");
+    assert_eq!(signals(&rec, pooled[1]), vec![libc::SIGKILL], "no room for the other: killed");
+    ended(&mut run, &mut rec, pooled[1], 1, ExitStatus::Signal(libc::SIGKILL));
+    assert_eq!(run.exit_code(), Some(0));
+    // Not claimed within its idle time: killed, then forgotten once its end is heard.
+    assert!(rec.shared.kept.on_tick(rec.now + 1).is_empty(), "not yet");
+    let now = rec.now + u64::try_from(IDLE.as_micros()).unwrap();
+    let out = rec.shared.kept.on_tick(now);
+    assert!(matches!(out.as_slice(), [(_, ToDaemon::Signal { job, signal: libc::SIGKILL })] if *job == pooled[0]), "{out:?}");
+    assert_eq!(rec.shared.nodes.live(), 0, "its slot is free at once");
+    assert!(rec.shared.kept.holds(pooled[0]), "dying: its end is still to come");
+    let exited = ToLauncher::Exited { job: pooled[0], rank: Rank(0), pid: 1, status: ExitStatus::Signal(9), pmi: DONE, at: LATER };
+    let out = rec.shared.kept.on_message(NodeId(0), exited);
+    assert!(matches!(out.as_slice(), [(_, ToDaemon::Forget { job })] if *job == pooled[0]), "{out:?}");
+    assert!(rec.shared.kept.is_empty());
+}
+
+#[test]
+fn a_kept_job_that_ends_is_forgotten_and_one_whose_slots_are_needed_is_killed() {
+    let (_, mut rec, pooled) = first_run_kept();
+    let exited = ToLauncher::Exited { job: pooled, rank: Rank(0), pid: 1, status: ExitStatus::Code(3), pmi: DONE, at: LATER };
+    let out = rec.shared.kept.on_message(NodeId(0), exited);
+    assert!(out.iter().any(|(_, m)| matches!(m, ToDaemon::Forget { .. })), "{out:?}");
+    assert!(rec.shared.kept.is_empty());
+    // A run whose cold spawn needs every slot takes them from a kept job.
+    let (_, mut rec, pooled) = first_run_kept();
+    let mut second = next_run(2);
+    second.settings.warm_spawn = 0;
+    let parent = started(&mut second, &mut rec, &[0]);
+    rec.take();
+    request_arg(&mut second, &mut rec, parent, 7, 1, "b");
+    assert_eq!(signals(&rec, pooled), vec![libc::SIGKILL], "its slot is needed");
+    assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Launch(l) if l.size == 7)), "placed");
+    assert_eq!(rec.shared.nodes.live(), 8, "the parent and the spawn, nothing oversubscribed");
+}
+
+#[test]
+fn a_job_handed_over_by_a_run_still_going_is_that_runs_until_it_is_over() {
+    let (mut run, mut rec) = warm_fixture(&[8], 1);
+    rec.shared.kept.set_policy(1, IDLE);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let child = launches(&rec)[1].0;
+    start_all(&mut run, &mut rec, child, 1);
+    rec.take();
+    // The child spawns (shape b), then ends: its pooled job is handed over
+    // while the run goes on.
+    request_arg(&mut run, &mut rec, child, 1, 2, "b");
+    let l = launches(&rec);
+    let (cold, pooled) = (l[0].0, l[1].0);
+    start_all(&mut run, &mut rec, cold, 1);
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    ended(&mut run, &mut rec, child, 1, ExitStatus::Code(0));
+    assert!(rec.shared.kept.holds(pooled) && signals(&rec, pooled).is_empty(), "kept");
+    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Route(j, false) if *j == pooled)), "its route is still the run's");
+    // What reaches the run about it goes to the keeping.
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: pooled, rank: Rank(0), pid: 77 });
+    // Another run cannot claim it yet.
+    let mut other = next_run(2);
+    let other_parent = started(&mut other, &mut rec, &[0]);
+    rec.take();
+    request_arg(&mut other, &mut rec, other_parent, 1, 3, "b");
+    assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })), "{:?}", rec.said());
+    // The run that handed it over can, and it started while kept.
+    rec.take();
+    request_arg(&mut run, &mut rec, parent, 1, 4, "b");
+    assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled)), "{:?}", rec.said());
+    claimed(&mut run, &mut rec, pooled, true);
+    assert!(matches!(answer(&rec, 4), Some(Ok(_))), "answered at once: its start was passed on while kept");
+}
