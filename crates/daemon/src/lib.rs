@@ -32,6 +32,7 @@
 
 pub mod link;
 pub mod links;
+pub mod cleaner;
 pub mod mpich_shm;
 pub mod node;
 pub mod peer;
@@ -41,6 +42,7 @@ pub mod stdio;
 mod tasks;
 pub mod topology;
 pub mod tree;
+pub mod ucx_shm;
 
 pub use link::{serve_link, LinkError, Uplink};
 pub use node::driver::run;
