@@ -8,14 +8,22 @@
 //! pipe whose write end (close-on-exec, like every fd Rust opens) only the
 //! node's process holds: ranks, forked daemons and the cleaner itself never
 //! inherit it, so end of file comes exactly when that process is gone.
+//!
+//! It is started off the node's thread (an exec costs milliseconds; the
+//! notes wait in the pipe meanwhile) and is not the node's child: the
+//! process dpm starts forks the cleaner proper into a session of its own and
+//! exits, so dpm's children are its daemons and ranks only, nobody waits for
+//! the cleaner, and a Ctrl-C or Ctrl-Z at the terminal does not reach it.
+//! At a normal end it reads end of file with nothing to do and exits within
+//! milliseconds of dpm.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, PipeWriter, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{clean_up, CleanupEffects, Ledger, Note, NoteError, GROUPS_GONE_WITHIN, MAX_LINE};
+use super::{clean_up, CleanupEffects, Ledger, Note, NoteError, MAX_LINE};
 
 /// The subcommand the binary runs the cleaner as.
 pub const SUBCOMMAND: &str = "clean-up-after";
@@ -29,29 +37,38 @@ pub fn enable() {
 
 /// The node's end of its cleaner.
 pub struct Link {
-    pipe: Option<ChildStdin>,
-    child: Child,
+    pipe: Option<PipeWriter>,
+    /// The thread starting the cleaner, until [`Link::finish`].
+    starter: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Link {
     /// Start this process's cleaner; `None` if cleaners are not enabled or
     /// it cannot start (said in the log: the node runs on without one).
     pub fn start() -> Option<Link> {
-        use std::os::unix::process::CommandExt;
         if !ENABLED.load(Ordering::Relaxed) {
             return None;
         }
-        let spawned = Command::new("/proc/self/exe")
-            .arg0("dpm")
-            .args([SUBCOMMAND, &std::process::id().to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn();
-        match spawned {
-            Ok(mut child) => Some(Link { pipe: child.stdin.take(), child }),
+        let warn = |e: std::io::Error| tracing::warn!("cannot start the cleaner (shared memory of jobs is not removed if dpm is killed): {e}");
+        let (reader, writer) = std::io::pipe().map_err(warn).ok()?;
+        let span = tracing::Span::current();
+        let starter = std::thread::Builder::new().name("dpm-cleaner".into()).spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let _in = span.enter();
+            let mut command = Command::new("/proc/self/exe");
+            command.arg0("dpm").args([SUBCOMMAND, &std::process::id().to_string()]).stdin(reader).stdout(Stdio::null()).stderr(Stdio::inherit());
+            // It forks the cleaner proper and exits at once.
+            match command.spawn().and_then(|mut first| first.wait()) {
+                Ok(status) if status.success() => {}
+                Ok(status) => tracing::warn!("the cleaner did not start: {status}"),
+                Err(e) => warn(e),
+            }
+            // Dropping the command closes this process's copy of the read end.
+        });
+        match starter {
+            Ok(starter) => Some(Link { pipe: Some(writer), starter: Some(starter) }),
             Err(e) => {
-                tracing::warn!("cannot start the cleaner (shared memory of jobs is not removed if dpm is killed): {e}");
+                warn(e);
                 None
             }
         }
@@ -66,18 +83,13 @@ impl Link {
         }
     }
 
-    /// A normal end: close the pipe and wait (bounded) for the cleaner,
-    /// which has nothing left to do once every job was ended.
+    /// A normal end: close the pipe (the cleaner, with every job ended, has
+    /// nothing to do and exits) and reap the process that started it.
     pub fn finish(mut self) {
         drop(self.pipe.take());
-        let deadline = Instant::now() + GROUPS_GONE_WITHIN + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            match self.child.try_wait() {
-                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-                _ => return,
-            }
+        if let Some(starter) = self.starter.take() {
+            let _ = starter.join();
         }
-        tracing::warn!(pid = self.child.id(), "the cleaner did not finish; leaving it to finish alone");
     }
 }
 
@@ -176,6 +188,13 @@ fn read_note_line(input: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Resu
 /// until it closes, then clean up after the jobs not ended. Returns the exit
 /// status.
 pub fn main(node_pid: u32) -> i32 {
+    // SAFETY: `dpm clean-up-after` is single-threaded here (nothing before
+    // this in its main starts a thread), so the child may run on freely.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Parent { .. }) => return 0,
+        Ok(nix::unistd::ForkResult::Child) => {}
+        Err(e) => tracing::warn!(node_pid, "cleaner: cannot fork ({e}); cleaning up as dpm's child"),
+    }
     // Its own session: a Ctrl-C or Ctrl-Z at the terminal is for dpm and
     // the ranks, not for the one that cleans up after them.
     let _ = nix::unistd::setsid();
