@@ -32,9 +32,9 @@
 //! Every log line carries the node: the drivers run inside a `node` span
 //! (`node`, `host`), and the tasks and threads they start inherit it.
 
+pub mod cleaner;
 pub mod link;
 pub mod links;
-pub mod cleaner;
 pub mod mpich_shm;
 pub mod node;
 pub mod peer;

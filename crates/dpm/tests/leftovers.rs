@@ -175,7 +175,11 @@ fn ucx_files() -> Vec<(String, SystemTime)> {
 /// Whether any process holds `/dev/shm/<name>` open.
 fn held_open(name: &str) -> bool {
     let path = Path::new("/dev/shm").join(name);
-    fs::read_dir("/proc").into_iter().flatten().flatten().any(|p| fs::read_dir(p.path().join("fd")).into_iter().flatten().flatten().any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path)))
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|p| fs::read_dir(p.path().join("fd")).into_iter().flatten().flatten().any(|fd| fs::read_link(fd.path()).is_ok_and(|t| t == path)))
 }
 
 /// SIGINT at random moments of a spawn loop under UCX (MPICH's default
@@ -201,11 +205,8 @@ fn sigint_during_spawns_leaves_no_ucx_segment() {
     let ended = SystemTime::now();
     // New files of this user written while the runs went, that nobody holds
     // (another user's, or a live job's, are not this test's).
-    let left: Vec<String> = ucx_files()
-        .into_iter()
-        .filter(|(n, t)| !before.contains(n) && *t >= started && *t <= ended && !held_open(n))
-        .map(|(n, _)| n)
-        .collect();
+    let left: Vec<String> =
+        ucx_files().into_iter().filter(|(n, t)| !before.contains(n) && *t >= started && *t <= ended && !held_open(n)).map(|(n, _)| n).collect();
     for n in &left {
         let _ = fs::remove_file(Path::new("/dev/shm").join(n));
     }

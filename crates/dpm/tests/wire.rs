@@ -268,6 +268,6 @@ fn a_spawn_of_55000_arguments_reaches_a_child_on_another_node_whole() {
     let out = run_client(1, &["--virtual-nodes", "2", "--report-placement"], &body);
     assert_clients_ok(&out, 1);
     out.assert_stdout_contains("child got 55000 arguments, checksum ok\n");
-    assert_eq!(common::spawned_hosts(&out.stderr_str()), [host.clone()], "the child was not on {host}\n{}", out.describe());
+    assert_eq!(common::spawned_hosts(&out.stderr_str()), std::slice::from_ref(&host), "the child was not on {host}\n{}", out.describe());
     assert!(!out.stderr_str().contains("lost"), "{}", out.describe());
 }

@@ -5,7 +5,8 @@ use super::*;
 
 #[test]
 fn notes_round_trip_and_bad_lines_are_refused() {
-    for note in [Note::Job { kvsname: "kvs_1_2_0".into() }, Note::Group { kvsname: "kvs_1_2_0".into(), pgid: 4242 }, Note::End { kvsname: "kvs_1_2_0".into() }] {
+    for note in [Note::Job { kvsname: "kvs_1_2_0".into() }, Note::Group { kvsname: "kvs_1_2_0".into(), pgid: 4242 }, Note::End { kvsname: "kvs_1_2_0".into() }]
+    {
         let line = note.encode();
         assert!(line.ends_with('\n'));
         assert_eq!(Note::parse(line.trim_end_matches('\n')), Ok(note));
@@ -111,7 +112,16 @@ fn a_normal_end_leaves_nothing_to_do() {
 fn after_a_kill_the_jobs_not_ended_are_cleaned_once_their_groups_are_empty() {
     let t0 = SystemTime::now();
     let t1 = t0 + Duration::from_secs(5);
-    let l = ledger(&[(job("a"), t0), (group("a", 100), t0), (job("b"), t1), (group("b", 200), t1), (group("b", 201), t1), (job("c"), t1), (group("c", 300), t1), (end("c"), t1)]);
+    let l = ledger(&[
+        (job("a"), t0),
+        (group("a", 100), t0),
+        (job("b"), t1),
+        (group("b", 200), t1),
+        (group("b", 201), t1),
+        (job("c"), t1),
+        (group("c", 300), t1),
+        (end("c"), t1),
+    ]);
     let mut fx = Recorder::new(6);
     let done = clean_up(&l, &mut fx);
     assert_eq!(fx.killed, [100, 200, 201], "only the groups of jobs not ended are killed");
