@@ -22,14 +22,17 @@
 //!   `PR_SET_PDEATHSIG`, its process group; per-CPU spawner threads);
 //!   `tasks`: per-process tasks (pidfd reaping, output, stdin, PMI ports);
 //! - [`links`]: starting, greeting and bridging child daemons (shared with
-//!   the launcher); [`stdio`]: the link over stdin/stdout; [`mpich_shm`]:
-//!   MPICH's leftover shared memory; [`peer`]: who is on the other end of a
+//!   the launcher); [`stdio`]: the link over stdin/stdout; [`mpich_shm`],
+//!   [`ucx_shm`]: MPICH's and UCX's leftover shared memory; [`cleaner`]: the
+//!   process that removes it (and kills what is left of the ranks' groups)
+//!   when the process running the node dies without doing so; [`peer`]: who is on the other end of a
 //!   PMI port connection (its uid, from the kernel), so no other user gets in;
 //!   [`topology`]: the node's hwloc topology file for `PMI_hwloc_xmlfile`.
 //!
 //! Every log line carries the node: the drivers run inside a `node` span
 //! (`node`, `host`), and the tasks and threads they start inherit it.
 
+pub mod cleaner;
 pub mod link;
 pub mod links;
 pub mod mpich_shm;
@@ -41,6 +44,7 @@ pub mod stdio;
 mod tasks;
 pub mod topology;
 pub mod tree;
+pub mod ucx_shm;
 
 pub use link::{serve_link, LinkError, Uplink};
 pub use node::driver::run;

@@ -75,6 +75,14 @@ enum Command {
         #[arg(short, action = clap::ArgAction::Count)]
         verbose: u8,
     },
+    /// The cleaner a node's process starts (`dpm_daemon::cleaner`): reads
+    /// notes on stdin until that process is gone, then removes what its
+    /// unended jobs left. Not for users.
+    #[command(name = "clean-up-after", hide = true)]
+    CleanUpAfter {
+        /// The pid of the process it cleans up after.
+        pid: u32,
+    },
 }
 
 fn heartbeat_timeout(value: &str) -> Result<std::time::Duration, String> {
@@ -82,6 +90,8 @@ fn heartbeat_timeout(value: &str) -> Result<std::time::Duration, String> {
 }
 
 fn main() {
+    // Nodes this binary runs may start their cleaner as `dpm clean-up-after`.
+    dpm_daemon::cleaner::process::enable();
     let mut argv: Vec<String> = std::env::args().collect();
     let invoked_as = argv.first().and_then(|a| a.rsplit('/').next()).unwrap_or("dpm").to_string();
     if matches!(invoked_as.as_str(), "mpiexec" | "mpirun" | "mpiexec.dpm") {
@@ -91,6 +101,10 @@ fn main() {
         exit(run(&argv));
     }
     let outcome = match Cli::parse().command {
+        Command::CleanUpAfter { pid } => {
+            init_logging(0);
+            std::process::exit(dpm_daemon::cleaner::process::main(pid));
+        }
         Command::Daemon { node, host, connect, secret_stdin, heartbeat_timeout, pmi_trace, verbose } => {
             // Logging starts no thread: the daemon still takes its secret
             // out of the environment of a single-threaded process.
@@ -117,7 +131,7 @@ fn main() {
                     ("dpm down", dpm_launcher::boot::client::down_command())
                 }
                 Command::Model(args) => ("dpm model", model::command(args)),
-                Command::Daemon { .. } => unreachable!("matched above"),
+                Command::Daemon { .. } | Command::CleanUpAfter { .. } => unreachable!("matched above"),
             }
         }
     };

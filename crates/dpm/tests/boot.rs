@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{dpm_bin, hello, leftovers_after, program, send_signal, unique, Dpm};
+use common::{dpm_bin, hello, leftovers_after, proc_state, program, send_signal, unique, Dpm};
 use dpm_kvs::Rank;
 use dpm_proto::control::{Submit, ToClient, ToServer, CONTROL_VERSION};
 use dpm_proto::{AppSpec, PmiMode, ProcSpec};
@@ -489,4 +489,36 @@ fn the_boot_server_raises_the_open_file_limit() {
     let out = boot.run(&["-n", "1", "sh", "-c", "echo soft=$(ulimit -S -n)"]).output();
     out.assert_success();
     out.assert_stdout_contains(&format!("soft={hard}"));
+}
+
+/// Ctrl-Z (SIGTSTP to the `dpm run` client) stops a booted run's ranks and
+/// the client; after 3 s — twice the heartbeat timeout — `fg` (SIGCONT)
+/// resumes them and the run ends with 0, no node lost (issue 10).
+#[test]
+fn ctrl_z_and_fg_stop_and_resume_a_booted_run() {
+    let mut boot = Boot::start(&["--virtual-nodes", "2"]);
+    let script = "for i in 1 2 3 4 5 6 7 8; do sleep 0.25; done; echo done";
+    let mut run = boot.run(&["-n", "4", "sh", "-c", script]).watchdog(Duration::from_secs(60)).spawn();
+    run.wait_for_procs(4);
+    let ranks: Vec<u32> = common::marked_procs(run.marker()).into_iter().filter(|(_, cmd)| cmd.starts_with("sh -c")).map(|(pid, _)| pid).collect();
+    assert_eq!(ranks.len(), 4, "the ranks: {ranks:?}");
+    let client = run.pid();
+    send_signal(client, "TSTP");
+    let states = || (proc_state(client), ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>());
+    let all_stopped = || proc_state(client) == Some('T') && ranks.iter().all(|&p| proc_state(p) == Some('T'));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !all_stopped() {
+        assert!(Instant::now() < deadline, "after SIGTSTP, the client and the ranks are {:?}", states());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(all_stopped(), "something ran on while stopped: {:?}", states());
+    send_signal(client, "CONT");
+    let out = run.wait();
+    out.assert_success();
+    assert_eq!(out.stdout_str().lines().filter(|l| *l == "done").count(), 4, "{}", out.describe());
+    assert!(!out.stderr_str().contains("lost"), "{}", out.describe());
+    assert!(boot.status().contains("2 nodes"), "the boot lost a node");
+    let down = boot.down();
+    assert!(down.status.success(), "dpm down failed: {}", String::from_utf8_lossy(&down.stderr));
 }

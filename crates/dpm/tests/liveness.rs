@@ -13,7 +13,7 @@ mod common;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use common::{hostname, Dpm, Running};
+use common::{hostname, proc_state, Dpm, Running};
 
 /// One test at a time: the busy ones load both cores on purpose, and the
 /// timed ones measure detection, not a machine made busy by their neighbours.
@@ -115,13 +115,6 @@ fn an_invalid_heartbeat_timeout_is_refused_with_a_clear_error() {
         assert_ne!(out.code(), 0, "DPM_HEARTBEAT_TIMEOUT={bad}: {}", out.describe());
         out.assert_stderr_contains(&format!("DPM_HEARTBEAT_TIMEOUT: invalid heartbeat timeout \"{bad}\": expected seconds from 0.5 to 86400"));
     }
-}
-
-/// The state letter of `pid` in `/proc/<pid>/stat` (`T`: stopped), if it lives.
-fn proc_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: " <state> ...".
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
 }
 
 /// Ctrl-Z (SIGTSTP) stops the launcher and every rank; after 3 s — twice

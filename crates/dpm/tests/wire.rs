@@ -237,3 +237,37 @@ say("wire ok rank 0")
 "#;
     assert_clients_ok(&run_client(1, &[], body), 1);
 }
+
+/// Rank 0 spawns, over the raw PMI-1 wire, one child with 55,000 arguments
+/// (a checksum of the others as the last) on the second node. MPICH's own
+/// client cannot send it (its PMI-1 command holds fewer than 1,000 tokens:
+/// `PMIU_cmd_add_substr` asserts), so the wire is spoken here.
+const SPAWN_55000_ARGS: &str = r#"
+import zlib
+CHILD = "import sys, zlib; a = sys.argv[1:]; ok = len(a) == 55000 and a[:2] == ['x0', 'x1'] and str(zlib.crc32(' '.join(a[:-1]).encode())) == a[-1]; print('child got %d arguments, checksum %s' % (len(a), 'ok' if ok else 'WRONG'), flush=True)"
+expect_ok(b"cmd=init pmi_version=1 pmi_subversion=1\n", "response_to_init")
+args = ["x%d" % i for i in range(54999)]
+args.append(str(zlib.crc32(" ".join(args).encode())))
+argv = ["-c", CHILD] + args
+block = ["mcmd=spawn", "nprocs=1", "execname=" + sys.executable, "totspawns=1", "spawnssofar=1", "argcnt=%d" % len(argv)]
+block += ["arg%d=%s" % (i + 1, a) for i, a in enumerate(argv)]
+block += ["preput_num=0", "info_num=1", "info_key_0=host", "info_val_0=" + sys.argv[1], "endcmd"]
+sock.sendall(("\n".join(block) + "\n").encode())
+check_ok(reply(), "the spawn of 55,000 arguments", "spawn_result")
+expect_ok(b"cmd=finalize\n", "finalize_ack")
+say("wire ok rank 0")
+"#;
+
+/// A spawn of 55,000 arguments (issue 10: parsing it once held a daemon's
+/// only thread past the heartbeat timeout; the limit is 65,536) reaches a
+/// child on another node whole, and no node is lost.
+#[test]
+fn a_spawn_of_55000_arguments_reaches_a_child_on_another_node_whole() {
+    let host = format!("{}-v1", common::hostname());
+    let body = SPAWN_55000_ARGS.replace("sys.argv[1]", &format!("{host:?}"));
+    let out = run_client(1, &["--virtual-nodes", "2", "--report-placement"], &body);
+    assert_clients_ok(&out, 1);
+    out.assert_stdout_contains("child got 55000 arguments, checksum ok\n");
+    assert_eq!(common::spawned_hosts(&out.stderr_str()), std::slice::from_ref(&host), "the child was not on {host}\n{}", out.describe());
+    assert!(!out.stderr_str().contains("lost"), "{}", out.describe());
+}

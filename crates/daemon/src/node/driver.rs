@@ -35,7 +35,7 @@ use super::{NodeEffects, NodeReactor, PmixAnswer, PmixRequest, ProcStart, ProcSt
 use crate::spawn;
 use crate::spawner::{SpawnTask, Spawner};
 use crate::tasks::{self, Event};
-use crate::{mpich_shm, DaemonConfig};
+use crate::{cleaner, mpich_shm, ucx_shm, DaemonConfig};
 
 /// Serve until [`Down::Shutdown`] or until the launcher goes away, as
 /// node 0 (the launcher's in-process daemon; `dpm daemon` goes through
@@ -98,6 +98,8 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             pmix,
             pause: HashMap::new(),
             pause_swept: 64,
+            cleaner: cleaner::process::Link::start(),
+            shm_jobs: HashMap::new(),
         };
         RefCell::new(Node { reactor, io })
     });
@@ -115,6 +117,11 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
     }
     node.borrow_mut().with(|r, io| r.shutdown(io));
     node.borrow_mut().io.pmix.shutdown();
+    // Every job was ended above: the cleaner has nothing left to do.
+    let cleaner = node.borrow_mut().io.cleaner.take();
+    if let Some(cleaner) = cleaner {
+        cleaner.finish();
+    }
 }
 
 /// The reactor and the I/O it acts through.
@@ -190,6 +197,17 @@ struct Io {
     pause: HashMap<(JobId, Rank), watch::Sender<bool>>,
     /// `pause`'s size after its last sweep.
     pause_swept: usize,
+    /// This process's cleaner, told each job and process group, if it runs.
+    cleaner: Option<cleaner::process::Link>,
+    /// The jobs with ranks here ([`NodeEffects::track_shm`]) until they end.
+    shm_jobs: HashMap<JobId, ShmJob>,
+}
+
+/// A job whose shared memory is to go when it ends.
+struct ShmJob {
+    kvsname: String,
+    /// When it arrived: UCX files written since then may be its.
+    arrived: std::time::SystemTime,
 }
 
 /// A PMI socket as a non-blocking tokio stream. (A TCP socket in `PMI_PORT`
@@ -225,6 +243,9 @@ impl Io {
         };
         let stdin = s.stdin.map(|fd| self.stdin.insert(p.job, tasks::feed_stdin(fd))).is_some();
         let leader = s.pgid == s.pid;
+        if let (Some(cleaner), Some(j)) = (self.cleaner.as_mut(), self.shm_jobs.get(&p.job)) {
+            cleaner.note(&cleaner::Note::Group { kvsname: j.kvsname.clone(), pgid: s.pgid });
+        }
         if self.pause.len() >= 2 * self.pause_swept {
             // Amortised: a sweep per doubling, not per start.
             self.pause.retain(|_, tx| !tx.is_closed());
@@ -326,10 +347,29 @@ impl NodeEffects for Io {
         process_has_exited(pid)
     }
 
+    fn track_shm(&mut self, job: JobId, kvsname: &str) {
+        if let Some(cleaner) = self.cleaner.as_mut() {
+            cleaner.note(&cleaner::Note::Job { kvsname: kvsname.to_string() });
+        }
+        self.shm_jobs.insert(job, ShmJob { kvsname: kvsname.to_string(), arrived: std::time::SystemTime::now() });
+    }
+
     fn remove_shm(&mut self, job: JobId, kvsname: &str) {
-        let removed = mpich_shm::remove_segments(std::path::Path::new("/dev/shm"), kvsname);
+        let shm = std::path::Path::new("/dev/shm");
+        let removed = mpich_shm::remove_segments(shm, kvsname);
         if removed > 0 {
             tracing::debug!(%job, removed, "removed the job's MPICH shared-memory segments");
+        }
+        if let Some(j) = self.shm_jobs.remove(&job) {
+            // Its ranks are reaped: a UCX segment one of them was creating
+            // when killed is held by nobody now.
+            let removed = ucx_shm::remove_orphans(shm, j.arrived);
+            if removed > 0 {
+                tracing::debug!(%job, removed, "removed UCX shared-memory segments left by the job's killed ranks");
+            }
+        }
+        if let Some(cleaner) = self.cleaner.as_mut() {
+            cleaner.note(&cleaner::Note::End { kvsname: kvsname.to_string() });
         }
     }
 

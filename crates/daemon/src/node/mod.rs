@@ -149,7 +149,12 @@ pub trait NodeEffects {
     /// Process `pid` has ended, whether or not its end was read yet (a
     /// zombie, or gone).
     fn has_exited(&mut self, pid: i32) -> bool;
-    /// Remove an ended job's MPICH shared-memory segments (`mpich_shm`).
+    /// A job with ranks here: its shared memory is to be removed when it
+    /// ends ([`NodeEffects::remove_shm`]), or by the cleaner if this process
+    /// dies first (`crate::cleaner`).
+    fn track_shm(&mut self, job: JobId, kvsname: &str);
+    /// Remove an ended job's shared-memory segments: MPICH's (`mpich_shm`)
+    /// and those UCX left that no process holds (`ucx_shm`).
     fn remove_shm(&mut self, job: JobId, kvsname: &str);
     /// Stop (`true`) or resume reading a process's stdout and stderr: its
     /// job's output window is full, or has room again.

@@ -329,6 +329,7 @@ impl NodeReactor {
             }
         }
         self.jobs.insert(job, entry);
+        fx.track_shm(job, &spec.kvsname);
         let mut pmix_envs = match spec.pmi_mode {
             PmiMode::Pmix => {
                 let node = spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(0);
@@ -499,6 +500,7 @@ impl NodeReactor {
         let job = launch.job;
         self.register_job(&launch);
         self.jobs.insert(job, JobProcs { kvsname: launch.kvsname.clone(), ..JobProcs::default() });
+        fx.track_shm(job, &launch.kvsname);
         let conn = self.new_conn();
         // The descriptor exists only in the launcher's own process.
         if !pmi.is_some_and(|fd| fx.pmi_serve_fd(job, conn, fd)) {

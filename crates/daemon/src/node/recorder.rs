@@ -72,6 +72,10 @@ pub enum Recorded {
         signal: i32,
     },
     ReleaseLeader(i32),
+    TrackShm {
+        job: JobId,
+        kvsname: String,
+    },
     RemoveShm {
         job: JobId,
         kvsname: String,
@@ -236,6 +240,10 @@ impl NodeEffects for RecordingEffects {
 
     fn has_exited(&mut self, pid: i32) -> bool {
         self.exited.contains(&pid)
+    }
+
+    fn track_shm(&mut self, job: JobId, kvsname: &str) {
+        self.log.push(Recorded::TrackShm { job, kvsname: kvsname.to_string() });
     }
 
     fn remove_shm(&mut self, job: JobId, kvsname: &str) {

@@ -67,6 +67,10 @@ fn a_launch_starts_each_rank_with_its_pmi_environment() {
     let batches: Vec<Vec<i32>> =
         fx.log.iter().filter_map(|e| if let Recorded::Start(b) = e { Some(b.iter().map(|s| s.pgid).collect()) } else { None }).collect();
     assert_eq!(batches, vec![vec![0, 0, 0]]);
+    // The job's shared memory is tracked before any rank can make some.
+    let track = fx.log.iter().position(|e| matches!(e, Recorded::TrackShm { job: J, kvsname } if kvsname == KVS));
+    let start = fx.log.iter().position(|e| matches!(e, Recorded::Start(_)));
+    assert!(track.is_some() && track < start, "{:?}", fx.log);
     let starts = fx.starts();
     for (i, s) in starts.iter().enumerate() {
         assert_eq!((s.rank, s.exe.as_str(), &s.argv[..]), (Rank(i as u32), "/bin/app", &["app".to_string(), "-x".to_string()][..]));
@@ -295,7 +299,7 @@ fn an_adopted_singleton_is_served_and_watched() {
     let pmi = dpm_proto::link::InProcessFd::new(theirs.into());
     r.on_message(&mut fx, ToDaemon::Adopt { launch: launch(1, 1, PmiMode::Fd), rank: Rank(0), pid: 77, pmi });
     let log = fx.take();
-    let [Recorded::PmiServeFd { job: J, conn, fd: served }, Recorded::WatchPid { job: J, rank: Rank(0), pid: 77 }, Recorded::Up(ToLauncher::Started { pid: 77, .. })] =
+    let [Recorded::TrackShm { job: J, .. }, Recorded::PmiServeFd { job: J, conn, fd: served }, Recorded::WatchPid { job: J, rank: Rank(0), pid: 77 }, Recorded::Up(ToLauncher::Started { pid: 77, .. })] =
         &log[..]
     else {
         panic!("{log:?}")

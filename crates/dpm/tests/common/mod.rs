@@ -461,6 +461,13 @@ pub fn leftovers_after(marker: &str, grace: Duration) -> Vec<(u32, String)> {
     }
 }
 
+/// The state letter of `pid` in `/proc/<pid>/stat` (`T`: stopped), if it lives.
+pub fn proc_state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: " <state> ...".
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
 /// SIGKILL every process carrying the marker.
 pub fn kill_marked(marker: &str) {
     for (pid, _) in marked_procs(marker) {
