@@ -100,7 +100,8 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
                 | ToLauncher::Abort { job, .. }
                 | ToLauncher::Name { job, .. }
                 | ToLauncher::Spawn { job, .. }
-                | ToLauncher::Claimed { job, .. } => Some(*job),
+                | ToLauncher::Claimed { job, .. }
+                | ToLauncher::Connect { job, .. } => Some(*job),
                 ToLauncher::Kvs { msg, .. } => Some(msg.job()),
                 ToLauncher::Trace { .. } => None,
             },

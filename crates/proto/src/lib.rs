@@ -134,6 +134,9 @@ pub enum NameRequest {
     Publish { service: String, port: String },
     Unpublish { service: String },
     Lookup { service: String },
+    /// A lookup that waits until the name is published (PMIx's `PMIX_WAIT`);
+    /// answered not-found when the asking job ends first.
+    LookupWait { service: String },
 }
 
 /// One command of a spawn request, as the daemon received it.
@@ -143,6 +146,20 @@ pub struct SpawnCommand {
     pub args: Vec<String>,
     pub maxprocs: u32,
     pub info: Vec<(String, String)>,
+}
+
+/// Where a job's ranks run, for a node that hosts none of them and must
+/// know the job (a PMIx connect: every participating node registers every
+/// participating namespace).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobMap {
+    pub job: JobId,
+    pub kvsname: String,
+    /// The node of each rank (index = rank).
+    pub node_of: Vec<usize>,
+    /// The app of each rank.
+    pub appnums: Vec<i64>,
+    pub universe_size: i64,
 }
 
 /// Launcher → daemon.
@@ -179,6 +196,13 @@ pub enum ToDaemon {
         result: Result<String, String>,
         #[serde(default)]
         errcodes: Vec<i32>,
+    },
+    /// A connect (or disconnect) collective completed on every node of
+    /// its namespaces: the maps of the listed jobs that have no rank on the
+    /// receiving node (to register before answering), or why it failed.
+    ConnectDone {
+        request: RequestId,
+        result: Result<Vec<JobMap>, String>,
     },
     /// Send `signal` to every process of `job`.
     Signal {
@@ -289,6 +313,15 @@ pub enum ToLauncher {
         rank: Rank,
         preput: KeyValues,
         commands: Vec<SpawnCommand>,
+    },
+    /// This node's part of a PMIx connect (or disconnect) over the jobs
+    /// named by `nspaces` (kvsnames): every local participant called.
+    /// `job`: the asking rank's job (the run it belongs to).
+    Connect {
+        request: RequestId,
+        job: JobId,
+        nspaces: Vec<String>,
+        disconnect: bool,
     },
     /// The node received [`ToDaemon::Claim`] for `job`: `alive` if every rank
     /// of the job there was still running (or not started yet), and the

@@ -1,0 +1,105 @@
+//! PMIx connect and disconnect (`PMIx_Connect`, which Open MPI calls over
+//! the parent's and the children's namespaces after a spawn, and between
+//! two jobs for connect/accept): a collective over every node hosting ranks
+//! of the listed jobs. Each node contributes once every local participant
+//! has called (its PMIx library aggregates them); the collective completes
+//! when every node of every listed job has, and each contributing node is
+//! answered with the maps of the listed jobs it hosts no rank of, which it
+//! registers before answering its clients. A disconnect is the same
+//! collective; its maps are ignored.
+//!
+//! Bounded: at most [`MAX_CONNECTS`] collectives wait at once per run; a
+//! collective whose job ends before it completes is answered with an error
+//! on the nodes that contributed (never a hang).
+
+use std::collections::BTreeSet;
+
+use dpm_kvs::{JobId, NodeId};
+use dpm_proto::{JobMap, RequestId, ToDaemon};
+
+use super::{Run, RunEffects};
+
+/// Collectives waiting at once in one run. Each is held by clients blocked
+/// in `PMIx_Connect`; a program has one per spawn or connect in flight.
+pub const MAX_CONNECTS: usize = 1_024;
+
+/// One collective in flight.
+#[derive(Debug)]
+pub(super) struct Collective {
+    /// The listed jobs, sorted.
+    jobs: Vec<JobId>,
+    disconnect: bool,
+    /// Every node hosting ranks of the listed jobs.
+    expect: BTreeSet<NodeId>,
+    /// The nodes that contributed, and the request to answer there.
+    arrived: Vec<(NodeId, RequestId)>,
+}
+
+impl Run {
+    /// `node`'s part of a connect over the jobs named `nspaces`.
+    pub(super) fn connect(&mut self, fx: &mut dyn RunEffects, node: NodeId, request: RequestId, nspaces: &[String], disconnect: bool) {
+        let mut jobs = Vec::with_capacity(nspaces.len());
+        for ns in nspaces {
+            match self.jobs.iter().find(|(_, j)| j.kvsname == *ns) {
+                Some((&id, _)) => jobs.push(id),
+                None => {
+                    let why = format!("namespace '{}' is not a live job of this run", dpm_pmi::sanitize::escape(ns));
+                    return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+                }
+            }
+        }
+        jobs.sort_unstable();
+        jobs.dedup();
+        let existing = self.connects.iter().position(|c| c.jobs == jobs && c.disconnect == disconnect && !c.arrived.iter().any(|(n, _)| *n == node));
+        let at = match existing {
+            Some(at) => at,
+            None if self.connects.len() >= MAX_CONNECTS => {
+                let why = format!("too many connects waiting at once (limit {MAX_CONNECTS})");
+                return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+            }
+            None => {
+                let expect = jobs.iter().flat_map(|j| self.jobs[j].daemons.iter().copied()).collect();
+                self.connects.push(Collective { jobs, disconnect, expect, arrived: Vec::new() });
+                self.connects.len() - 1
+            }
+        };
+        let c = &mut self.connects[at];
+        if !c.expect.contains(&node) {
+            let why = "a node that hosts no rank of the connect's namespaces".to_string();
+            return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+        }
+        c.arrived.push((node, request));
+        if c.arrived.len() < c.expect.len() {
+            return;
+        }
+        let c = self.connects.remove(at);
+        tracing::debug!(jobs = ?c.jobs, disconnect = c.disconnect, nodes = c.expect.len(), "PMIx connect complete");
+        for (node, request) in c.arrived {
+            let maps = c.jobs.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect();
+            fx.send(node, ToDaemon::ConnectDone { request, result: Ok(maps) });
+        }
+    }
+
+    /// Where `job`'s ranks run (it is live).
+    fn job_map(&self, job: JobId) -> JobMap {
+        let j = &self.jobs[&job];
+        JobMap {
+            job,
+            kvsname: j.kvsname.clone(),
+            node_of: j.slots.node_of().iter().map(|n| n.0).collect(),
+            appnums: j.appnums.clone(),
+            universe_size: self.settings.universe_size,
+        }
+    }
+
+    /// `job` ended: the collectives over it fail on the nodes that contributed.
+    pub(super) fn connects_job_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let (gone, kept): (Vec<Collective>, Vec<Collective>) = std::mem::take(&mut self.connects).into_iter().partition(|c| c.jobs.contains(&job));
+        self.connects = kept;
+        for c in gone {
+            for (node, request) in c.arrived {
+                fx.send(node, ToDaemon::ConnectDone { request, result: Err(format!("{job} ended before the connect completed")) });
+            }
+        }
+    }
+}
