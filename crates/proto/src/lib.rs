@@ -148,6 +148,18 @@ pub struct SpawnCommand {
     pub info: Vec<(String, String)>,
 }
 
+/// A PMIx collective over several jobs (`ToLauncher::Connect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CollectiveKind {
+    /// `PMIx_Connect`: every node learns every listed job.
+    Connect,
+    /// `PMIx_Disconnect`.
+    Disconnect,
+    /// `PMIx_Fence` over every rank of several jobs (Open MPI's
+    /// `MPI_Comm_disconnect` of an intercommunicator): the nodes' blobs.
+    Fence,
+}
+
 /// Where a job's ranks run, for a node that hosts none of them and must
 /// know the job (a PMIx connect: every participating node registers every
 /// participating namespace).
@@ -197,12 +209,13 @@ pub enum ToDaemon {
         #[serde(default)]
         errcodes: Vec<i32>,
     },
-    /// A connect (or disconnect) collective completed on every node of
-    /// its namespaces: the maps of the listed jobs that have no rank on the
-    /// receiving node (to register before answering), or why it failed.
+    /// A [`ToLauncher::Connect`] collective completed on every node of its
+    /// namespaces: the maps of the listed jobs that have no rank on the
+    /// receiving node (to register before answering) and every node's data
+    /// in node order, or why it failed.
     ConnectDone {
         request: RequestId,
-        result: Result<Vec<JobMap>, String>,
+        result: Result<(Vec<JobMap>, Vec<u8>), String>,
     },
     /// Send `signal` to every process of `job`.
     Signal {
@@ -314,14 +327,16 @@ pub enum ToLauncher {
         preput: KeyValues,
         commands: Vec<SpawnCommand>,
     },
-    /// This node's part of a PMIx connect (or disconnect) over the jobs
+    /// This node's part of a PMIx collective over every rank of the jobs
     /// named by `nspaces` (kvsnames): every local participant called.
-    /// `job`: the asking rank's job (the run it belongs to).
+    /// `job`: the asking rank's job (the run it belongs to); `data`: the
+    /// node's fence blob (empty for connect and disconnect).
     Connect {
         request: RequestId,
         job: JobId,
         nspaces: Vec<String>,
-        disconnect: bool,
+        kind: CollectiveKind,
+        data: Vec<u8>,
     },
     /// The node received [`ToDaemon::Claim`] for `job`: `alive` if every rank
     /// of the job there was still running (or not started yet), and the

@@ -6,7 +6,9 @@
 //! when every node of every listed job has, and each contributing node is
 //! answered with the maps of the listed jobs it hosts no rank of, which it
 //! registers before answering its clients. A disconnect is the same
-//! collective; its maps are ignored.
+//! collective; its maps are ignored. A fence over every rank of several
+//! jobs (Open MPI's `MPI_Comm_disconnect`) is the same collective too, with
+//! each node's blob: the answer is their concatenation in node order.
 //!
 //! Bounded: at most [`MAX_CONNECTS`] collectives wait at once per run; a
 //! collective whose job ends before it completes is answered with an error
@@ -15,7 +17,7 @@
 use std::collections::BTreeSet;
 
 use dpm_kvs::{JobId, NodeId};
-use dpm_proto::{JobMap, RequestId, ToDaemon};
+use dpm_proto::{CollectiveKind, JobMap, RequestId, ToDaemon};
 
 use super::{Run, RunEffects};
 
@@ -28,16 +30,16 @@ pub const MAX_CONNECTS: usize = 1_024;
 pub(super) struct Collective {
     /// The listed jobs, sorted.
     jobs: Vec<JobId>,
-    disconnect: bool,
+    kind: CollectiveKind,
     /// Every node hosting ranks of the listed jobs.
     expect: BTreeSet<NodeId>,
-    /// The nodes that contributed, and the request to answer there.
-    arrived: Vec<(NodeId, RequestId)>,
+    /// The nodes that contributed: the request to answer there, their data.
+    arrived: Vec<(NodeId, RequestId, Vec<u8>)>,
 }
 
 impl Run {
-    /// `node`'s part of a connect over the jobs named `nspaces`.
-    pub(super) fn connect(&mut self, fx: &mut dyn RunEffects, node: NodeId, request: RequestId, nspaces: &[String], disconnect: bool) {
+    /// `node`'s part of a collective over the jobs named `nspaces`.
+    pub(super) fn connect(&mut self, fx: &mut dyn RunEffects, node: NodeId, request: RequestId, nspaces: &[String], kind: CollectiveKind, data: Vec<u8>) {
         let mut jobs = Vec::with_capacity(nspaces.len());
         for ns in nspaces {
             match self.jobs.iter().find(|(_, j)| j.kvsname == *ns) {
@@ -50,7 +52,7 @@ impl Run {
         }
         jobs.sort_unstable();
         jobs.dedup();
-        let existing = self.connects.iter().position(|c| c.jobs == jobs && c.disconnect == disconnect && !c.arrived.iter().any(|(n, _)| *n == node));
+        let existing = self.connects.iter().position(|c| c.jobs == jobs && c.kind == kind && !c.arrived.iter().any(|(n, _, _)| *n == node));
         let at = match existing {
             Some(at) => at,
             None if self.connects.len() >= MAX_CONNECTS => {
@@ -59,7 +61,7 @@ impl Run {
             }
             None => {
                 let expect = jobs.iter().flat_map(|j| self.jobs[j].daemons.iter().copied()).collect();
-                self.connects.push(Collective { jobs, disconnect, expect, arrived: Vec::new() });
+                self.connects.push(Collective { jobs, kind, expect, arrived: Vec::new() });
                 self.connects.len() - 1
             }
         };
@@ -68,15 +70,20 @@ impl Run {
             let why = "a node that hosts no rank of the connect's namespaces".to_string();
             return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
         }
-        c.arrived.push((node, request));
+        c.arrived.push((node, request, data));
         if c.arrived.len() < c.expect.len() {
             return;
         }
-        let c = self.connects.remove(at);
-        tracing::debug!(jobs = ?c.jobs, disconnect = c.disconnect, nodes = c.expect.len(), "PMIx connect complete");
-        for (node, request) in c.arrived {
-            let maps = c.jobs.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect();
-            fx.send(node, ToDaemon::ConnectDone { request, result: Ok(maps) });
+        let mut c = self.connects.remove(at);
+        tracing::debug!(jobs = ?c.jobs, kind = ?c.kind, nodes = c.expect.len(), "PMIx collective complete");
+        c.arrived.sort_by_key(|(n, _, _)| *n);
+        let all: Vec<u8> = c.arrived.iter().flat_map(|(_, _, d)| d.iter().copied()).collect();
+        for (node, request, _) in c.arrived {
+            let maps = match c.kind {
+                CollectiveKind::Connect => c.jobs.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect(),
+                CollectiveKind::Disconnect | CollectiveKind::Fence => Vec::new(),
+            };
+            fx.send(node, ToDaemon::ConnectDone { request, result: Ok((maps, all.clone())) });
         }
     }
 
@@ -97,8 +104,8 @@ impl Run {
         let (gone, kept): (Vec<Collective>, Vec<Collective>) = std::mem::take(&mut self.connects).into_iter().partition(|c| c.jobs.contains(&job));
         self.connects = kept;
         for c in gone {
-            for (node, request) in c.arrived {
-                fx.send(node, ToDaemon::ConnectDone { request, result: Err(format!("{job} ended before the connect completed")) });
+            for (node, request, _) in c.arrived {
+                fx.send(node, ToDaemon::ConnectDone { request, result: Err(format!("{job} ended before the collective completed")) });
             }
         }
     }

@@ -27,7 +27,7 @@ use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::PmiState;
 use dpm_pmix::{JobSpec, NodeRanks, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
-use dpm_proto::{JobMap, LaunchJob, ToLauncher};
+use dpm_proto::{CollectiveKind, JobMap, LaunchJob, ToLauncher};
 
 use super::NodeReactor;
 use crate::node::NodeEffects;
@@ -118,14 +118,48 @@ pub(super) struct PmixFront {
     spawns: HashMap<dpm_proto::RequestId, PmixRequest>,
     /// Connects sent up, by id.
     connects: HashMap<dpm_proto::RequestId, connect::Connecting>,
-    /// Other jobs' namespaces registered here for a connect, and the local
-    /// jobs that connected to each.
-    foreign: HashMap<String, Vec<JobId>>,
+    /// Other jobs' namespaces registered here for a connect, by namespace.
+    foreign: HashMap<String, connect::Foreign>,
 }
 
 impl PmixFront {
+    /// A PMIx job of this node, or one it knows through a connect.
     pub(super) fn has(&self, job: JobId) -> bool {
-        self.jobs.contains_key(&job)
+        self.jobs.contains_key(&job) || self.foreign.values().any(|f| f.map.job == job)
+    }
+
+    /// Whether `procs` names every rank of each of its namespaces (each
+    /// known here: a local job or one registered for a connect).
+    fn whole_namespaces(&self, procs: &[(String, u32)]) -> bool {
+        let mut by_nspace: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (ns, rank) in procs {
+            by_nspace.entry(ns.as_str()).or_default().push(*rank);
+        }
+        !by_nspace.is_empty()
+            && by_nspace.into_iter().all(|(ns, mut ranks)| {
+                let size = match self.by_nspace.get(ns).and_then(|job| self.jobs.get(job)) {
+                    Some(j) if j.node_of.is_empty() => j.ranks.len(),
+                    Some(j) => j.node_of.len(),
+                    None => match self.foreign.get(ns) {
+                        Some(f) => f.map.node_of.len(),
+                        None => return false,
+                    },
+                };
+                ranks.sort_unstable();
+                ranks.dedup();
+                ranks.contains(&RANK_WILDCARD) || ranks.iter().copied().eq(0..size as u32)
+            })
+    }
+
+    /// Where a direct modex for `rank` of `nspace` goes: the job, this
+    /// node's index (the answer's address) and the rank's node, unless the
+    /// rank is here or unknown.
+    fn rank_home(&self, nspace: &str, rank: u32) -> Option<(JobId, usize, usize)> {
+        let (job, here, node_of) = match self.by_nspace.get(nspace).and_then(|job| self.jobs.get(job).map(|j| (*job, j))) {
+            Some((job, j)) => (job, j.node, &j.node_of),
+            None => self.foreign.get(nspace).map(|f| (f.map.job, f.node, &f.map.node_of))?,
+        };
+        node_of.get(rank as usize).filter(|&&n| n != here).map(|&owner| (job, here, owner))
     }
 
     pub(super) fn has_name_request(&self, request: dpm_proto::RequestId) -> bool {
@@ -305,9 +339,7 @@ impl NodeReactor {
                 fx.pmix_answer(req, PmixAnswer::Status(PMIX_SUCCESS));
             }
             PmixEvent::DirectModex { nspace, rank, req } => {
-                let job = self.pmix.by_nspace.get(&nspace).copied();
-                let asked = job.and_then(|job| self.pmix.jobs.get(&job).map(|j| (job, j)));
-                match asked.and_then(|(job, j)| j.node_of.get(rank as usize).filter(|&&n| n != j.node).map(|&n| (job, j.node, n))) {
+                match self.pmix.rank_home(&nspace, rank) {
                     Some((job, origin, owner)) => {
                         tracing::debug!(%job, rank, owner, "PMIx direct modex: asking the rank's node");
                         let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
@@ -347,11 +379,16 @@ impl NodeReactor {
                 _ => fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERR_NOT_SUPPORTED, Vec::new())),
             },
             PmixEvent::Spawn { nspace, rank, job_info, apps, req } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
-            PmixEvent::Connect { procs, disconnect, req } => self.pmix_connect(fx, &procs, disconnect, req),
+            PmixEvent::Connect { procs, disconnect, req } => {
+                let kind = if disconnect { CollectiveKind::Disconnect } else { CollectiveKind::Connect };
+                self.pmix_connect(fx, &procs, kind, Vec::new(), req)
+            }
             PmixEvent::Fence { procs, data, req } => match self.pmix.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
+                // Every rank of several namespaces: the launcher's collective.
+                Err(PMIX_ERR_NOT_SUPPORTED) if self.pmix.whole_namespaces(&procs) => self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, req),
                 Err(status) => {
-                    tracing::warn!(?procs, "PMIx fence refused (only whole namespaces of this node are supported)");
+                    tracing::warn!(?procs, "PMIx fence refused (only whole namespaces are supported)");
                     fx.pmix_answer(req, PmixAnswer::Data(status, Vec::new()));
                 }
             },
