@@ -52,24 +52,24 @@ impl Run {
         }
         jobs.sort_unstable();
         jobs.dedup();
+        let expect: BTreeSet<NodeId> = jobs.iter().flat_map(|j| self.jobs[j].daemons.iter().copied()).collect();
+        if !expect.contains(&node) {
+            let why = "a node that hosts no rank of the collective's namespaces".to_string();
+            return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+        }
         let existing = self.connects.iter().position(|c| c.jobs == jobs && c.kind == kind && !c.arrived.iter().any(|(n, _, _)| *n == node));
         let at = match existing {
             Some(at) => at,
             None if self.connects.len() >= MAX_CONNECTS => {
-                let why = format!("too many connects waiting at once (limit {MAX_CONNECTS})");
+                let why = format!("too many collectives waiting at once (limit {MAX_CONNECTS})");
                 return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
             }
             None => {
-                let expect = jobs.iter().flat_map(|j| self.jobs[j].daemons.iter().copied()).collect();
                 self.connects.push(Collective { jobs, kind, expect, arrived: Vec::new() });
                 self.connects.len() - 1
             }
         };
         let c = &mut self.connects[at];
-        if !c.expect.contains(&node) {
-            let why = "a node that hosts no rank of the connect's namespaces".to_string();
-            return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
-        }
         c.arrived.push((node, request, data));
         if c.arrived.len() < c.expect.len() {
             return;

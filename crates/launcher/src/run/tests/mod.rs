@@ -451,6 +451,7 @@ fn rank_ranges_are_compact() {
     assert_eq!(rank_ranges(&[3]), "3");
 }
 
+mod pmix;
 mod warm;
 
 #[test]
