@@ -349,7 +349,7 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_withdrawn_with_their_job() {
-        let mut ns = NameService::default();
+        let mut ns: NameService = NameService::default();
         ns.publish("svc".into(), "p1".into(), JobId(1)).unwrap();
         assert_eq!(ns.publish("svc".into(), "p2".into(), JobId(2)), Err(NameError::AlreadyPublished("svc".into())));
         assert_eq!(ns.lookup("svc"), Ok("p1"));
@@ -369,7 +369,7 @@ mod tests {
         assert_eq!(attrs.put("k0".into(), "replaced".into()), Ok(vec![]), "replacing an existing key is always allowed");
         assert_eq!(attrs.get("k0"), Some("replaced"));
 
-        let mut ns = NameService::default();
+        let mut ns: NameService = NameService::default();
         for i in 0..limits::MAX_NAMES {
             ns.publish(format!("s{i}"), "p".into(), JobId(1)).unwrap();
         }
