@@ -19,6 +19,10 @@
 //! `KvsMsg::Get` of key `pmix-dmodex-<rank>` to the node hosting the rank,
 //! where `PMIx_server_dmodex_request` fetches the data, and a
 //! `KvsMsg::Reply` (hex, or no value: not found) back to the asking node.
+//!
+//! Submodules: `spawn` (a spawn upcall as the ordinary `ToLauncher::Spawn`)
+//! and `connect` (connect, disconnect and fences over several namespaces as
+//! the launcher's collective; other jobs' namespaces registered here).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
