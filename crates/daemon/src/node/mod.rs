@@ -31,6 +31,8 @@ mod output;
 #[cfg(test)]
 mod output_tests;
 mod pmix_host;
+#[cfg(test)]
+mod pmix_tests;
 mod reactor;
 #[cfg(any(test, feature = "testing"))]
 pub mod recorder;
