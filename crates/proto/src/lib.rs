@@ -131,12 +131,21 @@ pub enum PmiProgress {
 /// Name-service requests carried up to the launcher.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NameRequest {
-    Publish { service: String, port: String },
-    Unpublish { service: String },
-    Lookup { service: String },
+    Publish {
+        service: String,
+        port: String,
+    },
+    Unpublish {
+        service: String,
+    },
+    Lookup {
+        service: String,
+    },
     /// A lookup that waits until the name is published (PMIx's `PMIX_WAIT`);
     /// answered not-found when the asking job ends first.
-    LookupWait { service: String },
+    LookupWait {
+        service: String,
+    },
 }
 
 /// One command of a spawn request, as the daemon received it.

@@ -230,9 +230,7 @@ impl PmixHost {
             }
             Upcall::DirectModex { proc_, done, .. } => PmixEvent::DirectModex { nspace: proc_.nspace, rank: proc_.rank, req: self.keep(Pending::Modex(done)) },
             Upcall::DmodexAnswer { token, status, data } => PmixEvent::DmodexAnswer { token, status, data },
-            Upcall::Publish { proc_, info, done } => {
-                PmixEvent::Publish { nspace: proc_.nspace, pairs: published(info), req: self.keep(Pending::Op(done)) }
-            }
+            Upcall::Publish { proc_, info, done } => PmixEvent::Publish { nspace: proc_.nspace, pairs: published(info), req: self.keep(Pending::Op(done)) },
             Upcall::Unpublish { proc_, keys, done, .. } => PmixEvent::Unpublish { nspace: proc_.nspace, keys, req: self.keep(Pending::Op(done)) },
             Upcall::Lookup { proc_, keys, info, done } => {
                 let nspace = proc_.nspace.clone();
@@ -241,10 +239,8 @@ impl PmixHost {
                 PmixEvent::Lookup { nspace, keys, wait, req: self.keep(Pending::Lookup(done, proc_)) }
             }
             Upcall::Spawn { proc_, job_info, apps, done } => {
-                let apps = apps
-                    .into_iter()
-                    .map(|a| PmixApp { cmd: a.cmd, argv: a.argv, env: a.env, cwd: a.cwd, maxprocs: a.maxprocs, info: texts(a.info) })
-                    .collect();
+                let apps =
+                    apps.into_iter().map(|a| PmixApp { cmd: a.cmd, argv: a.argv, env: a.env, cwd: a.cwd, maxprocs: a.maxprocs, info: texts(a.info) }).collect();
                 PmixEvent::Spawn { nspace: proc_.nspace, rank: proc_.rank, job_info: texts(job_info), apps, req: self.keep(Pending::Spawn(done)) }
             }
             Upcall::Connect { procs, done, .. } => {
@@ -261,11 +257,14 @@ impl PmixHost {
         match (self.pending.remove(&req), answer) {
             (Some(Pending::Spawn(done)), PmixAnswer::Spawned(status, nspace)) => done.complete(status, &nspace),
             (Some(Pending::Spawn(done)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _)) => done.complete(status, ""),
-            (Some(Pending::Op(done)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _) | PmixAnswer::Spawned(status, _)) => {
-                done.complete(status)
-            }
+            (
+                Some(Pending::Op(done)),
+                PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _) | PmixAnswer::Spawned(status, _),
+            ) => done.complete(status),
             (Some(Pending::Modex(done)), PmixAnswer::Data(status, data)) => done.complete(status, data),
-            (Some(Pending::Modex(done)), PmixAnswer::Status(status) | PmixAnswer::Found(status, _) | PmixAnswer::Spawned(status, _)) => done.complete(status, Vec::new()),
+            (Some(Pending::Modex(done)), PmixAnswer::Status(status) | PmixAnswer::Found(status, _) | PmixAnswer::Spawned(status, _)) => {
+                done.complete(status, Vec::new())
+            }
             (Some(Pending::Lookup(done, asker)), PmixAnswer::Found(status, found)) => {
                 done.complete(status, found.into_iter().map(|(k, v)| (asker.clone(), k, name_value(v))).collect())
             }

@@ -15,8 +15,8 @@ use crate::DaemonConfig;
 
 mod claim;
 mod pmix;
-pub use pmix::{job_spec, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 pub(crate) use pmix::{hex, unhex};
+pub use pmix::{job_spec, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 
 /// One process of a job on this node, until its exit is reported.
 struct Proc {

@@ -342,19 +342,17 @@ impl NodeReactor {
                 }
                 fx.pmix_answer(req, PmixAnswer::Status(PMIX_SUCCESS));
             }
-            PmixEvent::DirectModex { nspace, rank, req } => {
-                match self.pmix.rank_home(&nspace, rank) {
-                    Some((job, origin, owner)) => {
-                        tracing::debug!(%job, rank, owner, "PMIx direct modex: asking the rank's node");
-                        let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
-                        fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(owner), msg: KvsMsg::Get(get) });
-                    }
-                    None => {
-                        tracing::warn!(%nspace, rank, "PMIx direct modex for a rank of no other node");
-                        fx.pmix_answer(req, PmixAnswer::Data(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()));
-                    }
+            PmixEvent::DirectModex { nspace, rank, req } => match self.pmix.rank_home(&nspace, rank) {
+                Some((job, origin, owner)) => {
+                    tracing::debug!(%job, rank, owner, "PMIx direct modex: asking the rank's node");
+                    let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
+                    fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(owner), msg: KvsMsg::Get(get) });
                 }
-            }
+                None => {
+                    tracing::warn!(%nspace, rank, "PMIx direct modex for a rank of no other node");
+                    fx.pmix_answer(req, PmixAnswer::Data(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()));
+                }
+            },
             PmixEvent::DmodexAnswer { token, status, data } => {
                 if let Some(get) = self.pmix.dmodex.remove(&token) {
                     dmodex_reply(fx, get, (status == PMIX_SUCCESS).then(|| hex(&data)));

@@ -90,7 +90,10 @@ fn a_waiting_lookup_is_answered_by_the_publish_or_by_its_jobs_end() {
     let a = started(&mut run, &mut rec, &[0]);
     let b = started(&mut run, &mut rec, &[1]);
     let names = |rec: &Recorder| -> Vec<(NodeId, u64, Result<Option<String>, String>)> {
-        rec.sent().into_iter().filter_map(|(n, m)| if let ToDaemon::NameDone { request, result } = m { Some((n, request.0, result.clone())) } else { None }).collect()
+        rec.sent()
+            .into_iter()
+            .filter_map(|(n, m)| if let ToDaemon::NameDone { request, result } = m { Some((n, request.0, result.clone())) } else { None })
+            .collect()
     };
     let op = |service: &str| NameRequest::LookupWait { service: service.into() };
     run.on_message(&mut rec, NodeId(1), ToLauncher::Name { request: RequestId(5), job: b, op: op("svc") });
