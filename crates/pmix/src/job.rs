@@ -102,15 +102,18 @@ impl JobSpec {
         let join = |ranks: &[u32]| ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let local = self.local_ranks();
         let here = &self.nodes[self.this_node];
+        // A node without ranks of the job (registering another job's
+        // namespace for a connect) is in no map.
+        let mapped: Vec<&NodeRanks> = self.nodes.iter().filter(|n| !n.ranks.is_empty()).collect();
         let mut out: Vec<(&str, Value)> = vec![
             ("pmix.jobid", Value::String(self.job_id.clone())),
             ("pmix.job.size", Value::U32(self.size())),
             ("pmix.max.size", Value::U32(self.universe_size)),
             ("pmix.univ.size", Value::U32(self.universe_size)),
             ("pmix.job.napps", Value::U32(self.app_sizes.len() as u32)),
-            ("pmix.num.nodes", Value::U32(self.nodes.len() as u32)),
-            ("pmix.nmap", Value::String(self.nodes.iter().map(|n| n.hostname.as_str()).collect::<Vec<_>>().join(","))),
-            ("pmix.pmap", Value::String(self.nodes.iter().map(|n| join(&n.ranks)).collect::<Vec<_>>().join(";"))),
+            ("pmix.num.nodes", Value::U32(mapped.len() as u32)),
+            ("pmix.nmap", Value::String(mapped.iter().map(|n| n.hostname.as_str()).collect::<Vec<_>>().join(","))),
+            ("pmix.pmap", Value::String(mapped.iter().map(|n| join(&n.ranks)).collect::<Vec<_>>().join(";"))),
             ("pmix.hname", Value::String(here.hostname.clone())),
             ("pmix.lpeers", Value::String(join(local))),
             ("pmix.local.size", Value::U32(local.len() as u32)),

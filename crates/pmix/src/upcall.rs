@@ -209,7 +209,7 @@ handle_common!(LookupDone, pmix_lookup_cbfunc_t);
 
 impl LookupDone {
     /// Answers `status` with the found data (empty with `PMIX_ERR_NOT_FOUND`).
-    /// Values must be strings, integers, booleans or procs.
+    /// Values must be strings, integers, booleans, procs or bytes.
     pub fn complete(mut self, status: i32, found: Vec<(Proc, String, Value)>) {
         self.fire(status, found)
     }

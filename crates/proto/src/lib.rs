@@ -131,9 +131,21 @@ pub enum PmiProgress {
 /// Name-service requests carried up to the launcher.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NameRequest {
-    Publish { service: String, port: String },
-    Unpublish { service: String },
-    Lookup { service: String },
+    Publish {
+        service: String,
+        port: String,
+    },
+    Unpublish {
+        service: String,
+    },
+    Lookup {
+        service: String,
+    },
+    /// A lookup that waits until the name is published (PMIx's `PMIX_WAIT`);
+    /// answered not-found when the asking job ends first.
+    LookupWait {
+        service: String,
+    },
 }
 
 /// One command of a spawn request, as the daemon received it.
@@ -143,6 +155,32 @@ pub struct SpawnCommand {
     pub args: Vec<String>,
     pub maxprocs: u32,
     pub info: Vec<(String, String)>,
+}
+
+/// A PMIx collective over several jobs (`ToLauncher::Connect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CollectiveKind {
+    /// `PMIx_Connect`: every node learns every listed job.
+    Connect,
+    /// `PMIx_Disconnect`.
+    Disconnect,
+    /// `PMIx_Fence` over every rank of several jobs (Open MPI's
+    /// `MPI_Comm_disconnect` of an intercommunicator): the nodes' blobs.
+    Fence,
+}
+
+/// Where a job's ranks run, for a node that hosts none of them and must
+/// know the job (a PMIx connect: every participating node registers every
+/// participating namespace).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobMap {
+    pub job: JobId,
+    pub kvsname: String,
+    /// The node of each rank (index = rank).
+    pub node_of: Vec<usize>,
+    /// The app of each rank.
+    pub appnums: Vec<i64>,
+    pub universe_size: i64,
 }
 
 /// Launcher → daemon.
@@ -179,6 +217,14 @@ pub enum ToDaemon {
         result: Result<String, String>,
         #[serde(default)]
         errcodes: Vec<i32>,
+    },
+    /// A [`ToLauncher::Connect`] collective completed on every node of its
+    /// namespaces: the maps of the listed jobs that have no rank on the
+    /// receiving node (to register before answering) and every node's data
+    /// in node order, or why it failed.
+    ConnectDone {
+        request: RequestId,
+        result: Result<(Vec<JobMap>, Vec<u8>), String>,
     },
     /// Send `signal` to every process of `job`.
     Signal {
@@ -290,6 +336,17 @@ pub enum ToLauncher {
         preput: KeyValues,
         commands: Vec<SpawnCommand>,
     },
+    /// This node's part of a PMIx collective over every rank of the jobs
+    /// named by `nspaces` (kvsnames): every local participant called.
+    /// `job`: the asking rank's job (the run it belongs to); `data`: the
+    /// node's fence blob (empty for connect and disconnect).
+    Connect {
+        request: RequestId,
+        job: JobId,
+        nspaces: Vec<String>,
+        kind: CollectiveKind,
+        data: Vec<u8>,
+    },
     /// The node received [`ToDaemon::Claim`] for `job`: `alive` if every rank
     /// of the job there was still running (or not started yet), and the
     /// claim was delivered; otherwise a rank had already ended, and the
@@ -317,7 +374,8 @@ impl ToLauncher {
             | ToLauncher::Abort { job, .. }
             | ToLauncher::Name { job, .. }
             | ToLauncher::Spawn { job, .. }
-            | ToLauncher::Claimed { job, .. } => Some(*job),
+            | ToLauncher::Claimed { job, .. }
+            | ToLauncher::Connect { job, .. } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,
         }

@@ -377,6 +377,10 @@ impl NodeEffects for Io {
         self.pmix.register(job, app)
     }
 
+    fn pmix_register_remote(&mut self, job: dpm_pmix::JobSpec) -> Result<(), String> {
+        self.pmix.register_remote(job)
+    }
+
     fn pmix_answer(&mut self, req: PmixRequest, answer: PmixAnswer) {
         self.pmix.answer(req, answer)
     }

@@ -31,6 +31,8 @@ mod output;
 #[cfg(test)]
 mod output_tests;
 mod pmix_host;
+#[cfg(test)]
+mod pmix_tests;
 mod reactor;
 #[cfg(any(test, feature = "testing"))]
 pub mod recorder;
@@ -38,7 +40,7 @@ pub mod recorder;
 mod tests;
 
 pub use output::{HOLD_MAX, MAX_WAITS, QUIET};
-pub use reactor::{job_spec, NodeReactor, PmixAnswer, PmixEvent, PmixRequest};
+pub use reactor::{job_spec, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 
 /// How long an exited process's PMI connection and pipes may stay open (held
 /// by a grandchild) before its exit is reported anyway.
@@ -169,6 +171,12 @@ pub trait NodeEffects {
     /// `job.local_ranks()` order. A node without PMIx refuses.
     fn pmix_register(&mut self, job: dpm_pmix::JobSpec, app: &dpm_proto::AppSpec) -> Result<Vec<Vec<(String, String)>>, String> {
         let _ = (job, app);
+        Err("this node serves no PMIx".into())
+    }
+    /// Register another job's namespace (no local clients: a PMIx connect
+    /// with a job that has no rank here) with the running PMIx server.
+    fn pmix_register_remote(&mut self, job: dpm_pmix::JobSpec) -> Result<(), String> {
+        let _ = job;
         Err("this node serves no PMIx".into())
     }
     /// Complete a PMIx upcall (exactly once per [`PmixRequest`]).

@@ -7,9 +7,7 @@
 //! Upcalls arrive on the library's thread as owned [`Upcall`]s; a task
 //! forwards them into the driver's event channel, where [`PmixHost::accept`]
 //! keeps each handle under a [`PmixRequest`] and hands the reactor plain
-//! data. Upcalls the front end does not serve yet (spawn, connect,
-//! disconnect) are refused at once with `PMIX_ERR_NOT_SUPPORTED`:
-//! the client gets an error, never a hang.
+//! data (info values as text).
 //!
 //! Open MPI puts its shared-memory segments in `/dev/shm` and leaves them to
 //! the resource manager; each PMIx job's ranks here get their own 0700
@@ -21,10 +19,10 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
 
-use dpm_pmix::{Api, JobSpec, LibrarySearch, LookupDone, ModexDone, OpDone, PmixServer, Proc, Upcall, Value, PMIX_ERR_NOT_SUPPORTED};
+use dpm_pmix::{Api, JobSpec, LibrarySearch, LookupDone, ModexDone, OpDone, PmixServer, Proc, SpawnDone, Upcall, Value};
 use dpm_proto::AppSpec;
 
-use super::{PmixAnswer, PmixEvent, PmixRequest};
+use super::{PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 use crate::tasks::Event;
 
 /// A handle waiting for the reactor's answer.
@@ -34,18 +32,66 @@ enum Pending {
     /// A lookup and the asking process (named as the publisher in the answer:
     /// the name service keeps no publisher).
     Lookup(LookupDone, Proc),
+    Spawn(SpawnDone),
 }
 
-/// The data of a publish: its string values; `pmix.*` keys are directives
-/// (range, persistence, timeout), not data.
+/// An info value as text (strings, numbers, booleans); `None` for the rest.
+fn text(value: Value) -> Option<String> {
+    Some(match value {
+        Value::String(s) => s,
+        Value::Bool(b) => b.to_string(),
+        Value::U16(n) => n.to_string(),
+        Value::U32(n) | Value::Rank(n) => n.to_string(),
+        Value::U64(n) => n.to_string(),
+        Value::I64(n) => n.to_string(),
+        _ => return None,
+    })
+}
+
+fn texts(info: Vec<(String, Value)>) -> Vec<(String, String)> {
+    info.into_iter().filter_map(|(k, v)| text(v).map(|v| (k, v))).collect()
+}
+
+/// The data of a publish, each value as the name service's text
+/// ([`name_text`]); `pmix.*` keys are directives (range, persistence,
+/// timeout), not data.
 fn published(info: Vec<(String, Value)>) -> Vec<(String, String)> {
-    info.into_iter()
-        .filter(|(k, _)| !k.starts_with("pmix."))
-        .filter_map(|(k, v)| match v {
-            Value::String(s) => Some((k, s)),
-            _ => None,
-        })
-        .collect()
+    info.into_iter().filter(|(k, _)| !k.starts_with("pmix.")).filter_map(|(k, v)| name_text(v).map(|v| (k, v))).collect()
+}
+
+/// A published value as text for the name service, which PMI-1/2 jobs
+/// share (their ports are plain strings): a string as itself, bytes (Open
+/// MPI's communicator-id agreement publishes byte objects) and numbers
+/// tagged. A string that starts like a tag is tagged too, so every value
+/// comes back as it went in ([`name_value`]).
+fn name_text(value: Value) -> Option<String> {
+    Some(match value {
+        Value::String(s) if s.starts_with(NAME_TAG) => format!("{NAME_TAG}s:{s}"),
+        Value::String(s) => s,
+        Value::Bytes(b) => format!("{NAME_TAG}b:{}", super::reactor::hex(&b)),
+        Value::U32(n) => format!("{NAME_TAG}u32:{n}"),
+        Value::U64(n) => format!("{NAME_TAG}u64:{n}"),
+        Value::I64(n) => format!("{NAME_TAG}i64:{n}"),
+        _ => return None,
+    })
+}
+
+/// The tag of a non-string value in the name service.
+const NAME_TAG: &str = "dpm-pmix-";
+
+/// A value of the name service as PMIx publishes it (see [`name_text`]);
+/// an untagged or unreadable one is a string.
+fn name_value(text: String) -> Value {
+    let Some(tagged) = text.strip_prefix(NAME_TAG) else { return Value::String(text) };
+    let value = match tagged.split_once(':') {
+        Some(("s", s)) => Some(Value::String(s.to_string())),
+        Some(("b", hex)) => super::reactor::unhex(hex).map(Value::Bytes),
+        Some(("u32", n)) => n.parse().ok().map(Value::U32),
+        Some(("u64", n)) => n.parse().ok().map(Value::U64),
+        Some(("i64", n)) => n.parse().ok().map(Value::I64),
+        _ => None,
+    };
+    value.unwrap_or(Value::String(text))
 }
 
 /// See the module documentation.
@@ -66,6 +112,20 @@ fn hostname() -> String {
 fn private_dir(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new().mode(0o700).create(path)
+}
+
+/// Registers `job`'s namespace, with this node's hostname and the server's
+/// directories filled in.
+fn register_nspace(server: &PmixServer, job: &mut JobSpec) -> Result<(), String> {
+    let this = job.this_node;
+    if let Some(node) = job.nodes.get_mut(this) {
+        node.hostname = hostname();
+    }
+    job.tmpdir = server.dir().to_owned();
+    job.nsdir = server.dir().join(&job.nspace);
+    // The library keeps the namespace's shared store there (gds/shmem2).
+    private_dir(&job.nsdir).map_err(|e| format!("{}: {e}", job.nsdir.display()))?;
+    server.register_nspace(job).map_err(|e| e.to_string())
 }
 
 impl PmixHost {
@@ -107,15 +167,7 @@ impl PmixHost {
             }
         }
         let server = self.server(app)?;
-        let this = job.this_node;
-        if let Some(node) = job.nodes.get_mut(this) {
-            node.hostname = hostname();
-        }
-        job.tmpdir = server.dir().to_owned();
-        job.nsdir = server.dir().join(&job.nspace);
-        // The library keeps the namespace's shared store there (gds/shmem2).
-        private_dir(&job.nsdir).map_err(|e| format!("{}: {e}", job.nsdir.display()))?;
-        server.register_nspace(&job).map_err(|e| e.to_string())?;
+        register_nspace(server, &mut job)?;
         let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
         let mut envs = Vec::with_capacity(job.local_ranks().len());
         for &rank in job.local_ranks() {
@@ -126,6 +178,12 @@ impl PmixHost {
             envs.push(vars);
         }
         Ok(envs)
+    }
+
+    /// [`super::NodeEffects::pmix_register_remote`].
+    pub(super) fn register_remote(&mut self, mut job: JobSpec) -> Result<(), String> {
+        let server = self.server.as_ref().ok_or("no PMIx server runs here")?;
+        register_nspace(server, &mut job)
     }
 
     /// [`super::NodeEffects::pmix_dmodex`].
@@ -174,19 +232,22 @@ impl PmixHost {
             Upcall::DmodexAnswer { token, status, data } => PmixEvent::DmodexAnswer { token, status, data },
             Upcall::Publish { proc_, info, done } => PmixEvent::Publish { nspace: proc_.nspace, pairs: published(info), req: self.keep(Pending::Op(done)) },
             Upcall::Unpublish { proc_, keys, done, .. } => PmixEvent::Unpublish { nspace: proc_.nspace, keys, req: self.keep(Pending::Op(done)) },
-            Upcall::Lookup { proc_, keys, done, .. } => {
+            Upcall::Lookup { proc_, keys, info, done } => {
                 let nspace = proc_.nspace.clone();
-                PmixEvent::Lookup { nspace, keys, req: self.keep(Pending::Lookup(done, proc_)) }
+                // PMIX_WAIT: wait until the name is published.
+                let wait = info.iter().any(|(k, v)| k == "pmix.wait" && !matches!(v, Value::Bool(false)));
+                PmixEvent::Lookup { nspace, keys, wait, req: self.keep(Pending::Lookup(done, proc_)) }
             }
-            Upcall::Connect { done, .. } | Upcall::Disconnect { done, .. } => {
-                tracing::warn!("PMIx connect and disconnect are not served by dpm yet");
-                done.complete(PMIX_ERR_NOT_SUPPORTED);
-                return None;
+            Upcall::Spawn { proc_, job_info, apps, done } => {
+                let apps =
+                    apps.into_iter().map(|a| PmixApp { cmd: a.cmd, argv: a.argv, env: a.env, cwd: a.cwd, maxprocs: a.maxprocs, info: texts(a.info) }).collect();
+                PmixEvent::Spawn { nspace: proc_.nspace, rank: proc_.rank, job_info: texts(job_info), apps, req: self.keep(Pending::Spawn(done)) }
             }
-            Upcall::Spawn { done, .. } => {
-                tracing::warn!("PMIx spawn (MPI_Comm_spawn under Open MPI) is not served by dpm yet: the spawn returns an error");
-                done.complete(PMIX_ERR_NOT_SUPPORTED, "");
-                return None;
+            Upcall::Connect { procs, done, .. } => {
+                PmixEvent::Connect { procs: procs.into_iter().map(|p| (p.nspace, p.rank)).collect(), disconnect: false, req: self.keep(Pending::Op(done)) }
+            }
+            Upcall::Disconnect { procs, done, .. } => {
+                PmixEvent::Connect { procs: procs.into_iter().map(|p| (p.nspace, p.rank)).collect(), disconnect: true, req: self.keep(Pending::Op(done)) }
             }
         })
     }
@@ -194,13 +255,22 @@ impl PmixHost {
     /// [`super::NodeEffects::pmix_answer`].
     pub(super) fn answer(&mut self, req: PmixRequest, answer: PmixAnswer) {
         match (self.pending.remove(&req), answer) {
-            (Some(Pending::Op(done)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _)) => done.complete(status),
+            (Some(Pending::Spawn(done)), PmixAnswer::Spawned(status, nspace)) => done.complete(status, &nspace),
+            (Some(Pending::Spawn(done)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _)) => done.complete(status, ""),
+            (
+                Some(Pending::Op(done)),
+                PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _) | PmixAnswer::Spawned(status, _),
+            ) => done.complete(status),
             (Some(Pending::Modex(done)), PmixAnswer::Data(status, data)) => done.complete(status, data),
-            (Some(Pending::Modex(done)), PmixAnswer::Status(status) | PmixAnswer::Found(status, _)) => done.complete(status, Vec::new()),
-            (Some(Pending::Lookup(done, asker)), PmixAnswer::Found(status, found)) => {
-                done.complete(status, found.into_iter().map(|(k, v)| (asker.clone(), k, Value::String(v))).collect())
+            (Some(Pending::Modex(done)), PmixAnswer::Status(status) | PmixAnswer::Found(status, _) | PmixAnswer::Spawned(status, _)) => {
+                done.complete(status, Vec::new())
             }
-            (Some(Pending::Lookup(done, _)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _)) => done.complete(status, Vec::new()),
+            (Some(Pending::Lookup(done, asker)), PmixAnswer::Found(status, found)) => {
+                done.complete(status, found.into_iter().map(|(k, v)| (asker.clone(), k, name_value(v))).collect())
+            }
+            (Some(Pending::Lookup(done, _)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Spawned(status, _)) => {
+                done.complete(status, Vec::new())
+            }
             (None, _) => tracing::warn!(?req, "an answer to no PMIx request"),
         }
     }
@@ -220,5 +290,32 @@ impl PmixHost {
             }
             let _ = std::fs::remove_dir_all(dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn published_values_come_back_as_they_went_in() {
+        let values = [
+            Value::String("kvs_1_2_0.*:1".into()),
+            Value::String(format!("{NAME_TAG}b:x00")),
+            Value::Bytes(vec![2, 8, 0xff]),
+            Value::Bytes(vec![]),
+            Value::U32(7),
+            Value::U64(u64::MAX),
+            Value::I64(-3),
+        ];
+        for v in values {
+            let text = name_text(v.clone()).unwrap();
+            assert_eq!(name_value(text), v);
+        }
+        assert_eq!(name_text(Value::Bool(true)), None, "not a value dpm publishes");
+        assert_eq!(name_value("plain port".into()), Value::String("plain port".into()));
+        assert_eq!(name_value(format!("{NAME_TAG}b:zz")), Value::String(format!("{NAME_TAG}b:zz")), "unreadable: a string");
+        let info = vec![("svc".to_string(), Value::Bytes(vec![1])), ("pmix.persist".to_string(), Value::Other(30))];
+        assert_eq!(published(info), vec![("svc".to_string(), format!("{NAME_TAG}b:x01"))]);
     }
 }

@@ -15,7 +15,8 @@ use crate::DaemonConfig;
 
 mod claim;
 mod pmix;
-pub use pmix::{job_spec, PmixAnswer, PmixEvent, PmixRequest};
+pub(crate) use pmix::{hex, unhex};
+pub use pmix::{job_spec, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 
 /// One process of a job on this node, until its exit is reported.
 struct Proc {
@@ -171,9 +172,15 @@ impl NodeReactor {
                     self.engine.name_done(conn, result);
                 }
             }
+            ToDaemon::SpawnDone { request, result, .. } if self.pmix.has_spawn_request(request) => self.pmix_spawn_done(fx, request, result),
             ToDaemon::SpawnDone { request, result, errcodes } => {
                 if let Some(conn) = self.requests.remove(&request) {
                     self.engine.spawn_done(conn, result.map(|jobid| dpm_pmi::Spawned { jobid, errcodes }));
+                }
+            }
+            ToDaemon::ConnectDone { request, result } => {
+                if self.pmix.has_connect_request(request) {
+                    self.pmix_connect_done(fx, request, result);
                 }
             }
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),

@@ -86,6 +86,11 @@ pub enum Recorded {
         rank: Rank,
         paused: bool,
     },
+    /// A PMIx namespace registered (with local clients, or without: a
+    /// connected job's), when [`RecordingEffects::serve_pmix`] is set.
+    PmixRegister(dpm_pmix::JobSpec),
+    PmixAnswer(super::PmixRequest, super::PmixAnswer),
+    PmixForget(String),
 }
 
 /// See the module documentation.
@@ -99,6 +104,9 @@ pub struct RecordingEffects {
     pub fail_port: Option<i32>,
     /// Serving a handed-over fd fails.
     pub fail_serve_fd: bool,
+    /// Serve PMIx: registrations succeed (no variables) and are recorded;
+    /// otherwise they are refused as on a node without PMIx.
+    pub serve_pmix: bool,
     /// Processes that ended before the reactor heard of it ([`NodeEffects::has_exited`]).
     pub exited: std::collections::HashSet<i32>,
     /// Results of the starts asked so far, not yet handed to the reactor.
@@ -256,5 +264,30 @@ impl NodeEffects for RecordingEffects {
 
     fn set_timer(&mut self, after: Duration, timer: Timer) {
         self.log.push(Recorded::SetTimer(after, timer));
+    }
+
+    fn pmix_register(&mut self, job: dpm_pmix::JobSpec, _app: &dpm_proto::AppSpec) -> Result<Vec<Vec<(String, String)>>, String> {
+        if !self.serve_pmix {
+            return Err("this node serves no PMIx".into());
+        }
+        let envs = vec![Vec::new(); job.local_ranks().len()];
+        self.log.push(Recorded::PmixRegister(job));
+        Ok(envs)
+    }
+
+    fn pmix_register_remote(&mut self, job: dpm_pmix::JobSpec) -> Result<(), String> {
+        if !self.serve_pmix {
+            return Err("this node serves no PMIx".into());
+        }
+        self.log.push(Recorded::PmixRegister(job));
+        Ok(())
+    }
+
+    fn pmix_answer(&mut self, req: super::PmixRequest, answer: super::PmixAnswer) {
+        self.log.push(Recorded::PmixAnswer(req, answer));
+    }
+
+    fn pmix_forget(&mut self, nspace: &str, _ranks: &[u32]) {
+        self.log.push(Recorded::PmixForget(nspace.to_string()));
     }
 }

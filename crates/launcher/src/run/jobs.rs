@@ -3,7 +3,7 @@
 //! what it does to the run is [`super::verdict`]'s.
 
 use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_proto::{ExitStatus, NameRequest, PmiProgress, ToDaemon};
+use dpm_proto::{ExitStatus, NameRequest, PmiProgress, RequestId, ToDaemon};
 
 use super::{describe_rank, signal_name, RankEnd, Run, RunEffects};
 use crate::node_table::NodeState;
@@ -190,14 +190,30 @@ impl Run {
         }
     }
 
-    pub(super) fn name_op(&mut self, fx: &mut dyn RunEffects, job: JobId, op: NameRequest) -> Result<Option<String>, String> {
+    /// A name-service request from `node`, answered there at once — except
+    /// a waiting lookup of a name not yet published, answered by the publish
+    /// (with the port) or the asking job's end (not found).
+    pub(super) fn name_op(&mut self, fx: &mut dyn RunEffects, node: NodeId, request: RequestId, job: JobId, op: NameRequest) {
+        tracing::trace!(%job, ?op, "name service");
         let names = &mut fx.shared().names;
-        match op {
-            NameRequest::Publish { service, port } => names.publish(service, port, job).map(|()| None),
+        let result = match op {
+            NameRequest::Publish { service, port } => match names.publish(service, port.clone(), job) {
+                Ok(woken) => {
+                    for (at, waiting) in woken {
+                        fx.send(at, ToDaemon::NameDone { request: waiting, result: Ok(Some(port.clone())) });
+                    }
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            },
             NameRequest::Unpublish { service } => names.unpublish(&service).map(|()| None),
             NameRequest::Lookup { service } => names.lookup(&service).map(|p| Some(p.to_string())),
-        }
-        .map_err(|e| e.to_string())
+            NameRequest::LookupWait { service } => match names.lookup_or_park(&service, (node, request), job) {
+                Ok(None) => return tracing::debug!(%job, service = %dpm_pmi::sanitize::escape(&service), "lookup waits for its name"),
+                other => other,
+            },
+        };
+        fx.send(node, ToDaemon::NameDone { request, result: result.map_err(|e| e.to_string()) });
     }
 
     /// A job whose every rank has ended is over: its daemons forget it, its
@@ -223,7 +239,12 @@ impl Run {
         if withdrawn > 0 {
             tracing::debug!(%job, withdrawn, "names withdrawn with their job");
         }
+        let cancelled = shared.names.cancel_waits(job);
+        for (node, request) in cancelled {
+            fx.send(node, ToDaemon::NameDone { request, result: Err(format!("{job} ended while its lookup waited")) });
+        }
         self.warm_parent_ended(fx, job);
+        self.connects_job_ended(fx, job);
         if j.spawned && !j.pool {
             self.warm_topup(fx);
         }

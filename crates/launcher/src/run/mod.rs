@@ -16,8 +16,10 @@
 //!
 //! Submodules: `effects` (the trait, [`Timer`], [`Recorder`]), `verdict`
 //! (failure policy, first failure, exit status), `jobs` (a job's ranks:
-//! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`.
+//! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`,
+//! `warm` (pooled spawns), `connect` (PMIx connect/disconnect collectives).
 
+mod connect;
 mod effects;
 mod jobs;
 mod kept;
@@ -70,7 +72,8 @@ pub struct Settings {
 
 /// State shared by every run of one daemon tree (see the module documentation).
 pub struct TreeShared {
-    pub names: NameService,
+    /// Published names; a parked lookup is answered at `(node, request)`.
+    pub names: NameService<(NodeId, RequestId)>,
     next_job: u32,
     /// Random per tree: part of every kvsname (see [`kvsname`]).
     run_tag: u32,
@@ -151,6 +154,8 @@ struct Job {
     /// The spawn answer's error codes: empty unless a `soft` spawn started
     /// fewer processes than it asked for.
     spawn_errcodes: Vec<i32>,
+    /// The app of each rank (a PMIx connect's job map).
+    appnums: Vec<i64>,
 }
 
 impl Job {
@@ -190,6 +195,8 @@ pub struct Run {
     /// Pooled jobs handed over to the tree's keeping while this run goes on
     /// (`kept`).
     handed: Vec<JobId>,
+    /// PMIx connect/disconnect collectives in flight (`connect`).
+    connects: Vec<connect::Collective>,
 }
 
 impl Run {
@@ -206,6 +213,7 @@ impl Run {
             warm: warm::WarmPool::default(),
             written: HashMap::new(),
             handed: Vec::new(),
+            connects: Vec::new(),
         }
     }
 
@@ -288,6 +296,7 @@ impl Run {
                 spawn_request,
                 pool: false,
                 spawn_errcodes: Vec::new(),
+                appnums: launch.appnums.clone(),
             },
         );
         // A pooled job's placement is reported when it is claimed.
@@ -352,12 +361,10 @@ impl Run {
                 send_all(fx, out);
             }
             ToLauncher::Abort { job, rank, code, message } => self.abort(fx, job, rank, code, message),
-            ToLauncher::Name { request, job, op } => {
-                let result = self.name_op(fx, job, op);
-                fx.send(node, ToDaemon::NameDone { request, result });
-            }
+            ToLauncher::Name { request, job, op } => self.name_op(fx, node, request, job, op),
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, SpawnAsk { node, request, parent: job, rank, preput, commands }),
             ToLauncher::Claimed { job, alive } => self.warm_claimed(fx, node, job, alive),
+            ToLauncher::Connect { request, nspaces, kind, data, .. } => self.connect(fx, node, request, &nspaces, kind, data),
             ToLauncher::Trace { line } => fx.say(&line),
         }
     }

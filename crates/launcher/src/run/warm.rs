@@ -194,6 +194,10 @@ impl Run {
     /// Pooled jobs wanted for a spawn whose [`WARM_INFO_KEY`] said `choice`.
     pub(super) fn warm_wanted(&self, choice: Option<bool>) -> usize {
         match choice {
+            // A PMIx child's namespace names its parent (`PMIX_PARENT_ID`)
+            // and is registered at launch, before any spawn asks: a pooled
+            // job cannot know its parent, so PMIx spawns are always cold.
+            _ if self.settings.pmi_mode == dpm_proto::PmiMode::Pmix => 0,
             Some(false) => 0,
             Some(true) if self.settings.warm_spawn == 0 => DEFAULT_WARM_SPAWN,
             _ => self.settings.warm_spawn,

@@ -19,6 +19,10 @@
 //! `KvsMsg::Get` of key `pmix-dmodex-<rank>` to the node hosting the rank,
 //! where `PMIx_server_dmodex_request` fetches the data, and a
 //! `KvsMsg::Reply` (hex, or no value: not found) back to the asking node.
+//!
+//! Submodules: `spawn` (a spawn upcall as the ordinary `ToLauncher::Spawn`)
+//! and `connect` (connect, disconnect and fences over several namespaces as
+//! the launcher's collective; other jobs' namespaces registered here).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,10 +31,15 @@ use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::PmiState;
 use dpm_pmix::{JobSpec, NodeRanks, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
-use dpm_proto::{LaunchJob, ToLauncher};
+use dpm_proto::{CollectiveKind, JobMap, LaunchJob, ToLauncher};
 
 use super::NodeReactor;
 use crate::node::NodeEffects;
+
+mod connect;
+mod spawn;
+pub use spawn::PmixApp;
+use spawn::PARENT_RANK_KEY;
 
 /// One library upcall awaiting the reactor's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,8 +63,14 @@ pub enum PmixEvent {
     DmodexAnswer { token: u64, status: i32, data: Vec<u8> },
     /// `PMIx_Publish` (`MPI_Publish_name`): the (key, string value) pairs.
     Publish { nspace: String, pairs: Vec<(String, String)>, req: PmixRequest },
-    /// `PMIx_Lookup` (`MPI_Lookup_name`).
-    Lookup { nspace: String, keys: Vec<String>, req: PmixRequest },
+    /// `PMIx_Lookup` (`MPI_Lookup_name`); `wait`: `PMIX_WAIT`, answered
+    /// once the name is published.
+    Lookup { nspace: String, keys: Vec<String>, wait: bool, req: PmixRequest },
+    /// `PMIx_Connect` (or `PMIx_Disconnect`) over `procs`' namespaces: every
+    /// local participant has called.
+    Connect { procs: Vec<(String, u32)>, disconnect: bool, req: PmixRequest },
+    /// `PMIx_Spawn` (`MPI_Comm_spawn`) by `rank` of `nspace`.
+    Spawn { nspace: String, rank: u32, job_info: Vec<(String, String)>, apps: Vec<PmixApp>, req: PmixRequest },
     /// `PMIx_Unpublish` (`MPI_Unpublish_name`).
     Unpublish { nspace: String, keys: Vec<String>, req: PmixRequest },
 }
@@ -68,6 +83,8 @@ pub enum PmixAnswer {
     Data(i32, Vec<u8>),
     /// A lookup's status and the (key, value) pairs found.
     Found(i32, Vec<(String, String)>),
+    /// A spawn's status and the new namespace (empty on failure).
+    Spawned(i32, String),
 }
 
 /// The put a node's fence blob rides under: `pmix-blob-<node>`.
@@ -101,15 +118,64 @@ pub(super) struct PmixFront {
     next_token: u64,
     /// Name-service requests sent up, by id: the upcall and, for a lookup, its key.
     names: HashMap<dpm_proto::RequestId, (PmixRequest, Option<String>)>,
+    /// Spawn requests sent up, by id: the upcall to answer.
+    spawns: HashMap<dpm_proto::RequestId, PmixRequest>,
+    /// Connects sent up, by id.
+    connects: HashMap<dpm_proto::RequestId, connect::Connecting>,
+    /// Other jobs' namespaces registered here for a connect, by namespace.
+    foreign: HashMap<String, connect::Foreign>,
 }
 
 impl PmixFront {
+    /// A PMIx job of this node, or one it knows through a connect.
     pub(super) fn has(&self, job: JobId) -> bool {
-        self.jobs.contains_key(&job)
+        self.jobs.contains_key(&job) || self.foreign.values().any(|f| f.map.job == job)
+    }
+
+    /// Whether `procs` names every rank of each of its namespaces (each
+    /// known here: a local job or one registered for a connect).
+    fn whole_namespaces(&self, procs: &[(String, u32)]) -> bool {
+        let mut by_nspace: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (ns, rank) in procs {
+            by_nspace.entry(ns.as_str()).or_default().push(*rank);
+        }
+        !by_nspace.is_empty()
+            && by_nspace.into_iter().all(|(ns, mut ranks)| {
+                let size = match self.by_nspace.get(ns).and_then(|job| self.jobs.get(job)) {
+                    Some(j) if j.node_of.is_empty() => j.ranks.len(),
+                    Some(j) => j.node_of.len(),
+                    None => match self.foreign.get(ns) {
+                        Some(f) => f.map.node_of.len(),
+                        None => return false,
+                    },
+                };
+                ranks.sort_unstable();
+                ranks.dedup();
+                ranks.contains(&RANK_WILDCARD) || ranks.iter().copied().eq(0..size as u32)
+            })
+    }
+
+    /// Where a direct modex for `rank` of `nspace` goes: the job, this
+    /// node's index (the answer's address) and the rank's node, unless the
+    /// rank is here or unknown.
+    fn rank_home(&self, nspace: &str, rank: u32) -> Option<(JobId, usize, usize)> {
+        let (job, here, node_of) = match self.by_nspace.get(nspace).and_then(|job| self.jobs.get(job).map(|j| (*job, j))) {
+            Some((job, j)) => (job, j.node, &j.node_of),
+            None => self.foreign.get(nspace).map(|f| (f.map.job, f.node, &f.map.node_of))?,
+        };
+        node_of.get(rank as usize).filter(|&&n| n != here).map(|&owner| (job, here, owner))
     }
 
     pub(super) fn has_name_request(&self, request: dpm_proto::RequestId) -> bool {
         self.names.contains_key(&request)
+    }
+
+    pub(super) fn has_spawn_request(&self, request: dpm_proto::RequestId) -> bool {
+        self.spawns.contains_key(&request)
+    }
+
+    pub(super) fn has_connect_request(&self, request: dpm_proto::RequestId) -> bool {
+        self.connects.contains_key(&request)
     }
 }
 
@@ -118,8 +184,22 @@ impl PmixFront {
 /// to fill in (the library compares with its own `gethostname`), the others
 /// are named `dpm-node<k>` (only distinctness matters to the library).
 pub fn job_spec(launch: &LaunchJob, node: usize) -> JobSpec {
+    let map = JobMap {
+        job: launch.job,
+        kvsname: launch.kvsname.clone(),
+        node_of: launch.node_of.clone(),
+        appnums: launch.appnums.clone(),
+        universe_size: launch.universe_size,
+    };
+    JobSpec { parent: parent(launch), ..map_spec(&map, launch.size, node) }
+}
+
+/// The namespace of a job as `node` registers it (see [`job_spec`]); a node
+/// that hosts none of its ranks (a connect's other job) is an extra entry
+/// without ranks, last, so the other nodes keep their ids.
+pub(super) fn map_spec(map: &JobMap, size: u32, node: usize) -> JobSpec {
     let mut nodes: Vec<(usize, Vec<u32>)> = Vec::new();
-    for (rank, &n) in launch.node_of.iter().enumerate() {
+    for (rank, &n) in map.node_of.iter().enumerate() {
         match nodes.iter_mut().find(|(m, _)| *m == n) {
             Some((_, ranks)) => ranks.push(rank as u32),
             None => nodes.push((n, vec![rank as u32])),
@@ -127,12 +207,15 @@ pub fn job_spec(launch: &LaunchJob, node: usize) -> JobSpec {
     }
     if nodes.is_empty() {
         // A launch without a node map (one node): every rank here.
-        nodes.push((node, (0..launch.size).collect()));
+        nodes.push((node, (0..size).collect()));
     }
     nodes.sort_by_key(|(n, _)| *n);
+    if !nodes.iter().any(|(n, _)| *n == node) {
+        nodes.push((node, Vec::new()));
+    }
     let this_node = nodes.iter().position(|(n, _)| *n == node).unwrap_or(0);
     let mut app_sizes: Vec<u32> = Vec::new();
-    for &appnum in &launch.appnums {
+    for &appnum in &map.appnums {
         let i = usize::try_from(appnum).unwrap_or(0);
         if app_sizes.len() <= i {
             app_sizes.resize(i + 1, 0);
@@ -141,24 +224,32 @@ pub fn job_spec(launch: &LaunchJob, node: usize) -> JobSpec {
     }
     app_sizes.retain(|&n| n > 0);
     if app_sizes.is_empty() {
-        app_sizes.push(launch.size);
+        app_sizes.push(size);
     }
     let size: u32 = app_sizes.iter().sum();
     JobSpec {
-        nspace: launch.kvsname.clone(),
-        job_id: launch.job.0.to_string(),
+        nspace: map.kvsname.clone(),
+        job_id: map.job.0.to_string(),
         nodes: nodes.into_iter().map(|(n, ranks)| NodeRanks { hostname: format!("dpm-node{n}"), ranks }).collect(),
         this_node,
         app_sizes,
-        universe_size: u32::try_from(launch.universe_size).unwrap_or(0).max(size),
+        universe_size: u32::try_from(map.universe_size).unwrap_or(0).max(size),
         tmpdir: PathBuf::new(),
         nsdir: PathBuf::new(),
         parent: None,
     }
 }
 
+/// The process that spawned the job: the spawner's namespace and the rank
+/// the spawn's preput names ([`PARENT_RANK_KEY`]; rank 0 if none).
+fn parent(launch: &LaunchJob) -> Option<dpm_pmix::Proc> {
+    let nspace = launch.spawner.clone()?;
+    let rank = launch.preput.iter().find(|(k, _)| k == PARENT_RANK_KEY).and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+    Some(dpm_pmix::Proc { nspace, rank })
+}
+
 /// Hex, the blob's form in a put (values are text).
-fn hex(data: &[u8]) -> String {
+pub(crate) fn hex(data: &[u8]) -> String {
     let mut out = String::with_capacity(1 + 2 * data.len());
     out.push('x'); // never an empty value
     for b in data {
@@ -167,7 +258,7 @@ fn hex(data: &[u8]) -> String {
     out
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
     let digits = text.strip_prefix('x')?.as_bytes();
     if digits.len() % 2 != 0 {
         return None;
@@ -251,21 +342,17 @@ impl NodeReactor {
                 }
                 fx.pmix_answer(req, PmixAnswer::Status(PMIX_SUCCESS));
             }
-            PmixEvent::DirectModex { nspace, rank, req } => {
-                let job = self.pmix.by_nspace.get(&nspace).copied();
-                let asked = job.and_then(|job| self.pmix.jobs.get(&job).map(|j| (job, j)));
-                match asked.and_then(|(job, j)| j.node_of.get(rank as usize).filter(|&&n| n != j.node).map(|&n| (job, j.node, n))) {
-                    Some((job, origin, owner)) => {
-                        tracing::debug!(%job, rank, owner, "PMIx direct modex: asking the rank's node");
-                        let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
-                        fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(owner), msg: KvsMsg::Get(get) });
-                    }
-                    None => {
-                        tracing::warn!(%nspace, rank, "PMIx direct modex for a rank of no other node");
-                        fx.pmix_answer(req, PmixAnswer::Data(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()));
-                    }
+            PmixEvent::DirectModex { nspace, rank, req } => match self.pmix.rank_home(&nspace, rank) {
+                Some((job, origin, owner)) => {
+                    tracing::debug!(%job, rank, owner, "PMIx direct modex: asking the rank's node");
+                    let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
+                    fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(owner), msg: KvsMsg::Get(get) });
                 }
-            }
+                None => {
+                    tracing::warn!(%nspace, rank, "PMIx direct modex for a rank of no other node");
+                    fx.pmix_answer(req, PmixAnswer::Data(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()));
+                }
+            },
             PmixEvent::DmodexAnswer { token, status, data } => {
                 if let Some(get) = self.pmix.dmodex.remove(&token) {
                     dmodex_reply(fx, get, (status == PMIX_SUCCESS).then(|| hex(&data)));
@@ -282,17 +369,28 @@ impl NodeReactor {
                 [service] => self.pmix_name(fx, &nspace, dpm_proto::NameRequest::Unpublish { service: service.clone() }, req, None),
                 _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
             },
-            PmixEvent::Lookup { nspace, keys, req } => match keys.as_slice() {
+            PmixEvent::Lookup { nspace, keys, wait, req } => match keys.as_slice() {
                 [service] => {
-                    let op = dpm_proto::NameRequest::Lookup { service: service.clone() };
-                    self.pmix_name(fx, &nspace, op, req, Some(service.clone()));
+                    let service = service.clone();
+                    let op = match wait {
+                        true => dpm_proto::NameRequest::LookupWait { service: service.clone() },
+                        false => dpm_proto::NameRequest::Lookup { service: service.clone() },
+                    };
+                    self.pmix_name(fx, &nspace, op, req, Some(service));
                 }
                 _ => fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERR_NOT_SUPPORTED, Vec::new())),
             },
+            PmixEvent::Spawn { nspace, rank, job_info, apps, req } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
+            PmixEvent::Connect { procs, disconnect, req } => {
+                let kind = if disconnect { CollectiveKind::Disconnect } else { CollectiveKind::Connect };
+                self.pmix_connect(fx, &procs, kind, Vec::new(), req)
+            }
             PmixEvent::Fence { procs, data, req } => match self.pmix.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
+                // Every rank of several namespaces: the launcher's collective.
+                Err(PMIX_ERR_NOT_SUPPORTED) if self.pmix.whole_namespaces(&procs) => self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, req),
                 Err(status) => {
-                    tracing::warn!(?procs, "PMIx fence refused (only whole namespaces of this node are supported)");
+                    tracing::warn!(?procs, "PMIx fence refused (only whole namespaces are supported)");
                     fx.pmix_answer(req, PmixAnswer::Data(status, Vec::new()));
                 }
             },
@@ -405,6 +503,7 @@ impl NodeReactor {
             fx.pmix_answer(req, PmixAnswer::Data(PMIX_ERROR, Vec::new()));
         }
         fx.pmix_forget(&nspace, &ranks);
+        self.pmix_forget_foreign(fx, job);
     }
 }
 

@@ -457,6 +457,7 @@ fn rank_ranges_are_compact() {
 }
 
 mod kept;
+mod pmix;
 mod warm;
 
 #[test]

@@ -1,0 +1,103 @@
+//! The node reactor's PMIx dynamic processes under the recorder: a spawn
+//! upcall up as `ToLauncher::Spawn` and answered with the child namespace,
+//! a spawned job registered with its parent, a connect that registers the
+//! other job's namespace before answering, a fence over two namespaces
+//! through the launcher's collective, and the other namespace forgotten
+//! with the last local job that connected to it.
+
+use dpm_kvs::{JobId, Rank};
+use dpm_pmix::{Proc, PMIX_ERROR, PMIX_SUCCESS, RANK_WILDCARD};
+use dpm_proto::{CollectiveKind, JobMap, PmiMode, ToDaemon, ToLauncher};
+
+use super::recorder::{Recorded, RecordingEffects};
+use super::tests::{launch, node, J};
+use super::{NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
+
+const NS: &str = "kvs_7_3";
+const OTHER: &str = "kvs_7_4";
+
+/// A PMIx job J of 2 ranks, both here (node 0), launched and started.
+fn pmix_node() -> (NodeReactor, RecordingEffects) {
+    let (mut r, mut fx) = node();
+    fx.serve_pmix = true;
+    r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Pmix)));
+    fx.settle(&mut r);
+    (r, fx)
+}
+
+fn answers(fx: &mut RecordingEffects) -> Vec<(PmixRequest, PmixAnswer)> {
+    fx.take().into_iter().filter_map(|e| if let Recorded::PmixAnswer(q, a) = e { Some((q, a)) } else { None }).collect()
+}
+
+fn registered(fx: &RecordingEffects) -> Vec<dpm_pmix::JobSpec> {
+    fx.log.iter().filter_map(|e| if let Recorded::PmixRegister(s) = e { Some(s.clone()) } else { None }).collect()
+}
+
+#[test]
+fn a_spawn_goes_up_and_is_answered_with_the_child_namespace() {
+    let (mut r, mut fx) = pmix_node();
+    fx.take();
+    let app = PmixApp { cmd: "./child".into(), argv: vec!["./child".into(), "x".into()], env: vec!["A=1".into()], cwd: None, maxprocs: 3, info: vec![] };
+    r.on_pmix(&mut fx, PmixEvent::Spawn { nspace: NS.into(), rank: 1, job_info: vec![], apps: vec![app], req: PmixRequest(9) });
+    let up = fx.take_up();
+    let [ToLauncher::Spawn { request, job: J, rank: Rank(1), preput, commands }] = &up[..] else { panic!("{up:?}") };
+    assert_eq!(preput, &vec![("dpm-pmix-parent-rank".to_string(), "1".to_string())]);
+    assert_eq!((commands[0].exe.as_str(), commands[0].args.as_slice(), commands[0].maxprocs), ("./child", &["x".to_string()][..], 3));
+    assert_eq!(commands[0].info, vec![("env".to_string(), "A=1".to_string())]);
+    r.on_message(&mut fx, ToDaemon::SpawnDone { request: *request, result: Ok(OTHER.into()), errcodes: vec![] });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(9), PmixAnswer::Spawned(PMIX_SUCCESS, OTHER.into()))]);
+    // A failed spawn answers an error; an unknown namespace is refused at once.
+    r.on_pmix(&mut fx, PmixEvent::Spawn { nspace: NS.into(), rank: 0, job_info: vec![], apps: vec![], req: PmixRequest(10) });
+    assert!(matches!(&answers(&mut fx)[..], [(PmixRequest(10), PmixAnswer::Spawned(s, _))] if *s != PMIX_SUCCESS), "no apps: refused");
+}
+
+#[test]
+fn a_spawned_job_is_registered_with_its_parent() {
+    let (mut r, mut fx) = node();
+    fx.serve_pmix = true;
+    let mut child = launch(1, 1, PmiMode::Pmix);
+    child.spawner = Some("kvs_7_0".into());
+    child.preput = vec![("dpm-pmix-parent-rank".into(), "5".into())];
+    r.on_message(&mut fx, ToDaemon::Launch(child));
+    let specs = registered(&fx);
+    assert_eq!(specs.len(), 1);
+    assert_eq!(specs[0].parent, Some(Proc { nspace: "kvs_7_0".into(), rank: 5 }));
+}
+
+#[test]
+fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() {
+    let (mut r, mut fx) = pmix_node();
+    fx.take();
+    let procs = vec![(NS.to_string(), RANK_WILDCARD), (OTHER.to_string(), RANK_WILDCARD)];
+    r.on_pmix(&mut fx, PmixEvent::Connect { procs: procs.clone(), disconnect: false, req: PmixRequest(1) });
+    let up = fx.take_up();
+    let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Connect, data }] = &up[..] else { panic!("{up:?}") };
+    assert_eq!((nspaces.clone(), data.is_empty()), (vec![NS.to_string(), OTHER.to_string()], true));
+    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1, 1, 2], appnums: vec![0; 3], universe_size: 4 };
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])) });
+    let specs = registered(&fx);
+    let [spec] = &specs[..] else { panic!("{specs:?}") };
+    assert_eq!((spec.nspace.as_str(), spec.local_ranks(), spec.nodes.len()), (OTHER, &[][..], 3), "this node: an entry without ranks");
+    spec.validate().unwrap();
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(1), PmixAnswer::Status(PMIX_SUCCESS))]);
+    // A fence over every rank of both: the collective with this node's blob.
+    let every = vec![(NS.to_string(), 0), (NS.to_string(), 1), (OTHER.to_string(), RANK_WILDCARD)];
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: every, data: vec![7], req: PmixRequest(2) });
+    let up = fx.take_up();
+    let [ToLauncher::Connect { request, kind: CollectiveKind::Fence, data, .. }] = &up[..] else { panic!("{up:?}") };
+    assert_eq!(data, &vec![7]);
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![7, 8])) });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(2), PmixAnswer::Data(PMIX_SUCCESS, vec![7, 8]))]);
+    // Part of a namespace is still refused; a failed collective answers an error.
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: vec![(NS.to_string(), 0), (OTHER.to_string(), 0)], data: vec![], req: PmixRequest(3) });
+    assert!(matches!(&answers(&mut fx)[..], [(PmixRequest(3), PmixAnswer::Data(s, _))] if *s != PMIX_SUCCESS));
+    r.on_pmix(&mut fx, PmixEvent::Connect { procs, disconnect: true, req: PmixRequest(4) });
+    let up = fx.take_up();
+    let [ToLauncher::Connect { request, kind: CollectiveKind::Disconnect, .. }] = &up[..] else { panic!("{up:?}") };
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Err("gone".into()) });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(4), PmixAnswer::Status(PMIX_ERROR))]);
+    // The other namespace goes with the last local job that connected to it.
+    r.on_message(&mut fx, ToDaemon::Forget { job: J });
+    let forgotten: Vec<String> = fx.take().into_iter().filter_map(|e| if let Recorded::PmixForget(n) = e { Some(n) } else { None }).collect();
+    assert_eq!(forgotten, vec![NS.to_string(), OTHER.to_string()]);
+}

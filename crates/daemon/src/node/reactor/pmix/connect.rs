@@ -1,0 +1,131 @@
+//! PMIx connect and disconnect on the node: the library calls the host
+//! once every local participant has called (`PMIx_Connect` over the
+//! parent's and the children's namespaces after a spawn, or two jobs'
+//! connect/accept); this node's part goes up as `ToLauncher::Connect`, and
+//! the launcher's `ConnectDone` (every node of every listed namespace has
+//! contributed) answers it — after registering here the namespaces of the
+//! listed jobs this node hosts no rank of, which the library needs to know
+//! before its clients talk to theirs. Such a namespace stays registered
+//! until the last local job that connected to it is forgotten.
+//!
+//! A fence over every rank of several namespaces (Open MPI's
+//! `MPI_Comm_disconnect`) takes the same way, with this node's blob; the
+//! answer is every node's blob in node order.
+
+use dpm_pmix::{PMIX_ERROR, PMIX_SUCCESS};
+use dpm_proto::{CollectiveKind, JobMap, RequestId, ToLauncher};
+
+use super::{map_spec, PmixAnswer, PmixRequest};
+use crate::node::reactor::NodeReactor;
+use crate::node::NodeEffects;
+
+/// Another job's namespace registered here for a connect: its map, this
+/// node's index, and the local jobs that connected to it.
+#[derive(Debug)]
+pub(super) struct Foreign {
+    pub(super) map: JobMap,
+    pub(super) node: usize,
+    users: Vec<dpm_kvs::JobId>,
+}
+
+/// A connect sent up: the upcall, whether it is a disconnect, and the
+/// local job that asked.
+#[derive(Debug)]
+pub(super) struct Connecting {
+    req: PmixRequest,
+    kind: CollectiveKind,
+    job: dpm_kvs::JobId,
+}
+
+/// The failure answer of a collective.
+fn failed(kind: CollectiveKind) -> PmixAnswer {
+    match kind {
+        CollectiveKind::Fence => PmixAnswer::Data(PMIX_ERROR, Vec::new()),
+        CollectiveKind::Connect | CollectiveKind::Disconnect => PmixAnswer::Status(PMIX_ERROR),
+    }
+}
+
+impl NodeReactor {
+    /// This node's part of a collective over `procs`' namespaces.
+    pub(in crate::node::reactor) fn pmix_connect(
+        &mut self,
+        fx: &mut (impl NodeEffects + ?Sized),
+        procs: &[(String, u32)],
+        kind: CollectiveKind,
+        data: Vec<u8>,
+        req: PmixRequest,
+    ) {
+        let mut nspaces: Vec<String> = procs.iter().map(|(ns, _)| ns.clone()).collect();
+        nspaces.sort_unstable();
+        nspaces.dedup();
+        let Some(job) = nspaces.iter().find_map(|ns| self.pmix.by_nspace.get(ns).copied()) else {
+            tracing::warn!(?nspaces, "PMIx connect over no namespace of this node");
+            return fx.pmix_answer(req, failed(kind));
+        };
+        let request = RequestId(self.next_request);
+        self.next_request += 1;
+        self.pmix.connects.insert(request, Connecting { req, kind, job });
+        fx.send_up(ToLauncher::Connect { request, job, nspaces, kind, data });
+    }
+
+    /// The launcher's answer to [`Self::pmix_connect`].
+    pub(in crate::node::reactor) fn pmix_connect_done(
+        &mut self,
+        fx: &mut (impl NodeEffects + ?Sized),
+        request: RequestId,
+        result: Result<(Vec<JobMap>, Vec<u8>), String>,
+    ) {
+        let Some(c) = self.pmix.connects.remove(&request) else { return };
+        let answer = match (c.kind, result) {
+            (CollectiveKind::Connect, Ok((maps, _))) => match self.pmix_register_maps(fx, c.job, &maps) {
+                Ok(()) => PmixAnswer::Status(PMIX_SUCCESS),
+                Err(e) => {
+                    tracing::warn!("PMIx connect: {e}");
+                    PmixAnswer::Status(PMIX_ERROR)
+                }
+            },
+            (CollectiveKind::Disconnect, Ok(_)) => PmixAnswer::Status(PMIX_SUCCESS),
+            (CollectiveKind::Fence, Ok((_, data))) => PmixAnswer::Data(PMIX_SUCCESS, data),
+            (kind, Err(e)) => {
+                tracing::info!("PMIx {kind:?} failed: {}", dpm_pmi::sanitize::escape(&e));
+                failed(kind)
+            }
+        };
+        fx.pmix_answer(c.req, answer);
+    }
+
+    /// Register the namespaces of `maps` not known here, on behalf of local `job`.
+    fn pmix_register_maps(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: dpm_kvs::JobId, maps: &[JobMap]) -> Result<(), String> {
+        let Some(node) = self.pmix.jobs.get(&job).map(|j| j.node) else { return Err("the connecting job is gone".into()) };
+        for map in maps {
+            if self.pmix.by_nspace.contains_key(&map.kvsname) {
+                continue;
+            }
+            if !self.pmix.foreign.contains_key(&map.kvsname) {
+                fx.pmix_register_remote(map_spec(map, map.node_of.len() as u32, node))?;
+                self.pmix.foreign.insert(map.kvsname.clone(), Foreign { map: map.clone(), node, users: Vec::new() });
+            }
+            let users = &mut self.pmix.foreign.get_mut(&map.kvsname).expect("inserted above").users;
+            if !users.contains(&job) {
+                users.push(job);
+            }
+        }
+        Ok(())
+    }
+
+    /// Local `job` is over: the other jobs' namespaces only it connected to
+    /// are deregistered.
+    pub(in crate::node::reactor) fn pmix_forget_foreign(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: dpm_kvs::JobId) {
+        let mut gone = Vec::new();
+        for (nspace, f) in &mut self.pmix.foreign {
+            f.users.retain(|j| *j != job);
+            if f.users.is_empty() {
+                gone.push(nspace.clone());
+            }
+        }
+        for nspace in gone {
+            self.pmix.foreign.remove(&nspace);
+            fx.pmix_forget(&nspace, &[]);
+        }
+    }
+}

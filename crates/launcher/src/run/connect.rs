@@ -1,0 +1,112 @@
+//! PMIx connect and disconnect (`PMIx_Connect`, which Open MPI calls over
+//! the parent's and the children's namespaces after a spawn, and between
+//! two jobs for connect/accept): a collective over every node hosting ranks
+//! of the listed jobs. Each node contributes once every local participant
+//! has called (its PMIx library aggregates them); the collective completes
+//! when every node of every listed job has, and each contributing node is
+//! answered with the maps of the listed jobs it hosts no rank of, which it
+//! registers before answering its clients. A disconnect is the same
+//! collective; its maps are ignored. A fence over every rank of several
+//! jobs (Open MPI's `MPI_Comm_disconnect`) is the same collective too, with
+//! each node's blob: the answer is their concatenation in node order.
+//!
+//! Bounded: at most [`MAX_CONNECTS`] collectives wait at once per run; a
+//! collective whose job ends before it completes is answered with an error
+//! on the nodes that contributed (never a hang).
+
+use std::collections::BTreeSet;
+
+use dpm_kvs::{JobId, NodeId};
+use dpm_proto::{CollectiveKind, JobMap, RequestId, ToDaemon};
+
+use super::{Run, RunEffects};
+
+/// Collectives waiting at once in one run. Each is held by clients blocked
+/// in `PMIx_Connect`; a program has one per spawn or connect in flight.
+pub const MAX_CONNECTS: usize = 1_024;
+
+/// One collective in flight.
+#[derive(Debug)]
+pub(super) struct Collective {
+    /// The listed jobs, sorted.
+    jobs: Vec<JobId>,
+    kind: CollectiveKind,
+    /// Every node hosting ranks of the listed jobs.
+    expect: BTreeSet<NodeId>,
+    /// The nodes that contributed: the request to answer there, their data.
+    arrived: Vec<(NodeId, RequestId, Vec<u8>)>,
+}
+
+impl Run {
+    /// `node`'s part of a collective over the jobs named `nspaces`.
+    pub(super) fn connect(&mut self, fx: &mut dyn RunEffects, node: NodeId, request: RequestId, nspaces: &[String], kind: CollectiveKind, data: Vec<u8>) {
+        let mut jobs = Vec::with_capacity(nspaces.len());
+        for ns in nspaces {
+            match self.jobs.iter().find(|(_, j)| j.kvsname == *ns) {
+                Some((&id, _)) => jobs.push(id),
+                None => {
+                    let why = format!("namespace '{}' is not a live job of this run", dpm_pmi::sanitize::escape(ns));
+                    return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+                }
+            }
+        }
+        jobs.sort_unstable();
+        jobs.dedup();
+        let expect: BTreeSet<NodeId> = jobs.iter().flat_map(|j| self.jobs[j].daemons.iter().copied()).collect();
+        if !expect.contains(&node) {
+            let why = "a node that hosts no rank of the collective's namespaces".to_string();
+            return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+        }
+        let existing = self.connects.iter().position(|c| c.jobs == jobs && c.kind == kind && !c.arrived.iter().any(|(n, _, _)| *n == node));
+        let at = match existing {
+            Some(at) => at,
+            None if self.connects.len() >= MAX_CONNECTS => {
+                let why = format!("too many collectives waiting at once (limit {MAX_CONNECTS})");
+                return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+            }
+            None => {
+                self.connects.push(Collective { jobs, kind, expect, arrived: Vec::new() });
+                self.connects.len() - 1
+            }
+        };
+        let c = &mut self.connects[at];
+        c.arrived.push((node, request, data));
+        if c.arrived.len() < c.expect.len() {
+            return;
+        }
+        let mut c = self.connects.remove(at);
+        tracing::debug!(jobs = ?c.jobs, kind = ?c.kind, nodes = c.expect.len(), "PMIx collective complete");
+        c.arrived.sort_by_key(|(n, _, _)| *n);
+        let all: Vec<u8> = c.arrived.iter().flat_map(|(_, _, d)| d.iter().copied()).collect();
+        for (node, request, _) in c.arrived {
+            let maps = match c.kind {
+                CollectiveKind::Connect => c.jobs.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect(),
+                CollectiveKind::Disconnect | CollectiveKind::Fence => Vec::new(),
+            };
+            fx.send(node, ToDaemon::ConnectDone { request, result: Ok((maps, all.clone())) });
+        }
+    }
+
+    /// Where `job`'s ranks run (it is live).
+    fn job_map(&self, job: JobId) -> JobMap {
+        let j = &self.jobs[&job];
+        JobMap {
+            job,
+            kvsname: j.kvsname.clone(),
+            node_of: j.slots.node_of().iter().map(|n| n.0).collect(),
+            appnums: j.appnums.clone(),
+            universe_size: self.settings.universe_size,
+        }
+    }
+
+    /// `job` ended: the collectives over it fail on the nodes that contributed.
+    pub(super) fn connects_job_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let (gone, kept): (Vec<Collective>, Vec<Collective>) = std::mem::take(&mut self.connects).into_iter().partition(|c| c.jobs.contains(&job));
+        self.connects = kept;
+        for c in gone {
+            for (node, request, _) in c.arrived {
+                fx.send(node, ToDaemon::ConnectDone { request, result: Err(format!("{job} ended before the collective completed")) });
+            }
+        }
+    }
+}
