@@ -582,8 +582,7 @@ impl NodeReactor {
 
     fn forget(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
         // A rank still running or starting is killed now, wherever it is.
-        let killed_now = self.procs.iter().any(|((j, _), p)| *j == job && p.exit.is_none())
-            || self.jobs.get(&job).is_some_and(|j| j.launching.is_some());
+        let killed_now = self.procs.iter().any(|((j, _), p)| *j == job && p.exit.is_none()) || self.jobs.get(&job).is_some_and(|j| j.launching.is_some());
         // Whatever is left of the job (grandchildren in its groups) goes now.
         self.signal_job(fx, job, libc::SIGKILL);
         if let Some(j) = self.jobs.remove(&job) {
