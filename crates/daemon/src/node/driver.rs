@@ -354,13 +354,13 @@ impl NodeEffects for Io {
         self.shm_jobs.insert(job, ShmJob { kvsname: kvsname.to_string(), arrived: std::time::SystemTime::now() });
     }
 
-    fn remove_shm(&mut self, job: JobId, kvsname: &str) {
+    fn remove_shm(&mut self, job: JobId, kvsname: &str, killed: bool) {
         let shm = std::path::Path::new("/dev/shm");
         let removed = mpich_shm::remove_segments(shm, kvsname);
         if removed > 0 {
             tracing::debug!(%job, removed, "removed the job's MPICH shared-memory segments");
         }
-        if let Some(j) = self.shm_jobs.remove(&job) {
+        if let Some(j) = self.shm_jobs.remove(&job).filter(|_| killed) {
             // Its ranks are reaped: a UCX segment one of them was creating
             // when killed is held by nobody now.
             let removed = ucx_shm::remove_orphans(shm, j.arrived);

@@ -64,6 +64,10 @@ struct JobProcs {
     launching: Option<Launching>,
     /// A rank of it has ended here (a warm spawn's claim then fails: `claim`).
     rank_ended: bool,
+    /// A rank of it ended by a signal here: it may have been killed between
+    /// UCX's create and unlink of a segment, so the job's end looks for
+    /// UCX's orphans ([`NodeEffects::remove_shm`]).
+    killed: bool,
 }
 
 impl JobProcs {
@@ -269,6 +273,11 @@ impl NodeReactor {
             return;
         }
         p.exit = Some((status, at));
+        if matches!(status, ExitStatus::Signal(_)) {
+            if let Some(j) = self.jobs.get_mut(&job) {
+                j.killed = true;
+            }
+        }
         self.output.reaped(fx, job, rank);
         fx.set_timer(DRAIN_GRACE, Timer::DrainGrace { job, rank });
         self.report_exit_if_due(fx, job, rank);
@@ -572,6 +581,8 @@ impl NodeReactor {
     }
 
     fn forget(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
+        // A rank still running or starting is killed now, wherever it is.
+        let killed_now = self.procs.iter().any(|((j, _), p)| *j == job && p.exit.is_none()) || self.jobs.get(&job).is_some_and(|j| j.launching.is_some());
         // Whatever is left of the job (grandchildren in its groups) goes now.
         self.signal_job(fx, job, libc::SIGKILL);
         if let Some(j) = self.jobs.remove(&job) {
@@ -586,7 +597,7 @@ impl NodeReactor {
             for pid in j.leaders {
                 fx.release_leader(pid);
             }
-            fx.remove_shm(job, &j.kvsname);
+            fx.remove_shm(job, &j.kvsname, j.killed || killed_now);
         }
         self.pmix_forget(fx, job);
         self.engine.remove_job(job);

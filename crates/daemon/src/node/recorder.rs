@@ -79,6 +79,7 @@ pub enum Recorded {
     RemoveShm {
         job: JobId,
         kvsname: String,
+        killed: bool,
     },
     SetTimer(Duration, Timer),
     PauseOutput {
@@ -254,8 +255,8 @@ impl NodeEffects for RecordingEffects {
         self.log.push(Recorded::TrackShm { job, kvsname: kvsname.to_string() });
     }
 
-    fn remove_shm(&mut self, job: JobId, kvsname: &str) {
-        self.log.push(Recorded::RemoveShm { job, kvsname: kvsname.to_string() });
+    fn remove_shm(&mut self, job: JobId, kvsname: &str, killed: bool) {
+        self.log.push(Recorded::RemoveShm { job, kvsname: kvsname.to_string(), killed });
     }
 
     fn pause_output(&mut self, job: JobId, rank: Rank, paused: bool) {

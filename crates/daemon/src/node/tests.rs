@@ -220,7 +220,7 @@ fn signals_reach_the_groups_and_each_rank_and_forget_cleans_up() {
         assert!(log.iter().any(|e| matches!(e, Recorded::ReleaseLeader(p) if *p == pid)));
     }
     assert!(log.iter().any(|e| matches!(e, Recorded::StdinClose(J))));
-    assert!(log.iter().any(|e| matches!(e, Recorded::RemoveShm { job: J, kvsname } if kvsname == KVS)));
+    assert!(log.iter().any(|e| matches!(e, Recorded::RemoveShm { job: J, kvsname, killed: true } if kvsname == KVS)));
     let dropped: Vec<ConnId> = log.iter().filter_map(|e| if let Recorded::PmiDrop(c) = e { Some(*c) } else { None }).collect();
     assert_eq!(dropped, c);
     // The leader is released only after the group was killed.
@@ -442,4 +442,38 @@ fn a_signal_sent_while_ranks_start_reaches_those_that_start_after() {
     fx.settle(&mut r);
     let killed: Vec<i32> = fx.log.iter().filter_map(|e| if let Recorded::KillProcess { pid, signal: libc::SIGINT } = e { Some(*pid) } else { None }).collect();
     assert_eq!(killed, vec![FIRST_PID, FIRST_PID + 1]);
+}
+
+/// A two-rank job whose ranks end with `ends` (`None`: still running),
+/// then forgotten: whether its end asked for UCX's orphans to be looked for.
+fn ucx_look_at_end(ends: [Option<ExitStatus>; 2]) -> Vec<bool> {
+    let (mut r, mut fx) = node();
+    launched(&mut r, &mut fx, 2);
+    for (i, status) in ends.iter().enumerate() {
+        let rank = Rank(i as u32);
+        if let Some(status) = *status {
+            r.on_exited(&mut fx, J, rank, status, 1);
+            r.on_timer(&mut fx, Timer::DrainGrace { job: J, rank });
+        }
+    }
+    assert_eq!(exited(&mut fx).len(), ends.iter().flatten().count());
+    r.on_message(&mut fx, ToDaemon::Forget { job: J });
+    fx.take().into_iter().filter_map(|e| if let Recorded::RemoveShm { job: J, killed, .. } = e { Some(killed) } else { None }).collect()
+}
+
+#[test]
+fn only_a_job_with_a_killed_rank_has_ucx_orphans_looked_for_at_its_end() {
+    // Every rank exited by itself (an error code too): its MPICH segments
+    // go, no /proc scan (in a spawn loop the scan found the next child's
+    // segments mid-creation and stalled the reactor).
+    assert_eq!(ucx_look_at_end([Some(ExitStatus::Code(0)), Some(ExitStatus::Code(3))]), vec![false]);
+    // A rank ended by a signal.
+    assert_eq!(ucx_look_at_end([Some(ExitStatus::Code(0)), Some(ExitStatus::Signal(libc::SIGINT))]), vec![true]);
+    // A rank still running at the end is killed by it.
+    assert_eq!(ucx_look_at_end([Some(ExitStatus::Code(0)), None]), vec![true]);
+    // A rank still starting, likewise.
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(1, 1, PmiMode::Fd)));
+    r.on_message(&mut fx, ToDaemon::Forget { job: J });
+    assert!(fx.log.iter().any(|e| matches!(e, Recorded::RemoveShm { job: J, killed: true, .. })), "{:?}", fx.log);
 }
