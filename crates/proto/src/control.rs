@@ -48,6 +48,11 @@ pub struct Submit {
     /// `--on-spawned-failure continue`: a failed spawned job ends alone.
     #[serde(default)]
     pub survive_spawned_failures: bool,
+    /// The client was given neither `--pmi` nor `DPM_PMI` (its `pmi_mode`
+    /// is auto's choice): the boot's `--pmi` default, if it has one, is
+    /// applied to `apps` again on the server.
+    #[serde(default)]
+    pub pmi_default: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
