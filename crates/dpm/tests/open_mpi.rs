@@ -215,3 +215,55 @@ fn pmi_simple_refuses_an_open_mpi_program_and_says_what_to_do() {
     bad.assert_code(2);
     bad.assert_stderr_contains("simple, pmix or auto");
 }
+
+// ---- mpi4py built against Open MPI (.venv-ompi) ---------------------------------
+
+/// `.venv-ompi/bin/python` when its mpi4py loads Open MPI (`./scripts/setup.sh`
+/// builds it with the wheel's `mpicc`).
+fn ompi_python() -> Option<String> {
+    let python = repo_root().join(".venv-ompi/bin/python");
+    let loads = std::process::Command::new(&python)
+        .args(["-c", "from mpi4py import MPI; assert 'Open MPI' in MPI.Get_library_version()"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if loads {
+        return Some(python.display().to_string());
+    }
+    common::fixture_unavailable("mpi4py on Open MPI", &format!("{} cannot import an Open MPI mpi4py (./scripts/setup.sh builds it)", python.display()));
+    None
+}
+
+/// mpi4py's own test at -n `n` under `dpm run --pmi pmix` (a script: auto
+/// cannot see it links Open MPI). `OMPI_MCA_btl=^ofi`: Open MPI's btl/ofi
+/// sleeps 1 s when it is closed (`mca_btl_ofi_component_close`, every
+/// process's MPI_Init when it is not selected), which made test_spawn's 44
+/// spawns take ~50 s instead of ~16 s; prterun behaves the same.
+fn ompi_mpi4py_suite(python: &str, test: &str, n: u32) -> (Vec<String>, Output) {
+    common::mpi4py::suite(python, test, n, &["--pmi", "pmix", "-genv", "OMPI_MCA_btl", "^ofi"], std::time::Duration::from_secs(240))
+}
+
+/// As under prterun (measured with the same mpi4py 4.1.2 and Open MPI
+/// 5.0.11): all 44 tests of test_spawn.py pass at -n 1, 2 and 4, none skipped.
+#[test]
+fn mpi4py_test_spawn_on_open_mpi() {
+    let Some(python) = ompi_python() else { return };
+    for n in [1, 2, 4] {
+        let (summaries, out) = ompi_mpi4py_suite(&python, "test_spawn.py", n);
+        assert_eq!(summaries, vec!["OK"; n as usize], "no test may be skipped at -n {n}\n{}", out.describe());
+        out.assert_stderr_contains("Ran 44 tests");
+    }
+}
+
+/// As under prterun: test_dynproc.py's 4 tests are skipped at -n 1 (they
+/// need two ranks) and pass at -n 2 and 4.
+#[test]
+fn mpi4py_test_dynproc_on_open_mpi() {
+    let Some(python) = ompi_python() else { return };
+    let (summaries, out) = ompi_mpi4py_suite(&python, "test_dynproc.py", 1);
+    assert_eq!(summaries, ["OK (skipped=4)"], "\n{}", out.describe());
+    for n in [2, 4] {
+        let (summaries, out) = ompi_mpi4py_suite(&python, "test_dynproc.py", n);
+        assert_eq!(summaries, vec!["OK"; n as usize], "a test was skipped or failed at -n {n}\n{}", out.describe());
+        out.assert_stderr_contains("Ran 4 tests");
+    }
+}

@@ -57,8 +57,9 @@ pub struct RunConfig {
     pub verbose: u8,
     pub pmi_trace: bool,
     pub pmi_mode: PmiMode,
-    /// `--pmi`, else `DPM_PMI`, else auto; [`RunConfig::choose_pmi`] applies it to the job.
-    pub pmi: PmiFlavour,
+    /// `--pmi`, else `DPM_PMI`; `None`: neither said, so auto (or, through
+    /// a boot, the boot's `--pmi`). [`RunConfig::choose_pmi`] applies it to the job.
+    pub pmi: Option<PmiFlavour>,
     /// `--timeout`, else `MPIEXEC_TIMEOUT`.
     pub timeout: Option<Duration>,
     pub kill_grace: Duration,
@@ -114,8 +115,8 @@ impl RunConfig {
             None => env("DPM_KVS").map_or(Ok(KvsDesign::default()), |v| v.parse()).map_err(|e| UsageError(format!("DPM_KVS: {e}")))?,
         };
         let pmi = match opts.pmi {
-            Some(p) => p,
-            None => env("DPM_PMI").map(|v| v.parse().map_err(|e: UsageError| UsageError(format!("DPM_PMI: {}", e.0)))).transpose()?.unwrap_or_default(),
+            Some(p) => Some(p),
+            None => env("DPM_PMI").map(|v| v.parse().map_err(|e: UsageError| UsageError(format!("DPM_PMI: {}", e.0)))).transpose()?,
         };
         let fanout = match opts.fanout {
             Some(f) => f,
@@ -177,7 +178,7 @@ impl RunConfig {
     /// The PMI flavour applied to the planned job's programs: its
     /// `pmi_mode` and KVS design for this run (a PMIx job's are fixed).
     pub fn choose_pmi(&mut self, apps: &[dpm_proto::AppSpec]) -> Result<(), crate::plan::PlanError> {
-        (self.pmi_mode, self.kvs) = crate::pmi_choice::choose(self.pmi, self.pmi_mode == PmiMode::Port, self.kvs, apps)?;
+        (self.pmi_mode, self.kvs) = crate::pmi_choice::choose(self.pmi.unwrap_or_default(), self.pmi_mode == PmiMode::Port, self.kvs, apps)?;
         Ok(())
     }
 
@@ -209,6 +210,7 @@ impl RunConfig {
             kvs: self.kvs,
             warm_spawn: self.warm_spawn,
             warm_verbose: self.warm_verbose,
+            pmi_default: self.pmi.is_none(),
         }
     }
 
@@ -228,8 +230,9 @@ impl RunConfig {
             verbose: 0,
             pmi_trace: false,
             pmi_mode: submit.pmi_mode,
-            // The client chose the flavour (its pmi_mode) from its programs.
-            pmi: PmiFlavour::Auto,
+            // The client chose the flavour (its pmi_mode) from its programs;
+            // with `pmi_default` the boot chooses again with its own default.
+            pmi: None,
             timeout: submit.timeout_secs.map(|t| secs("timeout", t as f64)).transpose()?,
             kill_grace: secs("kill grace", submit.kill_grace_secs)?,
             universe_size: submit.universe_size,

@@ -157,8 +157,10 @@ pub const OPTIONS: &[Opt] = &[
         &["--pmi"],
         "FLAVOUR",
         1,
-        S::Global,
-        "the PMI the ranks get (default auto; also DPM_PMI):\n  \
+        S::Common,
+        "the PMI the ranks get (default auto; also DPM_PMI;\n\
+         dpm boot: the default of its runs, which a run's\n\
+         own --pmi or DPM_PMI overrides):\n  \
            simple  PMI-1/PMI-2 (MPICH, Intel MPI, MVAPICH)\n  \
            pmix    PMIx (Open MPI 5)\n  \
            auto    pmix for a program that links Open MPI\n          \

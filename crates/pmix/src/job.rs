@@ -39,6 +39,10 @@ pub struct JobSpec {
     pub nsdir: PathBuf,
     /// The process that spawned this job (`PMIX_SPAWNED` + `PMIX_PARENT_ID`).
     pub parent: Option<Proc>,
+    /// This node runs more ranks than it has CPUs: `PMIX_NODE_OVERSUBSCRIBED`,
+    /// registered only when true (Open MPI checks its presence and then
+    /// yields when idle instead of spinning; PRRTE sets it the same way).
+    pub oversubscribed: bool,
 }
 
 impl JobSpec {
@@ -129,6 +133,9 @@ impl JobSpec {
         if let Some(parent) = &self.parent {
             out.push(("pmix.parent", Value::Proc(parent.clone())));
         }
+        if self.oversubscribed {
+            out.push(("pmix.ndosub", Value::Bool(true)));
+        }
         let mut first = 0;
         for (appnum, &n) in self.app_sizes.iter().enumerate() {
             out.push((
@@ -185,6 +192,7 @@ mod tests {
             tmpdir: "/t".into(),
             nsdir: "/t/1".into(),
             parent: None,
+            oversubscribed: false,
         }
     }
 
@@ -209,6 +217,10 @@ mod tests {
         assert!(r3.contains(&("pmix.appnum".to_string(), Value::U32(1))));
         assert!(r3.contains(&("pmix.nodeid".to_string(), Value::U32(1))));
         assert_eq!(get(&infos, "pmix.spawned"), [&Value::Bool(false)]);
+        // Only present when oversubscribed: Open MPI tests its presence.
+        assert!(get(&infos, "pmix.ndosub").is_empty());
+        let infos = JobSpec { oversubscribed: true, ..two_nodes() }.infos().unwrap();
+        assert_eq!(get(&infos, "pmix.ndosub"), [&Value::Bool(true)]);
     }
 
     #[test]

@@ -37,6 +37,7 @@ impl LibrarySearch {
         }
         if let Some(program) = &self.program {
             out.extend(runpath_dirs(program).into_iter().map(|dir| dir.join("openmpi").join(SONAME)));
+            out.extend(install_lib_dir(program).map(|dir| dir.join("openmpi").join(SONAME)));
         }
         out.push(PathBuf::from(SONAME));
         out
@@ -76,6 +77,16 @@ pub fn runpath_dirs(program: &Path) -> Vec<PathBuf> {
         }
     }
     dirs
+}
+
+/// The `lib` directory of the Open MPI installation a program sits in:
+/// `<dir>/../lib` when it holds `libmpi.so.40`. An interpreter has no
+/// RUNPATH naming Open MPI: mpi4py's ranks run `.venv-ompi/bin/python`,
+/// whose venv holds the wheel's Open MPI. The path is not canonicalised
+/// (a venv's `python` is a symlink to the system's interpreter).
+pub fn install_lib_dir(program: &Path) -> Option<PathBuf> {
+    let lib = program.parent()?.join("../lib");
+    lib.join("libmpi.so.40").is_file().then_some(lib)
 }
 
 /// The loaded library: the functions dpm calls.
@@ -175,6 +186,24 @@ mod tests {
         assert_eq!(search.candidates(), vec![PathBuf::from("/p/lib/openmpi/libpmix.so.2"), PathBuf::from(SONAME)]);
         // /p does not exist: the loader's SONAME is chosen.
         assert_eq!(search.choose(), PathBuf::from(SONAME));
+    }
+
+    #[test]
+    fn a_program_in_an_open_mpi_prefix_gets_its_library() {
+        let root = std::env::temp_dir().join(format!("dpm-pmix-prefix-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::create_dir_all(root.join("lib/openmpi")).unwrap();
+        let python = root.join("bin/python");
+        std::fs::write(&python, b"#!/bin/sh\n").unwrap();
+        let search = LibrarySearch { program: Some(python.clone()), ..Default::default() };
+        // No libmpi.so.40 beside it: only the loader.
+        assert_eq!(search.candidates(), vec![PathBuf::from(SONAME)]);
+        std::fs::write(root.join("lib/libmpi.so.40"), b"").unwrap();
+        std::fs::write(root.join("lib/openmpi").join(SONAME), b"").unwrap();
+        let want = root.join("bin/../lib/openmpi").join(SONAME);
+        assert_eq!(search.candidates(), vec![want.clone(), PathBuf::from(SONAME)]);
+        assert_eq!(search.choose(), want);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -85,6 +85,7 @@ fn launch(server: &PmixServer, venv: &Path, hello: &Path, job: u32, n: u32, args
         tmpdir: server.dir().to_owned(),
         nsdir: tmp,
         parent: None,
+        oversubscribed: false,
     };
     server.register_nspace(&spec).expect("register_nspace");
     // SAFETY: getuid/getgid have no preconditions.

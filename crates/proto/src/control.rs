@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{AppSpec, PmiMode, ProcSpec};
 
-/// Bumped whenever a control message changes shape.
-pub const CONTROL_VERSION: u32 = 1;
+/// Bumped whenever a control message changes shape (2: `Submit::pmi_default`,
+/// `RunConfig::pmi` optional).
+pub const CONTROL_VERSION: u32 = 2;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -48,6 +49,11 @@ pub struct Submit {
     /// `--on-spawned-failure continue`: a failed spawned job ends alone.
     #[serde(default)]
     pub survive_spawned_failures: bool,
+    /// The client was given neither `--pmi` nor `DPM_PMI` (its `pmi_mode`
+    /// is auto's choice): the boot's `--pmi` default, if it has one, is
+    /// applied to `apps` again on the server.
+    #[serde(default)]
+    pub pmi_default: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

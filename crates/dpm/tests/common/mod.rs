@@ -12,6 +12,7 @@
 
 #![allow(dead_code)]
 
+pub mod mpi4py;
 pub mod pmi2_checks;
 
 use std::fs;

@@ -24,7 +24,7 @@ use dpm_proto::LaunchJob;
 use crate::cli::RunOptions;
 use crate::config::{self, RunConfig};
 use crate::controller::{self, Controller, DaemonLink, Input, Settings, Shared, SharedRef};
-use crate::error::Error;
+use crate::error::{Error, UsageError};
 use crate::node_table::NodeTable;
 use crate::output;
 use crate::{hosts, nodes, plan};
@@ -38,6 +38,9 @@ struct Server {
     fanout: usize,
     /// `dpm boot --warm-spawn[=N]`: the default of its runs.
     warm_spawn: Option<usize>,
+    /// `dpm boot --pmi` (or its `DPM_PMI`): the flavour of runs whose
+    /// client was given none.
+    pmi: Option<crate::pmi_choice::PmiFlavour>,
     started: Instant,
     /// Each live run's inputs, to end it when the boot goes down.
     runs: RefCell<HashMap<u64, mpsc::UnboundedSender<Input>>>,
@@ -93,6 +96,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         nodes: node_list,
         fanout,
         warm_spawn: config.warm_spawn,
+        pmi: config.pmi,
         started: Instant::now(),
         runs: RefCell::new(HashMap::new()),
         next_run: Cell::new(0),
@@ -325,7 +329,7 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
         }
     });
 
-    let last = match RunConfig::from_submit(&submit, server.fanout) {
+    let last = match RunConfig::from_submit(&submit, server.fanout).and_then(|config| with_boot_pmi(config, server.pmi, &submit)) {
         Ok(mut config) => {
             config.warm_spawn = config.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
@@ -338,7 +342,12 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
             // Returns once the run's output is written to the client.
             ToClient::Exit(controller.run(config.timeout, in_rx).await)
         }
-        Err(e) => ToClient::Refused(e.to_string()),
+        Err(e) => {
+            // The writer ends when the sink is gone: without this drop a
+            // refused run's client would wait for ever.
+            drop(sink);
+            ToClient::Refused(e.to_string())
+        }
     };
     if let Ok(Some(mut wr)) = writer.await {
         let _ = write_frame(&mut wr, &last).await;
@@ -375,6 +384,17 @@ async fn write_to_client(mut drain: output::Drain, mut wr: tokio::net::unix::Own
 }
 
 /// Makes the run's first job, placed with the nodes' current load.
+/// A run whose client said no flavour gets the boot's `--pmi`, chosen
+/// again from its programs (the client's auto choice is replaced; a
+/// refusal, e.g. `simple` for an Open MPI program, refuses the run).
+fn with_boot_pmi(mut config: RunConfig, boot: Option<crate::pmi_choice::PmiFlavour>, submit: &Submit) -> Result<RunConfig, UsageError> {
+    if let (true, Some(flavour)) = (submit.pmi_default, boot) {
+        config.pmi = Some(flavour);
+        config.choose_pmi(&submit.apps).map_err(|e| UsageError(e.to_string()))?;
+    }
+    Ok(config)
+}
+
 type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> LaunchJob>;
 
 /// The run's settings on this tree, and how to make its first job.

@@ -237,6 +237,8 @@ pub(super) fn map_spec(map: &JobMap, size: u32, node: usize) -> JobSpec {
         tmpdir: PathBuf::new(),
         nsdir: PathBuf::new(),
         parent: None,
+        // The driver's side decides (it knows the CPUs and the other jobs).
+        oversubscribed: false,
     }
 }
 
