@@ -426,27 +426,26 @@ impl Run {
     /// A rank of a pooled job ended (crashed, aborted, could not start, or
     /// was killed by dpm): the job leaves the pool and ends, quietly; the
     /// run's verdict never hears of it. `false` if `job` is not pooled.
-    /// `ended`: the rank is gone (else it only asked to abort).
-    /// One being claimed had not been confirmed yet: its spawn is made again.
+    /// `ended`: the rank is gone (else it only asked to abort). A job being
+    /// claimed whose claim was not confirmed yet: its spawn is made again.
     pub(super) fn warm_ended(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, why: &str, ended: bool) -> bool {
         let Some(j) = self.jobs.get_mut(&job).filter(|j| j.pool) else { return false };
         let killing = j.killing;
         if ended {
             j.end_rank(rank.0 as usize, super::RankEnd::Terminated);
         }
-        let claiming = self.warm.entries.iter().any(|e| e.job == job && e.claim.is_some());
-        let again = if claiming { "; the spawn is made again" } else { "" };
-        if !killing {
-            tracing::warn!(%job, rank = rank.0, "warm spawn: a pooled job {why} before its claim; dropped from the pool");
-        }
-        if self.warm.entries.iter().any(|e| e.job == job) {
-            let said = format!("rank {} {why} before a claim{again}", rank.0);
-            self.warm_drop(fx, job, (!killing).then_some(said.as_str()));
-        } else {
+        let Some(entry) = self.warm.entries.iter().find(|e| e.job == job) else {
             // Out of the pool already (dropped, or the run's end): its other ranks go too.
             self.kill_job(fx, job, libc::SIGKILL);
             self.check_done(fx, job);
+            return true;
+        };
+        let again = if entry.claim.is_some() { "; the spawn is made again" } else { "" };
+        let said = format!("rank {} {why} before a claim{again}", rank.0);
+        if !killing {
+            tracing::warn!(%job, rank = rank.0, "warm spawn: a pooled job {why} before its claim; dropped from the pool");
         }
+        self.warm_drop(fx, job, (!killing).then_some(said.as_str()));
         true
     }
 
