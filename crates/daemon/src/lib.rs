@@ -38,6 +38,7 @@ pub mod links;
 pub mod mpich_shm;
 pub mod node;
 pub mod peer;
+mod proc_stat;
 pub mod spawn;
 pub mod spawner;
 pub mod stdio;

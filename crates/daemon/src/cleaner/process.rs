@@ -148,12 +148,7 @@ impl CleanupEffects for Real {
 
 /// Whether a `/proc/<pid>/stat` line is of a live (not zombie) process in group `pgid`.
 fn live_member(stat: &str, pgid: i32) -> bool {
-    // pid (comm) state ppid pgrp …; comm may hold anything, up to the last ')'.
-    let Some((_, rest)) = stat.rsplit_once(')') else { return false };
-    let mut fields = rest.split_whitespace();
-    let state = fields.next();
-    let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-    pgrp == Some(pgid) && !matches!(state, Some("Z" | "X" | "x"))
+    crate::proc_stat::parse(stat).is_some_and(|s| s.pgrp == Some(pgid) && !s.ended())
 }
 
 /// Read one line of at most [`MAX_LINE`] bytes into `line` (without its

@@ -484,11 +484,10 @@ async fn flush_outbox(me: &Weak<RefCell<Node>>, conn: ConnId, stream: &UnixStrea
     }
 }
 
-/// `pid` is a zombie or gone: `/proc/<pid>/stat`'s state (the field after
-/// the parenthesised command name, which may itself hold spaces and `)`).
+/// `pid` is a zombie or gone (`/proc/<pid>/stat`'s state).
 fn process_has_exited(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
-    stat.rsplit_once(')').is_none_or(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
+    crate::proc_stat::parse(&stat).is_none_or(|s| s.ended())
 }
 
 #[cfg(test)]

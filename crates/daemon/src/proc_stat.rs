@@ -1,0 +1,41 @@
+//! `/proc/<pid>/stat`, the two fields dpm reads: a process's state (has it
+//! ended?) and its process group.
+
+/// The state and process group of one `/proc/<pid>/stat` line.
+pub(crate) struct Stat<'a> {
+    state: &'a str,
+    pub pgrp: Option<i32>,
+}
+
+impl Stat<'_> {
+    /// A zombie, or dead.
+    pub fn ended(&self) -> bool {
+        matches!(self.state, "Z" | "X" | "x")
+    }
+}
+
+/// `pid (comm) state ppid pgrp …`: `comm` may hold anything, spaces and `)`
+/// included, so the fields start after the last `)`. `None` if there is none.
+pub(crate) fn parse(stat: &str) -> Option<Stat<'_>> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+    Some(Stat { state, pgrp })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn the_fields_come_after_the_last_parenthesis() {
+        let s = parse("42 (a) b) (c) Z 1 77 77 0").unwrap();
+        assert!(s.ended());
+        assert_eq!(s.pgrp, Some(77));
+        let s = parse("43 (sleep) S 1 43 43 0").unwrap();
+        assert!(!s.ended());
+        assert_eq!(s.pgrp, Some(43));
+        assert!(parse("garbage").is_none());
+    }
+}
