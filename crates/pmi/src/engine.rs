@@ -38,17 +38,19 @@
 use std::collections::HashMap;
 
 use dpm_kvs::remote::{KvsDest, KvsMsg};
-use dpm_kvs::ring::{combine, split, RingSegment, RingSlot};
-use dpm_kvs::store::{Action, Lookup};
+use dpm_kvs::ring::{combine, RingSegment};
+use dpm_kvs::store::Lookup;
 use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeStore, Rank};
 
 use crate::conn::{bind_refusal, Conn, Deferred, Queued};
 
 mod claim;
+mod kvs;
 use crate::reply::{encode, Reply, Spawned};
 use crate::request::{Request, SpawnRequest};
 use crate::sanitize::quote;
 use crate::wire::{trace_frame, trace_text, Frame, Version};
+use kvs::EarlyKvs;
 
 /// A PMI connection, as numbered by the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -148,6 +150,8 @@ pub struct Engine {
     topology_file: Option<String>,
     conns: HashMap<ConnId, Conn>,
     jobs: HashMap<JobId, NodeJob>,
+    /// KVS messages that came before their job (see [`kvs`]).
+    early: EarlyKvs,
     effects: Vec<Effect>,
 }
 
@@ -164,10 +168,15 @@ impl Engine {
     pub fn add_job(&mut self, setup: JobSetup) {
         let store = NodeStore::new(setup.job, setup.kvs, setup.node, setup.node_of.clone(), &setup.preput);
         let job = NodeJob { setup, store, in_fence: Vec::new(), fence_sent: false, ring_seq: 0, in_ring: Vec::new(), attrs: NodeAttrs::default(), claim: None };
-        self.jobs.insert(job.setup.job, job);
+        let id = job.setup.job;
+        self.jobs.insert(id, job);
+        for msg in self.early.take(id) {
+            self.kvs_msg(msg);
+        }
     }
 
     pub fn remove_job(&mut self, job: JobId) {
+        self.early.ended(job);
         if let Some(j) = self.jobs.remove(&job) {
             let s = j.store.stats();
             tracing::debug!(
@@ -454,86 +463,6 @@ impl Engine {
         let c = self.conns.get_mut(&conn).expect("caller checked");
         c.waiting = Some(Deferred { version, request: name.to_string(), key: None });
         self.effects.push(Effect::Name { conn, job: c.job, op });
-    }
-
-    /// Send this node's `FenceIn` once every local rank is in the fence and
-    /// every put sent to an owner is acknowledged.
-    fn maybe_enter_fence(&mut self, job_id: JobId) {
-        let Some(job) = self.jobs.get_mut(&job_id) else { return };
-        if job.fence_sent || job.in_fence.len() < job.setup.local_ranks.len() || !job.store.fence_ready() {
-            return;
-        }
-        job.fence_sent = true;
-        let puts = job.store.take_fence_puts();
-        self.effects.push(Effect::FenceIn { job: job_id, epoch: job.store.epoch(), count: job.in_fence.len() as u32, puts });
-    }
-
-    /// The launcher completed fence `epoch` of `job`; `delta` is what it
-    /// broadcast (every put under allgather, dense and unhinted ones under auto).
-    pub fn fence_done(&mut self, job_id: JobId, epoch: u64, delta: KeyValues) {
-        let Some(job) = self.jobs.get_mut(&job_id) else { return };
-        if epoch != job.store.epoch() {
-            tracing::warn!(%job_id, epoch, expected = job.store.epoch(), "fence completion for the wrong epoch ignored");
-            return;
-        }
-        job.store.fence_done(delta);
-        job.fence_sent = false;
-        for conn in std::mem::take(&mut job.in_fence) {
-            self.finish_deferred(conn, &Reply::BarrierOut);
-        }
-        self.flush_store(job_id);
-    }
-
-    /// Ring `seq` of `job` completed: `slot` is this node's place in it.
-    pub fn ring_out(&mut self, job_id: JobId, seq: u64, slot: &RingSlot) {
-        let Some(job) = self.jobs.get_mut(&job_id) else { return };
-        if seq != job.ring_seq || job.in_ring.len() < job.setup.local_ranks.len() {
-            tracing::warn!(%job_id, seq, expected = job.ring_seq, "ring answer for a ring not in progress ignored");
-            return;
-        }
-        job.ring_seq += 1;
-        let size = job.setup.size;
-        let entrants = std::mem::take(&mut job.in_ring);
-        let ones: Vec<RingSegment> = entrants.iter().map(|(_, _, v)| RingSegment::one(v.as_str())).collect();
-        for ((_, conn, _), mine) in entrants.into_iter().zip(split(slot, &ones)) {
-            self.finish_deferred(conn, &Reply::Ring { rank: mine.offset, size, left: mine.left, right: mine.right });
-        }
-    }
-
-    /// A KVS message from another daemon (a get to serve, an answer, a put
-    /// to keep as the key's owner, an acknowledgement).
-    pub fn kvs_msg(&mut self, msg: KvsMsg) {
-        let job_id = msg.job();
-        let Some(job) = self.jobs.get_mut(&job_id) else {
-            tracing::debug!(%job_id, "KVS message for a job not on this node dropped");
-            return;
-        };
-        job.store.on_msg(msg);
-        self.flush_store(job_id);
-        self.maybe_enter_fence(job_id);
-    }
-
-    /// Carry out what the job's store asked for: answers to local gets, and
-    /// messages to other daemons.
-    fn flush_store(&mut self, job_id: JobId) {
-        let Some(job) = self.jobs.get_mut(&job_id) else { return };
-        let actions = job.store.take_actions();
-        let mut parked = job.claim.take();
-        for action in actions {
-            match action {
-                Action::Answer(conn, Some(v)) if !v.is_empty() => self.finish_deferred(conn, &Reply::Value(v)),
-                // Not there yet in a job awaiting its claim: parked for it.
-                Action::Answer(conn, _) if parked.is_some() => parked.get_or_insert_with(Vec::new).push(conn),
-                Action::Answer(conn, _) => {
-                    let key = self.conns.get(&conn).and_then(|c| c.waiting.as_ref()).and_then(|d| d.key.clone()).unwrap_or_default();
-                    self.finish_deferred(conn, &Reply::Error(format!("key '{key}' not found")));
-                }
-                Action::Send(to, msg) => self.effects.push(Effect::Kvs { to, msg }),
-            }
-        }
-        if let Some(job) = self.jobs.get_mut(&job_id) {
-            job.claim = parked;
-        }
     }
 
     /// The launcher's answer to an [`Effect::Name`]: `Ok(Some(port))` for a lookup.

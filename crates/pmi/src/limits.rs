@@ -55,3 +55,14 @@ pub const WARNINGS_LOGGED: u64 = 5;
 /// Client-supplied text quoted in a log line or an error reply is cut to
 /// this many characters.
 pub const QUOTE_MAX: usize = 80;
+
+/// Most KVS messages a node holds for jobs it has not been given yet (a
+/// put or get from another daemon that overtook the job's `Launch`; see
+/// `engine::kvs`). Only the moments between a job's launch on one node and
+/// on another fill it, with at most the puts its ranks make meanwhile; past
+/// it the oldest is dropped with a warning (≤ ~16 MB of 1 KB values held).
+pub const EARLY_KVS_MAX: usize = 16_384;
+
+/// Jobs a node remembers as ended, so that a late KVS message for one is
+/// dropped instead of held as early.
+pub const ENDED_JOBS_REMEMBERED: usize = 4096;

@@ -3,9 +3,10 @@
 //! `PMIX_Ring` sends, and the extension keys as `docs/pmi-extensions.md`
 //! specifies them.
 
-use dpm_kvs::remote::{GetReply, KvsDest, KvsMsg};
+use dpm_kvs::remote::{GetReply, KvsDest, KvsMsg, OwnerPut};
 use dpm_kvs::ring::{root_slot, RingSegment, RingSlot};
 use dpm_kvs::{Hint, JobId, KvsDesign, Rank};
+use dpm_pmi::limits::EARLY_KVS_MAX;
 use dpm_pmi::reply::{encode, Reply};
 use dpm_pmi::wire::{parse_v2_body, Version};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, Request};
@@ -217,4 +218,62 @@ fn pmi1_gets_go_through_the_design_too() {
     e.on_bytes(ConnId(0), format!("cmd=get kvsname={KVS} key=-allgather-1-1\n").as_bytes());
     let effects = e.take_effects();
     assert!(matches!(&effects[..], [Effect::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(r) }] if !r.wait), "{effects:?}");
+}
+
+/// A put for a key this node owns, from node 0, as an id-`id` [`KvsMsg::Put`].
+fn owner_put(key: &str, id: u64) -> KvsMsg {
+    KvsMsg::Put(OwnerPut { job: JobId(0), key: key.into(), value: format!("v{id}"), epoch: 0, origin: 0, id })
+}
+
+fn acks(effects: &[Effect]) -> Vec<u64> {
+    effects.iter().filter_map(|f| if let Effect::Kvs { to: KvsDest::Node(0), msg: KvsMsg::PutAck { id, .. } } = f { Some(*id) } else { None }).collect()
+}
+
+/// A key node 1 owns under dkvs over nodes 0 and 1.
+fn owned_by_node_1() -> String {
+    (0..).map(|i| format!("k{i}")).find(|k| dpm_kvs::design::owner(k, &[0, 1]) == Some(1)).unwrap()
+}
+
+/// Node 0 of a tree starts its ranks and serves their puts before it reads
+/// node 1's `Launch` from its parent, so an owner put can reach node 1 before
+/// its job does. It is held, acknowledged and served once the job arrives
+/// (dropping it left node 0 waiting for the ack, and the fence hung).
+#[test]
+fn a_put_that_overtakes_its_job_is_kept_until_the_job_arrives() {
+    let key = owned_by_node_1();
+    let mut e = Engine::new(false);
+    e.kvs_msg(owner_put(&key, 5));
+    assert_eq!(e.take_effects(), vec![], "no job yet: nothing to answer");
+    e.add_job(setup(2, KvsDesign::Dkvs, 1, vec![0, 1]));
+    e.attach(ConnId(1), JobId(0), Some(Rank(1)));
+    assert_eq!(acks(&e.take_effects()), vec![5], "acknowledged when the job came");
+    assert!(talk(&mut e, 1, &format!("cmd=kvs-get;jobid={KVS};srcid=0;key={key};")).contains("found=TRUE;value=v5;"));
+}
+
+/// A late message for a job that ended here is dropped, not kept for a
+/// job that will never come again.
+#[test]
+fn a_message_for_a_job_that_ended_here_is_dropped() {
+    let key = owned_by_node_1();
+    let mut e = engine(2, KvsDesign::Dkvs, 1, vec![0, 1]);
+    e.remove_job(JobId(0));
+    e.kvs_msg(owner_put(&key, 6));
+    e.add_job(setup(2, KvsDesign::Dkvs, 1, vec![0, 1]));
+    assert_eq!(acks(&e.take_effects()), Vec::<u64>::new());
+}
+
+/// The messages held for jobs not here yet are bounded: past the limit the
+/// oldest go, the newest are kept.
+#[test]
+fn messages_held_for_a_job_not_here_yet_are_bounded() {
+    let key = owned_by_node_1();
+    let mut e = Engine::new(false);
+    let total = EARLY_KVS_MAX as u64 + 3;
+    for id in 0..total {
+        e.kvs_msg(owner_put(&key, id));
+    }
+    e.add_job(setup(2, KvsDesign::Dkvs, 1, vec![0, 1]));
+    let acked = acks(&e.take_effects());
+    assert_eq!(acked.len(), EARLY_KVS_MAX);
+    assert_eq!((acked[0], *acked.last().unwrap()), (3, total - 1), "the oldest three dropped, in order");
 }
