@@ -103,10 +103,22 @@ def costs(cal):
         "f": s("rank_fork_exec"), "f_w": s("rank_fork_exec", "wall_us", s("rank_fork_exec")),
         "L": s("mpi_lib_start"), "L_s": s("mpi_lib_start", "wall_slope_us"),
         "I": s("mpi_init"), "I_s": s("mpi_init", "wall_slope_us"),
+        "L_cpu": s("mpi_lib_start", "cpu_us"), "I_cpu": s("mpi_init", "cpu_slope_us"),
         "cpus": cal["machine"]["cpus"],
         "pmi_start": s("pmi_client_start", default=s("rank_fork_exec")),
         "q": s("pmi_local_request"), "g": s("pmi_remote_get"), "phi": s("fence_per_node"),
         "spawn": s("spawn_base"),
+        # The host-wide CPU bound (one host): a client's and an MPI rank's
+        # CPU, a forked daemon's own CPU (its slope less its one rank), and
+        # one rank's whole run. Absent fields (older calibrations): the
+        # client's CPU from its wall, no curvature, the one-rank run as the
+        # critical path predicts it.
+        "client_cpu": s("pmi_client_start", "cpu_us", s("pmi_client_start")),
+        "client_one": s("pmi_client_start", "wall_one_us", None),
+        "mpi_cpu": s("mpi_rank_cpu", default=None),
+        "mpi_pair": s("mpi_rank_cpu", "pair_us"),
+        "mpi_one": s("mpi_rank_cpu", "wall_one_us", None),
+        "daemon_cpu": max(s("daemon_start_fork", "cpu_us") - s("rank_fork_exec"), 0.0),
     }
 
 
@@ -212,11 +224,56 @@ def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
     return serial + lib + (ppn - 1) * max(slope - k_["f"], 0.0) * k_["cpus"] / max(node_cores, 1)
 
 
+def host_cpu(k_, nodes, ppn, workload, booted):
+    """One host's CPU for the whole job beyond its first rank, seconds: every
+    further rank's (an MPI rank's grows with the ranks on the host: b + c*P
+    a rank, calibrated as mpi_rank_cpu), every further forked daemon's own
+    (cold), and for pmi-all the gets beyond the two the calibrated client
+    makes (q each). Over the host's cores it bounds the wall from below,
+    whatever the critical path: all daemons and ranks of the virtual nodes
+    share these cores."""
+    p = nodes * ppn
+    if workload == "hello":
+        if k_["mpi_cpu"] is None:
+            per = k_["f"] + k_["L_cpu"] + k_["I_cpu"]
+            rest = (p - 1) * per
+        else:
+            rest = (p - 1) * k_["mpi_cpu"] + (p * p - 1) * k_["mpi_pair"]
+    else:
+        rest = (p - 1) * k_["client_cpu"]
+        if workload == "pmi-all":
+            rest += p * max(p - 2, 0) * k_["q"]
+    daemons = 0.0 if booted else (nodes - 1) * k_["daemon_cpu"]
+    return rest + daemons
+
+
 def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
             workload="hello", one_host=False, node_cores=64):
     """The model's startup (seconds) with its breakdown. one_host: every
     node on this machine (validation); else dedicated nodes of node_cores
-    cores (projection)."""
+    cores (projection). On one host the wall is at least one rank's run
+    plus the rest of the host's CPU over its cores (host_cpu): the excess
+    over the critical path is its `host_cpu` part."""
+    crit = critical_path(cal, nodes, ppn, design, fanout, bootstrap, booted, workload,
+                         one_host, node_cores)
+    if not one_host:
+        return crit
+    k_ = costs(cal)
+    one = k_["mpi_one"] if workload == "hello" else k_["client_one"]
+    if one is None:
+        one = critical_path(cal, 1, 1, design, fanout, bootstrap, True, workload, True,
+                            node_cores)["startup_s"]
+    bound = one + host_cpu(k_, nodes, ppn, workload, booted) / max(k_["cpus"], 1)
+    excess = max(bound - crit["startup_s"], 0.0)
+    crit["breakdown"]["host_cpu"] = excess
+    crit["startup_s"] += excess
+    crit["host_bound_s"] = bound
+    return crit
+
+
+def critical_path(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
+                  workload="hello", one_host=False, node_cores=64):
+    """The critical path: initiation + connection setup + overhead."""
     k_ = costs(cal)
     d = depth(nodes, fanout)
     ranks = rank_time(k_, nodes, ppn, workload == "hello", one_host, node_cores)

@@ -25,7 +25,9 @@
 //!   waiting, before its first PMI request: for MPI programs (`hello`,
 //!   `spawn-loop`) `mpi_lib_start` and (`mpi_init`: MPICH's own work in
 //!   MPI_Init beyond PMI); for the raw PMI clients of paper 004's patterns
-//!   (`pmi_client_start`, less the fork/exec it includes; none without it);
+//!   (`pmi_client_start`'s `cpu_us`, less the fork/exec and the PMI
+//!   service it includes; none without it); with `mpi_rank_cpu` an MPI
+//!   rank's CPU is that host curve's (b + c·n for n ranks on the host);
 //! - each spawn: `spawn_base`, a delay before the launcher takes it.
 
 use std::str::FromStr;
@@ -277,6 +279,16 @@ pub fn simulate(cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
     }
     let boot = boot_time(cal, sc)?;
     let mut costs = costs(cal, sc.cores(), sc.one_host);
+    if let (Some(per_rank), false) = (cal.get("mpi_rank_cpu"), matches!(sc.workload, Workload::PmiAll | Workload::PmiNeighbours)) {
+        // An MPI rank's CPU grows with the ranks on its host (MPICH's
+        // shared-memory set-up and its waiting ranks' polling):
+        // `mpi_rank_cpu` is b of the host's a + b·n + c·n² (fork/exec, the
+        // library and MPI_Init, dpm's share), `pair_us` c; a rank among n
+        // costs b + c·n, its fork/exec charged apart.
+        let pair = cal.field("mpi_rank_cpu", "pair_us").unwrap_or_default();
+        let on_host = if sc.one_host { ranks } else { sc.ppn as usize };
+        costs.lib_cpu = (per_rank + pair * on_host as u32).saturating_sub(costs.fork_exec);
+    }
     if matches!(sc.workload, Workload::PmiAll | Workload::PmiNeighbours) {
         // A raw PMI client: its CPU per rank (`cpu_us`: the host's CPU per
         // added client, whole) includes the fork/exec and the daemon's
