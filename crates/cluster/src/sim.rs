@@ -263,8 +263,13 @@ fn scripts(sc: &Scenario) -> Vec<(&'static str, Script)> {
         Workload::PmiNeighbours => vec![("main", with(vec![get("bc-{next}"), get("bc-{prev}"), Step::Barrier]))],
         Workload::PmiAll => vec![("main", with(vec![get_all("bc-{i}"), Step::Barrier]))],
         Workload::SpawnLoop => {
-            let spawn = Step::Spawn { n: sc.ppn, script: "child".into() };
-            vec![("spawner", with(vec![spawn; SPAWNS])), ("main", with(vec![])), ("child", with(vec![]))]
+            // MPI_Comm_spawn is collective over the parents: the others wait
+            // in it (here: a fence after the spawns) rather than end meanwhile;
+            // ending, their exits queued at the launcher before the spawns
+            // and made a spawn grow with the job's nodes.
+            let spawns = std::iter::repeat_n(Step::Spawn { n: sc.ppn, script: "child".into() }, SPAWNS);
+            let spawner = with(spawns.chain([Step::Barrier]).collect());
+            vec![("spawner", spawner), ("main", with(vec![Step::Barrier])), ("child", with(vec![]))]
         }
     }
 }
