@@ -287,6 +287,25 @@ def critical_path(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", b
             "booted": booted, "workload": workload, "answered_by": "bench/model/models.py"}
 
 
+def spawn_time(cal, nodes, children, fanout=32, node_cores=64):
+    """One MPI_Comm_spawn of `children` MPI processes from a running job on
+    `nodes` dedicated nodes, seconds, with its breakdown. dpm places each
+    child on the node with the most free slots (a full job: one per node in
+    turn), so the children reach m = min(nodes, children) nodes and the
+    spawn saturates there; the job's size adds only its tree's depth.
+      spawn_base (the launcher's fixed part, calibrated less the child's own
+      start) + 4*D*h (request up, launch down, started up, reply down)
+      + 2*m*phi (the launcher sends m launches, takes m reports)
+      + the children's start on their node (rank_time of children/m ranks)."""
+    k_ = costs(cal)
+    d = depth(nodes, fanout)
+    m = min(nodes, children)
+    per_node = math.ceil(children / m)
+    parts = {"spawn_base": k_["spawn"], "tree": 4 * d * k_["h"] + 2 * m * k_["phi"],
+             "children": rank_time(k_, m, per_node, True, False, node_cores)}
+    return {"spawn_s": sum(parts.values()), "breakdown": parts, "nodes_reached": m, "depth": d}
+
+
 def best(cal, nodes, ppn, bootstrap="fork", booted=False, workload="hello",
          fanouts=(2, 4, 8, 16, 32, 64, 128), designs=DESIGNS):
     """The fastest (design, fan-out) and its prediction."""

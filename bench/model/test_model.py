@@ -139,6 +139,42 @@ class Models(unittest.TestCase):
         p = M.predict(cal, 16, 16, "auto", 32, "fork", False, "pmi-neighbours")
         self.assertGreater(p["startup_s"], 0)
 
+        for w in ("hello", "pmi-neighbours", "pmi-all"):
+            p = M.predict(cal, 4, 4, "auto", 32, "fork", False, w, one_host=True)
+            self.assertGreater(p["startup_s"], 0, w)
+
+    def test_one_host_wall_is_at_least_its_cpu_over_its_cores(self):
+        k_ = M.costs(self.cal)
+        for nodes, ppn, w, booted in ((16, 16, "pmi-neighbours", False), (64, 1, "pmi-neighbours", False),
+                                      (8, 8, "hello", True), (16, 16, "pmi-all", False)):
+            p = M.predict(self.cal, nodes, ppn, "auto", 32, "fork", booted, w, one_host=True)
+            crit = M.critical_path(self.cal, nodes, ppn, "auto", 32, "fork", booted, w, one_host=True)
+            one = k_["mpi_one"] if w == "hello" else k_["client_one"]
+            bound = one + M.host_cpu(k_, nodes, ppn, w, booted) / self.cal["machine"]["cpus"]
+            self.assertAlmostEqual(p["startup_s"], max(crit["startup_s"], bound), msg=w)
+            self.assertAlmostEqual(p["startup_s"], sum(p["breakdown"].values()))
+        # Dedicated nodes (the projection) have no such bound.
+        self.assertNotIn("host_cpu", M.predict(self.cal, 16, 16, "auto", 32, "fork", False, "hello")["breakdown"])
+
+    def test_an_mpi_rank_costs_more_among_more_ranks_on_its_host(self):
+        k_ = M.costs(self.cal)
+        self.assertGreater(k_["mpi_pair"], 0)
+        per = lambda p: M.host_cpu(k_, 1, p, "hello", True) / (p - 1)  # noqa: E731
+        self.assertGreater(per(64), per(16))
+        # Booted, the daemons' own start costs the host nothing.
+        self.assertLess(M.host_cpu(k_, 16, 4, "hello", True), M.host_cpu(k_, 16, 4, "hello", False))
+
+    def test_a_spawn_saturates_at_its_childrens_nodes(self):
+        near = M.spawn_time(self.cal, 64, 64, 32)
+        self.assertEqual(near["nodes_reached"], 64)
+        for n in (128, 4096, 16384):
+            far = M.spawn_time(self.cal, n, 64, 32)
+            self.assertEqual(far["nodes_reached"], 64)
+            # Only the tree's depth grows: a few hops, not a cost per node.
+            self.assertLess(far["spawn_s"], near["spawn_s"] * 1.1, n)
+        self.assertLess(M.spawn_time(self.cal, 4, 64)["nodes_reached"], 64)
+        self.assertAlmostEqual(near["spawn_s"], sum(near["breakdown"].values()))
+
 
 if __name__ == "__main__":
     unittest.main()

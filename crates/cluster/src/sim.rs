@@ -346,12 +346,24 @@ fn phases(c: &Cluster, job: JobId, boot: Duration, total: Duration) -> Vec<(&'st
 }
 
 /// The spawner's replies: 4 of the start sequence, the put's, the fence's,
-/// then one per spawn.
+/// then one per spawn. A spawn as MPI_Comm_spawn sees it: from its request
+/// until its reply and its children's MPI_Init (their fence, the reply
+/// before their finalize) are both done: the reply alone comes once the
+/// children are forked, before their library starts.
 fn spawn_time(c: &Cluster, job: JobId, sc: &Scenario) -> Option<Duration> {
     if sc.workload != Workload::SpawnLoop {
         return None;
     }
     let times = &c.ranks(job).first()?.reply_times;
-    let spans: Vec<Duration> = (6..6 + SPAWNS).filter_map(|i| Some(*times.get(i)? - *times.get(i - 1)?)).collect();
+    let mut children: Vec<JobId> = c.procs.iter().map(|p| p.job).filter(|&j| j != job).collect();
+    children.sort_unstable();
+    children.dedup();
+    let spans: Vec<Duration> = (0..SPAWNS)
+        .filter_map(|i| {
+            let (asked, answered) = (*times.get(5 + i)?, *times.get(6 + i)?);
+            let ready = c.ranks(*children.get(i)?).iter().filter_map(|p| p.reply_times.iter().rev().nth(1).copied()).max()?;
+            Some(answered.max(ready) - asked)
+        })
+        .collect();
     (spans.len() == SPAWNS).then(|| spans.iter().sum::<Duration>() / SPAWNS as u32)
 }
