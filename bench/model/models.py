@@ -228,8 +228,8 @@ def host_cpu(k_, nodes, ppn, workload, booted):
     """One host's CPU for the whole job beyond its first rank, seconds: every
     further rank's (an MPI rank's grows with the ranks on the host: b + c*P
     a rank, calibrated as mpi_rank_cpu), every further forked daemon's own
-    (cold), and for pmi-all the gets beyond the two the calibrated client
-    makes (q each). Over the host's cores it bounds the wall from below,
+    (cold), each rank's two frames to dpm run, and for pmi-all the gets
+    beyond the two the calibrated client makes (q each). Over the host's cores it bounds the wall from below,
     whatever the critical path: all daemons and ranks of the virtual nodes
     share these cores."""
     p = nodes * ppn
@@ -244,7 +244,11 @@ def host_cpu(k_, nodes, ppn, workload, booted):
         if workload == "pmi-all":
             rest += p * max(p - 2, 0) * k_["q"]
     daemons = 0.0 if booted else (nodes - 1) * k_["daemon_cpu"]
-    return rest + daemons
+    # Over daemon links, each rank's Started and Exited frames reach dpm
+    # run one by one (dpm_proto::ToLauncher, per rank), phi each (the
+    # simulator charges the same); on one node there is no link.
+    frames = 2 * p * k_["phi"] if nodes > 1 else 0.0
+    return rest + daemons + frames
 
 
 def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,

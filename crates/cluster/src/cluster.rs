@@ -268,6 +268,13 @@ impl Cluster {
         self.now
     }
 
+    /// CPU work on node `node`'s cores (its host's, on one host) from `at`,
+    /// outside any event: a daemon's own start, whose CPU the ranks then
+    /// queue behind.
+    pub fn charge_cpu(&mut self, node: usize, at: Duration, work: Duration) {
+        self.res(Some(node)).cpu(at, work);
+    }
+
     /// Let virtual time pass before anything happens (the daemons coming up).
     pub fn advance_to(&mut self, at: Duration) {
         debug_assert!(self.queue.is_empty(), "time moves on only while nothing is pending");
