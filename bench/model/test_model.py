@@ -150,7 +150,8 @@ class Models(unittest.TestCase):
             p = M.predict(self.cal, nodes, ppn, "auto", 32, "fork", booted, w, one_host=True)
             crit = M.critical_path(self.cal, nodes, ppn, "auto", 32, "fork", booted, w, one_host=True)
             one = k_["mpi_one"] if w == "hello" else k_["client_one"]
-            bound = one + M.host_cpu(k_, nodes, ppn, w, booted) / self.cal["machine"]["cpus"]
+            cpu = M.host_cpu(k_, nodes, ppn, w, booted) + M.fetch_cpu(k_, "auto", nodes, ppn, 32, w)
+            bound = one + cpu / self.cal["machine"]["cpus"]
             self.assertAlmostEqual(p["startup_s"], max(crit["startup_s"], bound), msg=w)
             self.assertAlmostEqual(p["startup_s"], sum(p["breakdown"].values()))
         # Dedicated nodes (the projection) have no such bound.
@@ -163,6 +164,15 @@ class Models(unittest.TestCase):
         self.assertGreater(per(64), per(16))
         # Booted, the daemons' own start costs the host nothing.
         self.assertLess(M.host_cpu(k_, 16, 4, "hello", True), M.host_cpu(k_, 16, 4, "hello", False))
+
+    def test_fetches_cost_cpu_except_under_allgather(self):
+        k_ = M.costs(self.cal)
+        self.assertEqual(M.fetch_cpu(k_, "allgather", 16, 16, 32, "pmi-all"), 0.0)
+        self.assertEqual(M.fetch_cpu(k_, "direct", 1, 64, 32, "pmi-all"), 0.0, "one node fetches nothing")
+        tree = M.fetch_cpu(k_, "tree", 16, 16, 32, "pmi-all")
+        direct = M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-all")
+        self.assertGreater(direct, tree, "a tree's fetch stops at the ancestor: half the links")
+        self.assertGreater(direct, 100 * M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-neighbours"))
 
     def test_a_spawn_saturates_at_its_childrens_nodes(self):
         near = M.spawn_time(self.cal, 64, 64, 32)
