@@ -217,6 +217,13 @@ def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
         # Forks and execs share the host; each node's daemon serves its own
         # ranks' PMI starts one after another, the nodes side by side.
         return nodes * ppn * k_["f_w"] + ppn * max(slope - k_["f_w"], 0.0)
+    if one_host and k_["mpi_cpu"] is not None:
+        # The serial part: each node's daemon forks its ranks one by one,
+        # then the last one's library start. The rest of the per-rank wall
+        # slope is the host's cores shared, which host_cpu bounds with the
+        # curve calibrated at 1..64 ranks (the 1->32 slope alone was 23 %
+        # high at 8 ranks).
+        return ppn * k_["f_w"] + lib
     if one_host:
         return k_["f_w"] + lib + (nodes * ppn - 1) * slope
     # The daemon forks its ranks one by one and serves their PMI starts
@@ -243,12 +250,17 @@ def fetch_cpu(k_, design, nodes, ppn, fanout, workload):
     return nodes * remote_keys(workload, nodes, ppn) * (hops * k_["phi"] + 2 * k_["q_cpu"])
 
 
+def daemons_cpu(k_, nodes, booted):
+    """The started daemons' own CPU (cold; booted: none), seconds."""
+    return 0.0 if booted else (nodes - 1) * k_["daemon_cpu"]
+
+
 def host_cpu(k_, nodes, ppn, workload, booted):
-    """One host's CPU for the whole job beyond its first rank, seconds: every
-    further rank's (an MPI rank's grows with the ranks on the host: b + c*P
-    a rank, calibrated as mpi_rank_cpu), every further forked daemon's own
-    (cold), each rank's two frames to dpm run, and for pmi-all the gets
-    beyond the two the calibrated client makes (q each). Over the host's cores it bounds the wall from below,
+    """One host's CPU for the ranks beyond the first, seconds: every further
+    rank's own (an MPI rank's grows with the ranks on the host: b + c*P a
+    rank, calibrated as mpi_rank_cpu), its two frames to dpm run, and for
+    pmi-all the gets beyond the two the calibrated client makes (q_cpu
+    each). Over the host's cores it bounds the wall from below,
     whatever the critical path: all daemons and ranks of the virtual nodes
     share these cores."""
     p = nodes * ppn
@@ -262,12 +274,11 @@ def host_cpu(k_, nodes, ppn, workload, booted):
         rest = (p - 1) * k_["client_cpu"]
         if workload == "pmi-all":
             rest += p * max(p - 2, 0) * k_["q_cpu"]
-    daemons = 0.0 if booted else (nodes - 1) * k_["daemon_cpu"]
     # Over daemon links, each rank's Started and Exited frames reach dpm
     # run one by one (dpm_proto::ToLauncher, per rank), phi each (the
     # simulator charges the same); on one node there is no link.
     frames = 2 * p * k_["phi"] if nodes > 1 else 0.0
-    return rest + daemons + frames
+    return rest + frames
 
 
 def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
@@ -287,7 +298,11 @@ def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=
         one = critical_path(cal, 1, 1, design, fanout, bootstrap, True, workload, True,
                             node_cores)["startup_s"]
     cpu = host_cpu(k_, nodes, ppn, workload, booted) + fetch_cpu(k_, design, nodes, ppn, fanout, workload)
-    bound = one + cpu / max(k_["cpus"], 1)
+    cores = max(k_["cpus"], 1)
+    # The ranks start once the daemons are up: after the bootstrap's wall,
+    # or the daemons' own CPU on the cores if that is longer.
+    boot = max(crit["breakdown"]["initiation_boot"], daemons_cpu(k_, nodes, booted) / cores)
+    bound = boot + one + cpu / cores
     excess = max(bound - crit["startup_s"], 0.0)
     crit["breakdown"]["host_cpu"] = excess
     crit["startup_s"] += excess
