@@ -19,7 +19,9 @@
 //!   `fence_per_node`: the per-node slope of a fence is the launcher taking
 //!   one more frame);
 //! - each PMI request: `pmi_local_request` of the daemon's CPU (a remote
-//!   get is built from frames; `pmi_remote_get` stays for validation);
+//!   get is built from frames; `pmi_remote_get` stays for validation), and
+//!   the rest of its `cpu_us` (the host's CPU per get) on a core for the
+//!   rank that makes it;
 //! - each rank: `rank_fork_exec` on a core of its node (the daemon waits
 //!   for its starts), then its library, `cpu_us` on a core and the rest
 //!   waiting, before its first PMI request: for MPI programs (`hello`,
@@ -220,6 +222,8 @@ pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
         lib_cpu: lib_cpu + init_cpu,
         lib_wait: lib_wait + init_wait,
         pmi_serve: cal.required("pmi_local_request"),
+        // The host's CPU per get beyond the daemon's service: the client's.
+        pmi_client: cal.field("pmi_local_request", "cpu_us").map_or(Duration::ZERO, |all| all.saturating_sub(cal.required("pmi_local_request"))),
         frame_cpu: cal.get("frame_cpu").unwrap_or_else(|| cal.required("fence_per_node")),
         spawn_delay: cal.required("spawn_base"),
         cores,
@@ -304,7 +308,7 @@ pub fn simulate(cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
         // taking the CPU as at most the wall (as for a library's start)
         // charged a client 545 µs of its 925 here.
         let whole = cal.field("pmi_client_start", "cpu_us").or_else(|| cal.get("pmi_client_start")).unwrap_or_default();
-        let served = costs.pmi_serve * CLIENT_REQUESTS;
+        let served = (costs.pmi_serve + costs.pmi_client) * CLIENT_REQUESTS;
         (costs.lib_cpu, costs.lib_wait) = (whole.saturating_sub(costs.fork_exec + served), Duration::ZERO);
     }
     let mut c = Cluster::new(Layout { slots: sc.ppn, fanout: sc.fanout(), kvs: sc.kvs, costs, ..Layout::nodes(sc.nodes) });
