@@ -59,6 +59,35 @@ class Calibration(unittest.TestCase):
         self.assertAlmostEqual(a, 1.0)
 
 
+def calibrate_module():
+    """bench/model/calibrate (a script) as a module."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("calibrate", os.path.join(C.HERE, "calibrate"))
+    spec = importlib.util.spec_from_loader("calibrate", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+class Calibrate(unittest.TestCase):
+    def test_quadratic_gives_back_the_host_curve(self):
+        # mpi_rank_cpu's fit: CPU(n) = a + b*n + c*n^2 over n = 1, 16, 32, 64.
+        xs = [1, 16, 32, 64]
+        a, b, c = calibrate_module().quadratic(xs, [0.03 + 0.036 * x + 0.0004 * x * x for x in xs])
+        self.assertAlmostEqual(a, 0.03)
+        self.assertAlmostEqual(b, 0.036)
+        self.assertAlmostEqual(c, 0.0004)
+
+    def test_the_new_costs_are_in_the_committed_file(self):
+        costs = committed()["costs"]
+        self.assertGreater(costs["mpi_rank_cpu"]["pair_us"], 0)
+        self.assertGreater(costs["mpi_rank_cpu"]["wall_one_us"], 0)
+        self.assertGreater(costs["pmi_client_start"]["wall_one_us"], 0)
+        self.assertGreater(costs["pmi_local_request"]["cpu_us"], costs["pmi_local_request"]["median_us"],
+                           "the host's CPU per get holds the daemon's service and the client's")
+
+
 class Paper002(unittest.TestCase):
     def test_published_models_give_back_table1_at_128(self):
         # The models were fitted on 4..128 processes (section 5.2): at 128
