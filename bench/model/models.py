@@ -103,10 +103,23 @@ def costs(cal):
         "f": s("rank_fork_exec"), "f_w": s("rank_fork_exec", "wall_us", s("rank_fork_exec")),
         "L": s("mpi_lib_start"), "L_s": s("mpi_lib_start", "wall_slope_us"),
         "I": s("mpi_init"), "I_s": s("mpi_init", "wall_slope_us"),
+        "L_cpu": s("mpi_lib_start", "cpu_us"), "I_cpu": s("mpi_init", "cpu_slope_us"),
         "cpus": cal["machine"]["cpus"],
         "pmi_start": s("pmi_client_start", default=s("rank_fork_exec")),
         "q": s("pmi_local_request"), "g": s("pmi_remote_get"), "phi": s("fence_per_node"),
+        "q_cpu": s("pmi_local_request", "cpu_us", s("pmi_local_request")),
         "spawn": s("spawn_base"),
+        # The host-wide CPU bound (one host): a client's and an MPI rank's
+        # CPU, a forked daemon's own CPU (its slope less its one rank), and
+        # one rank's whole run. Absent fields (older calibrations): the
+        # client's CPU from its wall, no curvature, the one-rank run as the
+        # critical path predicts it.
+        "client_cpu": s("pmi_client_start", "cpu_us", s("pmi_client_start")),
+        "client_one": s("pmi_client_start", "wall_one_us", None),
+        "mpi_cpu": s("mpi_rank_cpu", default=None),
+        "mpi_pair": s("mpi_rank_cpu", "pair_us"),
+        "mpi_one": s("mpi_rank_cpu", "wall_one_us", None),
+        "daemon_cpu": max(s("daemon_start_fork", "cpu_us") - s("rank_fork_exec"), 0.0),
     }
 
 
@@ -145,10 +158,11 @@ def conn_time(k_, design, nodes, ppn, fanout, workload, one_host=False):
     if design == "auto":
         design = "direct" if sparse else "allgather"
     q, g, h = k_["q"], k_["g"], k_["h"]
-    # On one host every node's daemon and rank shares its cores: the gets
-    # of all nodes queue for them (q was measured on one node, ranks and
-    # daemon together).
-    local = (nodes if one_host else 1) * ppn * G * q
+    # A node's daemon answers its ranks' gets one by one (q: the daemon's
+    # service, the bottleneck on one node); the nodes' daemons side by side.
+    # On one host they share its cores: host_cpu bounds that (charging all
+    # nodes' gets as one daemon's, as before, was 35-43 % high).
+    local = ppn * G * q
     K = remote_keys(workload, nodes, ppn)
     base = 2 * d * h + k * d * k_["phi"]
     if design == "allgather":
@@ -203,6 +217,13 @@ def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
         # Forks and execs share the host; each node's daemon serves its own
         # ranks' PMI starts one after another, the nodes side by side.
         return nodes * ppn * k_["f_w"] + ppn * max(slope - k_["f_w"], 0.0)
+    if one_host and k_["mpi_cpu"] is not None:
+        # The serial part: each node's daemon forks its ranks one by one,
+        # then the last one's library start. The rest of the per-rank wall
+        # slope is the host's cores shared, which host_cpu bounds with the
+        # curve calibrated at 1..64 ranks (the 1->32 slope alone was 23 %
+        # high at 8 ranks).
+        return ppn * k_["f_w"] + lib
     if one_host:
         return k_["f_w"] + lib + (nodes * ppn - 1) * slope
     # The daemon forks its ranks one by one and serves their PMI starts
@@ -212,11 +233,86 @@ def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
     return serial + lib + (ppn - 1) * max(slope - k_["f"], 0.0) * k_["cpus"] / max(node_cores, 1)
 
 
+def fetch_cpu(k_, design, nodes, ppn, fanout, workload):
+    """The CPU of the fetches of keys held on other nodes (all designs but
+    allgather, whose fence brings every key): a node's daemon fetches each
+    of its K missing keys once; a fetch crosses 4 links per level in
+    direct and dkvs (up to dpm run and down to the owner, and back), 2 per
+    level in tree (up to the ancestor holding it), a frame phi each, and is
+    served twice (q_cpu)."""
+    G, r, sparse = gets_of(workload, nodes, ppn)
+    if design == "auto":
+        design = "direct" if sparse else "allgather"
+    if design == "allgather" or nodes == 1:
+        return 0.0
+    d = depth(nodes, fanout)
+    hops = (2 if design == "tree" else 4) * d
+    return nodes * remote_keys(workload, nodes, ppn) * (hops * k_["phi"] + 2 * k_["q_cpu"])
+
+
+def daemons_cpu(k_, nodes, booted):
+    """The started daemons' own CPU (cold; booted: none), seconds."""
+    return 0.0 if booted else (nodes - 1) * k_["daemon_cpu"]
+
+
+def host_cpu(k_, nodes, ppn, workload, booted):
+    """One host's CPU for the ranks beyond the first, seconds: every further
+    rank's own (an MPI rank's grows with the ranks on the host: b + c*P a
+    rank, calibrated as mpi_rank_cpu), its two frames to dpm run, and for
+    pmi-all the gets beyond the two the calibrated client makes (q_cpu
+    each). Over the host's cores it bounds the wall from below,
+    whatever the critical path: all daemons and ranks of the virtual nodes
+    share these cores."""
+    p = nodes * ppn
+    if workload == "hello":
+        if k_["mpi_cpu"] is None:
+            per = k_["f"] + k_["L_cpu"] + k_["I_cpu"]
+            rest = (p - 1) * per
+        else:
+            rest = (p - 1) * k_["mpi_cpu"] + (p * p - 1) * k_["mpi_pair"]
+    else:
+        rest = (p - 1) * k_["client_cpu"]
+        if workload == "pmi-all":
+            rest += p * max(p - 2, 0) * k_["q_cpu"]
+    # Over daemon links, each rank's Started and Exited frames reach dpm
+    # run one by one (dpm_proto::ToLauncher, per rank), phi each (the
+    # simulator charges the same); on one node there is no link.
+    frames = 2 * p * k_["phi"] if nodes > 1 else 0.0
+    return rest + frames
+
+
 def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
             workload="hello", one_host=False, node_cores=64):
     """The model's startup (seconds) with its breakdown. one_host: every
     node on this machine (validation); else dedicated nodes of node_cores
-    cores (projection)."""
+    cores (projection). On one host the wall is at least one rank's run
+    plus the rest of the host's CPU over its cores (host_cpu): the excess
+    over the critical path is its `host_cpu` part."""
+    crit = critical_path(cal, nodes, ppn, design, fanout, bootstrap, booted, workload,
+                         one_host, node_cores)
+    if not one_host:
+        return crit
+    k_ = costs(cal)
+    one = k_["mpi_one"] if workload == "hello" else k_["client_one"]
+    if one is None:
+        one = critical_path(cal, 1, 1, design, fanout, bootstrap, True, workload, True,
+                            node_cores)["startup_s"]
+    cpu = host_cpu(k_, nodes, ppn, workload, booted) + fetch_cpu(k_, design, nodes, ppn, fanout, workload)
+    cores = max(k_["cpus"], 1)
+    # The ranks start once the daemons are up: after the bootstrap's wall,
+    # or the daemons' own CPU on the cores if that is longer.
+    boot = max(crit["breakdown"]["initiation_boot"], daemons_cpu(k_, nodes, booted) / cores)
+    bound = boot + one + cpu / cores
+    excess = max(bound - crit["startup_s"], 0.0)
+    crit["breakdown"]["host_cpu"] = excess
+    crit["startup_s"] += excess
+    crit["host_bound_s"] = bound
+    return crit
+
+
+def critical_path(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
+                  workload="hello", one_host=False, node_cores=64):
+    """The critical path: initiation + connection setup + overhead."""
     k_ = costs(cal)
     d = depth(nodes, fanout)
     ranks = rank_time(k_, nodes, ppn, workload == "hello", one_host, node_cores)
@@ -228,6 +324,25 @@ def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=
     return {"startup_s": sum(parts.values()), "breakdown": parts, "fence_s": fence,
             "depth": d, "design": design, "fanout": fanout, "bootstrap": bootstrap,
             "booted": booted, "workload": workload, "answered_by": "bench/model/models.py"}
+
+
+def spawn_time(cal, nodes, children, fanout=32, node_cores=64):
+    """One MPI_Comm_spawn of `children` MPI processes from a running job on
+    `nodes` dedicated nodes, seconds, with its breakdown. dpm places each
+    child on the node with the most free slots (a full job: one per node in
+    turn), so the children reach m = min(nodes, children) nodes and the
+    spawn saturates there; the job's size adds only its tree's depth.
+      spawn_base (the launcher's fixed part, calibrated less the child's own
+      start) + 4*D*h (request up, launch down, started up, reply down)
+      + 2*m*phi (the launcher sends m launches, takes m reports)
+      + the children's start on their node (rank_time of children/m ranks)."""
+    k_ = costs(cal)
+    d = depth(nodes, fanout)
+    m = min(nodes, children)
+    per_node = math.ceil(children / m)
+    parts = {"spawn_base": k_["spawn"], "tree": 4 * d * k_["h"] + 2 * m * k_["phi"],
+             "children": rank_time(k_, m, per_node, True, False, node_cores)}
+    return {"spawn_s": sum(parts.values()), "breakdown": parts, "nodes_reached": m, "depth": d}
 
 
 def best(cal, nodes, ppn, bootstrap="fork", booted=False, workload="hello",

@@ -59,6 +59,35 @@ class Calibration(unittest.TestCase):
         self.assertAlmostEqual(a, 1.0)
 
 
+def calibrate_module():
+    """bench/model/calibrate (a script) as a module."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("calibrate", os.path.join(C.HERE, "calibrate"))
+    spec = importlib.util.spec_from_loader("calibrate", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+class Calibrate(unittest.TestCase):
+    def test_quadratic_gives_back_the_host_curve(self):
+        # mpi_rank_cpu's fit: CPU(n) = a + b*n + c*n^2 over n = 1, 16, 32, 64.
+        xs = [1, 16, 32, 64]
+        a, b, c = calibrate_module().quadratic(xs, [0.03 + 0.036 * x + 0.0004 * x * x for x in xs])
+        self.assertAlmostEqual(a, 0.03)
+        self.assertAlmostEqual(b, 0.036)
+        self.assertAlmostEqual(c, 0.0004)
+
+    def test_the_new_costs_are_in_the_committed_file(self):
+        costs = committed()["costs"]
+        self.assertGreater(costs["mpi_rank_cpu"]["pair_us"], 0)
+        self.assertGreater(costs["mpi_rank_cpu"]["wall_one_us"], 0)
+        self.assertGreater(costs["pmi_client_start"]["wall_one_us"], 0)
+        self.assertGreater(costs["pmi_local_request"]["cpu_us"], costs["pmi_local_request"]["median_us"],
+                           "the host's CPU per get holds the daemon's service and the client's")
+
+
 class Paper002(unittest.TestCase):
     def test_published_models_give_back_table1_at_128(self):
         # The models were fitted on 4..128 processes (section 5.2): at 128
@@ -138,6 +167,55 @@ class Models(unittest.TestCase):
         cal["costs"].pop("mpi_init", None)
         p = M.predict(cal, 16, 16, "auto", 32, "fork", False, "pmi-neighbours")
         self.assertGreater(p["startup_s"], 0)
+
+        for w in ("hello", "pmi-neighbours", "pmi-all"):
+            p = M.predict(cal, 4, 4, "auto", 32, "fork", False, w, one_host=True)
+            self.assertGreater(p["startup_s"], 0, w)
+
+    def test_one_host_wall_is_at_least_its_cpu_over_its_cores(self):
+        k_ = M.costs(self.cal)
+        for nodes, ppn, w, booted in ((16, 16, "pmi-neighbours", False), (64, 1, "pmi-neighbours", False),
+                                      (8, 8, "hello", True), (16, 16, "pmi-all", False)):
+            p = M.predict(self.cal, nodes, ppn, "auto", 32, "fork", booted, w, one_host=True)
+            crit = M.critical_path(self.cal, nodes, ppn, "auto", 32, "fork", booted, w, one_host=True)
+            one = k_["mpi_one"] if w == "hello" else k_["client_one"]
+            cpu = M.host_cpu(k_, nodes, ppn, w, booted) + M.fetch_cpu(k_, "auto", nodes, ppn, 32, w)
+            cores = self.cal["machine"]["cpus"]
+            boot = max(crit["breakdown"]["initiation_boot"], M.daemons_cpu(k_, nodes, booted) / cores)
+            bound = boot + one + cpu / cores
+            self.assertAlmostEqual(p["startup_s"], max(crit["startup_s"], bound), msg=w)
+            self.assertAlmostEqual(p["startup_s"], sum(p["breakdown"].values()))
+        # Dedicated nodes (the projection) have no such bound.
+        self.assertNotIn("host_cpu", M.predict(self.cal, 16, 16, "auto", 32, "fork", False, "hello")["breakdown"])
+
+    def test_an_mpi_rank_costs_more_among_more_ranks_on_its_host(self):
+        k_ = M.costs(self.cal)
+        self.assertGreater(k_["mpi_pair"], 0)
+        per = lambda p: M.host_cpu(k_, 1, p, "hello", True) / (p - 1)  # noqa: E731
+        self.assertGreater(per(64), per(16))
+        # Booted, the daemons' own start costs the host nothing.
+        self.assertEqual(M.daemons_cpu(k_, 16, True), 0.0)
+        self.assertGreater(M.daemons_cpu(k_, 16, False), 0.0)
+
+    def test_fetches_cost_cpu_except_under_allgather(self):
+        k_ = M.costs(self.cal)
+        self.assertEqual(M.fetch_cpu(k_, "allgather", 16, 16, 32, "pmi-all"), 0.0)
+        self.assertEqual(M.fetch_cpu(k_, "direct", 1, 64, 32, "pmi-all"), 0.0, "one node fetches nothing")
+        tree = M.fetch_cpu(k_, "tree", 16, 16, 32, "pmi-all")
+        direct = M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-all")
+        self.assertGreater(direct, tree, "a tree's fetch stops at the ancestor: half the links")
+        self.assertGreater(direct, 100 * M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-neighbours"))
+
+    def test_a_spawn_saturates_at_its_childrens_nodes(self):
+        near = M.spawn_time(self.cal, 64, 64, 32)
+        self.assertEqual(near["nodes_reached"], 64)
+        for n in (128, 4096, 16384):
+            far = M.spawn_time(self.cal, n, 64, 32)
+            self.assertEqual(far["nodes_reached"], 64)
+            # Only the tree's depth grows: a few hops, not a cost per node.
+            self.assertLess(far["spawn_s"], near["spawn_s"] * 1.1, n)
+        self.assertLess(M.spawn_time(self.cal, 4, 64)["nodes_reached"], 64)
+        self.assertAlmostEqual(near["spawn_s"], sum(near["breakdown"].values()))
 
 
 if __name__ == "__main__":

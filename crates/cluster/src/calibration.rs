@@ -11,10 +11,11 @@
 //! median, `p10 ≤ median ≤ p90`, measured at least once.
 //!
 //! Optional names and fields the simulator uses when present (see
-//! [`crate::sim`]): `mpi_init`, `pmi_client_start` and `frame_cpu` costs;
-//! `cpu_us` (the CPU part of a wall cost) and `latency_us` (a daemon
-//! start's single-daemon latency, its median being the serial cost per
-//! added daemon).
+//! [`crate::sim`]): `mpi_init`, `pmi_client_start`, `mpi_rank_cpu` (with
+//! its `pair_us`) and `frame_cpu` costs; `cpu_us` (the CPU part of a wall
+//! cost; for `pmi_client_start` and `pmi_local_request` the host's whole
+//! CPU per client or get) and `latency_us` (a daemon start's single-daemon
+//! latency, its median being the serial cost per added daemon).
 //!
 //! Two calibrations are embedded at build time, so the binary works
 //! anywhere: [`SAMPLE_JSON`], the stand-in committed beside this crate

@@ -28,7 +28,7 @@ use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, ToDaemon, ToLaunc
 
 use crate::layout::Layout;
 use crate::process::{Proc, Script};
-use crate::resources::NodeResources;
+use crate::resources::{DaemonThread, NodeResources};
 
 mod scripted;
 
@@ -138,8 +138,10 @@ pub struct Cluster {
     /// The run's effects, recorded (with the tree's shared state) and carried
     /// out after each call.
     run_fx: Recorder,
-    /// Each node's cores and NIC, then the launcher's host's.
+    /// Each node's cores and NIC, then the launcher's host's (one host: only the first).
     res: Vec<NodeResources>,
+    /// Each node's daemon thread, then the launcher's (apart even on one host).
+    threads: Vec<DaemonThread>,
     scripts: HashMap<String, Script>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
@@ -193,6 +195,7 @@ impl Cluster {
             run: Run::new(settings),
             run_fx: Recorder::new(TreeShared::new(table)),
             res: vec![NodeResources::new(layout.costs.cores); layout.nodes + 1],
+            threads: vec![DaemonThread::default(); layout.nodes + 1],
             scripts: HashMap::new(),
             procs: Vec::new(),
             conns: HashMap::new(),
@@ -265,6 +268,13 @@ impl Cluster {
         self.now
     }
 
+    /// CPU work on node `node`'s cores (its host's, on one host) from `at`,
+    /// outside any event: a daemon's own start, whose CPU the ranks then
+    /// queue behind.
+    pub fn charge_cpu(&mut self, node: usize, at: Duration, work: Duration) {
+        self.res(Some(node)).cpu(at, work);
+    }
+
     /// Let virtual time pass before anything happens (the daemons coming up).
     pub fn advance_to(&mut self, at: Duration) {
         debug_assert!(self.queue.is_empty(), "time moves on only while nothing is pending");
@@ -330,7 +340,10 @@ impl Cluster {
             _ => return self.handle_now(event),
         };
         let now = self.now;
-        let done = self.res(host).daemon(now, work);
+        let thread = host.unwrap_or(self.nodes.len());
+        let mut daemon = self.threads[thread];
+        let done = daemon.run(self.res(host), now, work);
+        self.threads[thread] = daemon;
         if done > self.now {
             self.schedule_at(done, Event::Ready(Box::new(event)));
         } else {

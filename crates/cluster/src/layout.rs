@@ -26,6 +26,8 @@ pub struct Costs {
     pub lib_wait: Duration,
     /// The daemon's CPU to serve one PMI request.
     pub pmi_serve: Duration,
+    /// The rank's own CPU to make one PMI request and take its reply.
+    pub pmi_client: Duration,
     /// The daemon's (or launcher's) CPU to handle one link frame.
     pub frame_cpu: Duration,
     /// A spawn's fixed cost before the launcher takes it (not CPU: it
@@ -49,6 +51,7 @@ impl Default for Costs {
             lib_cpu: Duration::ZERO,
             lib_wait: Duration::ZERO,
             pmi_serve: Duration::ZERO,
+            pmi_client: Duration::ZERO,
             frame_cpu: Duration::ZERO,
             spawn_delay: Duration::ZERO,
             cores: 0,

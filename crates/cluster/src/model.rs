@@ -8,7 +8,9 @@
 //! largest within the limit, its half and its quarter) and each phase is
 //! fitted, in paper 002's form, as `a + b·log2(nodes) + c·nodes` (a fixed
 //! part, one per tree level, one per node) and evaluated at the asked node
-//! count; the bootstrap is computed exactly at any scale. The answer says
+//! count; the bootstrap is computed exactly at any scale. A spawn's
+//! per-node term saturates at its children's count (`ppn`: a spawn cannot
+//! reach more nodes than it starts children). The answer says
 //! which method answered. The search for the best design and fan-out uses
 //! the same method and limit, so the asked prediction is one of the
 //! candidates compared.
@@ -124,8 +126,11 @@ pub fn predict(cal: &Calibration, sc: &Scenario, limit: usize) -> Result<Predict
         };
         phases.push((*name, at));
     }
+    // A spawn of `ppn` children reaches at most `ppn` nodes, whatever the
+    // job's: its per-node term stops growing there (its per-level term,
+    // the tree's depth, does not).
     let spawns: Vec<(f64, f64)> = runs.iter().filter_map(|(n, o, _)| Some((*n as f64, o.spawn?.as_secs_f64()))).collect();
-    let spawn = (!spawns.is_empty()).then(|| Duration::from_secs_f64(fit(&spawns, sc.nodes as f64).max(0.0)));
+    let spawn = (!spawns.is_empty()).then(|| Duration::from_secs_f64(fit_capped(&spawns, sc.nodes as f64, f64::from(sc.ppn)).max(0.0)));
     let total = phases.iter().map(|p| p.1).sum();
     let list: Vec<String> = points.iter().map(usize::to_string).collect();
     Ok(named(format!("extrapolated from {} nodes", list.join(",")), Outcome { total, phases, spawn }))
@@ -145,6 +150,12 @@ fn prediction(sc: &Scenario, o: Outcome, method: String) -> Prediction {
 /// `a + b·log2(n) + c·n` through the samples (least squares; fewer samples
 /// drop terms from the right), evaluated at `at`.
 pub fn fit(samples: &[(f64, f64)], at: f64) -> f64 {
+    fit_capped(samples, at, f64::INFINITY)
+}
+
+/// [`fit`], its per-node term `c·n` evaluated at no more than `cap` nodes
+/// (a cost that reaches at most `cap` nodes saturates there).
+pub fn fit_capped(samples: &[(f64, f64)], at: f64, cap: f64) -> f64 {
     let basis = |n: f64| [1.0, n.log2(), n];
     let terms = samples.len().min(3);
     if terms == 0 {
@@ -176,6 +187,7 @@ pub fn fit(samples: &[(f64, f64)], at: f64) -> f64 {
         }
     }
     let b = basis(at);
+    let b = [b[0], b[1], at.min(cap)];
     (0..terms).map(|i| m[i][terms] / m[i][i] * b[i]).sum()
 }
 
@@ -268,6 +280,10 @@ mod tests {
             assert!((fit(&samples, at) - f(at)).abs() < 1e-6 * f(at).max(1.0), "at {at}");
         }
         assert_eq!(fit(&[(8.0, 3.0)], 1000.0), 3.0, "one sample: a constant");
+        let capped = |n: f64| 0.5 + 0.25 * n.log2() + 0.01 * n.min(64.0);
+        for at in [16.0, 64.0, 4096.0] {
+            assert!((fit_capped(&samples, at, 64.0) - capped(at)).abs() < 1e-6, "capped at {at}");
+        }
         assert_eq!(fit(&[], 10.0), 0.0);
         assert_eq!(fanouts(1), [2]);
         assert_eq!(fanouts(16), [2, 4, 8, 16]);

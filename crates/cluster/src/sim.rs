@@ -19,14 +19,20 @@
 //!   `fence_per_node`: the per-node slope of a fence is the launcher taking
 //!   one more frame);
 //! - each PMI request: `pmi_local_request` of the daemon's CPU (a remote
-//!   get is built from frames; `pmi_remote_get` stays for validation);
+//!   get is built from frames; `pmi_remote_get` stays for validation), and
+//!   the rest of its `cpu_us` (the host's CPU per get) on a core for the
+//!   rank that makes it;
 //! - each rank: `rank_fork_exec` on a core of its node (the daemon waits
 //!   for its starts), then its library, `cpu_us` on a core and the rest
 //!   waiting, before its first PMI request: for MPI programs (`hello`,
 //!   `spawn-loop`) `mpi_lib_start` and (`mpi_init`: MPICH's own work in
 //!   MPI_Init beyond PMI); for the raw PMI clients of paper 004's patterns
-//!   (`pmi_client_start`, less the fork/exec it includes; none without it);
-//! - each spawn: `spawn_base`, a delay before the launcher takes it.
+//!   (`pmi_client_start`'s `cpu_us`, less the fork/exec and the PMI
+//!   service it includes; none without it); with `mpi_rank_cpu` an MPI
+//!   rank's CPU is that host curve's (b + c·n for n ranks on the host);
+//! - each spawn: `spawn_base`, a delay before the launcher takes it;
+//! - cold, each started daemon's own CPU (`daemon_start_fork`'s `cpu_us`
+//!   less `rank_fork_exec`) on its node's (host's) cores from time 0.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -100,6 +106,11 @@ macro_rules! from_name {
 }
 from_name!(Bootstrap, "bootstrap");
 from_name!(Workload, "workload");
+
+/// The PMI-1 requests of the client `pmi_client_start` is calibrated with
+/// (`bench/startup/pmi1_client neighbours`: init, get_maxes,
+/// get_my_kvsname, put, barrier, 2 gets, finalize).
+const CLIENT_REQUESTS: u32 = 8;
 
 /// The spawns of [`Workload::SpawnLoop`].
 pub const SPAWNS: usize = 4;
@@ -211,6 +222,8 @@ pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
         lib_cpu: lib_cpu + init_cpu,
         lib_wait: lib_wait + init_wait,
         pmi_serve: cal.required("pmi_local_request"),
+        // The host's CPU per get beyond the daemon's service: the client's.
+        pmi_client: cal.field("pmi_local_request", "cpu_us").map_or(Duration::ZERO, |all| all.saturating_sub(cal.required("pmi_local_request"))),
         frame_cpu: cal.get("frame_cpu").unwrap_or_else(|| cal.required("fence_per_node")),
         spawn_delay: cal.required("spawn_base"),
         cores,
@@ -256,8 +269,13 @@ fn scripts(sc: &Scenario) -> Vec<(&'static str, Script)> {
         Workload::PmiNeighbours => vec![("main", with(vec![get("bc-{next}"), get("bc-{prev}"), Step::Barrier]))],
         Workload::PmiAll => vec![("main", with(vec![get_all("bc-{i}"), Step::Barrier]))],
         Workload::SpawnLoop => {
-            let spawn = Step::Spawn { n: sc.ppn, script: "child".into() };
-            vec![("spawner", with(vec![spawn; SPAWNS])), ("main", with(vec![])), ("child", with(vec![]))]
+            // MPI_Comm_spawn is collective over the parents: the others wait
+            // in it (here: a fence after the spawns) rather than end meanwhile;
+            // ending, their exits queued at the launcher before the spawns
+            // and made a spawn grow with the job's nodes.
+            let spawns = std::iter::repeat_n(Step::Spawn { n: sc.ppn, script: "child".into() }, SPAWNS);
+            let spawner = with(spawns.chain([Step::Barrier]).collect());
+            vec![("spawner", spawner), ("main", with(vec![Step::Barrier])), ("child", with(vec![]))]
         }
     }
 }
@@ -272,14 +290,41 @@ pub fn simulate(cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
     }
     let boot = boot_time(cal, sc)?;
     let mut costs = costs(cal, sc.cores(), sc.one_host);
+    if let (Some(per_rank), false) = (cal.get("mpi_rank_cpu"), matches!(sc.workload, Workload::PmiAll | Workload::PmiNeighbours)) {
+        // An MPI rank's CPU grows with the ranks on its host (MPICH's
+        // shared-memory set-up and its waiting ranks' polling):
+        // `mpi_rank_cpu` is b of the host's a + b·n + c·n² (fork/exec, the
+        // library and MPI_Init, dpm's share), `pair_us` c; a rank among n
+        // costs b + c·n, its fork/exec charged apart.
+        let pair = cal.field("mpi_rank_cpu", "pair_us").unwrap_or_default();
+        let on_host = if sc.one_host { ranks } else { sc.ppn as usize };
+        costs.lib_cpu = (per_rank + pair * on_host as u32).saturating_sub(costs.fork_exec);
+    }
     if matches!(sc.workload, Workload::PmiAll | Workload::PmiNeighbours) {
-        // A raw PMI client: its start per rank includes the fork/exec.
-        let (cpu, wait) = split(cal, "pmi_client_start");
-        (costs.lib_cpu, costs.lib_wait) = (cpu.saturating_sub(costs.fork_exec), wait);
+        // A raw PMI client: its CPU per rank (`cpu_us`: the host's CPU per
+        // added client, whole) includes the fork/exec and the daemon's
+        // service of its requests, both charged apart. Its wall slope (the
+        // median) is that CPU over the calibrating host's cores, not a wait:
+        // taking the CPU as at most the wall (as for a library's start)
+        // charged a client 545 µs of its 925 here.
+        let whole = cal.field("pmi_client_start", "cpu_us").or_else(|| cal.get("pmi_client_start")).unwrap_or_default();
+        let served = (costs.pmi_serve + costs.pmi_client) * CLIENT_REQUESTS;
+        (costs.lib_cpu, costs.lib_wait) = (whole.saturating_sub(costs.fork_exec + served), Duration::ZERO);
     }
     let mut c = Cluster::new(Layout { slots: sc.ppn, fanout: sc.fanout(), kvs: sc.kvs, costs, ..Layout::nodes(sc.nodes) });
     for (name, script) in scripts(sc) {
         c.script(name, script);
+    }
+    if !sc.booted {
+        // Each started daemon's own CPU (its forked start's CPU less its one
+        // rank's) on its host's cores, from time 0: on one host of 2 cores,
+        // 64 daemons' ~3 ms each outlast the tree's start (the ranks then
+        // queue behind them: 64 × 1 ranks were 42 % short without it).
+        let own = cal.field("daemon_start_fork", "cpu_us").unwrap_or_default().saturating_sub(cal.required("rank_fork_exec"));
+        let first = usize::from(sc.bootstrap == Bootstrap::Fork);
+        for node in first..sc.nodes {
+            c.charge_cpu(node, Duration::ZERO, own);
+        }
     }
     c.advance_to(boot);
     let job = match sc.workload {
@@ -318,12 +363,24 @@ fn phases(c: &Cluster, job: JobId, boot: Duration, total: Duration) -> Vec<(&'st
 }
 
 /// The spawner's replies: 4 of the start sequence, the put's, the fence's,
-/// then one per spawn.
+/// then one per spawn. A spawn as MPI_Comm_spawn sees it: from its request
+/// until its reply and its children's MPI_Init (their fence, the reply
+/// before their finalize) are both done: the reply alone comes once the
+/// children are forked, before their library starts.
 fn spawn_time(c: &Cluster, job: JobId, sc: &Scenario) -> Option<Duration> {
     if sc.workload != Workload::SpawnLoop {
         return None;
     }
     let times = &c.ranks(job).first()?.reply_times;
-    let spans: Vec<Duration> = (6..6 + SPAWNS).filter_map(|i| Some(*times.get(i)? - *times.get(i - 1)?)).collect();
+    let mut children: Vec<JobId> = c.procs.iter().map(|p| p.job).filter(|&j| j != job).collect();
+    children.sort_unstable();
+    children.dedup();
+    let spans: Vec<Duration> = (0..SPAWNS)
+        .filter_map(|i| {
+            let (asked, answered) = (*times.get(5 + i)?, *times.get(6 + i)?);
+            let ready = c.ranks(*children.get(i)?).iter().filter_map(|p| p.reply_times.iter().rev().nth(1).copied()).max()?;
+            Some(answered.max(ready) - asked)
+        })
+        .collect();
     (spans.len() == SPAWNS).then(|| spans.iter().sum::<Duration>() / SPAWNS as u32)
 }

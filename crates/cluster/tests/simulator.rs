@@ -242,3 +242,56 @@ fn bad_scenarios_are_refused_not_run() {
     no_slurm.costs.remove("daemon_start_slurm");
     assert!(simulate(&no_slurm, &Scenario { bootstrap: Bootstrap::Slurm, ..scenario(2, 2) }).is_err());
 }
+
+/// The sample with a host CPU curve for MPI ranks (`mpi_rank_cpu`: b = 20 ms
+/// a rank, c = 0.5 ms a rank per other rank on the host).
+fn with_host_curve() -> Calibration {
+    let mut cal = Calibration::sample();
+    let mut cost = cal.costs["rank_fork_exec"].clone();
+    (cost.median_us, cost.p10_us, cost.p90_us) = (20_000.0, 15_000.0, 25_000.0);
+    cost.extra = [("pair_us".to_string(), serde_json::json!(500.0))].into_iter().collect();
+    cal.costs.insert("mpi_rank_cpu".into(), cost);
+    cal
+}
+
+#[test]
+fn on_one_host_the_wall_is_at_least_the_hosts_cpu_over_its_cores() {
+    // Virtual nodes of one host of 2 cores: whatever the critical path, the
+    // ranks' CPU (and the daemons') cannot take less than its sum over 2.
+    let cal = with_host_curve();
+    for (nodes, ppn) in [(1, 16), (4, 8), (16, 4)] {
+        let ranks = (nodes * ppn as usize) as u32;
+        let sc = Scenario { cores: 2, one_host: true, booted: true, ..scenario(nodes, ppn) };
+        let per_rank = cal.get("mpi_rank_cpu").unwrap() + cal.field("mpi_rank_cpu", "pair_us").unwrap() * ranks;
+        let t = simulate(&cal, &sc).unwrap().total;
+        assert!(t >= per_rank * ranks / 2, "{nodes} × {ppn}: {t:?} < {:?}", per_rank * ranks / 2);
+        let client = cal.field("pmi_client_start", "cpu_us").unwrap();
+        let t = simulate(&cal, &Scenario { workload: Workload::PmiNeighbours, ..sc }).unwrap().total;
+        assert!(t >= client * ranks / 2, "pmi-neighbours {nodes} × {ppn}: {t:?} < {:?}", client * ranks / 2);
+    }
+    // A rank costs more among more ranks on its host: per rank, 64 on one
+    // host take longer than 16.
+    let per = |ppn: u32| simulate(&cal, &Scenario { cores: 2, one_host: true, booted: true, ..scenario(1, ppn) }).unwrap().total / ppn;
+    assert!(per(64) > per(16), "{:?} a rank at 64, {:?} at 16", per(64), per(16));
+    // On dedicated nodes the curve counts a node's ranks, not the job's.
+    let spread = simulate(&cal, &Scenario { cores: 2, booted: true, ..scenario(16, 4) }).unwrap().total;
+    let packed = simulate(&cal, &Scenario { cores: 2, one_host: true, booted: true, ..scenario(16, 4) }).unwrap().total;
+    assert!(packed > spread * 4, "16 nodes on one host {packed:?}, on 16 hosts {spread:?}");
+}
+
+#[test]
+fn a_spawn_reaches_at_most_its_childrens_nodes_so_its_cost_saturates() {
+    let cal = Calibration::sample();
+    let spawn = |nodes: usize| {
+        let sc = Scenario { workload: Workload::SpawnLoop, booted: true, ..scenario(nodes, 4) };
+        predict(&cal, &sc, 256).unwrap().spawn_s.unwrap()
+    };
+    let (near, far, farther) = (spawn(64), spawn(4096), spawn(65536));
+    assert!(near > 0.0);
+    // A spawn of 4 children reaches 4 nodes: the job's size adds only its
+    // tree's depth, not its nodes (linear in nodes it was 60× at 4,096).
+    assert!(far < near * 2.0 && farther < near * 2.0, "64 nodes {near} s, 4096 {far} s, 65536 {farther} s");
+    // Simulated in full, the spawn hardly grows with the job either.
+    let full = |nodes: usize| simulate(&cal, &Scenario { workload: Workload::SpawnLoop, booted: true, ..scenario(nodes, 4) }).unwrap().spawn.unwrap();
+    assert!(full(256) < full(16) * 2, "{:?} at 256 nodes, {:?} at 16", full(256), full(16));
+}

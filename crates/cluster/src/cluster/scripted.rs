@@ -20,7 +20,10 @@ impl Cluster {
             Action::Request(bytes) => {
                 p.waiting = true;
                 let Some(conn) = conn else { return self.end(proc, ExitStatus::Code(1)) };
-                self.schedule(self.layout.costs.pmi_io, Event::Pmi { node, conn, bytes });
+                // The rank's own CPU for the request, on its node's cores.
+                let (now, costs) = (self.now, self.layout.costs);
+                let sent = self.res(Some(node)).cpu(now, costs.pmi_client);
+                self.schedule_at(sent + costs.pmi_io, Event::Pmi { node, conn, bytes });
             }
             Action::Send(bytes) => {
                 if let Some(conn) = conn {
