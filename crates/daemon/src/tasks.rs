@@ -42,6 +42,8 @@ pub enum Event {
         at: u64,
     },
     Timer(Timer),
+    /// The topology export ended: the file's path, or `None`.
+    Topology(Option<&'static str>),
     /// An upcall of the node's PMIx server (`node::pmix_host`).
     Pmix(dpm_pmix::Upcall),
 }

@@ -9,13 +9,18 @@
 //! proxy exports the topology once and answers the key with the file.
 //!
 //! dpm does the same once per daemon process, in a background thread started
-//! when the node launches its first spawned job (nothing waits for it: a rank
-//! that asks before it is ready finds the key absent and discovers the
-//! topology itself, as before). Not earlier: an export at the daemon's start
-//! or at the first PMI traffic takes 20–45 ms of CPU just when a run's first
-//! ranks start, and measurably skewed their start times on 2 cores (a
-//! timing test of waiting gets, `kvs_designs.rs`, saw 220–380 ms for a
-//! 300 ms wait instead of 300–303). It uses the system's
+//! when a rank first asks for the key or the node launches its first spawned
+//! job, whichever comes first; the ranks that ask wait for it (the PMI
+//! engine's `topology` module), since each would otherwise spend as long
+//! discovering the topology as the one export takes. Measured quiet in
+//! session 6: a rank's discovery costs ~5 ms of CPU, so a 64-rank node paid
+//! ~0.3 s of CPU for what one export gives (and every rank of a run's
+//! initial job paid it: only spawned jobs started the export before).
+//! Not at the daemon's start: clients that never ask (raw PMI clients, `true`)
+//! would pay its 20–45 ms of CPU just when a run's first ranks start, which
+//! measurably skewed their start times on 2 cores (a timing test of waiting
+//! gets, `kvs_designs.rs`, saw 220–380 ms for a 300 ms wait instead of
+//! 300–303). It uses the system's
 //! `libhwloc.so.15` (hwloc 2.x) loaded at run time: dpm does not link hwloc,
 //! and without the library the key stays absent. The XML goes into a memfd,
 //! named to the ranks as `/proc/<daemon pid>/fd/<fd>`: nothing on disk to
@@ -25,6 +30,8 @@ use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Once, OnceLock};
+
+use tokio::sync::Notify;
 
 /// Why the topology could not be exported (logged at debug level: the ranks
 /// then discover it themselves).
@@ -75,6 +82,15 @@ pub enum TopologySource {
 
 static PATH: OnceLock<String> = OnceLock::new();
 static START: Once = Once::new();
+/// Set once the export has ended, either way.
+static ENDED: OnceLock<()> = OnceLock::new();
+/// Wakes [`TopologySource::finished`]'s waiters when it has.
+static ENDED_NOTICE: Notify = Notify::const_new();
+
+fn end() {
+    let _ = ENDED.set(());
+    ENDED_NOTICE.notify_waiters();
+}
 
 impl TopologySource {
     /// Start the export (once per process; an `Off` source does nothing).
@@ -97,11 +113,31 @@ impl TopologySource {
                     }
                     Err(e) => tracing::debug!("no hwloc topology for the ranks: {e}"),
                 }
+                end();
             });
             if let Err(e) = started {
                 tracing::debug!("no hwloc topology for the ranks: cannot start its thread: {e}");
+                end();
             }
         });
+    }
+
+    /// Once the export started by [`TopologySource::start`] has ended: the
+    /// file's path, or `None` if it failed (at once for `Off`).
+    pub async fn finished(self) -> Option<&'static str> {
+        if self == TopologySource::Off {
+            return None;
+        }
+        loop {
+            let notice = ENDED_NOTICE.notified();
+            tokio::pin!(notice);
+            // Registered before the check: an end in between still wakes it.
+            notice.as_mut().enable();
+            if ENDED.get().is_some() {
+                return self.ready();
+            }
+            notice.await;
+        }
     }
 
     /// The file's path once exported: `None` before [`TopologySource::start`]

@@ -92,17 +92,20 @@ fn every_rank_leads_its_own_session() {
 }
 
 #[test]
-fn spawned_children_are_given_the_nodes_topology_file() {
-    // The daemon exports the hwloc topology in the background when it starts
-    // (crates/daemon/src/topology.rs); by the sixth spawn of a loop it has
-    // long been there, and MPICH's MPI_Init asks for it.
+fn every_mpich_process_is_given_the_nodes_topology_file() {
+    // The daemon exports the hwloc topology once (crates/daemon/src/topology.rs),
+    // when a rank first asks or a spawned job comes, and every ask waits for
+    // it: the parent (the run's own job) and each of six spawned children
+    // get the file, none discovers the topology itself.
     let out = Dpm::run(["--pmi-trace", "-n", "1", &taskmaster(), "6", "1"]).output();
     taskmaster_fields(&out);
     let err = out.stderr_str();
-    let asked = err.lines().filter(|l| l.starts_with("C[6:0]:") && l.contains("key=PMI_hwloc_xmlfile")).count();
-    assert_eq!(asked, 1, "the sixth child asks for the topology once\n{}", out.describe());
-    let answer = err.lines().find(|l| l.starts_with("S[6:0]: cmd=get_result") && l.contains("/proc/"));
-    let answer = answer.unwrap_or_else(|| panic!("no topology file in the answers to the sixth child\n{}", out.describe()));
-    let path = answer.split("value=").nth(1).unwrap_or("");
-    assert!(path.starts_with("/proc/") && path.contains("/fd/"), "{answer}");
+    let askers: Vec<&str> = err.lines().filter(|l| l.starts_with("C[") && l.contains("key=PMI_hwloc_xmlfile")).filter_map(|l| l.split(']').next()).collect();
+    assert_eq!(askers.len(), 7, "the parent and six children ask once each\n{}", out.describe());
+    for asker in askers {
+        let label = format!("S{}]: cmd=get_result rc=0 value=/proc/", &asker[1..]);
+        let answer = err.lines().find(|l| l.starts_with(&label));
+        let answer = answer.unwrap_or_else(|| panic!("no topology file in the answers to {asker}]\n{}", out.describe()));
+        assert!(answer.contains("/fd/"), "{answer}");
+    }
 }

@@ -46,11 +46,14 @@ use crate::conn::{bind_refusal, Conn, Deferred, Queued};
 
 mod claim;
 mod kvs;
+mod topology;
 use crate::reply::{encode, Reply, Spawned};
 use crate::request::{Request, SpawnRequest};
 use crate::sanitize::quote;
 use crate::wire::{trace_frame, trace_text, Frame, Version};
 use kvs::EarlyKvs;
+use topology::Topology;
+pub use topology::TOPOLOGY_KEY;
 
 /// A PMI connection, as numbered by the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -122,6 +125,9 @@ pub enum Effect {
     Name { conn: ConnId, job: JobId, op: NameOp },
     /// Answer with [`Engine::spawn_done`].
     Spawn { conn: ConnId, job: JobId, rank: Rank, request: SpawnRequest },
+    /// Export the node's topology: a rank asks for it ([`topology`]).
+    /// Answer with [`Engine::set_topology_file`] or [`Engine::topology_unavailable`].
+    ExportTopology,
 }
 
 #[derive(Debug)]
@@ -146,8 +152,8 @@ struct NodeJob {
 #[derive(Default)]
 pub struct Engine {
     trace: bool,
-    /// `PMI_hwloc_xmlfile`: the node's topology as hwloc XML, once known.
-    topology_file: Option<String>,
+    /// `PMI_hwloc_xmlfile`: the node's topology as hwloc XML ([`topology`]).
+    topology: Topology,
     conns: HashMap<ConnId, Conn>,
     jobs: HashMap<JobId, NodeJob>,
     /// KVS messages that came before their job (see [`kvs`]).
@@ -158,11 +164,6 @@ pub struct Engine {
 impl Engine {
     pub fn new(trace: bool) -> Self {
         Engine { trace, ..Default::default() }
-    }
-
-    /// Answer `PMI_hwloc_xmlfile` with this path from now on.
-    pub fn set_topology_file(&mut self, path: &str) {
-        self.topology_file = Some(path.to_string());
     }
 
     pub fn add_job(&mut self, setup: JobSetup) {
@@ -211,6 +212,7 @@ impl Engine {
                 parked.retain(|&w| w != conn);
             }
         }
+        self.forget_topology_wait(conn);
         c.state
     }
 
@@ -300,9 +302,20 @@ impl Engine {
             c.state = PmiState::Active;
         }
         let job_id = c.job;
-        let Some(job) = self.jobs.get_mut(&job_id) else {
+        if !self.jobs.contains_key(&job_id) {
             return self.send(conn, version, name, &Reply::Error(format!("{job_id} is gone")));
+        }
+        let topology_ask = match &request {
+            Request::Get { kvsname, key, .. } if key == TOPOLOGY_KEY && kvsname.as_ref().is_none_or(|k| *k == self.jobs[&job_id].setup.kvsname) => Some(false),
+            Request::GetJobAttr { key } if key == TOPOLOGY_KEY => Some(true),
+            _ => None,
         };
+        if topology_ask.is_some_and(|attr| self.defer_topology(conn, version, name, attr)) {
+            return;
+        }
+        let topology_file = self.topology_file().map(str::to_string);
+        let c = self.conns.get_mut(&conn).expect("caller checked");
+        let job = self.jobs.get_mut(&job_id).expect("checked above");
         let setup = &job.setup;
         let reply = match request {
             Request::Init { version: v, subversion } => match v {
@@ -349,7 +362,7 @@ impl Engine {
             Request::Get { kvsname, key, srcid, wait } => {
                 if let Some(bad) = kvsname.filter(|k| *k != setup.kvsname) {
                     Reply::Error(format!("get from kvsname '{bad}', but this process belongs to '{}'", setup.kvsname))
-                } else if let Some(value) = pm_key(setup, self.topology_file.as_deref(), &key) {
+                } else if let Some(value) = pm_key(setup, topology_file.as_deref(), &key) {
                     Reply::Value(value)
                 } else if key.starts_with("PMI_") {
                     Reply::Error(format!("key '{key}' is not provided"))
@@ -386,7 +399,7 @@ impl Engine {
                 }
                 None => Reply::Error("rank unknown: send fullinit first".into()),
             },
-            Request::GetJobAttr { key } => match pm_key(setup, self.topology_file.as_deref(), &key).or_else(|| job.store.peek(&key)) {
+            Request::GetJobAttr { key } => match pm_key(setup, topology_file.as_deref(), &key).or_else(|| job.store.peek(&key)) {
                 Some(v) if !v.is_empty() => Reply::Value(v),
                 _ => Reply::Absent,
             },

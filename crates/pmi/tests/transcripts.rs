@@ -171,6 +171,63 @@ fn the_topology_file_is_a_job_attribute_once_known() {
     assert_eq!(talk(&mut e, 1, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), v2("cmd=info-getjobattr-response;rc=0;found=TRUE;value=/proc/7/fd/9;"));
 }
 
+/// A node that exports its topology on demand (the daemon's): the first ask
+/// starts the export, every ask waits for it — PMI-1 get and PMI-2 job
+/// attribute alike, each with its own framing — and one file answers all.
+#[test]
+fn asks_for_the_topology_wait_for_one_export() {
+    let mut e = engine(3);
+    e.export_topology_on_demand();
+    talk(&mut e, 2, "cmd=init pmi_version=2 pmi_subversion=0\n");
+    talk(&mut e, 2, &v2("cmd=fullinit;pmirank=2;"));
+    e.on_bytes(ConnId(0), format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n").as_bytes());
+    assert_eq!(e.take_effects(), vec![Effect::ExportTopology], "the first ask starts the export and waits");
+    assert_eq!(talk(&mut e, 2, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), "", "waits too, no second export");
+    assert!(e.topology_exporting());
+    // Others are served meanwhile.
+    assert_eq!(talk(&mut e, 1, "cmd=get_maxes\n"), "cmd=maxes rc=0 kvsname_max=256 keylen_max=64 vallen_max=1024\n");
+    e.set_topology_file("/proc/7/fd/9");
+    let effects = e.take_effects();
+    let to = |c: u64| {
+        effects
+            .iter()
+            .filter_map(|f| if let Effect::Send(x, b) = f { (*x == ConnId(c)).then(|| String::from_utf8(b.clone()).unwrap()) } else { None })
+            .collect::<String>()
+    };
+    assert_eq!(to(0), "cmd=get_result rc=0 value=/proc/7/fd/9\n");
+    assert_eq!(to(2), v2("cmd=info-getjobattr-response;rc=0;found=TRUE;value=/proc/7/fd/9;"));
+    assert_eq!(talk(&mut e, 1, &format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n")), "cmd=get_result rc=0 value=/proc/7/fd/9\n", "later asks: at once");
+}
+
+/// An export that fails (or that the node stops waiting for) answers every
+/// waiting ask "absent", in its framing, and later asks at once: MPICH then
+/// discovers the topology itself. A waiting connection that closes is
+/// simply dropped from the wait.
+#[test]
+fn a_failed_topology_export_answers_the_key_absent() {
+    let mut e = engine(3);
+    e.export_topology_on_demand();
+    talk(&mut e, 2, "cmd=init pmi_version=2 pmi_subversion=0\n");
+    talk(&mut e, 2, &v2("cmd=fullinit;pmirank=2;"));
+    assert_eq!(talk(&mut e, 0, &format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n")), "");
+    assert_eq!(talk(&mut e, 1, &format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n")), "");
+    assert_eq!(talk(&mut e, 2, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), "");
+    e.detach(ConnId(1));
+    e.topology_unavailable();
+    let effects = e.take_effects();
+    let sends: Vec<(ConnId, String)> =
+        effects.iter().filter_map(|f| if let Effect::Send(c, b) = f { Some((*c, String::from_utf8(b.clone()).unwrap())) } else { None }).collect();
+    assert_eq!(
+        sends,
+        vec![
+            (ConnId(0), "cmd=get_result rc=1 msg=key_'PMI_hwloc_xmlfile'_is_not_provided\n".to_string()),
+            (ConnId(2), v2("cmd=info-getjobattr-response;rc=0;found=FALSE;")),
+        ]
+    );
+    assert!(!e.topology_exporting());
+    assert_eq!(talk(&mut e, 2, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), v2("cmd=info-getjobattr-response;rc=0;found=FALSE;"));
+}
+
 #[test]
 fn pmi2_fence_blocks_until_every_rank_fenced() {
     let mut e = engine(2);

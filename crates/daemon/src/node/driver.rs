@@ -158,6 +158,7 @@ impl Node {
             Event::OutputClosed { job, rank, stream } => reactor.on_output_closed(io, job, rank, stream),
             Event::Exited { job, rank, status, at } => reactor.on_exited(io, job, rank, status, at),
             Event::Timer(timer) => reactor.on_timer(io, timer),
+            Event::Topology(path) => reactor.on_topology(io, path),
             Event::Pmix(upcall) => {
                 if let Some(event) = io.pmix.accept(upcall) {
                     reactor.on_pmix(io, event);
@@ -397,6 +398,15 @@ impl NodeEffects for Io {
         if let Some(tx) = self.pause.get(&(job, rank)) {
             let _ = tx.send(paused);
         }
+    }
+
+    fn export_topology(&mut self) {
+        let source = crate::topology::TopologySource::Export;
+        source.start();
+        let events = self.events.clone();
+        tokio::task::spawn_local(async move {
+            let _ = events.send(Event::Topology(source.finished().await));
+        });
     }
 
     fn set_timer(&mut self, after: Duration, timer: Timer) {

@@ -38,9 +38,11 @@ mod reactor;
 pub mod recorder;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod topology_tests;
 
 pub use output::{HOLD_MAX, MAX_WAITS, QUIET};
-pub use reactor::{job_spec, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
+pub use reactor::{job_spec, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, TOPOLOGY_WAIT};
 
 /// How long an exited process's PMI connection and pipes may stay open (held
 /// by a grandchild) before its exit is reported anyway.
@@ -103,6 +105,8 @@ pub enum Timer {
     DrainGrace { job: JobId, rank: Rank },
     /// [`QUIET`] after a partial line was held back: pass it on as it is.
     OutputQuiet { job: JobId, rank: Rank, stream: Stream },
+    /// [`TOPOLOGY_WAIT`] after the topology export started.
+    TopologyWait,
 }
 
 /// Everything the node reactor does to the outside world.
@@ -168,6 +172,10 @@ pub trait NodeEffects {
     fn pause_output(&mut self, job: JobId, rank: Rank, paused: bool);
     /// Call [`NodeReactor::on_timer`] with `timer` after `after`.
     fn set_timer(&mut self, after: Duration, timer: Timer);
+    /// Export the node's hwloc topology (once per process) and call
+    /// [`NodeReactor::on_topology`] with its path, or `None` if it failed,
+    /// when it has ended (never from inside this call).
+    fn export_topology(&mut self);
 
     /// PMIx (a job launched with `PmiMode::Pmix`): register the namespace
     /// `job` (this node's hostname and directories still to fill in) and its

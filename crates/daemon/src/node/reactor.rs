@@ -15,8 +15,10 @@ use crate::DaemonConfig;
 
 mod claim;
 mod pmix;
+mod topology;
 pub(crate) use pmix::{hex, unhex};
 pub use pmix::{job_spec, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
+pub use topology::TOPOLOGY_WAIT;
 
 /// One process of a job on this node, until its exit is reported.
 struct Proc {
@@ -123,9 +125,9 @@ pub struct NodeReactor {
     next_conn: u64,
     next_request: u64,
     /// Where the node's hwloc topology file comes from ([`crate::topology`];
-    /// `Off` in tests), and whether the engine serves it yet.
+    /// `Off` in tests), and whether its export was started.
     topology: TopologySource,
-    topology_served: bool,
+    topology_started: bool,
 }
 
 impl NodeReactor {
@@ -143,15 +145,8 @@ impl NodeReactor {
             next_conn: 0,
             next_request: 0,
             topology: TopologySource::Off,
-            topology_served: false,
+            topology_started: false,
         }
-    }
-
-    /// Serve `PMI_hwloc_xmlfile` from `topology`: its export starts with the
-    /// node's first spawned job (see [`crate::topology`]), and the key is
-    /// answered once it is done.
-    pub fn serve_topology(&mut self, topology: TopologySource) {
-        self.topology = topology;
     }
 
     /// A message from the parent. `Shutdown` is the driver's business (it
@@ -206,12 +201,6 @@ impl NodeReactor {
     /// Bytes read on PMI connection `conn`. The replies are written through
     /// [`NodeEffects::pmi_write`] before this returns: one read, one write.
     pub fn on_pmi_bytes(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId, bytes: &[u8]) {
-        if !self.topology_served {
-            if let Some(path) = self.topology.ready() {
-                self.engine.set_topology_file(path);
-                self.topology_served = true;
-            }
-        }
         self.engine.on_bytes(conn, bytes);
         self.apply_engine(fx);
     }
@@ -291,6 +280,7 @@ impl NodeReactor {
                 self.report_exit_if_due(fx, job, rank);
             }
             Timer::OutputQuiet { job, rank, stream } => self.output.on_quiet(fx, job, rank, stream),
+            Timer::TopologyWait => self.topology_wait_over(fx),
         }
     }
 
@@ -328,7 +318,7 @@ impl NodeReactor {
     fn launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: LaunchJob) {
         let job = spec.job;
         if spec.spawner.is_some() {
-            self.topology.start();
+            self.export_topology(fx);
         }
         self.register_job(&spec);
         let mut entry = JobProcs { kvsname: spec.kvsname.clone(), ..JobProcs::default() };
@@ -632,6 +622,7 @@ impl NodeReactor {
                     };
                     fx.send_up(ToLauncher::Name { request, job, op });
                 }
+                Effect::ExportTopology => self.export_topology(fx),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
                     let request = self.new_request(conn);
                     let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();

@@ -82,6 +82,7 @@ pub enum Recorded {
         killed: bool,
     },
     SetTimer(Duration, Timer),
+    ExportTopology,
     PauseOutput {
         job: JobId,
         rank: Rank,
@@ -265,6 +266,10 @@ impl NodeEffects for RecordingEffects {
 
     fn set_timer(&mut self, after: Duration, timer: Timer) {
         self.log.push(Recorded::SetTimer(after, timer));
+    }
+
+    fn export_topology(&mut self) {
+        self.log.push(Recorded::ExportTopology);
     }
 
     fn pmix_register(&mut self, job: dpm_pmix::JobSpec, _app: &dpm_proto::AppSpec) -> Result<Vec<Vec<(String, String)>>, String> {

@@ -39,7 +39,7 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
 
 /// Launch `local` ranks of a job of `local` on this node, in `PMI_FD` mode;
 /// returns each rank's PMI connection.
-fn launched(r: &mut NodeReactor, fx: &mut RecordingEffects, local: u32) -> Vec<ConnId> {
+pub(super) fn launched(r: &mut NodeReactor, fx: &mut RecordingEffects, local: u32) -> Vec<ConnId> {
     r.on_message(fx, ToDaemon::Launch(launch(local, local, PmiMode::Fd)));
     fx.settle(r);
     let conns = fx.starts().iter().map(|s| s.pmi_conn.expect("PMI_FD mode")).collect();
@@ -48,13 +48,13 @@ fn launched(r: &mut NodeReactor, fx: &mut RecordingEffects, local: u32) -> Vec<C
 }
 
 /// Each connection says PMI-1 `init`.
-fn init(r: &mut NodeReactor, fx: &mut RecordingEffects, conns: &[ConnId]) {
+pub(super) fn init(r: &mut NodeReactor, fx: &mut RecordingEffects, conns: &[ConnId]) {
     for &conn in conns {
         assert!(talk(r, fx, conn, "cmd=init pmi_version=1 pmi_subversion=1\n").starts_with("cmd=response_to_init rc=0"));
     }
 }
 
-fn talk(r: &mut NodeReactor, fx: &mut RecordingEffects, conn: ConnId, line: &str) -> String {
+pub(super) fn talk(r: &mut NodeReactor, fx: &mut RecordingEffects, conn: ConnId, line: &str) -> String {
     r.on_pmi_bytes(fx, conn, line.as_bytes());
     fx.take_written(conn)
 }

@@ -1,0 +1,56 @@
+//! The node's hwloc topology file for `PMI_hwloc_xmlfile` ([`crate::topology`]):
+//! exported once, when a rank first asks for it (the engine's
+//! [`Effect::ExportTopology`](dpm_pmi::Effect::ExportTopology)) or when the
+//! node launches its first spawned job, whichever comes first; the asks wait
+//! for it, at most [`TOPOLOGY_WAIT`].
+
+use std::time::Duration;
+
+use super::NodeReactor;
+use crate::node::{NodeEffects, Timer};
+use crate::topology::TopologySource;
+
+/// How long the asks wait for the export before they are answered "absent"
+/// (and MPICH discovers the topology itself). An export takes 20–45 ms of
+/// CPU; this only bounds a stuck one.
+pub const TOPOLOGY_WAIT: Duration = Duration::from_secs(5);
+
+impl NodeReactor {
+    /// Serve `PMI_hwloc_xmlfile` from `topology` (`Off`: the key stays absent).
+    pub fn serve_topology(&mut self, topology: TopologySource) {
+        self.topology = topology;
+        if topology != TopologySource::Off {
+            self.engine.export_topology_on_demand();
+        }
+    }
+
+    /// Start the export unless it is started (or there is none to make).
+    pub(super) fn export_topology(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
+        if self.topology == TopologySource::Off || self.topology_started {
+            return;
+        }
+        self.topology_started = true;
+        self.engine.topology_export_started();
+        fx.export_topology();
+        fx.set_timer(TOPOLOGY_WAIT, Timer::TopologyWait);
+    }
+
+    /// The export ended: its file's path, or `None` if it failed.
+    pub fn on_topology(&mut self, fx: &mut (impl NodeEffects + ?Sized), path: Option<&str>) {
+        match path {
+            Some(path) => self.engine.set_topology_file(path),
+            None => self.engine.topology_unavailable(),
+        }
+        self.apply_engine(fx);
+    }
+
+    /// [`TOPOLOGY_WAIT`] after the export started: whoever still waits is
+    /// answered "absent" (a file that comes later serves later asks).
+    pub(super) fn topology_wait_over(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
+        if self.engine.topology_exporting() {
+            tracing::debug!("the topology export takes too long: its waiting asks are answered 'absent'");
+            self.engine.topology_unavailable();
+            self.apply_engine(fx);
+        }
+    }
+}
