@@ -103,6 +103,9 @@ pub enum Timer {
     DrainGrace { job: JobId, rank: Rank },
     /// [`QUIET`] after a partial line was held back: pass it on as it is.
     OutputQuiet { job: JobId, rank: Rank, stream: Stream },
+    /// A PMIx request's `PMIX_TIMEOUT` expired: answer it
+    /// `PMIX_ERR_TIMEOUT` if it still waits.
+    PmixTimeout(PmixRequest),
 }
 
 /// Everything the node reactor does to the outside world.

@@ -291,6 +291,7 @@ impl NodeReactor {
                 self.report_exit_if_due(fx, job, rank);
             }
             Timer::OutputQuiet { job, rank, stream } => self.output.on_quiet(fx, job, rank, stream),
+            Timer::PmixTimeout(req) => self.pmix_timeout(fx, req),
         }
     }
 

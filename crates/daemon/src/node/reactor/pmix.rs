@@ -38,6 +38,7 @@ use crate::node::NodeEffects;
 
 mod connect;
 mod spawn;
+mod timeout;
 pub use spawn::PmixApp;
 use spawn::PARENT_RANK_KEY;
 
@@ -55,8 +56,10 @@ pub enum PmixEvent {
     /// `PMIx_Abort` (`MPI_Abort`).
     Abort { nspace: String, rank: u32, status: i32, message: String, req: PmixRequest },
     /// A fence across nodes: the participants (rank [`RANK_WILDCARD`]: the
-    /// whole namespace) and this node's blob.
-    Fence { procs: Vec<(String, u32)>, data: Vec<u8>, req: PmixRequest },
+    /// whole namespace) and this node's blob. `timeout` (here and below):
+    /// the client's `PMIX_TIMEOUT` in seconds, answered `PMIX_ERR_TIMEOUT`
+    /// when it expires first (`pmix/timeout.rs`).
+    Fence { procs: Vec<(String, u32)>, data: Vec<u8>, timeout: Option<u32>, req: PmixRequest },
     /// A local client wants a rank's data that another node holds.
     DirectModex { nspace: String, rank: u32, req: PmixRequest },
     /// The local library's answer to [`NodeEffects::pmix_dmodex`] `token`.
@@ -65,12 +68,12 @@ pub enum PmixEvent {
     Publish { nspace: String, pairs: Vec<(String, String)>, req: PmixRequest },
     /// `PMIx_Lookup` (`MPI_Lookup_name`); `wait`: `PMIX_WAIT`, answered
     /// once the name is published.
-    Lookup { nspace: String, keys: Vec<String>, wait: bool, req: PmixRequest },
+    Lookup { nspace: String, keys: Vec<String>, wait: bool, timeout: Option<u32>, req: PmixRequest },
     /// `PMIx_Connect` (or `PMIx_Disconnect`) over `procs`' namespaces: every
     /// local participant has called.
-    Connect { procs: Vec<(String, u32)>, disconnect: bool, req: PmixRequest },
+    Connect { procs: Vec<(String, u32)>, disconnect: bool, timeout: Option<u32>, req: PmixRequest },
     /// `PMIx_Spawn` (`MPI_Comm_spawn`) by `rank` of `nspace`.
-    Spawn { nspace: String, rank: u32, job_info: Vec<(String, String)>, apps: Vec<PmixApp>, req: PmixRequest },
+    Spawn { nspace: String, rank: u32, job_info: Vec<(String, String)>, apps: Vec<PmixApp>, timeout: Option<u32>, req: PmixRequest },
     /// `PMIx_Unpublish` (`MPI_Unpublish_name`).
     Unpublish { nspace: String, keys: Vec<String>, req: PmixRequest },
 }
@@ -105,6 +108,9 @@ struct PmixJob {
     epoch: u64,
     /// The fence upcall waiting for its `FenceDone`.
     fence: Option<PmixRequest>,
+    /// A fence whose upcall timed out still waits for its `FenceDone`: its
+    /// `FenceIn` is up the tree, so another fence (same epoch) must wait.
+    abandoned: bool,
 }
 
 /// Which jobs are PMIx jobs and their fences; see the module documentation.
@@ -122,6 +128,8 @@ pub(super) struct PmixFront {
     spawns: HashMap<dpm_proto::RequestId, PmixRequest>,
     /// Connects sent up, by id.
     connects: HashMap<dpm_proto::RequestId, connect::Connecting>,
+    /// Spawns whose upcall timed out, until the launcher answers them.
+    late_spawns: std::collections::HashSet<dpm_proto::RequestId>,
     /// Other jobs' namespaces registered here for a connect, by namespace.
     foreign: HashMap<String, connect::Foreign>,
 }
@@ -272,7 +280,7 @@ impl PmixFront {
     /// A PMIx job is launched here with these local ranks.
     pub(super) fn add(&mut self, job: JobId, nspace: &str, node: usize, node_of: Vec<usize>, ranks: Vec<u32>) {
         self.by_nspace.insert(nspace.to_string(), job);
-        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, epoch: 0, fence: None });
+        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, epoch: 0, fence: None, abandoned: false });
     }
 
     /// Forget a job: its namespace, its ranks here and a fence still waiting.
@@ -290,7 +298,7 @@ impl PmixFront {
         let [(nspace, RANK_WILDCARD)] = procs else { return Err(PMIX_ERR_NOT_SUPPORTED) };
         let Some(&job) = self.by_nspace.get(nspace) else { return Err(PMIX_ERROR) };
         let j = self.jobs.get_mut(&job).ok_or(PMIX_ERROR)?;
-        if j.fence.is_some() {
+        if j.fence.is_some() || j.abandoned {
             return Err(PMIX_ERROR);
         }
         j.fence = Some(req);
@@ -307,6 +315,7 @@ impl PmixFront {
             return None;
         }
         j.epoch += 1;
+        j.abandoned = false;
         let req = j.fence.take()?;
         let mut blobs: Vec<(usize, &str)> =
             delta.iter().filter_map(|(k, v)| k.strip_prefix(BLOB_KEY).and_then(|n| n.parse().ok()).map(|n| (n, v.as_str()))).collect();
@@ -334,6 +343,9 @@ fn dmodex_reply(fx: &mut (impl NodeEffects + ?Sized), get: GetRequest, value: Op
 impl NodeReactor {
     /// An upcall of the node's PMIx server.
     pub fn on_pmix(&mut self, fx: &mut (impl NodeEffects + ?Sized), event: PmixEvent) {
+        if let Some((req, secs)) = event.timeout() {
+            fx.set_timer(std::time::Duration::from_secs(secs.into()), crate::node::Timer::PmixTimeout(req));
+        }
         match event {
             PmixEvent::Connected { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Active, req),
             PmixEvent::Finalized { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Finalized, req),
@@ -371,7 +383,7 @@ impl NodeReactor {
                 [service] => self.pmix_name(fx, &nspace, dpm_proto::NameRequest::Unpublish { service: service.clone() }, req, None),
                 _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
             },
-            PmixEvent::Lookup { nspace, keys, wait, req } => match keys.as_slice() {
+            PmixEvent::Lookup { nspace, keys, wait, req, .. } => match keys.as_slice() {
                 [service] => {
                     let service = service.clone();
                     let op = match wait {
@@ -382,12 +394,12 @@ impl NodeReactor {
                 }
                 _ => fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERR_NOT_SUPPORTED, Vec::new())),
             },
-            PmixEvent::Spawn { nspace, rank, job_info, apps, req } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
-            PmixEvent::Connect { procs, disconnect, req } => {
+            PmixEvent::Spawn { nspace, rank, job_info, apps, req, .. } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
+            PmixEvent::Connect { procs, disconnect, req, .. } => {
                 let kind = if disconnect { CollectiveKind::Disconnect } else { CollectiveKind::Connect };
                 self.pmix_connect(fx, &procs, kind, Vec::new(), req)
             }
-            PmixEvent::Fence { procs, data, req } => match self.pmix.fence_in(&procs, &data, req) {
+            PmixEvent::Fence { procs, data, req, .. } => match self.pmix.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
                 // Every rank of several namespaces: the launcher's collective.
                 Err(PMIX_ERR_NOT_SUPPORTED) if self.pmix.whole_namespaces(&procs) => self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, req),

@@ -32,8 +32,8 @@ pub(super) struct Foreign {
 /// local job that asked.
 #[derive(Debug)]
 pub(super) struct Connecting {
-    req: PmixRequest,
-    kind: CollectiveKind,
+    pub(super) req: PmixRequest,
+    pub(super) kind: CollectiveKind,
     job: dpm_kvs::JobId,
 }
 
