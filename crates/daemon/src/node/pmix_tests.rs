@@ -73,7 +73,8 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     let procs = vec![(NS.to_string(), RANK_WILDCARD), (OTHER.to_string(), RANK_WILDCARD)];
     r.on_pmix(&mut fx, PmixEvent::Connect { procs: procs.clone(), disconnect: false, timeout: None, req: PmixRequest(1) });
     let up = fx.take_up();
-    let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Connect, data }] = &up[..] else { panic!("{up:?}") };
+    let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Connect, data, ranks }] = &up[..] else { panic!("{up:?}") };
+    assert!(ranks.is_empty(), "every rank of each");
     assert_eq!((nspaces.clone(), data.is_empty()), (vec![NS.to_string(), OTHER.to_string()], true));
     let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1, 1, 2], appnums: vec![0; 3], universe_size: 4 };
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])) });
@@ -90,9 +91,23 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     assert_eq!(data, &vec![7]);
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![7, 8])) });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(2), PmixAnswer::Data(PMIX_SUCCESS, vec![7, 8]))]);
-    // Part of a namespace is still refused; a failed collective answers an error.
-    r.on_pmix(&mut fx, PmixEvent::Fence { procs: vec![(NS.to_string(), 0), (OTHER.to_string(), 0)], data: vec![], timeout: None, req: PmixRequest(3) });
-    assert!(matches!(&answers(&mut fx)[..], [(PmixRequest(3), PmixAnswer::Data(s, _))] if *s != PMIX_SUCCESS));
+    // Part of each namespace: the collective with the ranks that take part.
+    let part = vec![(OTHER.to_string(), 2), (NS.to_string(), 0), (OTHER.to_string(), 0)];
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: part, data: vec![5], timeout: None, req: PmixRequest(3) });
+    let up = fx.take_up();
+    let [ToLauncher::Connect { request, kind: CollectiveKind::Fence, nspaces, ranks, .. }] = &up[..] else { panic!("{up:?}") };
+    assert_eq!(nspaces, &vec![NS.to_string(), OTHER.to_string()]);
+    assert_eq!(ranks, &vec![(NS.to_string(), vec![0]), (OTHER.to_string(), vec![0, 2])]);
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![5, 6])) });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(3), PmixAnswer::Data(PMIX_SUCCESS, vec![5, 6]))]);
+    // A rank a namespace does not have, or an unknown namespace: refused at once.
+    for (n, bad) in [(NS, 2), ("kvs_unknown", 0)].into_iter().enumerate() {
+        let q = PmixRequest(40 + n as u64);
+        r.on_pmix(&mut fx, PmixEvent::Fence { procs: vec![(bad.0.to_string(), bad.1)], data: vec![], timeout: None, req: q });
+        assert!(matches!(&answers(&mut fx)[..], [(a, PmixAnswer::Data(s, _))] if *a == q && *s != PMIX_SUCCESS), "{bad:?}");
+    }
+    assert!(fx.take_up().is_empty());
+    // A failed collective answers an error.
     r.on_pmix(&mut fx, PmixEvent::Connect { procs, disconnect: true, timeout: None, req: PmixRequest(4) });
     let up = fx.take_up();
     let [ToLauncher::Connect { request, kind: CollectiveKind::Disconnect, .. }] = &up[..] else { panic!("{up:?}") };

@@ -12,7 +12,8 @@
 //! the allgather design (the launcher forces it for PMIx jobs) the
 //! `FenceDone` delta brings every node's; the concatenation in node order
 //! is the fence's answer. One-node fences never get here: the library
-//! completes them itself.
+//! completes them itself. A fence over several namespaces, or over part of
+//! one, is the launcher's collective (`connect`).
 //!
 //! Direct modex (Open MPI's async modex: a rank asks for a peer's data when
 //! it first needs it) rides the KVS messages between daemons: a
@@ -140,27 +141,34 @@ impl PmixFront {
         self.jobs.contains_key(&job) || self.foreign.values().any(|f| f.map.job == job)
     }
 
-    /// Whether `procs` names every rank of each of its namespaces (each
-    /// known here: a local job or one registered for a connect).
-    fn whole_namespaces(&self, procs: &[(String, u32)]) -> bool {
-        let mut by_nspace: HashMap<&str, Vec<u32>> = HashMap::new();
+    /// The participants of a fence over `procs` as the launcher's
+    /// collective takes them: the namespaces taking part with some of their
+    /// ranks only (sorted; empty: every rank of each), or `None` when a
+    /// namespace is not known here (a local job or one registered for a
+    /// connect) or a rank is not one of its.
+    fn participants(&self, procs: &[(String, u32)]) -> Option<Vec<(String, Vec<u32>)>> {
+        let mut by_nspace: std::collections::BTreeMap<&str, Vec<u32>> = std::collections::BTreeMap::new();
         for (ns, rank) in procs {
             by_nspace.entry(ns.as_str()).or_default().push(*rank);
         }
-        !by_nspace.is_empty()
-            && by_nspace.into_iter().all(|(ns, mut ranks)| {
-                let size = match self.by_nspace.get(ns).and_then(|job| self.jobs.get(job)) {
-                    Some(j) if j.node_of.is_empty() => j.ranks.len(),
-                    Some(j) => j.node_of.len(),
-                    None => match self.foreign.get(ns) {
-                        Some(f) => f.map.node_of.len(),
-                        None => return false,
-                    },
-                };
-                ranks.sort_unstable();
-                ranks.dedup();
-                ranks.contains(&RANK_WILDCARD) || ranks.iter().copied().eq(0..size as u32)
-            })
+        let mut parts = Vec::new();
+        for (ns, mut ranks) in by_nspace {
+            let size = match self.by_nspace.get(ns).and_then(|job| self.jobs.get(job)) {
+                Some(j) if j.node_of.is_empty() => j.ranks.len(),
+                Some(j) => j.node_of.len(),
+                None => self.foreign.get(ns)?.map.node_of.len(),
+            };
+            ranks.sort_unstable();
+            ranks.dedup();
+            if ranks.contains(&RANK_WILDCARD) || ranks.iter().copied().eq(0..size as u32) {
+                continue;
+            }
+            if ranks.last().is_some_and(|&r| r as usize >= size) {
+                return None;
+            }
+            parts.push((ns.to_string(), ranks));
+        }
+        (!procs.is_empty()).then_some(parts)
     }
 
     /// Where a direct modex for `rank` of `nspace` goes: the job, this
@@ -397,14 +405,17 @@ impl NodeReactor {
             PmixEvent::Spawn { nspace, rank, job_info, apps, req, .. } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
             PmixEvent::Connect { procs, disconnect, req, .. } => {
                 let kind = if disconnect { CollectiveKind::Disconnect } else { CollectiveKind::Connect };
-                self.pmix_connect(fx, &procs, kind, Vec::new(), req)
+                self.pmix_connect(fx, &procs, kind, Vec::new(), Vec::new(), req)
             }
             PmixEvent::Fence { procs, data, req, .. } => match self.pmix.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
-                // Every rank of several namespaces: the launcher's collective.
-                Err(PMIX_ERR_NOT_SUPPORTED) if self.pmix.whole_namespaces(&procs) => self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, req),
+                // Several namespaces, or part of one: the launcher's collective.
+                Err(PMIX_ERR_NOT_SUPPORTED) if self.pmix.participants(&procs).is_some() => {
+                    let parts = self.pmix.participants(&procs).unwrap_or_default();
+                    self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, parts, req)
+                }
                 Err(status) => {
-                    tracing::warn!(?procs, "PMIx fence refused (only whole namespaces are supported)");
+                    tracing::warn!(?procs, "PMIx fence refused (a namespace or rank not known here)");
                     fx.pmix_answer(req, PmixAnswer::Data(status, Vec::new()));
                 }
             },
