@@ -4,7 +4,8 @@
 //! nodes (fences through dpm's tree), `MPI_Abort`'s code, a killed rank,
 //! publish/lookup/unpublish, `MPI_Comm_spawn` (merge and messages both ways,
 //! across virtual nodes; a missing program fails with an error), connect and
-//! accept between two jobs with a lookup that waits,
+//! accept between two jobs with a lookup that waits, a `PMIx_Fence` over
+//! part of the job across nodes,
 //! `--pmi simple` refusing an Open MPI program, and nothing left behind (the
 //! server's directory, the ranks' shared-memory segments). Without the wheel
 //! the tests say SKIPPED (and fail under `CI=true`).
@@ -79,6 +80,23 @@ fn fences_cross_two_and_four_virtual_nodes() {
         assert_hello(&out, 4);
         let hosts: std::collections::HashSet<String> = common::placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
         assert_eq!(hosts.len(), nodes.parse::<usize>().unwrap(), "ranks on every node\n{}", out.describe());
+    }
+}
+
+#[test]
+fn a_fence_over_part_of_the_job_crosses_nodes() {
+    let Some(hello) = ompi_hello() else { return };
+    // Ranks 0 and 1 fence together, and 2 and 3, at the same time; each
+    // pair spans both nodes (map-by node), so every fence reaches dpm.
+    let fence = hello.replace("/ompi/hello", "/ompi/fence");
+    for extra in [&[][..], &["--virtual-nodes", "2", "--map-by", "node"][..]] {
+        let mut args = extra.to_vec();
+        args.extend(["-n", "4", &fence]);
+        let out = run_clean(&args);
+        out.assert_success();
+        for rank in 0..4 {
+            out.assert_stdout_contains(&format!("fence ok {rank}\n"));
+        }
     }
 }
 

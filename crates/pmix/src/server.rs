@@ -76,6 +76,12 @@ impl PmixServer {
         let mut infos = InfoList::new();
         infos.push("pmix.srvr.tmpdir", Value::String(dir_s.clone()))?;
         infos.push("pmix.sys.tmpdir", Value::String(dir_s))?;
+        // PMIX_SERVER_SHARE_TOPOLOGY: the library exports the node's hwloc
+        // topology it discovers at init (as XML and as a shared-memory
+        // segment, `hwloc.sm` in `dir`) in every job's data; Open MPI's ranks
+        // adopt it (`opal_hwloc_base_get_topology`) instead of each
+        // discovering it again from /sys.
+        infos.push("pmix.srvr.share", Value::Bool(true))?;
         // SAFETY: module and infos are valid for the call; the library copies
         // the module's function pointers (the box is leaked anyway below, so
         // it would stay valid if a version kept the pointer).

@@ -339,13 +339,17 @@ pub enum ToLauncher {
     /// This node's part of a PMIx collective over every rank of the jobs
     /// named by `nspaces` (kvsnames): every local participant called.
     /// `job`: the asking rank's job (the run it belongs to); `data`: the
-    /// node's fence blob (empty for connect and disconnect).
+    /// node's fence blob (empty for connect and disconnect). `ranks`: for a
+    /// fence over part of some of the jobs, those jobs' participating ranks
+    /// (kvsname, ranks); the jobs not listed take part whole.
     Connect {
         request: RequestId,
         job: JobId,
         nspaces: Vec<String>,
         kind: CollectiveKind,
         data: Vec<u8>,
+        #[serde(default)]
+        ranks: Vec<(String, Vec<u32>)>,
     },
     /// The node received [`ToDaemon::Claim`] for `job`: `alive` if every rank
     /// of the job there was still running (or not started yet), and the

@@ -107,6 +107,9 @@ pub enum Timer {
     OutputQuiet { job: JobId, rank: Rank, stream: Stream },
     /// [`TOPOLOGY_WAIT`] after the topology export started.
     TopologyWait,
+    /// A PMIx request's `PMIX_TIMEOUT` expired: answer it
+    /// `PMIX_ERR_TIMEOUT` if it still waits.
+    PmixTimeout(PmixRequest),
 }
 
 /// Everything the node reactor does to the outside world.

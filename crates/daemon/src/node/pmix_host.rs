@@ -48,6 +48,19 @@ fn text(value: Value) -> Option<String> {
     })
 }
 
+/// `PMIX_TIMEOUT` of a request's info: whole seconds, `None` when absent or
+/// not positive (the standard's "no timeout").
+fn timeout(info: &[(String, Value)]) -> Option<u32> {
+    let secs = info.iter().find(|(k, _)| k == "pmix.timeout").and_then(|(_, v)| match v {
+        Value::I64(n) => u32::try_from(*n).ok(),
+        Value::U32(n) => Some(*n),
+        Value::U64(n) => u32::try_from(*n).ok(),
+        Value::U16(n) => Some(u32::from(*n)),
+        _ => None,
+    })?;
+    (secs > 0).then_some(secs)
+}
+
 fn texts(info: Vec<(String, Value)>) -> Vec<(String, String)> {
     info.into_iter().filter_map(|(k, v)| text(v).map(|v| (k, v))).collect()
 }
@@ -236,9 +249,12 @@ impl PmixHost {
             Upcall::Abort { proc_, status, message, done, .. } => {
                 PmixEvent::Abort { nspace: proc_.nspace, rank: proc_.rank, status, message, req: self.keep(Pending::Op(done)) }
             }
-            Upcall::Fence { procs, data, done, .. } => {
-                PmixEvent::Fence { procs: procs.into_iter().map(|p| (p.nspace, p.rank)).collect(), data, req: self.keep(Pending::Modex(done)) }
-            }
+            Upcall::Fence { procs, data, info, done } => PmixEvent::Fence {
+                procs: procs.into_iter().map(|p| (p.nspace, p.rank)).collect(),
+                data,
+                timeout: timeout(&info),
+                req: self.keep(Pending::Modex(done)),
+            },
             Upcall::DirectModex { proc_, done, .. } => PmixEvent::DirectModex { nspace: proc_.nspace, rank: proc_.rank, req: self.keep(Pending::Modex(done)) },
             Upcall::DmodexAnswer { token, status, data } => PmixEvent::DmodexAnswer { token, status, data },
             Upcall::Publish { proc_, info, done } => PmixEvent::Publish { nspace: proc_.nspace, pairs: published(info), req: self.keep(Pending::Op(done)) },
@@ -247,20 +263,22 @@ impl PmixHost {
                 let nspace = proc_.nspace.clone();
                 // PMIX_WAIT: wait until the name is published.
                 let wait = info.iter().any(|(k, v)| k == "pmix.wait" && !matches!(v, Value::Bool(false)));
-                PmixEvent::Lookup { nspace, keys, wait, req: self.keep(Pending::Lookup(done, proc_)) }
+                PmixEvent::Lookup { nspace, keys, wait, timeout: timeout(&info), req: self.keep(Pending::Lookup(done, proc_)) }
             }
             Upcall::Spawn { proc_, job_info, apps, done } => {
                 let apps =
                     apps.into_iter().map(|a| PmixApp { cmd: a.cmd, argv: a.argv, env: a.env, cwd: a.cwd, maxprocs: a.maxprocs, info: texts(a.info) }).collect();
-                PmixEvent::Spawn { nspace: proc_.nspace, rank: proc_.rank, job_info: texts(job_info), apps, req: self.keep(Pending::Spawn(done)) }
+                let timeout = timeout(&job_info);
+                PmixEvent::Spawn { nspace: proc_.nspace, rank: proc_.rank, job_info: texts(job_info), apps, timeout, req: self.keep(Pending::Spawn(done)) }
             }
-            Upcall::Connect { procs, done, .. } => {
-                PmixEvent::Connect { procs: procs.into_iter().map(|p| (p.nspace, p.rank)).collect(), disconnect: false, req: self.keep(Pending::Op(done)) }
-            }
-            Upcall::Disconnect { procs, done, .. } => {
-                PmixEvent::Connect { procs: procs.into_iter().map(|p| (p.nspace, p.rank)).collect(), disconnect: true, req: self.keep(Pending::Op(done)) }
-            }
+            Upcall::Connect { procs, info, done } => self.connect(procs, &info, false, done),
+            Upcall::Disconnect { procs, info, done } => self.connect(procs, &info, true, done),
         })
+    }
+
+    fn connect(&mut self, procs: Vec<Proc>, info: &[(String, Value)], disconnect: bool, done: OpDone) -> PmixEvent {
+        let procs = procs.into_iter().map(|p| (p.nspace, p.rank)).collect();
+        PmixEvent::Connect { procs, disconnect, timeout: timeout(info), req: self.keep(Pending::Op(done)) }
     }
 
     /// [`super::NodeEffects::pmix_answer`].
@@ -328,5 +346,16 @@ mod tests {
         assert_eq!(name_value(format!("{NAME_TAG}b:zz")), Value::String(format!("{NAME_TAG}b:zz")), "unreadable: a string");
         let info = vec![("svc".to_string(), Value::Bytes(vec![1])), ("pmix.persist".to_string(), Value::Other(30))];
         assert_eq!(published(info), vec![("svc".to_string(), format!("{NAME_TAG}b:x01"))]);
+    }
+
+    #[test]
+    fn the_timeout_directive_is_whole_positive_seconds() {
+        let with = |v: Value| timeout(&[("pmix.wait".to_string(), Value::Bool(true)), ("pmix.timeout".to_string(), v)]);
+        assert_eq!(with(Value::I64(5)), Some(5), "PMIX_INT, as clients send it");
+        assert_eq!(with(Value::U32(2)), Some(2));
+        assert_eq!(with(Value::I64(0)), None, "0: no timeout");
+        assert_eq!(with(Value::I64(-1)), None);
+        assert_eq!(with(Value::String("5".into())), None);
+        assert_eq!(timeout(&[]), None);
     }
 }

@@ -3,15 +3,17 @@
 //! a spawned job registered with its parent, a connect that registers the
 //! other job's namespace before answering, a fence over two namespaces
 //! through the launcher's collective, and the other namespace forgotten
-//! with the last local job that connected to it.
+//! with the last local job that connected to it; `PMIX_TIMEOUT` on each
+//! kind of waiting request.
 
 use dpm_kvs::{JobId, Rank};
+use dpm_pmix::ffi::PMIX_ERR_TIMEOUT;
 use dpm_pmix::{Proc, PMIX_ERROR, PMIX_SUCCESS, RANK_WILDCARD};
 use dpm_proto::{CollectiveKind, JobMap, PmiMode, ToDaemon, ToLauncher};
 
 use super::recorder::{Recorded, RecordingEffects};
 use super::tests::{launch, node, J};
-use super::{NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
+use super::{NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, Timer};
 
 const NS: &str = "kvs_7_3";
 const OTHER: &str = "kvs_7_4";
@@ -38,7 +40,7 @@ fn a_spawn_goes_up_and_is_answered_with_the_child_namespace() {
     let (mut r, mut fx) = pmix_node();
     fx.take();
     let app = PmixApp { cmd: "./child".into(), argv: vec!["./child".into(), "x".into()], env: vec!["A=1".into()], cwd: None, maxprocs: 3, info: vec![] };
-    r.on_pmix(&mut fx, PmixEvent::Spawn { nspace: NS.into(), rank: 1, job_info: vec![], apps: vec![app], req: PmixRequest(9) });
+    r.on_pmix(&mut fx, PmixEvent::Spawn { nspace: NS.into(), rank: 1, job_info: vec![], apps: vec![app], timeout: None, req: PmixRequest(9) });
     let up = fx.take_up();
     let [ToLauncher::Spawn { request, job: J, rank: Rank(1), preput, commands }] = &up[..] else { panic!("{up:?}") };
     assert_eq!(preput, &vec![("dpm-pmix-parent-rank".to_string(), "1".to_string())]);
@@ -47,7 +49,7 @@ fn a_spawn_goes_up_and_is_answered_with_the_child_namespace() {
     r.on_message(&mut fx, ToDaemon::SpawnDone { request: *request, result: Ok(OTHER.into()), errcodes: vec![] });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(9), PmixAnswer::Spawned(PMIX_SUCCESS, OTHER.into()))]);
     // A failed spawn answers an error; an unknown namespace is refused at once.
-    r.on_pmix(&mut fx, PmixEvent::Spawn { nspace: NS.into(), rank: 0, job_info: vec![], apps: vec![], req: PmixRequest(10) });
+    r.on_pmix(&mut fx, PmixEvent::Spawn { nspace: NS.into(), rank: 0, job_info: vec![], apps: vec![], timeout: None, req: PmixRequest(10) });
     assert!(matches!(&answers(&mut fx)[..], [(PmixRequest(10), PmixAnswer::Spawned(s, _))] if *s != PMIX_SUCCESS), "no apps: refused");
 }
 
@@ -69,9 +71,10 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     let (mut r, mut fx) = pmix_node();
     fx.take();
     let procs = vec![(NS.to_string(), RANK_WILDCARD), (OTHER.to_string(), RANK_WILDCARD)];
-    r.on_pmix(&mut fx, PmixEvent::Connect { procs: procs.clone(), disconnect: false, req: PmixRequest(1) });
+    r.on_pmix(&mut fx, PmixEvent::Connect { procs: procs.clone(), disconnect: false, timeout: None, req: PmixRequest(1) });
     let up = fx.take_up();
-    let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Connect, data }] = &up[..] else { panic!("{up:?}") };
+    let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Connect, data, ranks }] = &up[..] else { panic!("{up:?}") };
+    assert!(ranks.is_empty(), "every rank of each");
     assert_eq!((nspaces.clone(), data.is_empty()), (vec![NS.to_string(), OTHER.to_string()], true));
     let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1, 1, 2], appnums: vec![0; 3], universe_size: 4 };
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])) });
@@ -82,16 +85,30 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     assert_eq!(answers(&mut fx), vec![(PmixRequest(1), PmixAnswer::Status(PMIX_SUCCESS))]);
     // A fence over every rank of both: the collective with this node's blob.
     let every = vec![(NS.to_string(), 0), (NS.to_string(), 1), (OTHER.to_string(), RANK_WILDCARD)];
-    r.on_pmix(&mut fx, PmixEvent::Fence { procs: every, data: vec![7], req: PmixRequest(2) });
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: every, data: vec![7], timeout: None, req: PmixRequest(2) });
     let up = fx.take_up();
     let [ToLauncher::Connect { request, kind: CollectiveKind::Fence, data, .. }] = &up[..] else { panic!("{up:?}") };
     assert_eq!(data, &vec![7]);
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![7, 8])) });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(2), PmixAnswer::Data(PMIX_SUCCESS, vec![7, 8]))]);
-    // Part of a namespace is still refused; a failed collective answers an error.
-    r.on_pmix(&mut fx, PmixEvent::Fence { procs: vec![(NS.to_string(), 0), (OTHER.to_string(), 0)], data: vec![], req: PmixRequest(3) });
-    assert!(matches!(&answers(&mut fx)[..], [(PmixRequest(3), PmixAnswer::Data(s, _))] if *s != PMIX_SUCCESS));
-    r.on_pmix(&mut fx, PmixEvent::Connect { procs, disconnect: true, req: PmixRequest(4) });
+    // Part of each namespace: the collective with the ranks that take part.
+    let part = vec![(OTHER.to_string(), 2), (NS.to_string(), 0), (OTHER.to_string(), 0)];
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: part, data: vec![5], timeout: None, req: PmixRequest(3) });
+    let up = fx.take_up();
+    let [ToLauncher::Connect { request, kind: CollectiveKind::Fence, nspaces, ranks, .. }] = &up[..] else { panic!("{up:?}") };
+    assert_eq!(nspaces, &vec![NS.to_string(), OTHER.to_string()]);
+    assert_eq!(ranks, &vec![(NS.to_string(), vec![0]), (OTHER.to_string(), vec![0, 2])]);
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![5, 6])) });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(3), PmixAnswer::Data(PMIX_SUCCESS, vec![5, 6]))]);
+    // A rank a namespace does not have, or an unknown namespace: refused at once.
+    for (n, bad) in [(NS, 2), ("kvs_unknown", 0)].into_iter().enumerate() {
+        let q = PmixRequest(40 + n as u64);
+        r.on_pmix(&mut fx, PmixEvent::Fence { procs: vec![(bad.0.to_string(), bad.1)], data: vec![], timeout: None, req: q });
+        assert!(matches!(&answers(&mut fx)[..], [(a, PmixAnswer::Data(s, _))] if *a == q && *s != PMIX_SUCCESS), "{bad:?}");
+    }
+    assert!(fx.take_up().is_empty());
+    // A failed collective answers an error.
+    r.on_pmix(&mut fx, PmixEvent::Connect { procs, disconnect: true, timeout: None, req: PmixRequest(4) });
     let up = fx.take_up();
     let [ToLauncher::Connect { request, kind: CollectiveKind::Disconnect, .. }] = &up[..] else { panic!("{up:?}") };
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Err("gone".into()) });
@@ -100,4 +117,93 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     r.on_message(&mut fx, ToDaemon::Forget { job: J });
     let forgotten: Vec<String> = fx.take().into_iter().filter_map(|e| if let Recorded::PmixForget(n) = e { Some(n) } else { None }).collect();
     assert_eq!(forgotten, vec![NS.to_string(), OTHER.to_string()]);
+}
+
+/// The timers the reactor set, and the messages it sent up, since the last take.
+fn timers_and_up(fx: &mut RecordingEffects) -> (Vec<(std::time::Duration, Timer)>, Vec<ToLauncher>) {
+    let (mut timers, mut up) = (Vec::new(), Vec::new());
+    for e in fx.take() {
+        match e {
+            Recorded::SetTimer(after, t) => timers.push((after, t)),
+            Recorded::Up(m) => up.push(m),
+            _ => {}
+        }
+    }
+    (timers, up)
+}
+
+#[test]
+fn a_fence_past_its_timeout_is_answered_timeout_and_the_next_waits_for_its_completion() {
+    let (mut r, mut fx) = pmix_node();
+    fx.take();
+    let whole = vec![(NS.to_string(), RANK_WILDCARD)];
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: whole.clone(), data: vec![1], timeout: Some(3), req: PmixRequest(20) });
+    let (timers, up) = timers_and_up(&mut fx);
+    assert_eq!(timers, vec![(std::time::Duration::from_secs(3), Timer::PmixTimeout(PmixRequest(20)))]);
+    assert!(matches!(&up[..], [ToLauncher::FenceIn { job: J, epoch: 0, .. }]), "{up:?}");
+    r.on_timer(&mut fx, Timer::PmixTimeout(PmixRequest(20)));
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(20), PmixAnswer::Data(PMIX_ERR_TIMEOUT, vec![]))]);
+    // Its FenceIn is up the tree: another fence before its completion is refused.
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: whole.clone(), data: vec![], timeout: None, req: PmixRequest(21) });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(21), PmixAnswer::Data(PMIX_ERROR, vec![]))]);
+    // The late completion answers nothing; the next fence is epoch 1.
+    r.on_message(&mut fx, ToDaemon::FenceDone { job: J, epoch: 0, delta: vec![] });
+    assert_eq!(answers(&mut fx), vec![]);
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: whole, data: vec![], timeout: Some(3), req: PmixRequest(22) });
+    let (_, up) = timers_and_up(&mut fx);
+    assert!(matches!(&up[..], [ToLauncher::FenceIn { job: J, epoch: 1, .. }]), "{up:?}");
+    r.on_message(&mut fx, ToDaemon::FenceDone { job: J, epoch: 1, delta: vec![] });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(22), PmixAnswer::Data(PMIX_SUCCESS, vec![]))]);
+    // Its timer, firing after the answer, does nothing.
+    r.on_timer(&mut fx, Timer::PmixTimeout(PmixRequest(22)));
+    assert_eq!(fx.take().len(), 0);
+}
+
+#[test]
+fn lookups_spawns_and_connects_past_their_timeout_are_answered_timeout_once() {
+    let (mut r, mut fx) = pmix_node();
+    fx.take();
+    // OTHER known here (connected), so a fence over both is the collective.
+    let both = vec![(NS.to_string(), RANK_WILDCARD), (OTHER.to_string(), RANK_WILDCARD)];
+    r.on_pmix(&mut fx, PmixEvent::Connect { procs: both, disconnect: false, timeout: None, req: PmixRequest(29) });
+    let [ToLauncher::Connect { request, .. }] = &fx.take_up()[..] else { panic!() };
+    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1], appnums: vec![0], universe_size: 1 };
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])) });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(29), PmixAnswer::Status(PMIX_SUCCESS))]);
+    r.on_pmix(&mut fx, PmixEvent::Lookup { nspace: NS.into(), keys: vec!["svc".into()], wait: true, timeout: Some(1), req: PmixRequest(30) });
+    let app = PmixApp { cmd: "./child".into(), argv: vec!["./child".into()], env: vec![], cwd: None, maxprocs: 1, info: vec![] };
+    r.on_pmix(&mut fx, PmixEvent::Spawn { nspace: NS.into(), rank: 0, job_info: vec![], apps: vec![app], timeout: Some(2), req: PmixRequest(31) });
+    let procs = vec![(NS.to_string(), RANK_WILDCARD), (OTHER.to_string(), RANK_WILDCARD)];
+    r.on_pmix(&mut fx, PmixEvent::Connect { procs: procs.clone(), disconnect: false, timeout: Some(4), req: PmixRequest(32) });
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs, data: vec![], timeout: Some(5), req: PmixRequest(33) });
+    r.on_pmix(&mut fx, PmixEvent::Lookup { nspace: NS.into(), keys: vec!["other".into()], wait: true, timeout: None, req: PmixRequest(34) });
+    let (timers, up) = timers_and_up(&mut fx);
+    let secs: Vec<(u64, PmixRequest)> = timers.iter().map(|(d, t)| (d.as_secs(), if let Timer::PmixTimeout(q) = t { *q } else { panic!("{t:?}") })).collect();
+    assert_eq!(secs, vec![(1, PmixRequest(30)), (2, PmixRequest(31)), (4, PmixRequest(32)), (5, PmixRequest(33))], "no timer without PMIX_TIMEOUT");
+    let [ToLauncher::Name { request: lookup, .. }, ToLauncher::Spawn { request: spawn, .. }, ToLauncher::Connect { request: connect, .. }, ToLauncher::Connect { request: fence, .. }, ToLauncher::Name { request: untimed, .. }] =
+        &up[..]
+    else {
+        panic!("{up:?}")
+    };
+    for q in [30, 31, 32, 33] {
+        r.on_timer(&mut fx, Timer::PmixTimeout(PmixRequest(q)));
+    }
+    assert_eq!(
+        answers(&mut fx),
+        vec![
+            (PmixRequest(30), PmixAnswer::Found(PMIX_ERR_TIMEOUT, vec![])),
+            (PmixRequest(31), PmixAnswer::Spawned(PMIX_ERR_TIMEOUT, String::new())),
+            (PmixRequest(32), PmixAnswer::Status(PMIX_ERR_TIMEOUT)),
+            (PmixRequest(33), PmixAnswer::Data(PMIX_ERR_TIMEOUT, vec![])),
+        ]
+    );
+    // The launcher's late answers complete nothing (each upcall is answered once).
+    r.on_message(&mut fx, ToDaemon::NameDone { request: *lookup, result: Ok(Some("port".into())) });
+    r.on_message(&mut fx, ToDaemon::SpawnDone { request: *spawn, result: Ok("kvs_7_9".into()), errcodes: vec![] });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *connect, result: Ok((vec![], vec![])) });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *fence, result: Ok((vec![], vec![])) });
+    assert_eq!(answers(&mut fx), vec![]);
+    // The lookup without a timeout still waits, and is answered when its name comes.
+    r.on_message(&mut fx, ToDaemon::NameDone { request: *untimed, result: Ok(Some("p2".into())) });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(34), PmixAnswer::Found(PMIX_SUCCESS, vec![("other".into(), "p2".into())]))]);
 }

@@ -281,6 +281,7 @@ impl NodeReactor {
             }
             Timer::OutputQuiet { job, rank, stream } => self.output.on_quiet(fx, job, rank, stream),
             Timer::TopologyWait => self.topology_wait_over(fx),
+            Timer::PmixTimeout(req) => self.pmix_timeout(fx, req),
         }
     }
 
@@ -317,7 +318,10 @@ impl NodeReactor {
 
     fn launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: LaunchJob) {
         let job = spec.job;
-        if spec.spawner.is_some() {
+        // PMI_hwloc_xmlfile is MPICH's: a PMIx job's ranks get the topology
+        // from the PMIx library (PMIX_SERVER_SHARE_TOPOLOGY), and the export's
+        // 20-45 ms of CPU would compete with the spawned child's start.
+        if spec.spawner.is_some() && spec.pmi_mode != PmiMode::Pmix {
             self.export_topology(fx);
         }
         self.register_job(&spec);

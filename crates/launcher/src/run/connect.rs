@@ -8,7 +8,10 @@
 //! registers before answering its clients. A disconnect is the same
 //! collective; its maps are ignored. A fence over every rank of several
 //! jobs (Open MPI's `MPI_Comm_disconnect`) is the same collective too, with
-//! each node's blob: the answer is their concatenation in node order.
+//! each node's blob: the answer is their concatenation in node order. A
+//! fence over part of a job's ranks (`PMIx_Fence` on a proc array) expects
+//! only the nodes hosting those ranks, and is keyed by them too, so fences
+//! over different parts of one job do not mix.
 //!
 //! Bounded: at most [`MAX_CONNECTS`] collectives wait at once per run; a
 //! collective whose job ends before it completes is answered with an error
@@ -30,6 +33,8 @@ pub const MAX_CONNECTS: usize = 1_024;
 pub(super) struct Collective {
     /// The listed jobs, sorted.
     jobs: Vec<JobId>,
+    /// The jobs taking part with some ranks only, sorted; the others whole.
+    parts: Vec<(JobId, Vec<u32>)>,
     kind: CollectiveKind,
     /// Every node hosting ranks of the listed jobs.
     expect: BTreeSet<NodeId>,
@@ -38,26 +43,73 @@ pub(super) struct Collective {
 }
 
 impl Run {
-    /// `node`'s part of a collective over the jobs named `nspaces`.
-    pub(super) fn connect(&mut self, fx: &mut dyn RunEffects, node: NodeId, request: RequestId, nspaces: &[String], kind: CollectiveKind, data: Vec<u8>) {
+    /// The live job named `ns`, or why not.
+    fn job_named(&self, ns: &str) -> Result<JobId, String> {
+        match self.jobs.iter().find(|(_, j)| j.kvsname == ns) {
+            Some((&id, _)) => Ok(id),
+            None => Err(format!("namespace '{}' is not a live job of this run", dpm_pmi::sanitize::escape(ns))),
+        }
+    }
+
+    /// The jobs taking part with some ranks only (sorted, each rank one of
+    /// the job's), or why not.
+    fn parts(&self, jobs: &[JobId], ranks: &[(String, Vec<u32>)]) -> Result<Vec<(JobId, Vec<u32>)>, String> {
+        let mut parts = Vec::with_capacity(ranks.len());
+        for (ns, some) in ranks {
+            let job = self.job_named(ns)?;
+            let size = self.jobs[&job].slots.node_of().len();
+            if !jobs.contains(&job) || some.is_empty() || some.iter().any(|&r| r as usize >= size) {
+                return Err(format!("ranks {some:?} of namespace '{}' (size {size}) are not part of the collective", dpm_pmi::sanitize::escape(ns)));
+            }
+            let mut some = some.clone();
+            some.sort_unstable();
+            some.dedup();
+            parts.push((job, some));
+        }
+        parts.sort_unstable();
+        parts.dedup_by_key(|(job, _)| *job);
+        Ok(parts)
+    }
+
+    /// `node`'s part of a collective over the jobs named `nspaces` (only
+    /// `ranks` of the jobs listed there).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn connect(
+        &mut self,
+        fx: &mut dyn RunEffects,
+        node: NodeId,
+        request: RequestId,
+        nspaces: &[String],
+        ranks: &[(String, Vec<u32>)],
+        kind: CollectiveKind,
+        data: Vec<u8>,
+    ) {
         let mut jobs = Vec::with_capacity(nspaces.len());
         for ns in nspaces {
-            match self.jobs.iter().find(|(_, j)| j.kvsname == *ns) {
-                Some((&id, _)) => jobs.push(id),
-                None => {
-                    let why = format!("namespace '{}' is not a live job of this run", dpm_pmi::sanitize::escape(ns));
-                    return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
-                }
+            match self.job_named(ns) {
+                Ok(id) => jobs.push(id),
+                Err(why) => return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) }),
             }
         }
         jobs.sort_unstable();
         jobs.dedup();
-        let expect: BTreeSet<NodeId> = jobs.iter().flat_map(|j| self.jobs[j].daemons.iter().copied()).collect();
+        let parts = match self.parts(&jobs, ranks) {
+            Ok(parts) => parts,
+            Err(why) => return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) }),
+        };
+        let expect: BTreeSet<NodeId> = jobs
+            .iter()
+            .flat_map(|j| match parts.iter().find(|(p, _)| p == j) {
+                Some((_, some)) => some.iter().map(|&r| self.jobs[j].slots.node_of()[r as usize]).collect::<Vec<_>>(),
+                None => self.jobs[j].daemons.clone(),
+            })
+            .collect();
         if !expect.contains(&node) {
             let why = "a node that hosts no rank of the collective's namespaces".to_string();
             return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
         }
-        let existing = self.connects.iter().position(|c| c.jobs == jobs && c.kind == kind && !c.arrived.iter().any(|(n, _, _)| *n == node));
+        let existing =
+            self.connects.iter().position(|c| c.jobs == jobs && c.parts == parts && c.kind == kind && !c.arrived.iter().any(|(n, _, _)| *n == node));
         let at = match existing {
             Some(at) => at,
             None if self.connects.len() >= MAX_CONNECTS => {
@@ -65,7 +117,7 @@ impl Run {
                 return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
             }
             None => {
-                self.connects.push(Collective { jobs, kind, expect, arrived: Vec::new() });
+                self.connects.push(Collective { jobs, parts, kind, expect, arrived: Vec::new() });
                 self.connects.len() - 1
             }
         };

@@ -364,7 +364,7 @@ impl Run {
             ToLauncher::Name { request, job, op } => self.name_op(fx, node, request, job, op),
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, SpawnAsk { node, request, parent: job, rank, preput, commands }),
             ToLauncher::Claimed { job, alive } => self.warm_claimed(fx, node, job, alive),
-            ToLauncher::Connect { request, nspaces, kind, data, .. } => self.connect(fx, node, request, &nspaces, kind, data),
+            ToLauncher::Connect { request, nspaces, kind, data, ranks, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, data),
             ToLauncher::Trace { line } => fx.say(&line),
         }
     }

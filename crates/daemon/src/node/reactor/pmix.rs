@@ -12,7 +12,8 @@
 //! the allgather design (the launcher forces it for PMIx jobs) the
 //! `FenceDone` delta brings every node's; the concatenation in node order
 //! is the fence's answer. One-node fences never get here: the library
-//! completes them itself.
+//! completes them itself. A fence over several namespaces, or over part of
+//! one, is the launcher's collective (`connect`).
 //!
 //! Direct modex (Open MPI's async modex: a rank asks for a peer's data when
 //! it first needs it) rides the KVS messages between daemons: a
@@ -38,6 +39,7 @@ use crate::node::NodeEffects;
 
 mod connect;
 mod spawn;
+mod timeout;
 pub use spawn::PmixApp;
 use spawn::PARENT_RANK_KEY;
 
@@ -55,8 +57,10 @@ pub enum PmixEvent {
     /// `PMIx_Abort` (`MPI_Abort`).
     Abort { nspace: String, rank: u32, status: i32, message: String, req: PmixRequest },
     /// A fence across nodes: the participants (rank [`RANK_WILDCARD`]: the
-    /// whole namespace) and this node's blob.
-    Fence { procs: Vec<(String, u32)>, data: Vec<u8>, req: PmixRequest },
+    /// whole namespace) and this node's blob. `timeout` (here and below):
+    /// the client's `PMIX_TIMEOUT` in seconds, answered `PMIX_ERR_TIMEOUT`
+    /// when it expires first (`pmix/timeout.rs`).
+    Fence { procs: Vec<(String, u32)>, data: Vec<u8>, timeout: Option<u32>, req: PmixRequest },
     /// A local client wants a rank's data that another node holds.
     DirectModex { nspace: String, rank: u32, req: PmixRequest },
     /// The local library's answer to [`NodeEffects::pmix_dmodex`] `token`.
@@ -65,12 +69,12 @@ pub enum PmixEvent {
     Publish { nspace: String, pairs: Vec<(String, String)>, req: PmixRequest },
     /// `PMIx_Lookup` (`MPI_Lookup_name`); `wait`: `PMIX_WAIT`, answered
     /// once the name is published.
-    Lookup { nspace: String, keys: Vec<String>, wait: bool, req: PmixRequest },
+    Lookup { nspace: String, keys: Vec<String>, wait: bool, timeout: Option<u32>, req: PmixRequest },
     /// `PMIx_Connect` (or `PMIx_Disconnect`) over `procs`' namespaces: every
     /// local participant has called.
-    Connect { procs: Vec<(String, u32)>, disconnect: bool, req: PmixRequest },
+    Connect { procs: Vec<(String, u32)>, disconnect: bool, timeout: Option<u32>, req: PmixRequest },
     /// `PMIx_Spawn` (`MPI_Comm_spawn`) by `rank` of `nspace`.
-    Spawn { nspace: String, rank: u32, job_info: Vec<(String, String)>, apps: Vec<PmixApp>, req: PmixRequest },
+    Spawn { nspace: String, rank: u32, job_info: Vec<(String, String)>, apps: Vec<PmixApp>, timeout: Option<u32>, req: PmixRequest },
     /// `PMIx_Unpublish` (`MPI_Unpublish_name`).
     Unpublish { nspace: String, keys: Vec<String>, req: PmixRequest },
 }
@@ -105,6 +109,9 @@ struct PmixJob {
     epoch: u64,
     /// The fence upcall waiting for its `FenceDone`.
     fence: Option<PmixRequest>,
+    /// A fence whose upcall timed out still waits for its `FenceDone`: its
+    /// `FenceIn` is up the tree, so another fence (same epoch) must wait.
+    abandoned: bool,
 }
 
 /// Which jobs are PMIx jobs and their fences; see the module documentation.
@@ -122,6 +129,8 @@ pub(super) struct PmixFront {
     spawns: HashMap<dpm_proto::RequestId, PmixRequest>,
     /// Connects sent up, by id.
     connects: HashMap<dpm_proto::RequestId, connect::Connecting>,
+    /// Spawns whose upcall timed out, until the launcher answers them.
+    late_spawns: std::collections::HashSet<dpm_proto::RequestId>,
     /// Other jobs' namespaces registered here for a connect, by namespace.
     foreign: HashMap<String, connect::Foreign>,
 }
@@ -132,27 +141,34 @@ impl PmixFront {
         self.jobs.contains_key(&job) || self.foreign.values().any(|f| f.map.job == job)
     }
 
-    /// Whether `procs` names every rank of each of its namespaces (each
-    /// known here: a local job or one registered for a connect).
-    fn whole_namespaces(&self, procs: &[(String, u32)]) -> bool {
-        let mut by_nspace: HashMap<&str, Vec<u32>> = HashMap::new();
+    /// The participants of a fence over `procs` as the launcher's
+    /// collective takes them: the namespaces taking part with some of their
+    /// ranks only (sorted; empty: every rank of each), or `None` when a
+    /// namespace is not known here (a local job or one registered for a
+    /// connect) or a rank is not one of its.
+    fn participants(&self, procs: &[(String, u32)]) -> Option<Vec<(String, Vec<u32>)>> {
+        let mut by_nspace: std::collections::BTreeMap<&str, Vec<u32>> = std::collections::BTreeMap::new();
         for (ns, rank) in procs {
             by_nspace.entry(ns.as_str()).or_default().push(*rank);
         }
-        !by_nspace.is_empty()
-            && by_nspace.into_iter().all(|(ns, mut ranks)| {
-                let size = match self.by_nspace.get(ns).and_then(|job| self.jobs.get(job)) {
-                    Some(j) if j.node_of.is_empty() => j.ranks.len(),
-                    Some(j) => j.node_of.len(),
-                    None => match self.foreign.get(ns) {
-                        Some(f) => f.map.node_of.len(),
-                        None => return false,
-                    },
-                };
-                ranks.sort_unstable();
-                ranks.dedup();
-                ranks.contains(&RANK_WILDCARD) || ranks.iter().copied().eq(0..size as u32)
-            })
+        let mut parts = Vec::new();
+        for (ns, mut ranks) in by_nspace {
+            let size = match self.by_nspace.get(ns).and_then(|job| self.jobs.get(job)) {
+                Some(j) if j.node_of.is_empty() => j.ranks.len(),
+                Some(j) => j.node_of.len(),
+                None => self.foreign.get(ns)?.map.node_of.len(),
+            };
+            ranks.sort_unstable();
+            ranks.dedup();
+            if ranks.contains(&RANK_WILDCARD) || ranks.iter().copied().eq(0..size as u32) {
+                continue;
+            }
+            if ranks.last().is_some_and(|&r| r as usize >= size) {
+                return None;
+            }
+            parts.push((ns.to_string(), ranks));
+        }
+        (!procs.is_empty()).then_some(parts)
     }
 
     /// Where a direct modex for `rank` of `nspace` goes: the job, this
@@ -272,7 +288,7 @@ impl PmixFront {
     /// A PMIx job is launched here with these local ranks.
     pub(super) fn add(&mut self, job: JobId, nspace: &str, node: usize, node_of: Vec<usize>, ranks: Vec<u32>) {
         self.by_nspace.insert(nspace.to_string(), job);
-        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, epoch: 0, fence: None });
+        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, epoch: 0, fence: None, abandoned: false });
     }
 
     /// Forget a job: its namespace, its ranks here and a fence still waiting.
@@ -290,7 +306,7 @@ impl PmixFront {
         let [(nspace, RANK_WILDCARD)] = procs else { return Err(PMIX_ERR_NOT_SUPPORTED) };
         let Some(&job) = self.by_nspace.get(nspace) else { return Err(PMIX_ERROR) };
         let j = self.jobs.get_mut(&job).ok_or(PMIX_ERROR)?;
-        if j.fence.is_some() {
+        if j.fence.is_some() || j.abandoned {
             return Err(PMIX_ERROR);
         }
         j.fence = Some(req);
@@ -307,6 +323,7 @@ impl PmixFront {
             return None;
         }
         j.epoch += 1;
+        j.abandoned = false;
         let req = j.fence.take()?;
         let mut blobs: Vec<(usize, &str)> =
             delta.iter().filter_map(|(k, v)| k.strip_prefix(BLOB_KEY).and_then(|n| n.parse().ok()).map(|n| (n, v.as_str()))).collect();
@@ -334,6 +351,9 @@ fn dmodex_reply(fx: &mut (impl NodeEffects + ?Sized), get: GetRequest, value: Op
 impl NodeReactor {
     /// An upcall of the node's PMIx server.
     pub fn on_pmix(&mut self, fx: &mut (impl NodeEffects + ?Sized), event: PmixEvent) {
+        if let Some((req, secs)) = event.timeout() {
+            fx.set_timer(std::time::Duration::from_secs(secs.into()), crate::node::Timer::PmixTimeout(req));
+        }
         match event {
             PmixEvent::Connected { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Active, req),
             PmixEvent::Finalized { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Finalized, req),
@@ -371,7 +391,7 @@ impl NodeReactor {
                 [service] => self.pmix_name(fx, &nspace, dpm_proto::NameRequest::Unpublish { service: service.clone() }, req, None),
                 _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
             },
-            PmixEvent::Lookup { nspace, keys, wait, req } => match keys.as_slice() {
+            PmixEvent::Lookup { nspace, keys, wait, req, .. } => match keys.as_slice() {
                 [service] => {
                     let service = service.clone();
                     let op = match wait {
@@ -382,17 +402,20 @@ impl NodeReactor {
                 }
                 _ => fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERR_NOT_SUPPORTED, Vec::new())),
             },
-            PmixEvent::Spawn { nspace, rank, job_info, apps, req } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
-            PmixEvent::Connect { procs, disconnect, req } => {
+            PmixEvent::Spawn { nspace, rank, job_info, apps, req, .. } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
+            PmixEvent::Connect { procs, disconnect, req, .. } => {
                 let kind = if disconnect { CollectiveKind::Disconnect } else { CollectiveKind::Connect };
-                self.pmix_connect(fx, &procs, kind, Vec::new(), req)
+                self.pmix_connect(fx, &procs, kind, Vec::new(), Vec::new(), req)
             }
-            PmixEvent::Fence { procs, data, req } => match self.pmix.fence_in(&procs, &data, req) {
+            PmixEvent::Fence { procs, data, req, .. } => match self.pmix.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
-                // Every rank of several namespaces: the launcher's collective.
-                Err(PMIX_ERR_NOT_SUPPORTED) if self.pmix.whole_namespaces(&procs) => self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, req),
+                // Several namespaces, or part of one: the launcher's collective.
+                Err(PMIX_ERR_NOT_SUPPORTED) if self.pmix.participants(&procs).is_some() => {
+                    let parts = self.pmix.participants(&procs).unwrap_or_default();
+                    self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, parts, req)
+                }
                 Err(status) => {
-                    tracing::warn!(?procs, "PMIx fence refused (only whole namespaces are supported)");
+                    tracing::warn!(?procs, "PMIx fence refused (a namespace or rank not known here)");
                     fx.pmix_answer(req, PmixAnswer::Data(status, Vec::new()));
                 }
             },

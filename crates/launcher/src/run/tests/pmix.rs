@@ -8,7 +8,7 @@ use dpm_proto::{CollectiveKind, NameRequest};
 
 fn connect(run: &mut Run, rec: &mut Recorder, node: usize, req: u64, nspaces: &[&str], kind: CollectiveKind, data: &[u8]) {
     let nspaces = nspaces.iter().map(|s| s.to_string()).collect();
-    run.on_message(rec, NodeId(node), ToLauncher::Connect { request: RequestId(req), job: JobId(0), nspaces, kind, data: data.to_vec() });
+    run.on_message(rec, NodeId(node), ToLauncher::Connect { request: RequestId(req), job: JobId(0), nspaces, kind, data: data.to_vec(), ranks: vec![] });
 }
 
 /// The `ConnectDone` answers sent: (node, request, result).
@@ -121,4 +121,42 @@ fn pmix_spawns_are_never_pooled() {
     assert_eq!(launches.len(), 2, "the parent and the cold child, no pooled job");
     let l = launches.iter().find(|l| l.job == child).unwrap();
     assert_eq!((l.pmi_mode, l.awaiting_claim), (PmiMode::Pmix, false));
+}
+
+fn fence_part(run: &mut Run, rec: &mut Recorder, node: usize, req: u64, ns: &str, ranks: &[u32], data: &[u8]) {
+    let msg = ToLauncher::Connect {
+        request: RequestId(req),
+        job: JobId(0),
+        nspaces: vec![ns.to_string()],
+        kind: CollectiveKind::Fence,
+        data: data.to_vec(),
+        ranks: vec![(ns.to_string(), ranks.to_vec())],
+    };
+    run.on_message(rec, NodeId(node), msg);
+}
+
+#[test]
+fn a_fence_over_part_of_a_job_waits_for_the_nodes_of_those_ranks_only() {
+    let (mut run, mut rec) = fixture(&[1, 1, 1]);
+    let a = started(&mut run, &mut rec, &[0, 1, 2]);
+    let na = kvsname(&run, a);
+    // Ranks 0 and 2 (nodes 0 and 2), and at the same time ranks 0 and 1 (nodes 0 and 1).
+    fence_part(&mut run, &mut rec, 2, 1, &na, &[2, 0], &[2]);
+    fence_part(&mut run, &mut rec, 1, 2, &na, &[0, 1], &[1]);
+    fence_part(&mut run, &mut rec, 0, 3, &na, &[0, 2], &[0]);
+    let done = connect_done(&rec);
+    assert_eq!(done.iter().map(|(n, q, _)| (n.0, *q)).collect::<Vec<_>>(), vec![(0, 3), (2, 1)], "node 1 is not part of it; the other fence still waits");
+    assert!(done.iter().all(|(_, _, r)| r.as_ref().map(|(_, data)| data == &[0, 2]) == Ok(true)), "{done:?}");
+    rec.effects.clear();
+    fence_part(&mut run, &mut rec, 0, 4, &na, &[1, 0], &[0]);
+    let done = connect_done(&rec);
+    assert!(done.iter().all(|(_, _, r)| r.as_ref().map(|(_, data)| data == &[0, 1]) == Ok(true)) && done.len() == 2, "{done:?}");
+    assert!(run.connects.is_empty());
+    // A rank the job does not have, or none: refused at once.
+    rec.effects.clear();
+    fence_part(&mut run, &mut rec, 0, 5, &na, &[0, 3], &[]);
+    fence_part(&mut run, &mut rec, 0, 6, &na, &[], &[]);
+    let done = connect_done(&rec);
+    assert!(matches!(&done[..], [(NodeId(0), 5, Err(e)), (NodeId(0), 6, Err(_))] if e.contains("size 3")), "{done:?}");
+    assert!(run.connects.is_empty());
 }

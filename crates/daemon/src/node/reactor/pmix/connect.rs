@@ -9,8 +9,10 @@
 //! until the last local job that connected to it is forgotten.
 //!
 //! A fence over every rank of several namespaces (Open MPI's
-//! `MPI_Comm_disconnect`) takes the same way, with this node's blob; the
-//! answer is every node's blob in node order.
+//! `MPI_Comm_disconnect`), or over some ranks of one or more (`PMIx_Fence`
+//! on a proc array), takes the same way, with this node's blob and the
+//! ranks of the namespaces that take part only in part; the answer is every
+//! participating node's blob in node order.
 
 use dpm_pmix::{PMIX_ERROR, PMIX_SUCCESS};
 use dpm_proto::{CollectiveKind, JobMap, RequestId, ToLauncher};
@@ -32,8 +34,8 @@ pub(super) struct Foreign {
 /// local job that asked.
 #[derive(Debug)]
 pub(super) struct Connecting {
-    req: PmixRequest,
-    kind: CollectiveKind,
+    pub(super) req: PmixRequest,
+    pub(super) kind: CollectiveKind,
     job: dpm_kvs::JobId,
 }
 
@@ -46,13 +48,15 @@ fn failed(kind: CollectiveKind) -> PmixAnswer {
 }
 
 impl NodeReactor {
-    /// This node's part of a collective over `procs`' namespaces.
+    /// This node's part of a collective over `procs`' namespaces (`ranks`:
+    /// those taking part in part, see [`ToLauncher::Connect`]).
     pub(in crate::node::reactor) fn pmix_connect(
         &mut self,
         fx: &mut (impl NodeEffects + ?Sized),
         procs: &[(String, u32)],
         kind: CollectiveKind,
         data: Vec<u8>,
+        ranks: Vec<(String, Vec<u32>)>,
         req: PmixRequest,
     ) {
         let mut nspaces: Vec<String> = procs.iter().map(|(ns, _)| ns.clone()).collect();
@@ -65,7 +69,7 @@ impl NodeReactor {
         let request = RequestId(self.next_request);
         self.next_request += 1;
         self.pmix.connects.insert(request, Connecting { req, kind, job });
-        fx.send_up(ToLauncher::Connect { request, job, nspaces, kind, data });
+        fx.send_up(ToLauncher::Connect { request, job, nspaces, kind, data, ranks });
     }
 
     /// The launcher's answer to [`Self::pmix_connect`].

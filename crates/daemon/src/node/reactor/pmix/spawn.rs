@@ -142,7 +142,15 @@ impl NodeReactor {
 
     /// The launcher's answer to [`Self::pmix_spawn`]: the child's namespace.
     pub(in crate::node::reactor) fn pmix_spawn_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), request: RequestId, result: Result<String, String>) {
-        let Some(req) = self.pmix.spawns.remove(&request) else { return };
+        let Some(req) = self.pmix.spawns.remove(&request) else {
+            if self.pmix.late_spawns.remove(&request) {
+                match result {
+                    Ok(nspace) => tracing::warn!(%nspace, "a PMIx spawn answered after its PMIX_TIMEOUT: the caller got PMIX_ERR_TIMEOUT, the child job runs on"),
+                    Err(e) => tracing::info!("a PMIx spawn that timed out failed: {}", dpm_pmi::sanitize::escape(&e)),
+                }
+            }
+            return;
+        };
         let answer = match result {
             Ok(nspace) => PmixAnswer::Spawned(PMIX_SUCCESS, nspace),
             Err(e) => {
