@@ -171,15 +171,21 @@ fn the_topology_file_is_a_job_attribute_once_known() {
     assert_eq!(talk(&mut e, 1, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), v2("cmd=info-getjobattr-response;rc=0;found=TRUE;value=/proc/7/fd/9;"));
 }
 
+/// Three ranks whose node exports its topology on demand; rank 2 speaks PMI-2.
+fn exporting_on_demand() -> Engine {
+    let mut e = engine(3);
+    e.export_topology_on_demand();
+    talk(&mut e, 2, "cmd=init pmi_version=2 pmi_subversion=0\n");
+    talk(&mut e, 2, &v2("cmd=fullinit;pmirank=2;"));
+    e
+}
+
 /// A node that exports its topology on demand (the daemon's): the first ask
 /// starts the export, every ask waits for it — PMI-1 get and PMI-2 job
 /// attribute alike, each with its own framing — and one file answers all.
 #[test]
 fn asks_for_the_topology_wait_for_one_export() {
-    let mut e = engine(3);
-    e.export_topology_on_demand();
-    talk(&mut e, 2, "cmd=init pmi_version=2 pmi_subversion=0\n");
-    talk(&mut e, 2, &v2("cmd=fullinit;pmirank=2;"));
+    let mut e = exporting_on_demand();
     e.on_bytes(ConnId(0), format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n").as_bytes());
     assert_eq!(e.take_effects(), vec![Effect::ExportTopology], "the first ask starts the export and waits");
     assert_eq!(talk(&mut e, 2, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), "", "waits too, no second export");
@@ -205,10 +211,7 @@ fn asks_for_the_topology_wait_for_one_export() {
 /// simply dropped from the wait.
 #[test]
 fn a_failed_topology_export_answers_the_key_absent() {
-    let mut e = engine(3);
-    e.export_topology_on_demand();
-    talk(&mut e, 2, "cmd=init pmi_version=2 pmi_subversion=0\n");
-    talk(&mut e, 2, &v2("cmd=fullinit;pmirank=2;"));
+    let mut e = exporting_on_demand();
     assert_eq!(talk(&mut e, 0, &format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n")), "");
     assert_eq!(talk(&mut e, 1, &format!("cmd=get kvsname={KVS} key=PMI_hwloc_xmlfile\n")), "");
     assert_eq!(talk(&mut e, 2, &v2("cmd=info-getjobattr;key=PMI_hwloc_xmlfile;")), "");

@@ -11,16 +11,22 @@ use crate::topology::TopologySource;
 
 const ASK: &str = "cmd=get kvsname=kvs_7_3 key=PMI_hwloc_xmlfile\n";
 
+/// A node exporting on demand with `local` initialised PMI-1 ranks.
+fn exporting(local: u32) -> (NodeReactor, recorder::RecordingEffects, Vec<dpm_pmi::ConnId>) {
+    let (mut r, mut fx) = node();
+    r.serve_topology(TopologySource::Export);
+    let c = launched(&mut r, &mut fx, local);
+    init(&mut r, &mut fx, &c);
+    (r, fx, c)
+}
+
 fn exports(fx: &recorder::RecordingEffects) -> usize {
     fx.log.iter().filter(|e| matches!(e, Recorded::ExportTopology)).count()
 }
 
 #[test]
 fn the_first_ask_exports_the_topology_and_every_ask_waits_for_it() {
-    let (mut r, mut fx) = node();
-    r.serve_topology(TopologySource::Export);
-    let c = launched(&mut r, &mut fx, 2);
-    init(&mut r, &mut fx, &c);
+    let (mut r, mut fx, c) = exporting(2);
     assert_eq!(talk(&mut r, &mut fx, c[0], ASK), "", "waits");
     assert_eq!(exports(&fx), 1);
     assert!(fx.log.iter().any(|e| matches!(e, Recorded::SetTimer(TOPOLOGY_WAIT, Timer::TopologyWait))), "the wait is bounded");
@@ -37,10 +43,7 @@ fn the_first_ask_exports_the_topology_and_every_ask_waits_for_it() {
 
 #[test]
 fn asks_still_waiting_when_the_wait_is_over_are_answered_absent() {
-    let (mut r, mut fx) = node();
-    r.serve_topology(TopologySource::Export);
-    let c = launched(&mut r, &mut fx, 1);
-    init(&mut r, &mut fx, &c);
+    let (mut r, mut fx, c) = exporting(1);
     assert_eq!(talk(&mut r, &mut fx, c[0], ASK), "");
     r.on_timer(&mut fx, Timer::TopologyWait);
     assert_eq!(fx.take_written(c[0]), "cmd=get_result rc=1 msg=key_'PMI_hwloc_xmlfile'_is_not_provided\n");

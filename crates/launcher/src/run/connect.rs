@@ -108,8 +108,7 @@ impl Run {
             let why = "a node that hosts no rank of the collective's namespaces".to_string();
             return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
         }
-        let existing =
-            self.connects.iter().position(|c| c.jobs == jobs && c.parts == parts && c.kind == kind && !c.arrived.iter().any(|(n, _, _)| *n == node));
+        let existing = self.connects.iter().position(|c| c.jobs == jobs && c.parts == parts && c.kind == kind && !c.arrived.iter().any(|(n, _, _)| *n == node));
         let at = match existing {
             Some(at) => at,
             None if self.connects.len() >= MAX_CONNECTS => {

@@ -69,11 +69,6 @@ impl EarlyKvs {
         }
         self.ended.push_back(job);
     }
-
-    #[cfg(test)]
-    pub(super) fn held(&self) -> usize {
-        self.held.len()
-    }
 }
 
 impl Engine {

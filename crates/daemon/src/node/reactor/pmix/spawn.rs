@@ -145,7 +145,9 @@ impl NodeReactor {
         let Some(req) = self.pmix.spawns.remove(&request) else {
             if self.pmix.late_spawns.remove(&request) {
                 match result {
-                    Ok(nspace) => tracing::warn!(%nspace, "a PMIx spawn answered after its PMIX_TIMEOUT: the caller got PMIX_ERR_TIMEOUT, the child job runs on"),
+                    Ok(nspace) => {
+                        tracing::warn!(%nspace, "a PMIx spawn answered after its PMIX_TIMEOUT: the caller got PMIX_ERR_TIMEOUT, the child job runs on")
+                    }
                     Err(e) => tracing::info!("a PMIx spawn that timed out failed: {}", dpm_pmi::sanitize::escape(&e)),
                 }
             }
