@@ -209,6 +209,10 @@ fn mpi_abort_decides_the_exit_code() {
         out.assert_code(7);
         out.assert_stderr_contains("rank 0 ");
         out.assert_stderr_contains("MPI_Abort with exit code 7");
+        // Open MPI's own message: it comes through PMIx_Log, and its text
+        // from the installation that OPAL_PREFIX names.
+        out.assert_stderr_contains("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD");
+        assert!(!out.stderr_str().contains("You were supposed to get help"), "the help text was not found\n{}", out.describe());
     }
 }
 

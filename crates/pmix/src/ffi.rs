@@ -161,6 +161,8 @@ pub type UnpublishFn = unsafe extern "C" fn(*const pmix_proc_t, *mut *mut c_char
 pub type SpawnFn =
     unsafe extern "C" fn(*const pmix_proc_t, *const pmix_info_t, size_t, *const pmix_app_t, size_t, pmix_spawn_cbfunc_t, *mut c_void) -> pmix_status_t;
 pub type ConnectFn = unsafe extern "C" fn(*const pmix_proc_t, size_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
+/// `pmix_server_log_fn_t` (v2): returns nothing; the callback says done.
+pub type LogFn = unsafe extern "C" fn(*const pmix_proc_t, *const pmix_info_t, size_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void);
 
 /// `pmix_server_module_t`: 30 function pointers in v5.0.9 (v6 appends
 /// more). The library reads only as far as its own version knows, so the
@@ -180,8 +182,14 @@ pub struct pmix_server_module_t {
     pub spawn: Option<SpawnFn>,
     pub connect: Option<ConnectFn>,
     pub disconnect: Option<ConnectFn>,
-    /// register_events … session_control: left NULL.
-    pub _unused: [*const c_void; MODULE_SLOTS - 11],
+    /// register_events, deregister_events, listener (v1); notify_event,
+    /// query, tool_connected (v2): left NULL.
+    pub _unsupported: [*const c_void; 6],
+    /// Slot 17 (v2): `PMIx_Log` of a client — Open MPI's help and error
+    /// messages (`opal_show_help`) come this way, not on the rank's stderr.
+    pub log: Option<LogFn>,
+    /// allocate … session_control: left NULL.
+    pub _unused: [*const c_void; MODULE_SLOTS - 18],
 }
 pub const MODULE_SLOTS: usize = 64;
 

@@ -70,7 +70,9 @@ impl PmixServer {
             spawn: Some(spawn),
             connect: Some(connect),
             disconnect: Some(disconnect),
-            _unused: [std::ptr::null(); MODULE_SLOTS - 11],
+            _unsupported: [std::ptr::null(); 6],
+            log: Some(log),
+            _unused: [std::ptr::null(); MODULE_SLOTS - 18],
         });
         let dir_s = dir.to_string_lossy().into_owned();
         let mut infos = InfoList::new();
@@ -487,4 +489,19 @@ unsafe extern "C" fn disconnect(
     // SAFETY: valid arguments from the library, copied here.
     let (procs, info) = unsafe { (procs(ps, np), read_infos(info, ni)) };
     deliver(Upcall::Disconnect { procs, info, done: OpDone::new(cb, cbdata) })
+}
+
+unsafe extern "C" fn log(
+    p: *const pmix_proc_t,
+    data: *const pmix_info_t,
+    nd: usize,
+    _directives: *const pmix_info_t,
+    _ndirs: usize,
+    cb: pmix_op_cbfunc_t,
+    cbdata: *mut c_void,
+) {
+    // SAFETY: valid arguments from the library, copied here.
+    let (proc_, data) = unsafe { (Proc::from_c(p), read_infos(data, nd)) };
+    // A refused delivery has answered through the handle's drop already.
+    let _ = deliver(Upcall::Log { proc_, data, done: OpDone::new(cb, cbdata) });
 }

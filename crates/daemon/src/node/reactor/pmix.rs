@@ -32,7 +32,7 @@ use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::PmiState;
 use dpm_pmix::{JobSpec, NodeRanks, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
-use dpm_proto::{CollectiveKind, JobMap, LaunchJob, ToLauncher};
+use dpm_proto::{CollectiveKind, JobMap, LaunchJob, Stream, ToLauncher};
 
 use super::NodeReactor;
 use crate::node::NodeEffects;
@@ -56,6 +56,9 @@ pub enum PmixEvent {
     Finalized { nspace: String, rank: u32, req: PmixRequest },
     /// `PMIx_Abort` (`MPI_Abort`).
     Abort { nspace: String, rank: u32, status: i32, message: String, req: PmixRequest },
+    /// `PMIx_Log` to stderr or stdout (Open MPI's help and error messages):
+    /// printed as the rank's own output. Already answered.
+    Log { nspace: String, rank: u32, output: Vec<(Stream, Vec<u8>)> },
     /// A fence across nodes: the participants (rank [`RANK_WILDCARD`]: the
     /// whole namespace) and this node's blob. `timeout` (here and below):
     /// the client's `PMIX_TIMEOUT` in seconds, answered `PMIX_ERR_TIMEOUT`
@@ -357,6 +360,14 @@ impl NodeReactor {
         match event {
             PmixEvent::Connected { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Active, req),
             PmixEvent::Finalized { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Finalized, req),
+            PmixEvent::Log { nspace, rank, output } => match self.pmix.by_nspace.get(&nspace) {
+                Some(&job) => {
+                    for (stream, text) in output {
+                        self.on_output(fx, job, Rank(rank), stream, text);
+                    }
+                }
+                None => tracing::warn!(%nspace, rank, "PMIx log from an unknown namespace dropped"),
+            },
             PmixEvent::Abort { nspace, rank, status, message, req } => {
                 match self.pmix.by_nspace.get(&nspace) {
                     Some(&job) => fx.send_up(ToLauncher::Abort { job, rank: Rank(rank), code: status, message }),
