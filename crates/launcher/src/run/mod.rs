@@ -23,6 +23,7 @@ mod connect;
 mod effects;
 mod jobs;
 mod kept;
+mod kvsname;
 mod spawn;
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,7 @@ use spawn::SpawnAsk;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use kept::{Kept, Outbox, MAX_QUEUED};
+pub use kvsname::{kvsname, open_mpi_family};
 pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
@@ -82,18 +84,37 @@ pub struct TreeShared {
     pub jobs: BTreeMap<JobId, (u32, String, u32)>,
     /// Pooled jobs kept for later runs (`dpm boot --warm-spawn`; off by default).
     pub kept: Kept,
+    /// The last kvsnames handed out, live before their job is registered in `jobs`.
+    issued: std::collections::VecDeque<String>,
 }
 
 impl TreeShared {
     pub fn new(nodes: NodeTable) -> Self {
-        TreeShared { names: NameService::default(), next_job: 0, run_tag: random_tag(), nodes, jobs: BTreeMap::new(), kept: Kept::default() }
+        TreeShared {
+            names: NameService::default(),
+            next_job: 0,
+            run_tag: random_tag(),
+            nodes,
+            jobs: BTreeMap::new(),
+            kept: Kept::default(),
+            issued: Default::default(),
+        }
     }
 
-    /// A new job id and its kvsname (unique per daemon tree, short enough for MPICH).
+    /// A new job id and its kvsname (unique per daemon tree, short enough
+    /// for MPICH, and distinct from every live job's in Open MPI's eyes:
+    /// see [`kvsname::fresh`]).
     pub fn new_job_id(&mut self) -> (JobId, String) {
         let job = JobId(self.next_job);
         self.next_job += 1;
-        (job, kvsname(self.run_tag, job))
+        let live: std::collections::HashSet<u16> =
+            self.jobs.values().map(|(_, name, _)| name).chain(self.issued.iter()).map(|name| open_mpi_family(name)).collect();
+        let name = kvsname::fresh(self.run_tag, job, |family| live.contains(&family));
+        if self.issued.len() >= kvsname::ISSUED_REMEMBERED {
+            self.issued.pop_front();
+        }
+        self.issued.push_back(name.clone());
+        (job, name)
     }
 }
 
@@ -519,14 +540,6 @@ fn send_all(fx: &mut dyn RunEffects, out: crate::kvs_root::Outbox) {
     for (node, msg) in out {
         fx.send(NodeId(node), msg);
     }
-}
-
-/// A job's kvsname: `kvs_<dpm pid>_<random>_<job>`. MPICH names its node
-/// shared-memory segment after a hash of it (`/dev/shm/mpich_shm_<hash>_<node>`),
-/// and a killed run leaves that file behind: with the pid alone a later run
-/// that reuses the pid collides with it and fails in MPI_Init ("Out of memory").
-pub fn kvsname(run_tag: u32, job: JobId) -> String {
-    format!("kvs_{}_{:08x}_{}", std::process::id(), run_tag, job.0)
 }
 
 /// 32 random bits from the kernel (time and pid mixed in if that fails).

@@ -499,3 +499,19 @@ fn written_output_is_acknowledged_to_its_node_in_steps_until_the_job_ends() {
     run.on_output_written(&mut rec, NodeId(0), j, 2 * OUTPUT_ACK_STEP);
     assert!(acks(&rec).is_empty());
 }
+
+/// Open MPI tells jobs apart by a 16-bit hash of their namespace: the names
+/// a tree hands out never share one with a live job or a name just issued
+/// (4,000 jobs would hold ~120 clashes by chance).
+#[test]
+fn live_jobs_never_share_an_open_mpi_job_family() {
+    let (_, mut rec) = fixture(&[4]);
+    let shared = rec.shared();
+    let mut live = std::collections::HashMap::new();
+    for _ in 0..4000 {
+        let (job, name) = shared.new_job_id();
+        let family = super::open_mpi_family(&name);
+        assert!(live.insert(family, name.clone()).is_none(), "{name} shares family {family} with {:?}", live.get(&family));
+        shared.jobs.insert(job, (1, name, 1));
+    }
+}

@@ -1,0 +1,79 @@
+//! Job names: the kvsname MPICH sees and the PMIx namespace Open MPI sees.
+//!
+//! Open MPI turns a namespace into its 32-bit job id
+//! (`opal_pmix_convert_nspace`): the string before an `@` is hashed
+//! (`OPAL_HASH_STR`, Jenkins' one-at-a-time) and folded to 16 bits, the
+//! number after the `@` is the low 16; a name without `@` — dpm's — is
+//! `[family, 0]`. Two live jobs of one run with the same 16-bit family are
+//! one job to Open MPI, which then takes a new child for an exited one of
+//! the same rank: `connect() … failed: Connection refused`,
+//! `MPI_ERR_UNKNOWN`, abort — about one run in 16 of mpi4py's `test_spawn`
+//! (~100 spawns), never under prterun. So a name whose family a live job of
+//! the tree already has is drawn again. (PRRTE's own form, `…@<job + 1>`,
+//! was tried: Open MPI then treats the jobs as one family launched by PRRTE,
+//! and spawned children failed with "invalid communicator".)
+
+use dpm_kvs::JobId;
+
+/// How many of the last names handed out count as live before their job
+/// is registered (spawns in flight at once are far fewer).
+pub const ISSUED_REMEMBERED: usize = 256;
+
+/// Draws before giving up on a free family (only with ~65,536 live jobs).
+const DRAWS: u32 = 1024;
+
+/// A job's plain kvsname: `kvs_<dpm pid>_<random>_<job>`. MPICH names its
+/// node shared-memory segment after a hash of it
+/// (`/dev/shm/mpich_shm_<hash>_<node>`), and a killed run leaves that file
+/// behind: with the pid alone a later run that reuses the pid collides with
+/// it and fails in MPI_Init ("Out of memory").
+pub fn kvsname(run_tag: u32, job: JobId) -> String {
+    format!("kvs_{}_{:08x}_{}", std::process::id(), run_tag, job.0)
+}
+
+/// `job`'s kvsname, redrawn (`…_<job>.<n>`) while `taken` says a live job
+/// already has its Open MPI family.
+pub fn fresh(run_tag: u32, job: JobId, taken: impl Fn(u16) -> bool) -> String {
+    let plain = kvsname(run_tag, job);
+    (0..DRAWS).map(|n| if n == 0 { plain.clone() } else { format!("{plain}.{n}") }).find(|name| !taken(open_mpi_family(name))).unwrap_or(plain)
+}
+
+/// The 16-bit job family Open MPI derives from a namespace without `@`:
+/// `OPAL_HASH_STR` (one-at-a-time), its halves XORed. Checked against Open
+/// MPI 5.0.11: `kvs_5330_981e6345_0` is `[[38319,0],0]` in its messages.
+pub fn open_mpi_family(nspace: &str) -> u16 {
+    let base = nspace.rsplit_once('@').map_or(nspace, |(b, _)| b);
+    let mut h: u32 = 0;
+    for &c in base.as_bytes() {
+        // OPAL_HASH_STR adds `char`s: signed on x86-64, as `c as i8` widened.
+        h = h.wrapping_add(c as i8 as i32 as u32);
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
+    }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h = h.wrapping_add(h << 15);
+    ((h >> 16) ^ (h & 0xffff)) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_family_is_open_mpis() {
+        // Read from Open MPI's own MPI_Abort message under dpm.
+        assert_eq!(open_mpi_family("kvs_5330_981e6345_0"), 38319);
+        assert_eq!(open_mpi_family("kvs_5330_981e6345@7"), open_mpi_family("kvs_5330_981e6345"));
+    }
+
+    #[test]
+    fn a_taken_family_is_drawn_again() {
+        let plain = kvsname(1, JobId(3));
+        let first = open_mpi_family(&plain);
+        let name = fresh(1, JobId(3), |f| f == first);
+        assert!(name.starts_with(&plain) && name != plain, "{name}");
+        assert_ne!(open_mpi_family(&name), first);
+        assert_eq!(fresh(1, JobId(3), |_| false), plain, "the plain name when free");
+    }
+}
