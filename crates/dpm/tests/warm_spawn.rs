@@ -40,6 +40,7 @@ fn venv_python() -> String {
 /// first job to start afterwards — a refill — crashes; the parent waits for
 /// that crash before its third spawn, so it comes before any claim of the
 /// crashed job (whose claim, if there is one, fails and is made again).
+/// The parent leaves 50 ms between spawns for the pool to refill.
 const LOOP: &str = r#"
 import os, sys
 if sys.argv[1] == "child":
@@ -102,6 +103,10 @@ for i in range(iters):
     print("iteration", i, "ok" if ok else "FAIL", flush=True)
     if i == 0 and crash_flag:
         open(crash_flag, "w").close()
+    # Idle time between spawns, which warm spawn is for: the pool refills
+    # REFILL_DELAY (10 ms) after a claim. Back to back, a warm iteration can
+    # end sooner, and the next spawn then rightly misses.
+    time.sleep(0.05)
 print("loop done", flush=True)
 "#;
 
