@@ -80,15 +80,14 @@ pub enum TopologySource {
     Export,
 }
 
-static PATH: OnceLock<String> = OnceLock::new();
 static START: Once = Once::new();
-/// Set once the export has ended, either way.
-static ENDED: OnceLock<()> = OnceLock::new();
+/// Set once the export has ended: the file's path, or `None` if it failed.
+static ENDED: OnceLock<Option<String>> = OnceLock::new();
 /// Wakes [`TopologySource::finished`]'s waiters when it has.
 static ENDED_NOTICE: Notify = Notify::const_new();
 
-fn end() {
-    let _ = ENDED.set(());
+fn end(path: Option<String>) {
+    let _ = ENDED.set(path);
     ENDED_NOTICE.notify_waiters();
 }
 
@@ -102,22 +101,25 @@ impl TopologySource {
             let span = tracing::Span::current();
             let started = std::thread::Builder::new().name("dpm-topology".into()).spawn(move || {
                 let _span = span.entered();
-                match export() {
+                let path = match export() {
                     Ok(topology) => {
                         tracing::debug!(path = topology.path(), "hwloc topology exported");
                         let path = topology.path().to_string();
                         // The memfd lives as long as the process.
                         static KEEP: OnceLock<Topology> = OnceLock::new();
                         let _ = KEEP.set(topology);
-                        let _ = PATH.set(path);
+                        Some(path)
                     }
-                    Err(e) => tracing::debug!("no hwloc topology for the ranks: {e}"),
-                }
-                end();
+                    Err(e) => {
+                        tracing::debug!("no hwloc topology for the ranks: {e}");
+                        None
+                    }
+                };
+                end(path);
             });
             if let Err(e) = started {
                 tracing::debug!("no hwloc topology for the ranks: cannot start its thread: {e}");
-                end();
+                end(None);
             }
         });
     }
@@ -133,19 +135,10 @@ impl TopologySource {
             tokio::pin!(notice);
             // Registered before the check: an end in between still wakes it.
             notice.as_mut().enable();
-            if ENDED.get().is_some() {
-                return self.ready();
+            if let Some(path) = ENDED.get() {
+                return path.as_deref();
             }
             notice.await;
-        }
-    }
-
-    /// The file's path once exported: `None` before [`TopologySource::start`]
-    /// has finished, and for good if the export failed or the source is `Off`.
-    pub fn ready(self) -> Option<&'static str> {
-        match self {
-            TopologySource::Off => None,
-            TopologySource::Export => PATH.get().map(String::as_str),
         }
     }
 }

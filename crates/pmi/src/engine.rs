@@ -302,20 +302,9 @@ impl Engine {
             c.state = PmiState::Active;
         }
         let job_id = c.job;
-        if !self.jobs.contains_key(&job_id) {
+        let Some(job) = self.jobs.get_mut(&job_id) else {
             return self.send(conn, version, name, &Reply::Error(format!("{job_id} is gone")));
-        }
-        let topology_ask = match &request {
-            Request::Get { kvsname, key, .. } if key == TOPOLOGY_KEY && kvsname.as_ref().is_none_or(|k| *k == self.jobs[&job_id].setup.kvsname) => Some(false),
-            Request::GetJobAttr { key } if key == TOPOLOGY_KEY => Some(true),
-            _ => None,
         };
-        if topology_ask.is_some_and(|attr| self.defer_topology(conn, version, name, attr)) {
-            return;
-        }
-        let topology_file = self.topology_file().map(str::to_string);
-        let c = self.conns.get_mut(&conn).expect("caller checked");
-        let job = self.jobs.get_mut(&job_id).expect("checked above");
         let setup = &job.setup;
         let reply = match request {
             Request::Init { version: v, subversion } => match v {
@@ -362,7 +351,10 @@ impl Engine {
             Request::Get { kvsname, key, srcid, wait } => {
                 if let Some(bad) = kvsname.filter(|k| *k != setup.kvsname) {
                     Reply::Error(format!("get from kvsname '{bad}', but this process belongs to '{}'", setup.kvsname))
-                } else if let Some(value) = pm_key(setup, topology_file.as_deref(), &key) {
+                } else if key == TOPOLOGY_KEY && self.topology.must_wait() {
+                    c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
+                    return self.topology.wait(conn, false, &mut self.effects);
+                } else if let Some(value) = pm_key(setup, self.topology.file(), &key) {
                     Reply::Value(value)
                 } else if key.starts_with("PMI_") {
                     Reply::Error(format!("key '{key}' is not provided"))
@@ -399,7 +391,11 @@ impl Engine {
                 }
                 None => Reply::Error("rank unknown: send fullinit first".into()),
             },
-            Request::GetJobAttr { key } => match pm_key(setup, topology_file.as_deref(), &key).or_else(|| job.store.peek(&key)) {
+            Request::GetJobAttr { key } if key == TOPOLOGY_KEY && self.topology.must_wait() => {
+                c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
+                return self.topology.wait(conn, true, &mut self.effects);
+            }
+            Request::GetJobAttr { key } => match pm_key(setup, self.topology.file(), &key).or_else(|| job.store.peek(&key)) {
                 Some(v) if !v.is_empty() => Reply::Value(v),
                 _ => Reply::Absent,
             },

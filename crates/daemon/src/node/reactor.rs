@@ -10,7 +10,6 @@ use dpm_proto::{ExitStatus, LaunchJob, NameRequest, PmiMode, PmiProgress, Reques
 
 use super::output::OutputFlow;
 use super::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, StartError, Timer, DRAIN_GRACE};
-use crate::topology::TopologySource;
 use crate::DaemonConfig;
 
 mod claim;
@@ -124,10 +123,6 @@ pub struct NodeReactor {
     strays: HashMap<(JobId, Rank), i32>,
     next_conn: u64,
     next_request: u64,
-    /// Where the node's hwloc topology file comes from ([`crate::topology`];
-    /// `Off` in tests), and whether its export was started.
-    topology: TopologySource,
-    topology_started: bool,
 }
 
 impl NodeReactor {
@@ -144,8 +139,6 @@ impl NodeReactor {
             strays: HashMap::new(),
             next_conn: 0,
             next_request: 0,
-            topology: TopologySource::Off,
-            topology_started: false,
         }
     }
 
@@ -322,7 +315,7 @@ impl NodeReactor {
         // from the PMIx library (PMIX_SERVER_SHARE_TOPOLOGY), and the export's
         // 20-45 ms of CPU would compete with the spawned child's start.
         if spec.spawner.is_some() && spec.pmi_mode != PmiMode::Pmix {
-            self.export_topology(fx);
+            self.export_topology_early(fx);
         }
         self.register_job(&spec);
         let mut entry = JobProcs { kvsname: spec.kvsname.clone(), ..JobProcs::default() };
@@ -626,7 +619,7 @@ impl NodeReactor {
                     };
                     fx.send_up(ToLauncher::Name { request, job, op });
                 }
-                Effect::ExportTopology => self.export_topology(fx),
+                Effect::ExportTopology => Self::start_export(fx),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
                     let request = self.new_request(conn);
                     let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();

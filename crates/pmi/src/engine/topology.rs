@@ -11,9 +11,7 @@
 //! optional (MPICH then discovers the topology itself).
 
 use super::{ConnId, Effect, Engine};
-use crate::conn::Deferred;
 use crate::reply::Reply;
-use crate::wire::Version;
 
 /// The key MPICH asks for.
 pub const TOPOLOGY_KEY: &str = "PMI_hwloc_xmlfile";
@@ -70,12 +68,15 @@ impl Engine {
         }
     }
 
-    /// The node started the export before anyone asked (a spawned job
-    /// came): asks from now on wait for it without starting another.
-    pub fn topology_export_started(&mut self) {
-        if matches!(self.topology, Topology::OnDemand) {
+    /// The node starts the export before anyone asked (a spawned job came):
+    /// true if it is to (the engine exports on demand and no export was
+    /// started); asks from then on wait for it without starting another.
+    pub fn topology_export_started(&mut self) -> bool {
+        let start = matches!(self.topology, Topology::OnDemand);
+        if start {
             self.topology = Topology::Exporting(Vec::new());
         }
+        start
     }
 
     /// Whether an export is under way (asks wait for it).
@@ -83,36 +84,40 @@ impl Engine {
         matches!(self.topology, Topology::Exporting(_))
     }
 
-    /// The file's path, if the engine has one to give.
-    pub(super) fn topology_file(&self) -> Option<&str> {
-        match &self.topology {
+    /// `conn` is gone: it waits for nothing any more.
+    pub(super) fn forget_topology_wait(&mut self, conn: ConnId) {
+        if let Topology::Exporting(waiting) = &mut self.topology {
+            waiting.retain(|(c, _)| *c != conn);
+        }
+    }
+}
+
+impl Topology {
+    /// The file's path, if there is one to give.
+    pub(super) fn file(&self) -> Option<&str> {
+        match self {
             Topology::Ready(path) => Some(path),
             _ => None,
         }
     }
 
-    /// An ask for the topology by `conn` that must wait for its export:
-    /// deferred (and the export started on the first one). False if it is
-    /// answered the usual way (the file is there, or none is to come).
-    pub(super) fn defer_topology(&mut self, conn: ConnId, version: Version, name: &str, attr: bool) -> bool {
-        match &mut self.topology {
-            Topology::Absent | Topology::Ready(_) => return false,
-            Topology::OnDemand => {
-                self.topology = Topology::Exporting(vec![(conn, attr)]);
-                self.effects.push(Effect::ExportTopology);
-            }
-            Topology::Exporting(waiting) => waiting.push((conn, attr)),
-        }
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(TOPOLOGY_KEY.to_string()) });
-        }
-        true
+    /// Whether an ask must wait for the export (it is to come or under way);
+    /// otherwise it is answered the usual way (the file, or absent).
+    pub(super) fn must_wait(&self) -> bool {
+        matches!(self, Topology::OnDemand | Topology::Exporting(_))
     }
 
-    /// `conn` is gone: it waits for nothing any more.
-    pub(super) fn forget_topology_wait(&mut self, conn: ConnId) {
-        if let Topology::Exporting(waiting) = &mut self.topology {
-            waiting.retain(|(c, _)| *c != conn);
+    /// `conn` (whose reply the caller deferred) waits for the export; the
+    /// first ask starts it. Only when [`Topology::must_wait`].
+    pub(super) fn wait(&mut self, conn: ConnId, attr: bool, effects: &mut Vec<Effect>) {
+        match self {
+            Topology::OnDemand => {
+                *self = Topology::Exporting(vec![(conn, attr)]);
+                effects.push(Effect::ExportTopology);
+            }
+            Topology::Exporting(waiting) => waiting.push((conn, attr)),
+            // Answered the usual way: the caller checked `must_wait`.
+            Topology::Absent | Topology::Ready(_) => {}
         }
     }
 }

@@ -18,19 +18,21 @@ pub const TOPOLOGY_WAIT: Duration = Duration::from_secs(5);
 impl NodeReactor {
     /// Serve `PMI_hwloc_xmlfile` from `topology` (`Off`: the key stays absent).
     pub fn serve_topology(&mut self, topology: TopologySource) {
-        self.topology = topology;
         if topology != TopologySource::Off {
             self.engine.export_topology_on_demand();
         }
     }
 
-    /// Start the export unless it is started (or there is none to make).
-    pub(super) fn export_topology(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
-        if self.topology == TopologySource::Off || self.topology_started {
-            return;
+    /// A spawned job came: start the export unless it is started (or there
+    /// is none to make; the engine keeps that state).
+    pub(super) fn export_topology_early(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
+        if self.engine.topology_export_started() {
+            Self::start_export(fx);
         }
-        self.topology_started = true;
-        self.engine.topology_export_started();
+    }
+
+    /// The engine asked for the export (a rank's first ask): start it.
+    pub(super) fn start_export(fx: &mut (impl NodeEffects + ?Sized)) {
         fx.export_topology();
         fx.set_timer(TOPOLOGY_WAIT, Timer::TopologyWait);
     }
