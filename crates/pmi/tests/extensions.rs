@@ -6,7 +6,7 @@
 use dpm_kvs::remote::{GetReply, KvsDest, KvsMsg, OwnerPut};
 use dpm_kvs::ring::{root_slot, RingSegment, RingSlot};
 use dpm_kvs::{Hint, JobId, KvsDesign, Rank};
-use dpm_pmi::limits::EARLY_KVS_MAX;
+use dpm_pmi::limits::{EARLY_KVS_MAX, ENDED_JOBS_REMEMBERED};
 use dpm_pmi::reply::{encode, Reply};
 use dpm_pmi::wire::{parse_v2_body, Version};
 use dpm_pmi::{ConnId, Effect, Engine, JobSetup, Request};
@@ -276,4 +276,20 @@ fn messages_held_for_a_job_not_here_yet_are_bounded() {
     let acked = acks(&e.take_effects());
     assert_eq!(acked.len(), EARLY_KVS_MAX);
     assert_eq!((acked[0], *acked.last().unwrap()), (3, total - 1), "the oldest three dropped, in order");
+}
+
+/// The jobs remembered as ended are bounded: past the limit the oldest is
+/// forgotten, and a late message for it is then held like an early one
+/// (bounded too) instead of dropped.
+#[test]
+fn jobs_remembered_as_ended_are_bounded() {
+    let key = owned_by_node_1();
+    let mut e = engine(2, KvsDesign::Dkvs, 1, vec![0, 1]);
+    e.remove_job(JobId(0));
+    for j in 1..=ENDED_JOBS_REMEMBERED as u32 {
+        e.remove_job(JobId(j));
+    }
+    e.kvs_msg(owner_put(&key, 9));
+    e.add_job(setup(2, KvsDesign::Dkvs, 1, vec![0, 1]));
+    assert_eq!(acks(&e.take_effects()), vec![9], "job 0 fell out of the ended jobs: its message was held");
 }
