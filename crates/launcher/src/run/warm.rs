@@ -56,14 +56,22 @@ pub const WARM_INFO_KEY: &str = "dpm_warm";
 /// bound. At the limit the job is dropped from the pool (killed), its held
 /// output discarded: a claimed job's output is never lost.
 pub const MAX_HELD_OUTPUT: usize = 64 * 1024;
-/// How long after a claim its replacement starts (unless a spawned job's end
-/// gave slots back sooner). Right after the claim, the claimed children and
-/// their parent still connect to each other: a replacement started then runs
-/// the MPI library's constructors (~40 ms of CPU) against them. On the
-/// 2-core VM under load, refilling at the claim made a warm spawn's median
-/// several times its best case (5.7 ms); a spawn loop's claimed child ends
-/// (and refills) within a few ms of the claim anyway.
-pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(10);
+/// How long after the last claim the replacements start (unless a spawned
+/// job's end gave slots back sooner). Right after a claim, the claimed
+/// children and their parent still connect to each other: a replacement
+/// started then runs the MPI library's constructors (~40 ms of CPU) against
+/// them (on the 2-core VM, refilling at the claim made a warm spawn's median
+/// several times its best case). Each claim pushes the refill back by this
+/// much, so a burst of spawns (one every ~2 ms) takes the whole pool before
+/// any replacement competes with it for the CPU. Measured with 64 spawns
+/// back to back from a full pool of 64 (bench/spawn/run's rate-burst): a
+/// refill 10 ms after each claim gave 99 spawns/s; pushed back by 10 ms,
+/// one spawn slower than that (a hiccup of the machine) let the refill in
+/// mid-burst, and the replacements' start slowed every later spawn past
+/// 10 ms too (70 spawns/s in one run of three, 380–470 in the others); 50 ms
+/// is well above a claimed spawn's slowest (~8 ms). A spawn loop's claimed
+/// child ends (and refills at once) long before.
+pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What a pooled job must match to be claimed: the spawn's commands
 /// (program, arguments, `maxprocs`, info — `host`/`hosts`, `wdir`, `path`,
@@ -279,10 +287,10 @@ impl Run {
         self.warm_say(fx, &format!("claimed {job} for {}{kept}", shape.describe(ask.parent)));
         self.report_placement(fx, job);
         self.warm_want(&shape, want, ask.parent);
-        if !self.warm.refill_armed {
-            self.warm.refill_armed = true;
-            fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
-        }
+        // Every claim pushes the refill back: a burst of claims is served
+        // from the pool before any replacement competes with it for the CPU.
+        self.warm.refill_armed = true;
+        fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
     }
 
     /// Start pooled jobs of `shape` for spawns by `parent` until it has

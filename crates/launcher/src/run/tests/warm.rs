@@ -6,6 +6,8 @@
 use super::*;
 use dpm_proto::Stream;
 
+use crate::run::warm::REFILL_DELAY;
+
 /// A run whose spawns keep `n` pooled jobs per shape, saying its warm lines.
 pub(super) fn warm_fixture(slots: &[u32], n: usize) -> (Run, Recorder) {
     let (mut run, rec) = fixture(slots);
@@ -282,4 +284,32 @@ fn a_failed_claim_drops_the_job_and_makes_the_spawn_again() {
         ended(&mut run, &mut rec, first, 1, ExitStatus::Signal(libc::SIGKILL));
         assert!(!rec.said().iter().any(|l| l.contains("job failed")), "{how}: {:?}", rec.said());
     }
+}
+
+#[test]
+fn a_burst_of_claims_takes_the_pool_before_any_replacement_starts() {
+    let (mut run, mut rec) = warm_fixture(&[16], 3);
+    let parent = started(&mut run, &mut rec, &[0]);
+    rec.take();
+    request(&mut run, &mut rec, parent, 1, 1);
+    let l = launches(&rec);
+    assert_eq!(l.len(), 4, "the cold job and three pooled: {l:?}");
+    for (job, _, _) in &l {
+        start_all(&mut run, &mut rec, *job, 1);
+    }
+    let pooled: Vec<JobId> = l[1..].iter().map(|l| l.0).collect();
+    // Three spawns back to back, each claiming (the children stay alive).
+    for (i, &job) in pooled.iter().enumerate() {
+        rec.take();
+        request(&mut run, &mut rec, parent, 1, 2 + i as u64);
+        claimed(&mut run, &mut rec, job, true);
+        assert!(matches!(answer(&rec, 2 + i as u64), Some(Ok(k)) if k.ends_with(&format!("_{}", job.0))), "claim {i} answered");
+        assert!(launches(&rec).is_empty(), "no replacement during the burst");
+        let armed: Vec<Duration> = rec.effects.iter().filter_map(|e| if let Effect::Arm(Timer::WarmRefill, d) = e { Some(*d) } else { None }).collect();
+        assert_eq!(armed, vec![REFILL_DELAY], "each claim pushes the refill back by the delay");
+    }
+    // The burst is over: the timer fires once, and the pool is filled again.
+    rec.take();
+    run.on_timer(&mut rec, Timer::WarmRefill);
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 3, "three replacements after the burst");
 }
