@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* Release the children of every intercommunicator (one MPI_Ibarrier each,
  * waited for together, so that they leave in parallel), then disconnect them. */
@@ -28,13 +29,15 @@ static inline void children_release(MPI_Comm *inters, int count)
     free(reqs);
 }
 
-/* One rate run: `warmup` spawns (their children released at once), a
- * barrier of the parent's job, then `count` spawns in a row, each child kept
- * alive, timed one by one into each[i] (seconds); then every child released.
- * spawn(ctx) makes one spawn and returns its intercommunicator. Returns the
- * seconds of the whole timed loop (count / that is the rate). */
+/* One rate run: `warmup` spawns (their children released at once), a pause
+ * of `settle_ms` (idle time, the same under every launcher: a launcher that
+ * prepares children ahead of the spawns, like dpm's warm spawn, may use it),
+ * a barrier of the parent's job, then `count` spawns in a row, each child
+ * kept alive, timed one by one into each[i] (seconds); then every child
+ * released. spawn(ctx) makes one spawn and returns its intercommunicator.
+ * Returns the seconds of the whole timed loop (count / that is the rate). */
 static inline double spawn_rate_loop(MPI_Comm (*spawn)(void *ctx), void *ctx, int count,
-                                     int warmup, double *each)
+                                     int warmup, int settle_ms, double *each)
 {
     MPI_Comm *inters = malloc((size_t)(count > warmup ? count : warmup) * sizeof *inters);
     double t0, t1;
@@ -45,6 +48,11 @@ static inline double spawn_rate_loop(MPI_Comm (*spawn)(void *ctx), void *ctx, in
         inters[i] = spawn(ctx);
     if (warmup > 0)
         children_release(inters, warmup);
+    if (settle_ms > 0) {
+        struct timespec nap = {settle_ms / 1000, (long)(settle_ms % 1000) * 1000000L};
+
+        nanosleep(&nap, NULL);
+    }
     mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     t0 = MPI_Wtime();
     for (int i = 0; i < count; i++) {

@@ -1,7 +1,8 @@
 /*
  * spawn_rate.c: how many spawns per second, children kept alive.
  *
- * Usage: spawn_rate COUNT [K] [WARMUP]     (K defaults to 1, WARMUP to 2)
+ * Usage: spawn_rate COUNT [K] [WARMUP] [SETTLE_MS]
+ *        (K defaults to 1, WARMUP to 2, SETTLE_MS to 0)
  *
  * The method of the dynamic-process papers: the parent job (root 0) calls
  * MPI_Comm_spawn COUNT times in a row, K children each time, and keeps every
@@ -11,7 +12,9 @@
  * last one, on rank 0).
  *
  * Before that, WARMUP spawns of K children that are released at once (not
- * timed). After it, untimed: every intercommunicator gets an MPI_Ibarrier,
+ * timed), and a pause of SETTLE_MS milliseconds: idle time, the same under
+ * every launcher, in which a warm pool (dpm --warm-spawn) fills up, as it
+ * would between an application's phases. After the timed loop, untimed: every intercommunicator gets an MPI_Ibarrier,
  * which releases its children, and is disconnected.
  *
  * A child posts MPI_Ibarrier on its parent intercommunicator and sleeps
@@ -30,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#define USAGE "usage: spawn_rate COUNT [K] [WARMUP]"
+#define USAGE "usage: spawn_rate COUNT [K] [WARMUP] [SETTLE_MS]"
 
 static void child_run(MPI_Comm parent)
 {
@@ -79,7 +82,7 @@ static MPI_Comm spawn_one(void *ctx)
 int main(int argc, char **argv)
 {
     MPI_Comm parent;
-    int rank, size, count, k = 1, warmup = 2, k_rank[2];
+    int rank, size, count, k = 1, warmup = 2, settle_ms = 0, k_rank[2];
     double *times, seconds;
 
     MPI_Init(&argc, &argv);
@@ -89,7 +92,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    if (argc < 2 || argc > 4 || strcmp(argv[1], "child") == 0) {
+    if (argc < 2 || argc > 5 || strcmp(argv[1], "child") == 0) {
         fprintf(stderr, "%s\n", USAGE);
         MPI_Finalize();
         return 3;
@@ -97,8 +100,10 @@ int main(int argc, char **argv)
     count = arg_int(argv[1], USAGE);
     if (argc >= 3)
         k = arg_int(argv[2], USAGE);
-    if (argc == 4)
+    if (argc >= 4)
         warmup = strcmp(argv[3], "0") == 0 ? 0 : arg_int(argv[3], USAGE);
+    if (argc == 5)
+        settle_ms = strcmp(argv[4], "0") == 0 ? 0 : arg_int(argv[4], USAGE);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -106,7 +111,7 @@ int main(int argc, char **argv)
     times = malloc((size_t)count * sizeof *times);
     k_rank[0] = k;
     k_rank[1] = rank;
-    seconds = spawn_rate_loop(spawn_one, k_rank, count, warmup, times);
+    seconds = spawn_rate_loop(spawn_one, k_rank, count, warmup, settle_ms, times);
 
     if (rank == 0) {
         printf("spawn_rate k=%d n=%d count=%d seconds=%.4f rate=%.2f",

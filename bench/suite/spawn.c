@@ -309,7 +309,7 @@ static void rate_run(bench *b)
     if (count < 1 || k < 1)
         bench_fail("--rate-count and --rate-children must be positive");
     each = malloc((size_t)count * sizeof *each);
-    seconds = spawn_rate_loop(rate_spawn_one, &ctx, count, warmup, each);
+    seconds = spawn_rate_loop(rate_spawn_one, &ctx, count, warmup, 0, each);
     rate = count / seconds;
     snprintf(variant, sizeof variant, "children=%d", k);
     snprintf(extra, sizeof extra, "\"count\":%d,\"seconds\":%.6f", count, seconds);
