@@ -444,10 +444,7 @@ impl Run {
             }
             Timer::Timeout => {}
             Timer::KillGrace => self.kill_all(fx, libc::SIGKILL),
-            Timer::WarmRefill => {
-                self.warm.refill_armed = false;
-                self.warm_topup(fx);
-            }
+            Timer::WarmRefill => self.warm_topup(fx),
         }
         self.settle(fx);
     }

@@ -13,10 +13,10 @@
 //! (the parent's preputs go to the job's nodes; once they all confirm with
 //! [`dpm_proto::ToLauncher::Claimed`] the parent is answered; a node where a
 //! rank had already ended refuses, and the spawn is made again, claiming the
-//! next pooled job or running cold) and a replacement is started a moment
-//! later ([`REFILL_DELAY`]), or
-//! as soon as a spawned job ends and gives slots back; a spawn
-//! that finds none runs cold and fills the pool for the next one.
+//! next pooled job or running cold); the replacements start
+//! [`REFILL_DELAY`] after the last claim (each claim pushes them back), or as
+//! soon as a spawned job ends and gives slots back; a spawn that finds none
+//! runs cold and fills the pool for the next one.
 //!
 //! Until its claim a pooled job is nobody's business: its output is held
 //! (at most [`MAX_HELD_OUTPUT`] bytes; beyond that the job is dropped from
@@ -177,8 +177,6 @@ pub(super) struct WarmPool {
     /// spawns it is filled for: filled again when a spawned job ends and
     /// gives its slots back.
     shapes: Vec<(Shape, usize, JobId)>,
-    /// [`super::Timer::WarmRefill`] is armed.
-    pub(super) refill_armed: bool,
     pub(super) claimed: u64,
     missed: u64,
     refilled: u64,
@@ -289,7 +287,6 @@ impl Run {
         self.warm_want(&shape, want, ask.parent);
         // Every claim pushes the refill back: a burst of claims is served
         // from the pool before any replacement competes with it for the CPU.
-        self.warm.refill_armed = true;
         fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
     }
 
