@@ -14,8 +14,9 @@
  * Before that, WARMUP spawns of K children that are released at once (not
  * timed), and a pause of SETTLE_MS milliseconds: idle time, the same under
  * every launcher, in which a warm pool (dpm --warm-spawn) fills up, as it
- * would between an application's phases. After the timed loop, untimed: every intercommunicator gets an MPI_Ibarrier,
- * which releases its children, and is disconnected.
+ * would between an application's phases. After the timed loop, untimed:
+ * every intercommunicator gets an MPI_Ibarrier, which releases its
+ * children, and is disconnected.
  *
  * A child posts MPI_Ibarrier on its parent intercommunicator and sleeps
  * 10 ms between MPI_Test calls: MPICH's blocking calls poll, and dozens of
