@@ -10,7 +10,7 @@
 //! next fence; it is held instead ([`EarlyKvs`]) and delivered when the job
 //! arrives.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 use dpm_kvs::remote::KvsMsg;
 use dpm_kvs::ring::{split, RingSegment, RingSlot};
@@ -27,8 +27,10 @@ use crate::reply::Reply;
 pub(super) struct EarlyKvs {
     held: VecDeque<KvsMsg>,
     ended: VecDeque<JobId>,
-    /// Held messages dropped at the limit, per job (logged once each).
-    dropped: HashMap<JobId, u64>,
+    /// Jobs whose held messages were dropped at the limit (each logged
+    /// once; forgotten when the job comes or ends, and all at once if they
+    /// grow to [`ENDED_JOBS_REMEMBERED`], after which they may be logged again).
+    warned: HashSet<JobId>,
 }
 
 impl EarlyKvs {
@@ -40,9 +42,10 @@ impl EarlyKvs {
         }
         if self.held.len() >= EARLY_KVS_MAX {
             if let Some(old) = self.held.pop_front() {
-                let n = self.dropped.entry(old.job()).or_default();
-                *n += 1;
-                if *n == 1 {
+                if self.warned.len() >= ENDED_JOBS_REMEMBERED {
+                    self.warned.clear();
+                }
+                if self.warned.insert(old.job()) {
                     tracing::warn!(job = %old.job(), limit = EARLY_KVS_MAX, "KVS messages for a job not on this node yet: too many held, the oldest dropped");
                 }
             }
@@ -52,6 +55,7 @@ impl EarlyKvs {
 
     /// Everything held for `job`, in arrival order.
     pub(super) fn take(&mut self, job: JobId) -> Vec<KvsMsg> {
+        self.warned.remove(&job);
         if self.held.is_empty() {
             return Vec::new();
         }
@@ -63,7 +67,7 @@ impl EarlyKvs {
     /// `job` ended here: what is held for it and what comes later is dropped.
     pub(super) fn ended(&mut self, job: JobId) {
         self.held.retain(|m| m.job() != job);
-        self.dropped.remove(&job);
+        self.warned.remove(&job);
         if self.ended.len() >= ENDED_JOBS_REMEMBERED {
             self.ended.pop_front();
         }
@@ -152,5 +156,30 @@ impl Engine {
         if let Some(job) = self.jobs.get_mut(&job_id) {
             job.claim = parked;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The jobs whose dropped messages were logged never outgrow their
+    /// bound, however many jobs' messages overflow the hold; a job that
+    /// comes or ends is forgotten.
+    #[test]
+    fn the_jobs_logged_for_drops_are_bounded() {
+        let mut early = EarlyKvs::default();
+        let jobs = (ENDED_JOBS_REMEMBERED * 2) as u64;
+        for i in 0..EARLY_KVS_MAX as u64 + jobs {
+            // Each message past the limit drops the oldest, of a new job each time.
+            early.hold(KvsMsg::PutAck { job: JobId(i as u32), id: i });
+            assert!(early.warned.len() <= ENDED_JOBS_REMEMBERED);
+        }
+        assert_eq!(early.held.len(), EARLY_KVS_MAX);
+        assert!(!early.warned.is_empty());
+        let last = JobId((jobs - 1) as u32);
+        early.warned.insert(last);
+        assert_eq!(early.take(last).len(), 0, "dropped long ago");
+        assert!(!early.warned.contains(&last));
     }
 }

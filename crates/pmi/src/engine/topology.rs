@@ -54,12 +54,12 @@ impl Engine {
     /// The export failed (or took too long): the key is absent from now
     /// on, and every ask that waits is answered so.
     pub fn topology_unavailable(&mut self) {
-        let waiting = match std::mem::replace(&mut self.topology, Topology::Absent) {
+        // A file already given stays (a late timeout).
+        if matches!(self.topology, Topology::Ready(_)) {
+            return;
+        }
+        let waiting = match std::mem::take(&mut self.topology) {
             Topology::Exporting(waiting) => waiting,
-            ready @ Topology::Ready(_) => {
-                self.topology = ready;
-                Vec::new()
-            }
             _ => Vec::new(),
         };
         for (conn, attr) in waiting {
