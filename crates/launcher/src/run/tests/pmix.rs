@@ -11,8 +11,11 @@ fn connect(run: &mut Run, rec: &mut Recorder, node: usize, req: u64, nspaces: &[
     run.on_message(rec, NodeId(node), ToLauncher::Connect { request: RequestId(req), job: JobId(0), nspaces, kind, data: data.to_vec(), ranks: vec![] });
 }
 
+/// A `ConnectDone`'s result: the jobs' maps and the collected data, or why not.
+type ConnectResult = Result<(Vec<dpm_proto::JobMap>, Vec<u8>), String>;
+
 /// The `ConnectDone` answers sent: (node, request, result).
-fn connect_done(rec: &Recorder) -> Vec<(NodeId, u64, Result<(Vec<dpm_proto::JobMap>, Vec<u8>), String>)> {
+fn connect_done(rec: &Recorder) -> Vec<(NodeId, u64, ConnectResult)> {
     rec.sent()
         .into_iter()
         .filter_map(|(n, m)| if let ToDaemon::ConnectDone { request, result } = m { Some((n, request.0, result.clone())) } else { None })
