@@ -11,6 +11,7 @@ use dpm_cluster::model::{answer, fanouts, predict, Query};
 use dpm_cluster::sim::{boot_time, costs, simulate, Bootstrap, Scenario, Workload, SPAWNS};
 use dpm_cluster::{get, put, Cluster, Layout, Step};
 use dpm_kvs::{JobId, KvsDesign};
+use dpm_launcher::run::FailurePolicy;
 use dpm_proto::tree;
 
 const LIMIT: Duration = Duration::from_secs(3600);
@@ -79,26 +80,32 @@ fn the_ring_follows_the_trees_pre_order() {
     }
 }
 
+/// Under `continue` a spawn is answered once its children started (one that
+/// cannot start is the spawn's error); under `end` at once, and its children
+/// are forked after the answer left (`Run::answers_before_start`).
 #[test]
-fn each_spawn_is_answered_after_its_children_started() {
-    let mut c = calibrated(4, 2, 2, KvsDesign::Auto, 2);
-    let child = vec![Step::Init, put("bc-{rank}", "x"), Step::Barrier, Step::Finalize, Step::Exit(0)];
-    let spawn = Step::Spawn { n: 3, script: "child".into() };
-    c.script("child", child).script("parent", vec![Step::Init, spawn.clone(), spawn, Step::Finalize, Step::Exit(0)]);
-    let parent = c.launch("parent", 1, None);
-    assert_eq!(c.run_until(LIMIT), Some(0), "{:?}", c.said);
-    let p = &c.ranks(parent)[0];
-    for (i, reply) in [4, 5].into_iter().enumerate() {
-        let kids = c.ranks(JobId(parent.0 + 1 + i as u32));
-        assert_eq!(kids.len(), 3);
-        let asked = p.reply_times[reply - 1];
-        for k in &kids {
-            assert!(
-                k.started_at > asked && p.reply_times[reply] > k.forked_at,
-                "spawn {i}: asked {asked:?}, answered {:?}, child forked {:?}",
-                p.reply_times[reply],
-                k.forked_at
-            );
+fn each_spawn_is_answered_before_or_after_its_children_started_as_the_policy_says() {
+    for policy in [FailurePolicy::EndRun, FailurePolicy::SurviveSpawnedJobs] {
+        let mut c = calibrated(4, 2, 2, KvsDesign::Auto, 2);
+        c.set_failure_policy(policy);
+        let child = vec![Step::Init, put("bc-{rank}", "x"), Step::Barrier, Step::Finalize, Step::Exit(0)];
+        let spawn = Step::Spawn { n: 3, script: "child".into() };
+        c.script("child", child).script("parent", vec![Step::Init, spawn.clone(), spawn, Step::Finalize, Step::Exit(0)]);
+        let parent = c.launch("parent", 1, None);
+        assert_eq!(c.run_until(LIMIT), Some(0), "{:?}", c.said);
+        let p = &c.ranks(parent)[0];
+        for (i, reply) in [4, 5].into_iter().enumerate() {
+            let kids = c.ranks(JobId(parent.0 + 1 + i as u32));
+            assert_eq!(kids.len(), 3);
+            let (asked, answered) = (p.reply_times[reply - 1], p.reply_times[reply]);
+            let first_fork = kids.iter().map(|k| k.forked_at).min();
+            for k in &kids {
+                assert!(k.started_at > asked, "{policy:?} spawn {i}: asked {asked:?}, child started {:?}", k.started_at);
+            }
+            match policy {
+                FailurePolicy::SurviveSpawnedJobs => assert!(kids.iter().all(|k| answered > k.forked_at), "{policy:?} spawn {i}: answered {answered:?}"),
+                FailurePolicy::EndRun => assert!(Some(answered) < first_fork, "{policy:?} spawn {i}: answered {answered:?}, first fork {first_fork:?}"),
+            }
         }
     }
 }

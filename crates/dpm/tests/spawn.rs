@@ -158,9 +158,22 @@ fn spawn_of_a_non_executable_file_returns_an_error() {
 }
 
 #[test]
-fn spawn_whose_interpreter_is_missing_returns_an_error() {
-    // Passes every check before the fork; only execve fails.
-    spawn_fail("badinterp", &[]);
+fn spawn_whose_interpreter_is_missing_returns_an_error_under_continue() {
+    // Passes every check before the fork; only execve fails. Under
+    // `continue` the parent's answer waits for its children's start.
+    spawn_fail("badinterp", &["--on-spawned-failure=continue"]);
+}
+
+#[test]
+fn spawn_whose_interpreter_is_missing_ends_the_run_under_end() {
+    // Under `end` the parent is answered before its children start; a child
+    // that then cannot start ends the run, as a crash would: nothing waits.
+    let out = Dpm::run(["-n", "2", &program("spawn_fail"), "badinterp"]).watchdog(Duration::from_secs(30)).output();
+    out.assert_code(127);
+    out.assert_faster_than(Duration::from_secs(10));
+    out.assert_stderr_contains("rank 0 of job 1");
+    out.assert_stderr_contains("could not be started");
+    out.assert_stdout_lacks("spawn failed as expected");
 }
 
 #[test]

@@ -9,7 +9,8 @@ use super::{describe_rank, signal_name, RankEnd, Run, RunEffects};
 use crate::node_table::NodeState;
 
 impl Run {
-    /// A rank has a pid; a spawn is answered once every child has one.
+    /// A rank has a pid; a spawn answered late (`spawn::answers_before_start`)
+    /// is answered once every child has one.
     pub(super) fn started(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, pid: u32) {
         let Some(j) = self.jobs.get_mut(&job) else { return };
         if let Some(r) = j.ranks.get_mut(rank.0 as usize) {
@@ -40,6 +41,8 @@ impl Run {
             if let Some(j) = self.jobs.get_mut(&job) {
                 j.alone_since.get_or_insert(now);
             }
+            self.end_unstarted(job);
+            self.kill_job(fx, job, libc::SIGKILL);
         } else {
             let code = match errno {
                 libc::ENOENT => 127,
@@ -47,9 +50,12 @@ impl Run {
                 _ => 1,
             };
             self.verdict.record(code, format!("{who} could not be started: {error}"), Some((job, rank)));
+            self.end_unstarted(job);
+            // A spawned job answered before its start (`spawn::answers_before_start`)
+            // has a parent waiting in its accept: like a failed rank, this ends
+            // every job of the run.
+            self.kill_all(fx, libc::SIGKILL);
         }
-        self.end_unstarted(job);
-        self.kill_job(fx, job, libc::SIGKILL);
         self.check_done(fx, job);
     }
 

@@ -166,8 +166,9 @@ struct Job {
     spawned: bool,
     /// It failed alone (policy): when its own teardown began.
     alone_since: Option<u64>,
-    /// For a spawned job: the parent's pending spawn request, answered once
-    /// every child has started (or one could not be).
+    /// For a spawned job answered late (`spawn::answers_before_start`): the
+    /// parent's pending spawn request, answered once every child has started
+    /// (or one could not be).
     spawn_request: Option<(NodeId, RequestId)>,
     /// A warm-spawn pooled job, not (yet) claimed: its output is held, its
     /// end is nobody's business (`warm`).

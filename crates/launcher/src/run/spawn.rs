@@ -1,11 +1,13 @@
 //! `MPI_Comm_spawn[_multiple]`: plan the request, place it with the node
 //! table's placer (a `soft` spawn: as many as fit), launch it as a new job
 //! of the run — or claim a pooled job of the same shape (`warm`). The parent
-//! is answered once every child has started, or with `rc≠0` on the first
-//! error (`jobs::started`, `jobs::launch_failed`, `jobs::check_done`).
+//! is answered as soon as the spawn is placed, before its children start
+//! (`Run::answers_before_start`); under the `continue` policy and for PMIx,
+//! once every child has started, or with `rc≠0` on the first error
+//! (`jobs::started`, `jobs::launch_failed`, `jobs::check_done`).
 
 use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
-use dpm_proto::{LaunchJob, RequestId, SpawnCommand, ToDaemon};
+use dpm_proto::{LaunchJob, PmiMode, RequestId, SpawnCommand, ToDaemon};
 
 use super::{Run, RunEffects};
 use crate::node_table::Reservation;
@@ -69,14 +71,45 @@ impl Run {
         let launch = self.spawn_launch(fx, planned, &slots, parent, parent_kvs, preput);
         let job = launch.job;
         tracing::debug!(%parent, %job, size = launch.size, "spawn");
-        self.start_job(fx, launch, slots, Some((parent_node, request)));
-        // Answered once every child has started (`jobs::started`).
-        if let Some(j) = self.jobs.get_mut(&job) {
-            j.spawn_errcodes = errcodes;
+        if self.answers_before_start() {
+            fx.send(parent_node, ToDaemon::SpawnDone { request, result: Ok(launch.kvsname.clone()), errcodes });
+            self.start_job(fx, launch, slots, None);
+        } else {
+            self.start_job(fx, launch, slots, Some((parent_node, request)));
+            // Answered once every child has started (`jobs::started`).
+            if let Some(j) = self.jobs.get_mut(&job) {
+                j.spawn_errcodes = errcodes;
+            }
         }
         if want > 0 {
             self.warm_fill(fx, &shape, want, parent);
         }
+    }
+
+    /// Whether a planned and placed spawn is answered before its children
+    /// start, as Hydra's `mpiexec` answers before its proxy forks them.
+    ///
+    /// Measured (docs/benchmarks.md, "Session 8"): answered after the start,
+    /// the parent sits blocked in its PMI read while the child is forked and
+    /// exec'd, its CPU idle, and the kernel's fork/exec balancing places the
+    /// child there; the parent then wakes next to the child and its busy-poll
+    /// in `MPI_Comm_spawn`'s accept takes the CPU the child's `MPI_Init`
+    /// needs (`perf sched`: the second child of a taskmaster window waited
+    /// ~40 ms per start against ~20 under Hydra). Answered first, the parent
+    /// is polling on its own CPU when the child is placed.
+    ///
+    /// The program, `wdir`, slots and universe size are checked in the plan,
+    /// before this answer, so those errors still come back as the spawn's.
+    /// A child that cannot start after it (a file that is not a program, the
+    /// process limit, a program missing on another node) is a failure of the
+    /// run under the `end` policy, as a child's crash is: the run ends with
+    /// its error, nothing waits. Under `continue` the run must go on, and the
+    /// parent, blocked in its accept, would wait for ever: there the answer
+    /// waits for every child's start, and such a child is the spawn's error.
+    /// PMIx spawns keep the late answer too: Open MPI's parent connects to
+    /// the new namespace at once, which its node must have registered.
+    fn answers_before_start(&self) -> bool {
+        self.policy.ends_run(true) && self.settings.pmi_mode != PmiMode::Pmix
     }
 
     /// The job a spawn by `parent` launches: a new job id and kvsname, the

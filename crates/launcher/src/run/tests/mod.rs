@@ -233,8 +233,28 @@ fn spawn_answer(rec: &Recorder) -> Option<Result<String, String>> {
 }
 
 #[test]
-fn a_spawn_is_answered_once_every_child_started() {
+fn a_spawn_is_answered_before_its_children_are_launched() {
     let (mut run, mut rec) = fixture(&[2, 2]);
+    let parent = started(&mut run, &mut rec, &[0]);
+    rec.take();
+    let child = spawn(&mut run, &mut rec, parent, "true", 2, Vec::new());
+    let order: Vec<&str> = rec
+        .sent()
+        .iter()
+        .filter_map(|(_, m)| match m {
+            ToDaemon::SpawnDone { .. } => Some("answer"),
+            ToDaemon::Launch(l) if l.job == child => Some("launch"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["answer", "launch", "launch"], "the parent polls again before its children are placed");
+    assert!(matches!(spawn_answer(&rec), Some(Ok(name)) if name.ends_with("_1")));
+}
+
+#[test]
+fn under_continue_a_spawn_is_answered_once_every_child_started() {
+    let (mut run, mut rec) = fixture(&[2, 2]);
+    run.set_failure_policy(FailurePolicy::SurviveSpawnedJobs);
     let parent = started(&mut run, &mut rec, &[0]);
     let child = spawn(&mut run, &mut rec, parent, "true", 2, Vec::new());
     let launched: Vec<NodeId> = rec.sent().iter().filter(|(_, m)| matches!(m, ToDaemon::Launch(l) if l.job == child)).map(|(n, _)| *n).collect();
@@ -263,8 +283,9 @@ fn a_soft_spawn_starts_what_fits_and_answers_the_rest_as_not_started() {
 }
 
 #[test]
-fn a_spawn_that_cannot_start_answers_rc_not_0_and_the_run_goes_on() {
+fn under_continue_a_spawn_that_cannot_start_answers_rc_not_0_and_the_run_goes_on() {
     let (mut run, mut rec) = fixture(&[4]);
+    run.set_failure_policy(FailurePolicy::SurviveSpawnedJobs);
     let parent = started(&mut run, &mut rec, &[0]);
     let child = spawn(&mut run, &mut rec, parent, "true", 2, Vec::new());
     run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(0), pid: 200 });
@@ -274,6 +295,25 @@ fn a_spawn_that_cannot_start_answers_rc_not_0_and_the_run_goes_on() {
     assert!(signals(&rec, parent).is_empty(), "the parent is not touched");
     exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Code(0), DONE, LATER + 2);
     assert_eq!(run.exit_code(), Some(0));
+    assert_eq!(rec.shared.nodes.live(), 0);
+}
+
+/// Answered before its start, a child that then cannot start leaves its
+/// parent waiting in its accept: the run ends with the start's error.
+#[test]
+fn a_spawned_child_that_cannot_start_after_the_answer_ends_the_run() {
+    let (mut run, mut rec) = fixture(&[4]);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let child = spawn(&mut run, &mut rec, parent, "true", 2, Vec::new());
+    assert!(matches!(spawn_answer(&rec), Some(Ok(_))));
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(0), pid: 200 });
+    run.on_message(&mut rec, NodeId(0), ToLauncher::LaunchFailed { job: child, rank: Rank(1), error: "Exec format error".into(), errno: libc::ENOEXEC });
+    assert_eq!(signals(&rec, parent), vec![libc::SIGKILL], "nothing is left waiting");
+    assert_eq!(signals(&rec, child), vec![libc::SIGKILL]);
+    exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
+    exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 2);
+    assert_eq!(run.exit_code(), Some(126));
+    assert!(summary(&rec).contains("rank 1 of job 1 (on h0) could not be started: Exec format error"), "{}", summary(&rec));
     assert_eq!(rec.shared.nodes.live(), 0);
 }
 
