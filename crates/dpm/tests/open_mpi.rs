@@ -240,12 +240,21 @@ fn pmi_simple_refuses_an_open_mpi_program_and_says_what_to_do() {
 
 // ---- mpi4py built against Open MPI (.venv-ompi) ---------------------------------
 
+/// Does this mpi4py load Open MPI? Asked without `MPI_Init` (see `ompi_python`).
+const OMPI_PROBE: &str = "import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; \
+     assert 'Open MPI' in MPI.Get_library_version(); assert not MPI.Is_initialized()";
+
 /// `.venv-ompi/bin/python` when its mpi4py loads Open MPI (`./scripts/setup.sh`
-/// builds it with the wheel's `mpicc`).
+/// builds it with the wheel's `mpicc`). The probe never initializes MPI
+/// (`MPI_Get_library_version` may be called before `MPI_Init`): a plain
+/// `from mpi4py import MPI` runs `MPI_Init` as a singleton, whose btl/sm
+/// segment (`/dev/shm/sm_segment.<host>.<uid>.<jobid>.0`, 16 MiB) no PMIx
+/// server is there to remove — the one file each mpi4py test here used to
+/// leave behind (strace: created by the probe's python, no dpm running).
 fn ompi_python() -> Option<String> {
     let python = repo_root().join(".venv-ompi/bin/python");
     let loads = std::process::Command::new(&python)
-        .args(["-c", "from mpi4py import MPI; assert 'Open MPI' in MPI.Get_library_version()"])
+        .args(["-c", OMPI_PROBE])
         .output()
         .is_ok_and(|o| o.status.success());
     if loads {
