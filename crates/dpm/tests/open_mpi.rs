@@ -50,11 +50,39 @@ fn leftovers(dpm: u32) -> Vec<PathBuf> {
     left
 }
 
+/// Open MPI's btl/sm segments of the run's jobs directly in `/dev/shm`:
+/// `sm_segment.<host>.<uid>.<jobid>.<n>`, the job id being the family of
+/// the job's namespace (as Open MPI derives it) over a 0 local id, in hex.
+/// The jobs are the ones `--report-placement` names (`dpm: job N (<kvsname>,
+/// …`): tests run in parallel, so only this run's files are looked at (and
+/// removed, so that a failing run leaves nothing either).
+fn own_segments(out: &Output) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    let host = common::hostname();
+    let stderr = out.stderr_str();
+    let prefixes: Vec<String> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("dpm: job ")?.split_once(" (")?.1.split_once(", ").map(|(name, _)| name.to_string()))
+        .map(|nspace| format!("sm_segment.{host}.{uid}.{:x}.", u32::from(dpm_launcher::run::open_mpi_family(&nspace)) << 16))
+        .collect();
+    assert!(!prefixes.is_empty(), "no job named by --report-placement\n{}", out.describe());
+    let shm = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten().map(|e| e.path());
+    let left: Vec<PathBuf> = shm.filter(|p| p.file_name().is_some_and(|n| prefixes.iter().any(|pre| n.to_string_lossy().starts_with(pre.as_str())))).collect();
+    for file in &left {
+        let _ = std::fs::remove_file(file);
+    }
+    left
+}
+
+/// `dpm run --report-placement ARGS`; asserts it left nothing behind: no
+/// server directory, no shared-memory directory, no segment of its jobs.
 fn run_clean(args: &[&str]) -> Output {
-    let running = Dpm::run(args).spawn();
+    let running = Dpm::run(["--report-placement"].iter().chain(args)).spawn();
     let pid = running.pid();
     let out = running.wait();
     assert_eq!(leftovers(pid), Vec::<PathBuf>::new(), "left behind\n{}", out.describe());
+    assert_eq!(own_segments(&out), Vec::<PathBuf>::new(), "segments of the run's jobs left in /dev/shm\n{}", out.describe());
     out
 }
 
@@ -225,6 +253,22 @@ fn a_killed_rank_ends_the_job() {
     out.assert_stderr_contains("SIGKILL");
 }
 
+/// A job that names a backing directory of its own gets no per-job
+/// directory from dpm: here Open MPI's default, `/dev/shm` itself. Its
+/// ranks register each segment with the node's PMIx server for cleanup
+/// (`PMIx_Job_control`), which removes them when the ranks are
+/// deregistered at the job's end — as under prterun —, after an
+/// `MPI_Abort` or a SIGKILLed rank too.
+#[test]
+fn segments_in_a_backing_directory_the_job_names_go_with_the_job() {
+    let Some(hello) = ompi_hello() else { return };
+    for (extra, code) in [(None, 0), (Some("abort"), 7), (Some("kill"), 128 + 9)] {
+        let mut args = vec!["-genv", "OMPI_MCA_btl_sm_backing_directory", "/dev/shm", "-n", "2", &hello];
+        args.extend(extra);
+        run_clean(&args).assert_code(code);
+    }
+}
+
 #[test]
 fn pmi_simple_refuses_an_open_mpi_program_and_says_what_to_do() {
     let Some(hello) = ompi_hello() else { return };
@@ -240,14 +284,20 @@ fn pmi_simple_refuses_an_open_mpi_program_and_says_what_to_do() {
 
 // ---- mpi4py built against Open MPI (.venv-ompi) ---------------------------------
 
+/// Does this mpi4py load Open MPI? Asked without `MPI_Init` (see `ompi_python`).
+const OMPI_PROBE: &str = "import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; \
+     assert 'Open MPI' in MPI.Get_library_version(); assert not MPI.Is_initialized()";
+
 /// `.venv-ompi/bin/python` when its mpi4py loads Open MPI (`./scripts/setup.sh`
-/// builds it with the wheel's `mpicc`).
+/// builds it with the wheel's `mpicc`). The probe never initializes MPI
+/// (`MPI_Get_library_version` may be called before `MPI_Init`): a plain
+/// `from mpi4py import MPI` runs `MPI_Init` as a singleton, whose btl/sm
+/// segment (`/dev/shm/sm_segment.<host>.<uid>.<jobid>.0`, 16 MiB) no PMIx
+/// server is there to remove — the one file each mpi4py test here used to
+/// leave behind (strace: created by the probe's python, no dpm running).
 fn ompi_python() -> Option<String> {
     let python = repo_root().join(".venv-ompi/bin/python");
-    let loads = std::process::Command::new(&python)
-        .args(["-c", "from mpi4py import MPI; assert 'Open MPI' in MPI.Get_library_version()"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let loads = std::process::Command::new(&python).args(["-c", OMPI_PROBE]).output().is_ok_and(|o| o.status.success());
     if loads {
         return Some(python.display().to_string());
     }
@@ -260,8 +310,12 @@ fn ompi_python() -> Option<String> {
 /// sleeps 1 s when it is closed (`mca_btl_ofi_component_close`, every
 /// process's MPI_Init when it is not selected), which made test_spawn's 44
 /// spawns take ~50 s instead of ~16 s; prterun behaves the same.
+/// Asserts the run left no segment of its jobs in `/dev/shm`.
 fn ompi_mpi4py_suite(python: &str, test: &str, n: u32) -> (Vec<String>, Output) {
-    common::mpi4py::suite(python, test, n, &["--pmi", "pmix", "-genv", "OMPI_MCA_btl", "^ofi"], std::time::Duration::from_secs(240))
+    let extra = ["--report-placement", "--pmi", "pmix", "-genv", "OMPI_MCA_btl", "^ofi"];
+    let (summaries, out) = common::mpi4py::suite(python, test, n, &extra, std::time::Duration::from_secs(240));
+    assert_eq!(own_segments(&out), Vec::<PathBuf>::new(), "segments of the run's jobs left in /dev/shm\n{}", out.describe());
+    (summaries, out)
 }
 
 /// As under prterun (measured with the same mpi4py 4.1.2 and Open MPI

@@ -163,6 +163,11 @@ pub type SpawnFn =
 pub type ConnectFn = unsafe extern "C" fn(*const pmix_proc_t, size_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void) -> pmix_status_t;
 /// `pmix_server_log_fn_t` (v2): returns nothing; the callback says done.
 pub type LogFn = unsafe extern "C" fn(*const pmix_proc_t, *const pmix_info_t, size_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void);
+/// `pmix_info_cbfunc_t`: a status, result infos, and a release callback for them.
+pub type pmix_info_cbfunc_t = Option<unsafe extern "C" fn(pmix_status_t, *mut pmix_info_t, size_t, *mut c_void, pmix_release_cbfunc_t, *mut c_void)>;
+/// `pmix_server_job_control_fn_t` (v2): requestor, targets, directives.
+pub type JobControlFn =
+    unsafe extern "C" fn(*const pmix_proc_t, *const pmix_proc_t, size_t, *const pmix_info_t, size_t, pmix_info_cbfunc_t, *mut c_void) -> pmix_status_t;
 
 /// `pmix_server_module_t`: 30 function pointers in v5.0.9 (v6 appends
 /// more). The library reads only as far as its own version knows, so the
@@ -188,8 +193,14 @@ pub struct pmix_server_module_t {
     /// Slot 17 (v2): `PMIx_Log` of a client — Open MPI's help and error
     /// messages (`opal_show_help`) come this way, not on the rank's stderr.
     pub log: Option<LogFn>,
-    /// allocate … session_control: left NULL.
-    pub _unused: [*const c_void; MODULE_SLOTS - 18],
+    /// Slot 18 (v2): allocate, left NULL.
+    pub _allocate: *const c_void,
+    /// Slot 19 (v2): `PMIx_Job_control` of a client. Its mere presence
+    /// matters: only then does the library keep a client's cleanup
+    /// requests (`PMIX_REGISTER_CLEANUP`: Open MPI's btl/sm segments).
+    pub job_control: Option<JobControlFn>,
+    /// monitor … session_control: left NULL.
+    pub _unused: [*const c_void; MODULE_SLOTS - 20],
 }
 pub const MODULE_SLOTS: usize = 64;
 
@@ -225,5 +236,7 @@ const _: () = {
     assert!(size_of::<pmix_app_t>() == 56);
     assert!(offset_of!(pmix_server_module_t, spawn) == 8 * 8);
     assert!(offset_of!(pmix_server_module_t, disconnect) == 10 * 8);
+    assert!(offset_of!(pmix_server_module_t, log) == 17 * 8);
+    assert!(offset_of!(pmix_server_module_t, job_control) == 19 * 8);
     assert!(size_of::<pmix_server_module_t>() == MODULE_SLOTS * 8);
 };

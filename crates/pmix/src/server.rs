@@ -58,22 +58,7 @@ impl PmixServer {
         private_dir(dir)?;
         let (tx, rx) = unbounded_channel();
         *SINK.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
-        let mut module = Box::new(pmix_server_module_t {
-            client_connected: Some(client_connected),
-            client_finalized: Some(client_finalized),
-            abort: Some(abort),
-            fence_nb: Some(fence_nb),
-            direct_modex: Some(direct_modex),
-            publish: Some(publish),
-            lookup: Some(lookup),
-            unpublish: Some(unpublish),
-            spawn: Some(spawn),
-            connect: Some(connect),
-            disconnect: Some(disconnect),
-            _unsupported: [std::ptr::null(); 6],
-            log: Some(log),
-            _unused: [std::ptr::null(); MODULE_SLOTS - 18],
-        });
+        let mut module = Box::new(host_module());
         let dir_s = dir.to_string_lossy().into_owned();
         let mut infos = InfoList::new();
         infos.push("pmix.srvr.tmpdir", Value::String(dir_s.clone()))?;
@@ -306,6 +291,28 @@ fn free_argv(argv: *mut *mut c_char) {
     }
 }
 
+/// The upcalls dpm offers the library (NULL: not supported).
+fn host_module() -> pmix_server_module_t {
+    pmix_server_module_t {
+        client_connected: Some(client_connected),
+        client_finalized: Some(client_finalized),
+        abort: Some(abort),
+        fence_nb: Some(fence_nb),
+        direct_modex: Some(direct_modex),
+        publish: Some(publish),
+        lookup: Some(lookup),
+        unpublish: Some(unpublish),
+        spawn: Some(spawn),
+        connect: Some(connect),
+        disconnect: Some(disconnect),
+        _unsupported: [std::ptr::null(); 6],
+        log: Some(log),
+        _allocate: std::ptr::null(),
+        job_control: Some(job_control),
+        _unused: [std::ptr::null(); MODULE_SLOTS - 20],
+    }
+}
+
 /// Creates `dir` (0700) or checks an existing one is a directory owned by us and not group/world accessible.
 fn private_dir(dir: &Path) -> Result<(), PmixError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -504,4 +511,56 @@ unsafe extern "C" fn log(
     let (proc_, data) = unsafe { (Proc::from_c(p), read_infos(data, nd)) };
     // A refused delivery has answered through the handle's drop already.
     let _ = deliver(Upcall::Log { proc_, data, done: OpDone::new(cb, cbdata) });
+}
+
+/// `PMIx_Job_control` of a client, as far as the library passes it on.
+/// The library serves a client's cleanup requests itself
+/// (`PMIX_REGISTER_CLEANUP`, `…_CLEANUP_DIR`, `PMIX_CLEANUP_*`: it removes
+/// the paths when the client is deregistered or its connection is lost)
+/// and answers them without calling the host — but only when the host has
+/// this upcall: without one it refuses every job-control request, cleanup
+/// included. Open MPI registers each btl/sm segment it creates
+/// (`sm_segment.<host>.<uid>.<jobid>.<n>`, 16 MiB) this way, for the
+/// resource manager to remove; prterun does, and dpm's node left the ones
+/// outside its per-job directory behind (a job naming its own
+/// `btl_sm_backing_directory`). What reaches this function (kill, signal,
+/// checkpoint…) dpm does not serve: refused at once, the callback never
+/// called (the library then frees the request itself).
+unsafe extern "C" fn job_control(
+    p: *const pmix_proc_t,
+    _targets: *const pmix_proc_t,
+    _nt: usize,
+    directives: *const pmix_info_t,
+    nd: usize,
+    _cb: pmix_info_cbfunc_t,
+    _cbdata: *mut c_void,
+) -> pmix_status_t {
+    // SAFETY: valid arguments from the library, copied here.
+    let (proc_, directives) = unsafe { (Proc::from_c(p), read_infos(directives, nd)) };
+    let keys: Vec<&str> = directives.iter().map(|(k, _)| k.as_str()).collect();
+    tracing::debug!(nspace = %proc_.nspace, rank = proc_.rank, ?keys, "PMIx_Job_control refused: not supported");
+    PMIX_ERR_NOT_SUPPORTED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static ANSWERED: AtomicBool = AtomicBool::new(false);
+
+    unsafe extern "C" fn answered(_: pmix_status_t, _: *mut pmix_info_t, _: usize, _: *mut c_void, _: pmix_release_cbfunc_t, _: *mut c_void) {
+        ANSWERED.store(true, Ordering::SeqCst);
+    }
+
+    #[test]
+    fn job_control_is_offered_and_refuses_what_the_library_passes_on() {
+        let job_control = host_module().job_control.expect("offered: else the library refuses cleanup requests too");
+        let requestor = Proc { nspace: "kvs_1_0_0".into(), rank: 0 }.to_c();
+        let mut directives = InfoList::new();
+        directives.push("pmix.jctrl.kill", Value::Bool(true)).unwrap();
+        // SAFETY: valid proc and infos for the call; no targets.
+        let status = unsafe { job_control(&requestor, std::ptr::null(), 0, directives.as_mut_ptr(), directives.len(), Some(answered), std::ptr::null_mut()) };
+        assert_eq!(status, PMIX_ERR_NOT_SUPPORTED);
+        assert!(!ANSWERED.load(Ordering::SeqCst), "a refused request is not answered through the callback too");
+    }
 }

