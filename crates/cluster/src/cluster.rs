@@ -105,7 +105,7 @@ pub struct Process {
     pub proc: Proc,
     /// How it ended, once it did.
     pub end: Option<ExitStatus>,
-    /// When it was started, and when each reply reached it.
+    /// When it was started, and when each reply reached it (requests: below).
     pub started_at: Duration,
     /// When it had been forked and exec'd, and when its library had started (its first step).
     pub forked_at: Duration,
@@ -113,6 +113,8 @@ pub struct Process {
     /// When it ended.
     pub ended_at: Option<Duration>,
     pub reply_times: Vec<Duration>,
+    /// When each request was sent.
+    pub request_times: Vec<Duration>,
     waiting: bool,
     /// Only SIGKILL ends it.
     ignores_term: bool,
@@ -143,6 +145,10 @@ pub struct Cluster {
     /// Each node's daemon thread, then the launcher's (apart even on one host).
     threads: Vec<DaemonThread>,
     scripts: HashMap<String, Script>,
+    /// Each spawned job's parent kvsname and size, from its `Launch`s.
+    spawned_by: HashMap<JobId, (String, u32)>,
+    /// Parents in their accept ([`crate::Step::Accept`]), and the job each waits for.
+    accepting: Vec<(usize, JobId)>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
     timers: HashMap<RunTimer, u64>,
@@ -197,6 +203,8 @@ impl Cluster {
             res: vec![NodeResources::new(layout.costs.cores); layout.nodes + 1],
             threads: vec![DaemonThread::default(); layout.nodes + 1],
             scripts: HashMap::new(),
+            spawned_by: HashMap::new(),
+            accepting: Vec::new(),
             procs: Vec::new(),
             conns: HashMap::new(),
             timers: HashMap::new(),
@@ -500,6 +508,7 @@ impl Cluster {
                         ready_at: Duration::ZERO,
                         ended_at: None,
                         reply_times: Vec::new(),
+                        request_times: Vec::new(),
                         waiting: false,
                         ignores_term: false,
                     });
@@ -547,6 +556,11 @@ impl Cluster {
                 // As the launcher's links do: addressed (`Down::To`), to the
                 // top-level child whose subtree holds the node.
                 Effect::Send(node, msg) => {
+                    // Known from the moment the run launches it, before the
+                    // spawn's answer (sent first) reaches the parent.
+                    if let ToDaemon::Launch(LaunchJob { job, size, spawner: Some(parent), .. }) = &msg {
+                        self.spawned_by.entry(*job).or_insert_with(|| (parent.clone(), *size));
+                    }
                     let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { continue };
                     let at = self.frame_arrival(None, &msg);
                     self.schedule_at(at, Event::Down { node: top, to: node.0, msg });

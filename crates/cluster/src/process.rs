@@ -45,6 +45,14 @@ pub enum Step {
         n: u32,
         script: String,
     },
+    /// The rest of `MPI_Comm_spawn` after the PMI answer: the parent's
+    /// accept, which waits (no PMI) until every rank of the job its last
+    /// `Spawn` started has come to its `Finalize` or ended. A child script's
+    /// steps before `Finalize` stand for its `MPI_Init`, at whose end MPICH's
+    /// children connect to the parent. dpm answers a spawn before the
+    /// children start (`Run::answers_before_start`), so without it a
+    /// scripted parent would go on long before a real one.
+    Accept,
     /// PMI-2 `ring` with this value: records `ring-rank`, `ring-size`,
     /// `ring-left` and `ring-right`.
     Ring(String),
@@ -96,6 +104,8 @@ pub enum Action {
     Die(i32),
     /// Nothing more until killed.
     Wait,
+    /// Wait until the job this process spawned last is up ([`Step::Accept`]).
+    Accept,
     /// Only SIGKILL ends it from now on; then go on.
     IgnoreTerm,
 }
@@ -121,6 +131,8 @@ pub struct Proc {
     pub values: HashMap<String, Result<String, String>>,
     /// Replies with `rc≠0` to anything else.
     pub errors: Vec<String>,
+    /// It has come to its `Finalize`: whatever it did before (MPI_Init) is done.
+    pub finalizing: bool,
 }
 
 impl Proc {
@@ -139,6 +151,7 @@ impl Proc {
             replies: Vec::new(),
             values: HashMap::new(),
             errors: Vec::new(),
+            finalizing: false,
         }
     }
 
@@ -158,6 +171,7 @@ impl Proc {
         }
         self.current = None;
         let Some(step) = self.steps.pop_front() else { return Action::Exit(0) };
+        self.finalizing |= step == Step::Finalize;
         let kvs = self.kvsname.clone();
         let requests: Vec<String> = match &step {
             Step::Init => {
@@ -212,6 +226,7 @@ impl Proc {
             Step::Exit(code) => return Action::Exit(*code),
             Step::Die(sig) => return Action::Die(*sig),
             Step::Hang => return Action::Wait,
+            Step::Accept => return Action::Accept,
             Step::IgnoreTerm => return Action::IgnoreTerm,
         };
         self.current = Some(step);

@@ -273,7 +273,7 @@ fn scripts(sc: &Scenario) -> Vec<(&'static str, Script)> {
             // in it (here: a fence after the spawns) rather than end meanwhile;
             // ending, their exits queued at the launcher before the spawns
             // and made a spawn grow with the job's nodes.
-            let spawns = std::iter::repeat_n(Step::Spawn { n: sc.ppn, script: "child".into() }, SPAWNS);
+            let spawns = std::iter::repeat_n([Step::Spawn { n: sc.ppn, script: "child".into() }, Step::Accept], SPAWNS).flatten();
             let spawner = with(spawns.chain([Step::Barrier]).collect());
             vec![("spawner", spawner), ("main", with(vec![Step::Barrier])), ("child", with(vec![]))]
         }
@@ -362,22 +362,24 @@ fn phases(c: &Cluster, job: JobId, boot: Duration, total: Duration) -> Vec<(&'st
         .collect()
 }
 
-/// The spawner's replies: 4 of the start sequence, the put's, the fence's,
-/// then one per spawn. A spawn as MPI_Comm_spawn sees it: from its request
+/// The spawner's requests and replies: 4 of the start sequence, the put,
+/// the fence, then one per spawn. A spawn as MPI_Comm_spawn sees it: from its request
 /// until its reply and its children's MPI_Init (their fence, the reply
-/// before their finalize) are both done: the reply alone comes once the
-/// children are forked, before their library starts.
+/// before their finalize) are both done: the reply alone comes before the
+/// children start (`Run::answers_before_start`); the parent's `Accept` waits
+/// for them before the next spawn, as MPI_Comm_spawn's accept does.
 fn spawn_time(c: &Cluster, job: JobId, sc: &Scenario) -> Option<Duration> {
     if sc.workload != Workload::SpawnLoop {
         return None;
     }
-    let times = &c.ranks(job).first()?.reply_times;
+    let spawner = c.ranks(job).into_iter().next()?;
+    let (requests, replies) = (&spawner.request_times, &spawner.reply_times);
     let mut children: Vec<JobId> = c.procs.iter().map(|p| p.job).filter(|&j| j != job).collect();
     children.sort_unstable();
     children.dedup();
     let spans: Vec<Duration> = (0..SPAWNS)
         .filter_map(|i| {
-            let (asked, answered) = (*times.get(5 + i)?, *times.get(6 + i)?);
+            let (asked, answered) = (*requests.get(6 + i)?, *replies.get(6 + i)?);
             let ready = c.ranks(*children.get(i)?).iter().filter_map(|p| p.reply_times.iter().rev().nth(1).copied()).max()?;
             Some(answered.max(ready) - asked)
         })

@@ -110,6 +110,30 @@ fn each_spawn_is_answered_before_or_after_its_children_started_as_the_policy_say
     }
 }
 
+/// `Accept` holds the parent until its children's MPI_Init is over (each
+/// has come to its `Finalize`), as MPI_Comm_spawn's accept does; a failed
+/// spawn's accept returns at once.
+#[test]
+fn a_parent_asks_for_its_next_spawn_only_after_its_children_are_up() {
+    let mut c = calibrated(4, 2, 2, KvsDesign::Auto, 2);
+    let child = vec![Step::Init, put("bc-{rank}", "x"), Step::Barrier, Step::Work(Duration::from_millis(20)), Step::Finalize, Step::Exit(0)];
+    let spawn = |n| Step::Spawn { n, script: "child".into() };
+    let parent = vec![Step::Init, spawn(3), Step::Accept, spawn(3), Step::Accept, spawn(100_000), Step::Accept, Step::Finalize, Step::Exit(0)];
+    c.script("child", child).script("parent", parent);
+    let job = c.launch("parent", 1, None);
+    assert_eq!(c.run_until(LIMIT), Some(0), "{:?}", c.said);
+    let p = &c.ranks(job)[0];
+    let first_kids = c.ranks(JobId(job.0 + 1));
+    let up = first_kids.iter().map(|k| *k.request_times.last().unwrap()).max().unwrap();
+    let ended = first_kids.iter().map(|k| k.ended_at.unwrap()).max().unwrap();
+    // Requests: 4 of the start, then the spawns (5th, 6th, 7th), then finalize.
+    let second = p.request_times[5];
+    assert!(second >= up, "second spawn asked at {second:?}, before the first one's children were up ({up:?})");
+    assert!(second < ended, "the accept does not wait for the children's end: asked {second:?}, last end {ended:?}");
+    assert!(p.proc.replies[6].contains("rc=") && !p.proc.replies[6].contains("rc=0"), "the third spawn fails: {:?}", p.proc.replies[6]);
+    assert!(p.request_times[7] - p.reply_times[6] < Duration::from_millis(1), "a failed spawn's accept returns at once");
+}
+
 #[test]
 fn more_ranks_per_node_on_fewer_cores_is_never_faster() {
     let cal = Calibration::sample();

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use dpm_kvs::JobId;
 use dpm_proto::{ExitStatus, Stream};
 
 use super::{Cluster, Event, EPOCH_MICROS};
@@ -16,9 +17,14 @@ impl Cluster {
         }
         let p = &mut self.procs[proc];
         let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn);
-        match p.proc.next_action() {
+        let action = p.proc.next_action();
+        self.check_accepts(job);
+        match action {
             Action::Request(bytes) => {
+                let now = self.now;
+                let p = &mut self.procs[proc];
                 p.waiting = true;
+                p.request_times.push(now);
                 let Some(conn) = conn else { return self.end(proc, ExitStatus::Code(1)) };
                 // The rank's own CPU for the request, on its node's cores.
                 let (now, costs) = (self.now, self.layout.costs);
@@ -44,6 +50,7 @@ impl Cluster {
             Action::Exit(code) => self.end(proc, ExitStatus::Code(code)),
             Action::Die(sig) => self.end(proc, ExitStatus::Signal(sig)),
             Action::Wait => {}
+            Action::Accept => self.accept(proc),
             Action::IgnoreTerm => {
                 self.procs[proc].ignores_term = true;
                 self.schedule(Duration::ZERO, Event::Wake { proc });
@@ -74,12 +81,47 @@ impl Cluster {
         }
     }
 
+    /// A parent's accept: it waits for the job its last spawn started, if
+    /// that spawn succeeded (an `rc≠0` answer returns at once, as
+    /// `MPI_Comm_spawn` returns its error).
+    fn accept(&mut self, proc: usize) {
+        let p = &self.procs[proc].proc;
+        let spawned = p.replies.last().is_some_and(|r| r.starts_with("cmd=spawn_result") && crate::process::parse(r).get("rc").is_none_or(|rc| rc == "0"));
+        let child = self.spawned_by.iter().filter(|(_, (parent, _))| *parent == p.kvsname).map(|(job, _)| *job).max();
+        match child.filter(|_| spawned) {
+            Some(child) => {
+                self.accepting.push((proc, child));
+                self.check_accepts(child);
+            }
+            None => self.schedule(Duration::ZERO, Event::Wake { proc }),
+        }
+    }
+
+    /// Parents waiting for `job` go on once each of its ranks has come to
+    /// its `Finalize` or ended.
+    fn check_accepts(&mut self, job: JobId) {
+        if !self.accepting.iter().any(|&(_, j)| j == job) {
+            return;
+        }
+        let size = self.spawned_by.get(&job).map_or(0, |&(_, size)| size) as usize;
+        let up = self.procs.iter().filter(|p| p.job == job && (p.proc.finalizing || p.end.is_some())).count();
+        if up < size {
+            return;
+        }
+        let (ready, waiting): (Vec<_>, Vec<_>) = self.accepting.drain(..).partition(|&(_, j)| j == job);
+        self.accepting = waiting;
+        for (proc, _) in ready {
+            self.schedule(Duration::ZERO, Event::Wake { proc });
+        }
+    }
+
     /// The process is gone: its PMI connection and pipes close, it is reaped.
     pub(super) fn end(&mut self, proc: usize, status: ExitStatus) {
         let p = &mut self.procs[proc];
         p.end = Some(status);
         p.ended_at = Some(self.now);
         let (node, job, rank, conn) = (p.node, p.job, p.rank, p.conn.take());
+        self.check_accepts(job);
         if !self.nodes[node].alive {
             return;
         }
