@@ -144,6 +144,7 @@ impl PlannedJob {
             kvs,
             node_of,
             awaiting_claim: false,
+            report_parent_asks: false,
         }
     }
 

@@ -68,6 +68,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
                 kvs,
                 node_of: vec![0],
                 awaiting_claim: false,
+                report_parent_asks: false,
             };
             controller.adopt(launch, pid, stream.into());
         };

@@ -35,7 +35,7 @@
 //! node that no live connection holds; a connection never changes its rank.
 //! (Who may connect at all is the daemon's check: the peer's uid.)
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use dpm_kvs::remote::{KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, RingSegment};
@@ -45,6 +45,7 @@ use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeStore, Rank};
 use crate::conn::{bind_refusal, Conn, Deferred, Queued};
 
 mod claim;
+pub use claim::PARENT_PORT_KEY;
 mod kvs;
 mod topology;
 use crate::reply::{encode, Reply, Spawned};
@@ -128,6 +129,10 @@ pub enum Effect {
     /// Export the node's topology: a rank asks for it ([`topology`]).
     /// Answer with [`Engine::set_topology_file`] or [`Engine::topology_unavailable`].
     ExportTopology,
+    /// `rank` of `job` asked for `PARENT_ROOT_PORT_NAME` (its `MPI_Init` is at
+    /// its end); only for a job watched with [`Engine::report_parent_asks`],
+    /// once per rank.
+    ParentAsked { job: JobId, rank: Rank },
 }
 
 #[derive(Debug)]
@@ -146,6 +151,9 @@ struct NodeJob {
     /// At most one per connection (one request in flight each); they end
     /// with the claim ([`Engine::claim`]) or with the job.
     claim: Option<Vec<ConnId>>,
+    /// Watched by [`Engine::report_parent_asks`]: the local ranks whose
+    /// `PARENT_ROOT_PORT_NAME` get was reported.
+    parent_asks: Option<HashSet<Rank>>,
 }
 
 /// See the module documentation.
@@ -168,7 +176,17 @@ impl Engine {
 
     pub fn add_job(&mut self, setup: JobSetup) {
         let store = NodeStore::new(setup.job, setup.kvs, setup.node, setup.node_of.clone(), &setup.preput);
-        let job = NodeJob { setup, store, in_fence: Vec::new(), fence_sent: false, ring_seq: 0, in_ring: Vec::new(), attrs: NodeAttrs::default(), claim: None };
+        let job = NodeJob {
+            setup,
+            store,
+            in_fence: Vec::new(),
+            fence_sent: false,
+            ring_seq: 0,
+            in_ring: Vec::new(),
+            attrs: NodeAttrs::default(),
+            claim: None,
+            parent_asks: None,
+        };
         let id = job.setup.job;
         self.jobs.insert(id, job);
         for msg in self.early.take(id) {
@@ -349,6 +367,11 @@ impl Engine {
                 }
             }
             Request::Get { kvsname, key, srcid, wait } => {
+                if let (Some(asked), Some(rank)) = (job.parent_asks.as_mut(), c.rank.filter(|_| key == PARENT_PORT_KEY)) {
+                    if asked.insert(rank) {
+                        self.effects.push(Effect::ParentAsked { job: job_id, rank });
+                    }
+                }
                 if let Some(bad) = kvsname.filter(|k| *k != setup.kvsname) {
                     Reply::Error(format!("get from kvsname '{bad}', but this process belongs to '{}'", setup.kvsname))
                 } else if key == TOPOLOGY_KEY && self.topology.must_wait() {

@@ -32,8 +32,9 @@ use crate::auth::Secret;
 /// after the Hellos; 4: binary frames after the handshake; 5: the `link`
 /// envelopes `Down`/`Up` around the payloads; 6: `Down::Suspend`/`Resume`;
 /// 7: `ToLauncher::Claimed`; 8: `NameRequest::LookupWait`, `ToLauncher::Connect`,
-/// `ToDaemon::ConnectDone`).
-pub const PROTOCOL_VERSION: u32 = 8;
+/// `ToDaemon::ConnectDone`; 9: `LaunchJob::report_parent_asks`,
+/// `ToLauncher::ParentAsked`).
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);

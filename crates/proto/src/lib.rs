@@ -105,6 +105,11 @@ pub struct LaunchJob {
     /// [`ToDaemon::Claim`] brings the spawn's preputs.
     #[serde(default)]
     pub awaiting_claim: bool,
+    /// Report each rank's get of `PARENT_ROOT_PORT_NAME` (the end of an MPICH
+    /// child's `MPI_Init`) with [`ToLauncher::ParentAsked`]: a warm spawn's
+    /// miss fills its pool only once its own children are up.
+    #[serde(default)]
+    pub report_parent_asks: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -359,6 +364,12 @@ pub enum ToLauncher {
         job: JobId,
         alive: bool,
     },
+    /// `rank` of `job` (launched with `report_parent_asks`) asked for its
+    /// parent's port: its `MPI_Init` is at its end. Once per rank.
+    ParentAsked {
+        job: JobId,
+        rank: Rank,
+    },
     /// A `--pmi-trace` line.
     Trace {
         line: String,
@@ -379,6 +390,7 @@ impl ToLauncher {
             | ToLauncher::Name { job, .. }
             | ToLauncher::Spawn { job, .. }
             | ToLauncher::Claimed { job, .. }
+            | ToLauncher::ParentAsked { job, .. }
             | ToLauncher::Connect { job, .. } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,

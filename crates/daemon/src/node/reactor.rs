@@ -388,6 +388,7 @@ impl NodeReactor {
                     fx.send_up(ToLauncher::Name { request, job, op });
                 }
                 Effect::ExportTopology => Self::start_export(fx),
+                Effect::ParentAsked { job, rank } => fx.send_up(ToLauncher::ParentAsked { job, rank }),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
                     let request = self.new_request(conn);
                     let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();

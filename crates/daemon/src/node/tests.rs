@@ -34,6 +34,7 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         kvs: KvsDesign::Allgather,
         node_of: vec![0; size as usize],
         awaiting_claim: false,
+        report_parent_asks: false,
     }
 }
 
@@ -338,6 +339,23 @@ fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
     r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: vec![("PARENT_ROOT_PORT_NAME".into(), "port#1$".into())] });
     assert_eq!(fx.take_written(conn), "cmd=get_result rc=0 value=port#1$\n");
     assert!(matches!(fx.take_up()[..], [ToLauncher::Claimed { job: J, alive: true }]));
+}
+
+/// Warm spawn: a missed spawn's cold job, launched to report its ranks'
+/// parent asks, says when each asked (its pool is filled once all have).
+#[test]
+fn a_cold_job_of_a_miss_reports_its_ranks_parent_asks() {
+    let (mut r, mut fx) = node();
+    let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), "port#1$".to_string())];
+    let spec = LaunchJob { spawner: Some("kvs_7_0".into()), preput, report_parent_asks: true, ..launch(1, 1, PmiMode::Fd) };
+    r.on_message(&mut fx, ToDaemon::Launch(spec));
+    fx.settle(&mut r);
+    let conn = fx.starts()[0].pmi_conn.expect("PMI_FD mode");
+    fx.take();
+    init(&mut r, &mut fx, &[conn]);
+    let get = format!("cmd=get kvsname={KVS} key=PARENT_ROOT_PORT_NAME\n");
+    assert_eq!(talk(&mut r, &mut fx, conn, &get), "cmd=get_result rc=0 value=port#1$\n");
+    assert!(matches!(fx.take_up()[..], [ToLauncher::ParentAsked { job: J, rank: Rank(0) }]));
 }
 
 /// A claim that reaches a pooled job with a rank already ended — reported,

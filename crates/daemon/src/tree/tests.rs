@@ -29,6 +29,7 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
         kvs: design,
         node_of: vec![0, 0, 2, 2, 3, 3],
         awaiting_claim: false,
+        report_parent_asks: false,
     })
 }
 

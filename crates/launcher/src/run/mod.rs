@@ -386,6 +386,7 @@ impl Run {
             ToLauncher::Name { request, job, op } => self.name_op(fx, node, request, job, op),
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, SpawnAsk { node, request, parent: job, rank, preput, commands }),
             ToLauncher::Claimed { job, alive } => self.warm_claimed(fx, node, job, alive),
+            ToLauncher::ParentAsked { job, rank } => self.warm_parent_asked(fx, job, rank),
             ToLauncher::Connect { request, nspaces, kind, data, ranks, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, data),
             ToLauncher::Trace { line } => fx.say(&line),
         }

@@ -68,8 +68,12 @@ impl Run {
             }
             None => (plan.job, Vec::new()),
         };
-        let launch = self.spawn_launch(fx, planned, &slots, parent, parent_kvs, preput);
-        let job = launch.job;
+        let mut launch = self.spawn_launch(fx, planned, &slots, parent, parent_kvs, preput);
+        // The first miss of a shape fills its pool once its own children are
+        // up (`warm::Priming`); a shape that repeats refills at once.
+        let prime = want > 0 && !self.warm_known(&shape);
+        launch.report_parent_asks = prime;
+        let (job, size) = (launch.job, launch.size);
         tracing::debug!(%parent, %job, size = launch.size, "spawn");
         if self.answers_before_start() {
             fx.send(parent_node, ToDaemon::SpawnDone { request, result: Ok(launch.kvsname.clone()), errcodes });
@@ -81,7 +85,9 @@ impl Run {
                 j.spawn_errcodes = errcodes;
             }
         }
-        if want > 0 {
+        if prime {
+            self.warm_prime_after(job, size, shape, want, parent);
+        } else if want > 0 {
             self.warm_fill(fx, &shape, want, parent);
         }
     }

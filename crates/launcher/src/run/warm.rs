@@ -32,6 +32,7 @@
 //! Pools are per run: a shape names its parent job, and a boot's runs have
 //! different job ids, so a pool could never match another run's spawn.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
@@ -177,9 +178,28 @@ pub(super) struct WarmPool {
     /// spawns it is filled for: filled again when a spawned job ends and
     /// gives its slots back.
     shapes: Vec<(Shape, usize, JobId)>,
+    /// Missed spawns whose pool is filled once their own children are up.
+    priming: Vec<Priming>,
     pub(super) claimed: u64,
     missed: u64,
     refilled: u64,
+}
+
+/// The first miss of a shape: its pool is filled once each rank of the cold
+/// job asked for its parent's port (the end of its `MPI_Init`,
+/// [`dpm_proto::ToLauncher::ParentAsked`]) or when the job ends — not at the
+/// miss, where the pooled children's start took the cores the cold children
+/// needed (`MPIPoolExecutor`'s first result: 662 → 469 ms, docs/warm-spawn.md).
+/// A later miss of a shape already pooled (a spawn loop that outran its
+/// pool) refills at once: waiting there cost the sustained rate a third
+/// (47 → 33 spawns/s).
+struct Priming {
+    job: JobId,
+    size: u32,
+    asked: HashSet<Rank>,
+    shape: Shape,
+    want: usize,
+    parent: JobId,
 }
 
 impl Entry {
@@ -369,7 +389,38 @@ impl Run {
         }
         self.warm.shapes.retain(|(_, _, p)| self.jobs.contains_key(p));
         for (shape, want, parent) in self.warm.shapes.clone() {
-            self.warm_fill(fx, &shape, want, parent);
+            if !self.warm.priming.iter().any(|p| p.shape == shape) {
+                self.warm_fill(fx, &shape, want, parent);
+            }
+        }
+    }
+
+    /// Whether `shape` has been pooled already (a miss of it refills at once).
+    pub(super) fn warm_known(&self, shape: &Shape) -> bool {
+        self.warm.shapes.iter().any(|(s, _, _)| s == shape)
+    }
+
+    /// A spawn of `shape` missed and runs cold as `job` of `size` ranks: its
+    /// pool is filled once they are up ([`Priming`]).
+    pub(super) fn warm_prime_after(&mut self, job: JobId, size: u32, shape: Shape, want: usize, parent: JobId) {
+        self.warm_want(&shape, want, parent);
+        self.warm.priming.push(Priming { job, size, asked: HashSet::new(), shape, want, parent });
+    }
+
+    /// `rank` of `job` asked for its parent's port: once all have, the
+    /// pool its spawn missed is filled.
+    pub(super) fn warm_parent_asked(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank) {
+        let Some(i) = self.warm.priming.iter().position(|p| p.job == job) else { return };
+        let p = &mut self.warm.priming[i];
+        if rank.0 < p.size {
+            p.asked.insert(rank);
+        }
+        if p.asked.len() < p.size as usize {
+            return;
+        }
+        let p = self.warm.priming.remove(i);
+        if !self.verdict.ending() {
+            self.warm_fill(fx, &p.shape, p.want, p.parent);
         }
     }
 
@@ -390,6 +441,9 @@ impl Run {
             }
         }
         self.warm.shapes.retain(|(_, _, p)| *p != job);
+        // A priming job that ended without every rank asking: its shape is
+        // filled by the top-up at its end, as after any spawned job's end.
+        self.warm.priming.retain(|p| p.parent != job && p.job != job);
     }
 
     /// Take `job` out of the pool and kill it; its slots are free at once.

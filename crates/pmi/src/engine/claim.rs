@@ -1,15 +1,31 @@
 //! Warm spawn's side of the engine: a job started ahead of the spawn that
 //! will claim it parks a get of a key that is not there (in `on_request` and
 //! `flush_store`, while `NodeJob::claim` is set) until the claim brings the
-//! spawn's preputs.
+//! spawn's preputs; and a cold job of a missed spawn reports its ranks' gets
+//! of [`PARENT_PORT_KEY`], so that the pool is filled once they are up.
+
+use std::collections::HashSet;
 
 use dpm_kvs::store::Lookup;
 use dpm_kvs::JobId;
 
+#[cfg(doc)]
+use super::Effect;
 use super::Engine;
 use crate::reply::Reply;
 
+/// The key a spawned MPICH child gets at the very end of its `MPI_Init`.
+pub const PARENT_PORT_KEY: &str = "PARENT_ROOT_PORT_NAME";
+
 impl Engine {
+    /// Report each local rank's first get of [`PARENT_PORT_KEY`] in `job`
+    /// ([`Effect::ParentAsked`]); the get itself is served as ever.
+    pub fn report_parent_asks(&mut self, job: JobId) {
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.parent_asks.get_or_insert_with(HashSet::new);
+        }
+    }
+
     /// `job` was started ahead of its spawn (warm spawn): until
     /// [`Engine::claim`], a get of a key that is not there waits instead of
     /// failing — the spawn's preputs (`PARENT_ROOT_PORT_NAME`) come with the claim.

@@ -35,6 +35,9 @@ impl NodeReactor {
         if spec.awaiting_claim {
             self.engine.await_claim(spec.job);
         }
+        if spec.report_parent_asks {
+            self.engine.report_parent_asks(spec.job);
+        }
     }
 
     pub(super) fn launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: LaunchJob) {

@@ -566,6 +566,7 @@ mod tests {
             kvs: Default::default(),
             node_of,
             awaiting_claim: false,
+            report_parent_asks: false,
         }
     }
 

@@ -22,11 +22,25 @@ pub(super) fn request(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, 
     request_arg(run, rec, parent, n, req, "a");
 }
 
-/// The same with `true`'s argument `arg` (another shape than `a`).
+/// The same with `true`'s argument `arg` (another shape than `a`). A miss's
+/// cold children come up at once (see [`request_cold`] for the time between).
 pub(super) fn request_arg(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64, arg: &str) {
+    if let Some((job, size)) = request_cold(run, rec, parent, n, req, arg) {
+        up(run, rec, job, size);
+    }
+}
+
+/// The spawn alone: the cold job it launched to report its children's
+/// parent asks (a miss that fills the pool once they are up), if any.
+pub(super) fn request_cold(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64, arg: &str) -> Option<(JobId, u32)> {
     let commands = vec![SpawnCommand { exe: "true".into(), args: vec![arg.into()], maxprocs: n, info: Vec::new() }];
     let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), format!("port{req}"))];
+    let before = rec.sent().len();
     run.on_message(rec, NodeId(0), ToLauncher::Spawn { request: RequestId(req), job: parent, rank: Rank(0), preput, commands });
+    rec.sent()[before..].iter().find_map(|(_, m)| match m {
+        ToDaemon::Launch(l) if l.report_parent_asks => Some((l.job, l.size)),
+        _ => None,
+    })
 }
 
 /// The jobs launched since the recorder was last taken: (job, awaiting claim, preput).
@@ -42,9 +56,19 @@ pub(super) fn launches(rec: &Recorder) -> Vec<(JobId, bool, usize)> {
     out
 }
 
+/// Every rank of `job` starts, and (a cold job, as its node reports
+/// `report_parent_asks`) asks for its parent's port at the end of MPI_Init.
 pub(super) fn start_all(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
     for r in 0..n {
         run.on_message(rec, NodeId(0), ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
+    }
+    up(run, rec, job, n);
+}
+
+/// Every rank of `job` asks for its parent's port (`ToLauncher::ParentAsked`).
+pub(super) fn up(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
+    for r in 0..n {
+        run.on_message(rec, NodeId(0), ToLauncher::ParentAsked { job, rank: Rank(r) });
     }
 }
 
@@ -228,6 +252,59 @@ fn a_spawners_pool_goes_with_it() {
     assert_eq!(rec.shared.nodes.live(), 3, "the parent, its own pooled job and the child's cold job are left");
 }
 
+/// A miss runs cold and its pool waits until the cold children are up
+/// (each asked for its parent's port): pooled children started with them
+/// would take the cores they need. A cold job that ends first fills it too.
+#[test]
+fn a_miss_fills_the_pool_only_once_its_own_children_are_up() {
+    let (mut run, mut rec) = warm_fixture(&[16], 2);
+    let parent = started(&mut run, &mut rec, &[0]);
+    rec.take();
+    let (cold, size) = request_cold(&mut run, &mut rec, parent, 2, 1, "a").expect("a miss reports its children");
+    assert_eq!((launches(&rec).len(), size), (1, 2), "the cold job alone");
+    start_all_quietly(&mut run, &mut rec, cold, 2);
+    run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
+    run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
+    run.on_timer(&mut rec, Timer::WarmRefill);
+    assert_eq!(launches(&rec).len(), 1, "one child is not up yet (asking twice counts once)");
+    run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(1) });
+    let l = launches(&rec);
+    assert_eq!(l.len(), 3, "then the pool: {l:?}");
+    assert!(l[1..].iter().all(|&(_, awaiting, _)| awaiting), "{l:?}");
+    assert!(rec.sent().iter().all(|(_, m)| !matches!(m, ToDaemon::Launch(l) if l.awaiting_claim && l.report_parent_asks)), "pooled jobs report nothing");
+    // Another shape: its cold job ends before its children asked.
+    rec.take();
+    let (other, _) = request_cold(&mut run, &mut rec, parent, 1, 2, "b").expect("a miss");
+    start_all_quietly(&mut run, &mut rec, other, 1);
+    assert_eq!(launches(&rec).len(), 1);
+    ended(&mut run, &mut rec, other, 1, ExitStatus::Code(0));
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 2, "filled at its end: {:?}", launches(&rec));
+}
+
+/// A miss of a shape already pooled (a loop that outran its pool) refills
+/// at once, without waiting for its children.
+#[test]
+fn a_later_miss_of_a_known_shape_refills_at_once() {
+    let (mut run, mut rec) = warm_fixture(&[16], 1);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let pooled = launches(&rec).into_iter().find(|l| l.1).expect("primed").0;
+    start_all(&mut run, &mut rec, pooled, 1);
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 2, "a").is_none(), "claimed, no cold job");
+    claimed(&mut run, &mut rec, pooled, true);
+    rec.take();
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 3, "a").is_none(), "a miss that reports nothing");
+    let l = launches(&rec);
+    assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), [false, true], "cold, and the refill with it: {l:?}");
+}
+
+/// Every rank of `job` starts; none has asked for its parent's port yet.
+fn start_all_quietly(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
+    for r in 0..n {
+        run.on_message(rec, NodeId(0), ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
+    }
+}
+
 #[test]
 fn the_info_key_refuses_or_asks_for_warm_spawn() {
     let (mut run, mut rec) = warm_fixture(&[8], 0);
@@ -235,11 +312,15 @@ fn the_info_key_refuses_or_asks_for_warm_spawn() {
     let info = |v: &str| vec![(WARM_INFO_KEY.to_string(), v.to_string())];
     let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("true") }];
     run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    let cold = launches(&rec)[1].0;
+    up(&mut run, &mut rec, cold, 1);
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), DEFAULT_WARM_SPAWN, "asked for: the default pool");
     let (mut run, mut rec) = warm_fixture(&[8], 2);
     let parent = started(&mut run, &mut rec, &[0]);
     let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("false") }];
     run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    let cold = launches(&rec)[1].0;
+    up(&mut run, &mut rec, cold, 1);
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 0, "refused: cold only");
 }
 
