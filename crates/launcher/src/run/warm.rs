@@ -16,7 +16,8 @@
 //! next pooled job or running cold); the replacements start
 //! [`REFILL_DELAY`] after the last claim (each claim pushes them back), or as
 //! soon as a spawned job ends and gives slots back; a spawn that finds none
-//! runs cold and fills the pool for the next one.
+//! runs cold and fills the pool for the next one — the first miss of a shape
+//! once its own children are up ([`Priming`]), a later one at once.
 //!
 //! Until its claim a pooled job is nobody's business: its output is held
 //! (at most [`MAX_HELD_OUTPUT`] bytes; beyond that the job is dropped from
