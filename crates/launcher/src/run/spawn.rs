@@ -75,7 +75,7 @@ impl Run {
         launch.report_parent_asks = prime;
         let (job, size) = (launch.job, launch.size);
         tracing::debug!(%parent, %job, size = launch.size, "spawn");
-        if self.answers_before_start() {
+        if self.answers_before_start(parent) {
             fx.send(parent_node, ToDaemon::SpawnDone { request, result: Ok(launch.kvsname.clone()), errcodes });
             self.start_job(fx, launch, slots, None);
         } else {
@@ -114,8 +114,17 @@ impl Run {
     /// waits for every child's start, and such a child is the spawn's error.
     /// PMIx spawns keep the late answer too: Open MPI's parent connects to
     /// the new namespace at once, which its node must have registered.
-    fn answers_before_start(&self) -> bool {
-        self.policy.ends_run(true) && self.settings.pmi_mode != PmiMode::Pmix
+    ///
+    /// Only for a parent job of one process. With two, MPICH 5.0.2 (UCX) has
+    /// a race in a tight spawn loop: in the next spawn's accept a non-root
+    /// parent rank connects to the previous child while it finishes
+    /// (`mm_posix.c: open(/proc/<its pid>/fd/14)`: ENOENT, the spawn fails).
+    /// It happens under every launcher — 1 of 150 two-rank taskmaster runs
+    /// under Hydra, 2 of 120 under dpm answering after the start — but 4 of
+    /// 60 answered this early; a one-process parent never failed (0 of 120).
+    fn answers_before_start(&self, parent: JobId) -> bool {
+        let single = self.jobs.get(&parent).is_some_and(|j| j.ranks.len() == 1);
+        single && self.policy.ends_run(true) && self.settings.pmi_mode != PmiMode::Pmix
     }
 
     /// The job a spawn by `parent` launches: a new job id and kvsname, the

@@ -251,6 +251,18 @@ fn a_spawn_is_answered_before_its_children_are_launched() {
     assert!(matches!(spawn_answer(&rec), Some(Ok(name)) if name.ends_with("_1")));
 }
 
+/// A parent job of two processes is answered once its children started
+/// (`Run::answers_before_start`: MPICH's race with a non-root parent rank).
+#[test]
+fn a_spawn_from_a_two_rank_parent_is_answered_once_every_child_started() {
+    let (mut run, mut rec) = fixture(&[4]);
+    let parent = started(&mut run, &mut rec, &[0, 0]);
+    let child = spawn(&mut run, &mut rec, parent, "true", 1, Vec::new());
+    assert!(spawn_answer(&rec).is_none(), "not before the child started");
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(0), pid: 200 });
+    assert!(matches!(spawn_answer(&rec), Some(Ok(_))));
+}
+
 #[test]
 fn under_continue_a_spawn_is_answered_once_every_child_started() {
     let (mut run, mut rec) = fixture(&[2, 2]);
