@@ -52,9 +52,16 @@ fn taskmaster_loop_of_single_child_spawns_gets_every_answer() {
     assert_eq!(field(&fields, "times_ms").split(',').count(), 12, "one time per window of 2\n{}", out.describe());
 }
 
+/// Over MPICH's ofi netmod: its default UCX netmod has a race in a tight
+/// loop of spawns from two ranks (the non-root parent rank connects to the
+/// previous, finishing child in the next accept: `open(/proc/<pid>/fd/14)`
+/// ENOENT, the spawn fails) under every launcher — 1 of 150 runs under
+/// Hydra, 2 of 120 under dpm; over ofi/tcp 0 of 210 (docs/benchmarks.md,
+/// "Session 8"). The one-rank loop above stays on the default netmod.
 #[test]
 fn taskmaster_loop_from_a_two_rank_parent_one_at_a_time() {
-    let out = Dpm::run(["-n", "2", &taskmaster(), "7", "1"]).output();
+    let ofi = ["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-genv", "FI_PROVIDER", "tcp"];
+    let out = Dpm::run(ofi.iter().copied().chain(["-n", "2", &taskmaster(), "7", "1"])).output();
     let fields = taskmaster_fields(&out);
     assert_eq!((field(&fields, "n"), field(&fields, "tasks"), field(&fields, "window")), ("2", "7", "1"), "{}", out.describe());
     assert_eq!(field(&fields, "spawn_ms").split(',').count(), 7, "{}", out.describe());
