@@ -1,10 +1,11 @@
 //! `MPI_Comm_spawn[_multiple]`: plan the request, place it with the node
 //! table's placer (a `soft` spawn: as many as fit), launch it as a new job
-//! of the run — or claim a pooled job of the same shape (`warm`). The parent
-//! is answered as soon as the spawn is placed, before its children start
-//! (`Run::answers_before_start`); under the `continue` policy and for PMIx,
-//! once every child has started, or with `rc≠0` on the first error
-//! (`jobs::started`, `jobs::launch_failed`, `jobs::check_done`).
+//! of the run — or claim a pooled job of the same shape (`warm`). A parent job
+//! of one process is answered as soon as the spawn is placed, before its
+//! children start (`Run::answers_before_start`); a parent of several, under
+//! the `continue` policy and for PMIx, once every child has started, or with
+//! `rc≠0` on the first error (`jobs::started`, `jobs::launch_failed`,
+//! `jobs::check_done`).
 
 use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
 use dpm_proto::{LaunchJob, PmiMode, RequestId, SpawnCommand, ToDaemon};

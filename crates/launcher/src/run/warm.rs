@@ -194,13 +194,12 @@ pub(super) struct WarmPool {
 /// A later miss of a shape already pooled (a spawn loop that outran its
 /// pool) refills at once: waiting there cost the sustained rate a third
 /// (47 → 33 spawns/s).
+/// How many it wants and for whom are its shape's (`WarmPool::shapes`).
 struct Priming {
     job: JobId,
     size: u32,
     asked: HashSet<Rank>,
     shape: Shape,
-    want: usize,
-    parent: JobId,
 }
 
 impl Entry {
@@ -405,7 +404,7 @@ impl Run {
     /// pool is filled once they are up ([`Priming`]).
     pub(super) fn warm_prime_after(&mut self, job: JobId, size: u32, shape: Shape, want: usize, parent: JobId) {
         self.warm_want(&shape, want, parent);
-        self.warm.priming.push(Priming { job, size, asked: HashSet::new(), shape, want, parent });
+        self.warm.priming.push(Priming { job, size, asked: HashSet::new(), shape });
     }
 
     /// `rank` of `job` asked for its parent's port: once all have, the
@@ -419,9 +418,10 @@ impl Run {
         if p.asked.len() < p.size as usize {
             return;
         }
-        let p = self.warm.priming.remove(i);
-        if !self.verdict.ending() {
-            self.warm_fill(fx, &p.shape, p.want, p.parent);
+        let shape = self.warm.priming.remove(i).shape;
+        let wanted = self.warm.shapes.iter().find(|(s, _, _)| *s == shape).map(|&(_, want, parent)| (want, parent));
+        if let Some((want, parent)) = wanted.filter(|_| !self.verdict.ending()) {
+            self.warm_fill(fx, &shape, want, parent);
         }
     }
 
@@ -444,7 +444,9 @@ impl Run {
         self.warm.shapes.retain(|(_, _, p)| *p != job);
         // A priming job that ended without every rank asking: its shape is
         // filled by the top-up at its end, as after any spawned job's end.
-        self.warm.priming.retain(|p| p.parent != job && p.job != job);
+        // (A priming for an ended parent's shape, gone just above, is dropped
+        // with its job or when its ranks have asked: it then fills nothing.)
+        self.warm.priming.retain(|p| p.job != job);
     }
 
     /// Take `job` out of the pool and kill it; its slots are free at once.

@@ -59,10 +59,15 @@ pub(super) fn launches(rec: &Recorder) -> Vec<(JobId, bool, usize)> {
 /// Every rank of `job` starts, and (a cold job, as its node reports
 /// `report_parent_asks`) asks for its parent's port at the end of MPI_Init.
 pub(super) fn start_all(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
+    start_all_quietly(run, rec, job, n);
+    up(run, rec, job, n);
+}
+
+/// Every rank of `job` starts; none has asked for its parent's port yet.
+fn start_all_quietly(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
     for r in 0..n {
         run.on_message(rec, NodeId(0), ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
     }
-    up(run, rec, job, n);
 }
 
 /// Every rank of `job` asks for its parent's port (`ToLauncher::ParentAsked`).
@@ -296,13 +301,6 @@ fn a_later_miss_of_a_known_shape_refills_at_once() {
     assert!(request_cold(&mut run, &mut rec, parent, 1, 3, "a").is_none(), "a miss that reports nothing");
     let l = launches(&rec);
     assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), [false, true], "cold, and the refill with it: {l:?}");
-}
-
-/// Every rank of `job` starts; none has asked for its parent's port yet.
-fn start_all_quietly(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
-    for r in 0..n {
-        run.on_message(rec, NodeId(0), ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
-    }
 }
 
 #[test]
