@@ -270,8 +270,9 @@ fn a_miss_fills_the_pool_only_once_its_own_children_are_up() {
     start_all_quietly(&mut run, &mut rec, cold, 2);
     run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
     run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
+    run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(2) });
     run.on_timer(&mut rec, Timer::WarmRefill);
-    assert_eq!(launches(&rec).len(), 1, "one child is not up yet (asking twice counts once)");
+    assert_eq!(launches(&rec).len(), 1, "one child is not up yet (asking twice counts once, a rank beyond the job not at all)");
     run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(1) });
     let l = launches(&rec);
     assert_eq!(l.len(), 3, "then the pool: {l:?}");
