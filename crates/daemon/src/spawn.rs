@@ -245,6 +245,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::dup2(s.stdin, 0) < 0 || libc::dup2(s.stdout, 1) < 0 || libc::dup2(s.stderr, 2) < 0 {
             return fail(s);
         }
+        // Nothing else of the starting thread's fd table goes through the
+        // exec, even an fd a library opened without close-on-exec (a small
+        // spawn is started from the node's own table: StartBy::NodeThread).
+        // Best effort: kernels before 5.11 lack the flag.
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
         if s.pmi >= 0 && libc::fcntl(s.pmi, libc::F_SETFD, 0) != 0 {
             return fail(s);
         }

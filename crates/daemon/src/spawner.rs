@@ -263,12 +263,17 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
         if stopping.load(Ordering::SeqCst) {
             return; // nobody would watch what starts now
         }
-        let t = &q.task;
-        let started = match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin) {
-            // The job's group vanishes when its leader exits early: start a new one.
-            Err(e) if t.pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => spawn_proc(&t.app, &t.env, 0, t.with_stdin),
-            other => other,
-        };
-        send_answer(&socket, q.token, started, MsgFlags::empty());
+        send_answer(&socket, q.token, start(&q.task), MsgFlags::empty());
+    }
+}
+
+/// Start one process on the calling thread (a spawner thread, or the node's
+/// own for a small spawn: [`crate::node::StartBy`]), which sleeps until the
+/// child has exec'd or failed.
+pub fn start(t: &SpawnTask) -> io::Result<Started> {
+    match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin) {
+        // The job's group vanishes when its leader exits early: start a new one.
+        Err(e) if t.pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => spawn_proc(&t.app, &t.env, 0, t.with_stdin),
+        other => other,
     }
 }

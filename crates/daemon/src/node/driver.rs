@@ -10,7 +10,10 @@
 //! Per-process tasks report output and exits through an event channel; the
 //! spawner threads answer the starts on their socket, read by this loop
 //! itself, the answers there taken together ([`crate::spawner::SpawnAnswers`];
-//! [`NodeEffects::start`] returns at once). A `dpm daemon` runs all this
+//! [`NodeEffects::start`] returns at once). A small spawn's processes are
+//! started by this thread itself ([`super::StartBy::NodeThread`]), their
+//! answers queued for the loop's next turn (the reactor is never called back
+//! from inside its own effect). A `dpm daemon` runs all this
 //! on a thread of its own ([`serve_apart`]), apart from its link.
 
 use std::cell::RefCell;
@@ -31,9 +34,9 @@ use dpm_proto::link::Down;
 use dpm_proto::ToLauncher;
 
 use super::pmix_host::PmixHost;
-use super::{NodeEffects, NodeReactor, PmixAnswer, PmixRequest, ProcStart, ProcStarted, Timer};
+use super::{NodeEffects, NodeReactor, PmixAnswer, PmixRequest, ProcStart, ProcStarted, StartBy, Timer};
 use crate::spawn;
-use crate::spawner::{SpawnTask, Spawner};
+use crate::spawner::{self, SpawnTask, Spawner};
 use crate::tasks::{self, Event};
 use crate::{cleaner, mpich_shm, ucx_shm, DaemonConfig};
 
@@ -90,6 +93,8 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             spawner,
             starting: HashMap::new(),
             next_start: 0,
+            started_here: Vec::new(),
+            started_here_ready: Rc::new(Notify::new()),
             up,
             events,
             conns: HashMap::new(),
@@ -103,6 +108,7 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
         };
         RefCell::new(Node { reactor, io })
     });
+    let started_here_ready = node.borrow().io.started_here_ready.clone();
     loop {
         tokio::select! {
             msg = down.recv() => match msg {
@@ -113,6 +119,10 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             Some(event) = events_rx.recv() => node.borrow_mut().on_event(event),
             // The starts answered so far: the loop never holds for a whole launch.
             answered = answers.take() => node.borrow_mut().on_spawned(answered),
+            () = started_here_ready.notified() => {
+                let answered = std::mem::take(&mut node.borrow_mut().io.started_here);
+                node.borrow_mut().on_spawned(answered);
+            }
         }
     }
     node.borrow_mut().with(|r, io| r.shutdown(io));
@@ -186,6 +196,10 @@ struct Io {
     /// Starts submitted, by token, until their answer.
     starting: HashMap<u64, ProcStart>,
     next_start: u64,
+    /// Answers of the starts this thread made itself, for the loop's next
+    /// turn ([`StartBy::NodeThread`]); `started_here_ready` wakes it.
+    started_here: Vec<(u64, std::io::Result<spawn::Started>)>,
+    started_here_ready: Rc<Notify>,
     up: mpsc::UnboundedSender<ToLauncher>,
     events: mpsc::UnboundedSender<Event>,
     conns: HashMap<ConnId, Conn>,
@@ -310,7 +324,13 @@ impl NodeEffects for Io {
             let token = self.next_start;
             self.next_start += 1;
             let task = SpawnTask { app: Arc::clone(&p.app), env: p.env.clone(), pgid: p.pgid, with_stdin: p.with_stdin };
-            self.spawner.submit(token, task);
+            match p.by {
+                StartBy::SpawnerThreads => self.spawner.submit(token, task),
+                StartBy::NodeThread => {
+                    self.started_here.push((token, spawner::start(&task)));
+                    self.started_here_ready.notify_one();
+                }
+            }
             self.starting.insert(token, p);
         }
     }

@@ -67,6 +67,40 @@ pub struct ProcStart {
     /// In `PMI_FD` mode: serve the parent's end of the socketpair as this
     /// connection.
     pub pmi_conn: Option<ConnId>,
+    /// Which thread clones it ([`StartBy::for_launch`]).
+    pub by: StartBy,
+}
+
+/// Which thread starts a launch's processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartBy {
+    /// The spawner threads ([`crate::spawner`]): several children exec at
+    /// once, each cloned from a nearly empty fd table. A job's start.
+    SpawnerThreads,
+    /// The node's own thread, at once, as Hydra's proxy forks its children:
+    /// a spawned job of few processes here. Its children start while their
+    /// parents busy-poll on every core; handed to a spawner thread, a start
+    /// waited for that sleeping thread to get a CPU, and MPICH's taskmaster
+    /// loop took 8 % longer (docs/benchmarks.md, "Session 9"). The price: the
+    /// clone copies the node's whole fd table (four per running rank), which
+    /// the child's exec then closes, and the node's loop waits for the exec.
+    NodeThread,
+}
+
+impl StartBy {
+    /// The most processes of one spawned job on one node that the node's
+    /// thread starts itself; larger spawns go to the spawner threads.
+    pub const NODE_THREAD_MAX: usize = 4;
+
+    /// Who starts a launch of `local` processes here, of a spawned job or of
+    /// a job's start.
+    pub fn for_launch(spawned: bool, local: usize) -> StartBy {
+        if spawned && local <= Self::NODE_THREAD_MAX {
+            StartBy::NodeThread
+        } else {
+            StartBy::SpawnerThreads
+        }
+    }
 }
 
 /// A process that was started.

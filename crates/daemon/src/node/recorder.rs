@@ -14,7 +14,7 @@ use dpm_kvs::{JobId, Rank};
 use dpm_pmi::ConnId;
 use dpm_proto::ToLauncher;
 
-use super::{NodeEffects, NodeReactor, PmiEnv, ProcStart, ProcStarted, StartError, Timer};
+use super::{NodeEffects, NodeReactor, PmiEnv, ProcStart, ProcStarted, StartBy, StartError, Timer};
 
 /// The first pid handed out; each start takes the next.
 pub const FIRST_PID: i32 = 1000;
@@ -30,6 +30,7 @@ pub struct StartRecord {
     pub pgid: i32,
     pub with_stdin: bool,
     pub pmi_conn: Option<ConnId>,
+    pub by: StartBy,
     /// What the start answered (a made-up pid, or the error it was told to fail with).
     pub result: Result<ProcStarted, StartError>,
 }
@@ -216,6 +217,7 @@ impl NodeEffects for RecordingEffects {
                 pgid: p.pgid,
                 with_stdin: p.with_stdin,
                 pmi_conn: p.pmi_conn,
+                by: p.by,
                 result: result.clone(),
             });
             self.started.push((p.job, p.rank, result));

@@ -322,6 +322,24 @@ fn the_reactor_takes_its_effects_as_a_trait_object() {
     assert_eq!(rec.starts().len(), 1);
 }
 
+/// A spawned job's few processes here are started by the node's own thread
+/// (they start among busy-polling ranks); a job's start and a larger spawn
+/// by the spawner threads.
+#[test]
+fn a_small_spawn_is_started_by_the_nodes_own_thread() {
+    let starters = |spawner: Option<&str>, n: u32| {
+        let (mut r, mut fx) = node();
+        let spec = LaunchJob { spawner: spawner.map(String::from), ..launch(n, n, PmiMode::Fd) };
+        r.on_message(&mut fx, ToDaemon::Launch(spec));
+        fx.starts().iter().map(|s| s.by).collect::<Vec<_>>()
+    };
+    let max = StartBy::NODE_THREAD_MAX as u32;
+    assert_eq!(starters(Some("kvs_7_0"), 1), vec![StartBy::NodeThread]);
+    assert_eq!(starters(Some("kvs_7_0"), max), vec![StartBy::NodeThread; max as usize]);
+    assert_eq!(starters(Some("kvs_7_0"), max + 1), vec![StartBy::SpawnerThreads; max as usize + 1]);
+    assert_eq!(starters(None, 1), vec![StartBy::SpawnerThreads]);
+}
+
 /// Warm spawn: a job launched awaiting its claim parks its ranks' get of the
 /// parent's port; the claim brings the preput and answers it.
 #[test]

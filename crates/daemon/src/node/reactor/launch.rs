@@ -12,7 +12,7 @@ use dpm_pmi::JobSetup;
 use dpm_proto::{LaunchJob, PmiMode, ToLauncher};
 
 use super::{JobProcs, Launching, NodeReactor, Proc};
-use crate::node::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, StartError};
+use crate::node::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, StartBy, StartError};
 
 impl NodeReactor {
     pub(super) fn register_job(&mut self, spec: &LaunchJob) {
@@ -80,6 +80,7 @@ impl NodeReactor {
         let local_n = spec.procs.len();
         let apps: Vec<Option<Arc<PreparedApp>>> = spec.apps.iter().map(|app| PreparedApp::new(app).ok().map(Arc::new)).collect();
         let mut starts = Vec::with_capacity(local_n);
+        let by = StartBy::for_launch(spec.spawner.is_some(), local_n);
         for (local_id, proc) in spec.procs.iter().enumerate() {
             let Some(Some(app)) = apps.get(proc.app) else {
                 let exe = spec.apps.get(proc.app).map_or("?", |a| a.exe.as_str());
@@ -92,10 +93,11 @@ impl NodeReactor {
             };
             let pmi_conn = (spec.pmi_mode == PmiMode::Fd).then(|| self.new_conn());
             let with_stdin = spec.stdin_rank == Some(proc.rank);
-            starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn });
+            starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn, by });
         }
         // Every process founds its own session and group (pgid 0), as Hydra's
-        // proxy does (setsid), all asked for at once and started in parallel.
+        // proxy does (setsid), all asked for at once (and, by the spawner
+        // threads, started in parallel).
         // Not one group for the job: with the kernel's autogroup scheduling (on
         // by default) a session is one scheduling group, so a job's
         // busy-polling MPI ranks, a spawned child's start and other users' work

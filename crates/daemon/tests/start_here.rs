@@ -1,0 +1,68 @@
+//! Starting a process on the calling thread, as the node's own thread starts
+//! a small spawn's processes ([`dpm_daemon::node::StartBy::NodeThread`]):
+//! from the caller's whole fd table, not a spawner thread's nearly empty
+//! one. The child gets its program, arguments, environment, directory, stdio
+//! and PMI socket, in a session of its own, and no other fd of the caller,
+//! even one opened without close-on-exec; a step that fails in the child is
+//! the start's error.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+use dpm_daemon::spawn::{reap, PmiEnv, PreparedApp, Started};
+use dpm_daemon::spawner::{start, SpawnTask};
+use dpm_proto::{AppSpec, ExitStatus};
+
+fn task(exe: &str, script: &str, wdir: &str, pmi: PmiEnv) -> SpawnTask {
+    let argv = vec!["sh".to_string(), "-c".into(), script.into()];
+    let spec = AppSpec { exe: exe.into(), argv, env: vec![("GREETING".into(), "hello".into())], wdir: wdir.into() };
+    SpawnTask { app: Arc::new(PreparedApp::new(&spec).unwrap()), env: pmi, pgid: 0, with_stdin: false }
+}
+
+fn read_all(fd: &OwnedFd) -> String {
+    let mut out = String::new();
+    std::fs::File::from(fd.try_clone().unwrap()).read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Wait for the process to end and reap it.
+fn wait(s: &Started) -> ExitStatus {
+    loop {
+        if let Some(status) = reap(&s.pidfd, false).unwrap() {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
+    // An fd without close-on-exec, as a library might leave one.
+    let (leak_r, _leak_w) = nix::unistd::pipe().unwrap();
+    nix::fcntl::fcntl(leak_r.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty())).unwrap();
+    let script = "echo \"$GREETING $PMI_RANK $(pwd) $(ps -o sid= -p $$)\"; ls /proc/$$/fd | sort -n | tr '\\n' ' ' >&2; exit 3";
+    let pmi = PmiEnv { socketpair: true, vars: vec![("PMI_RANK".into(), "5".into())] };
+    let s = start(&task("/bin/sh", script, "/tmp", pmi)).unwrap();
+    assert_eq!(s.pgid, s.pid, "the child leads its own session and group");
+    let out = read_all(&s.stdout);
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["hello", "5", "/tmp", &s.pid.to_string()], "{out:?}");
+    // stdio, and the PMI socket (PMI_FD) as the next free fd of the caller's
+    // table; not the leaked pipe.
+    let fds: Vec<i32> = read_all(&s.stderr).split_whitespace().map(|f| f.parse().unwrap()).collect();
+    assert_eq!(&fds[..3], [0, 1, 2]);
+    assert!(!fds.contains(&leak_r.as_raw_fd()), "the caller's fd {} reached the child: {fds:?}", leak_r.as_raw_fd());
+    assert_eq!(fds.len(), 4, "stdio and the PMI socket only: {fds:?}");
+    assert_eq!(wait(&s), ExitStatus::Code(3));
+}
+
+#[test]
+fn a_step_that_fails_in_the_child_is_the_starts_error() {
+    let none = || PmiEnv { socketpair: false, vars: vec![] };
+    let missing = start(&task("/nonexistent/program", "exit 0", "/", none()));
+    assert_eq!(missing.err().and_then(|e| e.raw_os_error()), Some(libc::ENOENT), "program");
+    let no_dir = start(&task("/bin/sh", "exit 0", "/nonexistent/dir", none()));
+    assert_eq!(no_dir.err().and_then(|e| e.raw_os_error()), Some(libc::ENOENT), "directory");
+    let ok = start(&task("/bin/sh", "exit 0", "/", none())).unwrap();
+    assert_eq!(wait(&ok), ExitStatus::Code(0));
+}
