@@ -54,7 +54,7 @@ pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: 
 /// the node does — a burst of starts, a huge PMI request — can hold up the
 /// caller's loop, which carries the link's frames and heartbeats. Returns
 /// when the node has stopped. The thread lives as long as the node; ranks
-/// are started from its spawner threads.
+/// are started from it (a small spawn's) and from its spawner threads.
 pub(crate) async fn serve_apart(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
     let span = tracing::Span::current();
     let (done, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -10,6 +10,7 @@
 use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
 use dpm_proto::{LaunchJob, PmiMode, RequestId, SpawnCommand, ToDaemon};
 
+use super::warm::Miss;
 use super::{Run, RunEffects};
 use crate::node_table::Reservation;
 use crate::plan::PlannedJob;
@@ -72,8 +73,8 @@ impl Run {
         let mut launch = self.spawn_launch(fx, planned, &slots, parent, parent_kvs, preput);
         // The first miss of a shape fills its pool once its own children are
         // up (`warm::Priming`); a shape that repeats refills at once.
-        let prime = want > 0 && !self.warm_known(&shape);
-        launch.report_parent_asks = prime;
+        let miss = (want > 0).then(|| self.warm_miss(fx, &shape, parent));
+        launch.report_parent_asks = miss == Some(Miss::Prime);
         let (job, size) = (launch.job, launch.size);
         tracing::debug!(%parent, %job, size = launch.size, "spawn");
         if self.answers_before_start(parent) {
@@ -86,10 +87,10 @@ impl Run {
                 j.spawn_errcodes = errcodes;
             }
         }
-        if prime {
-            self.warm_prime_after(job, size, shape, want, parent);
-        } else if want > 0 {
-            self.warm_fill(fx, &shape, want, parent);
+        match miss {
+            Some(Miss::Prime) => self.warm_prime_after(job, size, shape, want, parent),
+            Some(Miss::Refill) => self.warm_fill(fx, &shape, want, parent),
+            Some(Miss::Remember) | None => {}
         }
     }
 

@@ -33,7 +33,7 @@
 //! Pools are per run: a shape names its parent job, and a boot's runs have
 //! different job ids, so a pool could never match another run's spawn.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
@@ -170,6 +170,28 @@ pub(super) struct Claiming {
     want: usize,
 }
 
+/// New shapes pooled in a row with no claim in between, after which a new
+/// shape is pooled only from its second miss: a run whose spawns never
+/// repeat (a task loop passing each task its number) would otherwise start a
+/// pool at every spawn and kill it at the next (MPICH's taskmaster loop took
+/// 1.5× as long with `--warm-spawn`, docs/warm-spawn.md).
+pub const UNCLAIMED_SHAPES_MAX: u32 = 2;
+/// Shapes missed once and not pooled, remembered for their second miss
+/// (the oldest forgotten first).
+pub const SEEN_SHAPES_MAX: usize = 64;
+
+/// What a missed spawn does for its shape's pool ([`Run::warm_miss`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Miss {
+    /// A new shape: its pool is filled once the cold children are up.
+    Prime,
+    /// A shape pooled before: refilled at once.
+    Refill,
+    /// A new shape in a run whose new shapes go unclaimed: remembered, and
+    /// pooled if it misses again.
+    Remember,
+}
+
 /// The run's pool and its counts (see the module documentation).
 #[derive(Default)]
 pub(super) struct WarmPool {
@@ -181,6 +203,10 @@ pub(super) struct WarmPool {
     shapes: Vec<(Shape, usize, JobId)>,
     /// Missed spawns whose pool is filled once their own children are up.
     priming: Vec<Priming>,
+    /// New shapes pooled since the last claim ([`UNCLAIMED_SHAPES_MAX`]).
+    unclaimed_shapes: u32,
+    /// New shapes missed once and not pooled ([`SEEN_SHAPES_MAX`]).
+    seen: VecDeque<Shape>,
     pub(super) claimed: u64,
     missed: u64,
     refilled: u64,
@@ -301,6 +327,7 @@ impl Run {
             fx.output(node, job, rank, stream, &data);
         }
         self.warm.claimed += 1;
+        self.warm.unclaimed_shapes = 0;
         let kept = if kept { " (kept from an earlier run)" } else { "" };
         self.warm_say(fx, &format!("claimed {job} for {}{kept}", shape.describe(ask.parent)));
         self.report_placement(fx, job);
@@ -398,6 +425,34 @@ impl Run {
     /// Whether `shape` has been pooled already (a miss of it refills at once).
     pub(super) fn warm_known(&self, shape: &Shape) -> bool {
         self.warm.shapes.iter().any(|(s, _, _)| s == shape)
+    }
+
+    /// A spawn of `shape` by `parent` missed: what it does for the pool
+    /// ([`Miss`]; a shape missed once while new shapes go unclaimed is only
+    /// remembered, [`UNCLAIMED_SHAPES_MAX`]).
+    pub(super) fn warm_miss(&mut self, fx: &mut dyn RunEffects, shape: &Shape, parent: JobId) -> Miss {
+        if self.warm_known(shape) {
+            return Miss::Refill;
+        }
+        if self.warm.unclaimed_shapes >= UNCLAIMED_SHAPES_MAX {
+            match self.warm.seen.iter().position(|s| s == shape) {
+                Some(i) => drop(self.warm.seen.remove(i)),
+                None => {
+                    if self.warm.seen.len() >= SEEN_SHAPES_MAX {
+                        self.warm.seen.pop_front();
+                    }
+                    self.warm.seen.push_back(shape.clone());
+                    let n = self.warm.unclaimed_shapes;
+                    self.warm_say(
+                        fx,
+                        &format!("not pooled: {} (the last {n} new shapes were never claimed; pooled if it comes again)", shape.describe(parent)),
+                    );
+                    return Miss::Remember;
+                }
+            }
+        }
+        self.warm.unclaimed_shapes += 1;
+        Miss::Prime
     }
 
     /// A spawn of `shape` missed and runs cold as `job` of `size` ranks: its

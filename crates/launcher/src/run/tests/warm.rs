@@ -393,3 +393,36 @@ fn a_burst_of_claims_takes_the_pool_before_any_replacement_starts() {
     run.on_timer(&mut rec, Timer::WarmRefill);
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 3, "three replacements after the burst");
 }
+
+/// New shapes that nobody claims (a task loop passing each task its number)
+/// stop being pooled at their first miss after `UNCLAIMED_SHAPES_MAX` of
+/// them: each is remembered and pooled if it misses again; a claim pools new
+/// shapes at their first miss again.
+#[test]
+fn new_shapes_that_go_unclaimed_are_pooled_only_from_their_second_miss() {
+    use crate::run::warm::UNCLAIMED_SHAPES_MAX;
+    let (mut run, mut rec) = warm_fixture(&[64], 1);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let pooled = |rec: &Recorder| launches(rec).into_iter().filter(|l| l.1).map(|l| l.0).collect::<Vec<_>>();
+    for i in 0..UNCLAIMED_SHAPES_MAX {
+        rec.take();
+        request_arg(&mut run, &mut rec, parent, 1, u64::from(i), &format!("task{i}"));
+        assert_eq!(pooled(&rec).len(), 1, "new shape {i} is pooled at its first miss");
+    }
+    rec.take();
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 10, "task10").is_none(), "the cold job reports nothing");
+    assert!(pooled(&rec).is_empty(), "a third unclaimed new shape is not pooled: {:?}", launches(&rec));
+    assert!(rec.said().iter().any(|l| l.contains("not pooled")), "{:?}", rec.said());
+    // It comes again: pooled now, once its children are up.
+    request_arg(&mut run, &mut rec, parent, 1, 11, "task10");
+    let again = pooled(&rec);
+    assert_eq!(again.len(), 1, "{:?}", launches(&rec));
+    // A claim: new shapes are pooled at their first miss again.
+    start_all(&mut run, &mut rec, again[0], 1);
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 12, "task10").is_none(), "claimed");
+    claimed(&mut run, &mut rec, again[0], true);
+    assert!(matches!(answer(&rec, 12), Some(Ok(_))), "the claim answered the spawn");
+    rec.take();
+    request_arg(&mut run, &mut rec, parent, 1, 13, "task13");
+    assert_eq!(pooled(&rec).len(), 1, "after a claim, a new shape is pooled at its first miss: {:?}", launches(&rec));
+}
