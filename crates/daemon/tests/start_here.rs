@@ -41,7 +41,9 @@ fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
     // An fd without close-on-exec, as a library might leave one.
     let (leak_r, _leak_w) = nix::unistd::pipe().unwrap();
     nix::fcntl::fcntl(leak_r.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty())).unwrap();
-    let script = "echo \"$GREETING $PMI_RANK $(pwd) $(ps -o sid= -p $$)\"; ls /proc/$$/fd | sort -n | tr '\\n' ' ' >&2; exit 3";
+    // Fields 1 and 6 of /proc/self/stat (here the shell's): pid and session.
+    let script = "read pid comm state ppid pgrp sid rest < /proc/self/stat; echo \"$GREETING $PMI_RANK $(pwd) $sid\"; \
+                  ls /proc/$$/fd | sort -n | tr '\\n' ' ' >&2; exit 3";
     let pmi = PmiEnv { socketpair: true, vars: vec![("PMI_RANK".into(), "5".into())] };
     let s = start(&task("/bin/sh", script, "/tmp", pmi)).unwrap();
     assert_eq!(s.pgid, s.pid, "the child leads its own session and group");
