@@ -367,7 +367,9 @@ impl Engine {
                 }
             }
             Request::Get { kvsname, key, srcid, wait } => {
-                if let (Some(asked), Some(rank)) = (job.parent_asks.as_mut(), c.rank.filter(|_| key == PARENT_PORT_KEY)) {
+                // Only a get from its own KVS (one naming another is refused below).
+                let own = kvsname.as_ref().is_none_or(|k| *k == setup.kvsname);
+                if let (Some(asked), Some(rank)) = (job.parent_asks.as_mut(), c.rank.filter(|_| own && key == PARENT_PORT_KEY)) {
                     if asked.insert(rank) {
                         self.effects.push(Effect::ParentAsked { job: job_id, rank });
                     }

@@ -116,6 +116,8 @@ fn a_watched_job_reports_each_ranks_parent_ask_once() {
     e.report_parent_asks(JobId(0));
     e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PMI_process_mapping\n");
     assert_eq!(asked(&mut e), [], "another key");
+    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_other key=PARENT_ROOT_PORT_NAME\n");
+    assert_eq!(asked(&mut e), [], "a get from another job's KVS (refused)");
     e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
     let effects = e.take_effects();
     assert!(effects.iter().any(|f| matches!(f, Effect::ParentAsked { job: JobId(0), rank: Rank(0) })), "{effects:?}");
