@@ -46,6 +46,12 @@ pub enum Event {
     Topology(Option<&'static str>),
     /// An upcall of the node's PMIx server (`node::pmix_host`).
     Pmix(dpm_pmix::Upcall),
+    /// A start the node's thread made itself (`node::StartBy::NodeThread`),
+    /// answered on the loop's next turn as a spawner thread's would be.
+    Started {
+        token: u64,
+        result: std::io::Result<crate::spawn::Started>,
+    },
 }
 
 /// Accept PMI connections for one job on a loopback TCP port.

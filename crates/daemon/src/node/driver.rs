@@ -12,8 +12,8 @@
 //! itself, the answers there taken together ([`crate::spawner::SpawnAnswers`];
 //! [`NodeEffects::start`] returns at once). A small spawn's processes are
 //! started by this thread itself ([`super::StartBy::NodeThread`]), their
-//! answers queued for the loop's next turn (the reactor is never called back
-//! from inside its own effect). A `dpm daemon` runs all this
+//! answers sent as events for the loop's next turn (the reactor is never
+//! called back from inside its own effect). A `dpm daemon` runs all this
 //! on a thread of its own ([`serve_apart`]), apart from its link.
 
 use std::cell::RefCell;
@@ -93,8 +93,6 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             spawner,
             starting: HashMap::new(),
             next_start: 0,
-            started_here: Vec::new(),
-            started_here_ready: Rc::new(Notify::new()),
             up,
             events,
             conns: HashMap::new(),
@@ -108,7 +106,6 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
         };
         RefCell::new(Node { reactor, io })
     });
-    let started_here_ready = node.borrow().io.started_here_ready.clone();
     loop {
         tokio::select! {
             msg = down.recv() => match msg {
@@ -119,10 +116,6 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             Some(event) = events_rx.recv() => node.borrow_mut().on_event(event),
             // The starts answered so far: the loop never holds for a whole launch.
             answered = answers.take() => node.borrow_mut().on_spawned(answered),
-            () = started_here_ready.notified() => {
-                let answered = std::mem::take(&mut node.borrow_mut().io.started_here);
-                node.borrow_mut().on_spawned(answered);
-            }
         }
     }
     node.borrow_mut().with(|r, io| r.shutdown(io));
@@ -174,6 +167,7 @@ impl Node {
                     reactor.on_pmix(io, event);
                 }
             }
+            Event::Started { token, result } => self.on_spawned(vec![(token, result)]),
         }
     }
 }
@@ -196,10 +190,6 @@ struct Io {
     /// Starts submitted, by token, until their answer.
     starting: HashMap<u64, ProcStart>,
     next_start: u64,
-    /// Answers of the starts this thread made itself, for the loop's next
-    /// turn ([`StartBy::NodeThread`]); `started_here_ready` wakes it.
-    started_here: Vec<(u64, std::io::Result<spawn::Started>)>,
-    started_here_ready: Rc<Notify>,
     up: mpsc::UnboundedSender<ToLauncher>,
     events: mpsc::UnboundedSender<Event>,
     conns: HashMap<ConnId, Conn>,
@@ -327,8 +317,7 @@ impl NodeEffects for Io {
             match p.by {
                 StartBy::SpawnerThreads => self.spawner.submit(token, task),
                 StartBy::NodeThread => {
-                    self.started_here.push((token, spawner::start(&task)));
-                    self.started_here_ready.notify_one();
+                    let _ = self.events.send(Event::Started { token, result: spawner::start(&task) });
                 }
             }
             self.starting.insert(token, p);
