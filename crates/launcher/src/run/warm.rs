@@ -451,7 +451,7 @@ impl Run {
                 }
             }
         }
-        self.warm.unclaimed_shapes += 1;
+        self.warm.unclaimed_shapes = self.warm.unclaimed_shapes.saturating_add(1);
         Miss::Prime
     }
 
