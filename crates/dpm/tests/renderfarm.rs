@@ -8,7 +8,10 @@
 //! refused clearly; a killed worker ends the run (dpm's default policy), or
 //! under `--on-spawned-failure=continue` is found at once, its tile
 //! re-rendered and the worker replaced; a hung worker is declared lost and
-//! its tile re-rendered elsewhere. Also the `soft` spawn key itself.
+//! its tile re-rendered elsewhere; a killed povray's tile is rendered again
+//! (a bounded number of times: a broken scene still fails); growth backs off
+//! and grows into slots freed late, refusals are one line; Ctrl-C ends the
+//! farm with 130 and no tracebacks. Also the `soft` spawn key itself.
 //!
 //! Sizes are tiny (96x64: two 32-row tiles, 128 rows for four) and povray runs
 //! under `nice -n 10`. POV-Ray comes from setup.sh (`povray povray-examples`);
@@ -72,9 +75,9 @@ fn assert_checked(out: &Output, tiles: usize) {
     out.assert_stdout_lacks("FAILED");
 }
 
-fn checked_render(dpm_args: &[&str], mode: &[&str]) {
+fn checked_render(dpm_args: &[&str], mode: &[&str]) -> Option<Output> {
     if !povray_present() {
-        return;
+        return None;
     }
     let png = std::env::temp_dir().join(format!("{}.png", unique("farm")));
     let png_s = png.to_string_lossy().into_owned();
@@ -88,6 +91,7 @@ fn checked_render(dpm_args: &[&str], mode: &[&str]) {
     assert!(data.starts_with(b"\x89PNG\r\n\x1a\n"), "{png_s} is not a PNG");
     // IHDR: width and height, big-endian, at bytes 16..24.
     assert_eq!(&data[16..24], &[0, 0, 0, 96, 0, 0, 0, 64], "PNG size");
+    Some(out)
 }
 
 #[test]
@@ -104,32 +108,36 @@ fn farm_library_unit_tests_pass() {
 
 #[test]
 fn static_mode_renders_pixel_identically() {
-    checked_render(&["-n", "3"], &["--mode", "static"]);
+    let _ = checked_render(&["-n", "3"], &["--mode", "static"]);
 }
 
 #[test]
 fn dynamic_mode_renders_pixel_identically() {
-    checked_render(&["-n", "1"], &["--mode", "dynamic", "--workers", "2"]);
+    let Some(out) = checked_render(&["-n", "1"], &["--mode", "dynamic", "--workers", "2"]) else { return };
+    // One group, released together: the count goes down by one per worker.
+    let released: Vec<String> = out.lines().into_iter().filter(|l| l.starts_with("farm: released worker")).collect();
+    assert_eq!(released.len(), 2, "{}", out.describe());
+    assert!(released[0].ends_with("; 1 worker remains") && released[1].ends_with("; 0 workers remain"), "counts: {released:?}");
 }
 
 #[test]
 fn elastic_mode_renders_pixel_identically() {
-    checked_render(&["-n", "1"], &["--mode", "elastic", "--workers", "1", "--max-workers", "3"]);
+    let _ = checked_render(&["-n", "1"], &["--mode", "elastic", "--workers", "1", "--max-workers", "3"]);
 }
 
 #[test]
 fn static_mode_on_two_virtual_nodes_renders_pixel_identically() {
-    checked_render(&["--virtual-nodes", "2", "-n", "3"], &["--mode", "static"]);
+    let _ = checked_render(&["--virtual-nodes", "2", "-n", "3"], &["--mode", "static"]);
 }
 
 #[test]
 fn dynamic_mode_on_two_virtual_nodes_renders_pixel_identically() {
-    checked_render(&["--virtual-nodes", "2", "-n", "1"], &["--mode", "dynamic", "--workers", "2"]);
+    let _ = checked_render(&["--virtual-nodes", "2", "-n", "1"], &["--mode", "dynamic", "--workers", "2"]);
 }
 
 #[test]
 fn elastic_mode_on_two_virtual_nodes_renders_pixel_identically() {
-    checked_render(&["--virtual-nodes", "2", "-n", "1"], &["--mode", "elastic", "--workers", "1", "--max-workers", "3"]);
+    let _ = checked_render(&["--virtual-nodes", "2", "-n", "1"], &["--mode", "elastic", "--workers", "1", "--max-workers", "3"]);
 }
 
 #[test]
@@ -147,8 +155,12 @@ fn elastic_grows_only_into_free_slots_and_releases_its_workers() {
     out.assert_stdout_contains("farm: grew to 1 worker: worker 1 spawned");
     out.assert_stdout_contains("farm: grew to 2 workers: worker 2 spawned");
     out.assert_stdout_lacks("grew to 3 workers");
-    out.assert_stdout_contains("farm: no room for another worker (spawn refused: ");
-    out.assert_stderr_contains("would exceed the 3 slots");
+    // The refusals: one line for the series, none from dpm (a soft spawn
+    // that finds no room is a normal answer, not a warning).
+    let refusals: Vec<String> = out.lines().into_iter().filter(|l| l.contains("no room")).collect();
+    assert_eq!(refusals.len(), 1, "one line per series of refusals: {refusals:?}\n{}", out.describe());
+    assert!(refusals[0].starts_with("farm: no room for another worker: ") && refusals[0].contains(" refused in "), "{refusals:?}");
+    assert!(!out.stderr_str().contains("WARN"), "dpm warned\n{}", out.describe());
     out.assert_stdout_contains("farm: released worker 1 (");
     out.assert_stdout_contains("farm: released worker 2 (");
     // Released means disconnected and gone before the master ends.
@@ -175,6 +187,43 @@ fn a_missing_scene_is_a_clear_error_in_every_rank() {
 }
 
 #[test]
+fn static_mode_without_workers_is_bad_input() {
+    // Wrong -n for the mode: exit 2 (the README's bad input), before
+    // anything starts, like dynamic mode with -n 2.
+    let out = farm(&["-n", "1"], &["--mode", "static"]);
+    out.assert_code(2);
+    out.assert_stdout_contains("farm: error: --mode static needs workers: run it with -n P+1 for P workers");
+    out.assert_stdout_lacks("farm: rendering");
+    let out = farm(&["-n", "2"], &["--mode", "dynamic"]);
+    out.assert_code(2);
+    out.assert_stdout_contains("farm: error: --mode dynamic starts alone");
+}
+
+#[test]
+fn ctrl_c_ends_the_farm_with_130_and_no_tracebacks() {
+    if !povray_present() {
+        return;
+    }
+    // dpm forwards SIGINT to every process: the master and both workers
+    // leave quietly (with their povray), dpm exits 128+2.
+    let mut run = farm_cmd(&["-n", "1"], &["--mode", "dynamic", "--workers", "2", "--width", "96", "--height", "512"]).spawn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !common::marked_procs(run.marker()).iter().any(|(_, cmd)| cmd.contains("povray") && cmd.contains("+SR")) {
+        assert!(std::time::Instant::now() < deadline, "no povray started within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.wait_for_procs(3); // the master and its two workers (and a povray)
+    run.signal("INT");
+    let out = run.wait();
+    out.assert_code(130);
+    out.assert_stdout_contains("farm: interrupted (SIGINT)");
+    out.assert_stdout_lacks("farm: rendered");
+    for text in [out.stdout_str(), out.stderr_str()] {
+        assert!(!text.contains("Traceback") && !text.contains("KeyboardInterrupt"), "a traceback\n{}", out.describe());
+    }
+}
+
+#[test]
 fn tiles_off_the_render_block_grid_are_refused() {
     let out = farm(&["-n", "1"], &["--mode", "dynamic", "--tile-rows", "20"]);
     out.assert_code(2);
@@ -186,11 +235,42 @@ fn a_scene_povray_rejects_ends_the_run_naming_the_worker() {
     if !povray_present() {
         return;
     }
+    // Every try fails the same way: after --tile-retries (default 2) more
+    // tries the render ends, so a broken scene still fails fast.
     let scene = common::TempFile::new("farm-bad-scene", b"sphere { <0,0,0>, 1 pigment { colour Nonsense } }\n", 0o644);
     let out = farm(&["-n", "1"], &["--mode", "dynamic", "--scene", &scene.path_str(), "--width", "32", "--height", "32"]);
     out.assert_code(3);
-    out.assert_stdout_contains("farm: error: worker ");
+    out.assert_stdout_contains("tile 0 re-queued (try 2 of 3)");
+    out.assert_stdout_contains("tile 0 re-queued (try 3 of 3)");
+    out.assert_stdout_contains("farm: error: tile 0 failed 3 times, last on worker ");
     out.assert_stdout_contains("povray exited with ");
+}
+
+#[test]
+fn a_killed_povray_is_rendered_again_and_the_worker_goes_on() {
+    if !povray_present() {
+        return;
+    }
+    // The OOM killer or a signal ends a worker's povray: its tile is
+    // re-queued (to the other worker if one is idle, else the same one),
+    // nobody is lost, and the image is complete and pixel-identical — in
+    // each mode, also under --on-spawned-failure=continue with an idle
+    // healthy worker (which used to end the render with exit 3).
+    let runs: [(&[&str], &[&str]); 3] = [
+        (&["-n", "2"], &["--mode", "static"]),
+        (&["-n", "1"], &["--mode", "dynamic", "--workers", "2"]),
+        (&["--on-spawned-failure=continue", "-n", "1"], &["--mode", "elastic", "--workers", "2", "--max-workers", "2"]),
+    ];
+    for (dpm_args, mode) in runs {
+        let mut args = vec!["--width", "96", "--height", "64", "--fault-tile", "1", "--fault", "povray", "--check"];
+        args.extend_from_slice(mode);
+        let out = farm(dpm_args, &args);
+        assert_checked(&out, 2);
+        out.assert_stdout_contains("fault povray on tile 1: killing povray pid ");
+        out.assert_stdout_contains("povray was killed by signal 9 (SIGKILL) rendering ");
+        out.assert_stdout_contains("; tile 1 re-queued (try 2 of 3)");
+        out.assert_stdout_lacks("lost worker");
+    }
 }
 
 #[test]
@@ -259,7 +339,7 @@ fn a_killed_worker_is_replaced_under_on_spawned_failure_continue() {
     out.assert_stdout_contains("farm: check: pixel-identical to a plain povray render");
     out.assert_stdout_contains("farm: 1 worker(s) were lost; leaving without MPI_Finalize");
     // The healthy workers were released as always (their own groups).
-    out.assert_stdout_contains("farm: released worker 3 (1 tiles)");
+    out.assert_stdout_contains("farm: released worker 3 (1 tile); ");
 }
 
 #[test]
@@ -292,10 +372,16 @@ fn a_soft_spawn_starts_as_many_as_fit_and_codes_the_rest() {
     // Only odd counts allowed: one.
     let out = soft(&three_slots, "5", "1:5:2");
     out.assert_stdout_contains("soft spawn: remote 1 errcodes 0,42,42,42,42");
-    // No allowed count fits: refused, and dpm says why.
+    // No allowed count fits: refused, a normal answer for a soft spawn
+    // (no warning; dpm says why at -v or DPM_LOG=info).
     let out = soft(&three_slots, "5", "4,5");
     out.assert_stdout_contains("soft spawn: refused");
-    out.assert_stderr_contains("spawning 4 processes would exceed the 3 slots (1 in use)");
+    assert!(!out.stderr_str().contains("WARN"), "a soft spawn without room is no warning\n{}", out.describe());
+    let mut args: Vec<&str> = three_slots.to_vec();
+    args.insert(0, "-v");
+    let out = soft(&args, "5", "4,5");
+    out.assert_stdout_contains("soft spawn: refused");
+    out.assert_stderr_contains("soft spawn: no room: spawning 4 processes would exceed the 3 slots (1 in use)");
     // A value that allows nothing is refused clearly.
     let out = soft(&three_slots, "2", "1:x");
     out.assert_stdout_contains("soft spawn: refused");
@@ -407,7 +493,8 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     let samples = sampler.join().expect("status sampler");
     other.wait().assert_success();
     assert_checked(&out, 8);
-    out.assert_stdout_contains("farm: no room for another worker (spawn refused");
+    out.assert_stdout_contains("farm: no room for another worker: ");
+    out.assert_stdout_contains(" refused in ");
     // Both freed slots in one spawn: workers 2 and 3 together.
     out.assert_stdout_contains("farm: grew to 2 workers: worker 2 spawned in");
     out.assert_stdout_contains("farm: grew to 3 workers: worker 3 spawned in");
@@ -425,4 +512,66 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
         "the workers' slots were not seen returned while the farm ran: {samples:?}\n{}",
         out.describe()
     );
+}
+
+#[test]
+fn elastic_growth_backs_off_and_grows_into_a_slot_freed_late() {
+    if !povray_present() {
+        return;
+    }
+    // Three slots; another run holds one until the farm (master + worker 1)
+    // has been refused well beyond --grow-retries (which used to stop growth
+    // for good: the freed slot then sat idle). Growth backs off instead, and
+    // takes the slot once the other run ends; the refusals are one line.
+    let boot = Boot::start(3);
+    let other = boot.through(Dpm::run(["-n", "1", "sleep", "600"])).spawn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while boot.load().map(|(load, _)| load) != Some(1) {
+        assert!(std::time::Instant::now() < deadline, "the other run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let farm = boot
+        .through(farm_cmd(
+            &["--no-oversubscribe", "-n", "1"],
+            &[
+                "--mode",
+                "elastic",
+                "--workers",
+                "1",
+                "--max-workers",
+                "3",
+                "--width",
+                "96",
+                "--height",
+                "512",
+                "--grow-interval",
+                "0.1",
+                "--grow-interval-max",
+                "0.3",
+                "--grow-retries",
+                "2",
+                "--verbose",
+                "--check",
+            ],
+        ))
+        .spawn();
+    // The farm holds the two free slots, and is refused more than twice
+    // (each refusal is a line with --verbose; here the load is what the
+    // test can see while it runs): wait for the load, then a few retries.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while boot.load().map(|(load, _)| load) != Some(3) {
+        assert!(std::time::Instant::now() < deadline, "the farm did not fill the slots");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    other.signal("TERM");
+    let _ = other.wait_unchecked();
+    let out = farm.wait();
+    assert_checked(&out, 16);
+    let refused = out.lines().iter().filter(|l| l.starts_with("farm: spawn refused (")).count();
+    assert!(refused > 2, "only {refused} refusals: the test did not outlast --grow-retries\n{}", out.describe());
+    out.assert_stdout_contains("farm: grew to 2 workers: worker 2 spawned in");
+    out.assert_stdout_lacks("grew to 3 workers");
+    let series: Vec<String> = out.lines().into_iter().filter(|l| l.starts_with("farm: no room for another worker: ")).collect();
+    assert!(series.first().is_some_and(|l| l.ends_with("; then grew")), "{series:?}\n{}", out.describe());
 }
