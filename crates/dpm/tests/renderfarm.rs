@@ -247,6 +247,23 @@ fn a_scene_povray_rejects_ends_the_run_naming_the_worker() {
 }
 
 #[test]
+fn an_elastic_farm_that_can_start_no_worker_gives_up() {
+    if !povray_present() {
+        return;
+    }
+    // One slot, the master's: every growth is refused and no worker will
+    // ever render, so after --grow-retries refusals in a row it ends (3).
+    let out = farm(
+        &["--no-oversubscribe", "--usize", "1", "-n", "1"],
+        &["--mode", "elastic", "--width", "96", "--height", "64", "--grow-interval", "0.1", "--grow-retries", "3"],
+    );
+    out.assert_code(3);
+    out.assert_stdout_contains("farm: no room for another worker: 3 spawns refused in ");
+    out.assert_stdout_contains("; giving up: no worker left after 3 in a row");
+    out.assert_stdout_contains("farm: error: no workers left and 2 tiles unrendered");
+}
+
+#[test]
 fn a_killed_povray_is_rendered_again_and_the_worker_goes_on() {
     if !povray_present() {
         return;
@@ -470,23 +487,7 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     let out = boot
         .through(farm_cmd(
             &["--no-oversubscribe", "-n", "1"],
-            &[
-                "--mode",
-                "elastic",
-                "--workers",
-                "1",
-                "--max-workers",
-                "3",
-                "--width",
-                "96",
-                "--height",
-                "256",
-                "--grow-interval",
-                "0.2",
-                "--grow-retries",
-                "1000",
-                "--check",
-            ],
+            &["--mode", "elastic", "--workers", "1", "--max-workers", "3", "--width", "96", "--height", "256", "--grow-interval", "0.2", "--check"],
         ))
         .output();
     stop.store(true, Ordering::Relaxed);

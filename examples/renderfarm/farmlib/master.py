@@ -172,9 +172,11 @@ class Master:
             return
         n = series.refusals
         cap = max(self.args.grow_interval, self.args.grow_interval_max)
+        # MPICH's text is "pmi1_spawn(220).: PMI_Spawn_multiple returned -1":
+        # the cause alone (dpm says more with `dpm run -v`).
         log(f"no room for another worker: {n} spawn{'s' if n != 1 else ''} refused in "
-            f"{series.last - series.first:.1f} s (spawn refused: {series.reason}; waits doubling from "
-            f"{self.args.grow_interval:g} to {cap:g} s); {outcome}")
+            f"{series.last - series.first:.1f} s, waits doubling from {self.args.grow_interval:g} to {cap:g} s "
+            f"({series.reason.rsplit(': ', 1)[-1]}); {outcome}")
 
     # ---- messages -------------------------------------------------------
 
