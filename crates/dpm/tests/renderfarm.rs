@@ -242,7 +242,7 @@ fn a_scene_povray_rejects_ends_the_run_naming_the_worker() {
     out.assert_code(3);
     out.assert_stdout_contains("tile 0 re-queued (try 2 of 3)");
     out.assert_stdout_contains("tile 0 re-queued (try 3 of 3)");
-    out.assert_stdout_contains("farm: error: tile 0 failed 3 times, last on worker ");
+    out.assert_stdout_contains("farm: error: tile 0 failed 3 times, last: worker ");
     out.assert_stdout_contains("povray exited with ");
 }
 
@@ -357,6 +357,39 @@ fn a_killed_worker_is_replaced_under_on_spawned_failure_continue() {
     out.assert_stdout_contains("farm: 1 worker(s) were lost; leaving without MPI_Finalize");
     // The healthy workers were released as always (their own groups).
     out.assert_stdout_contains("farm: released worker 3 (1 tile); ");
+}
+
+#[test]
+fn a_tile_that_loses_its_worker_counts_against_its_retries() {
+    if !povray_present() {
+        return;
+    }
+    // A tile that kills whoever renders it must not use up replacement
+    // workers for ever: with --tile-retries 0 its first loss ends the render.
+    let out = farm(
+        &["--on-spawned-failure=continue", "-n", "1"],
+        &[
+            "--mode",
+            "elastic",
+            "--workers",
+            "2",
+            "--max-workers",
+            "2",
+            "--width",
+            "96",
+            "--height",
+            "64",
+            "--fault-tile",
+            "1",
+            "--fault",
+            "kill",
+            "--tile-retries",
+            "0",
+        ],
+    );
+    out.assert_code(3);
+    out.assert_stdout_contains("farm: error: tile 1 failed 1 time, last: lost worker ");
+    out.assert_stdout_lacks("farm: rendered");
 }
 
 #[test]

@@ -243,12 +243,16 @@ class Master:
             w.state, w.since = "idle", now
             self.failed_by.setdefault(index, set()).add(w.wid)
             if not self.retries.failed(index):
-                raise FarmError(f"tile {index} failed {self.retries.attempts(index) - 1} times, "
-                                f"last on worker {w.wid} on {w.host}: {text}")
+                self.give_up(index, f"worker {w.wid} on {w.host}: {text}")
             if index not in self.done:
                 self.queue.appendleft(tile)
             log(f"worker {w.wid} on {w.host}: {text.splitlines()[0]}; tile {index} re-queued "
                 f"(try {self.retries.attempts(index)} of {self.args.tile_retries + 1})")
+
+    def give_up(self, index, last):
+        """Tile `index` failed once more than --tile-retries allows."""
+        n = self.retries.attempts(index) - 1
+        raise FarmError(f"tile {index} failed {n} time{'s' if n != 1 else ''}, last: {last}")
 
     def lose(self, w, reason):
         self.lost += 1
@@ -256,6 +260,11 @@ class Master:
         w.state, w.tile = "lost", None
         self.elastic.slot_freed(time.monotonic())  # its slot may be free: grow into it now
         if tile is not None and tile[0] not in self.done:
+            # A tile that takes down every worker given it (its povray's
+            # memory, say) counts against --tile-retries too: else replaced
+            # workers would take it, and die, for ever.
+            if not self.retries.failed(tile[0]):
+                self.give_up(tile[0], f"lost worker {w.wid} on {w.host} ({reason})")
             self.queue.appendleft(tile)
             log(f"lost worker {w.wid} on {w.host} ({reason}); tile {tile[0]} re-queued")
         else:

@@ -12,9 +12,11 @@ farm with no worker left gives up, after `max_refusals` refusals in a row
 with none: it could never finish otherwise. Refusals in a row form a
 *series*, reported once when it ends (`end_series`), not once per refusal.
 
-`TileRetries` bounds how often one tile's povray may fail (killed by the OOM
-killer or a signal, or an error exit) before the render is given up: a
-broken scene fails every tile at once, so it still ends the render fast.
+`TileRetries` bounds how often one tile may fail (its povray killed by the
+OOM killer or a signal, or an error exit; its worker lost) before the render
+is given up: a broken scene fails every tile at once, so it still ends the
+render fast, and a tile that takes down every worker given it cannot use up
+replacement workers for ever.
 
 Shrinking needs no state: an idle worker with nothing left in the queue is
 released at once (see master.py).
