@@ -491,15 +491,17 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     if !povray_present() {
         return;
     }
-    // Four slots; another run holds two of them for 3 s. The farm (master +
-    // one worker) fills the other two, is refused more, and once the other
-    // run ends takes both freed slots in one soft spawn: eight tiles, so
+    // Four slots; another run holds two of them until the farm (master +
+    // one worker) has filled the other two and been refused more (seen in
+    // the load, then 2 s of refusals); once the other run ends the farm
+    // takes both freed slots in one soft spawn (a fixed 0.2 s between
+    // tries, no backoff, so the spawn comes while tiles wait): eight tiles, so
     // that more than two still wait then (with four, one worker had rendered
     // all but one by then when tiles took 1.3 s). Its idle
     // workers are released before it ends: `dpm status` shows the load
     // drop to the master alone while the farm still runs (--check).
     let boot = Boot::start(4);
-    let other = boot.through(Dpm::run(["-n", "2", "sleep", "3"])).spawn();
+    let other = boot.through(Dpm::run(["-n", "2", "sleep", "600"])).spawn();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while boot.load().map(|(load, _)| load) != Some(2) {
         assert!(std::time::Instant::now() < deadline, "the other run did not start");
@@ -517,15 +519,39 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
             samples
         })
     };
-    let out = boot
+    let farm = boot
         .through(farm_cmd(
             &["--no-oversubscribe", "-n", "1"],
-            &["--mode", "elastic", "--workers", "1", "--max-workers", "3", "--width", "96", "--height", "256", "--grow-interval", "0.2", "--check"],
+            &[
+                "--mode",
+                "elastic",
+                "--workers",
+                "1",
+                "--max-workers",
+                "3",
+                "--width",
+                "96",
+                "--height",
+                "256",
+                "--grow-interval",
+                "0.2",
+                "--grow-interval-max",
+                "0.2",
+                "--check",
+            ],
         ))
-        .output();
+        .spawn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while boot.load().map(|(load, _)| load) != Some(4) {
+        assert!(std::time::Instant::now() < deadline, "the farm did not fill the free slots");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    other.signal("TERM");
+    let _ = other.wait_unchecked();
+    let out = farm.wait();
     stop.store(true, Ordering::Relaxed);
     let samples = sampler.join().expect("status sampler");
-    other.wait().assert_success();
     assert_checked(&out, 8);
     out.assert_stdout_contains("farm: no room for another worker: ");
     out.assert_stdout_contains(" refused in ");
