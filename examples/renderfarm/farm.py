@@ -59,7 +59,8 @@ def parse(argv):
     p.add_argument("--mode", choices=["static", "dynamic", "elastic"], default="dynamic")
     p.add_argument("--workers", type=int, default=2, help="workers at start (dynamic, elastic)")
     p.add_argument("--max-workers", type=int, default=8, help="elastic: grow up to this many workers")
-    p.add_argument("--grow-interval", type=float, default=0.5, help="elastic: seconds to wait after a refused spawn (doubling, see --grow-interval-max)")
+    p.add_argument("--grow-interval", type=float, default=0.5,
+                   help="elastic: seconds to wait after a refused spawn (doubling, see --grow-interval-max)")
     p.add_argument("--grow-after", type=float, default=0.0, help="elastic: no growth in the first S seconds")
     p.add_argument("--grow-retries", type=int, default=20,
                    help="elastic: with no worker left, refusals in a row before the render is given up")
