@@ -72,7 +72,8 @@ def parse(argv):
     p.add_argument("--warm", action="store_true",
                    help="elastic: ask dpm for a pre-started worker on growth (spawn info dpm_warm=true)")
     p.add_argument("--tile-retries", type=int, default=2,
-                   help="times a tile is rendered again after its povray failed (killed, crashed) or its worker was lost")
+                   help="times a tile is rendered again after its povray failed (killed, crashed) or its worker "
+                        "was lost")
     p.add_argument("--tile-timeout", type=float, default=300.0, help="seconds before a silent worker is lost")
     p.add_argument("--start-timeout", type=float, default=60.0, help="seconds for a spawned worker to report")
     p.add_argument("--check", action="store_true", help="compare with one plain povray render")
