@@ -9,9 +9,36 @@ bands of rows from a work queue to workers that render them with povray.
 See README.md in this directory for the modes, the pixel check and failures.
 """
 
-import argparse
 import os
+import signal
 import sys
+
+
+def interrupted(signum, _frame):
+    """Ctrl-C (dpm forwards SIGINT to every process of the run): leave at
+    once with 128+N, quietly — not one KeyboardInterrupt traceback per
+    process — ending this worker's povray, if any, with it. The master says
+    so once; MPI_Finalize would wait for peers that are leaving too."""
+    povray = sys.modules.get("farmlib.povray")
+    running = getattr(povray, "RUNNING", None)
+    if running is not None:
+        try:
+            running.kill()
+        except OSError:
+            pass
+    if MASTER:
+        try:
+            sys.stdout.write(f"\nfarm: interrupted ({signal.Signals(signum).name})\n")
+            sys.stdout.flush()
+        except Exception:  # a write it interrupted (reentrant), a closed pipe: leave anyway
+            pass
+    os._exit(128 + signum)
+
+
+MASTER = False
+signal.signal(signal.SIGINT, interrupted)
+
+import argparse  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,14 +59,21 @@ def parse(argv):
     p.add_argument("--mode", choices=["static", "dynamic", "elastic"], default="dynamic")
     p.add_argument("--workers", type=int, default=2, help="workers at start (dynamic, elastic)")
     p.add_argument("--max-workers", type=int, default=8, help="elastic: grow up to this many workers")
-    p.add_argument("--grow-interval", type=float, default=0.5, help="elastic: seconds between refused spawns")
+    p.add_argument("--grow-interval", type=float, default=0.5,
+                   help="elastic: seconds to wait after a refused spawn (doubling, see --grow-interval-max)")
     p.add_argument("--grow-after", type=float, default=0.0, help="elastic: no growth in the first S seconds")
-    p.add_argument("--grow-retries", type=int, default=20, help="elastic: refusals in a row before growth stops")
+    p.add_argument("--grow-retries", type=int, default=20,
+                   help="elastic: with no worker left, refusals in a row before the render is given up")
+    p.add_argument("--grow-interval-max", type=float, default=2.0,
+                   help="elastic: the wait after a refused spawn doubles up to S seconds")
     p.add_argument("--grow-spawn", choices=["soft", "one"], default="soft",
                    help="elastic: one spawn for every worker wanted with the MPI soft key (as many as fit), "
                         "or one worker per spawn")
     p.add_argument("--warm", action="store_true",
                    help="elastic: ask dpm for a pre-started worker on growth (spawn info dpm_warm=true)")
+    p.add_argument("--tile-retries", type=int, default=2,
+                   help="times a tile is rendered again after its povray failed (killed, crashed) or its worker "
+                        "was lost")
     p.add_argument("--tile-timeout", type=float, default=300.0, help="seconds before a silent worker is lost")
     p.add_argument("--start-timeout", type=float, default=60.0, help="seconds for a spawned worker to report")
     p.add_argument("--check", action="store_true", help="compare with one plain povray render")
@@ -48,13 +82,16 @@ def parse(argv):
     p.add_argument("--verbose", action="store_true")
     # Test hooks: the first worker given tile K fails on it (killed, stopped, or exits 1).
     p.add_argument("--fault-tile", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--fault", choices=["kill", "stop", "exit"], default="kill", help=argparse.SUPPRESS)
+    # `povray`: the worker's povray is killed (SIGKILL, as by the OOM killer); the worker goes on.
+    p.add_argument("--fault", choices=["kill", "stop", "exit", "povray"], default="kill", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.workers < 1 or args.max_workers < args.workers:
         p.error("need 1 <= --workers <= --max-workers")
-    if args.tile_timeout <= 0 or args.start_timeout <= 0 or min(args.grow_interval, args.grow_after) < 0 \
+    if args.tile_timeout <= 0 or args.start_timeout <= 0 \
+            or min(args.grow_interval, args.grow_after, args.grow_interval_max, args.tile_retries) < 0 \
             or args.grow_retries < 1:
-        p.error("timeouts must be positive, --grow-interval and --grow-after >= 0, --grow-retries >= 1")
+        p.error("timeouts must be positive, --grow-interval, --grow-interval-max, --grow-after and --tile-retries "
+                ">= 0, --grow-retries >= 1")
     return args
 
 
@@ -69,7 +106,9 @@ def main(argv):
     from farmlib.povray import Settings
     from farmlib.progress import log
 
+    global MASTER
     world = MPI.COMM_WORLD
+    MASTER = world.Get_rank() == 0
     if world.Get_rank() > 0:
         if args.mode != "static":
             return 2  # rank 0 says why
@@ -77,6 +116,9 @@ def main(argv):
         return 0
     if args.mode != "static" and world.Get_size() > 1:
         log(f"error: --mode {args.mode} starts alone and spawns its workers: run it with -n 1")
+        return 2
+    if args.mode == "static" and world.Get_size() < 2:
+        log("error: --mode static needs workers: run it with -n P+1 for P workers")
         return 2
     settings = Settings(scene=args.scene, width=args.width, height=args.height,
                         aa="" if args.aa == "off" else args.aa, block=args.block_size,

@@ -3,78 +3,29 @@
 //! to one plain povray run (the farm's own `--check`), on one node and on two
 //! virtual nodes; elastic mode grows only into free slots under
 //! `--no-oversubscribe` (one `soft` spawn for all the room there is) and
-//! releases its workers; under `dpm boot` it grows into the slots another
-//! run frees and gives them back visibly in `dpm status`; bad input is
+//! releases its workers (under `dpm boot`: `renderfarm_boot.rs`); bad input is
 //! refused clearly; a killed worker ends the run (dpm's default policy), or
 //! under `--on-spawned-failure=continue` is found at once, its tile
 //! re-rendered and the worker replaced; a hung worker is declared lost and
-//! its tile re-rendered elsewhere. Also the `soft` spawn key itself.
+//! its tile re-rendered elsewhere; a killed povray's tile is rendered again
+//! (a bounded number of times: a broken scene still fails); refusals are
+//! one line; Ctrl-C ends the farm with 130 and no tracebacks. Also the
+//! `soft` spawn key itself.
 //!
 //! Sizes are tiny (96x64: two 32-row tiles, 128 rows for four) and povray runs
 //! under `nice -n 10`. POV-Ray comes from setup.sh (`povray povray-examples`);
 //! without it these tests fail under `CI=true` and say they skipped otherwise.
 
 mod common;
+mod farm;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use common::{repo_root, unique, Output};
+use farm::{assert_checked, farm, farm_cmd, povray_present, python};
 use std::time::Duration;
 
-use common::{dpm_bin, repo_root, unique, Dpm, Output};
-
-const SCENE: &str = "/usr/share/doc/povray/examples/advanced/glasschess/glasschess.pov";
-const WATCHDOG: Duration = Duration::from_secs(180);
-
-/// True when povray and the scene are installed; panics under CI=true when not.
-fn povray_present() -> bool {
-    let povray = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join("povray").is_file())).unwrap_or(false);
-    if povray && Path::new(SCENE).is_file() {
-        return true;
-    }
-    let what = "povray or its glass chess scene is missing (./scripts/setup.sh installs povray povray-examples)";
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{what}");
-    }
-    eprintln!("SKIPPED: {what}");
-    false
-}
-
-/// `dpm run DPM_ARGS... .venv/bin/python SCRIPT ARGS...` (SCRIPT in examples/renderfarm).
-fn python(dpm_args: &[&str], script: &str, args: &[&str]) -> Dpm {
-    let python = repo_root().join(".venv/bin/python");
-    assert!(python.is_file(), "{} is missing: run ./scripts/setup.sh", python.display());
-    let script = repo_root().join("examples/renderfarm").join(script);
-    let mut all: Vec<String> = dpm_args.iter().map(|s| s.to_string()).collect();
-    all.push(python.to_string_lossy().into_owned());
-    all.push(script.to_string_lossy().into_owned());
-    all.extend(args.iter().map(|s| s.to_string()));
-    Dpm::run(all).watchdog(WATCHDOG)
-}
-
-/// `dpm run DPM_ARGS... .venv/bin/python farm.py --nice 10 --progress plain FARM_ARGS...`
-fn farm_cmd(dpm_args: &[&str], farm_args: &[&str]) -> Dpm {
-    let mut args = vec!["--nice", "10", "--progress", "plain"];
-    args.extend_from_slice(farm_args);
-    python(dpm_args, "farm.py", &args)
-}
-
-fn farm(dpm_args: &[&str], farm_args: &[&str]) -> Output {
-    farm_cmd(dpm_args, farm_args).output()
-}
-
-/// The run succeeded, its image passed `--check`, and every tile was rendered.
-fn assert_checked(out: &Output, tiles: usize) {
-    out.assert_success();
-    out.assert_stdout_contains("farm: check: pixel-identical to a plain povray render");
-    out.assert_stdout_contains(&format!("farm: rendered {tiles} tiles in "));
-    out.assert_stdout_lacks("FAILED");
-}
-
-fn checked_render(dpm_args: &[&str], mode: &[&str]) {
+fn checked_render(dpm_args: &[&str], mode: &[&str]) -> Option<Output> {
     if !povray_present() {
-        return;
+        return None;
     }
     let png = std::env::temp_dir().join(format!("{}.png", unique("farm")));
     let png_s = png.to_string_lossy().into_owned();
@@ -88,6 +39,7 @@ fn checked_render(dpm_args: &[&str], mode: &[&str]) {
     assert!(data.starts_with(b"\x89PNG\r\n\x1a\n"), "{png_s} is not a PNG");
     // IHDR: width and height, big-endian, at bytes 16..24.
     assert_eq!(&data[16..24], &[0, 0, 0, 96, 0, 0, 0, 64], "PNG size");
+    Some(out)
 }
 
 #[test]
@@ -104,32 +56,36 @@ fn farm_library_unit_tests_pass() {
 
 #[test]
 fn static_mode_renders_pixel_identically() {
-    checked_render(&["-n", "3"], &["--mode", "static"]);
+    let _ = checked_render(&["-n", "3"], &["--mode", "static"]);
 }
 
 #[test]
 fn dynamic_mode_renders_pixel_identically() {
-    checked_render(&["-n", "1"], &["--mode", "dynamic", "--workers", "2"]);
+    let Some(out) = checked_render(&["-n", "1"], &["--mode", "dynamic", "--workers", "2"]) else { return };
+    // One group, released together: the count goes down by one per worker.
+    let released: Vec<String> = out.lines().into_iter().filter(|l| l.starts_with("farm: released worker")).collect();
+    assert_eq!(released.len(), 2, "{}", out.describe());
+    assert!(released[0].ends_with("; 1 worker remains") && released[1].ends_with("; 0 workers remain"), "counts: {released:?}");
 }
 
 #[test]
 fn elastic_mode_renders_pixel_identically() {
-    checked_render(&["-n", "1"], &["--mode", "elastic", "--workers", "1", "--max-workers", "3"]);
+    let _ = checked_render(&["-n", "1"], &["--mode", "elastic", "--workers", "1", "--max-workers", "3"]);
 }
 
 #[test]
 fn static_mode_on_two_virtual_nodes_renders_pixel_identically() {
-    checked_render(&["--virtual-nodes", "2", "-n", "3"], &["--mode", "static"]);
+    let _ = checked_render(&["--virtual-nodes", "2", "-n", "3"], &["--mode", "static"]);
 }
 
 #[test]
 fn dynamic_mode_on_two_virtual_nodes_renders_pixel_identically() {
-    checked_render(&["--virtual-nodes", "2", "-n", "1"], &["--mode", "dynamic", "--workers", "2"]);
+    let _ = checked_render(&["--virtual-nodes", "2", "-n", "1"], &["--mode", "dynamic", "--workers", "2"]);
 }
 
 #[test]
 fn elastic_mode_on_two_virtual_nodes_renders_pixel_identically() {
-    checked_render(&["--virtual-nodes", "2", "-n", "1"], &["--mode", "elastic", "--workers", "1", "--max-workers", "3"]);
+    let _ = checked_render(&["--virtual-nodes", "2", "-n", "1"], &["--mode", "elastic", "--workers", "1", "--max-workers", "3"]);
 }
 
 #[test]
@@ -147,8 +103,12 @@ fn elastic_grows_only_into_free_slots_and_releases_its_workers() {
     out.assert_stdout_contains("farm: grew to 1 worker: worker 1 spawned");
     out.assert_stdout_contains("farm: grew to 2 workers: worker 2 spawned");
     out.assert_stdout_lacks("grew to 3 workers");
-    out.assert_stdout_contains("farm: no room for another worker (spawn refused: ");
-    out.assert_stderr_contains("would exceed the 3 slots");
+    // The refusals: one line for the series, none from dpm (a soft spawn
+    // that finds no room is a normal answer, not a warning).
+    let refusals: Vec<String> = out.lines().into_iter().filter(|l| l.contains("no room")).collect();
+    assert_eq!(refusals.len(), 1, "one line per series of refusals: {refusals:?}\n{}", out.describe());
+    assert!(refusals[0].starts_with("farm: no room for another worker: ") && refusals[0].contains(" refused in "), "{refusals:?}");
+    assert!(!out.stderr_str().contains("WARN"), "dpm warned\n{}", out.describe());
     out.assert_stdout_contains("farm: released worker 1 (");
     out.assert_stdout_contains("farm: released worker 2 (");
     // Released means disconnected and gone before the master ends.
@@ -175,6 +135,43 @@ fn a_missing_scene_is_a_clear_error_in_every_rank() {
 }
 
 #[test]
+fn static_mode_without_workers_is_bad_input() {
+    // Wrong -n for the mode: exit 2 (the README's bad input), before
+    // anything starts, like dynamic mode with -n 2.
+    let out = farm(&["-n", "1"], &["--mode", "static"]);
+    out.assert_code(2);
+    out.assert_stdout_contains("farm: error: --mode static needs workers: run it with -n P+1 for P workers");
+    out.assert_stdout_lacks("farm: rendering");
+    let out = farm(&["-n", "2"], &["--mode", "dynamic"]);
+    out.assert_code(2);
+    out.assert_stdout_contains("farm: error: --mode dynamic starts alone");
+}
+
+#[test]
+fn ctrl_c_ends_the_farm_with_130_and_no_tracebacks() {
+    if !povray_present() {
+        return;
+    }
+    // dpm forwards SIGINT to every process: the master and both workers
+    // leave quietly (with their povray), dpm exits 128+2.
+    let mut run = farm_cmd(&["-n", "1"], &["--mode", "dynamic", "--workers", "2", "--width", "96", "--height", "512"]).spawn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !common::marked_procs(run.marker()).iter().any(|(_, cmd)| cmd.contains("povray") && cmd.contains("+SR")) {
+        assert!(std::time::Instant::now() < deadline, "no povray started within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.wait_for_procs(3); // the master and its two workers (and a povray)
+    run.signal("INT");
+    let out = run.wait();
+    out.assert_code(130);
+    out.assert_stdout_contains("farm: interrupted (SIGINT)");
+    out.assert_stdout_lacks("farm: rendered");
+    for text in [out.stdout_str(), out.stderr_str()] {
+        assert!(!text.contains("Traceback") && !text.contains("KeyboardInterrupt"), "a traceback\n{}", out.describe());
+    }
+}
+
+#[test]
 fn tiles_off_the_render_block_grid_are_refused() {
     let out = farm(&["-n", "1"], &["--mode", "dynamic", "--tile-rows", "20"]);
     out.assert_code(2);
@@ -186,11 +183,59 @@ fn a_scene_povray_rejects_ends_the_run_naming_the_worker() {
     if !povray_present() {
         return;
     }
+    // Every try fails the same way: after --tile-retries (default 2) more
+    // tries the render ends, so a broken scene still fails fast.
     let scene = common::TempFile::new("farm-bad-scene", b"sphere { <0,0,0>, 1 pigment { colour Nonsense } }\n", 0o644);
     let out = farm(&["-n", "1"], &["--mode", "dynamic", "--scene", &scene.path_str(), "--width", "32", "--height", "32"]);
     out.assert_code(3);
-    out.assert_stdout_contains("farm: error: worker ");
+    out.assert_stdout_contains("tile 0 re-queued (try 2 of 3)");
+    out.assert_stdout_contains("tile 0 re-queued (try 3 of 3)");
+    out.assert_stdout_contains("farm: error: tile 0 failed 3 times, last: worker ");
     out.assert_stdout_contains("povray exited with ");
+}
+
+#[test]
+fn an_elastic_farm_that_can_start_no_worker_gives_up() {
+    if !povray_present() {
+        return;
+    }
+    // One slot, the master's: every growth is refused and no worker will
+    // ever render, so after --grow-retries refusals in a row it ends (3).
+    let out = farm(
+        &["--no-oversubscribe", "--usize", "1", "-n", "1"],
+        &["--mode", "elastic", "--width", "96", "--height", "64", "--grow-interval", "0.1", "--grow-retries", "3"],
+    );
+    out.assert_code(3);
+    out.assert_stdout_contains("farm: no room for another worker: 3 spawns refused in ");
+    out.assert_stdout_contains("; giving up: no worker left after 3 in a row");
+    out.assert_stdout_contains("farm: error: no workers left and 2 tiles unrendered");
+}
+
+#[test]
+fn a_killed_povray_is_rendered_again_and_the_worker_goes_on() {
+    if !povray_present() {
+        return;
+    }
+    // The OOM killer or a signal ends a worker's povray: its tile is
+    // re-queued (to the other worker if one is idle, else the same one),
+    // nobody is lost, and the image is complete and pixel-identical — in
+    // each mode, also under --on-spawned-failure=continue with an idle
+    // healthy worker (which used to end the render with exit 3).
+    let runs: [(&[&str], &[&str]); 3] = [
+        (&["-n", "2"], &["--mode", "static"]),
+        (&["-n", "1"], &["--mode", "dynamic", "--workers", "2"]),
+        (&["--on-spawned-failure=continue", "-n", "1"], &["--mode", "elastic", "--workers", "2", "--max-workers", "2"]),
+    ];
+    for (dpm_args, mode) in runs {
+        let mut args = vec!["--width", "96", "--height", "64", "--fault-tile", "1", "--fault", "povray", "--check"];
+        args.extend_from_slice(mode);
+        let out = farm(dpm_args, &args);
+        assert_checked(&out, 2);
+        out.assert_stdout_contains("fault povray on tile 1: killing povray pid ");
+        out.assert_stdout_contains("povray was killed by signal 9 (SIGKILL) rendering ");
+        out.assert_stdout_contains("; tile 1 re-queued (try 2 of 3)");
+        out.assert_stdout_lacks("lost worker");
+    }
 }
 
 #[test]
@@ -259,7 +304,40 @@ fn a_killed_worker_is_replaced_under_on_spawned_failure_continue() {
     out.assert_stdout_contains("farm: check: pixel-identical to a plain povray render");
     out.assert_stdout_contains("farm: 1 worker(s) were lost; leaving without MPI_Finalize");
     // The healthy workers were released as always (their own groups).
-    out.assert_stdout_contains("farm: released worker 3 (1 tiles)");
+    out.assert_stdout_contains("farm: released worker 3 (1 tile); ");
+}
+
+#[test]
+fn a_tile_that_loses_its_worker_counts_against_its_retries() {
+    if !povray_present() {
+        return;
+    }
+    // A tile that kills whoever renders it must not use up replacement
+    // workers for ever: with --tile-retries 0 its first loss ends the render.
+    let out = farm(
+        &["--on-spawned-failure=continue", "-n", "1"],
+        &[
+            "--mode",
+            "elastic",
+            "--workers",
+            "2",
+            "--max-workers",
+            "2",
+            "--width",
+            "96",
+            "--height",
+            "64",
+            "--fault-tile",
+            "1",
+            "--fault",
+            "kill",
+            "--tile-retries",
+            "0",
+        ],
+    );
+    out.assert_code(3);
+    out.assert_stdout_contains("farm: error: tile 1 failed 1 time, last: lost worker ");
+    out.assert_stdout_lacks("farm: rendered");
 }
 
 #[test]
@@ -292,10 +370,16 @@ fn a_soft_spawn_starts_as_many_as_fit_and_codes_the_rest() {
     // Only odd counts allowed: one.
     let out = soft(&three_slots, "5", "1:5:2");
     out.assert_stdout_contains("soft spawn: remote 1 errcodes 0,42,42,42,42");
-    // No allowed count fits: refused, and dpm says why.
+    // No allowed count fits: refused, a normal answer for a soft spawn
+    // (no warning; dpm says why at -v or DPM_LOG=info).
     let out = soft(&three_slots, "5", "4,5");
     out.assert_stdout_contains("soft spawn: refused");
-    out.assert_stderr_contains("spawning 4 processes would exceed the 3 slots (1 in use)");
+    assert!(!out.stderr_str().contains("WARN"), "a soft spawn without room is no warning\n{}", out.describe());
+    let mut args: Vec<&str> = three_slots.to_vec();
+    args.insert(0, "-v");
+    let out = soft(&args, "5", "4,5");
+    out.assert_stdout_contains("soft spawn: refused");
+    out.assert_stderr_contains("soft spawn: no room: spawning 4 processes would exceed the 3 slots (1 in use)");
     // A value that allows nothing is refused clearly.
     let out = soft(&three_slots, "2", "1:x");
     out.assert_stdout_contains("soft spawn: refused");
@@ -303,126 +387,4 @@ fn a_soft_spawn_starts_as_many_as_fit_and_codes_the_rest() {
     // Oversubscription allowed: every process.
     let out = soft(&["-n", "1"], "3", "1:3");
     out.assert_stdout_contains("soft spawn: remote 3 errcodes 0,0,0");
-}
-
-/// A `dpm boot` of one node with `slots` slots in a private runtime
-/// directory; `dpm down` on drop.
-struct Boot {
-    dir: PathBuf,
-}
-
-impl Boot {
-    fn start(slots: u32) -> Boot {
-        let dir = std::env::temp_dir().join(unique("dpm-farm-boot"));
-        let out = Command::new(dpm_bin())
-            .args(["boot", "-hosts", &format!("localhost:{slots}")])
-            .env("DPM_RUNTIME_DIR", &dir)
-            .env_remove("DPM_BOOT")
-            .output()
-            .expect("run dpm boot");
-        assert!(out.status.success(), "dpm boot failed: {}", String::from_utf8_lossy(&out.stderr));
-        Boot { dir }
-    }
-
-    /// `dpm run` through this boot.
-    fn through(&self, dpm: Dpm) -> Dpm {
-        dpm.env("DPM_NO_BOOT", "").env("DPM_RUNTIME_DIR", &self.dir.to_string_lossy())
-    }
-
-    fn load(&self) -> Option<(u32, usize)> {
-        status_load(&self.dir)
-    }
-}
-
-/// The load (processes running) of node 0 of the boot in `dir` and the
-/// number of runs, from `dpm status`.
-fn status_load(dir: &Path) -> Option<(u32, usize)> {
-    let out = Command::new(dpm_bin()).arg("status").env("DPM_RUNTIME_DIR", dir).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let load = text.lines().find(|l| l.starts_with("0 "))?.split_whitespace().nth(3)?.parse().ok()?;
-    Some((load, text.matches("dpm run (pid").count()))
-}
-
-impl Drop for Boot {
-    fn drop(&mut self) {
-        let _ = Command::new(dpm_bin()).arg("down").env("DPM_RUNTIME_DIR", &self.dir).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-#[test]
-fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
-    if !povray_present() {
-        return;
-    }
-    // Four slots; another run holds two of them for 3 s. The farm (master +
-    // one worker) fills the other two, is refused more, and once the other
-    // run ends takes both freed slots in one soft spawn: eight tiles, so
-    // that more than two still wait then (with four, one worker had rendered
-    // all but one by then when tiles took 1.3 s). Its idle
-    // workers are released before it ends: `dpm status` shows the load
-    // drop to the master alone while the farm still runs (--check).
-    let boot = Boot::start(4);
-    let other = boot.through(Dpm::run(["-n", "2", "sleep", "3"])).spawn();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while boot.load().map(|(load, _)| load) != Some(2) {
-        assert!(std::time::Instant::now() < deadline, "the other run did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (stop, dir) = (stop.clone(), boot.dir.clone());
-        std::thread::spawn(move || {
-            let mut samples = Vec::new();
-            while !stop.load(Ordering::Relaxed) {
-                samples.extend(status_load(&dir));
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            samples
-        })
-    };
-    let out = boot
-        .through(farm_cmd(
-            &["--no-oversubscribe", "-n", "1"],
-            &[
-                "--mode",
-                "elastic",
-                "--workers",
-                "1",
-                "--max-workers",
-                "3",
-                "--width",
-                "96",
-                "--height",
-                "256",
-                "--grow-interval",
-                "0.2",
-                "--grow-retries",
-                "1000",
-                "--check",
-            ],
-        ))
-        .output();
-    stop.store(true, Ordering::Relaxed);
-    let samples = sampler.join().expect("status sampler");
-    other.wait().assert_success();
-    assert_checked(&out, 8);
-    out.assert_stdout_contains("farm: no room for another worker (spawn refused");
-    // Both freed slots in one spawn: workers 2 and 3 together.
-    out.assert_stdout_contains("farm: grew to 2 workers: worker 2 spawned in");
-    out.assert_stdout_contains("farm: grew to 3 workers: worker 3 spawned in");
-    let lines = out.lines();
-    let took = |wid: u32| lines.iter().find_map(|l| l.strip_prefix(&format!("farm: grew to {wid} workers: worker {wid} spawned in ")).map(String::from));
-    assert_eq!(took(2), took(3), "workers 2 and 3 came from one spawn\n{}", out.describe());
-    out.assert_stdout_lacks("grew to 4 workers");
-    // dpm status: all four slots in use at some point (the other run's two,
-    // the master and a worker, then the master and three workers), then the
-    // master alone while the farm's run is still listed.
-    let full = samples.iter().position(|&(load, _)| load == 4);
-    let full = full.unwrap_or_else(|| panic!("the load never reached 4: {samples:?}\n{}", out.describe()));
-    assert!(
-        samples[full..].iter().any(|&(load, runs)| load == 1 && runs == 1),
-        "the workers' slots were not seen returned while the farm ran: {samples:?}\n{}",
-        out.describe()
-    );
 }

@@ -65,6 +65,14 @@ pub enum PlaceError {
     NoSuchNode { rank: usize, node: usize, nodes: usize },
 }
 
+impl PlaceError {
+    /// Refused only because the slots are taken now (another spawn or run
+    /// may free them): not a mistake in the request.
+    pub fn is_no_room(&self) -> bool {
+        matches!(self, PlaceError::Full | PlaceError::OverUniverse { .. })
+    }
+}
+
 impl NodeTable {
     /// `nodes`: each node's host and slots, in node order; `fanout`: the tree's.
     pub fn new(nodes: impl IntoIterator<Item = (String, u32)>, fanout: usize) -> Self {
@@ -458,6 +466,8 @@ mod tests {
         let err = t.place_spawn_soft(&[vec![1]], &[Some(vec![1])], false, -1).unwrap_err();
         assert_eq!(err, PlaceError::Full);
         assert_eq!(t.live(), 4, "a refused soft spawn holds nothing");
+        assert!(err.is_no_room(), "{err}");
+        assert!(!PlaceError::NoNode.is_no_room(), "no node to place on is no passing state");
         drop(r);
         // An app that fits none of its counts refuses the whole spawn.
         let err = t.place_spawn_soft(&[vec![1], vec![4]], &[None, None], false, 4).unwrap_err();

@@ -11,7 +11,9 @@ The loop polls (`Iprobe` per group, then a short sleep) rather than blocking
 in a receive, because MPI gives no receive timeout: a worker that stops
 answering is declared lost after --tile-timeout, and so is one whose receive
 raises an MPI error. A lost worker's tile goes back to the front of the
-queue; see README.md ("Failure") for what MPICH and dpm do today.
+queue, and so does a tile whose povray failed (killed by the OOM killer or a
+signal), up to --tile-retries times; see README.md ("Failure") for what MPICH
+and dpm do today.
 """
 
 import collections
@@ -22,7 +24,7 @@ import time
 from mpi4py import MPI
 
 from .image import first_difference, write_image
-from .policy import Elastic
+from .policy import Elastic, TileRetries
 from .povray import RenderError, render_whole
 from .progress import Progress, log
 from .worker import RESULT, TASK
@@ -50,7 +52,7 @@ class Worker:
         self.group = group
         self.rank = rank
         self.decided_at = decided_at   # when the master decided to have this worker
-        self.state = "starting"        # starting, idle, busy, stopped, lost
+        self.state = "starting"        # starting, idle, busy, stopped, released, lost
         self.host = "?"
         self.pid = None
         self.tile = None
@@ -87,7 +89,9 @@ class Master:
         self.groups = []
         self.workers = []
         self.progress = Progress(len(self.tiles), args.progress)
-        self.elastic = Elastic(args.max_workers, args.grow_interval, args.grow_retries)
+        self.elastic = Elastic(args.max_workers, args.grow_interval, args.grow_retries, args.grow_interval_max)
+        self.retries = TileRetries(args.tile_retries)
+        self.failed_by = {}            # tile index -> workers whose povray failed it
         self.lost = 0
         self.faulted = set()
         self.slowest = 0.0             # seconds, dispatch to result, of the slowest tile
@@ -98,6 +102,11 @@ class Master:
 
     def live(self):
         return [w for w in self.workers if w.state in ("starting", "idle", "busy")]
+
+    def remaining(self):
+        """Workers whose processes are still the farm's: live, or told to
+        stop but not yet released (a group is released as a whole)."""
+        return sum(w.state in ("starting", "idle", "busy", "stopped") for w in self.workers)
 
     def add_group(self, comm, spawned, decided_at):
         group = Group(comm, spawned)
@@ -142,16 +151,32 @@ class Master:
         try:
             added, took = self.spawn_group(count, growth=True)
         except MPI.Exception as e:
-            ended = self.elastic.refused(time.monotonic())
-            log(f"no room for another worker (spawn refused: {mpi_error(e)}); "
-                + ("growth stopped after %d refusals in a row" % self.elastic.refusals if ended
-                   else f"retrying in {self.elastic.retry_interval:g} s"))
+            # No room now: a normal answer. One line per series of refusals
+            # (when it ends), not one per try; --verbose shows each.
+            ended = self.elastic.refused(time.monotonic(), len(self.live()), mpi_error(e))
+            if self.args.verbose:
+                log(f"spawn refused ({mpi_error(e)}); next try in {self.elastic.wait():g} s")
+            if ended:
+                self.report_refusals(f"giving up: no worker left after {self.elastic.idle_refusals} in a row")
             return
-        self.elastic.grew(time.monotonic())
+        self.report_refusals("then grew", self.elastic.grew(time.monotonic()))
         n = len(self.live()) - len(added)
         for w in added:
             n += 1
             log(f"grew to {n} worker{'s' if n != 1 else ''}: worker {w.wid} spawned in {took:.3f} s")
+
+    def report_refusals(self, outcome, series=None):
+        """The one line for a series of refused spawns, once it ended."""
+        series = series or self.elastic.end_series()
+        if series is None:
+            return
+        n = series.refusals
+        cap = max(self.args.grow_interval, self.args.grow_interval_max)
+        # MPICH's text is "pmi1_spawn(220).: PMI_Spawn_multiple returned -1":
+        # the cause alone (dpm says more with `dpm run -v`).
+        log(f"no room for another worker: {n} spawn{'s' if n != 1 else ''} refused in "
+            f"{series.last - series.first:.1f} s, waits doubling from {self.args.grow_interval:g} to {cap:g} s "
+            f"({series.reason.rsplit(': ', 1)[-1]}); {outcome}")
 
     # ---- messages -------------------------------------------------------
 
@@ -209,13 +234,37 @@ class Master:
                 self.done.add(index)
                 self.progress.tile_done(len(self.live()))
         elif kind == "error":
-            raise FarmError(f"worker {w.wid} on {w.host} failed: {msg[2]}")
+            # Its povray failed (the OOM killer, a signal, an error exit): the
+            # worker goes on, the tile goes back to the queue, to another
+            # worker if one is idle; a tile failing every time (a broken
+            # scene) ends the render after --tile-retries.
+            _, index, text = msg
+            tile, w.tile = w.tile, None
+            w.state, w.since = "idle", now
+            self.failed_by.setdefault(index, set()).add(w.wid)
+            if not self.retries.failed(index):
+                self.give_up(index, f"worker {w.wid} on {w.host}: {text}")
+            if index not in self.done:
+                self.queue.appendleft(tile)
+            log(f"worker {w.wid} on {w.host}: {text.splitlines()[0]}; tile {index} re-queued "
+                f"(try {self.retries.attempts(index)} of {self.args.tile_retries + 1})")
+
+    def give_up(self, index, last):
+        """Tile `index` failed once more than --tile-retries allows."""
+        n = self.retries.attempts(index) - 1
+        raise FarmError(f"tile {index} failed {n} time{'s' if n != 1 else ''}, last: {last}")
 
     def lose(self, w, reason):
         self.lost += 1
         tile = w.tile
         w.state, w.tile = "lost", None
+        self.elastic.slot_freed(time.monotonic())  # its slot may be free: grow into it now
         if tile is not None and tile[0] not in self.done:
+            # A tile that takes down every worker given it (its povray's
+            # memory, say) counts against --tile-retries too: else replaced
+            # workers would take it, and die, for ever.
+            if not self.retries.failed(tile[0]):
+                self.give_up(tile[0], f"lost worker {w.wid} on {w.host} ({reason})")
             self.queue.appendleft(tile)
             log(f"lost worker {w.wid} on {w.host} ({reason}); tile {tile[0]} re-queued")
         else:
@@ -227,7 +276,10 @@ class Master:
         now = time.monotonic()
         for w in self.workers:
             if w.state == "idle" and self.queue:
-                w.tile = self.queue.popleft()
+                # Not a tile this worker's povray failed, while another waits.
+                pick = next((t for t in self.queue if w.wid not in self.failed_by.get(t[0], ())), self.queue[0])
+                self.queue.remove(pick)
+                w.tile = pick
                 w.state, w.since = "busy", now
                 fault = None
                 if w.tile[0] == self.args.fault_tile and w.tile[0] not in self.faulted:
@@ -258,7 +310,10 @@ class Master:
                 group.comm.Disconnect()
                 group.disconnected = True
                 for w in members:
-                    log(f"released worker {w.wid} ({w.tiles} tiles); {len(self.live())} workers remain")
+                    w.state = "released"
+                    n = self.remaining()
+                    log(f"released worker {w.wid} ({w.tiles} tile{'s' if w.tiles != 1 else ''}); "
+                        f"{n} worker{' remains' if n == 1 else 's remain'}")
 
     def abandoned(self, group):
         """A group whose disconnect (or, for COMM_WORLD, finalize) would wait
@@ -327,14 +382,18 @@ class Master:
             if self.mode == "elastic" and self.elastic.should_grow(now, len(self.live()), waiting):
                 self.try_grow(waiting)
                 active = True
+            elif waiting <= 0 and self.elastic.series:
+                self.report_refusals("no tile waits for a worker any more")
             self.release_idle()
             self.check_liveness(now)
             self.check_timeouts(now)
             if not self.live() and self.queue and (self.mode != "elastic" or self.elastic.stopped):
-                raise FarmError(f"no workers left and {len(self.queue)} tiles unrendered")
+                raise FarmError(f"no workers left and {len(self.queue)} tile{'s' if len(self.queue) != 1 else ''} "
+                                "unrendered")
             if not active:
                 time.sleep(POLL_SLEEP)
         elapsed = time.monotonic() - started
+        self.report_refusals("the render finished first")
         if not self.lost:
             self.release_idle(force=True)  # after a loss: main() does it last
         log(f"rendered {len(self.tiles)} tiles in {elapsed:.3f} s with {len(self.workers)} workers "

@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 
 from .image import ImageError, read_ppm
@@ -79,24 +78,46 @@ def _ignore_sigusr1():
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 
-def _run(settings, first_row=None, last_row=None, nice=0):
-    """The full-size RGB bytes POV-Ray wrote for these rows (or all of them)."""
-    with tempfile.TemporaryDirectory(prefix="renderfarm-") as tmp:
-        out = os.path.join(tmp, "out.ppm")
-        cmd = settings.command(out, first_row, last_row)
-        if nice:
-            cmd = ["nice", "-n", str(nice)] + cmd
-        try:
-            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, preexec_fn=_ignore_sigusr1)
-        except OSError as e:
-            raise RenderError(f"cannot run {cmd[0]}: {e}") from None
-        if proc.returncode != 0 or not os.path.exists(out):
-            tail = b"\n".join((proc.stderr or b"").strip().splitlines()[-6:]).decode(errors="replace")
-            raise RenderError(f"povray exited with {proc.returncode} rendering {settings.scene}"
-                              f" rows {first_row or 1}-{last_row or settings.height}:\n{tail}")
-        with open(out, "rb") as f:
-            data = f.read()
+def _signal_name(number):
+    try:
+        return f" ({signal.Signals(number).name})"
+    except ValueError:
+        return ""
+
+
+# The povray a worker is running now, if any: ended with the worker when it
+# leaves on a signal (farm.py's SIGINT handler), never left behind.
+RUNNING = None
+
+
+def _run(settings, first_row=None, last_row=None, nice=0, fault=None):
+    """The full-size RGB bytes POV-Ray wrote for these rows (or all of them).
+
+    `fault` (test hook, `--fault povray`): a callable given the povray's pid
+    once it runs, which kills it as the OOM killer would."""
+    global RUNNING
+    # The image comes on povray's stdout (`+O-`; measured: the same bytes as
+    # `+O file`), so a worker killed mid-tile leaves no file behind.
+    cmd = settings.command("-", first_row, last_row)
+    if nice:
+        cmd = ["nice", "-n", str(nice)] + cmd
+    try:
+        RUNNING = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, preexec_fn=_ignore_sigusr1)
+    except OSError as e:
+        raise RenderError(f"cannot run {cmd[0]}: {e}") from None
+    try:
+        if fault:
+            fault(RUNNING.pid)
+        data, stderr = RUNNING.communicate()
+        code = RUNNING.returncode
+    finally:
+        RUNNING = None
+    if code != 0 or not data:
+        tail = b"\n".join((stderr or b"").strip().splitlines()[-6:]).decode(errors="replace")
+        how = f"was killed by signal {-code}{_signal_name(-code)}" if code < 0 else f"exited with {code}"
+        raise RenderError(f"povray {how} rendering {settings.scene}"
+                          f" rows {first_row or 1}-{last_row or settings.height}" + (f":\n{tail}" if tail else ""))
     try:
         width, height, rgb = read_ppm(data)
     except ImageError as e:
@@ -106,9 +127,9 @@ def _run(settings, first_row=None, last_row=None, nice=0):
     return rgb
 
 
-def render_band(settings, first_row, last_row, nice=0):
+def render_band(settings, first_row, last_row, nice=0, fault=None):
     """RGB bytes of rows first_row..last_row (1-based, inclusive)."""
-    rgb = _run(settings, first_row, last_row, nice)
+    rgb = _run(settings, first_row, last_row, nice, fault)
     stride = settings.width * 3
     return rgb[(first_row - 1) * stride:last_row * stride]
 

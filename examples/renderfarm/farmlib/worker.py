@@ -3,7 +3,8 @@
 Messages (pickled, `comm.send`): the master sends on tag TASK
 ("setup", Settings, nice), ("render", index, first_row, last_row, fault)
 and ("stop", abandon); the worker answers on tag RESULT ("ready", host, pid) once, then
-("pixels", index, rgb bytes, seconds) or ("error", index, text) per band.
+("pixels", index, rgb bytes, seconds) or ("error", index, text) per band
+(its povray failed: the master re-queues the band, a bounded number of times).
 The master is rank 0 of `comm`: COMM_WORLD for static workers, the parent
 intercommunicator for spawned ones (which disconnect from it when stopped,
 so their slot is free again).
@@ -46,11 +47,11 @@ def serve(comm):
             _, settings, nice = msg
         elif msg[0] == "render":
             _, index, first, last, fault = msg
-            if fault:
+            if fault and fault != "povray":
                 inject(fault, index)
             started = time.monotonic()
             try:
-                rgb = render_band(settings, first, last, nice)
+                rgb = render_band(settings, first, last, nice, kill_povray(index) if fault == "povray" else None)
             except RenderError as e:
                 comm.send(("error", index, str(e)), dest=0, tag=RESULT)
                 continue
@@ -73,6 +74,15 @@ def inject(fault, index):
     if fault == "exit":
         os._exit(1)
     os.kill(os.getpid(), signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+
+
+def kill_povray(index):
+    """Test hook (--fault povray): SIGKILL this tile's povray once it runs,
+    as the OOM killer would; the worker itself goes on."""
+    def kill(pid):
+        print(f"farm: worker pid {os.getpid()} fault povray on tile {index}: killing povray pid {pid}", flush=True)
+        os.kill(pid, signal.SIGKILL)
+    return kill
 
 
 def main_spawned():

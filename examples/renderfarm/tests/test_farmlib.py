@@ -13,7 +13,7 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from farmlib.image import ImageError, first_difference, png_bytes, read_ppm  # noqa: E402
-from farmlib.policy import Elastic  # noqa: E402
+from farmlib.policy import Elastic, TileRetries  # noqa: E402
 from farmlib.povray import Settings  # noqa: E402
 
 
@@ -87,18 +87,53 @@ class ElasticTests(unittest.TestCase):
         self.assertFalse(e.should_grow(0.0, workers=1, waiting_tiles=0))
         self.assertFalse(e.should_grow(0.0, workers=3, waiting_tiles=5))
 
-    def test_a_refusal_waits_and_refusals_in_a_row_stop_growth(self):
-        e = Elastic(max_workers=8, retry_interval=0.5, max_refusals=3)
-        self.assertFalse(e.refused(10.0))
-        self.assertFalse(e.should_grow(10.4, 1, 5))
-        self.assertTrue(e.should_grow(10.5, 1, 5))
-        e.grew(10.5)  # a success resets the count
-        self.assertFalse(e.refused(11.0))
-        self.assertFalse(e.refused(11.5))
-        self.assertTrue(e.refused(12.0))
-        self.assertFalse(e.should_grow(100.0, 1, 5))
-        self.assertEqual(e.total_refusals, 4)
+    def test_refusals_back_off_doubling_up_to_the_cap_and_never_stop_while_workers_live(self):
+        e = Elastic(max_workers=8, retry_interval=0.5, max_refusals=3, max_interval=2.0)
+        waits = []
+        now = 10.0
+        for _ in range(30):  # far beyond max_refusals: growth goes on
+            self.assertFalse(e.refused(now, workers=1, reason="full"))
+            waits.append(round(e.next_try - now, 3))
+            self.assertFalse(e.should_grow(e.next_try - 0.01, 1, 5))
+            now = e.next_try
+            self.assertTrue(e.should_grow(now, 1, 5), "a slot freed late is still grown into")
+        self.assertEqual(waits[:5], [0.5, 1.0, 2.0, 2.0, 2.0])
+        self.assertEqual(max(waits), 2.0)
+        series = e.grew(now)  # a success ends the series and reports it once
+        self.assertEqual((series.refusals, series.reason), (30, "full"))
+        self.assertIsNone(e.end_series())
+        self.assertEqual(e.total_refusals, 30)
+        e.refused(now, workers=1, reason="full")
+        self.assertEqual(e.next_try - now, 0.5, "a new series starts at the first wait")
 
+    def test_only_a_farm_with_no_worker_gives_up(self):
+        e = Elastic(max_workers=8, retry_interval=0.5, max_refusals=3)
+        self.assertFalse(e.refused(0.0, workers=0, reason="full"))
+        self.assertFalse(e.refused(1.0, workers=1, reason="full"), "a live worker resets the count")
+        self.assertFalse(e.refused(2.0, workers=0, reason="full"))
+        self.assertFalse(e.refused(3.0, workers=0, reason="full"))
+        self.assertTrue(e.refused(4.0, workers=0, reason="full"))
+        self.assertFalse(e.should_grow(100.0, 0, 5))
+
+    def test_a_freed_slot_cuts_the_wait_short(self):
+        e = Elastic(max_workers=8, retry_interval=0.5, max_interval=8.0)
+        for t in range(5):
+            e.refused(float(t), workers=1, reason="full")
+        self.assertFalse(e.should_grow(4.5, 1, 1))
+        e.slot_freed(4.5)
+        self.assertTrue(e.should_grow(4.5, 1, 1))
+
+
+class TileRetryTests(unittest.TestCase):
+    def test_a_tile_is_retried_a_bounded_number_of_times(self):
+        r = TileRetries(retries=2)
+        self.assertEqual(r.attempts(3), 1)
+        self.assertTrue(r.failed(3))
+        self.assertTrue(r.failed(3))
+        self.assertEqual(r.attempts(3), 3)
+        self.assertFalse(r.failed(3), "the third failure ends the render")
+        self.assertTrue(r.failed(4), "other tiles count on their own")
+        self.assertFalse(TileRetries(retries=0).failed(0), "no retries: the first failure is final")
 
 if __name__ == "__main__":
     unittest.main()

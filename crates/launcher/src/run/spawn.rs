@@ -58,6 +58,14 @@ impl Run {
         let oversubscribe = plan.oversubscribe.unwrap_or(!self.settings.no_oversubscribe);
         let (slots, started) = match self.place(fx, &plan, oversubscribe) {
             Ok(p) => p,
+            // A `soft` spawn (any `soft` key, `1:1` too) asks for as many as
+            // fit: none fitting is a normal answer (an elastic application
+            // tries again later), not a warning; the parent still gets the
+            // error.
+            Err(e) if commands.iter().any(|c| c.info.iter().any(|(k, _)| k == "soft")) && e.is_no_room() => {
+                tracing::info!(%parent, rank = rank.0, "soft spawn: no room: {e}");
+                return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err(e.to_string()), errcodes: Vec::new() });
+            }
             Err(e) => return refuse(fx, e.to_string()),
         };
         let (planned, errcodes) = match started {
