@@ -8,5 +8,6 @@ RUNNERS = {
     "pmi": ("pmi/run", "PMI access patterns (paper 004, Figure 7) over virtual nodes"),
     "scale": ("scale/run", "costs against nodes: virtual nodes, netns hosts, booted trees"),
     "renderfarm": ("renderfarm/run", "paper 001's Figure 8: the POV-Ray render farm, static/dynamic/elastic"),
+    "headline": ("headline/run", "the README's headline rows, written into README.md and docs/benchmarks.md"),
     "suite": ("suite/run", "the suite (startup, spawn, intercomm, onesided) for any MPI"),
 }

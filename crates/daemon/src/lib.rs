@@ -27,7 +27,8 @@
 //!   process that removes it (and kills what is left of the ranks' groups)
 //!   when the process running the node dies without doing so; [`peer`]: who is on the other end of a
 //!   PMI port connection (its uid, from the kernel), so no other user gets in;
-//!   [`topology`]: the node's hwloc topology file for `PMI_hwloc_xmlfile`.
+//!   [`topology`]: the node's hwloc topology file for `PMI_hwloc_xmlfile`
+//!   (kept across processes on one machine boot: `topology_cache`).
 //!
 //! Every log line carries the node: the drivers run inside a `node` span
 //! (`node`, `host`), and the tasks and threads they start inherit it.
@@ -44,6 +45,7 @@ pub mod spawner;
 pub mod stdio;
 mod tasks;
 pub mod topology;
+mod topology_cache;
 pub mod tree;
 pub mod ucx_shm;
 
