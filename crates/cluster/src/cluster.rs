@@ -199,7 +199,7 @@ impl Cluster {
             events: HashMap::new(),
             nodes,
             run: Run::new(settings),
-            run_fx: Recorder::new(TreeShared::new(table)),
+            run_fx: Recorder::new(TreeShared::new(table, 0x5eed)),
             res: vec![NodeResources::new(layout.costs.cores); layout.nodes + 1],
             threads: vec![DaemonThread::default(); layout.nodes + 1],
             scripts: HashMap::new(),

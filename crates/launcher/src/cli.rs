@@ -12,8 +12,8 @@
 use dpm_kvs::design::UnknownDesign;
 use dpm_kvs::KvsDesign;
 
-use crate::config::Launcher;
 use crate::error::UsageError;
+use crate::nodes::Launcher;
 use crate::options::{self, Command, Key, MAX_SECS};
 use crate::pmi_choice::PmiFlavour;
 use crate::run::{FailurePolicy, UnknownPolicy};
@@ -127,7 +127,7 @@ pub enum CliError {
     Usage(String),
 }
 
-impl From<CliError> for crate::Error {
+impl From<CliError> for crate::error::Error {
     /// Help and version are answered before this; as errors they are usage errors.
     fn from(e: CliError) -> Self {
         match e {

@@ -8,7 +8,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use dpm_kvs::KvsDesign;
@@ -23,27 +22,8 @@ use crate::pmi_choice::PmiFlavour;
 use crate::run::FailurePolicy;
 use crate::spawn::SpawnContext;
 
-/// How daemons start (`-launcher`, `DPM_LAUNCHER`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Launcher {
-    Fork,
-    Ssh,
-    Slurm,
-    Manual,
-}
-
-impl FromStr for Launcher {
-    type Err = UsageError;
-    fn from_str(s: &str) -> Result<Self, UsageError> {
-        match s {
-            "fork" => Ok(Launcher::Fork),
-            "ssh" => Ok(Launcher::Ssh),
-            "slurm" => Ok(Launcher::Slurm),
-            "manual" => Ok(Launcher::Manual),
-            other => Err(UsageError(format!("unknown launcher '{other}' (fork, ssh, slurm or manual)"))),
-        }
-    }
-}
+/// How daemons start: defined beside the bootstrap it chooses.
+pub use crate::nodes::Launcher;
 
 /// Default `--tree-fanout`.
 pub const DEFAULT_FANOUT: usize = 32;

@@ -29,7 +29,7 @@ use crate::node_table::NodeTable;
 use crate::output::{Output, Sink, Written};
 use crate::run::{FailurePolicy, Outbox, Run, RunEffects, Timer, TreeShared};
 
-pub use crate::run::{kvsname, random_tag, signal_name, Settings};
+pub use crate::run::{kvsname, signal_name, Settings};
 
 /// The launcher's handle on one node daemon: the link to the top of the
 /// subtree holding it (the daemon itself for a top-level node), over which
@@ -77,7 +77,7 @@ pub type SharedRef = Rc<RefCell<Shared>>;
 
 impl Shared {
     pub fn new(nodes: NodeTable) -> SharedRef {
-        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes), routes: HashMap::new(), keeper: None }))
+        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), routes: HashMap::new(), keeper: None }))
     }
 
     /// What the keeping of kept jobs sends goes to `keeper` (see [`crate::run::Kept`]).
@@ -177,6 +177,21 @@ impl RunEffects for Driver<'_> {
         &mut self.shared.tree
     }
     fn finished(&mut self, _code: i32) {}
+
+    fn files(&self) -> &dyn crate::plan::Files {
+        &crate::plan::HostFiles
+    }
+}
+
+/// 32 random bits from the kernel for a tree's kvsnames (time and pid mixed
+/// in if that fails); the run reactor gets them as input ([`TreeShared::new`]).
+pub fn random_tag() -> u32 {
+    let mut bytes = [0u8; 4];
+    if getrandom::getrandom(&mut bytes).is_ok() {
+        return u32::from_ne_bytes(bytes);
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    now ^ std::process::id().rotate_left(16)
 }
 
 pub struct Controller {

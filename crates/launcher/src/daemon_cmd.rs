@@ -21,11 +21,13 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use dpm_daemon::{serve_link, DaemonConfig, LinkError, Uplink};
-use dpm_proto::auth::{Secret, SecretError, SECRET_ENV, SECRET_FILE_ENV};
+use dpm_daemon::{serve_link, DaemonConfig, Uplink};
+use dpm_proto::auth::{Secret, SecretError};
 use dpm_proto::frame::{read_frame_limited, FrameError};
 
-use crate::{block_on_local, raise_fd_limit, this_host, Error};
+use crate::error::{DaemonError, Error};
+use crate::machine::this_host;
+use crate::runtime::{block_on_local, raise_fd_limit};
 
 /// How long `--connect` tries to reach the launcher (and to get a
 /// handshake slot at a busy one).
@@ -66,29 +68,6 @@ pub fn daemon_command(args: DaemonArgs) -> Result<i32, Error> {
     })
 }
 
-/// Why `dpm daemon` could not serve its node.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error("cannot read the secret on stdin: {0}")]
-    SecretFrame(#[from] FrameError),
-    #[error(transparent)]
-    Secret(#[from] SecretError),
-    #[error("no secret: dpm daemon is started by dpm run (the secret comes in {SECRET_ENV} or on stdin)")]
-    NoSecret,
-    #[error("no secret: set {SECRET_FILE_ENV} to the file dpm run printed (copied here with mode 0600), or {SECRET_ENV} to its contents")]
-    NoSecretFile,
-    #[error("cannot connect to the launcher at {addr}: {source}")]
-    Connect { addr: String, source: std::io::Error },
-    #[error("cannot connect to the launcher at {addr}: no answer within {} s", CONNECT_TIMEOUT.as_secs())]
-    NoAnswer { addr: String },
-    /// The launcher hangs up without a word on a connection it refuses
-    /// before the proofs (its log says why).
-    #[error("the launcher at {addr} closed the connection during the handshake: is node {node} already connected, or not a node of the run? (its log says)")]
-    Refused { addr: String, node: usize },
-    #[error(transparent)]
-    Link(#[from] LinkError),
-}
-
 async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
     let (mut stdin, stdout) = dpm_daemon::stdio::link();
     let secret = if secret_stdin { read_secret_frame(&mut stdin).await? } else { from_env?.ok_or(DaemonError::NoSecret)? };
@@ -109,7 +88,7 @@ async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Resu
         let stream = match tokio::time::timeout_at(deadline, tokio::net::TcpStream::connect(addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(source)) => return Err(DaemonError::Connect { addr: addr.to_string(), source }),
-            Err(_) => return Err(DaemonError::NoAnswer { addr: addr.to_string() }),
+            Err(_) => return Err(DaemonError::NoAnswer { addr: addr.to_string(), secs: CONNECT_TIMEOUT.as_secs() }),
         };
         let _ = stream.set_nodelay(true);
         let (r, w) = stream.into_split();

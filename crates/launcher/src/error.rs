@@ -6,6 +6,10 @@
 
 use std::path::PathBuf;
 
+use dpm_daemon::LinkError;
+use dpm_proto::auth::{SecretError, SECRET_ENV, SECRET_FILE_ENV};
+use dpm_proto::frame::FrameError;
+
 use crate::plan::PlanError;
 
 /// A bad command line or environment value: exit status 2.
@@ -50,6 +54,29 @@ pub enum DirError {
     BootName(String),
 }
 
+/// Why `dpm daemon` could not serve its node.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot read the secret on stdin: {0}")]
+    SecretFrame(#[from] FrameError),
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    #[error("no secret: dpm daemon is started by dpm run (the secret comes in {SECRET_ENV} or on stdin)")]
+    NoSecret,
+    #[error("no secret: set {SECRET_FILE_ENV} to the file dpm run printed (copied here with mode 0600), or {SECRET_ENV} to its contents")]
+    NoSecretFile,
+    #[error("cannot connect to the launcher at {addr}: {source}")]
+    Connect { addr: String, source: std::io::Error },
+    #[error("cannot connect to the launcher at {addr}: no answer within {secs} s")]
+    NoAnswer { addr: String, secs: u64 },
+    /// The launcher hangs up without a word on a connection it refuses
+    /// before the proofs (its log says why).
+    #[error("the launcher at {addr} closed the connection during the handshake: is node {node} already connected, or not a node of the run? (its log says)")]
+    Refused { addr: String, node: usize },
+    #[error(transparent)]
+    Link(#[from] LinkError),
+}
+
 /// What a launcher command can fail with, before or instead of a job's own
 /// exit status.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +99,7 @@ pub enum Error {
     Failed(String),
     /// `dpm daemon` could not serve its node: exit 1.
     #[error("node {node}: {source}")]
-    Daemon { node: usize, source: crate::daemon_cmd::DaemonError },
+    Daemon { node: usize, source: DaemonError },
     /// A signal while dpm itself waited (the manual bootstrap): 128 + N.
     #[error("{what} while waiting for the daemons")]
     Interrupted { what: &'static str, signal: i32 },

@@ -9,6 +9,7 @@ use dpm_proto::tree;
 use crate::cli::{self, RunOptions};
 use crate::config::{Launcher, RunConfig};
 use crate::error::{ConfigError, UsageError};
+use crate::machine::is_this_host;
 use crate::manual;
 use crate::nodes::{Bootstrap, Node};
 
@@ -128,17 +129,6 @@ fn expand_slurm_counts(text: &str) -> Vec<u32> {
         }
     }
     out
-}
-
-/// This machine's host name.
-pub fn this_host() -> String {
-    nix::unistd::gethostname().map_or_else(|_| "localhost".into(), |h| h.to_string_lossy().into_owned())
-}
-
-/// Whether `name` (a host list entry) is this machine, named `host`.
-pub fn is_this_host(name: &str, host: &str) -> bool {
-    let name = name.split(':').next().unwrap_or(name);
-    name == host || name == "localhost" || name == "127.0.0.1" || name == "::1" || host.split('.').next() == Some(name)
 }
 
 #[cfg(test)]

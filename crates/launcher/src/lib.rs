@@ -4,8 +4,12 @@
 //!   [`cli`]: the mpiexec-compatible parser over it.
 //! - [`config`]: [`config::RunConfig`], resolved once from options and
 //!   environment for cold and booted runs; the controller's settings.
-//! - [`hosts`]: the node list and the bootstrap.
-//! - [`plan`]: executables, environments, working directories, process mapping.
+//! - [`hosts`]: the node list and the bootstrap; [`machine`]: this machine's
+//!   name and [`machine::Node`].
+//! - [`plan`]: executables and working directories resolved over
+//!   [`plan::Files`], a job's processes, process mapping; [`local`]: the
+//!   command line's segments planned here, one run driven to its end.
+//! - [`runtime`]: every command's one-thread runtime and open-file limit.
 //! - [`run`]: the run reactor, a plain state machine: jobs, fences, spawns,
 //!   failure policy, exit status, acting through [`run::RunEffects`].
 //! - [`controller`]: its async driver (channels, signals, timers) and
@@ -31,6 +35,8 @@ pub mod daemon_cmd;
 pub mod error;
 pub mod hosts;
 pub mod kvs_root;
+pub mod local;
+pub mod machine;
 pub mod manual;
 pub mod node_table;
 pub mod nodes;
@@ -40,6 +46,7 @@ pub mod plan;
 pub mod pmi_choice;
 pub mod private_dir;
 pub mod run;
+pub mod runtime;
 pub mod singleton;
 pub mod spawn;
 
@@ -48,10 +55,13 @@ use dpm_proto::LaunchJob;
 
 use cli::{CliError, RunOptions};
 use config::RunConfig;
-use controller::{Controller, Settings, Shared};
+use controller::Controller;
 pub use daemon_cmd::{daemon_command, DaemonArgs};
 pub use error::Error;
-pub(crate) use hosts::{is_this_host, this_host};
+use local::{drive, plan_here};
+use machine::this_host;
+use runtime::block_on_local;
+pub use runtime::raise_fd_limit;
 
 /// What `dpm run ARGS` (or `mpiexec ARGS`) asks for.
 #[derive(Debug)]
@@ -128,7 +138,7 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
     let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
     let universe_size = config::universe_size(config.universe_size, total, size, config.no_oversubscribe);
-    let spawn = config::spawn_context(plan::segment_env(&opts, &opts.segments[0], &launcher_env), cwd, host, &node_list);
+    let spawn = config::spawn_context(local::segment_env(&opts, &opts.segments[0], &launcher_env), cwd, host, &node_list);
     let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
     let (pmi_mode, kvs, policy) = (config.pmi_mode, config.kvs, config.failure_policy);
     let start = move |controller: &mut Controller| {
@@ -138,71 +148,4 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
         controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), ..launch });
     };
     Ok(drive(daemons, settings, start, config.timeout, true).await)
-}
-
-/// Drive one run on daemons started for it, to its end; then shut them down.
-pub(crate) async fn drive(
-    daemons: nodes::Daemons,
-    settings: Settings,
-    start: impl FnOnce(&mut Controller),
-    timeout: Option<std::time::Duration>,
-    stdin: bool,
-) -> i32 {
-    let (links, up, waiter) = daemons.split();
-    let shared = Shared::for_run(&links, &settings);
-    tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
-    let mut controller = Controller::new(settings, links.clone(), shared, output::stdout_sink());
-    start(&mut controller);
-    controller.stops_itself();
-    let code = controller.run(timeout, controller::local_inputs(stdin, true)).await;
-    // The daemons kill whatever is left when they shut down; wait for that.
-    // Dropping the links closes their pipes: a daemon's blocked read ends.
-    for link in links {
-        link.shutdown();
-    }
-    waiter.wait().await;
-    code
-}
-
-/// This process's environment and directory, and the job planned in them.
-pub(crate) type PlannedHere = (Vec<(String, String)>, std::path::PathBuf, plan::PlannedJob);
-
-/// The job planned in this process's environment and directory (programs
-/// resolved like `execvp` after `chdir`).
-pub(crate) fn plan_here(opts: &RunOptions) -> Result<PlannedHere, Error> {
-    let launcher_env: Vec<(String, String)> = std::env::vars().collect();
-    let cwd = std::env::current_dir().map_err(|e| Error::failed(format!("cannot read the current directory: {e}")))?;
-    let planned = plan::plan_job(opts, &launcher_env, &cwd)?;
-    Ok((launcher_env, cwd, planned))
-}
-
-/// Run `main` to completion on one thread: the daemon keeps its state in a
-/// `LocalSet` (see dpm-daemon), and ranks are started from threads that live
-/// as long as the process.
-pub(crate) fn block_on_local(main: impl std::future::Future<Output = Result<i32, Error>>) -> Result<i32, Error> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Error::failed(format!("cannot start the runtime: {e}")))?;
-    let result = runtime.block_on(tokio::task::LocalSet::new().run_until(main));
-    // Not waiting for blocking reads still pending (tokio's stdin of a
-    // daemon whose link is still open): the process is done.
-    runtime.shutdown_background();
-    result
-}
-
-/// Raise the soft open-file limit (`RLIMIT_NOFILE`) to the hard limit, as
-/// Hydra's users expect: each rank costs its node's daemon a socket and two
-/// or three pipe ends, and the launcher a few more per daemon, so the usual
-/// soft limit of 1024 ends a few hundred ranks per node. Called at the start
-/// of every role: `dpm run` (which may host the daemon), the boot server
-/// and `dpm daemon`. Returns the soft limit now in force.
-pub fn raise_fd_limit() -> Option<u64> {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
-    if soft < hard {
-        if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-            tracing::warn!("cannot raise the open-file limit from {soft} to {hard}: {e}");
-            return Some(soft);
-        }
-        tracing::debug!("open-file limit raised from {soft} to {hard}");
-    }
-    Some(hard)
 }

@@ -44,7 +44,7 @@ use dpm_proto::auth::{Secret, SECRET_FILE_ENV};
 use dpm_proto::frame::{answer_hello, authenticate, FrameError, Hello, Role, PROTOCOL_VERSION};
 
 use crate::error::Error;
-use crate::nodes::Node;
+use crate::machine::Node;
 use crate::output::Console;
 use crate::private_dir::{self, PrivateFile};
 

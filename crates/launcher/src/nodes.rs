@@ -17,6 +17,7 @@
 //! here to the controller's channels; a link that breaks becomes
 //! [`ToLauncher::Lost`].
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use tokio::process::Child;
@@ -29,15 +30,31 @@ use dpm_proto::link::Up;
 use dpm_proto::tree::{self, TreeSpec};
 
 use crate::controller::DaemonLink;
+use crate::error::{Error, UsageError};
+use crate::machine::this_host;
+pub use crate::machine::Node;
 use crate::manual::{self, Manual};
-use crate::Error;
 
-/// One node of the run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Node {
-    /// Where to start the daemon (ssh target), and the node's name in messages.
-    pub host: String,
-    pub slots: u32,
+/// How daemons start (`-launcher`, `DPM_LAUNCHER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    Fork,
+    Ssh,
+    Slurm,
+    Manual,
+}
+
+impl FromStr for Launcher {
+    type Err = UsageError;
+    fn from_str(s: &str) -> Result<Self, UsageError> {
+        match s {
+            "fork" => Ok(Launcher::Fork),
+            "ssh" => Ok(Launcher::Ssh),
+            "slurm" => Ok(Launcher::Slurm),
+            "manual" => Ok(Launcher::Manual),
+            other => Err(UsageError(format!("unknown launcher '{other}' (fork, ssh, slurm or manual)"))),
+        }
+    }
 }
 
 /// How the launcher gets its daemons: the tree's own ways (fork, ssh, srun:
@@ -155,7 +172,7 @@ pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: us
         trace,
         verbose,
     };
-    let me = crate::this_host();
+    let me = this_host();
     let mut children = Vec::new();
     let mut tcp_links = Vec::new();
     let mut top_links = std::collections::HashMap::new();

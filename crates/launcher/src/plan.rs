@@ -1,16 +1,17 @@
-//! From parsed options to processes: executable resolution, environments,
-//! working directories, appnums and the `PMI_process_mapping` string.
+//! Processes from plain input: executable and working-directory resolution
+//! over [`Files`], a job's apps, ranks and appnums ([`PlannedJob`]) and the
+//! `PMI_process_mapping` string. The command line's part (segments and
+//! their environments) is planned in [`crate::local`].
 //!
 //! Everything that can be checked before a process starts is checked here, so
 //! that a typo in a program name is an error with nothing left running.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use dpm_kvs::{JobId, KvsDesign, Rank};
 use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec};
-
-use crate::cli::{EnvMode, RunOptions, Segment};
 
 /// Why a program cannot be started; maps to the shell's exit codes.
 #[derive(Debug, thiserror::Error)]
@@ -36,80 +37,149 @@ impl PlanError {
     }
 }
 
-/// The environment a segment's processes get, before dpm's `PMI_*` variables.
-pub fn segment_env(opts: &RunOptions, seg: &Segment, launcher_env: &[(String, String)]) -> Vec<(String, String)> {
-    let mode = seg.env_mode.as_ref().unwrap_or(&opts.genv_mode);
-    let mut env: Vec<(String, String)> = match mode {
-        EnvMode::All => launcher_env.to_vec(),
-        EnvMode::None => Vec::new(),
-        EnvMode::List(names) => launcher_env.iter().filter(|(k, _)| names.contains(k)).cloned().collect(),
-    };
-    // An outer launcher's PMI variables would point the ranks at the wrong
-    // server (and PMIX_* makes MPICH refuse PMI-1/2 altogether); a link
-    // secret is never a rank's business.
-    env.retain(|(k, _)| !is_launcher_var(k) && !dpm_proto::auth::is_secret_var(k));
-    for (k, v) in opts.genv.iter().chain(seg.env.iter()) {
-        env.retain(|(ek, _)| ek != k);
-        env.push((k.clone(), v.clone()));
-    }
-    env
+/// What resolving a program, a directory or a spawn's host file needs to
+/// know of the file system. The drivers answer from this machine
+/// ([`HostFiles`]); the run reactor asks through its effects
+/// (`RunEffects::files`), so its tests answer from a table ([`FileTable`]).
+pub trait Files {
+    /// Ok if `path` is a directory; else why not (`ENOTDIR` for another file).
+    fn dir(&self, path: &Path) -> std::io::Result<()>;
+    /// Whether `path` is a file this user may execute.
+    fn access(&self, path: &Path) -> Access;
+    /// A text file's contents.
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String>;
 }
 
-fn is_launcher_var(name: &str) -> bool {
-    name.starts_with("PMI_") || name.starts_with("PMIX_") || name == "MPI_LOCALNRANKS" || name == "MPI_LOCALRANKID"
+/// What [`Files::access`] finds at a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Executable,
+    /// There, but not an executable file for this user.
+    Denied,
+    Missing,
+}
+
+/// This machine's file system.
+pub struct HostFiles;
+
+impl Files for HostFiles {
+    fn dir(&self, path: &Path) -> std::io::Result<()> {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn access(&self, path: &Path) -> Access {
+        match std::fs::metadata(path) {
+            // The mode bits say yes; access(2) asks the kernel for this user.
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => match nix::unistd::access(path, nix::unistd::AccessFlags::X_OK) {
+                Ok(()) => Access::Executable,
+                Err(_) => Access::Denied,
+            },
+            Ok(_) => Access::Denied,
+            Err(_) => Access::Missing,
+        }
+    }
+
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+}
+
+/// A file system of a few named directories, executables and text files,
+/// for tests: nothing else exists.
+#[derive(Clone, Debug, Default)]
+pub struct FileTable {
+    pub dirs: BTreeSet<PathBuf>,
+    pub executables: BTreeSet<PathBuf>,
+    pub texts: BTreeMap<PathBuf, String>,
+}
+
+impl FileTable {
+    /// `/` and `/tmp`, with `/bin/true` and `/bin/sh` in `/bin`.
+    pub fn small() -> Self {
+        let mut t = FileTable::default();
+        for d in ["/", "/tmp", "/bin"] {
+            t.dirs.insert(d.into());
+        }
+        for e in ["/bin/true", "/bin/sh"] {
+            t.executables.insert(e.into());
+        }
+        t
+    }
+}
+
+impl Files for FileTable {
+    fn dir(&self, path: &Path) -> std::io::Result<()> {
+        let path = normal(path);
+        if self.dirs.contains(&path) {
+            Ok(())
+        } else if self.executables.contains(&path) || self.texts.contains_key(&path) {
+            Err(std::io::Error::from_raw_os_error(libc::ENOTDIR))
+        } else {
+            Err(std::io::Error::from_raw_os_error(libc::ENOENT))
+        }
+    }
+
+    fn access(&self, path: &Path) -> Access {
+        let path = normal(path);
+        if self.executables.contains(&path) {
+            Access::Executable
+        } else if self.dirs.contains(&path) || self.texts.contains_key(&path) {
+            Access::Denied
+        } else {
+            Access::Missing
+        }
+    }
+
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
+        self.texts.get(&normal(path)).cloned().ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))
+    }
+}
+
+/// `path` without `.` components (a table's lookups; `..` is kept as is).
+fn normal(path: &Path) -> PathBuf {
+    path.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
 }
 
 /// The absolute working directory for a segment.
-pub fn resolve_wdir(wdir: Option<&str>, base: &Path) -> Result<PathBuf, PlanError> {
+pub fn resolve_wdir(wdir: Option<&str>, base: &Path, files: &dyn Files) -> Result<PathBuf, PlanError> {
     let dir = match wdir {
         Some(d) => base.join(d),
         None => base.to_path_buf(),
     };
-    match std::fs::metadata(&dir) {
-        Ok(m) if m.is_dir() => Ok(dir),
-        Ok(_) => Err(PlanError::BadWdir(dir.display().to_string(), std::io::Error::from_raw_os_error(libc::ENOTDIR))),
+    match files.dir(&dir) {
+        Ok(()) => Ok(dir),
         Err(e) => Err(PlanError::BadWdir(dir.display().to_string(), e)),
     }
 }
 
 /// Find `program` as `execvp` would after a `chdir(wdir)`: a name with a `/`
 /// is taken relative to `wdir`; a bare name is searched in `path`.
-pub fn resolve_program(program: &str, wdir: &Path, path: Option<&str>) -> Result<PathBuf, PlanError> {
+pub fn resolve_program(program: &str, wdir: &Path, path: Option<&str>, files: &dyn Files) -> Result<PathBuf, PlanError> {
     if program.is_empty() {
         return Err(PlanError::NotFound(program.to_string()));
     }
+    let check = |candidate: PathBuf| match files.access(&candidate) {
+        Access::Executable => Ok(candidate),
+        Access::Denied => Err(PlanError::NotExecutable(program.to_string())),
+        Access::Missing => Err(PlanError::NotFound(program.to_string())),
+    };
     if program.contains('/') {
-        let candidate = wdir.join(program);
-        return check_executable(&candidate, program);
+        return check(wdir.join(program));
     }
     let mut denied = false;
     for dir in path.unwrap_or("/usr/local/bin:/usr/bin:/bin").split(':') {
         let dir = if dir.is_empty() { Path::new(".") } else { Path::new(dir) };
-        let candidate = wdir.join(dir).join(program);
-        match check_executable(&candidate, program) {
+        match check(wdir.join(dir).join(program)) {
             Ok(p) => return Ok(p),
             Err(PlanError::NotExecutable(_)) => denied = true,
             Err(_) => {}
         }
     }
     Err(if denied { PlanError::NotExecutable(program.to_string()) } else { PlanError::NotFound(program.to_string()) })
-}
-
-fn check_executable(candidate: &Path, program: &str) -> Result<PathBuf, PlanError> {
-    match std::fs::metadata(candidate) {
-        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {
-            // The mode bits say yes; access(2) asks the kernel for this user.
-            let c = std::ffi::CString::new(candidate.as_os_str().as_encoded_bytes()).map_err(|_| PlanError::NotFound(program.into()))?;
-            // SAFETY: access(2) with a valid NUL-terminated path.
-            if unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0 {
-                Ok(candidate.to_path_buf())
-            } else {
-                Err(PlanError::NotExecutable(program.to_string()))
-            }
-        }
-        Ok(_) => Err(PlanError::NotExecutable(program.to_string())),
-        Err(_) => Err(PlanError::NotFound(program.to_string())),
-    }
 }
 
 /// The programs and processes of a job, rank order; a rank's appnum is its app's index.
@@ -165,26 +235,6 @@ impl Default for PlannedJob {
     }
 }
 
-/// Build the initial job's processes from the command line.
-pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path) -> Result<PlannedJob, PlanError> {
-    let mut job = PlannedJob::new();
-    for (appnum, seg) in opts.segments.iter().enumerate() {
-        let env = segment_env(opts, seg, launcher_env);
-        let wdir = resolve_wdir(seg.wdir.as_deref(), cwd)?;
-        let path =
-            env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).or_else(|| launcher_env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()));
-        let exe = resolve_program(&seg.program, &wdir, path)?;
-        let n = seg.nprocs.unwrap_or(1);
-        if n == 0 {
-            return Err(PlanError::Invalid(format!("segment {} ({}) has 0 processes", appnum + 1, seg.program)));
-        }
-        let mut argv = vec![seg.program.clone()];
-        argv.extend(seg.args.iter().cloned());
-        job.push_app(AppSpec { exe: exe.display().to_string(), argv, env, wdir: wdir.display().to_string() }, n);
-    }
-    Ok(job)
-}
-
 /// `PMI_process_mapping` for ranks placed on nodes `node_of[rank]`, in MPICH's
 /// vector grammar: runs of ranks on one node become `(start,nnodes,ppn)` blocks,
 /// consecutive blocks over consecutive nodes with equal ppn are merged.
@@ -230,31 +280,35 @@ mod tests {
 
     #[test]
     fn programs_resolve_like_execvp() {
-        let tmp = std::env::temp_dir();
-        assert!(resolve_program("sh", &tmp, Some("/usr/bin:/bin")).is_ok());
-        assert!(matches!(resolve_program("no-such-prog-dpm", &tmp, Some("/bin")), Err(PlanError::NotFound(_))));
-        let plain = tmp.join(format!("dpm-plan-test-{}", std::process::id()));
-        std::fs::write(&plain, "data").unwrap();
-        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let result = resolve_program(plain.to_str().unwrap(), &tmp, None);
-        std::fs::remove_file(&plain).unwrap();
-        assert!(matches!(result, Err(PlanError::NotExecutable(_))));
-        assert!(matches!(resolve_program("/", &tmp, None), Err(PlanError::NotExecutable(_))));
+        let mut files = FileTable::small();
+        files.dirs.insert("/usr/bin".into());
+        files.texts.insert("/tmp/data".into(), "data".into());
+        let tmp = Path::new("/tmp");
+        assert_eq!(resolve_program("sh", tmp, Some("/usr/bin:/bin"), &files).unwrap(), PathBuf::from("/bin/sh"));
+        assert!(matches!(resolve_program("no-such-prog-dpm", tmp, Some("/bin"), &files), Err(PlanError::NotFound(_))));
+        assert!(matches!(resolve_program("data", tmp, Some("/bin:."), &files), Err(PlanError::NotExecutable(_))));
+        assert!(matches!(resolve_program("./data", tmp, None, &files), Err(PlanError::NotExecutable(_))));
+        assert!(matches!(resolve_program("/", tmp, None, &files), Err(PlanError::NotExecutable(_))));
+        assert!(matches!(resolve_wdir(Some("data"), tmp, &files), Err(PlanError::BadWdir(..))));
+        assert_eq!(resolve_wdir(None, tmp, &files).unwrap(), tmp);
         assert_eq!(PlanError::NotFound("x".into()).exit_code(), 127);
         assert_eq!(PlanError::NotExecutable("x".into()).exit_code(), 126);
     }
 
+    /// This machine's answers: a shell on the PATH, a plain file that is
+    /// not executable, a directory that is none.
     #[test]
-    fn environment_modes_and_overrides() {
-        let launcher = vec![("PATH".to_string(), "/bin".to_string()), ("HOME".to_string(), "/root".to_string()), ("PMI_FD".to_string(), "9".to_string())];
-        let mut opts = crate::cli::parse_run(&["-genv", "X", "1", "-n", "1", "-env", "HOME", "/h", "p"].map(String::from)).unwrap();
-        let env = segment_env(&opts, &opts.segments[0], &launcher);
-        assert!(env.contains(&("PATH".into(), "/bin".into())));
-        assert!(env.contains(&("HOME".into(), "/h".into())));
-        assert!(env.contains(&("X".into(), "1".into())));
-        assert!(!env.iter().any(|(k, _)| k == "PMI_FD"));
-        opts.genv_mode = EnvMode::None;
-        let env = segment_env(&opts, &opts.segments[0], &launcher);
-        assert_eq!(env, vec![("X".into(), "1".into()), ("HOME".into(), "/h".into())]);
+    fn host_files_ask_this_machine() {
+        let tmp = std::env::temp_dir();
+        assert!(resolve_program("sh", &tmp, Some("/usr/bin:/bin"), &HostFiles).is_ok());
+        let plain = tmp.join(format!("dpm-plan-test-{}", std::process::id()));
+        std::fs::write(&plain, "data").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let result = resolve_program(plain.to_str().unwrap(), &tmp, None, &HostFiles);
+        let as_dir = HostFiles.dir(&plain);
+        std::fs::remove_file(&plain).unwrap();
+        assert!(matches!(result, Err(PlanError::NotExecutable(_))));
+        assert_eq!(as_dir.unwrap_err().raw_os_error(), Some(libc::ENOTDIR));
+        assert!(matches!(resolve_program("/", &tmp, None, &HostFiles), Err(PlanError::NotExecutable(_))));
     }
 }

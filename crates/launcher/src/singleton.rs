@@ -37,9 +37,9 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
     let stream = handshake(port, &kvsname).map_err(|e| Error::failed(format!("singleton handshake with process {pid} on port {port} failed: {e}")))?;
     let launcher_env: Vec<(String, String)> = std::env::vars().collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    crate::raise_fd_limit();
-    crate::block_on_local(async move {
-        let host = crate::this_host();
+    crate::runtime::raise_fd_limit();
+    crate::runtime::block_on_local(async move {
+        let host = crate::machine::this_host();
         // One process, the CPUs as its universe: room to spawn into.
         let universe_size = crate::cli::cpus();
         let config = RunConfig::from_env(&RunOptions::default())?;
@@ -72,7 +72,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
             };
             controller.adopt(launch, pid, stream.into());
         };
-        Ok(crate::drive(daemons, settings, start, None, false).await)
+        Ok(crate::local::drive(daemons, settings, start, None, false).await)
     })
 }
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use dpm_pmi::sanitize::quote;
 use dpm_proto::{AppSpec, SpawnCommand};
 
-use crate::plan::{resolve_program, resolve_wdir, PlanError, PlannedJob};
+use crate::plan::{resolve_program, resolve_wdir, Files, PlanError, PlannedJob};
 
 /// What every spawned job inherits from the `dpm run` that hosts it.
 #[derive(Clone, Debug)]
@@ -135,7 +135,7 @@ fn nodes_named(list: &str, ctx: &SpawnContext) -> Result<Option<Vec<usize>>, Pla
         let matching: Vec<usize> = ctx.nodes.iter().enumerate().filter(|(_, h)| *h == name).map(|(i, _)| i).collect();
         if !matching.is_empty() {
             nodes.extend(matching);
-        } else if crate::is_this_host(name, &ctx.host) {
+        } else if crate::machine::is_this_host(name, &ctx.host) {
             return Ok(None);
         } else {
             return Err(PlanError::Invalid(format!("host '{name}' is not a node of this run (nodes: {})", ctx.nodes.join(", "))));
@@ -155,7 +155,10 @@ fn nodes_named(list: &str, ctx: &SpawnContext) -> Result<Option<Vec<usize>>, Pla
 /// spawn on any tree dpm runs, and still cheap to plan and to refuse.
 pub const MAX_SPAWN_PROCS: u64 = 65_536;
 
-pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<SpawnPlan, PlanError> {
+/// Plan a spawn request: check its info keys, resolve its programs,
+/// directories and host files in `files` (the driver's answer for this
+/// machine, a table in tests) and count its processes.
+pub fn plan_spawn(ctx: &SpawnContext, files: &dyn Files, commands: &[SpawnCommand]) -> Result<SpawnPlan, PlanError> {
     let total: u64 = commands.iter().map(|c| u64::from(c.maxprocs)).sum();
     if total > MAX_SPAWN_PROCS {
         return Err(PlanError::Invalid(format!("spawn of {total} processes refused: at most {MAX_SPAWN_PROCS} per request")));
@@ -181,7 +184,7 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
             allowed = nodes_named(list, ctx)?;
         }
         if let Some(file) = info(cmd, &["hostfile", "add-hostfile"]) {
-            let text = std::fs::read_to_string(ctx.cwd.join(file)).map_err(|e| PlanError::Invalid(format!("hostfile {file}: {e}")))?;
+            let text = files.read_to_string(&ctx.cwd.join(file)).map_err(|e| PlanError::Invalid(format!("hostfile {file}: {e}")))?;
             let lines: Vec<&str> = text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()).collect();
             allowed = nodes_named(&lines.join(","), ctx)?;
         }
@@ -189,7 +192,7 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
         if let Some(v) = info(cmd, &["oversubscribe"]) {
             oversubscribe = Some(matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"));
         }
-        let wdir = resolve_wdir(info(cmd, &["wdir"]), &ctx.cwd)?;
+        let wdir = resolve_wdir(info(cmd, &["wdir"]), &ctx.cwd, files)?;
         let mut env = ctx.base_env.clone();
         if let Some(list) = info(cmd, &["env"]) {
             for line in list.lines().filter(|l| !l.trim().is_empty()) {
@@ -200,11 +203,11 @@ pub fn plan_spawn(ctx: &SpawnContext, commands: &[SpawnCommand]) -> Result<Spawn
         }
         let exe = match info(cmd, &["path"]) {
             // `path` names where to look: a list of directories, like PATH.
-            Some(path) if !cmd.exe.contains('/') => resolve_program(&cmd.exe, &wdir, Some(path)),
-            Some(path) => resolve_program(&Path::new(path).join(&cmd.exe).display().to_string(), &wdir, None),
+            Some(path) if !cmd.exe.contains('/') => resolve_program(&cmd.exe, &wdir, Some(path), files),
+            Some(path) => resolve_program(&Path::new(path).join(&cmd.exe).display().to_string(), &wdir, None, files),
             None => {
                 let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
-                resolve_program(&cmd.exe, &wdir, path)
+                resolve_program(&cmd.exe, &wdir, path, files)
             }
         }?;
         if cmd.maxprocs == 0 {
@@ -258,7 +261,7 @@ mod tests {
                 info: soft.map(|v| vec![("soft".to_string(), v.to_string())]).unwrap_or_default(),
             })
             .collect();
-        plan_spawn(&ctx, &commands)
+        plan_spawn(&ctx, &crate::plan::FileTable::small(), &commands)
     }
 
     #[test]

@@ -49,8 +49,8 @@ pub fn boot_command(boot: Box<BootArgs>) -> Result<i32, Error> {
         return Err(UsageError::new("-launcher manual needs --foreground (it prints the daemons' command lines and waits for them)").into());
     }
     if boot.flags.foreground {
-        crate::raise_fd_limit();
-        return crate::block_on_local(super::server::serve(boot.opts, config, files, boot.flags.ready_on_stdout));
+        crate::runtime::raise_fd_limit();
+        return crate::runtime::block_on_local(super::server::serve(boot.opts, config, files, boot.flags.ready_on_stdout));
     }
     detach(&boot.args, &files)
 }

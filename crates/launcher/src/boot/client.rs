@@ -17,7 +17,6 @@ use crate::config::RunConfig;
 use crate::controller::{self, Input};
 use crate::error::{DirError, Error};
 use crate::output::{self, Written};
-use crate::plan;
 
 use super::boot_files;
 
@@ -38,10 +37,10 @@ pub fn connect() -> Result<Option<StdUnixStream>, DirError> {
 
 /// `dpm run` through the boot: plan here, run there, relay until the exit status.
 pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
-    let (launcher_env, cwd, planned) = crate::plan_here(&opts)?;
+    let (launcher_env, cwd, planned) = crate::local::plan_here(&opts)?;
     config.choose_pmi(&planned.apps)?;
-    let spawn_env = plan::segment_env(&opts, &opts.segments[0], &launcher_env);
-    let submit = config.submit(planned, spawn_env, cwd.display().to_string(), crate::this_host());
+    let spawn_env = crate::local::segment_env(&opts, &opts.segments[0], &launcher_env);
+    let submit = config.submit(planned, spawn_env, cwd.display().to_string(), crate::machine::this_host());
     let (mut rd, mut wr) = to_tokio(stream)?;
     write_frame(&mut wr, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) })
         .await
@@ -137,7 +136,7 @@ async fn request(msg: ToServer) -> Result<(OwnedReadHalf, OwnedWriteHalf), Error
 
 /// `dpm status`.
 pub fn status_command() -> Result<i32, Error> {
-    crate::block_on_local(async move {
+    crate::runtime::block_on_local(async move {
         let (mut rd, _wr) = request(ToServer::Status { version: CONTROL_VERSION }).await?;
         match read_frame::<_, ToClient>(&mut rd).await {
             Ok(ToClient::Status(s)) => {
@@ -180,7 +179,7 @@ fn format_status(s: &BootStatus) -> String {
 
 /// `dpm down`: returns once the server has ended every job and exited.
 pub fn down_command() -> Result<i32, Error> {
-    crate::block_on_local(async move {
+    crate::runtime::block_on_local(async move {
         let (mut rd, _wr) = request(ToServer::Down { version: CONTROL_VERSION }).await?;
         // The server closes the connection when it exits.
         match tokio::time::timeout(Duration::from_secs(30), read_frame::<_, ToClient>(&mut rd)).await {

@@ -52,7 +52,7 @@ struct Server {
 
 /// Serve until `dpm down`, a signal or a lost node; 0 after a clean stop.
 pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles, ready_on_stdout: bool) -> Result<i32, Error> {
-    let host = crate::this_host();
+    let host = crate::machine::this_host();
     let (node_list, bootstrap) = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, false, config.verbose).await?;

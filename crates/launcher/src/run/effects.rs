@@ -9,6 +9,7 @@ use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{Stream, ToDaemon};
 
 use super::TreeShared;
+use crate::plan::{FileTable, Files};
 
 /// A deadline a run asks its driver for; arming one again moves it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,6 +44,9 @@ pub trait RunEffects {
     fn shared(&mut self) -> &mut TreeShared;
     /// The run is over; dpm's exit status is `code`.
     fn finished(&mut self, code: i32);
+    /// The file system a spawn's programs, directories and host files are
+    /// resolved in (this machine's, for a live run).
+    fn files(&self) -> &dyn Files;
 }
 
 /// One recorded effect.
@@ -66,11 +70,13 @@ pub struct Recorder {
     pub effects: Vec<Effect>,
     pub now: u64,
     pub shared: TreeShared,
+    /// The file system spawns are resolved in: a table, not this machine's.
+    pub files: FileTable,
 }
 
 impl Recorder {
     pub fn new(shared: TreeShared) -> Self {
-        Recorder { effects: Vec::new(), now: 1_000_000, shared }
+        Recorder { effects: Vec::new(), now: 1_000_000, shared, files: FileTable::small() }
     }
 
     /// Take what was recorded so far.
@@ -121,5 +127,9 @@ impl RunEffects for Recorder {
     }
     fn finished(&mut self, code: i32) {
         self.effects.push(Effect::Finished(code));
+    }
+
+    fn files(&self) -> &dyn Files {
+        &self.files
     }
 }

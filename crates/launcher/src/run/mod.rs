@@ -7,8 +7,11 @@
 //! ([`Run::on_message`]), a signal, stdin data, a timer, the daemons going
 //! away — as plain data, and acts only through [`RunEffects`]: messages to
 //! nodes, console lines, timers, the end of the run. No I/O, no async, no
-//! shared cells: the async driver is [`crate::controller::Controller`];
-//! tests drive a run with [`Recorder`] and a virtual clock.
+//! shared cells: a spawn's programs, directories and host files are looked
+//! up in [`RunEffects::files`] (this machine's for a live run, a table in
+//! tests), the random part of the kvsnames comes in with [`TreeShared::new`];
+//! the async driver is [`crate::controller::Controller`]; tests drive a run
+//! with [`Recorder`] and a virtual clock, and need nothing from the host.
 //!
 //! What all runs of one tree share ([`TreeShared`]: the name service, job
 //! ids, the node table with its load, the jobs listed by `dpm status`) is
@@ -89,16 +92,10 @@ pub struct TreeShared {
 }
 
 impl TreeShared {
-    pub fn new(nodes: NodeTable) -> Self {
-        TreeShared {
-            names: NameService::default(),
-            next_job: 0,
-            run_tag: random_tag(),
-            nodes,
-            jobs: BTreeMap::new(),
-            kept: Kept::default(),
-            issued: Default::default(),
-        }
+    /// `run_tag`: the random part of the tree's kvsnames, drawn by the
+    /// driver (`controller::random_tag`) so that the reactor draws nothing.
+    pub fn new(nodes: NodeTable, run_tag: u32) -> Self {
+        TreeShared { names: NameService::default(), next_job: 0, run_tag, nodes, jobs: BTreeMap::new(), kept: Kept::default(), issued: Default::default() }
     }
 
     /// A new job id and its kvsname (unique per daemon tree, short enough
@@ -539,19 +536,6 @@ fn send_all(fx: &mut dyn RunEffects, out: crate::kvs_root::Outbox) {
     for (node, msg) in out {
         fx.send(NodeId(node), msg);
     }
-}
-
-/// 32 random bits from the kernel (time and pid mixed in if that fails).
-pub fn random_tag() -> u32 {
-    let mut bytes = [0u8; 4];
-    // SAFETY: getrandom(2) writes at most `bytes.len()` bytes into the buffer
-    // we own for the duration of the call (nix does not wrap getrandom).
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if n == 4 {
-        return u32::from_ne_bytes(bytes);
-    }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    now ^ std::process::id().rotate_left(16)
 }
 
 fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {

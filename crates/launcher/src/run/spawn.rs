@@ -51,7 +51,7 @@ impl Run {
             },
         };
         let (preput, commands) = (ask.preput, ask.commands);
-        let plan = match plan_spawn(&self.settings.spawn, &commands) {
+        let plan = match plan_spawn(&self.settings.spawn, fx.files(), &commands) {
             Ok(p) => p,
             Err(e) => return refuse(fx, e.to_string()),
         };

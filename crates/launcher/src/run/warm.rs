@@ -346,7 +346,7 @@ impl Run {
         for _ in have..want.min(MAX_WARM_SPAWN) {
             // The same plan a cold spawn of this shape gets (the files it
             // names may have changed since: then no pooled job).
-            let plan = match plan_spawn(&self.settings.spawn, &shape.commands) {
+            let plan = match plan_spawn(&self.settings.spawn, fx.files(), &shape.commands) {
                 Ok(p) => p,
                 Err(e) => return tracing::debug!("warm spawn: no pooled job for {}: {e}", shape.describe(parent)),
             };

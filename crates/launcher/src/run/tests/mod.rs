@@ -16,7 +16,7 @@ const GRACE: Duration = Duration::from_secs(3);
 fn fixture(slots: &[u32]) -> (Run, Recorder) {
     let hosts: Vec<String> = (0..slots.len()).map(|i| format!("h{i}")).collect();
     let table = NodeTable::new(hosts.into_iter().zip(slots.iter().copied()), 2);
-    (Run::new(settings_for(slots)), Recorder::new(TreeShared::new(table)))
+    (Run::new(settings_for(slots)), Recorder::new(TreeShared::new(table, 0x5eed)))
 }
 
 /// The settings of a run over `slots.len()` nodes (see [`fixture`]).
@@ -29,12 +29,7 @@ fn settings_for(slots: &[u32]) -> Settings {
         pmi_mode: PmiMode::Fd,
         no_oversubscribe: false,
         report_placement: false,
-        spawn: crate::spawn::SpawnContext {
-            base_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-            cwd: std::env::temp_dir(),
-            host: "h0".into(),
-            nodes: hosts,
-        },
+        spawn: crate::spawn::SpawnContext { base_env: vec![("PATH".into(), "/usr/bin:/bin".into())], cwd: "/tmp".into(), host: "h0".into(), nodes: hosts },
         node_slots: slots.to_vec(),
         fanout: 2,
         owner: 1,
