@@ -29,6 +29,7 @@ MPI4PY_VERSION=4.1.2    # binary wheel on PyPI for CPython 3.11; loads the MPICH
 APT_PACKAGES=(build-essential python3-venv python3-dev libpmi2-0-dev pkg-config curl ca-certificates iproute2 openssh-server)
 APT_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
 APT_PACKAGES+=(povray povray-examples)    # examples/renderfarm: the renderer and its glass chess scene
+APT_PACKAGES+=(groff-base)    # crates/dpm/tests/packaging.rs renders dpm man's page
 RUSTUP_SCRIPT_URL=https://sh.rustup.rs
 RUSTUP_DIST_URL=https://static.rust-lang.org/rustup/dist
 VENV=.venv

@@ -29,8 +29,11 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 /// The checkout's commit, watching the files that change with it.
 fn git_commit(dir: &Path) -> Option<String> {
     let commit = git(dir, &["rev-parse", "--short=12", "HEAD"])?;
-    for file in ["HEAD", "logs/HEAD"] {
-        if let Some(path) = git(dir, &["rev-parse", "--path-format=absolute", "--git-path", file]) {
+    // HEAD (a checkout), its reflog (every commit), the branch's ref, and
+    // packed-refs: whichever exist.
+    let branch = git(dir, &["rev-parse", "--symbolic-full-name", "HEAD"]).filter(|b| b.starts_with("refs/"));
+    for file in ["HEAD", "logs/HEAD", "packed-refs"].into_iter().map(String::from).chain(branch) {
+        if let Some(path) = git(dir, &["rev-parse", "--path-format=absolute", "--git-path", &file]) {
             if Path::new(&path).exists() {
                 println!("cargo:rerun-if-changed={path}");
             }
