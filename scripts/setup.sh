@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MPICH_VERSION=5.0.2
-MPI4PY_VERSION=4.1.2    # binary wheel on PyPI for CPython 3.11; loads the MPICH wheel's libmpi
+MPI4PY_VERSION=4.1.2    # binary wheel on PyPI for CPython 3.11; loads the libmpi of the venv it is in
 APT_PACKAGES=(build-essential python3-venv python3-dev libpmi2-0-dev pkg-config curl ca-certificates iproute2 openssh-server)
 APT_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
 APT_PACKAGES+=(povray povray-examples)    # examples/renderfarm: the renderer and its glass chess scene
