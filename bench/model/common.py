@@ -32,7 +32,8 @@ from dpmbench.proc import group_kill, note  # noqa: E402,F401
 from dpmbench.stats import quantile  # noqa: E402
 
 BIN = os.path.join(HERE, "bin")
-CALIBRATION = os.path.join(HERE, "calibration", "polyglot.json")
+# Embedded into dpm (dpm_cluster::calibration::BUILT_IN_JSON) from the crate.
+CALIBRATION = os.path.join(ROOT, "crates", "cluster", "calibration", "polyglot.json")
 DPM = os.environ.get("BENCH_DPM") or os.path.join(ROOT, "target", "release", "dpm")
 SCHEMA = 1
 # The names the contract with dpm_cluster::calibration requires

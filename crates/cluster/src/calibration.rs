@@ -17,12 +17,13 @@
 //! CPU per client or get) and `latency_us` (a daemon start's single-daemon
 //! latency, its median being the serial cost per added daemon).
 //!
-//! Two calibrations are embedded at build time, so the binary works
-//! anywhere: [`SAMPLE_JSON`], the stand-in committed beside this crate
-//! (`calibration/sample.json`, not measured), and [`BUILT_IN_JSON`], the
-//! default of `dpm model`: this machine's measured calibration
-//! (`bench/model/calibration/polyglot.json`) when the workspace has it at
-//! build time, else the sample (`build.rs` chooses).
+//! Two calibrations are embedded at build time from files of this crate, so
+//! the binary works anywhere and reads no file of the tree at run time (also
+//! when built from a crate tarball or installed with `cargo install`):
+//! [`SAMPLE_JSON`], the stand-in (`calibration/sample.json`, not measured),
+//! and [`BUILT_IN_JSON`], the default of `dpm model`: the calibration
+//! measured by `bench/model` (`calibration/polyglot.json`, which it
+//! rewrites).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -51,7 +52,7 @@ pub const REQUIRED: &[&str] = &[
 /// The committed sample calibration (see the module documentation).
 pub const SAMPLE_JSON: &str = include_str!("../calibration/sample.json");
 /// The default calibration (see the module documentation).
-pub const BUILT_IN_JSON: &str = include_str!(env!("DPM_CALIBRATION_FILE"));
+pub const BUILT_IN_JSON: &str = include_str!("../calibration/polyglot.json");
 
 /// What a calibration is wrong about.
 #[derive(Debug, thiserror::Error)]

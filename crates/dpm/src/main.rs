@@ -9,13 +9,20 @@
 
 use clap::{Parser, Subcommand};
 
+mod man;
 mod model;
+
+/// `dpm --version`: the package version, the commit and the build date
+/// (`build.rs`).
+pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("DPM_COMMIT"), " ", env!("DPM_BUILD_DATE"), ")");
+/// The build date alone, `YYYY-MM-DD` (the manual page's date).
+pub(crate) const BUILD_DATE: &str = env!("DPM_BUILD_DATE");
 
 use dpm_launcher::boot::cli::BootRequest;
 use dpm_launcher::{Error, RunRequest};
 
 #[derive(Parser)]
-#[command(name = "dpm", version, about = "dpm: a fast, scalable process manager for MPI with first-class dynamic processes")]
+#[command(name = "dpm", version = VERSION, about = "dpm: a fast, scalable process manager for MPI with first-class dynamic processes")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -75,6 +82,9 @@ enum Command {
         #[arg(short, action = clap::ArgAction::Count)]
         verbose: u8,
     },
+    /// Print the manual page, dpm(1), in roff (generated from the option
+    /// tables; `man -l <(dpm man)` shows it).
+    Man,
     /// The cleaner a node's process starts (`dpm_daemon::cleaner`): reads
     /// notes on stdin until that process is gone, then removes what its
     /// unended jobs left. Not for users.
@@ -131,6 +141,10 @@ fn main() {
                     ("dpm down", dpm_launcher::boot::client::down_command())
                 }
                 Command::Model(args) => ("dpm model", model::command(args)),
+                Command::Man => {
+                    print!("{}", man::page());
+                    ("dpm man", Ok(0))
+                }
                 Command::Daemon { .. } | Command::CleanUpAfter { .. } => unreachable!("matched above"),
             }
         }
@@ -164,7 +178,7 @@ fn run(args: &[String]) -> (&'static str, Result<i32, Error>) {
             ("dpm run", Ok(0))
         }
         RunRequest::Version => {
-            println!("dpm {}", env!("CARGO_PKG_VERSION"));
+            println!("dpm {VERSION}");
             ("dpm run", Ok(0))
         }
         RunRequest::Singleton { args, .. } => ("mpiexec", dpm_launcher::singleton::run(&args)),

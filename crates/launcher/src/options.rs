@@ -2,6 +2,9 @@
 //! which command takes them and their help. The hand parser ([`crate::cli`])
 //! looks every option up here, and `--help` is rendered from here, so an
 //! option cannot be parsed without being documented or the other way round.
+//! The manual page's sections come from here too ([`man`]).
+
+pub mod man;
 
 /// What an option does; the parser matches on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

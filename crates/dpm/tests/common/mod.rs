@@ -174,6 +174,12 @@ impl Dpm {
         self
     }
 
+    /// Run this dpm binary instead of the build's (an installed one).
+    pub fn exe(mut self, exe: &Path) -> Dpm {
+        self.exe = exe.to_path_buf();
+        self
+    }
+
     pub fn watchdog(mut self, limit: Duration) -> Dpm {
         self.watchdog = limit;
         self
