@@ -6,9 +6,8 @@
 //! MPI 5 — its program links `libmpi.so.40`, or a wrapper, script or Python
 //! interpreter leads to one that does ([`crate::mpi_probe`]) —, and `simple`
 //! refuses such a job with a message saying what to do. What the probe
-//! cannot see gets `simple` under `auto`; an Open MPI rank among it is
-//! then stopped by its node daemon ([`dpm_daemon`]'s singleton watch)
-//! rather than left to run alone.
+//! cannot see (a program named by a variable) gets `simple` under `auto`:
+//! say `--pmi pmix`.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
