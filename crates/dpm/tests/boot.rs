@@ -538,8 +538,8 @@ fn open_mpi_hello() -> Option<(String, String)> {
 
 /// `dpm boot --pmi`: the flavour of the boot's runs that name none; a run's
 /// own `--pmi` or `DPM_PMI` wins. Under `--pmi pmix` a script wrapping an
-/// Open MPI program (which auto cannot recognise) gets PMIx: its 2 ranks
-/// are one job; under `--pmi simple` an Open MPI program is refused.
+/// Open MPI program gets PMIx: its 2 ranks are one job; under `--pmi
+/// simple` an Open MPI program is refused, also behind the script.
 #[test]
 fn boot_pmi_is_the_default_of_its_runs() {
     let Some((ompi, library)) = open_mpi_hello() else { return };
@@ -556,17 +556,9 @@ fn boot_pmi_is_the_default_of_its_runs() {
     out.assert_code(1).assert_stderr_contains("links Open MPI (libmpi.so.40), which needs PMIx");
     boot.run(&["-n", "2", &ompi]).env("DPM_PMI", "auto").watchdog(Duration::from_secs(60)).output().assert_success().assert_stdout_contains("rank 1 of 2\n");
     boot.run(&["--pmi", "pmix", "-n", "2", &ompi]).watchdog(Duration::from_secs(60)).output().assert_success().assert_stdout_contains("rank 1 of 2\n");
-    // Without the boot's default the same wrapped run would be PMI-1/2: two
-    // singletons, each "rank 0 of 1". A singleton's btl/sm segment
-    // (`sm_segment.*`, 16 MiB) has no PMIx server to remove it: they go
-    // into a directory of this test's, removed here, not into /dev/shm.
-    let shm = std::env::temp_dir().join(unique("ompi-singletons"));
-    std::fs::create_dir(&shm).unwrap();
-    let shm_str = shm.display().to_string();
-    let mut singletons = vec!["-genv", "OMPI_MCA_btl_sm_backing_directory", &shm_str];
-    singletons.extend(wrapped);
-    let out = boot.run(&singletons).watchdog(Duration::from_secs(60)).output();
-    let _ = std::fs::remove_dir_all(&shm);
-    out.assert_success().assert_stdout_contains("rank 0 of 1\n").assert_stdout_lacks("of 2\n");
+    // The same wrapped run under the boot's `simple`: dpm follows `sh -c`
+    // to the Open MPI program and refuses it, never two singletons.
+    let out = boot.run(&wrapped).watchdog(Duration::from_secs(60)).output();
+    out.assert_code(1).assert_stderr_contains("links libmpi.so.40), which needs PMIx").assert_stdout_lacks("rank 0 of");
     assert!(boot.down().status.success());
 }

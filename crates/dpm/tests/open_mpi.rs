@@ -6,7 +6,8 @@
 //! across virtual nodes; a missing program fails with an error), connect and
 //! accept between two jobs with a lookup that waits, a `PMIx_Fence` over
 //! part of the job across nodes,
-//! `--pmi simple` refusing an Open MPI program, and nothing left behind (the
+//! `--pmi simple` refusing an Open MPI program, wrappers, scripts and mpi4py
+//! run as one job without `--pmi`, and nothing left behind (the
 //! server's directory, the ranks' shared-memory segments). Without the wheel
 //! the tests say SKIPPED (and fail under `CI=true`).
 
@@ -282,6 +283,62 @@ fn pmi_simple_refuses_an_open_mpi_program_and_says_what_to_do() {
     bad.assert_stderr_contains("simple, pmix or auto");
 }
 
+/// Never N singletons: an Open MPI program behind a wrapper, a shell
+/// script or `sh -c` runs as one job under `--pmi auto` (dpm follows the
+/// command to the program; the node's PMIx server is the program's Open
+/// MPI's), and `--pmi simple` refuses it, naming the program it found.
+#[test]
+fn wrappers_and_scripts_of_an_open_mpi_program_run_as_one_job() {
+    let Some(hello) = ompi_hello() else { return };
+    let dir = std::env::temp_dir().join(common::unique("ompi-wrappers"));
+    std::fs::create_dir(&dir).unwrap();
+    let script = dir.join("run.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh
+set -e
+exec {hello} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = script.display().to_string();
+    let exec = format!("exec {hello}");
+    let commands: [&[&str]; 4] = [&["env", &hello], &["env", "OMPI_MCA_pml=ob1", "nice", &hello], &[&script], &["sh", "-c", &exec]];
+    for command in commands {
+        let mut args = vec!["-n", "2"];
+        args.extend(command);
+        let out = run_clean(&args);
+        assert_hello(&out, 2);
+        assert_eq!(out.lines().iter().filter(|l| l.starts_with("rank 0 of")).count(), 1, "{}", out.describe());
+        let mut refused = vec!["--pmi", "simple"];
+        refused.extend(&args);
+        let out = Dpm::run(&refused).output();
+        out.assert_code(1).assert_stderr_contains(&format!("runs Open MPI ({hello} links libmpi.so.40), which needs PMIx")).assert_stdout_lacks("rank 0 of");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An MPICH program behind the same wrappers is still a PMI-1/2 job
+/// under `--pmi auto`, and `--pmi simple` accepts it.
+#[test]
+fn wrappers_of_an_mpich_program_stay_pmi_1() {
+    let hello = common::hello();
+    let exec = format!("exec {hello}");
+    for command in [&["env", &hello][..], &["sh", "-c", &exec][..]] {
+        for flavour in ["auto", "simple"] {
+            let mut args = vec!["--pmi", flavour, "-n", "2"];
+            args.extend(command);
+            let out = Dpm::run(&args).output();
+            out.assert_success();
+            for rank in 0..2 {
+                out.assert_stdout_contains(&format!("hello from rank {rank} of 2 "));
+            }
+        }
+    }
+}
+
 // ---- mpi4py built against Open MPI (.venv-ompi) ---------------------------------
 
 /// Does this mpi4py load Open MPI? Asked without `MPI_Init` (see `ompi_python`).
@@ -305,8 +362,8 @@ fn ompi_python() -> Option<String> {
     None
 }
 
-/// mpi4py's own test at -n `n` under `dpm run --pmi pmix` (a script: auto
-/// cannot see it links Open MPI). `OMPI_MCA_btl=^ofi`: Open MPI's btl/ofi
+/// mpi4py's own test at -n `n` under `dpm run --pmi pmix` (auto finds the
+/// venv's Open MPI mpi4py too: `mpi4py_on_open_mpi_needs_no_pmi_option`). `OMPI_MCA_btl=^ofi`: Open MPI's btl/ofi
 /// sleeps 1 s when it is closed (`mca_btl_ofi_component_close`, every
 /// process's MPI_Init when it is not selected), which made test_spawn's 44
 /// spawns take ~50 s instead of ~16 s; prterun behaves the same.
@@ -316,6 +373,31 @@ fn ompi_mpi4py_suite(python: &str, test: &str, n: u32) -> (Vec<String>, Output) 
     let (summaries, out) = common::mpi4py::suite(python, test, n, &extra, std::time::Duration::from_secs(240));
     assert_eq!(own_segments(&out), Vec::<PathBuf>::new(), "segments of the run's jobs left in /dev/shm\n{}", out.describe());
     (summaries, out)
+}
+
+/// mpi4py on Open MPI without `--pmi pmix`: dpm finds the mpi4py the
+/// interpreter imports (its venv) and that it links Open MPI: one job of
+/// 2, no segment left. Also through `env` and a `#!` script.
+#[test]
+fn mpi4py_on_open_mpi_needs_no_pmi_option() {
+    let Some(python) = ompi_python() else { return };
+    let dir = std::env::temp_dir().join(common::unique("ompi-mpi4py"));
+    std::fs::create_dir(&dir).unwrap();
+    let body = "from mpi4py import MPI\nc = MPI.COMM_WORLD\nprint(f'rank {c.rank} of {c.size}', flush=True)\n";
+    let plain = dir.join("hello.py");
+    std::fs::write(&plain, body).unwrap();
+    let script = dir.join("hello_exec.py");
+    std::fs::write(&script, format!("#!{python}\n{body}")).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (plain, script) = (plain.display().to_string(), script.display().to_string());
+    let commands: [&[&str]; 3] = [&[&python, &plain], &["env", &python, &plain], &[&script]];
+    for command in commands {
+        let mut args = vec!["-n", "2"];
+        args.extend(command);
+        let out = run_clean(&args);
+        out.assert_success().assert_stdout_contains("rank 0 of 2\n").assert_stdout_contains("rank 1 of 2\n").assert_stdout_lacks("of 1\n");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// As under prterun (measured with the same mpi4py 4.1.2 and Open MPI

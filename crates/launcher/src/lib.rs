@@ -38,6 +38,7 @@ pub mod kvs_root;
 pub mod local;
 pub mod machine;
 pub mod manual;
+pub mod mpi_probe;
 pub mod node_table;
 pub mod nodes;
 pub mod options;
@@ -122,8 +123,8 @@ pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
 async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
     let host = this_host();
     let (mut node_list, bootstrap) = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
-    let (launcher_env, cwd, planned) = plan_here(&opts)?;
-    config.choose_pmi(&planned.apps)?;
+    let (launcher_env, cwd, mut planned) = plan_here(&opts)?;
+    config.choose_pmi(&mut planned.apps)?;
     let size = planned.procs.len() as u32;
     // On one node, an explicit universe size is its slot count.
     if let (Some(u), [only]) = (config.universe_size, node_list.as_mut_slice()) {

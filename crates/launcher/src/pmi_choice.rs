@@ -2,17 +2,21 @@
 //! the daemons serve a run's jobs with. One flavour per job, never both:
 //! MPICH aborts when `PMI_SIZE` and `PMIX_NAMESPACE` are both set
 //! (mpich#7957), and an Open MPI 5 program under PMI-1/2 runs as N unrelated
-//! singletons that exit 0. So `auto` picks PMIx for a program that links
-//! Open MPI 5 (`libmpi.so.40` among its strings), and `simple` refuses such a
-//! program with a message saying what to do. A script (mpi4py) cannot be
-//! recognised: it gets `simple` under `auto` (say `--pmi pmix`).
+//! singletons that exit 0. So `auto` picks PMIx for a job that runs Open
+//! MPI 5 — its program links `libmpi.so.40`, or a wrapper, script or Python
+//! interpreter leads to one that does ([`crate::mpi_probe`]) —, and `simple`
+//! refuses such a job with a message saying what to do. What the probe
+//! cannot see (a program named by a variable) gets `simple` under `auto`:
+//! say `--pmi pmix`.
 
-use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use dpm_kvs::KvsDesign;
+use dpm_pmix::library::LibrarySearch;
 use dpm_proto::{AppSpec, PmiMode};
+
+use crate::mpi_probe::{self, Mpi};
 
 use crate::error::UsageError;
 use crate::plan::PlanError;
@@ -41,36 +45,29 @@ impl FromStr for PmiFlavour {
     }
 }
 
-/// The SONAME of Open MPI 4 and 5's `libmpi`; Open MPI 5 speaks only PMIx.
-const OPEN_MPI_SONAME: &[u8] = b"libmpi.so.40\0";
-/// How much of a program is read to find its needed libraries: the dynamic
-/// string table sits near the start of an ELF file.
-const SCAN_BYTES: u64 = 16 << 20;
-
-/// Whether `program` is an ELF file that names `libmpi.so.40` (its
-/// `DT_NEEDED`). Not an ELF parser: the string table is searched as bytes.
-pub fn links_open_mpi(program: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(program) else { return false };
-    let mut bytes = Vec::new();
-    if file.take(SCAN_BYTES).read_to_end(&mut bytes).is_err() || !bytes.starts_with(b"\x7fELF") {
-        return false;
-    }
-    bytes.windows(OPEN_MPI_SONAME.len()).any(|w| w == OPEN_MPI_SONAME)
-}
-
 /// How a job of `apps` reaches its PMI server, and its KVS design: PMIx
-/// jobs exchange each node's blob at the fence (allgather).
-pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &[AppSpec]) -> Result<(PmiMode, KvsDesign), PlanError> {
+/// jobs exchange each node's blob at the fence (allgather). Each program
+/// is followed through wrappers, scripts and Python ([`mpi_probe`]); an
+/// app whose Open MPI was found behind its program gets that Open MPI's
+/// PMIx library named (`DPM_PMIX_LIBRARY`, unless it names one) so the
+/// node's PMIx server matches its ranks.
+pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &mut [AppSpec]) -> Result<(PmiMode, KvsDesign), PlanError> {
     let simple = if port { PmiMode::Port } else { PmiMode::Fd };
-    let open_mpi: Vec<&AppSpec> = apps.iter().filter(|a| links_open_mpi(Path::new(&a.exe))).collect();
+    let found: Vec<Mpi> = apps.iter().map(mpi_probe::probe).collect();
+    let open_mpi = |i: usize| matches!(found[i], Mpi::OpenMpi(_));
+    let first = (0..apps.len()).find(|&i| open_mpi(i));
     let pmix = match flavour {
         PmiFlavour::Pmix => true,
-        PmiFlavour::Auto => !open_mpi.is_empty(),
+        PmiFlavour::Auto => first.is_some(),
         PmiFlavour::Simple => {
-            if let Some(app) = open_mpi.first() {
+            if let Some(i) = first {
+                let what = match &found[i] {
+                    Mpi::OpenMpi(elf) if elf != Path::new(&apps[i].exe) => format!("runs Open MPI ({} links libmpi.so.40)", elf.display()),
+                    _ => "links Open MPI (libmpi.so.40)".to_string(),
+                };
                 return Err(PlanError::Invalid(format!(
-                    "{}: links Open MPI (libmpi.so.40), which needs PMIx; its ranks would each run alone. Use --pmi pmix or --pmi auto (or DPM_PMI=auto)",
-                    app.exe
+                    "{}: {what}, which needs PMIx; its ranks would each run alone. Use --pmi pmix or --pmi auto (or DPM_PMI=auto)",
+                    apps[i].exe
                 )));
             }
             false
@@ -82,16 +79,43 @@ pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &[AppSpec])
     if port {
         return Err(PlanError::Invalid("--pmi-port serves PMI-1/PMI-2 only; a PMIx job's ranks reach their node's PMIx server".into()));
     }
-    if open_mpi.len() < apps.len() && flavour == PmiFlavour::Auto {
-        let other = apps.iter().find(|a| !links_open_mpi(Path::new(&a.exe))).map_or("?", |a| a.exe.as_str());
-        tracing::warn!("{other}: does not link Open MPI; served with PMIx as the job's other programs (--pmi simple to refuse)");
+    if flavour == PmiFlavour::Auto {
+        if let Some(i) = (0..apps.len()).find(|&i| !open_mpi(i)) {
+            tracing::warn!("{}: does not run Open MPI; served with PMIx as the job's other programs (--pmi simple to refuse)", apps[i].exe);
+        }
+    }
+    for (app, found) in apps.iter_mut().zip(&found) {
+        if let Mpi::OpenMpi(elf) = found {
+            name_library(app, elf);
+        }
     }
     Ok((PmiMode::Pmix, KvsDesign::Allgather))
 }
 
+/// For an app whose Open MPI program is not the app's program (a wrapper,
+/// a script, Python's mpi4py): the PMIx library the node daemon would have
+/// chosen for that program, as `DPM_PMIX_LIBRARY` in the app's environment
+/// (the daemon looks only at the app's program, `$OPAL_PREFIX` and the
+/// system). Nothing when the app names a library or the search finds none.
+fn name_library(app: &mut AppSpec, elf: &Path) {
+    let var = |name: &str| app.env.iter().find(|(k, _)| k == name).map(|(_, v)| PathBuf::from(v));
+    if elf == Path::new(&app.exe) || var(LIBRARY_VAR).is_some() {
+        return;
+    }
+    let search = LibrarySearch { explicit: None, program: Some(elf.to_path_buf()), opal_prefix: var("OPAL_PREFIX") };
+    let library = search.choose();
+    if library.is_file() {
+        app.env.push((LIBRARY_VAR.to_string(), library.display().to_string()));
+    }
+}
+
+/// The daemon's setting for the PMIx library of a job's first program.
+const LIBRARY_VAR: &str = "DPM_PMIX_LIBRARY";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mpi_probe::links_open_mpi;
 
     fn app(exe: &str) -> AppSpec {
         AppSpec { exe: exe.into(), argv: vec![exe.into()], env: vec![], wdir: "/".into() }
@@ -127,14 +151,14 @@ mod tests {
         assert!(!links_open_mpi(&script), "only ELF files are recognised");
         assert!(!links_open_mpi(&dir.join("missing")));
 
-        let auto = |exe: &str| choose(PmiFlavour::Auto, false, KvsDesign::Auto, &[app(exe)]).unwrap();
+        let auto = |exe: &str| choose(PmiFlavour::Auto, false, KvsDesign::Auto, &mut [app(exe)]).unwrap();
         assert_eq!(auto(&ompi), (PmiMode::Pmix, KvsDesign::Allgather));
         assert_eq!(auto(&mpich), (PmiMode::Fd, KvsDesign::Auto));
-        assert_eq!(choose(PmiFlavour::Auto, true, KvsDesign::Tree, &[app(&mpich)]).unwrap(), (PmiMode::Port, KvsDesign::Tree));
-        assert_eq!(choose(PmiFlavour::Pmix, false, KvsDesign::Auto, &[app(&mpich)]).unwrap().0, PmiMode::Pmix);
-        let refused = choose(PmiFlavour::Simple, false, KvsDesign::Auto, &[app(&mpich), app(&ompi)]).unwrap_err();
+        assert_eq!(choose(PmiFlavour::Auto, true, KvsDesign::Tree, &mut [app(&mpich)]).unwrap(), (PmiMode::Port, KvsDesign::Tree));
+        assert_eq!(choose(PmiFlavour::Pmix, false, KvsDesign::Auto, &mut [app(&mpich)]).unwrap().0, PmiMode::Pmix);
+        let refused = choose(PmiFlavour::Simple, false, KvsDesign::Auto, &mut [app(&mpich), app(&ompi)]).unwrap_err();
         assert!(refused.to_string().contains("needs PMIx") && refused.to_string().contains("--pmi pmix"), "{refused}");
-        assert!(choose(PmiFlavour::Pmix, true, KvsDesign::Auto, &[app(&ompi)]).is_err(), "no PMI port under PMIx");
+        assert!(choose(PmiFlavour::Pmix, true, KvsDesign::Auto, &mut [app(&ompi)]).is_err(), "no PMI port under PMIx");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

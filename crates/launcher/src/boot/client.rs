@@ -37,8 +37,8 @@ pub fn connect() -> Result<Option<StdUnixStream>, DirError> {
 
 /// `dpm run` through the boot: plan here, run there, relay until the exit status.
 pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
-    let (launcher_env, cwd, planned) = crate::local::plan_here(&opts)?;
-    config.choose_pmi(&planned.apps)?;
+    let (launcher_env, cwd, mut planned) = crate::local::plan_here(&opts)?;
+    config.choose_pmi(&mut planned.apps)?;
     let spawn_env = crate::local::segment_env(&opts, &opts.segments[0], &launcher_env);
     let submit = config.submit(planned, spawn_env, cwd.display().to_string(), crate::machine::this_host());
     let (mut rd, mut wr) = to_tokio(stream)?;

@@ -305,7 +305,7 @@ fn status(server: &Server) -> BootStatus {
 /// written by a task of the run's own: a client that stops reading blocks
 /// only that task — and, through the run's output windows, its ranks —
 /// never the server or other runs.
-async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net::unix::OwnedReadHalf, wr: tokio::net::unix::OwnedWriteHalf) {
+async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::net::unix::OwnedReadHalf, wr: tokio::net::unix::OwnedWriteHalf) {
     let (sink, drain) = output::sink();
     let writer = tokio::task::spawn_local(write_to_client(drain, wr));
     let (in_tx, in_rx) = mpsc::unbounded_channel::<Input>();
@@ -329,7 +329,7 @@ async fn run_for_client(server: &Rc<Server>, submit: Submit, mut rd: tokio::net:
         }
     });
 
-    let last = match RunConfig::from_submit(&submit, server.fanout).and_then(|config| with_boot_pmi(config, server.pmi, &submit)) {
+    let last = match RunConfig::from_submit(&submit, server.fanout).and_then(|config| with_boot_pmi(config, server.pmi, &mut submit)) {
         Ok(mut config) => {
             config.warm_spawn = config.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
@@ -387,10 +387,10 @@ async fn write_to_client(mut drain: output::Drain, mut wr: tokio::net::unix::Own
 /// A run whose client said no flavour gets the boot's `--pmi`, chosen
 /// again from its programs (the client's auto choice is replaced; a
 /// refusal, e.g. `simple` for an Open MPI program, refuses the run).
-fn with_boot_pmi(mut config: RunConfig, boot: Option<crate::pmi_choice::PmiFlavour>, submit: &Submit) -> Result<RunConfig, UsageError> {
+fn with_boot_pmi(mut config: RunConfig, boot: Option<crate::pmi_choice::PmiFlavour>, submit: &mut Submit) -> Result<RunConfig, UsageError> {
     if let (true, Some(flavour)) = (submit.pmi_default, boot) {
         config.pmi = Some(flavour);
-        config.choose_pmi(&submit.apps).map_err(|e| UsageError(e.to_string()))?;
+        config.choose_pmi(&mut submit.apps).map_err(|e| UsageError(e.to_string()))?;
     }
     Ok(config)
 }
