@@ -180,7 +180,7 @@ mod tests {
         assert!(CpuSet::from_hwloc("0xzz").is_err());
         assert!(CpuSet::from_hwloc("3").is_err());
         // Beyond MAX_CPUS: refused, not wrapped.
-        let huge = std::iter::once("0x1").chain(std::iter::repeat("0x0").take(300)).collect::<Vec<_>>().join(",");
+        let huge = std::iter::once("0x1").chain(std::iter::repeat_n("0x0", 300)).collect::<Vec<_>>().join(",");
         assert!(CpuSet::from_hwloc(&huge).is_err());
     }
 

@@ -62,7 +62,7 @@ pub fn gpus(topo: &Topology) -> Vec<Gpu> {
     if !found.iter().any(|g| g.vendor == Vendor::Cuda) {
         found.extend(nvml);
     }
-    found.sort_by(|a, b| (a.vendor, a.index).cmp(&(b.vendor, b.index)));
+    found.sort_by_key(|g| (g.vendor, g.index));
     found.dedup_by(|a, b| (a.vendor, a.index) == (b.vendor, b.index));
     found
 }
