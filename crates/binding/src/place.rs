@@ -191,6 +191,8 @@ impl Binder {
             Effective::Objects { level, .. } => Some(level),
             _ => None,
         };
+        // A user's lists may overlap on purpose: only reusing one is sharing.
+        let user = matches!(policy.effective(), Effective::User(_));
         let mut out = JobBindings::default();
         let (mut shared, mut shared_gpus) = (0, 0);
         for i in 0..n {
@@ -204,7 +206,8 @@ impl Binder {
                     i % units.len()
                 };
                 let unit = units[pick].clone();
-                if unit.iter().any(|c| self.holders(c) > 0) {
+                let reused = if user && !spawned { i >= units.len() } else { unit.iter().any(|c| self.holders(c) > 0) };
+                if reused {
                     shared += 1;
                 }
                 for c in unit.iter() {

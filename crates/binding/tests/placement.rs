@@ -112,6 +112,7 @@ fn hydra_user_lists_wrap_and_say_so() {
     let (c, w) = case(SEQ, &[("bind", "user:0+1,5")], 3);
     assert_eq!(c, ["0-1", "5", "0-1"]);
     assert_eq!(w, 1);
+    assert_eq!(case(SEQ, &[("bind", "user:0+1,1")], 2), (vec!["0-1".to_string(), "1".to_string()], 0), "overlapping lists, as given: no warning");
     let mut b = all(SEQ);
     let p = policy(&[("bind", "user:0,70")]);
     assert!(b.bind(&p, 1, false).is_err(), "CPU 70 is not in the topology");

@@ -244,6 +244,11 @@ impl Hwloc {
     }
 }
 
+/// This machine's topology as hwloc XML (or the file `HWLOC_XMLFILE` names).
+pub fn xml() -> Result<Vec<u8>, TopologyError> {
+    Hwloc::open()?.xml()
+}
+
 /// Export this machine's topology into a memfd (see the module documentation).
 /// The XML is hwloc's, or the copy kept from an earlier export on this
 /// machine boot ([`crate::topology_cache`]).
