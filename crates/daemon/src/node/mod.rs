@@ -222,8 +222,11 @@ pub trait NodeEffects {
     }
     /// Say a line on this daemon's stderr (`--report-bindings`, a binding's
     /// warning), which reaches the user's terminal under every bootstrap.
+    /// One write per line, so that lines of several daemons sharing the
+    /// terminal (virtual nodes) never interleave.
     fn binding_note(&mut self, line: &str) {
-        eprintln!("{line}");
+        use std::io::Write;
+        let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
     }
 
     /// PMIx (a job launched with `PmiMode::Pmix`): register the namespace

@@ -46,7 +46,7 @@ impl NodeReactor {
         let mut out = Vec::with_capacity(bound.ranks.len());
         for (p, b) in spec.procs.iter().zip(bound.ranks) {
             if policy.report {
-                let who = if spec.spawner.is_some() { format!("{}.{}", spec.job, p.rank.0) } else { p.rank.0.to_string() };
+                let who = if spec.spawner.is_some() { format!("{}.{}", spec.job.0, p.rank.0) } else { p.rank.0.to_string() };
                 fx.binding_note(&format!("[{}:{pid}] Rank {who} {}", self.host, b.report));
             }
             let affinity = (b.cpus.is_some() || b.mems.is_some())
