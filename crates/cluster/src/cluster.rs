@@ -191,6 +191,7 @@ impl Cluster {
             owner: 1,
             warm_spawn: 0,
             warm_verbose: false,
+            binding: Default::default(),
         };
         Cluster {
             now: Duration::ZERO,

@@ -33,6 +33,7 @@
 //! Every log line carries the node: the drivers run inside a `node` span
 //! (`node`, `host`), and the tasks and threads they start inherit it.
 
+pub mod binding;
 pub mod cleaner;
 pub mod link;
 pub mod links;

@@ -42,6 +42,18 @@ pub struct PmiEnv {
     /// `PMI_FD` mode: create a socketpair and pass its child end.
     pub socketpair: bool,
     pub vars: Vec<(String, String)>,
+    /// Its CPU and memory binding, set in the child before `exec`.
+    pub affinity: Option<Affinity>,
+}
+
+/// A process's binding as the kernel takes it: masks of 64-bit words (bit
+/// `n % 64` of word `n / 64` is CPU or NUMA node `n`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Affinity {
+    /// `sched_setaffinity`'s mask (`None`: not bound).
+    pub cpus: Option<Vec<u64>>,
+    /// `set_mempolicy(MPOL_BIND)`'s node mask (`None`: not bound).
+    pub mems: Option<Vec<u64>>,
 }
 
 /// An app's program, arguments and environment as C strings, built once and
@@ -90,6 +102,10 @@ struct ChildSetup<'a> {
     stderr: RawFd,
     /// The child's end of the PMI socketpair, kept open across exec.
     pmi: RawFd,
+    /// CPU mask for `sched_setaffinity` (null: unbound) and its length in words.
+    cpus: (*const u64, usize),
+    /// Node mask for `set_mempolicy(MPOL_BIND)` (null: unbound) and its words.
+    mems: (*const u64, usize),
     /// errno of the step that failed in the child; 0 if it exec'd.
     error: AtomicI32,
 }
@@ -168,6 +184,8 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         pmi: pmi_fd,
+        cpus: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.cpus.as_deref())),
+        mems: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.mems.as_deref())),
         error: AtomicI32::new(0),
     };
 
@@ -184,6 +202,14 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
     drop((in_r, out_w, err_w, pmi_child));
     Ok(Started { pid, pgid, pidfd: pidfd_open(pid)?, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
 }
+
+/// A mask's address and length for the child (null: none).
+fn mask_ptr(mask: Option<&[u64]>) -> (*const u64, usize) {
+    mask.map_or((std::ptr::null(), 0), |m| (m.as_ptr(), m.len()))
+}
+
+/// `set_mempolicy`'s mode binding memory to the given nodes.
+const MPOL_BIND: libc::c_int = 2;
 
 /// Size of the child's stack: it only runs `child_main`, a few raw syscalls.
 const CHILD_STACK: usize = 64 * 1024;
@@ -254,6 +280,14 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(s);
         }
         if libc::chdir(s.wdir.as_ptr()) != 0 {
+            return fail(s);
+        }
+        // The binding (`-bind-to`, `-membind`): inherited through the exec.
+        if !s.cpus.0.is_null() && libc::syscall(libc::SYS_sched_setaffinity, 0, s.cpus.1 * 8, s.cpus.0) != 0 {
+            return fail(s);
+        }
+        // maxnode counts bits plus one (the kernel reads maxnode - 1).
+        if !s.mems.0.is_null() && libc::syscall(libc::SYS_set_mempolicy, MPOL_BIND, s.mems.0, (s.mems.1 * 64 + 1) as libc::c_ulong) != 0 {
             return fail(s);
         }
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());

@@ -244,12 +244,12 @@ impl Hwloc {
     }
 }
 
-/// Export this machine's topology into a memfd (see the module documentation).
-/// The XML is hwloc's, or the copy kept from an earlier export on this
-/// machine boot ([`crate::topology_cache`]).
-pub fn export() -> Result<Topology, TopologyError> {
+/// This machine's topology as hwloc XML (or the file `HWLOC_XMLFILE` names):
+/// hwloc's, or the copy kept from an earlier export on this machine boot
+/// ([`crate::topology_cache`]). Also what binding reads (`crate::binding`).
+pub fn xml() -> Result<Vec<u8>, TopologyError> {
     let kept = crate::topology_cache::file();
-    let xml = match kept.as_deref().and_then(crate::topology_cache::load) {
+    Ok(match kept.as_deref().and_then(crate::topology_cache::load) {
         Some(xml) => xml,
         None => {
             let xml = Hwloc::open()?.xml()?;
@@ -258,7 +258,12 @@ pub fn export() -> Result<Topology, TopologyError> {
             }
             xml
         }
-    };
+    })
+}
+
+/// Export this machine's topology into a memfd (see the module documentation).
+pub fn export() -> Result<Topology, TopologyError> {
+    let xml = xml()?;
     let fd = nix::sys::memfd::memfd_create(c"dpm-hwloc-topology", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).map_err(std::io::Error::from)?;
     let mut file = std::fs::File::from(fd);
     file.write_all(&xml)?;

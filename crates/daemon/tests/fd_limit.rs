@@ -32,6 +32,7 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
         node_of: vec![0; n as usize],
         awaiting_claim: false,
         report_parent_asks: false,
+        binding: Default::default(),
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let failure = tokio::task::LocalSet::new().block_on(&rt, async move {

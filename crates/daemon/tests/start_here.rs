@@ -44,7 +44,7 @@ fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
     // Fields 1 and 6 of /proc/self/stat (here the shell's): pid and session.
     let script = "read pid comm state ppid pgrp sid rest < /proc/self/stat; echo \"$GREETING $PMI_RANK $(pwd) $sid\"; \
                   ls /proc/$$/fd | sort -n | tr '\\n' ' ' >&2; exit 3";
-    let pmi = PmiEnv { socketpair: true, vars: vec![("PMI_RANK".into(), "5".into())] };
+    let pmi = PmiEnv { socketpair: true, vars: vec![("PMI_RANK".into(), "5".into())], affinity: None };
     let s = start(&task("/bin/sh", script, "/tmp", pmi)).unwrap();
     assert_eq!(s.pgid, s.pid, "the child leads its own session and group");
     let out = read_all(&s.stdout);
@@ -60,7 +60,7 @@ fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
 
 #[test]
 fn a_step_that_fails_in_the_child_is_the_starts_error() {
-    let none = || PmiEnv { socketpair: false, vars: vec![] };
+    let none = || PmiEnv { socketpair: false, vars: vec![], affinity: None };
     let missing = start(&task("/nonexistent/program", "exit 0", "/", none()));
     assert_eq!(missing.err().and_then(|e| e.raw_os_error()), Some(libc::ENOENT), "program");
     let no_dir = start(&task("/bin/sh", "exit 0", "/nonexistent/dir", none()));

@@ -434,6 +434,7 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
         warm_verbose: false,
         survive_spawned_failures: false,
         pmi_default: false,
+        binding: Default::default(),
     };
     let frame = postcard::to_allocvec(&ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) }).unwrap();
     let mut stream = std::os::unix::net::UnixStream::connect(boot.socket()).expect("connect to the boot");

@@ -192,6 +192,32 @@ fn spawn_inside_the_allocation(fx: &Fixture) {
     assert!(child_hosts.contains("n2") && child_hosts.contains("n3"), "children not spread: {child_hosts:?}\n{stderr}");
 }
 
+/// Binding under Slurm: each daemon binds within the CPUs its step was
+/// given, and every rank runs on what `--report-bindings` said.
+fn binding_inside_the_allocation(fx: &Fixture) {
+    let show = r#"echo "R $PMI_RANK cpus $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)""#;
+    let (stdout, stderr) = fx.dpm_in_3_node_allocation(&["--report-bindings", "-bind-to", "hwthread", "-n", "6", "sh", "-c", show]);
+    let mut read = std::collections::BTreeMap::new();
+    for l in stdout.lines() {
+        if let ["R", rank, "cpus", list] = l.split_whitespace().collect::<Vec<_>>().as_slice() {
+            read.insert(rank.to_string(), list.to_string());
+        }
+    }
+    let mut reported = std::collections::BTreeMap::new();
+    let mut daemons = std::collections::BTreeSet::new();
+    for l in stderr.lines() {
+        let Some((who, rest)) = l.split_once("] Rank ") else { continue };
+        // [host:pid]: the daemon that bound it (every node runs on this host).
+        daemons.insert(who.to_string());
+        let rank = rest.split_whitespace().next().unwrap_or("").to_string();
+        let list = rest.split_once("(cpus ").and_then(|(_, t)| t.split(')').next()).unwrap_or("?").to_string();
+        reported.insert(rank, list);
+    }
+    assert_eq!(read.len(), 6, "{stdout}\n{stderr}");
+    assert_eq!(read, reported, "every rank runs where --report-bindings said\n{stdout}\n{stderr}");
+    assert_eq!(daemons.len(), 3, "each node's daemon binds its own ranks\n{stderr}");
+}
+
 /// `dpm boot` inside the allocation: one srun step per node starts the
 /// daemons once; later `dpm run`s (an MPI ring, a spawn onto the other
 /// nodes) go through them; `dpm down` ends it all before salloc returns.
@@ -219,13 +245,14 @@ fn dpm_inside_a_slurm_allocation() {
         Err(reason) => return common::fixture_unavailable("Slurm cluster fixture (slurm)", &reason),
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario); 6] = [
+    let scenarios: [(&str, Scenario); 7] = [
         ("salloc -N1 -n2 dpm run -n 2 hello", hello_in_allocation),
         ("ranks see the job's environment", ranks_see_the_job),
         ("one step on every node", step_on_every_node),
         ("dpm bootstraps through Slurm across 3 nodes", dpm_bootstraps_through_slurm),
         ("MPI_Comm_spawn inside the allocation", spawn_inside_the_allocation),
         ("dpm boot inside the allocation", boot_inside_the_allocation),
+        ("binding inside the allocation", binding_inside_the_allocation),
     ];
     let mut failures = Vec::new();
     let total = Instant::now();

@@ -84,6 +84,9 @@ pub struct RunOptions {
     pub fanout: Option<usize>,
     /// `--kvs DESIGN`: where puts live and how gets find them (else `DPM_KVS`).
     pub kvs: Option<KvsDesign>,
+    /// `-bind-to`, `-map-by` (within a node), `--cpus-per-rank`, `-membind`,
+    /// `--report-bindings`, `--gpus-per-rank`.
+    pub binding: dpm_binding::BindPolicy,
 }
 
 impl Default for RunOptions {
@@ -116,6 +119,7 @@ impl Default for RunOptions {
             map_by_node: false,
             fanout: None,
             kvs: None,
+            binding: dpm_binding::BindPolicy::default(),
         }
     }
 }
@@ -231,7 +235,9 @@ fn what(key: Key, k: u8) -> &'static str {
         (Key::Ppn | Key::Fanout, _) => "a count",
         (Key::Kvs, _) => "a KVS design",
         (Key::Pmi, _) => "simple, pmix or auto",
-        (Key::MapBy, _) => "slot or node",
+        (Key::MapBy, _) => "a mapping (slot, node, core, socket, ppr:N:OBJ…)",
+        (Key::BindTo | Key::Membind, _) => "an object (core, socket, numa…)",
+        (Key::CpusPerRank | Key::GpusPerRank, _) => "a count",
         (Key::Hosts, _) => "a host list",
         (Key::Hostfile, _) => "a file",
         (Key::VirtualNodes, _) => "a node count",
@@ -329,12 +335,20 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         }
         Key::MapBy => {
             let v = value();
-            match v.to_ascii_lowercase().as_str() {
-                "node" => opts.map_by_node = true,
-                "slot" | "core" => opts.map_by_node = false,
-                _ => return Err(usage(format!("'{arg} {v}': use slot or node"))),
-            }
+            opts.map_by_node = opts.binding.set_map(&v).map_err(|e| usage(format!("'{arg} {v}': {e}")))?;
         }
+        Key::BindTo | Key::CpusPerRank | Key::Membind | Key::GpusPerRank => {
+            let v = value();
+            let b = &mut opts.binding;
+            let set = match key {
+                Key::BindTo => b.set_bind(&v),
+                Key::CpusPerRank => b.set_cpus_per_rank(&v),
+                Key::Membind => b.set_membind(&v),
+                _ => b.set_gpus_per_rank(&v),
+            };
+            set.map_err(|e| usage(format!("'{arg} {v}': {e}")))?;
+        }
+        Key::ReportBindings => opts.binding.report = true,
         Key::Hosts => opts.hosts.extend(list(value())),
         Key::Hostfile => opts.hostfile = Some(value()),
         Key::VirtualNodes => {

@@ -72,6 +72,9 @@ pub struct RunConfig {
     /// pooled job for later runs (`DPM_WARM_IDLE`, seconds; default
     /// [`DEFAULT_WARM_IDLE`]).
     pub warm_idle: Duration,
+    /// `-bind-to`, `-map-by`, `--cpus-per-rank`, `-membind`,
+    /// `--report-bindings`, `--gpus-per-rank`: every job's, checked.
+    pub binding: dpm_binding::BindPolicy,
 }
 
 /// How long a boot keeps an unclaimed pooled job after its run (`DPM_WARM_IDLE`).
@@ -126,6 +129,7 @@ impl RunConfig {
                 .map_or(Ok(FailurePolicy::default()), |v| v.parse())
                 .map_err(|e| UsageError(format!("DPM_ON_SPAWNED_FAILURE: {e}")))?,
         };
+        opts.binding.check().map_err(|e| UsageError(e.to_string()))?;
         if !(opts.kill_grace.is_finite() && (0.0..=MAX_SECS as f64).contains(&opts.kill_grace)) {
             return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
         }
@@ -152,6 +156,7 @@ impl RunConfig {
             warm_spawn,
             warm_verbose: opts.verbose > 0 || opts.report_placement,
             warm_idle: env_secs(env, "DPM_WARM_IDLE")?.map_or(DEFAULT_WARM_IDLE, Duration::from_secs),
+            binding: opts.binding.clone(),
         })
     }
 
@@ -191,6 +196,7 @@ impl RunConfig {
             warm_spawn: self.warm_spawn,
             warm_verbose: self.warm_verbose,
             pmi_default: self.pmi.is_none(),
+            binding: self.binding.clone(),
         }
     }
 
@@ -230,6 +236,10 @@ impl RunConfig {
             warm_spawn: submit.warm_spawn.filter(|&n| n <= crate::run::MAX_WARM_SPAWN),
             warm_verbose: submit.warm_verbose,
             warm_idle: DEFAULT_WARM_IDLE,
+            binding: {
+                submit.binding.check().map_err(|e| UsageError(e.to_string()))?;
+                submit.binding.clone()
+            },
         })
     }
 }
@@ -273,6 +283,7 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
         owner,
         warm_spawn: config.warm_spawn.unwrap_or(0),
         warm_verbose: config.warm_verbose,
+        binding: config.binding.clone(),
     }
 }
 

@@ -141,12 +141,12 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let universe_size = config::universe_size(config.universe_size, total, size, config.no_oversubscribe);
     let spawn = config::spawn_context(local::segment_env(&opts, &opts.segments[0], &launcher_env), cwd, host, &node_list);
     let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
-    let (pmi_mode, kvs, policy) = (config.pmi_mode, config.kvs, config.failure_policy);
+    let (pmi_mode, kvs, policy, binding) = (config.pmi_mode, config.kvs, config.failure_policy, Box::new(config.binding.clone()));
     let start = move |controller: &mut Controller| {
         controller.set_failure_policy(policy);
         let (job, kvsname) = controller.new_job_id();
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
-        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), ..launch });
+        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, ..launch });
     };
     Ok(drive(daemons, settings, start, config.timeout, true).await)
 }

@@ -42,6 +42,11 @@ pub enum Key {
     Fanout,
     Ppn,
     MapBy,
+    BindTo,
+    CpusPerRank,
+    Membind,
+    ReportBindings,
+    GpusPerRank,
     Foreground,
     ReadyOnStdout,
     Verbose,
@@ -257,7 +262,70 @@ pub const OPTIONS: &[Opt] = &[
          also DPM_FANOUT",
     ),
     opt(K::Ppn, &["-ppn"], "N", 1, S::Placement, "N ranks per node, then the next node"),
-    opt(K::MapBy, &["--map-by"], "slot|node", 1, S::Placement, "fill each node's slots in turn (default), or\ndeal ranks round-robin over the nodes"),
+    opt(
+        K::MapBy,
+        &["--map-by"],
+        "HOW",
+        1,
+        S::Placement,
+        "slot (default): fill each node's slots in turn;\n\
+         node: deal ranks round-robin over the nodes;\n\
+         OBJ (core, socket, numa, l3cache…): within a node,\n\
+         rank i in the i-th OBJ in turn; ppr:N:OBJ: N ranks\n\
+         in each OBJ (Open MPI's); :pe=M binds M cores each",
+    ),
+    opt(
+        K::BindTo,
+        &["-bind-to"],
+        "OBJ[:N]",
+        1,
+        S::Placement,
+        "bind each rank to N objects of hwthread, core,\n\
+         l1cache, l2cache, l3cache, numa, socket or board\n\
+         (hwloc's topology, within the CPUs dpm itself may\n\
+         use); rr: one CPU each; user:0+1,2: rank i gets\n\
+         list i; none (default, as Hydra). Ranks sharing\n\
+         CPUs are reported on stderr (not with\n\
+         OBJ:overload-allowed); spawned ranks take objects\n\
+         no live rank holds",
+    ),
+    opt(
+        K::CpusPerRank,
+        &["--cpus-per-rank", "--cpus-per-proc"],
+        "M",
+        1,
+        S::Placement,
+        "bind each rank to M hardware threads (with\n-bind-to core: M cores); Slurm's --cpus-per-task",
+    ),
+    opt(
+        K::Membind,
+        &["-membind"],
+        "OBJ[:N]",
+        1,
+        S::Placement,
+        "bind each rank's memory to the NUMA nodes of the\nOBJ its CPUs are in (unbound ranks: the i-th OBJ)",
+    ),
+    opt(
+        K::ReportBindings,
+        &["--report-bindings"],
+        "",
+        0,
+        S::Placement,
+        "print each rank's binding on stderr as Open MPI\n\
+         does, with its CPU list (and memory, GPUs)",
+    ),
+    opt(
+        K::GpusPerRank,
+        &["--gpus-per-rank", "-gpus-per-proc"],
+        "N",
+        1,
+        S::Placement,
+        "give each rank N GPUs of its node of its own, the\n\
+         closest to its CPUs first, through\n\
+         CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or\n\
+         ZE_AFFINITY_MASK (hwloc's devices); no GPU: an\n\
+         error; auto or 0: none set (Hydra's default)",
+    ),
     opt(K::Foreground, &["--foreground"], "", 0, S::Boot, "stay in the foreground (batch scripts, debugging;\nneeded by -launcher manual)"),
     opt(K::ReadyOnStdout, &["--ready-on-stdout"], "", 0, S::BootInternal, ""),
     opt(
@@ -277,7 +345,6 @@ pub const OPTIONS: &[Opt] = &[
     opt(K::VeryVerbose, &["-vv"], "", 0, S::Hidden, ""),
     opt(K::Help, &["-h", "--help"], "", 0, S::Common, "show this help"),
     opt(K::Version, &["--version"], "", 0, S::Global, "print dpm's version"),
-    opt(K::Ignored, &["-bind-to"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-binding"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-iface"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-rmk"], "X", 1, S::Ignored, ""),

@@ -215,6 +215,7 @@ impl PlannedJob {
             node_of,
             awaiting_claim: false,
             report_parent_asks: false,
+            binding: Default::default(),
         }
     }
 

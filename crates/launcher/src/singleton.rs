@@ -69,6 +69,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
                 node_of: vec![0],
                 awaiting_claim: false,
                 report_parent_asks: false,
+                binding: Default::default(),
             };
             controller.adopt(launch, pid, stream.into());
         };

@@ -54,6 +54,9 @@ pub struct Submit {
     /// applied to `apps` again on the server.
     #[serde(default)]
     pub pmi_default: bool,
+    /// `-bind-to`, `-map-by`, `--gpus-per-rank`… for every job of the run.
+    #[serde(default)]
+    pub binding: dpm_binding::BindPolicy,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

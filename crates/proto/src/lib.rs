@@ -110,6 +110,12 @@ pub struct LaunchJob {
     /// miss fills its pool only once its own children are up.
     #[serde(default)]
     pub report_parent_asks: bool,
+    /// CPU, memory and GPU binding of the job's ranks (`-bind-to`,
+    /// `-map-by`, `--gpus-per-rank`…), applied by each daemon to its own
+    /// topology; spawned jobs inherit the run's. (Boxed: most launches
+    /// carry the inactive default, and `ToDaemon` stays small.)
+    #[serde(default)]
+    pub binding: Box<dpm_binding::BindPolicy>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

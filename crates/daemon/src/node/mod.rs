@@ -213,6 +213,21 @@ pub trait NodeEffects {
     /// [`NodeReactor::on_topology`] with its path, or `None` if it failed,
     /// when it has ended (never from inside this call).
     fn export_topology(&mut self);
+    /// This node's binder for `-bind-to` and `--gpus-per-rank`: its hwloc
+    /// topology and the CPUs and NUMA nodes this process may use
+    /// ([`crate::binding::node_binder`]); asked once, when a job first
+    /// needs it.
+    fn binder(&mut self) -> Result<dpm_binding::Binder, String> {
+        crate::binding::node_binder()
+    }
+    /// Say a line on this daemon's stderr (`--report-bindings`, a binding's
+    /// warning), which reaches the user's terminal under every bootstrap.
+    /// One write per line, so that lines of several daemons sharing the
+    /// terminal (virtual nodes) never interleave.
+    fn binding_note(&mut self, line: &str) {
+        use std::io::Write;
+        let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+    }
 
     /// PMIx (a job launched with `PmiMode::Pmix`): register the namespace
     /// `job` (this node's hostname and directories still to fill in) and its

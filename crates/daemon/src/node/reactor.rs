@@ -10,6 +10,7 @@ use super::output::OutputFlow;
 use super::{NodeEffects, StartError, Timer, DRAIN_GRACE};
 use crate::DaemonConfig;
 
+mod binding;
 mod claim;
 mod launch;
 mod pmix;
@@ -120,6 +121,8 @@ pub struct NodeReactor {
     /// Group leaders started after their job ended, killed and waiting to be
     /// seen exit before they are released.
     strays: HashMap<(JobId, Rank), i32>,
+    /// CPU, memory and GPU binding (`-bind-to`…): the node's binder and holds.
+    binding: binding::NodeBinding,
     next_conn: u64,
     next_request: u64,
 }
@@ -136,6 +139,7 @@ impl NodeReactor {
             requests: HashMap::new(),
             output: OutputFlow::default(),
             strays: HashMap::new(),
+            binding: binding::NodeBinding::default(),
             next_conn: 0,
             next_request: 0,
         }
@@ -246,6 +250,7 @@ impl NodeReactor {
 
     /// A process was reaped at `at` (µs since the epoch).
     pub fn on_exited(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, status: ExitStatus, at: u64) {
+        self.release_binding(job, rank);
         if let Some(pid) = self.strays.remove(&(job, rank)) {
             return fx.release_leader(pid);
         }
@@ -355,6 +360,7 @@ impl NodeReactor {
             fx.remove_shm(job, &j.kvsname, j.killed || killed_now);
         }
         self.pmix_forget(fx, job);
+        self.release_job_bindings(job);
         self.engine.remove_job(job);
         self.output.forget(job);
         let mut gone: Vec<ConnId> = self.conns.iter().filter(|(_, j)| **j == job).map(|(c, _)| *c).collect();

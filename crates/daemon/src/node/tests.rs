@@ -35,6 +35,7 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         node_of: vec![0; size as usize],
         awaiting_claim: false,
         report_parent_asks: false,
+        binding: Default::default(),
     }
 }
 

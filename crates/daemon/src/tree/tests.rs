@@ -30,6 +30,7 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
         node_of: vec![0, 0, 2, 2, 3, 3],
         awaiting_claim: false,
         report_parent_asks: false,
+        binding: Default::default(),
     })
 }
 

@@ -404,14 +404,14 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     let universe_size = config::universe_size(config.universe_size, total, submit.procs.len() as u32, config.no_oversubscribe);
     let spawn = config::spawn_context(submit.spawn_env.clone(), PathBuf::from(&submit.cwd), submit.host.clone(), &server.nodes);
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
-    let (ppn, map_by_node, pmi_mode, kvs) = (config.ppn, config.map_by_node, config.pmi_mode, config.kvs);
+    let (ppn, map_by_node, pmi_mode, kvs, binding) = (config.ppn, config.map_by_node, config.pmi_mode, config.kvs, Box::new(config.binding.clone()));
     let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
         // Other runs' processes hold slots: the placer puts a run that fits
         // into the free ones. The run reserves the placement when it launches.
         let node_of = nodes.place_booted(submit.procs.len(), ppn, map_by_node).node_indices();
         let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
-        LaunchJob { stdin_rank: Some(Rank(0)), ..launch }
+        LaunchJob { stdin_rank: Some(Rank(0)), binding: binding.clone(), ..launch }
     });
     (settings, launch_of)
 }

@@ -73,6 +73,8 @@ pub struct Settings {
     pub warm_spawn: usize,
     /// Say each warm-spawn claim, miss and refill (`-v`, `--report-placement`).
     pub warm_verbose: bool,
+    /// Every job's binding (`-bind-to`…), applied by the daemons.
+    pub binding: dpm_binding::BindPolicy,
 }
 
 /// State shared by every run of one daemon tree (see the module documentation).

@@ -151,6 +151,6 @@ impl Run {
         let (job, kvsname) = fx.shared().new_job_id();
         let design = self.kvs.design(parent).unwrap_or_default();
         let job_plan = planned.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);
-        LaunchJob { spawner: Some(parent_kvs), preput, ..job_plan }
+        LaunchJob { spawner: Some(parent_kvs), preput, binding: Box::new(self.settings.binding.clone()), ..job_plan }
     }
 }

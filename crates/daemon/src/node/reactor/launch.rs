@@ -79,6 +79,13 @@ impl NodeReactor {
         };
         let local_n = spec.procs.len();
         let apps: Vec<Option<Arc<PreparedApp>>> = spec.apps.iter().map(|app| PreparedApp::new(app).ok().map(Arc::new)).collect();
+        let mut bindings = match self.bind_launch(fx, &spec) {
+            Ok(b) => b.into_iter(),
+            Err(error) => {
+                let rank = spec.procs.first().map_or(Rank(0), |p| p.rank);
+                return self.launch_failed(fx, job, rank, error, libc::EINVAL);
+            }
+        };
         let mut starts = Vec::with_capacity(local_n);
         let by = StartBy::for_launch(spec.spawner.is_some(), local_n);
         for (local_id, proc) in spec.procs.iter().enumerate() {
@@ -87,10 +94,14 @@ impl NodeReactor {
                 let error = format!("cannot start '{exe}': bad program, argument or variable");
                 return self.launch_failed(fx, job, proc.rank, error, libc::EINVAL);
             };
-            let env = match pmix_envs.next() {
-                Some(vars) => PmiEnv { socketpair: false, vars },
+            let mut env = match pmix_envs.next() {
+                Some(vars) => PmiEnv { socketpair: false, vars, affinity: None },
                 None => self.pmi_env(&spec, proc.rank, local_id, local_n),
             };
+            if let Some(bound) = bindings.next() {
+                env.vars.extend(bound.env);
+                env.affinity = bound.affinity;
+            }
             let pmi_conn = (spec.pmi_mode == PmiMode::Fd).then(|| self.new_conn());
             let with_stdin = spec.stdin_rank == Some(proc.rank);
             starts.push(ProcStart { job, rank: proc.rank, app: app.clone(), env, pgid: 0, with_stdin, pmi_conn, by });
@@ -118,6 +129,9 @@ impl NodeReactor {
 
     /// The result of a start asked through [`NodeEffects::start`].
     pub fn on_started(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, result: Result<ProcStarted, StartError>) {
+        if result.is_err() {
+            self.release_binding(job, rank);
+        }
         let Some(launching) = self.jobs.get_mut(&job).and_then(|j| j.launching.as_mut()) else {
             // The job ended while it was starting: the process goes at once.
             if let Ok(s) = result {
@@ -197,7 +211,7 @@ impl NodeReactor {
             vars.push(("PMI_PORT".into(), port));
             vars.push(("PMI_ID".into(), rank.0.to_string()));
         }
-        PmiEnv { socketpair: spec.pmi_mode == PmiMode::Fd, vars }
+        PmiEnv { socketpair: spec.pmi_mode == PmiMode::Fd, vars, affinity: None }
     }
 
     /// A process of a launch started.

@@ -567,6 +567,7 @@ mod tests {
             node_of,
             awaiting_claim: false,
             report_parent_asks: false,
+            binding: Default::default(),
         }
     }
 

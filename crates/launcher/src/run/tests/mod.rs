@@ -35,6 +35,7 @@ fn settings_for(slots: &[u32]) -> Settings {
         owner: 1,
         warm_spawn: 0,
         warm_verbose: false,
+        binding: Default::default(),
     }
 }
 
