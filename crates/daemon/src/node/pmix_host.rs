@@ -195,6 +195,8 @@ impl PmixHost {
             let var = |name: &str| app.env.iter().find(|(k, _)| k == name).map(|(_, v)| PathBuf::from(v));
             let search = LibrarySearch { explicit: var("DPM_PMIX_LIBRARY"), program: Some(PathBuf::from(&app.exe)), opal_prefix: var("OPAL_PREFIX") };
             let library = search.choose();
+            // Only the owner's connections reach the library (pmix_guard).
+            crate::pmix_guard::keep();
             let api = Api::load(&library).map_err(|e| e.to_string())?;
             self.prefix = install_prefix(&library);
             let dir = std::env::temp_dir().join(format!("dpm-pmix.{}", std::process::id()));
