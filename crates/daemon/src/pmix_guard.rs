@@ -30,8 +30,14 @@
 //! thread; the first [`LOGGED_ONE_BY_ONE`] refusals are logged one by one,
 //! then one summary line at every power of ten.
 //!
-//! Accepted TCP connections get `TCP_NODELAY` (the library writes a
-//! message's header and body separately; see docs/pmix.md, "Speed").
+//! Speed: accepted TCP connections get `TCP_NODELAY`, and every read that
+//! returns data on one of them re-arms `TCP_QUICKACK` (dpm exports its own
+//! `read` for that: [`read`]). A client's one-way message (Open MPI's
+//! `MPI_Finalize` sends an event notification the server does not answer)
+//! was otherwise acknowledged only by the delayed-ACK timer, and the
+//! client's next message (`PMIx_Finalize`) waited for that ACK behind
+//! Nagle's algorithm on the client's socket: ~40 ms in every rank's
+//! finalize (docs/pmix.md, "Speed").
 
 use std::net::SocketAddr;
 use std::os::fd::{BorrowedFd, RawFd};
@@ -48,6 +54,31 @@ pub const LOGGED_ONE_BY_ONE: u64 = 3;
 
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 
+/// File descriptors below this are tracked for [`read`]'s quick ACK.
+const TRACKED_FDS: usize = 65_536;
+/// One bit per fd: a connection this module accepted for the library.
+/// A bit outlives the library's `close` of its fd; a later socket of that
+/// number then gets a harmless `TCP_QUICKACK` (an error on a non-TCP fd),
+/// until the number is accepted again here.
+static ACCEPTED: [AtomicU64; TRACKED_FDS / 64] = [const { AtomicU64::new(0) }; TRACKED_FDS / 64];
+
+fn mark(fd: RawFd, accepted: bool) {
+    let Ok(i) = usize::try_from(fd) else { return };
+    if i >= TRACKED_FDS {
+        return;
+    }
+    let bit = 1u64 << (i % 64);
+    if accepted {
+        ACCEPTED[i / 64].fetch_or(bit, Ordering::Relaxed);
+    } else {
+        ACCEPTED[i / 64].fetch_and(!bit, Ordering::Relaxed);
+    }
+}
+
+fn marked(fd: c_int) -> bool {
+    usize::try_from(fd).is_ok_and(|i| i < TRACKED_FDS && ACCEPTED[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0)
+}
+
 /// How many connections were refused so far in this process.
 pub fn refused() -> u64 {
     REFUSED.load(Ordering::Relaxed)
@@ -57,6 +88,7 @@ pub fn refused() -> u64 {
 /// libraries loaded at run time): call before loading one.
 pub fn keep() {
     std::hint::black_box(accept as unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int);
+    std::hint::black_box(read as unsafe extern "C" fn(c_int, *mut libc::c_void, libc::size_t) -> libc::ssize_t);
 }
 
 /// Whether refusal number `n` (1-based) is logged, and how: one by one
@@ -147,6 +179,35 @@ fn set_nodelay(sd: RawFd) {
     let _ = nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::TcpNoDelay, &true);
 }
 
+/// `TCP_QUICKACK` on `fd`: acknowledge what arrives at once. The kernel
+/// falls back to delayed ACKs once the connection looks interactive, so
+/// [`read`] sets it again after each read.
+fn quick_ack(fd: c_int) {
+    let on: c_int = 1;
+    // SAFETY: a plain setsockopt with a c_int option of the right size; an
+    // fd that is not a TCP socket (any more) only makes it fail.
+    unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, (&on as *const c_int).cast(), std::mem::size_of::<c_int>() as socklen_t) };
+}
+
+/// `read(2)` for the whole process (see the module documentation): the
+/// system call, then, when it returned data on a connection [`accept`]
+/// handed to the library, `TCP_QUICKACK` again. Async-signal-safe (two
+/// system calls and an atomic load).
+///
+/// # Safety
+/// The contract of `read(2)`: `buf` is valid for writes of `n` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut libc::c_void, n: libc::size_t) -> libc::ssize_t {
+    // SAFETY: the caller's arguments, passed on unchanged.
+    let got = unsafe { libc::syscall(libc::SYS_read, fd, buf, n) } as libc::ssize_t;
+    if got > 0 && marked(fd) {
+        let errno = nix::errno::Errno::last_raw();
+        quick_ack(fd);
+        nix::errno::Errno::set_raw(errno);
+    }
+    got
+}
+
 /// `accept(2)` for the libraries dpm loads (see the module documentation):
 /// a connection is returned only when the kernel says its socket is ours.
 ///
@@ -170,9 +231,12 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
         match check(sd) {
             Ok(()) => {
                 set_nodelay(sd);
+                quick_ack(sd);
+                mark(sd, true);
                 return sd;
             }
             Err(why) => {
+                mark(sd, false);
                 // SAFETY: sd is ours, just accepted, and handed to no one.
                 unsafe { libc::close(sd) };
                 note_refused(&why);
@@ -210,6 +274,38 @@ mod tests {
         let server = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(sd) };
         assert_eq!(server.peer_addr().unwrap(), client.local_addr().unwrap());
         assert!(server.nodelay().unwrap(), "TCP_NODELAY on an accepted connection");
+    }
+
+    #[test]
+    fn a_read_with_data_on_an_accepted_connection_rearms_the_quick_ack() {
+        use std::io::Write;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        // SAFETY: a listening socket; NULL address.
+        let sd = unsafe { accept(listener.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut()) };
+        assert!(sd >= 0 && marked(sd), "accepted and tracked");
+        let quick = || {
+            let (mut on, mut len): (c_int, socklen_t) = (0, std::mem::size_of::<c_int>() as socklen_t);
+            // SAFETY: a c_int option read into a c_int of that size.
+            let rc = unsafe { libc::getsockopt(sd, libc::IPPROTO_TCP, libc::TCP_QUICKACK, (&mut on as *mut c_int).cast(), &mut len) };
+            assert_eq!(rc, 0);
+            on
+        };
+        for round in 0..3u8 {
+            client.write_all(&[round; 4]).unwrap();
+            let mut buf = [0u8; 16];
+            // SAFETY: buf is ours, 16 bytes.
+            let got = unsafe { read(sd, buf.as_mut_ptr().cast(), buf.len()) };
+            assert_eq!((got, &buf[..4]), (4, &[round; 4][..]));
+            assert_eq!(quick(), 1, "quick ACKs after read {round}");
+            // The server answers: the kernel sees an interactive connection.
+            // SAFETY: 1 byte of ours.
+            assert_eq!(unsafe { libc::write(sd, buf.as_ptr().cast(), 1) }, 1);
+            let mut one = [0u8; 1];
+            std::io::Read::read_exact(&mut client, &mut one).unwrap();
+        }
+        // SAFETY: ours, closed once.
+        unsafe { libc::close(sd) };
     }
 
     #[test]
