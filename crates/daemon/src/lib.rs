@@ -27,6 +27,8 @@
 //!   process that removes it (and kills what is left of the ranks' groups)
 //!   when the process running the node dies without doing so; [`peer`]: who is on the other end of a
 //!   PMI port connection (its uid, from the kernel), so no other user gets in;
+//!   [`pmix_guard`]: the same check on the connections the PMIx server
+//!   library accepts, made in dpm's own `accept` before the library reads them;
 //!   [`topology`]: the node's hwloc topology file for `PMI_hwloc_xmlfile`
 //!   (kept across processes on one machine boot: `topology_cache`).
 //!
@@ -40,6 +42,7 @@ pub mod links;
 pub mod mpich_shm;
 pub mod node;
 pub mod peer;
+pub mod pmix_guard;
 mod proc_stat;
 pub mod spawn;
 pub mod spawner;

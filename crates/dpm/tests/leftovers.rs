@@ -1,5 +1,6 @@
 //! Nothing left behind when dpm itself dies (issue 10, defect 11): shared
-//! memory of MPICH and UCX, ranks, and dpm's own cleaner.
+//! memory of MPICH and UCX, ranks, and dpm's own cleaner; for an Open MPI
+//! job, the PMIx server's directory and the job's shared-memory directory.
 //!
 //! Before the cleaner, on this machine: `SIGKILL` of a one-node `dpm run`
 //! left its ranks' `mpich_shm_<id>_0` in /dev/shm every time (the daemon that
@@ -138,6 +139,64 @@ fn sigkill_of_a_one_node_run_leaves_no_segment_rank_or_cleaner() {
 #[test]
 fn sigkill_of_a_two_node_run_leaves_no_segment_rank_or_cleaner() {
     sigkill_leaves_nothing(&["--virtual-nodes", "2"], 4);
+}
+
+/// The PMIx server's directory and the jobs' shared-memory directories of
+/// node process `pid` (node::pmix_host names them).
+fn pmix_dirs(pid: u32) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    let prefix = format!("dpm.{uid}.{pid}.");
+    let shm = fs::read_dir("/dev/shm").into_iter().flatten().flatten().map(|e| e.path());
+    let mut dirs: Vec<PathBuf> = shm.filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix))).collect();
+    let server = std::env::temp_dir().join(format!("dpm-pmix.{pid}"));
+    if server.exists() {
+        dirs.push(server);
+    }
+    dirs
+}
+
+/// `SIGKILL` dpm while an Open MPI job (PMIx) runs past `MPI_Init`: its
+/// nodes' PMIx server directories and shared-memory directories go too.
+fn sigkill_of_an_open_mpi_run_leaves_nothing(args: &[&str], n: usize) {
+    let waitgo = repo_root().join("tests/programs/bin/ompi/waitgo");
+    assert!(waitgo.is_file(), "{} is missing: run ./scripts/setup.sh (it builds the Open MPI programs)", waitgo.display());
+    let dir = TempDir::new();
+    let (dir_arg, n_arg, waitgo) = (dir.0.to_string_lossy().into_owned(), n.to_string(), waitgo.to_string_lossy().into_owned());
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-n", &n_arg, &waitgo, &dir_arg, "0"]);
+    let mut run = Dpm::run(all).spawn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (0..n).any(|r| !dir.0.join(format!("env{r}")).exists()) {
+        assert!(Instant::now() < deadline, "the ranks did not get through MPI_Init in 30 s");
+        run.wait_for_procs(n);
+        thread::sleep(Duration::from_millis(20));
+    }
+    let pid = run.pid();
+    let marker = run.marker().to_string();
+    let nodes: Vec<u32> = std::iter::once(pid).chain((0..n).filter_map(|node| common::daemon_of(pid, node))).collect();
+    let dirs = || nodes.iter().flat_map(|&p| pmix_dirs(p)).collect::<Vec<PathBuf>>();
+    let before = dirs();
+    assert!(before.iter().any(|d| d.starts_with(std::env::temp_dir())), "no PMIx server directory while the job runs: {before:?}");
+    assert!(before.iter().any(|d| d.starts_with("/dev/shm")), "no shared-memory directory while the job runs: {before:?}");
+    run.signal("KILL");
+    let out = run.wait_unchecked();
+    assert_eq!(out.status.code(), None, "dpm was not killed\n{}", out.describe());
+    let left = left_after(CLEANED_WITHIN, dirs);
+    let ranks = left_after(CLEANED_WITHIN, || marked_procs(&marker));
+    common::kill_marked(&marker);
+    assert!(left.is_empty(), "PMIx directories of the killed run left: {left:?}");
+    assert!(ranks.is_empty(), "ranks of the killed run left: {ranks:?}");
+}
+
+#[test]
+fn sigkill_of_an_open_mpi_run_leaves_no_pmix_directory() {
+    sigkill_of_an_open_mpi_run_leaves_nothing(&[], 2);
+}
+
+#[test]
+fn sigkill_of_a_two_node_open_mpi_run_leaves_no_pmix_directory() {
+    sigkill_of_an_open_mpi_run_leaves_nothing(&["--virtual-nodes", "2"], 2);
 }
 
 #[test]

@@ -183,15 +183,21 @@ impl RunEffects for Driver<'_> {
     }
 }
 
-/// 32 random bits from the kernel for a tree's kvsnames (time and pid mixed
-/// in if that fails); the run reactor gets them as input ([`TreeShared::new`]).
-pub fn random_tag() -> u32 {
-    let mut bytes = [0u8; 4];
+/// 128 random bits from the kernel for a tree's kvsnames; the run reactor
+/// gets them as input ([`TreeShared::new`]). Without the kernel's (no
+/// `getrandom(2)` nor `/dev/urandom`: a broken system) time, pid and a
+/// counter are mixed, with a warning: the names are then guessable, and
+/// the peer check, not the name, is what keeps other users out
+/// (docs/pmix.md).
+pub fn random_tag() -> u128 {
+    let mut bytes = [0u8; 16];
     if getrandom::getrandom(&mut bytes).is_ok() {
-        return u32::from_ne_bytes(bytes);
+        return u128::from_ne_bytes(bytes);
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    now ^ std::process::id().rotate_left(16)
+    static WEAK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    tracing::warn!("no random bits from the kernel: job names are guessable");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    now ^ (u128::from(std::process::id()) << 64) ^ u128::from(WEAK.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
 pub struct Controller {

@@ -134,15 +134,22 @@ impl CleanupEffects for Real {
     fn remove_pmix_dirs(&mut self) -> usize {
         use std::os::unix::fs::MetadataExt;
         let uid = nix::unistd::getuid().as_raw();
-        // node::pmix_host names them dpm.<uid>.<node pid>.<nspace>.
+        let ours = |m: &std::fs::Metadata| m.is_dir() && m.uid() == uid;
+        // node::pmix_host names the jobs' dpm.<uid>.<node pid>.<job's public name>.
         let prefix = format!("dpm.{uid}.{}.", self.node_pid);
-        let Ok(entries) = std::fs::read_dir("/dev/shm") else { return 0 };
-        entries
+        let shm = std::fs::read_dir("/dev/shm")
+            .into_iter()
+            .flatten()
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-            .filter(|e| e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid))
+            .filter(|e| e.metadata().is_ok_and(|m| ours(&m)))
             .filter(|e| std::fs::remove_dir_all(e.path()).is_ok())
-            .count()
+            .count();
+        // The PMIx server's own directory (its namespaces' stores), as
+        // node::pmix_host makes it; symlink_metadata: never followed.
+        let server = std::env::temp_dir().join(format!("dpm-pmix.{}", self.node_pid));
+        let removed = std::fs::symlink_metadata(&server).is_ok_and(|m| ours(&m)) && std::fs::remove_dir_all(&server).is_ok();
+        shm + usize::from(removed)
     }
 }
 

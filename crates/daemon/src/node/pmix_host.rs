@@ -160,6 +160,18 @@ fn install_prefix(library: &Path) -> Option<PathBuf> {
     prefix.join("share/openmpi").is_dir().then(|| prefix.to_path_buf())
 }
 
+/// What of a namespace may appear in a world-visible name (the job's
+/// shared-memory directory in `/dev/shm`): all but its 128 random bits
+/// (`kvs_<dpm pid>_<random>_<job>[.<n>]`, dpm_launcher's `kvsname`, shows
+/// as `kvs_<dpm pid>_<job>[.<n>]`); `None` for a name of another form,
+/// which is then not shown at all.
+fn public_part(nspace: &str) -> Option<String> {
+    let mut parts = nspace.splitn(4, '_');
+    let (kvs, pid, secret, job) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let secret_ok = secret.len() == 32 && secret.bytes().all(|b| b.is_ascii_hexdigit());
+    (kvs == "kvs" && secret_ok && !job.contains('_')).then(|| format!("kvs_{pid}_{job}"))
+}
+
 /// The name the library compares node names with.
 fn hostname() -> String {
     nix::unistd::gethostname().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "localhost".into())
@@ -195,6 +207,8 @@ impl PmixHost {
             let var = |name: &str| app.env.iter().find(|(k, _)| k == name).map(|(_, v)| PathBuf::from(v));
             let search = LibrarySearch { explicit: var("DPM_PMIX_LIBRARY"), program: Some(PathBuf::from(&app.exe)), opal_prefix: var("OPAL_PREFIX") };
             let library = search.choose();
+            // Only the owner's connections reach the library (pmix_guard).
+            crate::pmix_guard::keep();
             let api = Api::load(&library).map_err(|e| e.to_string())?;
             self.prefix = install_prefix(&library);
             let dir = std::env::temp_dir().join(format!("dpm-pmix.{}", std::process::id()));
@@ -217,7 +231,8 @@ impl PmixHost {
         let mut extra = Vec::new();
         if !app.env.iter().any(|(k, _)| k == "OMPI_MCA_btl_sm_backing_directory" || k == "OMPI_MCA_btl_vader_backing_directory") {
             let uid = nix::unistd::getuid().as_raw();
-            let dir = PathBuf::from("/dev/shm").join(format!("dpm.{uid}.{}.{}", std::process::id(), job.nspace));
+            let shown = public_part(&job.nspace).unwrap_or_else(|| format!("job{}", job.job_id));
+            let dir = PathBuf::from("/dev/shm").join(format!("dpm.{uid}.{}.{shown}", std::process::id()));
             if private_dir(&dir).is_ok() {
                 extra.push(("OMPI_MCA_btl_sm_backing_directory".to_string(), dir.display().to_string()));
                 // Removed by forget, which the reactor calls for a failed launch too.
@@ -392,6 +407,15 @@ mod tests {
         assert_eq!(found, Some(std::fs::canonicalize(&root).unwrap()));
         assert_eq!(install_prefix(Path::new("libpmix.so.2")), None, "a bare name: the loader's choice");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn only_the_part_before_the_random_bits_is_shown() {
+        let name = "kvs_12_0123456789abcdeffedcba9876543210_7";
+        assert_eq!(public_part(name).as_deref(), Some("kvs_12_7"));
+        assert_eq!(public_part(&format!("{name}.3")).as_deref(), Some("kvs_12_7.3"), "a redrawn name");
+        assert_eq!(public_part("kvs_1_2_3"), None, "no random part: nothing shown");
+        assert_eq!(public_part("other"), None);
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //! the tree already has is drawn again. (PRRTE's own form, `…@<job + 1>`,
 //! was tried: Open MPI then treats the jobs as one family launched by PRRTE,
 //! and spawned children failed with "invalid communicator".)
+//!
+//! A name carries 128 random bits (drawn per daemon tree: a run, or a
+//! boot). The namespace is what a PMIx client names itself by, so it is
+//! kept out of every world-visible name (`/dev/shm`, directories, process
+//! titles): what a node shows of a job there is the rest, dpm's pid and the
+//! job number (`dpm_daemon`'s PMIx host, `public_part`).
 
 use dpm_kvs::JobId;
 
@@ -22,19 +28,19 @@ pub const ISSUED_REMEMBERED: usize = 256;
 /// Draws before giving up on a free family (only with ~65,536 live jobs).
 const DRAWS: u32 = 1024;
 
-/// A job's plain kvsname: `kvs_<dpm pid>_<random>_<job>`. MPICH names its
-/// node shared-memory segment after a hash of it
+/// A job's plain kvsname: `kvs_<dpm pid>_<128 random bits in hex>_<job>`.
+/// MPICH names its node shared-memory segment after a hash of it
 /// (`/dev/shm/mpich_shm_<hash>_<node>`), and a killed run leaves that file
 /// behind: with the pid alone a later run that reuses the pid collides with
 /// it and fails in MPI_Init ("Out of memory").
-pub fn kvsname(run_tag: u32, job: JobId) -> String {
-    format!("kvs_{}_{:08x}_{}", std::process::id(), run_tag, job.0)
+pub fn kvsname(secret: u128, job: JobId) -> String {
+    format!("kvs_{}_{:032x}_{}", std::process::id(), secret, job.0)
 }
 
 /// `job`'s kvsname, redrawn (`…_<job>.<n>`) while `taken` says a live job
 /// already has its Open MPI family.
-pub fn fresh(run_tag: u32, job: JobId, taken: impl Fn(u16) -> bool) -> String {
-    let plain = kvsname(run_tag, job);
+pub fn fresh(secret: u128, job: JobId, taken: impl Fn(u16) -> bool) -> String {
+    let plain = kvsname(secret, job);
     (0..DRAWS).map(|n| if n == 0 { plain.clone() } else { format!("{plain}.{n}") }).find(|name| !taken(open_mpi_family(name))).unwrap_or(plain)
 }
 
@@ -75,5 +81,12 @@ mod tests {
         assert!(name.starts_with(&plain) && name != plain, "{name}");
         assert_ne!(open_mpi_family(&name), first);
         assert_eq!(fresh(1, JobId(3), |_| false), plain, "the plain name when free");
+    }
+
+    #[test]
+    fn a_name_ends_in_128_random_bits() {
+        let secret = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210_u128;
+        let name = kvsname(secret, JobId(7));
+        assert_eq!(name, format!("kvs_{}_0123456789abcdeffedcba9876543210_7", std::process::id()));
     }
 }

@@ -82,8 +82,8 @@ pub struct TreeShared {
     /// Published names; a parked lookup is answered at `(node, request)`.
     pub names: NameService<(NodeId, RequestId)>,
     next_job: u32,
-    /// Random per tree: part of every kvsname (see [`kvsname`]).
-    run_tag: u32,
+    /// Random per tree (128 bits): part of every kvsname (see [`kvsname`]).
+    run_tag: u128,
     pub nodes: NodeTable,
     /// Live jobs: (owner's pid, kvsname, size), for `dpm status`.
     pub jobs: BTreeMap<JobId, (u32, String, u32)>,
@@ -94,9 +94,10 @@ pub struct TreeShared {
 }
 
 impl TreeShared {
-    /// `run_tag`: the random part of the tree's kvsnames, drawn by the
-    /// driver (`controller::random_tag`) so that the reactor draws nothing.
-    pub fn new(nodes: NodeTable, run_tag: u32) -> Self {
+    /// `run_tag`: the random part of the tree's kvsnames (128 bits), drawn
+    /// by the driver (`controller::random_tag`) so that the reactor draws
+    /// nothing.
+    pub fn new(nodes: NodeTable, run_tag: u128) -> Self {
         TreeShared { names: NameService::default(), next_job: 0, run_tag, nodes, jobs: BTreeMap::new(), kept: Kept::default(), issued: Default::default() }
     }
 

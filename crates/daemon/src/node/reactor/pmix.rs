@@ -366,7 +366,16 @@ impl NodeReactor {
                         self.on_output(fx, job, Rank(rank), stream, text);
                     }
                 }
-                None => tracing::warn!(%nspace, rank, "PMIx log from an unknown namespace dropped"),
+                // No job's: the server library's own lines (its namespace is
+                // `pmix-server.<pid>`), or a job's already forgotten; they
+                // reach the user as dpm's own warnings, a line each.
+                None => {
+                    for (_, text) in output {
+                        for line in String::from_utf8_lossy(&text).lines().filter(|l| !l.trim().is_empty()) {
+                            tracing::warn!(%nspace, rank, "PMIx: {line}");
+                        }
+                    }
+                }
             },
             PmixEvent::Abort { nspace, rank, status, message, req } => {
                 match self.pmix.by_nspace.get(&nspace) {
