@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test.sh - set the machine up (scripts/setup.sh), then run the whole
-# workspace's tests in release mode.  Extra arguments go to cargo test,
+# test.sh - set the machine up (scripts/setup.sh), check that the declared
+# Rust version builds (scripts/msrv.sh), then run the whole workspace's
+# tests in release mode.  Extra arguments go to cargo test,
 # e.g. scripts/test.sh -p dpm-pmi, or scripts/test.sh -- --nocapture.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,4 +11,6 @@ cd "$(dirname "$0")/.."
 # shellcheck source=/dev/null
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 
+# The declared MSRV builds (rust-version in Cargo.toml): see scripts/msrv.sh.
+./scripts/msrv.sh
 exec cargo test --release --workspace "$@"

@@ -9,7 +9,12 @@
  *   badput:KEY:VALUE:HINT   kvs-put that must be refused (rc != 0)
  *   get:KEY:SRCID:EXPECT    kvs-get; SRCID a rank, -1, or x (no srcid);
  *                           EXPECT the value, or - for not found
- *   wget:KEY:SRCID:EXPECT   the same with wait=TRUE; says how long it waited
+ *   wget:KEY:SRCID:EXPECT   the same with wait=TRUE; once the request is
+ *                           sent, creates $EXT_SYNC_DIR/wget-KEY-R (R the
+ *                           rank) if EXT_SYNC_DIR is set
+ *   await:NAME              wait (at most 120 s) for $EXT_SYNC_DIR/NAME:
+ *                           orders a step after another rank's, by what it
+ *                           did rather than by time
  *   fence                   kvs-fence
  *   ring:VALUE              cmd=ring as Slurm's PMIX_Ring sends it
  *   sleep:MS
@@ -20,6 +25,7 @@
  * "ext FAIL rank R ..." and exits 1; the last line is "ext ok rank R".
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,13 +43,6 @@ static void fail(const char *what, const char *detail)
     printf("ext FAIL rank %d %s: %s\n", my_rank, what, detail);
     fflush(stdout);
     exit(1);
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 static void write_all(const char *buf, size_t len)
@@ -72,19 +71,66 @@ static void read_all(char *buf, size_t len)
     }
 }
 
-/* Send one PMI-2 message and read the reply's body into reply. */
-static void exchange(const char *body, char *reply)
+static void send_msg(const char *body)
 {
-    char msg[MSG_MAX + 8], header[7] = "";
+    char msg[MSG_MAX + 8];
     int len = snprintf(msg, sizeof msg, "%6d%s", (int)strlen(body), body);
 
     write_all(msg, (size_t)len);
+}
+
+/* Read one PMI-2 reply's body into reply. */
+static void receive(char *reply)
+{
+    char header[7] = "";
+
     read_all(header, 6);
     int n = atoi(header);
     if (n <= 0 || n >= MSG_MAX)
         fail("reply length", header);
     read_all(reply, (size_t)n);
     reply[n] = '\0';
+}
+
+/* Send one PMI-2 message and read the reply's body into reply. */
+static void exchange(const char *body, char *reply)
+{
+    send_msg(body);
+    receive(reply);
+}
+
+/* $EXT_SYNC_DIR/name, or NULL without EXT_SYNC_DIR. */
+static const char *sync_path(const char *name, char *path, size_t cap)
+{
+    const char *dir = getenv("EXT_SYNC_DIR");
+    if (!dir)
+        return NULL;
+    snprintf(path, cap, "%s/%s", dir, name);
+    return path;
+}
+
+static void mark(const char *name)
+{
+    char path[FIELD_MAX + 256];
+    if (!sync_path(name, path, sizeof path))
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        fail("mark", path);
+    close(fd);
+}
+
+static void await_mark(const char *name)
+{
+    char path[FIELD_MAX + 256];
+    struct timespec pause = { 0, 10 * 1000 * 1000 };
+    if (!sync_path(name, path, sizeof path))
+        fail("await", "needs EXT_SYNC_DIR");
+    for (int i = 0; access(path, F_OK) != 0; i++) {
+        if (i >= 12000)
+            fail("await: never appeared", path);
+        nanosleep(&pause, NULL);
+    }
 }
 
 /* The value of key in a `cmd=...;k=v;` body, or NULL. */
@@ -149,14 +195,18 @@ static void do_get(char **f, int nf, int wait)
     if (strcmp(src, "x") != 0)
         o += snprintf(body + o, sizeof body - o, "srcid=%s;", src);
     snprintf(body + o, sizeof body - o, "key=%s;%s", key, wait ? "wait=TRUE;" : "");
-    double start = now_ms();
-    exchange(body, reply);
-    double waited = now_ms() - start;
+    send_msg(body);
+    if (wait) {
+        char name[FIELD_MAX + 32];
+        snprintf(name, sizeof name, "wget-%s-%d", key, my_rank);
+        mark(name);
+    }
+    receive(reply);
     int ok = rc_of(reply) == 0 && field(reply, "found", found) && strcmp(found, "TRUE") == 0 && field(reply, "value", value);
     if (!ok)
         strcpy(value, "-");
     if (wait)
-        printf("ext rank %d wget %s = %s after %.0f ms\n", my_rank, key, value, waited);
+        printf("ext rank %d wget %s = %s\n", my_rank, key, value);
     else
         printf("ext rank %d get %s = %s\n", my_rank, key, value);
     if (strcmp(value, expect) != 0) {
@@ -198,6 +248,8 @@ static void do_step(char **f, int nf)
             || !field(reply, "ring-left", c) || !field(reply, "ring-right", d))
             fail("ring", reply);
         printf("ext rank %d ring pos %s size %s left %s right %s\n", my_rank, a, b, c, d);
+    } else if (strcmp(f[0], "await") == 0 && nf >= 2) {
+        await_mark(f[1]);
     } else if (strcmp(f[0], "sleep") == 0 && nf >= 2) {
         long ms = atol(f[1]);
         struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };

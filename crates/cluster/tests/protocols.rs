@@ -94,12 +94,26 @@ fn the_ring_orders_ranks_node_by_node_and_hands_each_its_neighbours() {
     assert_eq!(runs.len(), 4, "each node's ranks form one stretch: {nodes_in_ring:?}");
 }
 
-#[test]
-fn a_spawn_across_nodes_is_answered_once_every_child_started() {
-    let mut c = Cluster::new(layout(3, 32, KvsDesign::Allgather));
+/// Each child's fork and exec takes 10 ms of its node's CPU, so "before the
+/// children started" and "after" differ by far more than a reply's latency
+/// (µs): an answer cannot land on the expected side of every start by
+/// accident, and each test below fails if the run answers the other way.
+fn slow_starts(nodes: usize) -> Layout {
+    let mut l = layout(nodes, 32, KvsDesign::Allgather);
+    l.costs.fork_exec = Duration::from_millis(10);
+    l
+}
+
+/// Run a spawn of 4 `exchange` children by rank 0 of `parent_apps` (a
+/// `parent` script and, for more ranks, `idle` ones) on 3 nodes; when the
+/// parent got its answer, and when each child was started (forked and
+/// exec'd) on its node.
+fn spawn_times(parent_apps: &[(&str, u32)]) -> (Duration, Vec<Duration>) {
+    let mut c = Cluster::new(slow_starts(3));
     c.script("child", exchange());
     c.script("parent", vec![Step::Init, Step::Spawn { n: 4, script: "child".into() }, Step::Finalize, Step::Exit(0)]);
-    let parent = c.launch("parent", 1, None);
+    c.script("idle", vec![Step::Init, Step::Finalize, Step::Exit(0)]);
+    let parent = c.launch_mixed(parent_apps);
     assert_eq!(c.run_until(LIMIT), Some(0), "{:?}", c.said);
     let children = JobId(parent.0 + 1);
     let kids = c.ranks(children);
@@ -112,11 +126,26 @@ fn a_spawn_across_nodes_is_answered_once_every_child_started() {
     for k in &kids {
         assert_eq!(k.proc.values["PARENT_ROOT_PORT_NAME"], Ok(port.clone()), "rank {} of the children", k.rank.0);
     }
-    // Replies 0-3 are the start sequence; the 5th is the spawn's.
-    let answered = parent_proc.reply_times[4];
     assert!(parent_proc.proc.errors.is_empty(), "{:?}", parent_proc.proc.errors);
-    for k in &kids {
-        assert!(answered > k.started_at, "the spawn was answered at {answered:?}, before child {} started at {:?}", k.rank.0, k.started_at);
+    // Replies 0-3 are the start sequence; the 5th is the spawn's.
+    (parent_proc.reply_times[4], kids.iter().map(|k| k.forked_at).collect())
+}
+
+#[test]
+fn a_spawn_from_several_parent_ranks_is_answered_once_every_child_started() {
+    let (answered, started) = spawn_times(&[("parent", 1), ("idle", 1)]);
+    for (i, at) in started.iter().enumerate() {
+        assert!(answered > *at, "the spawn was answered at {answered:?}, before child {i} started at {at:?}");
+    }
+}
+
+/// As Hydra does: a parent of one process is answered as soon as its
+/// spawn is placed, and polls again while the children start.
+#[test]
+fn a_spawn_from_a_one_rank_parent_is_answered_before_its_children_start() {
+    let (answered, started) = spawn_times(&[("parent", 1)]);
+    for (i, at) in started.iter().enumerate() {
+        assert!(answered < *at, "the spawn was answered at {answered:?}, after child {i} started at {at:?}");
     }
 }
 

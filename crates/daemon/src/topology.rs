@@ -156,41 +156,22 @@ struct Hwloc {
     destroy: unsafe extern "C" fn(Topo),
 }
 
-fn dl_error() -> String {
-    // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc,
-    // valid until the next dl* call on this thread; it is copied at once.
-    unsafe {
-        let e = libc::dlerror();
-        if e.is_null() {
-            "unknown error".into()
-        } else {
-            CStr::from_ptr(e).to_string_lossy().into_owned()
-        }
-    }
-}
-
 impl Hwloc {
     fn open() -> Result<Hwloc, TopologyError> {
-        let name = std::ffi::CString::new(LIBRARY).expect("no NUL");
-        // SAFETY: dlopen with a valid C string; the handle is never closed, so
-        // the function pointers taken from it stay valid for the process.
-        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if handle.is_null() {
-            return Err(TopologyError::Library(dl_error()));
-        }
+        let library = |e: libloading::Error| TopologyError::Library(e.to_string());
+        // SAFETY: loading libhwloc runs its initialisers, which need nothing
+        // of us; the library is never unloaded (forgotten below), so the
+        // function pointers taken from it stay valid for the process.
+        let lib = unsafe { libloading::os::unix::Library::open(Some(LIBRARY), libc::RTLD_NOW | libc::RTLD_LOCAL) }.map_err(library)?;
         let sym = |symbol: &CStr| -> Result<*mut c_void, TopologyError> {
-            // SAFETY: a live handle and a NUL-terminated name.
-            let f = unsafe { libc::dlsym(handle, symbol.as_ptr()) };
-            if f.is_null() {
-                Err(TopologyError::Library(dl_error()))
-            } else {
-                Ok(f)
-            }
+            // SAFETY: the symbol's address, read as a plain pointer; its type
+            // is given where it is transmuted below.
+            unsafe { lib.get::<*mut c_void>(symbol.to_bytes_with_nul()) }.map(|s| *s).map_err(library)
         };
         // SAFETY: each symbol is the hwloc 2.x function of that name, whose C
         // signature is the one transmuted to (hwloc.h, API 2.x; checked below).
-        unsafe {
-            let hw = Hwloc {
+        let hw = unsafe {
+            Hwloc {
                 api_version: std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_uint>(sym(c"hwloc_get_api_version")?),
                 init: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut Topo) -> c_int>(sym(c"hwloc_topology_init")?),
                 set_type_filter: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, c_int, c_int) -> c_int>(sym(c"hwloc_topology_set_type_filter")?),
@@ -200,13 +181,15 @@ impl Hwloc {
                 )?),
                 free_xmlbuffer: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo, *mut c_char)>(sym(c"hwloc_free_xmlbuffer")?),
                 destroy: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(Topo)>(sym(c"hwloc_topology_destroy")?),
-            };
-            let version = (hw.api_version)();
-            if version >> 16 != 2 {
-                return Err(TopologyError::Version(version));
             }
-            Ok(hw)
+        };
+        std::mem::forget(lib);
+        // SAFETY: hwloc_get_api_version takes nothing and returns a number.
+        let version = unsafe { (hw.api_version)() };
+        if version >> 16 != 2 {
+            return Err(TopologyError::Version(version));
         }
+        Ok(hw)
     }
 
     /// Discover this machine's topology and export it as XML.

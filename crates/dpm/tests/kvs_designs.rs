@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{hello, program, Dpm, Output};
+use common::{hello, program, Dpm, Output, TempDir};
 
 const DESIGNS: [&str; 5] = ["allgather", "tree", "dkvs", "direct", "auto"];
 
@@ -17,25 +17,23 @@ const DESIGNS: [&str; 5] = ["allgather", "tree", "dkvs", "direct", "auto"];
 const TREE: [&str; 8] = ["--virtual-nodes", "4", "--tree-fanout", "2", "-ppn", "2", "-n", "8"];
 
 fn ext(design: &str, steps: &[&str]) -> Output {
+    ext_in(design, &TempDir::new("dpm-ext-sync"), steps)
+}
+
+/// [`ext`] with `sync` as the ranks' `EXT_SYNC_DIR` (for `await` steps).
+fn ext_in(design: &str, sync: &TempDir, steps: &[&str]) -> Output {
     let mut args = vec!["--kvs", design];
     args.extend_from_slice(&TREE);
     let prog = program("pmi2_ext");
     args.push(&prog);
     args.extend_from_slice(steps);
-    let out = Dpm::run(args).output();
+    let out = Dpm::run(args).env("EXT_SYNC_DIR", &sync.path_str()).output();
     out.assert_success();
     out.assert_stdout_lacks("FAIL");
     for r in 0..8 {
         out.assert_stdout_contains(&format!("ext ok rank {r}\n"));
     }
     out
-}
-
-/// `ext rank R wget KEY = VALUE after N ms` → N.
-fn waited_ms(out: &Output, rank: u32, key: &str) -> f64 {
-    let prefix = format!("ext rank {rank} wget {key} = ");
-    let line = out.lines().into_iter().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix:?}\n{}", out.describe()));
-    line.rsplit_once(" after ").and_then(|(_, t)| t.trim_end_matches(" ms").parse().ok()).unwrap_or_else(|| panic!("{line}"))
 }
 
 fn mpich_ring_and_hello(design: &str) {
@@ -124,32 +122,36 @@ fn put_fence_get_keeps_pmi_semantics_under_every_design() {
 /// A waiting get blocks until the put, with no fence in between, and the
 /// daemons go on serving everyone else meanwhile: rank 0 waits for a key
 /// rank 7 puts only after it has read one that rank 1 — on rank 0's node —
-/// puts 200 ms later. A waiting get without srcid is answered at the put
-/// (dkvs, auto with a sparse key) or once the put has ridden up with its
-/// node's fence (allgather, tree, direct).
+/// puts once rank 0's waiting get is out; rank 6 puts what rank 3 waits for
+/// once rank 3's get is out. So each get is sent before its put by what the
+/// programs did (`await`), not by a sleep, and answered with the put's
+/// value (else the program fails). A waiting get without srcid is answered
+/// at the put (dkvs, auto with a sparse key) or once the put has ridden up
+/// with its node's fence (allgather, tree, direct).
 #[test]
 fn a_waiting_get_is_answered_by_the_put_under_every_design() {
     for design in DESIGNS {
-        let out = ext(
+        let sync = TempDir::new("dpm-ext-sync");
+        let out = ext_in(
             design,
+            &sync,
             &[
                 "put:x{r}:v{r}",
                 "wget:x{r+1}:{r+1}:v{r+1}",
-                "@1/sleep:200",
+                "@1/await:wget-late-0",
                 "@1/put:one:1:sparse",
                 "@7/wget:one:1:1",
                 "@7/put:late:seven",
                 "@0/wget:late:7:seven",
-                "@6/sleep:300",
+                "@6/await:wget-late2-3",
                 "@6/put:late2:two:sparse",
                 "@3/wget:late2:x:two",
                 "fence",
             ],
         );
-        let waited = waited_ms(&out, 0, "late");
-        assert!(waited >= 150.0, "{design}: rank 0 got 'late' after {waited} ms, before it was put\n{}", out.describe());
-        let waited = waited_ms(&out, 3, "late2");
-        assert!(waited >= 250.0, "{design}: rank 3 got 'late2' after {waited} ms, before it was put\n{}", out.describe());
+        out.assert_stdout_contains("ext rank 0 wget late = seven\n");
+        out.assert_stdout_contains("ext rank 7 wget one = 1\n");
+        out.assert_stdout_contains("ext rank 3 wget late2 = two\n");
     }
 }
 
@@ -163,13 +165,24 @@ fn a_bad_hint_is_refused_and_the_client_goes_on() {
 }
 
 /// Identical gets from one node share one request: four ranks of node 0
-/// wait for the same key of rank 4 (node 1); node 0's daemon reports three
-/// of them coalesced in its `-v` statistics.
+/// wait for the same key of rank 4 (node 1), which puts it once all four
+/// gets are out (`await`); node 0's daemon reports three of them coalesced
+/// in its `-v` statistics.
 #[test]
 fn identical_gets_from_one_node_are_coalesced() {
+    let sync = TempDir::new("dpm-ext-sync");
     let args = ["--kvs", "dkvs", "-v", "--virtual-nodes", "2", "-ppn", "4", "-n", "5", &program("pmi2_ext")];
-    let steps = ["@4/sleep:300", "@4/put:late:v:sparse", "wget:late:4:v", "fence"];
-    let out = Dpm::run(args.iter().chain(steps.iter())).output();
+    let steps = [
+        "@4/await:wget-late-0",
+        "@4/await:wget-late-1",
+        "@4/await:wget-late-2",
+        "@4/await:wget-late-3",
+        "@4/sleep:200",
+        "@4/put:late:v:sparse",
+        "wget:late:4:v",
+        "fence",
+    ];
+    let out = Dpm::run(args.iter().chain(steps.iter())).env("EXT_SYNC_DIR", &sync.path_str()).output();
     out.assert_success();
     out.assert_stdout_lacks("FAIL");
     let stats: Vec<String> = out.err_lines().into_iter().filter(|l| l.contains("kvs stats")).collect();

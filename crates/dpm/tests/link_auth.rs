@@ -81,29 +81,29 @@ impl ManualRun {
         ManualRun { child, marker, runtime_dir, lines, stderr: Vec::new(), stdout, daemons: Vec::new() }
     }
 
-    /// Wait (up to 10 s) for a stderr line containing `needle`.
+    /// Wait (up to 60 s, a hang guard) for a stderr line containing `needle`.
     fn wait_line(&mut self, needle: &str) -> String {
         if let Some(l) = self.stderr.iter().find(|l| l.contains(needle)) {
             return l.clone();
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while let Ok(line) = self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             self.stderr.push(line.clone());
             if line.contains(needle) {
                 return line;
             }
         }
-        panic!("no stderr line with {needle:?} within 10 s; stderr so far:\n{}", self.stderr.join("\n"));
+        panic!("no stderr line with {needle:?} within 60 s; stderr so far:\n{}", self.stderr.join("\n"));
     }
 
-    /// The `n` printed daemon commands (waiting up to 10 s for them).
+    /// The `n` printed daemon commands (waiting up to 60 s for them).
     fn commands(&mut self, n: usize) -> Vec<DaemonCommand> {
         let printed = |lines: &[String]| lines.iter().filter(|l| l.contains("daemon --connect")).cloned().collect::<Vec<_>>();
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while printed(&self.stderr).len() < n {
             match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(line) => self.stderr.push(line),
-                Err(_) => panic!("dpm did not print {n} daemon commands within 10 s; stderr:\n{}", self.stderr.join("\n")),
+                Err(_) => panic!("dpm did not print {n} daemon commands within 60 s; stderr:\n{}", self.stderr.join("\n")),
             }
         }
         printed(&self.stderr)
@@ -137,17 +137,17 @@ impl ManualRun {
         addr.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {line:?}"))
     }
 
-    /// Wait for dpm (30 s at most) and for the daemons started by the test.
+    /// Wait for dpm (60 s at most) and for the daemons started by the test.
     fn finish(mut self) -> Finished {
-        let status = wait_for(&mut self.child, Duration::from_secs(30)).unwrap_or_else(|| {
-            panic!("dpm did not finish within 30 s; stderr so far:\n{}", self.stderr.join("\n"));
+        let status = wait_for(&mut self.child, Duration::from_secs(60)).unwrap_or_else(|| {
+            panic!("dpm did not finish within 60 s; stderr so far:\n{}", self.stderr.join("\n"));
         });
         while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
             self.stderr.push(line);
         }
         let stdout = String::from_utf8_lossy(&self.stdout.recv_timeout(Duration::from_secs(5)).unwrap_or_default()).into_owned();
         let stderr = self.stderr.join("\n");
-        let daemons: Vec<Option<ExitStatus>> = self.daemons.iter_mut().map(|d| wait_for(d, Duration::from_secs(5))).collect();
+        let daemons: Vec<Option<ExitStatus>> = self.daemons.iter_mut().map(|d| wait_for(d, Duration::from_secs(30))).collect();
         let left = common::leftovers_after(&self.marker, common::LEFTOVER_GRACE);
         assert!(left.is_empty(), "ranks left behind: {left:?}\n{stderr}");
         let leftover_files: Vec<_> = fs::read_dir(&self.runtime_dir).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
@@ -172,7 +172,7 @@ struct Finished {
     status: ExitStatus,
     stdout: String,
     stderr: String,
-    /// Each daemon's exit status (None: still running 5 s after dpm ended).
+    /// Each daemon's exit status (None: still running 30 s after dpm ended).
     daemons: Vec<Option<ExitStatus>>,
     /// What dpm left in its runtime directory.
     leftover_files: Vec<PathBuf>,
@@ -321,14 +321,12 @@ fn idle_connections_cannot_crowd_out_the_real_daemons() {
     let idle: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect")).collect();
     // Let the launcher accept them all before the daemons come.
     thread::sleep(Duration::from_millis(300));
-    let started = Instant::now();
     run.start_daemon(&cmds[0], &[]);
     run.start_daemon(&cmds[1], &[]);
     let out = run.finish();
     assert!(out.status.success(), "{}", out.describe());
     assert!(out.stdout.contains("ring ok size=2"), "{}", out.describe());
     assert!(out.daemons.iter().all(|d| d.is_some_and(|s| s.success())), "a daemon failed: {}", out.describe());
-    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}: {}", started.elapsed(), out.describe());
     drop(idle);
 }
 

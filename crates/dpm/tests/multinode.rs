@@ -86,10 +86,9 @@ fn spawn_info_host_names_a_virtual_node() {
 
 #[test]
 fn abort_on_one_node_ends_the_ranks_on_every_node() {
-    let start = Instant::now();
     let out = Dpm::run(["--virtual-nodes", "2", "-n", "4", &program("abort"), "3", "9"]).output();
     out.assert_code(9);
-    assert!(start.elapsed() < Duration::from_secs(10));
+    out.assert_stdout_lacks("was not killed");
     let host = common::hostname();
     out.assert_stderr_contains("rank 3 (pid");
     out.assert_stderr_contains(&format!("on {host}-v1) called MPI_Abort with exit code 9"));
@@ -105,19 +104,19 @@ fn stdin_reaches_rank_zero_on_its_node() {
 
 #[test]
 fn a_killed_daemon_ends_the_run_and_names_its_node() {
-    let mut run = Dpm::run(["--virtual-nodes", "3", "-n", "6", "sleep", "30"]).spawn();
+    // The ranks would sleep past the watchdog: only dpm can end the run in time.
+    let mut run = Dpm::run(["--virtual-nodes", "3", "-n", "6", "sleep", "600"]).spawn();
     run.wait_for_procs(6);
     let dpm = run.pid();
     // Kill the daemon of node 1: a child of dpm running `dpm daemon --node 1`.
     let victim = common::daemon_of(dpm, 1).expect("node 1's daemon");
-    let killed = Instant::now();
     let status = std::process::Command::new("kill").args(["-KILL", &victim.to_string()]).status().unwrap();
     assert!(status.success());
     let out = run.wait();
-    assert!(killed.elapsed() < Duration::from_secs(2), "the run took {:?} to end", killed.elapsed());
     assert_eq!(out.code(), 1, "{}", out.describe());
     let host = common::hostname();
-    out.assert_stderr_contains(&format!("node 1 ({host}-v1) was lost"));
+    // Seen by its link closing, not by a heartbeat timeout.
+    out.assert_stderr_contains(&format!("node 1 ({host}-v1) was lost: its daemon exited"));
 }
 
 #[test]
@@ -202,21 +201,23 @@ fn spawn_through_the_tree_places_children_on_deeper_nodes() {
 
 #[test]
 fn losing_an_inner_daemon_ends_the_run_and_its_subtree() {
-    let mut run = Dpm::run(["--virtual-nodes", "7", "--tree-fanout", "2", "-n", "14", "sleep", "30"]).spawn();
+    let mut run = Dpm::run(["--virtual-nodes", "7", "--tree-fanout", "2", "-n", "14", "sleep", "600"]).spawn();
     run.wait_for_procs(14);
     let dpm = run.pid();
     let node0 = daemons_below(dpm)
         .into_iter()
         .find(|pid| String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ").contains("daemon --node 0 "))
         .expect("node 0's daemon");
-    let killed = Instant::now();
     assert!(std::process::Command::new("kill").args(["-KILL", &node0.to_string()]).status().unwrap().success());
     let out = run.wait(); // also checks that no rank is left anywhere
-    assert!(killed.elapsed() < Duration::from_secs(2), "took {:?}", killed.elapsed());
     assert_eq!(out.code(), 1, "{}", out.describe());
     out.assert_stderr_contains("node 0 (");
-    out.assert_stderr_contains("was lost");
-    std::thread::sleep(Duration::from_millis(300));
+    out.assert_stderr_contains("was lost: its daemon exited");
+    // Reaped by init once dpm is gone: wait for that (a hang guard, not a bound).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !daemons_below(dpm).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(daemons_below(dpm).is_empty(), "daemons left below the finished dpm");
 }
 

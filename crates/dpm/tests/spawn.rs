@@ -13,11 +13,11 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{program, repo_root, Dpm, Output};
 
@@ -171,7 +171,6 @@ fn spawn_whose_interpreter_is_missing_ends_the_run_under_end() {
     // nothing waits. (From two parent ranks the answer waits for the start.)
     let out = Dpm::run(["-n", "1", &program("spawn_fail"), "badinterp"]).watchdog(Duration::from_secs(30)).output();
     out.assert_code(127);
-    out.assert_faster_than(Duration::from_secs(10));
     out.assert_stderr_contains("rank 0 of job 1");
     out.assert_stderr_contains("could not be started");
     out.assert_stdout_lacks("spawn failed as expected");
@@ -193,7 +192,6 @@ fn spawn_beyond_the_universe_without_oversubscription_returns_an_error() {
 fn child_dying_before_connecting_ends_the_run() {
     let out = Dpm::run(["-n", "1", &program("spawn_child_dies")]).watchdog(Duration::from_secs(30)).output();
     out.assert_code(134);
-    out.assert_faster_than(Duration::from_secs(10));
     out.assert_stdout_contains("child 1 aborting");
     out.assert_stdout_lacks("spawn returned");
     out.assert_stdout_lacks("connected to its parent");
@@ -316,9 +314,11 @@ fn two_hundred_spawns_leak_no_fds_processes_or_zombies() {
     let running = Dpm::run(["-n", "1", &program("spawn_loop"), &ITERATIONS.to_string()]).watchdog(Duration::from_secs(150)).spawn();
     let dpm = running.pid();
     // Sample dpm's zombie children while the loop runs. A zombie exists for a
-    // moment between a child's exit and dpm's waitpid; one that stays for a
-    // second was never reaped.
-    let mut first_seen: HashMap<u32, Instant> = HashMap::new();
+    // moment between a child's exit and dpm's waitpid; one still there after
+    // dpm has reaped five children first seen after it was never reaped
+    // (dpm's progress decides, not a clock: a loaded machine only slows both).
+    let mut reaped_since: HashMap<u32, HashSet<u32>> = HashMap::new();
+    let mut seen: HashSet<u32> = HashSet::new();
     let mut max_zombies = 0;
     let mut stale: Vec<u32> = Vec::new();
     let mut samples = 0;
@@ -333,11 +333,21 @@ fn two_hundred_spawns_leak_no_fds_processes_or_zombies() {
         }
         samples += 1;
         max_zombies = max_zombies.max(zombies.len());
-        first_seen.retain(|pid, _| zombies.contains(pid));
+        let children: HashSet<u32> = states.iter().filter(|&&(_, _, pp)| pp == dpm).map(|&(p, _, _)| p).collect();
+        for &child in &children {
+            if seen.insert(child) {
+                for later in reaped_since.values_mut() {
+                    later.insert(child);
+                }
+            }
+        }
+        reaped_since.retain(|pid, _| zombies.contains(pid));
         for pid in zombies {
-            let since = *first_seen.entry(pid).or_insert_with(Instant::now);
-            if since.elapsed() > Duration::from_secs(1) && !stale.contains(&pid) {
-                stale.push(pid);
+            reaped_since.entry(pid).or_default();
+        }
+        for (pid, later) in &reaped_since {
+            if later.iter().filter(|p| !children.contains(p)).count() >= 5 && !stale.contains(pid) {
+                stale.push(*pid);
             }
         }
         thread::sleep(Duration::from_millis(25));
@@ -347,7 +357,7 @@ fn two_hundred_spawns_leak_no_fds_processes_or_zombies() {
     out.assert_success();
     out.assert_stdout_contains(&format!("spawn_loop ok iterations={ITERATIONS}"));
     assert!(samples > 10, "dpm ended before the zombie scan could sample it ({samples} samples)\n{}", out.describe());
-    assert!(stale.is_empty(), "dpm left zombie children unreaped for over 1 s: {stale:?}\n{}", out.describe());
+    assert!(stale.is_empty(), "dpm left zombie children unreaped while it reaped five later ones: {stale:?}\n{}", out.describe());
     assert!(max_zombies <= 3, "up to {max_zombies} zombie children of dpm at once\n{}", out.describe());
     let (fd0, fd1) = start_end(&out, "dpm fds");
     assert!((fd1 - fd0).abs() <= 2, "dpm's fd count went from {fd0} to {fd1} over {ITERATIONS} spawns\n{}", out.describe());
@@ -509,7 +519,7 @@ fn spawned_children_get_genv_and_a_clean_run_exits_0() {
 fn mpi_abort_in_a_spawned_job_ends_the_run() {
     let (_script, dpm) = spawn_modes("abort", &[]);
     let out = dpm.output();
-    out.assert_code(9).assert_faster_than(Duration::from_secs(10));
+    out.assert_code(9);
     out.assert_stderr_contains("rank 1 of job 1").assert_stderr_contains("MPI_Abort with exit code 9");
     out.assert_stdout_lacks("parent done");
 }
@@ -526,7 +536,7 @@ fn spawned_rank_exiting_non_zero_after_finalize_sets_the_status() {
 fn timeout_kills_spawned_jobs_too() {
     let (_script, dpm) = spawn_modes("sleep", &["--timeout", "3"]);
     let out = dpm.output();
-    out.assert_code(124).assert_faster_than(Duration::from_secs(10));
+    out.assert_code(124);
     out.assert_stdout_contains("child 1 GV=from-genv");
 }
 
@@ -538,7 +548,7 @@ fn sigint_reaches_spawned_jobs() {
     thread::sleep(Duration::from_millis(500)); // let the children finish MPI_Init
     running.signal("INT");
     let out = running.wait();
-    out.assert_code(130).assert_faster_than(Duration::from_secs(20));
+    out.assert_code(130);
 }
 
 // ---- host-related and other info keys --------------------------------------------

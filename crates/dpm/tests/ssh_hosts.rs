@@ -326,12 +326,12 @@ fn spawn_info_host_names_another_host(fx: &Fixture) {
     assert_eq!(children, vec![(1, "0-1".to_string(), "h3".to_string())], "{}", out.describe());
 }
 
-/// A host that cannot be reached at start: one clear line naming it, a
-/// non-zero exit, and the daemons already started elsewhere are gone.
-fn unreachable_at_start(fx: &Fixture, hosts: &str, bad: &str, limit: Duration) {
+/// A host that cannot be reached at start: one clear line naming it — the
+/// cause, not the tree's start-up timeout —, a non-zero exit, and the
+/// daemons already started elsewhere are gone.
+fn unreachable_at_start(fx: &Fixture, hosts: &str, bad: &str) {
     let out = fx.dpm(&["-hosts", hosts, "-n", "4", "sleep", "30"]).output();
     assert_ne!(out.code(), 0, "{}", out.describe());
-    assert!(out.elapsed < limit, "took {:?}\n{}", out.elapsed, out.describe());
     let err = out.stderr_str();
     let line = err
         .lines()
@@ -344,15 +344,16 @@ fn unreachable_at_start(fx: &Fixture, hosts: &str, bad: &str, limit: Duration) {
         "the error for {bad} is a bare I/O error, not a clear 'cannot reach {bad}': {line:?}\n{}",
         out.describe()
     );
+    assert!(!err.contains("did not come up within"), "{bad} was given up on at the start-up timeout, not at its failure\n{}", out.describe());
 }
 
 fn unresolvable_host(fx: &Fixture) {
-    unreachable_at_start(fx, "h1,h9", "h9", Duration::from_secs(10));
+    unreachable_at_start(fx, "h1,h9", "h9");
 }
 
 fn host_down_at_start(fx: &Fixture) {
     // h5 resolves to an address nobody holds: ssh gives up after ARP does (~3 s).
-    unreachable_at_start(fx, "h5,h1", "h5", Duration::from_secs(10));
+    unreachable_at_start(fx, "h5,h1", "h5");
 }
 
 /// Start `sleep 30` on two ranks per host and wait until all eight run.

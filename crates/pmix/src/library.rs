@@ -7,7 +7,7 @@
 //! process, and never closed (the server's threads run its code until exit).
 use crate::error::PmixError;
 use crate::ffi::*;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
 /// The library's SONAME (OpenPMIx 2.x through 5.x).
@@ -106,32 +106,24 @@ pub struct Api {
 }
 
 impl Api {
-    /// `dlopen`s `path` and resolves every symbol, or says which is missing.
+    /// Loads `path` and resolves every symbol, or says which is missing.
     pub fn load(path: &Path) -> Result<Api, PmixError> {
-        let cpath =
-            CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| PmixError::Load { path: path.to_owned(), reason: "path contains NUL".into() })?;
-        // SAFETY: cpath is a valid C string; RTLD_NOW resolves everything now
-        // so a broken library fails here, not in a later call. The library's
-        // constructors run (libevent/hwloc init); it is never dlclosed.
-        let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-        if handle.is_null() {
-            return Err(PmixError::Load { path: path.to_owned(), reason: dlerror() });
-        }
+        let load = |e: libloading::Error| PmixError::Load { path: path.to_owned(), reason: e.to_string() };
+        // SAFETY: RTLD_NOW resolves everything now so a broken library fails
+        // here, not in a later call. The library's constructors run
+        // (libevent/hwloc init); it is never unloaded (forgotten below).
+        let lib = unsafe { libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.map_err(load)?;
         let sym = |name: &CStr| -> Result<*mut libc::c_void, PmixError> {
-            // SAFETY: handle is a live dlopen handle, name a C string.
-            let ptr = unsafe { libc::dlsym(handle, name.as_ptr()) };
-            if ptr.is_null() {
-                Err(PmixError::Load { path: path.to_owned(), reason: format!("no symbol {name:?}") })
-            } else {
-                Ok(ptr)
-            }
+            // SAFETY: the symbol's address, read as a plain pointer; its type
+            // is given where it is transmuted below.
+            unsafe { lib.get::<*mut libc::c_void>(name.to_bytes_with_nul()) }.map(|s| *s).map_err(load)
         };
         // SAFETY (every transmute below): each symbol is the exported C
         // function of that name, whose signature the fn type declares as in
         // pmix_server.h / pmix.h v5.0.9; a data pointer and a fn pointer have
         // the same size on the supported (POSIX) targets.
-        unsafe {
-            Ok(Api {
+        let api = unsafe {
+            Api {
                 path: path.to_owned(),
                 server_init: std::mem::transmute::<*mut libc::c_void, ServerInitFn>(sym(c"PMIx_server_init")?),
                 server_finalize: std::mem::transmute::<*mut libc::c_void, ServerFinalizeFn>(sym(c"PMIx_server_finalize")?),
@@ -144,8 +136,10 @@ impl Api {
                 generate_regex: std::mem::transmute::<*mut libc::c_void, GenerateFn>(sym(c"PMIx_generate_regex")?),
                 generate_ppn: std::mem::transmute::<*mut libc::c_void, GenerateFn>(sym(c"PMIx_generate_ppn")?),
                 error_string: std::mem::transmute::<*mut libc::c_void, ErrorStringFn>(sym(c"PMIx_Error_string")?),
-            })
-        }
+            }
+        };
+        std::mem::forget(lib);
+        Ok(api)
     }
 
     /// The library's name for a status ("PMIX_ERR_NOT_FOUND").
@@ -158,16 +152,6 @@ impl Api {
         // SAFETY: non-null static NUL-terminated string from the library.
         unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
     }
-}
-
-fn dlerror() -> String {
-    // SAFETY: dlerror returns NULL or a thread-local C string.
-    let ptr = unsafe { libc::dlerror() };
-    if ptr.is_null() {
-        return "unknown dlopen error".into();
-    }
-    // SAFETY: non-null, NUL-terminated, valid until the next dl* call.
-    unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
 }
 
 #[cfg(test)]

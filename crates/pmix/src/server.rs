@@ -321,8 +321,7 @@ fn private_dir(dir: &Path) -> Result<(), PmixError> {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(err)?;
     }
     let meta = std::fs::metadata(dir).map_err(err)?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         let detail = std::io::Error::other("not a directory private to this user (want 0700, owned by us)");
         return Err(err(detail));

@@ -125,8 +125,7 @@ impl Secret {
         if !meta.is_file() {
             return Err(unsafe_file("is not a regular file".into()));
         }
-        // SAFETY: geteuid(2) cannot fail and touches no memory.
-        let me = unsafe { libc::geteuid() };
+        let me = nix::unistd::geteuid().as_raw();
         if meta.uid() != me {
             return Err(unsafe_file(format!("belongs to uid {}, not to you (uid {me})", meta.uid())));
         }

@@ -34,7 +34,6 @@ mod pmix_host;
 #[cfg(test)]
 mod pmix_tests;
 mod reactor;
-#[cfg(any(test, feature = "testing"))]
 pub mod recorder;
 #[cfg(test)]
 mod tests;

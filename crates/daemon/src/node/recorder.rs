@@ -4,7 +4,7 @@
 //! their results wait in [`RecordingEffects::started`] until
 //! [`RecordingEffects::settle`] (or the test) hands them to the reactor.
 //! Enough to test a node without a socket, and the base of an in-process
-//! cluster (built with the `testing` feature).
+//! cluster and `dpm model`'s startup simulator (`dpm-cluster`).
 
 use std::collections::HashMap;
 use std::io;

@@ -30,8 +30,9 @@ pub const MARKER_VAR: &str = "DPM_TEST_MARKER";
 /// How long any single dpm run may take before the test fails.
 pub const WATCHDOG: Duration = Duration::from_secs(60);
 /// How long processes of a finished run may take to disappear (a killed
-/// grandchild is reaped by init asynchronously).
-pub const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
+/// grandchild is reaped by init asynchronously). A hang guard, generous for
+/// a loaded machine: the wait ends as soon as none is left.
+pub const LEFTOVER_GRACE: Duration = Duration::from_secs(10);
 
 /// Path of the dpm binary under test.
 pub fn dpm_bin() -> &'static str {
@@ -258,7 +259,7 @@ impl Running {
     /// Wait until at least `n` processes carry this run's marker (the ranks
     /// have started), failing the test after 20 s or if dpm exits first.
     pub fn wait_for_procs(&mut self, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let found = marked_procs(&self.marker).len();
             if found >= n {
@@ -312,11 +313,11 @@ impl Running {
         if let Some(h) = self.stdin_writer.take() {
             let _ = h.join();
         }
-        let grab = |rx: &Receiver<Vec<u8>>, which: &str, marker: &str| match rx.recv_timeout(Duration::from_secs(10)) {
+        let grab = |rx: &Receiver<Vec<u8>>, which: &str, marker: &str| match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(buf) => buf,
             Err(_) => {
                 kill_marked(marker);
-                panic!("dpm exited but its {which} stayed open for 10 s (a process leaked it)");
+                panic!("dpm exited but its {which} stayed open for 30 s (a process leaked it)");
             }
         };
         let stdout = grab(&self.stdout, "stdout", &self.marker);
@@ -396,11 +397,6 @@ impl Output {
 
     pub fn assert_success(&self) -> &Output {
         self.assert_code(0)
-    }
-
-    pub fn assert_faster_than(&self, limit: Duration) -> &Output {
-        assert!(self.elapsed < limit, "dpm took {:?}, expected less than {limit:?}\n{}", self.elapsed, self.describe());
-        self
     }
 
     pub fn assert_stderr_contains(&self, needle: &str) -> &Output {
@@ -528,6 +524,30 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// A directory in the system temporary directory, removed with its
+/// contents when dropped.
+pub struct TempDir {
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(prefix: &str) -> TempDir {
+        let path = std::env::temp_dir().join(unique(prefix));
+        fs::create_dir(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+        TempDir { path }
+    }
+
+    pub fn path_str(&self) -> String {
+        self.path.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
     }
 }
 

@@ -2,8 +2,6 @@
 //! every build of them: against Slurm's libpmi2 (`pmi2_*`), against dpm's
 //! (`dpm_pmi2_*`), and Slurm-built ones loading dpm's library.
 
-use std::time::Duration;
-
 use super::Output;
 
 /// pmi2_putfence, `n` ranks on one node: every rank's lines, one job id.
@@ -58,7 +56,6 @@ pub fn assert_nameserv(out: &Output) {
 /// pmi2_abort, 3 ranks: rank 1 aborts and the job ends at once.
 pub fn assert_abort(out: &Output) {
     assert_ne!(out.code(), 0, "{}", out.describe());
-    out.assert_faster_than(Duration::from_secs(5));
     out.assert_stdout_contains("rank 1 calling PMI2_Abort");
     out.assert_stdout_lacks("was not killed");
     out.assert_stdout_lacks("PMI2_Abort returned");

@@ -30,8 +30,10 @@
 //! size), and a cold spawn that does not fit in the free slots kills pooled
 //! jobs (oldest first) and gets their slots back at once.
 //!
-//! Pools are per run: a shape names its parent job, and a boot's runs have
-//! different job ids, so a pool could never match another run's spawn.
+//! A run's pools are its own: a shape names its parent job, and a boot's
+//! runs have different job ids, so a pool never matches another run's
+//! spawn. What outlives a run is its unclaimed pooled jobs, which a boot
+//! keeps for later runs' spawns of the same shape (`kept`, [`super::Kept`]).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
