@@ -489,3 +489,37 @@ fn mpi_sessions_make_a_communicator_from_the_world_pset() {
         }
     });
 }
+
+/// What dpm's PMIx host does not serve fails at once, never hangs
+/// (`unserved.c`, docs/pmix.md "Upcalls dpm does not serve"): each rank's
+/// `PMIx_Query_info` of a key the library cannot answer, allocation,
+/// job control, credentials come back with an error (monitor and fabric
+/// registration the library serves itself: they just have to come back);
+/// and a group construct naming a rank the job does not have fails on
+/// every member, on one node and across two, where each node's part
+/// reaches the launcher, which refuses it on all of them.
+#[test]
+fn unserved_upcalls_fail_every_participant_at_once() {
+    let Some(hello) = ompi_hello() else { return };
+    let unserved = ompi_program(&hello, "unserved");
+    for extra in [&[][..], &["--virtual-nodes", "2", "--map-by", "node"][..]] {
+        let mut args = vec!["-genv", "OMPI_MCA_btl", "^ofi"];
+        args.extend(extra);
+        args.extend(["-n", "4", &unserved]);
+        let out = run_clean(&args);
+        out.assert_success();
+        let lines = out.lines();
+        let status = |call: &str| -> Vec<i32> { lines.iter().filter_map(|l| l.strip_prefix(&format!("{call} "))?.parse().ok()).collect() };
+        for call in ["query", "allocate", "job_control", "get_credential", "validate_credential"] {
+            let got = status(call);
+            assert!(got.len() == 4 && got.iter().all(|&s| s < 0), "{call}: {got:?}\n{}", out.describe());
+        }
+        for call in ["monitor", "fabric"] {
+            assert_eq!(status(call).len(), 4, "{call} came back on every rank\n{}", out.describe());
+        }
+        for rank in 0..4 {
+            let failed = lines.iter().any(|l| l.strip_prefix(&format!("group {rank} ")).and_then(|s| s.parse::<i32>().ok()).is_some_and(|s| s < 0));
+            assert!(failed, "rank {rank}'s group construct did not fail\n{}", out.describe());
+        }
+    }
+}
