@@ -229,7 +229,9 @@ fn a_group_construct_asking_for_a_context_id_is_the_launchers_collective() {
     let up = fx.take_up();
     let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Group, data, ranks, group: Some(g) }] = &up[..] else { panic!("{up:?}") };
     assert_eq!((nspaces.clone(), data.clone(), g.id.as_str(), g.context_id), (vec![NS.to_string(), OTHER.to_string()], vec![3, 4], "g", true));
-    assert_eq!(ranks, &vec![(OTHER.to_string(), vec![1])], "a namespace unknown here goes as listed; the whole local job is whole");
+    // A namespace unknown here: every namespace goes as listed (the
+    // launcher takes the local job's complete list as the whole job).
+    assert_eq!(ranks, &vec![(NS.to_string(), vec![0, 1]), (OTHER.to_string(), vec![1])]);
     let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1, 1], appnums: vec![0; 2], universe_size: 4 };
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![1, 3, 4])), context_id: Some(7) });
     assert_eq!(registered(&fx).len(), 1, "the other member job is registered before the answer");
