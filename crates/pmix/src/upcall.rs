@@ -441,7 +441,9 @@ mod tests {
     }
 
     static INFO_CALLS: AtomicUsize = AtomicUsize::new(0);
-    static INFO_SEEN: std::sync::Mutex<Vec<(i32, Vec<(String, Value)>)>> = std::sync::Mutex::new(Vec::new());
+    /// Each answer seen: its status and infos.
+    type Seen = Vec<(i32, Vec<(String, Value)>)>;
+    static INFO_SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(Vec::new());
 
     unsafe extern "C" fn record_infos(
         status: pmix_status_t,

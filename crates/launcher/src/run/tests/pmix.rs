@@ -169,6 +169,7 @@ fn a_fence_over_part_of_a_job_waits_for_the_nodes_of_those_ranks_only() {
     assert!(run.connects.is_empty());
 }
 
+#[allow(clippy::too_many_arguments)]
 fn group(run: &mut Run, rec: &mut Recorder, node: usize, req: u64, id: &str, members: &[(&str, &[u32])], context_id: bool, data: &[u8]) {
     let mut nspaces: Vec<String> = members.iter().map(|(ns, _)| ns.to_string()).collect();
     nspaces.sort();
