@@ -425,3 +425,101 @@ fn mpi4py_test_dynproc_on_open_mpi() {
         out.assert_stderr_contains("Ran 4 tests");
     }
 }
+
+/// An Open MPI program of `tests/programs/ompi` beside `hello`.
+fn ompi_program(hello: &str, name: &str) -> String {
+    hello.replace("/ompi/hello", &format!("/ompi/{name}"))
+}
+
+/// `program` at -n 2 and 4, on one node and over 2 virtual nodes (each
+/// collective then crosses dpm's tree), with `OMPI_MCA_btl=^ofi` (btl/ofi's
+/// unconditional 1 s close, docs/pmix.md, is not what is tested); each run
+/// checked by `check(output, n)` and for what it left behind.
+fn groups_everywhere(program: &str, check: impl Fn(&Output, u32)) {
+    for extra in [&[][..], &["--virtual-nodes", "2", "--map-by", "node"][..]] {
+        for n in [2u32, 4] {
+            let n_s = n.to_string();
+            let mut args = vec!["-genv", "OMPI_MCA_btl", "^ofi"];
+            args.extend(extra);
+            args.extend(["-n", &n_s, program]);
+            let out = run_clean(&args);
+            out.assert_success();
+            check(&out, n);
+        }
+    }
+}
+
+/// `MPI_Comm_create_from_group` (a PMIx group construct with a context id,
+/// then a destruct; `comm_from_group.c`): over the whole world and over the
+/// even ranks alone, whose group's other members never call.
+#[test]
+fn mpi_comm_create_from_group_works_on_one_node_and_across_nodes() {
+    let Some(hello) = ompi_hello() else { return };
+    groups_everywhere(&ompi_program(&hello, "comm_from_group"), |out, n| {
+        for rank in 0..n {
+            out.assert_stdout_contains(&format!("world {rank} of {n} sum {}\n", n * (n - 1) / 2));
+        }
+        let k = n.div_ceil(2);
+        for rank in 0..k {
+            out.assert_stdout_contains(&format!("evens {rank} of {k} sum {}\n", k * (k - 1) / 2));
+        }
+    });
+}
+
+/// `MPI_Intercomm_create_from_groups` between the two halves of the world,
+/// merged and checked with an allreduce (`intercomm_from_groups.c`).
+#[test]
+fn mpi_intercomm_create_from_groups_works_on_one_node_and_across_nodes() {
+    let Some(hello) = ompi_hello() else { return };
+    groups_everywhere(&ompi_program(&hello, "intercomm_from_groups"), |out, n| {
+        for rank in 0..n {
+            out.assert_stdout_contains(&format!("inter {rank} local {h} remote {h} merged {rank} of {n} sum {}\n", n * (n - 1) / 2, h = n / 2));
+        }
+    });
+}
+
+/// The sessions model (`sessions.c`): `MPI_Session_init`, the group of
+/// `mpi://WORLD`, a communicator from it, `MPI_Session_finalize`.
+#[test]
+fn mpi_sessions_make_a_communicator_from_the_world_pset() {
+    let Some(hello) = ompi_hello() else { return };
+    groups_everywhere(&ompi_program(&hello, "sessions"), |out, n| {
+        for rank in 0..n {
+            out.assert_stdout_contains(&format!("session {rank} of {n} sum {}\n", n * (n - 1) / 2));
+        }
+    });
+}
+
+/// What dpm's PMIx host does not serve fails at once, never hangs
+/// (`unserved.c`, docs/pmix.md "Upcalls dpm does not serve"): each rank's
+/// `PMIx_Query_info` of a key the library cannot answer, allocation,
+/// job control, credentials come back with an error (monitor and fabric
+/// registration the library serves itself: they just have to come back);
+/// and a group construct naming a rank the job does not have fails on
+/// every member, on one node and across two, where each node's part
+/// reaches the launcher, which refuses it on all of them.
+#[test]
+fn unserved_upcalls_fail_every_participant_at_once() {
+    let Some(hello) = ompi_hello() else { return };
+    let unserved = ompi_program(&hello, "unserved");
+    for extra in [&[][..], &["--virtual-nodes", "2", "--map-by", "node"][..]] {
+        let mut args = vec!["-genv", "OMPI_MCA_btl", "^ofi"];
+        args.extend(extra);
+        args.extend(["-n", "4", &unserved]);
+        let out = run_clean(&args);
+        out.assert_success();
+        let lines = out.lines();
+        let status = |call: &str| -> Vec<i32> { lines.iter().filter_map(|l| l.strip_prefix(&format!("{call} "))?.parse().ok()).collect() };
+        for call in ["query", "allocate", "job_control", "get_credential", "validate_credential"] {
+            let got = status(call);
+            assert!(got.len() == 4 && got.iter().all(|&s| s < 0), "{call}: {got:?}\n{}", out.describe());
+        }
+        for call in ["monitor", "fabric"] {
+            assert_eq!(status(call).len(), 4, "{call} came back on every rank\n{}", out.describe());
+        }
+        for rank in 0..4 {
+            let failed = lines.iter().any(|l| l.strip_prefix(&format!("group {rank} ")).and_then(|s| s.parse::<i32>().ok()).is_some_and(|s| s < 0));
+            assert!(failed, "rank {rank}'s group construct did not fail\n{}", out.describe());
+        }
+    }
+}

@@ -165,6 +165,14 @@ pub type ConnectFn = unsafe extern "C" fn(*const pmix_proc_t, size_t, *const pmi
 pub type LogFn = unsafe extern "C" fn(*const pmix_proc_t, *const pmix_info_t, size_t, *const pmix_info_t, size_t, pmix_op_cbfunc_t, *mut c_void);
 /// `pmix_info_cbfunc_t`: a status, result infos, and a release callback for them.
 pub type pmix_info_cbfunc_t = Option<unsafe extern "C" fn(pmix_status_t, *mut pmix_info_t, size_t, *mut c_void, pmix_release_cbfunc_t, *mut c_void)>;
+/// `pmix_server_grp_fn_t` (v4): the operation (`pmix_group_operation_t`:
+/// [`PMIX_GROUP_CONSTRUCT`], [`PMIX_GROUP_DESTRUCT`]), the group's id, its
+/// members and the directives; answered through an info callback.
+pub type GroupFn =
+    unsafe extern "C" fn(c_int, *mut c_char, *const pmix_proc_t, size_t, *const pmix_info_t, size_t, pmix_info_cbfunc_t, *mut c_void) -> pmix_status_t;
+/// `pmix_group_operation_t` (an enum: an int in the C ABI).
+pub const PMIX_GROUP_CONSTRUCT: c_int = 0;
+pub const PMIX_GROUP_DESTRUCT: c_int = 1;
 /// `pmix_server_job_control_fn_t` (v2): requestor, targets, directives.
 pub type JobControlFn =
     unsafe extern "C" fn(*const pmix_proc_t, *const pmix_proc_t, size_t, *const pmix_info_t, size_t, pmix_info_cbfunc_t, *mut c_void) -> pmix_status_t;
@@ -199,8 +207,15 @@ pub struct pmix_server_module_t {
     /// matters: only then does the library keep a client's cleanup
     /// requests (`PMIX_REGISTER_CLEANUP`: Open MPI's btl/sm segments).
     pub job_control: Option<JobControlFn>,
-    /// monitor … session_control: left NULL.
-    pub _unused: [*const c_void; MODULE_SLOTS - 20],
+    /// Slots 20-24: monitor (v2); get_credential, validate_credential,
+    /// iof_pull, push_stdin (v3): left NULL.
+    pub _unsupported_v3: [*const c_void; 5],
+    /// Slot 25 (v4): `PMIx_Group_construct`/`destruct` once every local
+    /// member has called (Open MPI's `MPI_Comm_create_from_group`,
+    /// `MPI_Intercomm_create_from_groups`, sessions).
+    pub group: Option<GroupFn>,
+    /// fabric, client_connected2 (v4), session_control (v5): left NULL.
+    pub _unused: [*const c_void; MODULE_SLOTS - 26],
 }
 pub const MODULE_SLOTS: usize = 64;
 
@@ -238,5 +253,6 @@ const _: () = {
     assert!(offset_of!(pmix_server_module_t, disconnect) == 10 * 8);
     assert!(offset_of!(pmix_server_module_t, log) == 17 * 8);
     assert!(offset_of!(pmix_server_module_t, job_control) == 19 * 8);
+    assert!(offset_of!(pmix_server_module_t, group) == 25 * 8);
     assert!(size_of::<pmix_server_module_t>() == MODULE_SLOTS * 8);
 };

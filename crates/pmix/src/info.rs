@@ -21,6 +21,8 @@ pub enum Value {
     Proc(Proc),
     /// A nested array of infos (job/node/proc data arrays).
     Infos(Vec<(String, Value)>),
+    /// An array of processes (`PMIX_GROUP_MEMBERSHIP`).
+    Procs(Vec<Proc>),
     Other(u16),
 }
 
@@ -73,6 +75,8 @@ pub struct InfoList {
     #[allow(clippy::vec_box)]
     procs: Vec<Box<pmix_proc_t>>,
     nested: Vec<(InfoList, Box<pmix_data_array_t>)>,
+    /// Arrays of processes and the data arrays pointing at them.
+    proc_arrays: Vec<(Box<[pmix_proc_t]>, Box<pmix_data_array_t>)>,
     /// Byte objects' contents (a lookup's answer: Open MPI publishes some).
     bytes: Vec<Vec<u8>>,
 }
@@ -91,6 +95,11 @@ impl InfoList {
 
     pub fn is_empty(&self) -> bool {
         self.infos.is_empty()
+    }
+
+    /// The infos themselves (for a caller that adjusts what they point to).
+    pub(crate) fn infos_mut(&mut self) -> &mut [pmix_info_t] {
+        &mut self.infos
     }
 
     /// Pointer for the C call; null when empty. Valid while `self` lives.
@@ -136,6 +145,14 @@ impl InfoList {
                 let ptr: *mut pmix_data_array_t = &mut *array;
                 self.nested.push((inner, array));
                 (PMIX_DATA_ARRAY, pmix_value_data { darray: ptr })
+            }
+            Value::Procs(procs) => {
+                let mut members: Box<[pmix_proc_t]> = procs.iter().map(Proc::to_c).collect();
+                let ptr = if members.is_empty() { std::ptr::null_mut() } else { members.as_mut_ptr().cast() };
+                let mut array = Box::new(pmix_data_array_t { type_: PMIX_PROC, size: members.len(), array: ptr });
+                let darray: *mut pmix_data_array_t = &mut *array;
+                self.proc_arrays.push((members, array));
+                (PMIX_DATA_ARRAY, pmix_value_data { darray })
             }
             Value::Bytes(b) => {
                 // The Vec's heap buffer does not move when `bytes` grows.
@@ -193,6 +210,11 @@ pub unsafe fn read_value(v: &pmix_value_t) -> Value {
                 let a = &*v.data.darray;
                 Value::Infos(read_infos(a.array.cast(), a.size))
             }
+            PMIX_DATA_ARRAY if !v.data.darray.is_null() && (*v.data.darray).type_ == PMIX_PROC => {
+                let a = &*v.data.darray;
+                let members: *const pmix_proc_t = a.array.cast();
+                Value::Procs(if members.is_null() { Vec::new() } else { (0..a.size).map(|i| Proc::from_c(members.add(i))).collect() })
+            }
             other => Value::Other(other),
         }
     }
@@ -244,6 +266,8 @@ mod tests {
             ("pmix.pdata".to_string(), Value::Infos(vec![("pmix.rank".into(), Value::Rank(3))])),
             ("cid".to_string(), Value::Bytes(vec![2, 8, 0])),
             ("empty".to_string(), Value::Bytes(vec![])),
+            ("pmix.grp.mbrs".to_string(), Value::Procs(vec![Proc { nspace: "a".into(), rank: 0 }, Proc { nspace: "b".into(), rank: 7 }])),
+            ("none".to_string(), Value::Procs(vec![])),
         ];
         let mut list = InfoList::new();
         for (k, v) in items.clone() {

@@ -6,6 +6,7 @@
 //! Design, threads and what remains for dpm's integration: `docs/pmix.md`.
 pub mod error;
 pub mod ffi;
+mod group;
 pub mod info;
 pub mod job;
 pub mod library;
@@ -17,7 +18,7 @@ pub use info::{Proc, Value};
 pub use job::{JobSpec, NodeRanks};
 pub use library::{Api, LibrarySearch};
 pub use server::PmixServer;
-pub use upcall::{App, LookupDone, ModexDone, OpDone, SpawnDone, Upcall};
+pub use upcall::{App, GroupOp, InfoDone, LookupDone, ModexDone, OpDone, SpawnDone, Upcall};
 
 /// `PMIX_RANK_WILDCARD`: "every rank" in a `Proc`.
 pub const RANK_WILDCARD: u32 = ffi::PMIX_RANK_WILDCARD;

@@ -292,7 +292,7 @@ fn free_argv(argv: *mut *mut c_char) {
 }
 
 /// The upcalls dpm offers the library (NULL: not supported).
-fn host_module() -> pmix_server_module_t {
+pub(crate) fn host_module() -> pmix_server_module_t {
     pmix_server_module_t {
         client_connected: Some(client_connected),
         client_finalized: Some(client_finalized),
@@ -309,7 +309,9 @@ fn host_module() -> pmix_server_module_t {
         log: Some(log),
         _allocate: std::ptr::null(),
         job_control: Some(job_control),
-        _unused: [std::ptr::null(); MODULE_SLOTS - 20],
+        _unsupported_v3: [std::ptr::null(); 5],
+        group: Some(crate::group::group),
+        _unused: [std::ptr::null(); MODULE_SLOTS - 26],
     }
 }
 
@@ -331,29 +333,31 @@ fn private_dir(dir: &Path) -> Result<(), PmixError> {
 
 /// Hands an upcall to the host. Returns PMIX_SUCCESS (the host will
 /// complete it) or, with no host listening, refuses it synchronously.
-fn deliver(mut upcall: Upcall) -> pmix_status_t {
-    let guard = SINK.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(tx) = guard.as_ref() else {
-        upcall.disarm();
-        return PMIX_ERR_NOT_SUPPORTED;
-    };
-    match tx.send(upcall) {
+fn deliver(upcall: Upcall) -> pmix_status_t {
+    match send(upcall) {
         Ok(()) => PMIX_SUCCESS,
-        Err(tokio::sync::mpsc::error::SendError(mut upcall)) => {
+        Err(mut upcall) => {
             upcall.disarm();
             PMIX_ERR_NOT_SUPPORTED
         }
     }
 }
 
+/// Hands an upcall to the host, or gives it back when no host listens.
+pub(crate) fn send(upcall: Upcall) -> Result<(), Upcall> {
+    let guard = SINK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(tx) = guard.as_ref() else { return Err(upcall) };
+    tx.send(upcall).map_err(|tokio::sync::mpsc::error::SendError(upcall)| upcall)
+}
+
 /// # Safety (all upcalls): the library passes valid arrays of the given
 /// lengths and NUL-terminated strings, alive for the call; we copy them.
-unsafe fn procs(ptr: *const pmix_proc_t, n: usize) -> Vec<Proc> {
+pub(crate) unsafe fn procs(ptr: *const pmix_proc_t, n: usize) -> Vec<Proc> {
     // SAFETY: see above.
     (0..n).map(|i| unsafe { Proc::from_c(ptr.add(i)) }).collect()
 }
 
-unsafe fn cstr(ptr: *const c_char) -> String {
+pub(crate) unsafe fn cstr(ptr: *const c_char) -> String {
     // SAFETY: see above.
     if ptr.is_null() {
         String::new()

@@ -2,7 +2,7 @@
 //!
 //! Owns: [`Upcall`] (every argument copied out of the library's memory on
 //! its thread) and the completion handles ([`OpDone`], [`ModexDone`],
-//! [`LookupDone`], [`SpawnDone`]). Threading rule: a handle may be completed
+//! [`LookupDone`], [`SpawnDone`], [`InfoDone`]). Threading rule: a handle may be completed
 //! from any thread (the event loop's, normally); it calls the library's
 //! callback exactly once — `complete` consumes it, and dropping an
 //! uncompleted handle answers `PMIX_ERR_LOST_CONNECTION`-style failure
@@ -85,6 +85,17 @@ pub enum Upcall {
         info: Vec<(String, Value)>,
         done: OpDone,
     },
+    /// `PMIx_Group_construct` or `PMIx_Group_destruct` of group `id`, once
+    /// every local member has called: `members` as the library lists them
+    /// (sorted), `info` the members' directives together, for a construct
+    /// with this node's `PMIX_GROUP_ENDPT_DATA` (its members' data).
+    Group {
+        op: GroupOp,
+        id: String,
+        members: Vec<Proc>,
+        info: Vec<(String, Value)>,
+        done: InfoDone,
+    },
     /// Not an upcall: the library's answer to the host's
     /// [`crate::PmixServer::dmodex_request`] with this `token`.
     DmodexAnswer {
@@ -92,6 +103,13 @@ pub enum Upcall {
         status: i32,
         data: Vec<u8>,
     },
+}
+
+/// A group operation (`pmix_group_operation_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupOp {
+    Construct,
+    Destruct,
 }
 
 /// One application of a spawn request.
@@ -155,6 +173,7 @@ type OpCb = unsafe extern "C" fn(pmix_status_t, *mut c_void);
 type ModexCb = unsafe extern "C" fn(pmix_status_t, *const libc::c_char, usize, *mut c_void, pmix_release_cbfunc_t, *mut c_void);
 type LookupCb = unsafe extern "C" fn(pmix_status_t, *mut pmix_pdata_t, usize, *mut c_void);
 type SpawnCb = unsafe extern "C" fn(pmix_status_t, *mut libc::c_char, *mut c_void);
+type InfoCb = unsafe extern "C" fn(pmix_status_t, *mut pmix_info_t, usize, *mut c_void, pmix_release_cbfunc_t, *mut c_void);
 
 /// Completion of an upcall answered by a status only.
 pub struct OpDone(Pending<OpCb>);
@@ -279,6 +298,99 @@ impl Drop for SpawnDone {
     }
 }
 
+/// Completion of an upcall answered with infos (the group upcall).
+pub struct InfoDone(Pending<InfoCb>);
+handle_common!(InfoDone, pmix_info_cbfunc_t);
+
+/// An info answer kept until the library releases it: the list, and the
+/// byte objects' contents copied into `malloc`'d memory, by index. The
+/// library may take such contents for itself — v5.0.9's group completion
+/// (`_grpcbfunc`) loads `PMIX_GROUP_ENDPT_DATA` into a buffer with
+/// `PMIX_LOAD_BUFFER`, which `free`s it later and sets the info's pointer to
+/// NULL — so each is freed here only if the info still points at it.
+struct InfoAnswer {
+    list: InfoList,
+    malloced: Vec<(usize, *mut libc::c_char)>,
+}
+
+impl InfoAnswer {
+    fn new(mut list: InfoList) -> Box<InfoAnswer> {
+        let mut malloced = Vec::new();
+        for (i, info) in list.infos_mut().iter_mut().enumerate() {
+            if info.value.type_ != PMIX_BYTE_OBJECT {
+                continue;
+            }
+            // SAFETY: a byte object's union member, as its type says.
+            let bo = unsafe { info.value.data.bo };
+            if bo.bytes.is_null() || bo.size == 0 {
+                continue;
+            }
+            // SAFETY: malloc of a non-zero size; on success the copy writes
+            // exactly `size` bytes from the list's own (live) buffer.
+            let copy = unsafe { libc::malloc(bo.size) }.cast::<libc::c_char>();
+            if copy.is_null() {
+                continue;
+            }
+            // SAFETY: both are valid for `size` bytes and do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(bo.bytes, copy, bo.size) };
+            info.value.data.bo.bytes = copy;
+            malloced.push((i, copy));
+        }
+        Box::new(InfoAnswer { list, malloced })
+    }
+}
+
+impl Drop for InfoAnswer {
+    fn drop(&mut self) {
+        let infos = self.list.infos_mut();
+        for &(i, copy) in &self.malloced {
+            // SAFETY: reading the byte object the index names (set above).
+            if unsafe { infos[i].value.data.bo.bytes } == copy {
+                // SAFETY: malloc'd above and not taken by the library.
+                unsafe { libc::free(copy.cast()) };
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn release_infos(cbdata: *mut c_void) {
+    // SAFETY: cbdata is the Box<InfoAnswer> leaked in InfoDone::fire.
+    drop(unsafe { Box::from_raw(cbdata.cast::<InfoAnswer>()) });
+}
+
+impl InfoDone {
+    /// Answers `status` with `infos` (a value that cannot be built — a
+    /// string with a NUL byte — answers `PMIX_ERROR` without infos).
+    pub fn complete(mut self, status: i32, infos: Vec<(String, Value)>) {
+        self.fire(status, infos)
+    }
+    fn fire(&mut self, status: i32, infos: Vec<(String, Value)>) {
+        let Some((cb, cbdata)) = self.0.take() else { return };
+        let mut list = InfoList::new();
+        let mut status = status;
+        for (key, value) in infos {
+            if let Err(e) = list.push(&key, value) {
+                tracing::warn!("PMIx answer not sent: {e}");
+                (list, status) = (InfoList::new(), PMIX_ERROR);
+                break;
+            }
+        }
+        let mut answer = InfoAnswer::new(list);
+        let (ptr, len) = (answer.list.as_mut_ptr(), answer.list.len());
+        let keep = Box::into_raw(answer).cast::<c_void>();
+        // SAFETY: the library reads the `len` infos at `ptr` (they point
+        // into the boxed answer) and calls release_infos(keep) once done
+        // with them, which frees the box.
+        unsafe { cb(status, ptr, len, cbdata, Some(release_infos), keep) }
+    }
+}
+
+impl Drop for InfoDone {
+    fn drop(&mut self) {
+        self.fire(PMIX_ERROR, Vec::new())
+    }
+}
+
 impl Upcall {
     /// Forgets the completion: the upcall was refused synchronously.
     pub(crate) fn disarm(&mut self) {
@@ -293,6 +405,7 @@ impl Upcall {
             Upcall::Fence { done, .. } | Upcall::DirectModex { done, .. } => done.disarm(),
             Upcall::Lookup { done, .. } => done.disarm(),
             Upcall::Spawn { done, .. } => done.disarm(),
+            Upcall::Group { done, .. } => done.disarm(),
             Upcall::DmodexAnswer { .. } => {}
             // `log` returns nothing: its callback is its only answer, so a
             // refused one still fires it (an error, when the handle drops).
@@ -325,5 +438,53 @@ mod tests {
         refused.disarm();
         drop(refused);
         assert_eq!(CALLS.load(Ordering::SeqCst), 2);
+    }
+
+    static INFO_CALLS: AtomicUsize = AtomicUsize::new(0);
+    /// Each answer seen: its status and infos.
+    type Seen = Vec<(i32, Vec<(String, Value)>)>;
+    static INFO_SEEN: std::sync::Mutex<Seen> = std::sync::Mutex::new(Vec::new());
+
+    unsafe extern "C" fn record_infos(
+        status: pmix_status_t,
+        info: *mut pmix_info_t,
+        n: usize,
+        _: *mut c_void,
+        release: pmix_release_cbfunc_t,
+        keep: *mut c_void,
+    ) {
+        INFO_CALLS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the handle passes `n` valid infos, alive until released.
+        let infos = unsafe { crate::info::read_infos(info, n) };
+        INFO_SEEN.lock().unwrap().push((status, infos));
+        // Take the byte objects' contents as v5.0.9's group completion does
+        // (PMIX_LOAD_BUFFER, later freed): the release must not free them again.
+        for i in 0..n {
+            // SAFETY: `n` valid infos; a byte object's member as its type says.
+            unsafe {
+                let value = &mut (*info.add(i)).value;
+                if value.type_ == PMIX_BYTE_OBJECT && !value.data.bo.bytes.is_null() {
+                    libc::free(value.data.bo.bytes.cast());
+                    value.data.bo.bytes = std::ptr::null_mut();
+                    value.data.bo.size = 0;
+                }
+            }
+        }
+        // SAFETY: the release callback and its token, once, as the library does.
+        unsafe { release.expect("a release callback")(keep) }
+    }
+
+    #[test]
+    fn info_answers_once_with_its_infos_and_drop_answers_error() {
+        let members = Value::Procs(vec![Proc { nspace: "ns".into(), rank: 1 }]);
+        let answer =
+            vec![("pmix.grp.mbrs".to_string(), members), ("pmix.grp.ctxid".into(), Value::U64(5)), ("pmix.grp.endpt".into(), Value::Bytes(vec![1, 2]))];
+        InfoDone::new(Some(record_infos), std::ptr::null_mut()).complete(PMIX_SUCCESS, answer.clone());
+        drop(InfoDone::new(Some(record_infos), std::ptr::null_mut()));
+        let bad = vec![("k".to_string(), Value::String("a\0b".into()))];
+        InfoDone::new(Some(record_infos), std::ptr::null_mut()).complete(PMIX_SUCCESS, bad);
+        assert_eq!(INFO_CALLS.load(Ordering::SeqCst), 3);
+        let seen = INFO_SEEN.lock().unwrap().clone();
+        assert_eq!(seen, vec![(PMIX_SUCCESS, answer), (PMIX_ERROR, vec![]), (PMIX_ERROR, vec![])], "an answer that cannot be built is an error");
     }
 }

@@ -33,8 +33,9 @@ use crate::auth::Secret;
 /// envelopes `Down`/`Up` around the payloads; 6: `Down::Suspend`/`Resume`;
 /// 7: `ToLauncher::Claimed`; 8: `NameRequest::LookupWait`, `ToLauncher::Connect`,
 /// `ToDaemon::ConnectDone`; 9: `LaunchJob::report_parent_asks`,
-/// `ToLauncher::ParentAsked`).
-pub const PROTOCOL_VERSION: u32 = 9;
+/// `ToLauncher::ParentAsked`; 10: `CollectiveKind::Group`,
+/// `ToLauncher::Connect::group`, `ToDaemon::ConnectDone::context_id`).
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);

@@ -178,6 +178,20 @@ pub enum CollectiveKind {
     /// `PMIx_Fence` over every rank of several jobs (Open MPI's
     /// `MPI_Comm_disconnect` of an intercommunicator): the nodes' blobs.
     Fence,
+    /// `PMIx_Group_construct` (Open MPI's `MPI_Comm_create_from_group`,
+    /// `MPI_Intercomm_create_from_groups`, sessions): the nodes' blobs, every
+    /// node learns every listed job, and the group gets a context id unique
+    /// in the tree when asked ([`GroupSpec`]).
+    Group,
+}
+
+/// The group of a [`CollectiveKind::Group`] collective: its id (the
+/// members' string) and whether a node's members asked for a context id
+/// (`PMIX_GROUP_ASSIGN_CONTEXT_ID`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupSpec {
+    pub id: String,
+    pub context_id: bool,
 }
 
 /// Where a job's ranks run, for a node that hosts none of them and must
@@ -236,6 +250,9 @@ pub enum ToDaemon {
     ConnectDone {
         request: RequestId,
         result: Result<(Vec<JobMap>, Vec<u8>), String>,
+        /// A group's context id, when one was asked for.
+        #[serde(default)]
+        context_id: Option<u64>,
     },
     /// Send `signal` to every process of `job`.
     Signal {
@@ -361,6 +378,9 @@ pub enum ToLauncher {
         data: Vec<u8>,
         #[serde(default)]
         ranks: Vec<(String, Vec<u32>)>,
+        /// The group of a [`CollectiveKind::Group`] collective.
+        #[serde(default)]
+        group: Option<GroupSpec>,
     },
     /// The node received [`ToDaemon::Claim`] for `job`: `alive` if every rank
     /// of the job there was still running (or not started yet), and the

@@ -41,7 +41,7 @@ mod tests;
 mod topology_tests;
 
 pub use output::{HOLD_MAX, MAX_WAITS, QUIET};
-pub use reactor::{job_spec, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, TOPOLOGY_WAIT};
+pub use reactor::{job_spec, GroupAnswer, GroupDirectives, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, TOPOLOGY_WAIT};
 
 /// How long an exited process's PMI connection and pipes may stay open (held
 /// by a grandchild) before its exit is reported anyway.

@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
 
-use dpm_pmix::{Api, JobSpec, LibrarySearch, LookupDone, ModexDone, OpDone, PmixServer, Proc, SpawnDone, Upcall, Value};
+use dpm_pmix::{Api, GroupOp, InfoDone, JobSpec, LibrarySearch, LookupDone, ModexDone, OpDone, PmixServer, Proc, SpawnDone, Upcall, Value};
 use dpm_proto::{AppSpec, Stream};
 
-use super::{PmixAnswer, PmixApp, PmixEvent, PmixRequest};
+use super::{GroupAnswer, GroupDirectives, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 use crate::tasks::Event;
 
 /// A handle waiting for the reactor's answer.
@@ -35,6 +35,7 @@ enum Pending {
     /// the name service keeps no publisher).
     Lookup(LookupDone, Proc),
     Spawn(SpawnDone),
+    Info(InfoDone),
 }
 
 /// An info value as text (strings, numbers, booleans); `None` for the rest.
@@ -83,6 +84,43 @@ fn timeout(info: &[(String, Value)]) -> Option<u32> {
         _ => None,
     })?;
     (secs > 0).then_some(secs)
+}
+
+/// A flag directive is set: true, or present without a value (`PMIx_Info_load`
+/// of `NULL` as a bool, `PMIX_INFO_TRUE`).
+fn flag(info: &[(String, Value)], key: &str) -> bool {
+    info.iter().any(|(k, v)| k == key && matches!(v, Value::Bool(true) | Value::Other(0)))
+}
+
+/// A group upcall's directives (the members' together: any member's flag
+/// counts) and this node's `PMIX_GROUP_ENDPT_DATA`.
+fn group_directives(info: &[(String, Value)]) -> (GroupDirectives, Vec<u8>) {
+    let directives =
+        GroupDirectives { context_id: flag(info, "pmix.grp.actxid"), local_only: flag(info, "pmix.grp.lcl"), barrier: flag(info, "pmix.embed.barrier") };
+    let data = info.iter().find_map(|(k, v)| match v {
+        Value::Bytes(b) if k == "pmix.grp.endpt" => Some(b.clone()),
+        _ => None,
+    });
+    (directives, data.unwrap_or_default())
+}
+
+/// A group operation's answer as the library reads it (`_grpcbfunc`): the
+/// membership (`PMIX_GROUP_MEMBERSHIP`), the context id
+/// (`PMIX_GROUP_CONTEXT_ID`) and the nodes' data (`PMIX_GROUP_ENDPT_DATA`),
+/// each only when there is one.
+fn group_infos(answer: GroupAnswer) -> Vec<(String, Value)> {
+    let mut infos = Vec::new();
+    if !answer.members.is_empty() {
+        let members = answer.members.into_iter().map(|(nspace, rank)| Proc { nspace, rank }).collect();
+        infos.push(("pmix.grp.mbrs".to_string(), Value::Procs(members)));
+    }
+    if let Some(id) = answer.context_id {
+        infos.push(("pmix.grp.ctxid".to_string(), Value::U64(id)));
+    }
+    if !answer.data.is_empty() {
+        infos.push(("pmix.grp.endpt".to_string(), Value::Bytes(answer.data)));
+    }
+    infos
 }
 
 fn texts(info: Vec<(String, Value)>) -> Vec<(String, String)> {
@@ -337,6 +375,12 @@ impl PmixHost {
                 PmixEvent::Spawn { nspace: proc_.nspace, rank: proc_.rank, job_info: texts(job_info), apps, timeout, req: self.keep(Pending::Spawn(done)) }
             }
             Upcall::Connect { procs, info, done } => self.connect(procs, &info, false, done),
+            Upcall::Group { op, id, members, info, done } => {
+                let (directives, data) = group_directives(&info);
+                let members = members.into_iter().map(|p| (p.nspace, p.rank)).collect();
+                let construct = op == GroupOp::Construct;
+                PmixEvent::Group { construct, id, members, directives, data, timeout: timeout(&info), req: self.keep(Pending::Info(done)) }
+            }
             Upcall::Disconnect { procs, info, done } => self.connect(procs, &info, true, done),
             Upcall::Log { proc_, data, done } => {
                 // Taken at once: the text goes out as the rank's own output.
@@ -355,21 +399,16 @@ impl PmixHost {
     pub(super) fn answer(&mut self, req: PmixRequest, answer: PmixAnswer) {
         match (self.pending.remove(&req), answer) {
             (Some(Pending::Spawn(done)), PmixAnswer::Spawned(status, nspace)) => done.complete(status, &nspace),
-            (Some(Pending::Spawn(done)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _)) => done.complete(status, ""),
-            (
-                Some(Pending::Op(done)),
-                PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Found(status, _) | PmixAnswer::Spawned(status, _),
-            ) => done.complete(status),
+            (Some(Pending::Spawn(done)), other) => done.complete(other.status(), ""),
+            (Some(Pending::Op(done)), other) => done.complete(other.status()),
             (Some(Pending::Modex(done)), PmixAnswer::Data(status, data)) => done.complete(status, data),
-            (Some(Pending::Modex(done)), PmixAnswer::Status(status) | PmixAnswer::Found(status, _) | PmixAnswer::Spawned(status, _)) => {
-                done.complete(status, Vec::new())
-            }
+            (Some(Pending::Modex(done)), other) => done.complete(other.status(), Vec::new()),
             (Some(Pending::Lookup(done, asker)), PmixAnswer::Found(status, found)) => {
                 done.complete(status, found.into_iter().map(|(k, v)| (asker.clone(), k, name_value(v))).collect())
             }
-            (Some(Pending::Lookup(done, _)), PmixAnswer::Status(status) | PmixAnswer::Data(status, _) | PmixAnswer::Spawned(status, _)) => {
-                done.complete(status, Vec::new())
-            }
+            (Some(Pending::Lookup(done, _)), other) => done.complete(other.status(), Vec::new()),
+            (Some(Pending::Info(done)), PmixAnswer::Group(status, answer)) => done.complete(status, group_infos(answer)),
+            (Some(Pending::Info(done)), other) => done.complete(other.status(), Vec::new()),
             (None, _) => tracing::warn!(?req, "an answer to no PMIx request"),
         }
     }

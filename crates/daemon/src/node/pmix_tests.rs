@@ -13,7 +13,7 @@ use dpm_proto::{CollectiveKind, JobMap, PmiMode, ToDaemon, ToLauncher};
 
 use super::recorder::{Recorded, RecordingEffects};
 use super::tests::{launch, node, J};
-use super::{NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, Timer};
+use super::{GroupAnswer, GroupDirectives, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, Timer};
 
 const NS: &str = "kvs_7_3";
 const OTHER: &str = "kvs_7_4";
@@ -73,11 +73,11 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     let procs = vec![(NS.to_string(), RANK_WILDCARD), (OTHER.to_string(), RANK_WILDCARD)];
     r.on_pmix(&mut fx, PmixEvent::Connect { procs: procs.clone(), disconnect: false, timeout: None, req: PmixRequest(1) });
     let up = fx.take_up();
-    let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Connect, data, ranks }] = &up[..] else { panic!("{up:?}") };
+    let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Connect, data, ranks, group: None }] = &up[..] else { panic!("{up:?}") };
     assert!(ranks.is_empty(), "every rank of each");
     assert_eq!((nspaces.clone(), data.is_empty()), (vec![NS.to_string(), OTHER.to_string()], true));
     let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1, 1, 2], appnums: vec![0; 3], universe_size: 4 };
-    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])) });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])), context_id: None });
     let specs = registered(&fx);
     let [spec] = &specs[..] else { panic!("{specs:?}") };
     assert_eq!((spec.nspace.as_str(), spec.local_ranks(), spec.nodes.len()), (OTHER, &[][..], 3), "this node: an entry without ranks");
@@ -89,7 +89,7 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     let up = fx.take_up();
     let [ToLauncher::Connect { request, kind: CollectiveKind::Fence, data, .. }] = &up[..] else { panic!("{up:?}") };
     assert_eq!(data, &vec![7]);
-    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![7, 8])) });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![7, 8])), context_id: None });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(2), PmixAnswer::Data(PMIX_SUCCESS, vec![7, 8]))]);
     // Part of each namespace: the collective with the ranks that take part.
     let part = vec![(OTHER.to_string(), 2), (NS.to_string(), 0), (OTHER.to_string(), 0)];
@@ -98,20 +98,26 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     let [ToLauncher::Connect { request, kind: CollectiveKind::Fence, nspaces, ranks, .. }] = &up[..] else { panic!("{up:?}") };
     assert_eq!(nspaces, &vec![NS.to_string(), OTHER.to_string()]);
     assert_eq!(ranks, &vec![(NS.to_string(), vec![0]), (OTHER.to_string(), vec![0, 2])]);
-    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![5, 6])) });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![], vec![5, 6])), context_id: None });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(3), PmixAnswer::Data(PMIX_SUCCESS, vec![5, 6]))]);
-    // A rank a namespace does not have, or an unknown namespace: refused at once.
-    for (n, bad) in [(NS, 2), ("kvs_unknown", 0)].into_iter().enumerate() {
-        let q = PmixRequest(40 + n as u64);
-        r.on_pmix(&mut fx, PmixEvent::Fence { procs: vec![(bad.0.to_string(), bad.1)], data: vec![], timeout: None, req: q });
-        assert!(matches!(&answers(&mut fx)[..], [(a, PmixAnswer::Data(s, _))] if *a == q && *s != PMIX_SUCCESS), "{bad:?}");
-    }
+    // A rank the namespace does not have goes up as listed, for the
+    // launcher to refuse on every node alike (refused here alone, the other
+    // nodes' parts would wait for ever)...
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: vec![(NS.to_string(), 2), (NS.to_string(), 0)], data: vec![], timeout: None, req: PmixRequest(40) });
+    let up = fx.take_up();
+    let [ToLauncher::Connect { request, kind: CollectiveKind::Fence, ranks, .. }] = &up[..] else { panic!("{up:?}") };
+    assert_eq!(ranks, &vec![(NS.to_string(), vec![0, 2])]);
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Err("refused".into()), context_id: None });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(40), PmixAnswer::Data(PMIX_ERROR, vec![]))]);
+    // ...and none of whose namespaces this node knows is refused at once.
+    r.on_pmix(&mut fx, PmixEvent::Fence { procs: vec![("kvs_unknown".into(), 0)], data: vec![], timeout: None, req: PmixRequest(41) });
+    assert!(matches!(&answers(&mut fx)[..], [(PmixRequest(41), PmixAnswer::Data(s, _))] if *s != PMIX_SUCCESS));
     assert!(fx.take_up().is_empty());
     // A failed collective answers an error.
     r.on_pmix(&mut fx, PmixEvent::Connect { procs, disconnect: true, timeout: None, req: PmixRequest(4) });
     let up = fx.take_up();
     let [ToLauncher::Connect { request, kind: CollectiveKind::Disconnect, .. }] = &up[..] else { panic!("{up:?}") };
-    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Err("gone".into()) });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Err("gone".into()), context_id: None });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(4), PmixAnswer::Status(PMIX_ERROR))]);
     // The other namespace goes with the last local job that connected to it.
     r.on_message(&mut fx, ToDaemon::Forget { job: J });
@@ -168,7 +174,7 @@ fn lookups_spawns_and_connects_past_their_timeout_are_answered_timeout_once() {
     r.on_pmix(&mut fx, PmixEvent::Connect { procs: both, disconnect: false, timeout: None, req: PmixRequest(29) });
     let [ToLauncher::Connect { request, .. }] = &fx.take_up()[..] else { panic!() };
     let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1], appnums: vec![0], universe_size: 1 };
-    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])) });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])), context_id: None });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(29), PmixAnswer::Status(PMIX_SUCCESS))]);
     r.on_pmix(&mut fx, PmixEvent::Lookup { nspace: NS.into(), keys: vec!["svc".into()], wait: true, timeout: Some(1), req: PmixRequest(30) });
     let app = PmixApp { cmd: "./child".into(), argv: vec!["./child".into()], env: vec![], cwd: None, maxprocs: 1, info: vec![] };
@@ -200,10 +206,65 @@ fn lookups_spawns_and_connects_past_their_timeout_are_answered_timeout_once() {
     // The launcher's late answers complete nothing (each upcall is answered once).
     r.on_message(&mut fx, ToDaemon::NameDone { request: *lookup, result: Ok(Some("port".into())) });
     r.on_message(&mut fx, ToDaemon::SpawnDone { request: *spawn, result: Ok("kvs_7_9".into()), errcodes: vec![] });
-    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *connect, result: Ok((vec![], vec![])) });
-    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *fence, result: Ok((vec![], vec![])) });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *connect, result: Ok((vec![], vec![])), context_id: None });
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *fence, result: Ok((vec![], vec![])), context_id: None });
     assert_eq!(answers(&mut fx), vec![]);
     // The lookup without a timeout still waits, and is answered when its name comes.
     r.on_message(&mut fx, ToDaemon::NameDone { request: *untimed, result: Ok(Some("p2".into())) });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(34), PmixAnswer::Found(PMIX_SUCCESS, vec![("other".into(), "p2".into())]))]);
+}
+
+fn group_event(construct: bool, directives: GroupDirectives, members: &[(&str, u32)], timeout: Option<u32>, req: u64) -> PmixEvent {
+    let members = members.iter().map(|(ns, r)| (ns.to_string(), *r)).collect();
+    PmixEvent::Group { construct, id: "g".into(), members, directives, data: vec![3, 4], timeout, req: PmixRequest(req) }
+}
+
+#[test]
+fn a_group_construct_asking_for_a_context_id_is_the_launchers_collective() {
+    let (mut r, mut fx) = pmix_node();
+    fx.take();
+    let ctx = GroupDirectives { context_id: true, ..Default::default() };
+    // Both ranks of the job and another job's rank 1 (known through a connect: no).
+    r.on_pmix(&mut fx, group_event(true, ctx, &[(NS, 0), (NS, 1), (OTHER, 1)], None, 1));
+    let up = fx.take_up();
+    let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Group, data, ranks, group: Some(g) }] = &up[..] else { panic!("{up:?}") };
+    assert_eq!((nspaces.clone(), data.clone(), g.id.as_str(), g.context_id), (vec![NS.to_string(), OTHER.to_string()], vec![3, 4], "g", true));
+    // A namespace unknown here: every namespace goes as listed (the
+    // launcher takes the local job's complete list as the whole job).
+    assert_eq!(ranks, &vec![(NS.to_string(), vec![0, 1]), (OTHER.to_string(), vec![1])]);
+    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1, 1], appnums: vec![0; 2], universe_size: 4 };
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![1, 3, 4])), context_id: Some(7) });
+    assert_eq!(registered(&fx).len(), 1, "the other member job is registered before the answer");
+    let members = vec![(NS.to_string(), 0), (NS.to_string(), 1), (OTHER.to_string(), 1)];
+    let expect = GroupAnswer { members, context_id: Some(7), data: vec![1, 3, 4] };
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(1), PmixAnswer::Group(PMIX_SUCCESS, expect))]);
+    // A failed collective, and one past its PMIX_TIMEOUT, answer an error.
+    r.on_pmix(&mut fx, group_event(true, ctx, &[(NS, 0), (NS, 1)], None, 2));
+    let up = fx.take_up();
+    let [ToLauncher::Connect { request, kind: CollectiveKind::Group, ranks, .. }] = &up[..] else { panic!("{up:?}") };
+    assert!(ranks.is_empty());
+    r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Err("ended".into()), context_id: None });
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(2), PmixAnswer::Group(PMIX_ERROR, GroupAnswer::default()))]);
+    r.on_pmix(&mut fx, group_event(true, ctx, &[(NS, 0), (NS, 1)], Some(5), 3));
+    assert_eq!(fx.take_up().len(), 1);
+    r.on_timer(&mut fx, Timer::PmixTimeout(PmixRequest(3)));
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(3), PmixAnswer::Group(PMIX_ERR_TIMEOUT, GroupAnswer::default()))]);
+}
+
+#[test]
+fn a_group_destruct_and_a_construct_without_id_or_barrier_complete_on_the_node() {
+    let (mut r, mut fx) = pmix_node();
+    fx.take();
+    let ctx = GroupDirectives { context_id: true, ..Default::default() };
+    let local = GroupDirectives { context_id: true, local_only: true, ..Default::default() };
+    r.on_pmix(&mut fx, group_event(false, ctx, &[(NS, 0), (OTHER, 0)], None, 1));
+    r.on_pmix(&mut fx, group_event(true, GroupDirectives::default(), &[(NS, 0), (OTHER, 0)], None, 2));
+    r.on_pmix(&mut fx, group_event(true, local, &[(NS, 0)], None, 3));
+    assert!(fx.take_up().is_empty(), "nothing leaves the node");
+    let done = PmixAnswer::Group(PMIX_SUCCESS, GroupAnswer::default());
+    assert_eq!(answers(&mut fx), vec![(PmixRequest(1), done.clone()), (PmixRequest(2), done.clone()), (PmixRequest(3), done)]);
+    // With a barrier asked, a construct is the collective even without an id.
+    let barrier = GroupDirectives { barrier: true, ..Default::default() };
+    r.on_pmix(&mut fx, group_event(true, barrier, &[(NS, 0)], None, 4));
+    assert!(matches!(&fx.take_up()[..], [ToLauncher::Connect { kind: CollectiveKind::Group, group: Some(g), .. }] if !g.context_id));
 }

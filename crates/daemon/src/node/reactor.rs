@@ -16,7 +16,7 @@ mod launch;
 mod pmix;
 mod topology;
 pub(crate) use pmix::{hex, unhex};
-pub use pmix::{job_spec, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
+pub use pmix::{job_spec, GroupAnswer, GroupDirectives, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 pub use topology::TOPOLOGY_WAIT;
 
 /// One process of a job on this node, until its exit is reported.
@@ -173,9 +173,9 @@ impl NodeReactor {
                     self.engine.spawn_done(conn, result.map(|jobid| dpm_pmi::Spawned { jobid, errcodes }));
                 }
             }
-            ToDaemon::ConnectDone { request, result } => {
+            ToDaemon::ConnectDone { request, result, context_id } => {
                 if self.pmix.has_connect_request(request) {
-                    self.pmix_connect_done(fx, request, result);
+                    self.pmix_connect_done(fx, request, result, context_id);
                 }
             }
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),

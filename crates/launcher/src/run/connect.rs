@@ -11,7 +11,12 @@
 //! each node's blob: the answer is their concatenation in node order. A
 //! fence over part of a job's ranks (`PMIx_Fence` on a proc array) expects
 //! only the nodes hosting those ranks, and is keyed by them too, so fences
-//! over different parts of one job do not mix.
+//! over different parts of one job do not mix. A group construct
+//! (`PMIx_Group_construct`: Open MPI's `MPI_Comm_create_from_group`,
+//! `MPI_Intercomm_create_from_groups`, sessions) is a fence over its
+//! members that is also keyed by the group's id, answers like a connect
+//! (the maps) and, when a node's members asked, with a context id unique in
+//! the tree ([`TreeShared::context_id`](super::TreeShared::context_id)).
 //!
 //! Bounded: at most [`MAX_CONNECTS`] collectives wait at once per run; a
 //! collective whose job ends before it completes is answered with an error
@@ -20,7 +25,7 @@
 use std::collections::BTreeSet;
 
 use dpm_kvs::{JobId, NodeId};
-use dpm_proto::{CollectiveKind, JobMap, RequestId, ToDaemon};
+use dpm_proto::{CollectiveKind, GroupSpec, JobMap, RequestId, ToDaemon};
 
 use super::{Run, RunEffects};
 
@@ -36,6 +41,9 @@ pub(super) struct Collective {
     /// The jobs taking part with some ranks only, sorted; the others whole.
     parts: Vec<(JobId, Vec<u32>)>,
     kind: CollectiveKind,
+    /// A group construct's group (`kind` is `Group`); `context_id`: any
+    /// node's members asked for one.
+    group: Option<GroupSpec>,
     /// Every node hosting ranks of the listed jobs.
     expect: BTreeSet<NodeId>,
     /// The nodes that contributed: the request to answer there, their data.
@@ -64,7 +72,11 @@ impl Run {
             let mut some = some.clone();
             some.sort_unstable();
             some.dedup();
-            parts.push((job, some));
+            // Every rank listed is the whole job (a node that does not know
+            // the job's size lists them all).
+            if some.len() < size {
+                parts.push((job, some));
+            }
         }
         parts.sort_unstable();
         parts.dedup_by_key(|(job, _)| *job);
@@ -72,7 +84,7 @@ impl Run {
     }
 
     /// `node`'s part of a collective over the jobs named `nspaces` (only
-    /// `ranks` of the jobs listed there).
+    /// `ranks` of the jobs listed there; `group`: a group construct's).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn connect(
         &mut self,
@@ -82,20 +94,25 @@ impl Run {
         nspaces: &[String],
         ranks: &[(String, Vec<u32>)],
         kind: CollectiveKind,
+        group: Option<GroupSpec>,
         data: Vec<u8>,
     ) {
+        let refuse = |fx: &mut dyn RunEffects, why: String| fx.send(node, ToDaemon::ConnectDone { request, result: Err(why), context_id: None });
+        if (kind == CollectiveKind::Group) != group.is_some() {
+            return refuse(fx, "a group collective names its group, no other does".to_string());
+        }
         let mut jobs = Vec::with_capacity(nspaces.len());
         for ns in nspaces {
             match self.job_named(ns) {
                 Ok(id) => jobs.push(id),
-                Err(why) => return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) }),
+                Err(why) => return refuse(fx, why),
             }
         }
         jobs.sort_unstable();
         jobs.dedup();
         let parts = match self.parts(&jobs, ranks) {
             Ok(parts) => parts,
-            Err(why) => return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) }),
+            Err(why) => return refuse(fx, why),
         };
         let expect: BTreeSet<NodeId> = jobs
             .iter()
@@ -105,22 +122,31 @@ impl Run {
             })
             .collect();
         if !expect.contains(&node) {
-            let why = "a node that hosts no rank of the collective's namespaces".to_string();
-            return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+            return refuse(fx, "a node that hosts no rank of the collective's namespaces".to_string());
         }
-        let existing = self.connects.iter().position(|c| c.jobs == jobs && c.parts == parts && c.kind == kind && !c.arrived.iter().any(|(n, _, _)| *n == node));
+        let id = group.as_ref().map(|g| g.id.as_str());
+        let existing = self.connects.iter().position(|c| {
+            c.jobs == jobs
+                && c.parts == parts
+                && c.kind == kind
+                && c.group.as_ref().map(|g| g.id.as_str()) == id
+                && !c.arrived.iter().any(|(n, _, _)| *n == node)
+        });
         let at = match existing {
             Some(at) => at,
             None if self.connects.len() >= MAX_CONNECTS => {
-                let why = format!("too many collectives waiting at once (limit {MAX_CONNECTS})");
-                return fx.send(node, ToDaemon::ConnectDone { request, result: Err(why) });
+                return refuse(fx, format!("too many collectives waiting at once (limit {MAX_CONNECTS})"));
             }
             None => {
-                self.connects.push(Collective { jobs, parts, kind, expect, arrived: Vec::new() });
+                self.connects.push(Collective { jobs, parts, kind, group: None, expect, arrived: Vec::new() });
                 self.connects.len() - 1
             }
         };
         let c = &mut self.connects[at];
+        if let Some(g) = group {
+            let asked = c.group.as_ref().is_some_and(|had| had.context_id);
+            c.group = Some(GroupSpec { context_id: g.context_id || asked, ..g });
+        }
         c.arrived.push((node, request, data));
         if c.arrived.len() < c.expect.len() {
             return;
@@ -129,12 +155,15 @@ impl Run {
         tracing::debug!(jobs = ?c.jobs, kind = ?c.kind, nodes = c.expect.len(), "PMIx collective complete");
         c.arrived.sort_by_key(|(n, _, _)| *n);
         let all: Vec<u8> = c.arrived.iter().flat_map(|(_, _, d)| d.iter().copied()).collect();
+        let context_id = c.group.as_ref().is_some_and(|g| g.context_id).then(|| fx.shared().context_id());
         for (node, request, _) in c.arrived {
             let maps = match c.kind {
-                CollectiveKind::Connect => c.jobs.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect(),
+                CollectiveKind::Connect | CollectiveKind::Group => {
+                    c.jobs.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect()
+                }
                 CollectiveKind::Disconnect | CollectiveKind::Fence => Vec::new(),
             };
-            fx.send(node, ToDaemon::ConnectDone { request, result: Ok((maps, all.clone())) });
+            fx.send(node, ToDaemon::ConnectDone { request, result: Ok((maps, all.clone())), context_id });
         }
     }
 
@@ -156,7 +185,8 @@ impl Run {
         self.connects = kept;
         for c in gone {
             for (node, request, _) in c.arrived {
-                fx.send(node, ToDaemon::ConnectDone { request, result: Err(format!("{job} ended before the collective completed")) });
+                let why = format!("{job} ended before the collective completed");
+                fx.send(node, ToDaemon::ConnectDone { request, result: Err(why), context_id: None });
             }
         }
     }

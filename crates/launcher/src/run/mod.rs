@@ -91,6 +91,8 @@ pub struct TreeShared {
     pub kept: Kept,
     /// The last kvsnames handed out, live before their job is registered in `jobs`.
     issued: std::collections::VecDeque<String>,
+    /// The last PMIx group context id handed out ([`Self::context_id`]).
+    context_ids: u64,
 }
 
 impl TreeShared {
@@ -98,7 +100,26 @@ impl TreeShared {
     /// by the driver (`controller::random_tag`) so that the reactor draws
     /// nothing.
     pub fn new(nodes: NodeTable, run_tag: u128) -> Self {
-        TreeShared { names: NameService::default(), next_job: 0, run_tag, nodes, jobs: BTreeMap::new(), kept: Kept::default(), issued: Default::default() }
+        TreeShared {
+            names: NameService::default(),
+            next_job: 0,
+            run_tag,
+            nodes,
+            jobs: BTreeMap::new(),
+            kept: Kept::default(),
+            issued: Default::default(),
+            context_ids: 0,
+        }
+    }
+
+    /// A PMIx group's context id (`PMIX_GROUP_CONTEXT_ID`): unique among
+    /// every run of the tree, so communicators of jobs that later connect
+    /// never share one, and never 0 (Open MPI's base for communicators
+    /// whose id it agreed on itself). Open MPI derives the new
+    /// communicator's extended id from it.
+    pub fn context_id(&mut self) -> u64 {
+        self.context_ids += 1;
+        self.context_ids
     }
 
     /// A new job id and its kvsname (unique per daemon tree, short enough
@@ -387,7 +408,7 @@ impl Run {
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, SpawnAsk { node, request, parent: job, rank, preput, commands }),
             ToLauncher::Claimed { job, alive } => self.warm_claimed(fx, node, job, alive),
             ToLauncher::ParentAsked { job, rank } => self.warm_parent_asked(fx, job, rank),
-            ToLauncher::Connect { request, nspaces, kind, data, ranks, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, data),
+            ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, group, data),
             ToLauncher::Trace { line } => fx.say(&line),
         }
     }

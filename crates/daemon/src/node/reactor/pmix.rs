@@ -38,8 +38,10 @@ use super::NodeReactor;
 use crate::node::NodeEffects;
 
 mod connect;
+mod group;
 mod spawn;
 mod timeout;
+pub use group::{GroupAnswer, GroupDirectives};
 pub use spawn::PmixApp;
 use spawn::PARENT_RANK_KEY;
 
@@ -80,6 +82,10 @@ pub enum PmixEvent {
     Spawn { nspace: String, rank: u32, job_info: Vec<(String, String)>, apps: Vec<PmixApp>, timeout: Option<u32>, req: PmixRequest },
     /// `PMIx_Unpublish` (`MPI_Unpublish_name`).
     Unpublish { nspace: String, keys: Vec<String>, req: PmixRequest },
+    /// `PMIx_Group_construct` (or destruct: `construct` false) of group
+    /// `id`: every local member has called; `data`: this node's
+    /// `PMIX_GROUP_ENDPT_DATA` (`pmix/group.rs`).
+    Group { construct: bool, id: String, members: Vec<(String, u32)>, directives: GroupDirectives, data: Vec<u8>, timeout: Option<u32>, req: PmixRequest },
 }
 
 /// The answer to a [`PmixRequest`].
@@ -92,6 +98,17 @@ pub enum PmixAnswer {
     Found(i32, Vec<(String, String)>),
     /// A spawn's status and the new namespace (empty on failure).
     Spawned(i32, String),
+    /// A group operation's status and result.
+    Group(i32, GroupAnswer),
+}
+
+impl PmixAnswer {
+    /// The answer's status.
+    pub fn status(&self) -> i32 {
+        match self {
+            PmixAnswer::Status(s) | PmixAnswer::Data(s, _) | PmixAnswer::Found(s, _) | PmixAnswer::Spawned(s, _) | PmixAnswer::Group(s, _) => *s,
+        }
+    }
 }
 
 /// The put a node's fence blob rides under: `pmix-blob-<node>`.
@@ -425,20 +442,25 @@ impl NodeReactor {
             PmixEvent::Spawn { nspace, rank, job_info, apps, req, .. } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
             PmixEvent::Connect { procs, disconnect, req, .. } => {
                 let kind = if disconnect { CollectiveKind::Disconnect } else { CollectiveKind::Connect };
-                self.pmix_connect(fx, &procs, kind, Vec::new(), Vec::new(), req)
+                self.pmix_connect(fx, &procs, kind, Vec::new(), Vec::new(), None, req)
             }
             PmixEvent::Fence { procs, data, req, .. } => match self.pmix.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
-                // Several namespaces, or part of one: the launcher's collective.
-                Err(PMIX_ERR_NOT_SUPPORTED) if self.pmix.participants(&procs).is_some() => {
-                    let parts = self.pmix.participants(&procs).unwrap_or_default();
-                    self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, parts, req)
+                // Several namespaces, or part of one: the launcher's
+                // collective. A namespace or rank this node does not know
+                // goes up as listed: the launcher, which knows every job,
+                // refuses it on every node alike (refused here alone, the
+                // other nodes' parts would wait for ever).
+                Err(PMIX_ERR_NOT_SUPPORTED) if !procs.is_empty() => {
+                    let parts = self.pmix.participants(&procs).unwrap_or_else(|| group::listed(&procs));
+                    self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, parts, None, req)
                 }
                 Err(status) => {
                     tracing::warn!(?procs, "PMIx fence refused (a namespace or rank not known here)");
                     fx.pmix_answer(req, PmixAnswer::Data(status, Vec::new()));
                 }
             },
+            PmixEvent::Group { construct, id, members, directives, data, req, .. } => self.pmix_group(fx, construct, id, members, directives, data, req),
         }
     }
 

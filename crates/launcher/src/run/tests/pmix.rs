@@ -8,7 +8,11 @@ use dpm_proto::{CollectiveKind, NameRequest};
 
 fn connect(run: &mut Run, rec: &mut Recorder, node: usize, req: u64, nspaces: &[&str], kind: CollectiveKind, data: &[u8]) {
     let nspaces = nspaces.iter().map(|s| s.to_string()).collect();
-    run.on_message(rec, NodeId(node), ToLauncher::Connect { request: RequestId(req), job: JobId(0), nspaces, kind, data: data.to_vec(), ranks: vec![] });
+    run.on_message(
+        rec,
+        NodeId(node),
+        ToLauncher::Connect { request: RequestId(req), job: JobId(0), nspaces, kind, data: data.to_vec(), ranks: vec![], group: None },
+    );
 }
 
 /// A `ConnectDone`'s result: the jobs' maps and the collected data, or why not.
@@ -18,7 +22,7 @@ type ConnectResult = Result<(Vec<dpm_proto::JobMap>, Vec<u8>), String>;
 fn connect_done(rec: &Recorder) -> Vec<(NodeId, u64, ConnectResult)> {
     rec.sent()
         .into_iter()
-        .filter_map(|(n, m)| if let ToDaemon::ConnectDone { request, result } = m { Some((n, request.0, result.clone())) } else { None })
+        .filter_map(|(n, m)| if let ToDaemon::ConnectDone { request, result, .. } = m { Some((n, request.0, result.clone())) } else { None })
         .collect()
 }
 
@@ -134,6 +138,7 @@ fn fence_part(run: &mut Run, rec: &mut Recorder, node: usize, req: u64, ns: &str
         kind: CollectiveKind::Fence,
         data: data.to_vec(),
         ranks: vec![(ns.to_string(), ranks.to_vec())],
+        group: None,
     };
     run.on_message(rec, NodeId(node), msg);
 }
@@ -161,5 +166,93 @@ fn a_fence_over_part_of_a_job_waits_for_the_nodes_of_those_ranks_only() {
     fence_part(&mut run, &mut rec, 0, 6, &na, &[], &[]);
     let done = connect_done(&rec);
     assert!(matches!(&done[..], [(NodeId(0), 5, Err(e)), (NodeId(0), 6, Err(_))] if e.contains("size 3")), "{done:?}");
+    assert!(run.connects.is_empty());
+}
+
+#[allow(clippy::too_many_arguments)]
+fn group(run: &mut Run, rec: &mut Recorder, node: usize, req: u64, id: &str, members: &[(&str, &[u32])], context_id: bool, data: &[u8]) {
+    let mut nspaces: Vec<String> = members.iter().map(|(ns, _)| ns.to_string()).collect();
+    nspaces.sort();
+    nspaces.dedup();
+    let msg = ToLauncher::Connect {
+        request: RequestId(req),
+        job: JobId(0),
+        nspaces,
+        kind: CollectiveKind::Group,
+        data: data.to_vec(),
+        ranks: members.iter().map(|(ns, r)| (ns.to_string(), r.to_vec())).collect(),
+        group: Some(dpm_proto::GroupSpec { id: id.into(), context_id }),
+    };
+    run.on_message(rec, NodeId(node), msg);
+}
+
+/// The `ConnectDone` answers sent with their context ids: (node, request, result, id).
+fn group_done(rec: &Recorder) -> Vec<(NodeId, u64, ConnectResult, Option<u64>)> {
+    rec.sent()
+        .into_iter()
+        .filter_map(
+            |(n, m)| if let ToDaemon::ConnectDone { request, result, context_id } = m { Some((n, request.0, result.clone(), *context_id)) } else { None },
+        )
+        .collect()
+}
+
+#[test]
+fn a_group_construct_gathers_its_members_nodes_and_gets_a_context_id_unique_in_the_tree() {
+    let (mut run, mut rec) = fixture(&[2, 2]);
+    let a = started(&mut run, &mut rec, &[0, 0, 1, 1]);
+    let na = kvsname(&run, a);
+    // Every rank listed is the whole job; two groups over the same members
+    // at once do not mix (their ids differ); one node's members asking for
+    // a context id is enough.
+    group(&mut run, &mut rec, 1, 1, "g1", &[(&na, &[0, 1, 2, 3])], false, &[2, 2]);
+    group(&mut run, &mut rec, 1, 2, "g2", &[(&na, &[0, 1, 2, 3])], true, &[9]);
+    group(&mut run, &mut rec, 0, 3, "g1", &[(&na, &[3, 2, 1, 0])], true, &[1]);
+    let done = group_done(&rec);
+    assert_eq!(done.len(), 2, "g2 waits for node 0: {done:?}");
+    for (node, req, result, id) in &done {
+        assert_eq!((node.0, *req), if node.0 == 0 { (0, 3) } else { (1, 1) });
+        assert_eq!(result.as_ref().map(|(maps, data)| (maps.len(), data.clone())), Ok((0, vec![1, 2, 2])), "blobs in node order");
+        assert_eq!(*id, Some(1));
+    }
+    rec.effects.clear();
+    group(&mut run, &mut rec, 0, 4, "g2", &[(&na, &[0, 1, 2, 3])], true, &[]);
+    let ids: Vec<Option<u64>> = group_done(&rec).iter().map(|d| d.3).collect();
+    assert_eq!(ids, vec![Some(2), Some(2)], "the next group gets the next id");
+    assert_eq!(rec.shared.context_id(), 3, "ids come from what the tree's runs share");
+    assert!(run.connects.is_empty());
+}
+
+#[test]
+fn a_group_of_some_ranks_waits_for_their_nodes_only_and_fails_when_its_job_ends() {
+    let (mut run, mut rec) = fixture(&[1, 1, 1]);
+    let a = started(&mut run, &mut rec, &[0, 1, 2]);
+    let b = started(&mut run, &mut rec, &[2]);
+    let (na, nb) = (kvsname(&run, a), kvsname(&run, b));
+    // Ranks 0 and 2 of a with b's rank 0 (a job only node 2 hosts): nodes 0 and 2.
+    group(&mut run, &mut rec, 2, 1, "g", &[(&na, &[0, 2]), (&nb, &[0])], false, &[]);
+    group(&mut run, &mut rec, 0, 2, "g", &[(&na, &[0, 2]), (&nb, &[0])], false, &[]);
+    let done = group_done(&rec);
+    assert_eq!(done.iter().map(|d| (d.0 .0, d.1, d.3)).collect::<Vec<_>>(), vec![(0, 2, None), (2, 1, None)], "no id asked, none given");
+    let (maps, _) = done[0].2.clone().unwrap();
+    assert_eq!(maps.iter().map(|m| m.job).collect::<Vec<_>>(), vec![b], "node 0 learns the job it hosts no rank of");
+    // A group one node never joins fails on the others when a member's job ends.
+    rec.effects.clear();
+    group(&mut run, &mut rec, 1, 3, "h", &[(&na, &[1]), (&nb, &[0])], true, &[]);
+    exit(&mut run, &mut rec, 2, b, 0, ExitStatus::Code(0), DONE, 10);
+    let done = group_done(&rec);
+    assert!(matches!(&done[..], [(NodeId(1), 3, Err(e), None)] if e.contains("ended")), "{done:?}");
+    // A group message without its group, or a group kind without one: refused.
+    rec.effects.clear();
+    let msg = ToLauncher::Connect {
+        request: RequestId(4),
+        job: JobId(0),
+        nspaces: vec![nb.clone()],
+        kind: CollectiveKind::Group,
+        data: vec![],
+        ranks: vec![],
+        group: None,
+    };
+    run.on_message(&mut rec, NodeId(2), msg);
+    assert!(matches!(&group_done(&rec)[..], [(NodeId(2), 4, Err(_), None)]));
     assert!(run.connects.is_empty());
 }

@@ -15,9 +15,9 @@
 //! participating node's blob in node order.
 
 use dpm_pmix::{PMIX_ERROR, PMIX_SUCCESS};
-use dpm_proto::{CollectiveKind, JobMap, RequestId, ToLauncher};
+use dpm_proto::{CollectiveKind, GroupSpec, JobMap, RequestId, ToLauncher};
 
-use super::{map_spec, PmixAnswer, PmixRequest};
+use super::{map_spec, GroupAnswer, PmixAnswer, PmixRequest};
 use crate::node::reactor::NodeReactor;
 use crate::node::NodeEffects;
 
@@ -37,19 +37,24 @@ pub(super) struct Connecting {
     pub(super) req: PmixRequest,
     pub(super) kind: CollectiveKind,
     job: dpm_kvs::JobId,
+    /// A group construct's members, as the library listed them.
+    members: Vec<(String, u32)>,
 }
 
-/// The failure answer of a collective.
-fn failed(kind: CollectiveKind) -> PmixAnswer {
+/// The failure answer of a collective, with `status`.
+pub(super) fn failed(kind: CollectiveKind, status: i32) -> PmixAnswer {
     match kind {
-        CollectiveKind::Fence => PmixAnswer::Data(PMIX_ERROR, Vec::new()),
-        CollectiveKind::Connect | CollectiveKind::Disconnect => PmixAnswer::Status(PMIX_ERROR),
+        CollectiveKind::Fence => PmixAnswer::Data(status, Vec::new()),
+        CollectiveKind::Connect | CollectiveKind::Disconnect => PmixAnswer::Status(status),
+        CollectiveKind::Group => PmixAnswer::Group(status, GroupAnswer::default()),
     }
 }
 
 impl NodeReactor {
     /// This node's part of a collective over `procs`' namespaces (`ranks`:
-    /// those taking part in part, see [`ToLauncher::Connect`]).
+    /// those taking part in part, see [`ToLauncher::Connect`]; `group`: a
+    /// group construct's, whose members are `procs`).
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::node::reactor) fn pmix_connect(
         &mut self,
         fx: &mut (impl NodeEffects + ?Sized),
@@ -57,6 +62,7 @@ impl NodeReactor {
         kind: CollectiveKind,
         data: Vec<u8>,
         ranks: Vec<(String, Vec<u32>)>,
+        group: Option<GroupSpec>,
         req: PmixRequest,
     ) {
         let mut nspaces: Vec<String> = procs.iter().map(|(ns, _)| ns.clone()).collect();
@@ -64,12 +70,13 @@ impl NodeReactor {
         nspaces.dedup();
         let Some(job) = nspaces.iter().find_map(|ns| self.pmix.by_nspace.get(ns).copied()) else {
             tracing::warn!(?nspaces, "PMIx connect over no namespace of this node");
-            return fx.pmix_answer(req, failed(kind));
+            return fx.pmix_answer(req, failed(kind, PMIX_ERROR));
         };
         let request = RequestId(self.next_request);
         self.next_request += 1;
-        self.pmix.connects.insert(request, Connecting { req, kind, job });
-        fx.send_up(ToLauncher::Connect { request, job, nspaces, kind, data, ranks });
+        let members = if group.is_some() { procs.to_vec() } else { Vec::new() };
+        self.pmix.connects.insert(request, Connecting { req, kind, job, members });
+        fx.send_up(ToLauncher::Connect { request, job, nspaces, kind, data, ranks, group });
     }
 
     /// The launcher's answer to [`Self::pmix_connect`].
@@ -78,21 +85,23 @@ impl NodeReactor {
         fx: &mut (impl NodeEffects + ?Sized),
         request: RequestId,
         result: Result<(Vec<JobMap>, Vec<u8>), String>,
+        context_id: Option<u64>,
     ) {
         let Some(c) = self.pmix.connects.remove(&request) else { return };
         let answer = match (c.kind, result) {
-            (CollectiveKind::Connect, Ok((maps, _))) => match self.pmix_register_maps(fx, c.job, &maps) {
+            (kind @ (CollectiveKind::Connect | CollectiveKind::Group), Ok((maps, data))) => match self.pmix_register_maps(fx, c.job, &maps) {
+                Ok(()) if kind == CollectiveKind::Group => PmixAnswer::Group(PMIX_SUCCESS, GroupAnswer { members: c.members, context_id, data }),
                 Ok(()) => PmixAnswer::Status(PMIX_SUCCESS),
                 Err(e) => {
-                    tracing::warn!("PMIx connect: {e}");
-                    PmixAnswer::Status(PMIX_ERROR)
+                    tracing::warn!("PMIx {kind:?}: {e}");
+                    failed(kind, PMIX_ERROR)
                 }
             },
             (CollectiveKind::Disconnect, Ok(_)) => PmixAnswer::Status(PMIX_SUCCESS),
             (CollectiveKind::Fence, Ok((_, data))) => PmixAnswer::Data(PMIX_SUCCESS, data),
             (kind, Err(e)) => {
                 tracing::info!("PMIx {kind:?} failed: {}", dpm_pmi::sanitize::escape(&e));
-                failed(kind)
+                failed(kind, PMIX_ERROR)
             }
         };
         fx.pmix_answer(c.req, answer);

@@ -1,5 +1,5 @@
 //! `PMIX_TIMEOUT` on the requests that wait on other nodes or jobs: fences,
-//! connects and disconnects, lookups (with `PMIX_WAIT`) and spawns. The
+//! connects and disconnects, group constructs, lookups (with `PMIX_WAIT`) and spawns. The
 //! client's directive (whole seconds) becomes a node timer
 //! ([`crate::node::Timer::PmixTimeout`]) when the upcall arrives — nothing
 //! sleeps, and the upcall returned at once; when the timer fires and the
@@ -15,7 +15,6 @@
 //! (dpm has no way to take a spawn back; logged when its answer comes).
 
 use dpm_pmix::ffi::PMIX_ERR_TIMEOUT;
-use dpm_proto::CollectiveKind;
 
 use super::{PmixAnswer, PmixEvent, PmixRequest};
 use crate::node::reactor::NodeReactor;
@@ -28,6 +27,7 @@ impl PmixEvent {
             PmixEvent::Fence { timeout, req, .. }
             | PmixEvent::Lookup { timeout, req, .. }
             | PmixEvent::Connect { timeout, req, .. }
+            | PmixEvent::Group { timeout, req, .. }
             | PmixEvent::Spawn { timeout, req, .. } => timeout.map(|secs| (*req, secs)),
             _ => None,
         }
@@ -53,9 +53,9 @@ impl NodeReactor {
             p.late_spawns.insert(id);
             PmixAnswer::Spawned(PMIX_ERR_TIMEOUT, String::new())
         } else if let Some(id) = p.connects.iter().find(|(_, c)| c.req == req).map(|(id, _)| *id) {
-            match p.connects.remove(&id).map(|c| c.kind) {
-                Some(CollectiveKind::Fence) => PmixAnswer::Data(PMIX_ERR_TIMEOUT, Vec::new()),
-                _ => PmixAnswer::Status(PMIX_ERR_TIMEOUT),
+            match p.connects.remove(&id) {
+                Some(c) => super::connect::failed(c.kind, PMIX_ERR_TIMEOUT),
+                None => return,
             }
         } else {
             return; // answered in time
