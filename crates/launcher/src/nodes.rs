@@ -172,7 +172,10 @@ pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: us
         trace,
         verbose,
     };
-    let me = this_host();
+    let me = match bootstrap {
+        Bootstrap::Manual(Manual { connect_host: Some(name), .. }) => name.clone(),
+        _ => this_host(),
+    };
     let mut children = Vec::new();
     let mut tcp_links = Vec::new();
     let mut top_links = std::collections::HashMap::new();

@@ -40,7 +40,7 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
     let (launcher_env, cwd, mut planned) = crate::local::plan_here(&opts)?;
     config.choose_pmi(&mut planned.apps)?;
     let spawn_env = crate::local::segment_env(&opts, &opts.segments[0], &launcher_env);
-    let submit = config.submit(planned, spawn_env, cwd.display().to_string(), crate::machine::this_host());
+    let submit = config.submit(planned, spawn_env, cwd.display().to_string(), opts.localhost.clone().unwrap_or_else(crate::machine::this_host));
     let (mut rd, mut wr) = to_tokio(stream)?;
     write_frame(&mut wr, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) })
         .await
