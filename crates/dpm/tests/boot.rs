@@ -433,6 +433,7 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
         warm_spawn: None,
         warm_verbose: false,
         survive_spawned_failures: false,
+        keep_others_on_failure: false,
         pmi_default: false,
         binding: Default::default(),
     };

@@ -87,6 +87,14 @@ pub struct RunOptions {
     /// `-bind-to`, `-map-by` (within a node), `--cpus-per-rank`, `-membind`,
     /// `--report-bindings`, `--gpus-per-rank`.
     pub binding: dpm_binding::BindPolicy,
+    /// `-outfile-pattern` / `-errfile-pattern`: the ranks' stdout/stderr to
+    /// files (checked patterns; see [`crate::outfile`]).
+    pub outfile_pattern: Option<String>,
+    pub errfile_pattern: Option<String>,
+    /// `-localhost NAME`: this machine's name for the run.
+    pub localhost: Option<String>,
+    /// `-disable-auto-cleanup`: a failed rank does not end the others.
+    pub disable_auto_cleanup: bool,
 }
 
 impl Default for RunOptions {
@@ -120,6 +128,10 @@ impl Default for RunOptions {
             fanout: None,
             kvs: None,
             binding: dpm_binding::BindPolicy::default(),
+            outfile_pattern: None,
+            errfile_pattern: None,
+            localhost: None,
+            disable_auto_cleanup: false,
         }
     }
 }
@@ -164,10 +176,30 @@ pub fn parse_boot(args: &[String]) -> Result<(RunOptions, BootFlags), CliError> 
     parse(args, Command::Boot)
 }
 
-/// The one parser: every option is looked up in [`OPTIONS`].
+/// The one parser: every option is looked up in [`OPTIONS`]. A
+/// `-configfile` is read once the command line is parsed (as Hydra does):
+/// its words continue the command line, its lines separated like `:`.
 fn parse(args: &[String], command: Command) -> Result<(RunOptions, BootFlags), CliError> {
     let mut opts = RunOptions::default();
     let mut boot = BootFlags::default();
+    let mut config_file = None;
+    parse_words(args, command, &mut opts, &mut boot, &mut config_file)?;
+    if let Some(file) = config_file {
+        if !opts.segments.is_empty() {
+            return Err(CliError::Usage(format!("-configfile {file} and a program on the command line exclude each other")));
+        }
+        let words = crate::configfile::read(&file).map_err(|e| CliError::Usage(e.to_string()))?;
+        let mut again = None;
+        parse_words(&words, command, &mut opts, &mut boot, &mut again)?;
+        if again.is_some() {
+            return Err(CliError::Usage(format!("-configfile {file}: a config file cannot name another")));
+        }
+    }
+    Ok((opts, boot))
+}
+
+/// Parse `args` into `opts` (segments appended); a `-configfile` is noted in `config_file`.
+fn parse_words(args: &[String], command: Command, opts: &mut RunOptions, boot: &mut BootFlags, config_file: &mut Option<String>) -> Result<(), CliError> {
     let mut seg = empty_segment();
     let mut in_program = false;
     let mut i = 0;
@@ -176,7 +208,7 @@ fn parse(args: &[String], command: Command) -> Result<(RunOptions, BootFlags), C
         let arg = &args[i];
         i += 1;
         if command == Command::Run && arg == ":" {
-            finish_segment(&mut opts, &mut seg)?;
+            finish_segment(opts, &mut seg)?;
             in_program = false;
             continue;
         }
@@ -216,10 +248,16 @@ fn parse(args: &[String], command: Command) -> Result<(RunOptions, BootFlags), C
                 }
             }
         }
-        apply(opt.key, arg, values, &mut opts, &mut seg, &mut boot)?;
+        if opt.key == Key::ConfigFile {
+            if config_file.is_some() {
+                return Err(usage(format!("'{arg}' given twice")));
+            }
+            *config_file = values.pop();
+            continue;
+        }
+        apply(opt.key, arg, values, opts, &mut seg, boot)?;
     }
-    finish_segment(&mut opts, &mut seg)?;
-    Ok((opts, boot))
+    finish_segment(opts, &mut seg)
 }
 
 /// What the `k`th value of an option is, for "option '-n' needs a process count".
@@ -244,6 +282,10 @@ fn what(key: Key, k: u8) -> &'static str {
         (Key::Launcher, _) => "fork, ssh, slurm or manual",
         (Key::Bind, _) => "an address",
         (Key::SshCommand, _) => "a command",
+        (Key::ConfigFile, _) => "a file",
+        (Key::OutfilePattern | Key::ErrfilePattern, _) => "a file name pattern",
+        (Key::Localhost, _) => "a host name",
+        (Key::Topolib, _) => "a topology library (hwloc)",
         _ => "a value",
     }
 }
@@ -273,7 +315,14 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         Key::Version => return Err(CliError::Version),
         Key::Np => {
             let v = value();
-            seg.nprocs = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': not a process count")))?);
+            let n: u32 = v.parse().map_err(|_| usage(format!("'{arg} {v}': not a process count")))?;
+            if n == 0 {
+                return Err(usage(format!("'{arg} {v}': a segment needs at least one process")));
+            }
+            if let Some(before) = seg.nprocs {
+                return Err(usage(format!("'{arg} {v}': this segment's process count is given twice ({before} and {n})")));
+            }
+            seg.nprocs = Some(n);
         }
         Key::Env => seg.env.push((value(), value())),
         Key::Genv => opts.genv.push((value(), value())),
@@ -372,6 +421,26 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
             let v = value();
             opts.fanout = Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| usage(format!("'{arg} {v}': not a fan-out")))?);
         }
+        Key::ConfigFile => {}
+        Key::OutfilePattern | Key::ErrfilePattern => {
+            let v = value();
+            crate::outfile::check(&v).map_err(|e| usage(format!("'{arg} {v}': {e}")))?;
+            *(if key == Key::OutfilePattern { &mut opts.outfile_pattern } else { &mut opts.errfile_pattern }) = Some(v);
+        }
+        Key::Localhost => {
+            let v = value();
+            if v.is_empty() || v.contains(|c: char| c.is_whitespace() || c == ',' || c == '/') {
+                return Err(usage(format!("'{arg} {v}': not a host name")));
+            }
+            opts.localhost = Some(v);
+        }
+        Key::Topolib => {
+            let v = value();
+            if !v.eq_ignore_ascii_case("hwloc") {
+                return Err(usage(format!("'{arg} {v}': dpm reads the topology with hwloc only")));
+            }
+        }
+        Key::DisableAutoCleanup => opts.disable_auto_cleanup = true,
         Key::Foreground => boot.foreground = true,
         Key::ReadyOnStdout => boot.ready_on_stdout = true,
         Key::Ignored => {

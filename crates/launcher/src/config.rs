@@ -89,10 +89,12 @@ impl RunConfig {
     /// Resolve from the options and `env` (the process environment, or a
     /// table in tests): flag, then variable, then default.
     pub fn resolve(opts: &RunOptions, env: &dyn Fn(&str) -> Option<String>) -> Result<RunConfig, UsageError> {
+        // 0 is no limit, as under Hydra (whose MPIEXEC_TIMEOUT=0 is unset).
         let timeout = match opts.timeout {
             Some(t) => Some(t),
             None => env_secs(env, "MPIEXEC_TIMEOUT")?,
-        };
+        }
+        .filter(|&t| t > 0);
         let kvs = match opts.kvs {
             Some(k) => k,
             None => env("DPM_KVS").map_or(Ok(KvsDesign::default()), |v| v.parse()).map_err(|e| UsageError(format!("DPM_KVS: {e}")))?,
@@ -130,6 +132,8 @@ impl RunConfig {
                 .map_err(|e| UsageError(format!("DPM_ON_SPAWNED_FAILURE: {e}")))?,
         };
         opts.binding.check().map_err(|e| UsageError(e.to_string()))?;
+        // -disable-auto-cleanup: no failure ends another rank, in any job.
+        let failure_policy = if opts.disable_auto_cleanup { FailurePolicy::KeepOthers } else { failure_policy };
         if !(opts.kill_grace.is_finite() && (0.0..=MAX_SECS as f64).contains(&opts.kill_grace)) {
             return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
         }
@@ -186,6 +190,7 @@ impl RunConfig {
             pmi_mode: self.pmi_mode,
             no_oversubscribe: self.no_oversubscribe,
             survive_spawned_failures: self.failure_policy == FailurePolicy::SurviveSpawnedJobs,
+            keep_others_on_failure: self.failure_policy == FailurePolicy::KeepOthers,
             report_placement: self.report_placement,
             timeout_secs: self.timeout.map(|t| t.as_secs()),
             spawn_env,
@@ -223,7 +228,11 @@ impl RunConfig {
             kill_grace: secs("kill grace", submit.kill_grace_secs)?,
             universe_size: submit.universe_size,
             no_oversubscribe: submit.no_oversubscribe,
-            failure_policy: if submit.survive_spawned_failures { FailurePolicy::SurviveSpawnedJobs } else { FailurePolicy::EndRun },
+            failure_policy: match (submit.keep_others_on_failure, submit.survive_spawned_failures) {
+                (true, _) => FailurePolicy::KeepOthers,
+                (false, true) => FailurePolicy::SurviveSpawnedJobs,
+                (false, false) => FailurePolicy::EndRun,
+            },
             report_placement: submit.report_placement,
             kvs: submit.kvs,
             fanout,
@@ -247,22 +256,24 @@ impl RunConfig {
 /// `MPI_UNIVERSE_SIZE` for a run of `world` processes on nodes with
 /// `total_slots` slots (-1: unset, which MPICH leaves unset).
 ///
-/// Hydra leaves it unset unless asked, and MPICH's spawning programs then
-/// choose their own counts; a universe of the CPU count below the world size
-/// (`-n 4` on 2 cores) made them skip or fail their spawns. So:
+/// Hydra leaves it unset unless asked (`-usize`), and MPICH's spawning
+/// programs then choose their own counts: a universe of this machine's CPU
+/// count made `spawn1`-style programs under `-n 1` see a universe no larger
+/// than their world and skip or fail their spawns. So:
 /// - `--usize N`: N, but never below `world` (a negative N: unset);
 /// - `--no-oversubscribe`: the slots, never below `world` (spawns are
 ///   refused beyond it, so it must be a number);
-/// - otherwise the slots when they hold `world` (a number PMI clients can
-///   rely on), else unset: more ranks than slots is where Hydra's unset
-///   universe matters.
-pub fn universe_size(explicit: Option<i64>, total_slots: i64, world: u32, no_oversubscribe: bool) -> i64 {
+/// - slots that were given (`slots_known`: `-hosts a:4`, a host file with
+///   slots, a Slurm allocation) and hold `world`: those slots, a number the
+///   user stated;
+/// - otherwise unset, as Hydra.
+pub fn universe_size(explicit: Option<i64>, total_slots: i64, slots_known: bool, world: u32, no_oversubscribe: bool) -> i64 {
     let world = i64::from(world);
     match explicit {
         Some(n) if n < 0 => -1,
         Some(n) => n.max(world),
         None if no_oversubscribe => total_slots.max(world),
-        None if total_slots >= world => total_slots,
+        None if slots_known && total_slots >= world => total_slots,
         None => -1,
     }
 }
@@ -305,6 +316,21 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_timeout_is_no_limit() {
+        assert_eq!(resolve("./p", &[("MPIEXEC_TIMEOUT", "0")]).unwrap().timeout, None);
+        assert_eq!(resolve("--timeout 0 ./p", &[("MPIEXEC_TIMEOUT", "5")]).unwrap().timeout, None);
+        assert_eq!(resolve("-t 3 ./p", &[("MPIEXEC_TIMEOUT", "0")]).unwrap().timeout, Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn disable_auto_cleanup_keeps_the_others_and_travels_to_a_boot() {
+        let c = resolve("-disable-auto-cleanup --on-spawned-failure continue ./p", &[]).unwrap();
+        assert_eq!(c.failure_policy, FailurePolicy::KeepOthers);
+        let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
+        assert_eq!(RunConfig::from_submit(&submit, 32).unwrap().failure_policy, FailurePolicy::KeepOthers);
+    }
+
+    #[test]
     fn flags_before_variables_before_defaults() {
         let c = resolve("./p", &[]).unwrap();
         assert_eq!((c.timeout, c.fanout, c.kill_grace, c.launcher), (None, DEFAULT_FANOUT, DEFAULT_KILL_GRACE, None));
@@ -333,18 +359,21 @@ mod tests {
 
     #[test]
     fn universe_is_never_below_the_world() {
-        // The default: the slots while they hold the world, else unset (as Hydra).
-        assert_eq!(universe_size(None, 2, 1, false), 2);
-        assert_eq!(universe_size(None, 2, 2, false), 2);
-        assert_eq!(universe_size(None, 2, 3, false), -1);
-        assert_eq!(universe_size(None, 2, 4, false), -1);
+        // The default: unset, as Hydra — whatever the CPUs.
+        for world in 1..=4 {
+            assert_eq!(universe_size(None, 2, false, world, false), -1, "world {world}");
+        }
+        // Slots that were given (a host list with slots, Slurm): while they hold the world.
+        assert_eq!(universe_size(None, 8, true, 2, false), 8);
+        assert_eq!(universe_size(None, 2, true, 2, false), 2);
+        assert_eq!(universe_size(None, 2, true, 3, false), -1);
         // --no-oversubscribe needs a number to refuse spawns beyond.
-        assert_eq!(universe_size(None, 2, 4, true), 4);
-        assert_eq!(universe_size(None, 8, 4, true), 8);
+        assert_eq!(universe_size(None, 2, false, 4, true), 4);
+        assert_eq!(universe_size(None, 8, false, 4, true), 8);
         // --usize.
-        assert_eq!(universe_size(Some(16), 2, 4, false), 16);
-        assert_eq!(universe_size(Some(2), 2, 4, false), 4);
-        assert_eq!(universe_size(Some(-1), 8, 4, true), -1);
+        assert_eq!(universe_size(Some(16), 2, false, 4, false), 16);
+        assert_eq!(universe_size(Some(2), 2, true, 4, false), 4);
+        assert_eq!(universe_size(Some(-1), 8, true, 4, true), -1);
     }
 
     #[test]

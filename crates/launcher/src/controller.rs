@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::link::{Down, InProcessFd, Up};
-use dpm_proto::{LaunchJob, Stream, ToDaemon};
+use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
 use crate::node_table::NodeTable;
 use crate::output::{Output, Sink, Written};
@@ -306,10 +306,31 @@ impl Controller {
         }
     }
 
+    /// `-outfile-pattern`/`-errfile-pattern`: those streams go to files.
+    pub fn set_file_patterns(&mut self, patterns: crate::output::FilePatterns) {
+        self.output.set_patterns(patterns);
+    }
+
+    /// For the file patterns: where `node` stands in `job` (`%p`, `%h`).
+    fn learn_place(&mut self, job: JobId, node: NodeId) {
+        if !self.output.wants_places() || self.output.knows_place(job, node) {
+            return;
+        }
+        if let Some(index) = self.run.job_node_index(job, node) {
+            let host = self.shared.borrow().tree.nodes.host(node).to_string();
+            self.output.place(job, node, crate::output::NodePlace { index, host });
+        }
+    }
+
     /// What came up the tree for this run: a payload, or a lost node.
     fn deliver(&mut self, envelope: Up) {
         match envelope {
-            Up::From { node, msg } => self.with_run(|run, fx| run.on_message(fx, NodeId(node), msg)),
+            Up::From { node, msg } => {
+                if let ToLauncher::Output { job, .. } = &msg {
+                    self.learn_place(*job, NodeId(node));
+                }
+                self.with_run(|run, fx| run.on_message(fx, NodeId(node), msg))
+            }
             Up::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, NodeId(node), error)),
             Up::Ready { .. } | Up::Heartbeat => {}
         }

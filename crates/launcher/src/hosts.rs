@@ -35,13 +35,40 @@ fn parse_entry(entry: &str, cpus: u32) -> Result<Node, ConfigError> {
     Ok(Node { host: name.to_string(), slots })
 }
 
-/// The node list (flag → environment → default) and how to start daemons there.
-pub fn nodes_and_bootstrap(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<(Vec<Node>, Bootstrap), ConfigError> {
+/// Whether a host list entry gives its slots (`name:N`, `name slots=N`).
+fn gives_slots(entry: &str) -> bool {
+    let entry = entry.trim();
+    entry.contains(':') || entry.contains(char::is_whitespace)
+}
+
+/// The run's nodes and how to start their daemons.
+pub struct NodeChoice {
+    pub nodes: Vec<Node>,
+    pub bootstrap: Bootstrap,
+    /// Every node's slots were given (a host list with slots, Slurm's
+    /// allocation), not guessed from this machine's CPUs: the universe
+    /// size is then known (see [`crate::config::universe_size`]).
+    pub slots_known: bool,
+}
+
+/// The node list (flag → environment → default) and how to start daemons
+/// there. `host` is this machine's name for the run (`-localhost`, else its
+/// host name); entries naming it, or the real host name, are this machine.
+pub fn nodes_and_bootstrap(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoice, ConfigError> {
+    let (nodes, bootstrap, slots_known) = choose(opts, config, host)?;
+    Ok(NodeChoice { nodes, bootstrap, slots_known })
+}
+
+fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<(Vec<Node>, Bootstrap, bool), ConfigError> {
     let cpus = cli::cpus().max(1) as u32;
+    let real_host = crate::machine::this_host();
+    let is_this_host = |name: &str, host: &str| is_this_host(name, host) || is_this_host(name, &real_host);
     let mut list: Vec<Node> = Vec::new();
+    let mut slots_known = true;
     if let Some(file) = &opts.hostfile {
         let text = std::fs::read_to_string(file).map_err(|source| ConfigError::HostFile { file: file.clone(), source })?;
         for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
+            slots_known &= gives_slots(line);
             list.push(parse_entry(line, cpus)?);
         }
         if list.is_empty() {
@@ -49,6 +76,7 @@ pub fn nodes_and_bootstrap(opts: &RunOptions, config: &RunConfig, host: &str) ->
         }
     }
     for h in &opts.hosts {
+        slots_known &= gives_slots(h);
         list.push(parse_entry(h, cpus)?);
     }
     let virtual_nodes = opts.virtual_nodes.is_some();
@@ -58,13 +86,15 @@ pub fn nodes_and_bootstrap(opts: &RunOptions, config: &RunConfig, host: &str) ->
     let mut from_slurm = false;
     if let Some(n) = opts.virtual_nodes {
         list = (0..n).map(|k| Node { host: format!("{host}-v{k}"), slots: cpus }).collect();
+        slots_known = false;
     } else if list.is_empty() {
         if let Ok(env) = std::env::var("DPM_HOSTS") {
             for h in env.split(',').filter(|h| !h.trim().is_empty()) {
+                slots_known &= gives_slots(h);
                 list.push(parse_entry(h, cpus)?);
             }
         } else if let Ok(nodelist) = std::env::var("SLURM_JOB_NODELIST") {
-            list = slurm_nodes(&nodelist)?;
+            (list, slots_known) = slurm_nodes(&nodelist)?;
             from_slurm = true;
         }
     }
@@ -72,7 +102,7 @@ pub fn nodes_and_bootstrap(opts: &RunOptions, config: &RunConfig, host: &str) ->
         if config.launcher == Some(Launcher::Manual) {
             return Err(usage("-launcher manual needs the nodes: -hosts, -f or DPM_HOSTS"));
         }
-        return Ok((vec![Node { host: host.to_string(), slots: cpus }], Bootstrap::InProcess));
+        return Ok((vec![Node { host: host.to_string(), slots: cpus }], Bootstrap::InProcess, false));
     }
     let all_local = virtual_nodes || list.iter().all(|n| is_this_host(&n.host, host));
     let bootstrap = match config.launcher {
@@ -86,15 +116,19 @@ pub fn nodes_and_bootstrap(opts: &RunOptions, config: &RunConfig, host: &str) ->
         Some(Launcher::Ssh) => Bootstrap::Tree(tree::Bootstrap::Ssh(config.ssh_command.clone())),
         Some(Launcher::Fork) if all_local => Bootstrap::Tree(tree::Bootstrap::Fork),
         Some(Launcher::Fork) => return Err(usage("-launcher fork starts daemons on this machine only; use ssh for other hosts")),
-        Some(Launcher::Manual) => Bootstrap::Manual(manual::Manual { bind: config.bind, timeout: config.connect_timeout }),
-        None if list.len() == 1 && (all_local || from_slurm) && is_this_host_or_slurm_node(&list[0].host, host) => Bootstrap::InProcess,
+        Some(Launcher::Manual) => {
+            Bootstrap::Manual(manual::Manual { bind: config.bind, timeout: config.connect_timeout, connect_host: opts.localhost.clone() })
+        }
+        None if list.len() == 1 && (all_local || from_slurm) && (is_this_host(&list[0].host, host) || is_this_host_or_slurm_node(&list[0].host, host)) => {
+            Bootstrap::InProcess
+        }
         None if from_slurm => Bootstrap::Tree(tree::Bootstrap::Slurm),
         // --virtual-nodes N promises N daemon processes, even for N = 1.
         None if all_local && list.len() == 1 && !virtual_nodes => Bootstrap::InProcess,
         None if all_local => Bootstrap::Tree(tree::Bootstrap::Fork),
         None => Bootstrap::Tree(tree::Bootstrap::Ssh(config.ssh_command.clone())),
     };
-    Ok((list, bootstrap))
+    Ok((list, bootstrap, slots_known))
 }
 
 /// A one-node Slurm allocation on the node dpm runs on needs no srun step.
@@ -103,8 +137,9 @@ fn is_this_host_or_slurm_node(node: &str, host: &str) -> bool {
 }
 
 /// The nodes of the Slurm allocation: names expanded by `scontrol show
-/// hostnames`, slots from `SLURM_TASKS_PER_NODE` (`2(x3),1` means 2,2,2,1).
-fn slurm_nodes(nodelist: &str) -> Result<Vec<Node>, ConfigError> {
+/// hostnames`, slots from `SLURM_TASKS_PER_NODE` (`2(x3),1` means 2,2,2,1);
+/// and whether that gave every node's slots.
+fn slurm_nodes(nodelist: &str) -> Result<(Vec<Node>, bool), ConfigError> {
     let out = std::process::Command::new("scontrol").args(["show", "hostnames", nodelist]).output().map_err(ConfigError::Scontrol)?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
@@ -113,7 +148,8 @@ fn slurm_nodes(nodelist: &str) -> Result<Vec<Node>, ConfigError> {
     let hosts: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
     let slots = std::env::var("SLURM_TASKS_PER_NODE").map(|v| expand_slurm_counts(&v)).unwrap_or_default();
     let cpus = cli::cpus().max(1) as u32;
-    Ok(hosts.into_iter().enumerate().map(|(i, host)| Node { host, slots: slots.get(i).copied().unwrap_or(cpus) }).collect())
+    let known = slots.len() >= hosts.len();
+    Ok((hosts.into_iter().enumerate().map(|(i, host)| Node { host, slots: slots.get(i).copied().unwrap_or(cpus) }).collect(), known))
 }
 
 /// `2(x3),1` → `[2, 2, 2, 1]` (Slurm's compressed per-node counts).

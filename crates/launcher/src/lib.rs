@@ -30,6 +30,7 @@
 pub mod boot;
 pub mod cli;
 pub mod config;
+pub mod configfile;
 pub mod controller;
 pub mod daemon_cmd;
 pub mod error;
@@ -42,6 +43,7 @@ pub mod mpi_probe;
 pub mod node_table;
 pub mod nodes;
 pub mod options;
+pub mod outfile;
 pub mod output;
 pub mod plan;
 pub mod pmi_choice;
@@ -104,6 +106,8 @@ pub fn parse_run_command(args: &[String]) -> Result<RunRequest, Error> {
 
 /// `dpm run`: returns the run's exit status, or why there was no run.
 pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
+    // `%t` of the output patterns counts from here.
+    outfile::started();
     let config = RunConfig::from_env(&opts)?;
     for w in &opts.warnings {
         tracing::warn!("{w}");
@@ -121,8 +125,8 @@ pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
 
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
 async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
-    let host = this_host();
-    let (mut node_list, bootstrap) = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
+    let host = opts.localhost.clone().unwrap_or_else(this_host);
+    let hosts::NodeChoice { nodes: mut node_list, bootstrap, slots_known } = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
     let (launcher_env, cwd, mut planned) = plan_here(&opts)?;
     config.choose_pmi(&mut planned.apps)?;
     let size = planned.procs.len() as u32;
@@ -138,12 +142,14 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
     let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
-    let universe_size = config::universe_size(config.universe_size, total, size, config.no_oversubscribe);
+    let universe_size = config::universe_size(config.universe_size, total, slots_known, size, config.no_oversubscribe);
     let spawn = config::spawn_context(local::segment_env(&opts, &opts.segments[0], &launcher_env), cwd, host, &node_list);
     let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
     let (pmi_mode, kvs, policy, binding) = (config.pmi_mode, config.kvs, config.failure_policy, Box::new(config.binding.clone()));
+    let patterns = output::FilePatterns { stdout: opts.outfile_pattern.clone(), stderr: opts.errfile_pattern.clone() };
     let start = move |controller: &mut Controller| {
         controller.set_failure_policy(policy);
+        controller.set_file_patterns(patterns);
         let (job, kvsname) = controller.new_job_id();
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, ..launch });

@@ -64,6 +64,9 @@ pub struct Manual {
     pub bind: Option<SocketAddr>,
     /// How long to wait for every daemon to connect.
     pub timeout: Duration,
+    /// The name daemons connect back to when dpm listens on every address
+    /// (`-localhost`; default this machine's host name).
+    pub connect_host: Option<String>,
 }
 
 /// Default for [`Manual::timeout`]: people type the commands.

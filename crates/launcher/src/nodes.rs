@@ -144,7 +144,7 @@ pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: 
 
 /// [`start`] with a given secret (a persistent boot keeps one).
 pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: bool, verbose: u8, secret: &Secret) -> Result<Daemons, Error> {
-    let (up_tx, mut up_rx) = mpsc::unbounded_channel();
+    let (up_tx, up_rx) = mpsc::unbounded_channel();
     if *bootstrap == Bootstrap::InProcess {
         let (down_tx, down_rx) = mpsc::unbounded_channel();
         let (daemon_up_tx, mut daemon_up_rx) = mpsc::unbounded_channel();
@@ -161,6 +161,41 @@ pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: us
         let links = vec![DaemonLink { via: down_tx, node: 0, host: nodes[0].host.clone() }];
         return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle), tcp_links: Vec::new() });
     }
+    if let Bootstrap::Manual(_) = bootstrap {
+        // The manual bootstrap answers signals itself while it waits.
+        return start_tree(nodes, bootstrap, fanout, trace, verbose, secret, up_tx, up_rx).await;
+    }
+    // A signal while ssh or srun clients start must end them (they are in
+    // process groups of their own: a terminal's Ctrl-C does not reach
+    // them) rather than leave them running behind a dead dpm: the start
+    // is dropped, and with it the clients (killed on drop).
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut signals = Vec::new();
+    for kind in [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()] {
+        signals.push(signal(kind).map_err(|e| Error::failed(format!("cannot handle signals: {e}")))?);
+    }
+    let [sigint, sigterm, sighup] = signals.as_mut_slice() else { unreachable!("three signals registered") };
+    let interrupted = |what, signal: i32| Err(Error::Interrupted { what, signal });
+    tokio::select! {
+        started = start_tree(nodes, bootstrap, fanout, trace, verbose, secret, up_tx, up_rx) => started,
+        _ = sigint.recv() => interrupted("interrupted (SIGINT)", libc::SIGINT),
+        _ = sigterm.recv() => interrupted("terminated (SIGTERM)", libc::SIGTERM),
+        _ = sighup.recv() => interrupted("hung up (SIGHUP)", libc::SIGHUP),
+    }
+}
+
+/// [`start_with_secret`] for a tree (fork, ssh, srun) or the manual bootstrap.
+#[allow(clippy::too_many_arguments)]
+async fn start_tree(
+    nodes: &[Node],
+    bootstrap: &Bootstrap,
+    fanout: usize,
+    trace: bool,
+    verbose: u8,
+    secret: &Secret,
+    up_tx: mpsc::UnboundedSender<Up>,
+    mut up_rx: mpsc::UnboundedReceiver<Up>,
+) -> Result<Daemons, Error> {
     let n = nodes.len();
     let spec = TreeSpec {
         hosts: nodes.iter().map(|n| n.host.clone()).collect(),
@@ -172,7 +207,10 @@ pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: us
         trace,
         verbose,
     };
-    let me = this_host();
+    let me = match bootstrap {
+        Bootstrap::Manual(Manual { connect_host: Some(name), .. }) => name.clone(),
+        _ => this_host(),
+    };
     let mut children = Vec::new();
     let mut tcp_links = Vec::new();
     let mut top_links = std::collections::HashMap::new();

@@ -53,6 +53,12 @@ pub enum Key {
     VeryVerbose,
     Help,
     Version,
+    ConfigFile,
+    OutfilePattern,
+    ErrfilePattern,
+    Localhost,
+    Topolib,
+    DisableAutoCleanup,
     /// Accepted for Hydra compatibility and ignored with a warning.
     Ignored,
 }
@@ -345,6 +351,51 @@ pub const OPTIONS: &[Opt] = &[
     opt(K::VeryVerbose, &["-vv"], "", 0, S::Hidden, ""),
     opt(K::Help, &["-h", "--help"], "", 0, S::Common, "show this help"),
     opt(K::Version, &["--version"], "", 0, S::Global, "print dpm's version"),
+    opt(
+        K::ConfigFile,
+        &["-configfile"],
+        "FILE",
+        1,
+        S::Global,
+        "the segments from FILE, one per line, each as on\n\
+         the command line ('-n 2 ./a x'; words split at\n\
+         blanks, no quoting; lines starting with # are\n\
+         comments); instead of a program on the command line",
+    ),
+    opt(
+        K::OutfilePattern,
+        &["-outfile-pattern"],
+        "PATTERN",
+        1,
+        S::Global,
+        "write each rank's stdout to the file PATTERN names:\n\
+         %r rank, %g job (0: the first, then each spawned\n\
+         job), %p the job's node index, %h host, %t seconds\n\
+         since the start, %% a %. Appended to, never\n\
+         truncated; created with your umask",
+    ),
+    opt(K::ErrfilePattern, &["-errfile-pattern"], "PATTERN", 1, S::Global, "the same for each rank's stderr"),
+    opt(
+        K::Localhost,
+        &["-localhost"],
+        "NAME",
+        1,
+        S::Global,
+        "this machine's name for the run (default: its host\n\
+         name): host list entries NAME are this machine, and\n\
+         -launcher manual's daemons connect back to NAME",
+    ),
+    opt(K::Topolib, &["-topolib"], "hwloc", 1, S::Global, "the topology library: hwloc (the only one)"),
+    opt(
+        K::DisableAutoCleanup,
+        &["-disable-auto-cleanup"],
+        "",
+        0,
+        S::Global,
+        "a failed rank does not end the others: they run\n\
+         on to their own end (an MPI_Abort still ends the\n\
+         run); the first failure still decides the status",
+    ),
     opt(K::Ignored, &["-binding"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-iface"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-rmk"], "X", 1, S::Ignored, ""),
@@ -352,7 +403,6 @@ pub const OPTIONS: &[Opt] = &[
     opt(K::Ignored, &["-print-all-exitcodes"], "", 0, S::Ignored, ""),
     opt(K::Ignored, &["-info"], "", 0, S::Ignored, ""),
     opt(K::Ignored, &["-nameserver-none"], "", 0, S::Ignored, ""),
-    opt(K::Ignored, &["-disable-auto-cleanup"], "", 0, S::Ignored, ""),
     opt(K::Ignored, &["-enable-x"], "", 0, S::Ignored, ""),
     opt(K::Ignored, &["-disable-x"], "", 0, S::Ignored, ""),
 ];

@@ -36,6 +36,8 @@ pub struct Chunk {
     pub is_err: bool,
     pub data: Vec<u8>,
     pub written: Option<Written>,
+    /// `-outfile-pattern`/`-errfile-pattern`: the file they go to instead.
+    pub file: Option<String>,
 }
 
 /// Where a run's output and dpm's messages about it go.
@@ -50,10 +52,15 @@ pub enum Console {
 
 impl Console {
     pub fn write(&self, is_err: bool, data: Vec<u8>, written: Option<Written>) {
+        self.write_to(is_err, data, written, None);
+    }
+
+    /// [`Console::write`], to `file` if one is named (by the output patterns).
+    pub fn write_to(&self, is_err: bool, data: Vec<u8>, written: Option<Written>, file: Option<String>) {
         match self {
             Console::Local => emit(is_err, &data),
             Console::Queue(tx) => {
-                let _ = tx.send(Chunk { is_err, data, written });
+                let _ = tx.send(Chunk { is_err, data, written, file });
             }
         }
     }
@@ -105,8 +112,12 @@ pub fn sink() -> (Sink, Drain) {
 pub fn stdout_sink() -> Sink {
     let (sink, mut drain) = sink();
     let spawned = std::thread::Builder::new().name("dpm-output".into()).spawn(move || {
+        let mut files = crate::outfile::Files::new();
         while let Some(chunk) = drain.chunks.blocking_recv() {
-            emit(chunk.is_err, &chunk.data);
+            match &chunk.file {
+                Some(name) => files.write(name, &chunk.data),
+                None => emit(chunk.is_err, &chunk.data),
+            }
             drain.done(chunk.written);
         }
     });
@@ -118,16 +129,83 @@ pub fn stdout_sink() -> Sink {
     sink
 }
 
+/// `-outfile-pattern` / `-errfile-pattern` of a run (checked when parsed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FilePatterns {
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+}
+
+impl FilePatterns {
+    pub fn any(&self) -> bool {
+        self.stdout.is_some() || self.stderr.is_some()
+    }
+}
+
+/// Where a job's node stands for the file patterns: its index within the
+/// job (`%p`) and its host (`%h`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodePlace {
+    pub index: usize,
+    pub host: String,
+}
+
+/// At most this many (job, node) places are remembered; beyond, they are
+/// forgotten and learnt again.
+const MAX_PLACES: usize = 4096;
+
 pub struct Output {
     console: Console,
     label: bool,
     /// Unfinished lines per (job, rank, stream), held until their newline.
     partial: HashMap<(JobId, Rank, bool), Vec<u8>>,
+    patterns: FilePatterns,
+    places: HashMap<(JobId, NodeId), NodePlace>,
+    /// The file of each held unfinished line bound for one.
+    partial_file: HashMap<(JobId, Rank, bool), String>,
 }
 
 impl Output {
     pub fn new(label: bool, console: Console) -> Self {
-        Output { console, label, partial: HashMap::new() }
+        Output { console, label, partial: HashMap::new(), patterns: FilePatterns::default(), places: HashMap::new(), partial_file: HashMap::new() }
+    }
+
+    /// Send the streams the patterns name to files.
+    pub fn set_patterns(&mut self, patterns: FilePatterns) {
+        self.patterns = patterns;
+    }
+
+    /// Whether output needs [`Output::place`] first (some stream goes to files).
+    pub fn wants_places(&self) -> bool {
+        self.patterns.any()
+    }
+
+    /// Whether `job`'s place on `node` is known.
+    pub fn knows_place(&self, job: JobId, node: NodeId) -> bool {
+        self.places.contains_key(&(job, node))
+    }
+
+    /// Learn where `node` stands in `job` (for `%p` and `%h`).
+    pub fn place(&mut self, job: JobId, node: NodeId, place: NodePlace) {
+        if self.places.len() >= MAX_PLACES {
+            self.places.clear();
+        }
+        self.places.insert((job, node), place);
+    }
+
+    /// The file a rank's stream goes to, if its pattern names one.
+    fn file_of(&self, node: NodeId, job: JobId, rank: Rank, is_err: bool) -> Option<String> {
+        let pattern = if is_err { self.patterns.stderr.as_deref() } else { self.patterns.stdout.as_deref() }?;
+        let place = self.places.get(&(job, node));
+        let fields = crate::outfile::Fields {
+            rank: rank.0,
+            job: job.0,
+            node_index: place.map_or(node.0, |p| p.index),
+            host: place.map_or("", |p| p.host.as_str()),
+            secs: crate::outfile::started().elapsed().as_secs(),
+        };
+        // The pattern was checked when parsed: it always resolves.
+        crate::outfile::resolve(pattern, &fields).ok()
     }
 
     pub fn console(&self) -> &Console {
@@ -140,8 +218,12 @@ impl Output {
     pub fn write(&mut self, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
         let is_err = stream == Stream::Stderr;
         let written = Some(Written { node, job, bytes: data.len() as u64 });
+        let file = self.file_of(node, job, rank, is_err);
         if !self.label {
-            return self.console.write(is_err, data.to_vec(), written);
+            return self.console.write_to(is_err, data.to_vec(), written, file);
+        }
+        if let Some(f) = &file {
+            self.partial_file.insert((job, rank, is_err), f.clone());
         }
         let buf = self.partial.entry((job, rank, is_err)).or_default();
         buf.extend_from_slice(data);
@@ -156,16 +238,17 @@ impl Output {
         }
         // Even with nothing to write, the credit goes through the queue,
         // behind what is written before it.
-        self.console.write(is_err, out, written);
+        self.console.write_to(is_err, out, written, file);
     }
 
     /// Write what is left of a rank's unfinished lines.
     pub fn flush_rank(&mut self, job: JobId, rank: Rank) {
         for is_err in [false, true] {
+            let file = self.partial_file.remove(&(job, rank, is_err));
             if let Some(mut rest) = self.partial.remove(&(job, rank, is_err)) {
                 if !rest.is_empty() {
                     rest.push(b'\n');
-                    self.console.write(is_err, labelled(job, rank, &rest), None);
+                    self.console.write_to(is_err, labelled(job, rank, &rest), None, file);
                 }
             }
         }

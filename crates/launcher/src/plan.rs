@@ -197,14 +197,13 @@ impl PlannedJob {
     /// The job to launch with rank `r` on node `node_of[r]`: no parent, no
     /// preput keys, no stdin (callers set those that apply).
     pub fn into_launch(self, job: JobId, kvsname: String, universe_size: i64, node_of: Vec<usize>, pmi_mode: PmiMode, kvs: KvsDesign) -> LaunchJob {
-        let node_ids: Vec<u32> = node_of.iter().map(|&n| n as u32).collect();
         LaunchJob {
             job,
             kvsname,
             size: self.procs.len() as u32,
             appnums: self.appnums,
             universe_size,
-            process_mapping: process_mapping(&node_ids),
+            process_mapping: process_mapping(&job_node_numbers(&node_of)),
             spawner: None,
             preput: Vec::new(),
             pmi_mode,
@@ -234,6 +233,26 @@ impl Default for PlannedJob {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Each rank's node numbered within its job, as Hydra numbers a job's nodes
+/// (its proxies): from 0, in the order the ranks first reach them. Intel
+/// MPI needs it in `PMI_process_mapping` (a spawned job all on the run's
+/// node 1 given `(vector,(1,1,2))` asks for a business card `bc--1` and
+/// aborts in `MPI_Init`); MPICH takes either. dpm itself places, routes
+/// and reports by the run-wide [`NodeId`](dpm_kvs::NodeId)s in `node_of`.
+pub fn job_node_numbers(node_of: &[usize]) -> Vec<u32> {
+    let mut seen: Vec<usize> = Vec::new();
+    node_of
+        .iter()
+        .map(|n| match seen.iter().position(|s| s == n) {
+            Some(i) => i as u32,
+            None => {
+                seen.push(*n);
+                (seen.len() - 1) as u32
+            }
+        })
+        .collect()
 }
 
 /// `PMI_process_mapping` for ranks placed on nodes `node_of[rank]`, in MPICH's
@@ -270,6 +289,17 @@ mod tests {
         assert_eq!(process_mapping(&[0, 1]), "(vector,(0,2,1))");
         assert_eq!(process_mapping(&[0, 0, 1, 1]), "(vector,(0,2,2))");
         assert_eq!(process_mapping(&[0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]), "(vector,(0,3,4))");
+    }
+
+    #[test]
+    fn a_job_numbers_its_own_nodes_from_0() {
+        // A spawned job all on the run's node 1 (Intel MPI's case).
+        assert_eq!(process_mapping(&job_node_numbers(&[1, 1])), "(vector,(0,1,2))");
+        assert_eq!(job_node_numbers(&[3, 1, 3, 1]), [0, 1, 0, 1]);
+        assert_eq!(process_mapping(&job_node_numbers(&[2, 2, 3, 3])), "(vector,(0,2,2))");
+        assert_eq!(job_node_numbers(&[0, 0, 1]), [0, 0, 1], "the first job's numbers are unchanged");
+        let launch = PlannedJob::new().into_launch(JobId(2), "kvs".into(), -1, vec![1, 1], PmiMode::Fd, KvsDesign::default());
+        assert_eq!((launch.process_mapping.as_str(), launch.node_of.as_slice()), ("(vector,(0,1,2))", &[1usize, 1][..]), "dpm keeps its own node ids");
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct Submit {
     /// `--on-spawned-failure continue`: a failed spawned job ends alone.
     #[serde(default)]
     pub survive_spawned_failures: bool,
+    /// `-disable-auto-cleanup`: a failed rank ends no other.
+    #[serde(default)]
+    pub keep_others_on_failure: bool,
     /// The client was given neither `--pmi` nor `DPM_PMI` (its `pmi_mode`
     /// is auto's choice): the boot's `--pmi` default, if it has one, is
     /// applied to `apps` again on the server.

@@ -28,11 +28,50 @@ pub fn connect() -> Result<Option<StdUnixStream>, DirError> {
         Ok(s) => Ok(Some(s)),
         Err(e) => {
             if files.socket.exists() {
-                tracing::warn!("{} is there but does not answer ({e}): a boot server that died?", files.socket.display());
+                match dead_boot(&files, &e) {
+                    Some(pid) => remove_dead_boot(&files, pid),
+                    None => tracing::warn!("{} is there but does not answer ({e}): a boot server starting?", files.socket.display()),
+                }
             }
             Ok(None)
         }
     }
+}
+
+/// The pid of the boot server whose files these are, if it is dead: nobody
+/// listens on its socket and its rendezvous names a pid that is gone (or
+/// there is no rendezvous to name one). A server still starting (its
+/// socket bound, not yet listening) is alive: its files stay.
+fn dead_boot(files: &super::BootFiles, refused: &std::io::Error) -> Option<Option<u32>> {
+    if refused.kind() != std::io::ErrorKind::ConnectionRefused {
+        return None;
+    }
+    let pid = std::fs::read_to_string(&files.rendezvous)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|v| v.get("pid").and_then(serde_json::Value::as_u64))
+        .and_then(|p| u32::try_from(p).ok());
+    match pid {
+        // kill(pid, 0): ESRCH is a process that is gone; a zombie nobody
+        // reaped yet is gone too.
+        Some(p) => {
+            let exists = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p as i32), None).map_or_else(|e| e != nix::errno::Errno::ESRCH, |()| true);
+            let zombie = std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')));
+            (!exists || zombie).then_some(Some(p))
+        }
+        None if files.rendezvous.exists() => None,
+        None => Some(None),
+    }
+}
+
+/// Remove a dead boot's socket and rendezvous (its log stays, for the
+/// post-mortem), saying so in one line.
+fn remove_dead_boot(files: &super::BootFiles, pid: Option<u32>) {
+    let _ = std::fs::remove_file(&files.socket);
+    let _ = std::fs::remove_file(&files.rendezvous);
+    let who = pid.map_or_else(String::new, |p| format!(" (pid {p})"));
+    crate::output::emit(true, format!("dpm: removed the files of a boot server that is gone{who}: {}\n", files.socket.display()).as_bytes());
 }
 
 /// `dpm run` through the boot: plan here, run there, relay until the exit status.
@@ -40,7 +79,7 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
     let (launcher_env, cwd, mut planned) = crate::local::plan_here(&opts)?;
     config.choose_pmi(&mut planned.apps)?;
     let spawn_env = crate::local::segment_env(&opts, &opts.segments[0], &launcher_env);
-    let submit = config.submit(planned, spawn_env, cwd.display().to_string(), crate::machine::this_host());
+    let submit = config.submit(planned, spawn_env, cwd.display().to_string(), opts.localhost.clone().unwrap_or_else(crate::machine::this_host));
     let (mut rd, mut wr) = to_tokio(stream)?;
     write_frame(&mut wr, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) })
         .await

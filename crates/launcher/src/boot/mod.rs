@@ -54,9 +54,13 @@ pub(crate) fn boot_files() -> Result<BootFiles, DirError> {
 
 /// Whether `dpm run` with these options goes through a boot (if one is up):
 /// not when it names nodes or a launcher of its own, or asks for PMI traces
-/// (the boot's daemons were started without them).
+/// (the boot's daemons were started without them), or for output files
+/// (`-outfile-pattern`/`-errfile-pattern`: written by the `dpm run` itself,
+/// in its own directory).
 pub fn wants_boot(opts: &RunOptions) -> bool {
     opts.hosts.is_empty()
+        && opts.outfile_pattern.is_none()
+        && opts.errfile_pattern.is_none()
         && opts.hostfile.is_none()
         && opts.virtual_nodes.is_none()
         && opts.launcher.is_none()

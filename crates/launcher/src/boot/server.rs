@@ -35,6 +35,8 @@ struct Server {
     shared: SharedRef,
     links: Vec<DaemonLink>,
     nodes: Vec<nodes::Node>,
+    /// The nodes' slots were given (see [`hosts::NodeChoice`]).
+    slots_known: bool,
     fanout: usize,
     /// `dpm boot --warm-spawn[=N]`: the default of its runs.
     warm_spawn: Option<usize>,
@@ -52,8 +54,8 @@ struct Server {
 
 /// Serve until `dpm down`, a signal or a lost node; 0 after a clean stop.
 pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles, ready_on_stdout: bool) -> Result<i32, Error> {
-    let host = crate::machine::this_host();
-    let (node_list, bootstrap) = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
+    let host = opts.localhost.clone().unwrap_or_else(crate::machine::this_host);
+    let hosts::NodeChoice { nodes: node_list, bootstrap, slots_known } = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, false, config.verbose).await?;
     let (links, up, waiter) = daemons.split();
@@ -94,6 +96,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         shared,
         links: links.clone(),
         nodes: node_list,
+        slots_known,
         fanout,
         warm_spawn: config.warm_spawn,
         pmi: config.pmi,
@@ -372,7 +375,7 @@ fn make_room(server: &Server, procs: usize) {
 /// the connection back, unless the client went away.
 async fn write_to_client(mut drain: output::Drain, mut wr: tokio::net::unix::OwnedWriteHalf) -> Option<tokio::net::unix::OwnedWriteHalf> {
     let mut open = true;
-    while let Some(output::Chunk { is_err, data, written }) = drain.next().await {
+    while let Some(output::Chunk { is_err, data, written, .. }) = drain.next().await {
         if open && !data.is_empty() {
             let msg = if is_err { ToClient::Stderr(data) } else { ToClient::Stdout(data) };
             // The client is gone: its reader ends the run; the rest is dropped.
@@ -401,7 +404,7 @@ type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> La
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
     let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
     let total = slots.iter().map(|&s| i64::from(s)).sum();
-    let universe_size = config::universe_size(config.universe_size, total, submit.procs.len() as u32, config.no_oversubscribe);
+    let universe_size = config::universe_size(config.universe_size, total, server.slots_known, submit.procs.len() as u32, config.no_oversubscribe);
     let spawn = config::spawn_context(submit.spawn_env.clone(), PathBuf::from(&submit.cwd), submit.host.clone(), &server.nodes);
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
     let (ppn, map_by_node, pmi_mode, kvs, binding) = (config.ppn, config.map_by_node, config.pmi_mode, config.kvs, Box::new(config.binding.clone()));

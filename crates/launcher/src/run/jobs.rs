@@ -5,7 +5,7 @@
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{ExitStatus, NameRequest, PmiProgress, RequestId, ToDaemon};
 
-use super::{describe_rank, signal_name, RankEnd, Run, RunEffects};
+use super::{describe_rank, signal_name, FailurePolicy, RankEnd, Run, RunEffects};
 use crate::node_table::NodeState;
 
 impl Run {
@@ -85,7 +85,10 @@ impl Run {
         };
         j.end_rank(rank.0 as usize, end.clone());
         if let RankEnd::Failed { why, code } = end {
-            if self.policy.ends_run(j.spawned) {
+            if self.policy == FailurePolicy::KeepOthers {
+                tracing::warn!("{why}; the other ranks run on (-disable-auto-cleanup)");
+                self.verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
+            } else if self.policy.ends_run(j.spawned) {
                 self.verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
                 // Jobs of one run are connected (spawn, connect/accept): a failure
                 // in any of them would leave the others waiting, so all end.

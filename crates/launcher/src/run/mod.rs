@@ -348,6 +348,14 @@ impl Run {
         }
     }
 
+    /// `node`'s index among `job`'s nodes, numbered from 0 in rank order (as
+    /// in the job's `PMI_process_mapping`; Hydra's proxy id, `%p`).
+    pub fn job_node_index(&self, job: JobId, node: NodeId) -> Option<usize> {
+        let node_of: Vec<usize> = self.jobs.get(&job)?.slots.node_of().iter().map(|n| n.0).collect();
+        let at = node_of.iter().position(|&n| n == node.0)?;
+        crate::plan::job_node_numbers(&node_of).get(at).map(|&i| i as usize)
+    }
+
     /// `--report-placement`: where the ranks of `job` run.
     fn report_placement(&self, fx: &mut dyn RunEffects, job: JobId) {
         let Some(j) = self.jobs.get(&job).filter(|_| self.settings.report_placement) else { return };

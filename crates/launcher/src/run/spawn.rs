@@ -11,7 +11,7 @@ use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
 use dpm_proto::{LaunchJob, PmiMode, RequestId, SpawnCommand, ToDaemon};
 
 use super::warm::Miss;
-use super::{Run, RunEffects};
+use super::{FailurePolicy, Run, RunEffects};
 use crate::node_table::Reservation;
 use crate::plan::PlannedJob;
 use crate::spawn::plan_spawn;
@@ -134,7 +134,7 @@ impl Run {
     /// 60 answered this early; a one-process parent never failed (0 of 120).
     fn answers_before_start(&self, parent: JobId) -> bool {
         let single = self.jobs.get(&parent).is_some_and(|j| j.ranks.len() == 1);
-        single && self.policy.ends_run(true) && self.settings.pmi_mode != PmiMode::Pmix
+        single && self.policy == FailurePolicy::EndRun && self.settings.pmi_mode != PmiMode::Pmix
     }
 
     /// The job a spawn by `parent` launches: a new job id and kvsname, the

@@ -26,13 +26,19 @@ pub enum FailurePolicy {
     /// (an elastic application whose workers come and go). A failure in the
     /// first job, a lost node, a signal or the timeout still end the run.
     SurviveSpawnedJobs,
+    /// Hydra's `-disable-auto-cleanup`: a failed rank (an exit or a signal),
+    /// in any job, ends nothing: the others run on to their own ends, and
+    /// the first failure still decides the exit status. An `MPI_Abort`, a
+    /// lost node, a signal or the timeout still end the run (as under Hydra).
+    KeepOthers,
 }
 
 impl FailurePolicy {
-    /// Whether a failure in `job` (spawned or not) ends the run.
+    /// Whether a failure in `job` (spawned or not) ends the run (an abort
+    /// always does, except in a spawned job under `SurviveSpawnedJobs`).
     pub fn ends_run(self, spawned: bool) -> bool {
         match self {
-            FailurePolicy::EndRun => true,
+            FailurePolicy::EndRun | FailurePolicy::KeepOthers => true,
             FailurePolicy::SurviveSpawnedJobs => !spawned,
         }
     }
