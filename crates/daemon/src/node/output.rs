@@ -72,6 +72,9 @@ struct Held {
     waits: u32,
     /// Timers in a row at which its process was runnable ([`BUSY_HOLD`]).
     busy_waits: u32,
+    /// Its pipes were just resumed (the window had room again): the rest of
+    /// the line is there to read, and gets a quiet time of its own.
+    resumed: bool,
 }
 
 /// A process whose output the node reads.
@@ -146,7 +149,9 @@ impl OutputFlow {
             *held = Held::default();
             return;
         }
-        let rearm = if std::mem::take(&mut held.fresh) && held.waits < MAX_WAITS {
+        let rearm = if std::mem::take(&mut held.resumed) {
+            true
+        } else if std::mem::take(&mut held.fresh) && held.waits < MAX_WAITS {
             held.waits += 1;
             true
         } else if paused {
@@ -201,6 +206,11 @@ impl OutputFlow {
             for (rank, r) in j.readers.iter_mut().filter(|(_, r)| r.paused) {
                 r.paused = false;
                 fx.pause_output(job, *rank, false);
+                // A timer due now must not send a held piece before its
+                // rest, waiting in the pipe, is read.
+                for ((_, _), held) in j.held.iter_mut().filter(|((r, _), h)| r == rank && !h.bytes.is_empty()) {
+                    held.resumed = true;
+                }
             }
         }
     }

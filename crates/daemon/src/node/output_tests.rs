@@ -160,6 +160,9 @@ fn a_partial_line_waits_while_the_window_holds_its_pipes() {
         assert!(sent(&mut fx).is_empty(), "a piece of a line went up while its pipe was held");
     }
     r.on_message(&mut fx, ToDaemon::OutputAck { job: J, bytes: OUTPUT_WINDOW });
+    // A timer due right after the resume: the rest is in the pipe, unread.
+    r.on_timer(&mut fx, timer);
+    assert!(sent(&mut fx).is_empty(), "a piece went up before its pipe was read again");
     r.on_output(&mut fx, J, Rank(1), OUT, b"ne 7 end\n".to_vec());
     assert_eq!(sent(&mut fx), vec![(1, b"rank 1 line 7 end\n".to_vec())]);
 }
