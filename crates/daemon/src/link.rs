@@ -20,7 +20,7 @@ use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::ToLauncher;
 
 use crate::tree::{TreeAction, TreeNode};
-use crate::{links, node, DaemonConfig};
+use crate::{links, liveness, node, DaemonConfig};
 
 /// The daemon's side of its link to the launcher (or parent daemon).
 pub struct Uplink {
@@ -30,6 +30,9 @@ pub struct Uplink {
     pub secret: dpm_proto::auth::Secret,
     /// Who is at the other end, for messages: "the parent on stdin", an address.
     pub peer: String,
+    /// The parent's pid when it runs on this host (it forked this daemon):
+    /// its state speaks for it when the link falls silent (`liveness`).
+    pub parent_pid: Option<u32>,
 }
 
 /// The parent could not be greeted or authenticated.
@@ -94,7 +97,7 @@ where
     R: tokio::io::AsyncRead + Unpin + 'static,
     W: tokio::io::AsyncWrite + Unpin + 'static,
 {
-    let Uplink { node, secret, peer } = uplink;
+    let Uplink { node, secret, peer, parent_pid } = uplink;
     let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Daemon, node, host: config.host.clone() };
     if let Err(source) = handshake(&mut reader, &mut writer, ours, Role::Launcher, &secret).await {
         return Err(LinkError { peer, source });
@@ -122,33 +125,49 @@ where
         let tree_up = tree_up_tx.clone();
         let host = config.host.clone();
         let secret = secret.clone();
-        let silence = heartbeat_timeout();
         crate::spawn_local_here(async move {
             let mut meter = links::SilenceMeter::new();
+            let origin = tokio::time::Instant::now();
+            let mut detector = liveness::Detector::new(heartbeat_timeout(), origin.elapsed());
+            let parent = || parent_pid.map_or(liveness::Peer::Remote, liveness::probe);
             // While the parent is stopped (Ctrl-Z), only a closed link is loss.
             let mut suspended = false;
             loop {
-                let frame = if suspended { Ok(reader.recv().await) } else { tokio::time::timeout(silence, reader.recv()).await };
+                let frame = match links::next_frame(reader.recv(), &mut detector, origin, || !suspended, parent).await {
+                    links::Heard::Frame(frame) => frame,
+                    links::Heard::Lost(loss) => {
+                        tracing::error!("the parent is taken for lost: {loss}");
+                        // Its last word up, read if the parent runs again.
+                        let error = format!("took its parent for lost: {loss}");
+                        let _ = tree_up.send(Up::ParentLost { node, error });
+                        let _ = down_tx.send(Down::Shutdown);
+                        return;
+                    }
+                };
                 meter.heard(|| "the parent".to_string());
+                let now = origin.elapsed();
                 match frame {
-                    Ok(Ok(Down::Heartbeat)) => {}
-                    Ok(Ok(Down::Suspend)) => {
+                    Ok(Down::Heartbeat) => {}
+                    Ok(Down::Suspend) => {
                         tracing::debug!("the parent is stopping: its silence is no loss until it resumes");
                         suspended = true;
                     }
                     // A fresh clock: the wait for the next frame starts now.
-                    Ok(Ok(Down::Resume)) => suspended = false,
-                    Ok(Ok(Down::Tree(spec))) => {
+                    Ok(Down::Resume) => {
+                        suspended = false;
+                        detector.restart(now);
+                    }
+                    Ok(Down::Tree(spec)) => {
                         if let Err(error) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {
                             tracing::error!("cannot start the daemons below node {node}: {error}");
                             let _ = tree_up.send(Up::Lost { node, error });
                         }
                     }
-                    Ok(Ok(Down::Shutdown)) => {
+                    Ok(Down::Shutdown) => {
                         let _ = down_tx.send(Down::Shutdown);
                         return;
                     }
-                    Ok(Ok(Down::To { node: to, msg })) => {
+                    Ok(Down::To { node: to, msg }) => {
                         let mut tree = tree.borrow_mut();
                         let actions = tree.node.from_parent(to, msg);
                         let mut parent = Vec::new();
@@ -158,15 +177,10 @@ where
                             return;
                         }
                     }
-                    Ok(Err(e)) => {
+                    Err(e) => {
                         if !matches!(e, FrameError::Closed) {
                             tracing::error!("link to the parent failed: {e}");
                         }
-                        let _ = down_tx.send(Down::Shutdown);
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::error!("the parent has been silent for {:.1} s: taking it as lost", silence.as_secs_f64());
                         let _ = down_tx.send(Down::Shutdown);
                         return;
                     }

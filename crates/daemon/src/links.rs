@@ -26,6 +26,8 @@ use dpm_proto::frame::{handshake, heartbeat_timeout, write_frame, FrameError, He
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::tree::Bootstrap;
 
+use crate::liveness;
+
 /// How long a daemon may take to answer the handshake (ssh connection included).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -142,15 +144,18 @@ impl ChildDaemon {
     /// that comes up is delivered to `up`. A broken link kills what is left
     /// of the child (an ssh to a host that is gone).
     pub fn bridge(self, up: mpsc::UnboundedSender<Up>) -> (mpsc::UnboundedSender<Down>, Child) {
-        let ChildDaemon { node, process, stdin, stdout, .. } = self;
+        let ChildDaemon { node, process, stdin, stdout, secret_on_stdin, .. } = self;
         let pid = process.id();
+        // A forked daemon is this host's process: its state speaks for it
+        // (an ssh or srun process says nothing of the remote daemon).
+        let local = if secret_on_stdin { None } else { pid };
         let on_lost = move || {
             if let Some(pid) = pid {
                 // Our own child, not yet reaped: the pid is still its.
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
             }
         };
-        let (down, _reader) = bridge_link(node, stdout, stdin, on_lost, up);
+        let (down, _reader) = bridge_link(node, stdout, stdin, local, on_lost, up);
         (down, process)
     }
 }
@@ -160,11 +165,14 @@ impl ChildDaemon {
 /// when the link does (after reporting [`Up::Lost`] for `node` to `up` and
 /// calling `on_lost`). Every envelope that comes up (payloads from the
 /// subtree, its nodes' arrivals and losses below) is delivered to `up`.
-/// Heartbeats go down when the link is idle.
+/// Heartbeats go down when the link is idle. Silence is judged by a
+/// [`liveness::Detector`], with the daemon's process (`local`: its pid when
+/// it runs on this host) probed when the link falls silent.
 pub fn bridge_link<R, W>(
     node: usize,
     reader: R,
     writer: W,
+    local: Option<u32>,
     on_lost: impl FnOnce() + 'static,
     up: mpsc::UnboundedSender<Up>,
 ) -> (mpsc::UnboundedSender<Down>, JoinHandle<()>)
@@ -187,29 +195,32 @@ where
             }
         }
     });
-    let silence = heartbeat_timeout();
     let reader = crate::spawn_local_here(async move {
         let mut meter = SilenceMeter::new();
         let mut stops = STOPS.load(Ordering::SeqCst);
+        let origin = tokio::time::Instant::now();
+        let mut detector = liveness::Detector::new(heartbeat_timeout(), origin.elapsed());
+        let peer = || local.map_or(liveness::Peer::Remote, liveness::probe);
         loop {
-            let frame = tokio::time::timeout(silence, reader.recv()).await;
-            meter.heard(|| format!("node {node}"));
-            if frame.is_ok() {
+            // We were stopped (Ctrl-Z) meanwhile: a fresh clock.
+            let frame = next_frame(reader.recv(), &mut detector, origin, || silence_counts(&mut stops), peer).await;
+            if matches!(frame, Heard::Frame(_)) {
+                meter.heard(|| format!("node {node}"));
                 stops = STOPS.load(Ordering::SeqCst); // heard since any stop
             }
             let error = match frame {
-                Ok(Ok(Up::Heartbeat)) => continue,
-                // We were stopped (Ctrl-Z) meanwhile: a fresh clock.
-                Err(_) if !silence_counts(&mut stops) => continue,
-                Ok(Ok(envelope)) => {
+                Heard::Frame(Ok(Up::Heartbeat)) => continue,
+                Heard::Frame(Ok(envelope)) => {
                     if up.send(envelope).is_err() {
                         return;
                     }
                     continue;
                 }
-                Ok(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("no word from its daemon for {:.1} s (host down, unreachable or hung)", silence.as_secs_f64()),
+                Heard::Frame(Err(FrameError::Closed)) => "its daemon exited or the connection to it was lost".to_string(),
+                Heard::Frame(Err(e)) => e.to_string(),
+                Heard::Lost(liveness::Loss::Gone) => "its daemon exited".to_string(),
+                Heard::Lost(liveness::Loss::Stopped(d)) => format!("its daemon is stopped (SIGSTOP?) and sent no word for {:.1} s", d.as_secs_f64()),
+                Heard::Lost(liveness::Loss::Silent(d)) => format!("no word from its daemon for {:.1} s (host down, unreachable or hung)", d.as_secs_f64()),
             };
             // What is left of the link is of no use: end it now rather than at shutdown.
             on_lost();
@@ -218,6 +229,49 @@ where
         }
     });
     (down_tx, reader)
+}
+
+/// What waiting for a link's next frame came to.
+pub(crate) enum Heard<T> {
+    Frame(T),
+    Lost(liveness::Loss),
+}
+
+/// Wait for `recv` (the next frame) while `detector` judges the silence,
+/// probing the peer's process (`peer`) whenever a verdict is due; silence
+/// is not judged while `judging` says no (the clock starts afresh). The
+/// frame's future is never dropped half-read: a frame read is cancel-unsafe
+/// (its length, then its body), and an earlier timeout around each read
+/// would have lost the bytes read so far and read the rest as a length.
+pub(crate) async fn next_frame<T>(
+    recv: impl std::future::Future<Output = T>,
+    detector: &mut liveness::Detector,
+    origin: tokio::time::Instant,
+    mut judging: impl FnMut() -> bool,
+    peer: impl Fn() -> liveness::Peer,
+) -> Heard<T> {
+    tokio::pin!(recv);
+    let mut wait = detector.deadline().saturating_sub(origin.elapsed().saturating_sub(detector.last_heard()));
+    loop {
+        match tokio::time::timeout(wait, &mut recv).await {
+            Ok(frame) => {
+                detector.heard(origin.elapsed());
+                return Heard::Frame(frame);
+            }
+            Err(_) => {
+                let now = origin.elapsed();
+                if !judging() {
+                    detector.restart(now);
+                    wait = detector.deadline();
+                    continue;
+                }
+                match detector.judge(now, peer()) {
+                    liveness::Verdict::Wait(more) => wait = more,
+                    liveness::Verdict::Lost(loss) => return Heard::Lost(loss),
+                }
+            }
+        }
+    }
 }
 
 /// Whether this process is stopping (Ctrl-Z of `dpm run`): its links do not

@@ -12,6 +12,16 @@ impl Stat<'_> {
     pub fn ended(&self) -> bool {
         matches!(self.state, "Z" | "X" | "x")
     }
+
+    /// Running or waiting for a CPU (`R`): not waiting for anything else.
+    pub fn runnable(&self) -> bool {
+        self.state == "R"
+    }
+
+    /// Stopped by a signal (`T`) or under a tracer (`t`).
+    pub fn stopped(&self) -> bool {
+        matches!(self.state, "T" | "t")
+    }
 }
 
 /// `pid (comm) state ppid pgrp …`: `comm` may hold anything, spaces and `)`

@@ -61,12 +61,28 @@ pub fn listen_pmi_port(job: JobId, events: mpsc::UnboundedSender<Event>) -> std:
     let port = format!("127.0.0.1:{}", listener.local_addr()?.port());
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let handle = spawn_here(async move {
-        while let Ok((stream, peer)) = listener.accept().await {
+        // Another user may connect as often as they like: a line a second.
+        let origin = tokio::time::Instant::now();
+        let mut refusals = crate::refusals::RefusalLog::default();
+        loop {
+            let summary = refusals.due().map(|d| origin + d);
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = tokio::time::sleep_until(summary.unwrap_or(origin)), if summary.is_some() => {
+                    if let Some(line) = refusals.flush(origin.elapsed()) {
+                        tracing::warn!(%job, "PMI port connections: {line}");
+                    }
+                    continue;
+                }
+            };
+            let Ok((stream, peer)) = accepted else { break };
             // Another local user must not reach the job's PMI server (they
             // could spawn programs as its owner): the peer's uid, or nothing.
             let local = stream.local_addr().map_err(crate::peer::PeerError::from);
             if let Err(why) = local.and_then(|local| crate::peer::check_same_user(local, peer)) {
-                tracing::warn!(%job, %peer, "refused a PMI port connection: {why}");
+                if let Some(line) = refusals.refused(origin.elapsed(), format!("{peer}: {why}")) {
+                    tracing::warn!(%job, "refused a PMI port connection: {line}");
+                }
                 continue; // dropping the stream closes it
             }
             let _ = stream.set_nodelay(true);

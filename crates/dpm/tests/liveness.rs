@@ -77,9 +77,10 @@ fn a_hung_daemon_is_lost_within_the_configured_timeout_and_named() {
     let out = run.wait();
     assert_eq!(out.code(), 1, "{}", out.describe());
     let host = hostname();
-    // dpm's own measure of the silence: never less than the timeout.
+    // Its process is on this host: stopped, named as such, after dpm's own
+    // measure of the silence (never less than the 1 s timeout).
     let err = out.stderr_str();
-    let tag = format!("node 1 ({host}-v1) was lost: no word from its daemon for ");
+    let tag = format!("node 1 ({host}-v1) was lost: its daemon is stopped (SIGSTOP?) and sent no word for ");
     let silence: f64 =
         err.split_once(&tag).and_then(|(_, rest)| rest.split(' ').next()?.parse().ok()).unwrap_or_else(|| panic!("no {tag:?}\n{}", out.describe()));
     assert!(silence >= 1.0, "declared lost after {silence} s of silence, under the 1 s timeout\n{}", out.describe());
@@ -105,12 +106,14 @@ fn every_daemon_gets_the_timeout_and_a_killed_one_is_seen_at_once_whatever_it_is
     out.assert_stderr_contains(&format!("node 1 ({host}-v1) was lost: its daemon exited"));
 }
 
+/// A bad value is a usage error: exit 2, as for every other variable
+/// (issue 26: it exited 1), for a run on one node or several.
 #[test]
 fn an_invalid_heartbeat_timeout_is_refused_with_a_clear_error() {
     let _alone = alone();
-    for bad in ["abc", "0", "-1", "0.1"] {
-        let out = Dpm::run(["--virtual-nodes", "2", "-n", "2", "/bin/true"]).env("DPM_HEARTBEAT_TIMEOUT", bad).output();
-        assert_ne!(out.code(), 0, "DPM_HEARTBEAT_TIMEOUT={bad}: {}", out.describe());
+    for (bad, nodes) in [("abc", "2"), ("0", "2"), ("-1", "1"), ("0.1", "2")] {
+        let out = Dpm::run(["--virtual-nodes", nodes, "-n", "2", "/bin/true"]).env("DPM_HEARTBEAT_TIMEOUT", bad).output();
+        assert_eq!(out.code(), 2, "DPM_HEARTBEAT_TIMEOUT={bad}: {}", out.describe());
         out.assert_stderr_contains(&format!("DPM_HEARTBEAT_TIMEOUT: invalid heartbeat timeout \"{bad}\": expected seconds from 0.5 to 86400"));
     }
 }

@@ -135,6 +135,45 @@ fn lines_from_several_ranks_stay_whole() {
     }
 }
 
+/// Issue 26: behind a reader that stalls (the output window fills while a
+/// read has ended mid-line, so the ranks block in `write(2)` with the rest
+/// of the line unread), main sent the held piece up after the quiet time and
+/// another rank's line followed it. Every line whole, every line there.
+#[test]
+fn lines_stay_whole_behind_a_reader_that_stalls() {
+    let lines = program("lines");
+    let per_rank = 30_000;
+    let mut child = Command::new(dpm_bin())
+        .args(["run", "-n", "4", &lines, &per_rank.to_string()])
+        .env("DPM_NO_BOOT", "1")
+        .env_remove("DPM_BOOT")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run dpm");
+    let mut pipe = child.stdout.take().unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut since_stall = 0;
+    loop {
+        let n = pipe.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        since_stall += n;
+        // A stall longer than the quiet time every window or so.
+        if since_stall >= 192 * 1024 {
+            since_stall = 0;
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+    assert!(child.wait().unwrap().success());
+    let text = String::from_utf8_lossy(&got);
+    let broken: Vec<&str> = text.lines().filter(|l| !is_whole(l)).collect();
+    assert!(broken.is_empty(), "{} broken lines, e.g. {:?}", broken.len(), &broken[..broken.len().min(3)]);
+    assert_eq!(text.lines().count(), 4 * per_rank);
+}
+
 /// `rank R line I end`.
 fn is_whole(line: &str) -> bool {
     let words: Vec<&str> = line.split(' ').collect();

@@ -493,3 +493,50 @@ fn dpm_down_ends_the_kept_jobs_and_leaves_nothing() {
     assert!(boot.children().is_empty(), "{:?}", boot.children());
     assert!(shm_left(&kvsnames).is_empty(), "{:?}", shm_left(&kvsnames));
 }
+
+/// Issue 26: through `dpm boot --warm-spawn`, a program rebuilt between two
+/// runs (same path, another file) was claimed from the pool kept from the
+/// first run: the child ran the old code. Now the second run's child is the
+/// new program, and a third run of it claims the job the second kept.
+#[test]
+fn a_program_rebuilt_between_two_runs_of_a_boot_is_never_claimed_from_the_old_pool() {
+    let boot = KeepingBoot::up(600);
+    let dir = &boot.scene.dir;
+    let python = venv_python();
+    let parent = dir.join("parent.py");
+    fs::write(
+        &parent,
+        "import sys\nfrom mpi4py import MPI\ninter = MPI.COMM_SELF.Spawn(sys.argv[1], [], maxprocs=1)\n\
+         print('child version', inter.recv(source=0), flush=True)\ninter.Disconnect()\n",
+    )
+    .unwrap();
+    let child = dir.join("child.py");
+    fs::write(&child, "import os\nfrom mpi4py import MPI\np = MPI.Comm.Get_parent()\np.send(os.environ['CHILD_VERSION'], dest=0)\np.Disconnect()\n").unwrap();
+    // The program: rebuilt as a new file under the same name (as a compiler
+    // or `cp` over a renamed temporary leaves it).
+    let program = dir.join("child.sh");
+    let build = |version: u32| {
+        let tmp = dir.join("child.sh.new");
+        fs::write(&tmp, format!("#!/bin/sh\nCHILD_VERSION={version} exec {python} {}\n", child.display())).unwrap();
+        fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        fs::rename(&tmp, &program).unwrap();
+    };
+    let run = || {
+        let out = boot.dpm(&["run", "-v", "-n", "1", &python, &parent.display().to_string(), &program.display().to_string()]).output().expect("dpm run");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+        assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+        (stdout, stderr)
+    };
+    build(1);
+    let (first, err) = run();
+    assert_eq!(first, "child version 1\n", "{err}");
+    assert_eq!(lines_of(&err, "kept").len(), 1, "a pooled job of version 1 is kept: {err}");
+    build(2);
+    let (second, err) = run();
+    assert_eq!(second, "child version 2\n", "the rebuilt program's spawn ran the old one: {err}");
+    assert!(err.contains("dpm: warm spawn: 0 claimed, 1 missed"), "{err}");
+    let (third, err) = run();
+    assert_eq!(third, "child version 2\n", "{err}");
+    assert!(err.contains("dpm: warm spawn: 1 claimed, 0 missed"), "the new program's kept job is claimed: {err}");
+    boot.down();
+}

@@ -222,6 +222,40 @@ fn pmi2_malformed_frames_over_pmi_port() {
     assert_clients_ok(&run_client(2, &["--pmi-port"], PMI2_SESSION), 2);
 }
 
+/// Issue 26: a bad PMI-2 length header (here after `fullinit`, the
+/// connection speaking PMI-2) stopped the connection from answering: the
+/// client waited for ever. Now it gets one PMI-2 error reply naming the
+/// header, and then end of file.
+const PMI2_BAD_HEADER: &str = r#"
+rank = int(os.environ["PMI_RANK"])
+expect_ok(frame(b"cmd=fullinit;pmirank=%d;" % rank), "fullinit-response")
+sock.sendall([b"00x012cmd=job-getid;", b"  -5  cmd=job-getid;"][int(os.environ["BAD"])])
+r = reply()
+check_error(r, "a bad length header")
+if "length header" not in r:
+    fail("the error does not name the header: %r" % r)
+sock.settimeout(20)
+try:
+    rest = sock.recv(65536)
+except socket.timeout:
+    fail("the connection was not closed after the bad header")
+if rest:
+    fail("more after the error: %r" % rest[:200])
+say("wire ok rank %d" % rank)
+"#;
+
+#[test]
+fn pmi2_bad_length_header_gets_an_error_then_the_connection_closes() {
+    for args in [&["-genv", "BAD", "0"][..], &["-genv", "BAD", "1", "--pmi-port"]] {
+        let out = run_client(1, args, PMI2_BAD_HEADER);
+        out.assert_stdout_lacks("wire FAIL");
+        out.assert_stdout_contains("wire ok rank 0\n");
+        // A rank whose PMI connection ended before finalize: as under Hydra.
+        assert_eq!(out.code(), 1, "{}", out.describe());
+        out.assert_stderr_contains("without calling MPI_Finalize");
+    }
+}
+
 #[test]
 fn overlong_request_gets_one_error_and_the_server_stays_in_sync() {
     // More than the server's 999,999-byte message limit, as one PMI-1 line.

@@ -1,6 +1,6 @@
 //! A run's configuration, resolved once: [`RunConfig`] from the parsed
 //! options and the environment (`MPIEXEC_TIMEOUT`, `DPM_FANOUT`, `DPM_KVS`,
-//! `DPM_LAUNCHER`, `DPM_SSH`, `DPM_CONNECT_TIMEOUT`, `DPM_WARM_SPAWN`; flag before variable
+//! `DPM_LAUNCHER`, `DPM_SSH`, `DPM_CONNECT_TIMEOUT`, `DPM_WARM_SPAWN`, `DPM_HEARTBEAT_TIMEOUT` checked; flag before variable
 //! before default), validated at this boundary so that nothing later can
 //! overflow or panic on a value. Cold runs and booted submissions both use
 //! it, and the controller's [`Settings`] are built from it in one place
@@ -134,6 +134,11 @@ impl RunConfig {
         opts.binding.check().map_err(|e| UsageError(e.to_string()))?;
         // -disable-auto-cleanup: no failure ends another rank, in any job.
         let failure_policy = if opts.disable_auto_cleanup { FailurePolicy::KeepOthers } else { failure_policy };
+        // Read by the links (`dpm_proto::frame::heartbeat_timeout`), checked
+        // here so that a bad value is a usage error (exit 2) like the others.
+        if let Some(v) = env(dpm_proto::frame::HEARTBEAT_TIMEOUT_ENV).filter(|v| !v.trim().is_empty()) {
+            dpm_proto::frame::parse_heartbeat_timeout(&v).map_err(|e| UsageError(format!("{}: {e}", dpm_proto::frame::HEARTBEAT_TIMEOUT_ENV)))?;
+        }
         if !(opts.kill_grace.is_finite() && (0.0..=MAX_SECS as f64).contains(&opts.kill_grace)) {
             return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
         }
@@ -350,6 +355,8 @@ mod tests {
         assert!(resolve("./p", &[("DPM_CONNECT_TIMEOUT", "1e30")]).is_err());
         assert!(resolve("./p", &[("DPM_LAUNCHER", "rsh")]).unwrap_err().0.contains("unknown launcher 'rsh'"));
         assert!(resolve("./p", &[("DPM_KVS", "ring")]).unwrap_err().0.starts_with("DPM_KVS: "));
+        assert!(resolve("./p", &[("DPM_HEARTBEAT_TIMEOUT", "0.1")]).unwrap_err().0.starts_with("DPM_HEARTBEAT_TIMEOUT: invalid heartbeat timeout"));
+        assert!(resolve("./p", &[("DPM_HEARTBEAT_TIMEOUT", "2.5")]).is_ok());
         for bad in ["--kill-grace 1e300", "--kill-grace inf", "--kill-grace nan", "--kill-grace -1", "--timeout 18446744073709551615"] {
             let args: Vec<String> = format!("{bad} ./p").split_whitespace().map(String::from).collect();
             assert!(cli::parse_run(&args).is_err(), "{bad} parsed");

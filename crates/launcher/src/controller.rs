@@ -56,6 +56,9 @@ impl DaemonLink {
 /// What a run receives from outside: the signals and stdin of `dpm run`.
 pub enum Input {
     Signal(i32),
+    /// The boot this run belongs to ends (a node of its tree was lost): end
+    /// the run, saying why, without a signal of its own to report.
+    End(String),
     /// Empty: end of input.
     Stdin(Vec<u8>),
 }
@@ -99,7 +102,7 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
     while let Some(envelope) = up.recv().await {
         let job = match &envelope {
             Up::From { msg, .. } => msg.job(),
-            Up::Lost { node, error } => {
+            Up::Lost { node, error } | Up::ParentLost { node, error } => {
                 if let Some(tx) = &on_lost {
                     let _ = tx.send((*node, error.clone()));
                 }
@@ -332,6 +335,7 @@ impl Controller {
                 self.with_run(|run, fx| run.on_message(fx, NodeId(node), msg))
             }
             Up::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, NodeId(node), error)),
+            Up::ParentLost { node, error } => self.with_run(|run, fx| run.on_parent_lost(fx, NodeId(node), error)),
             Up::Ready { .. } | Up::Heartbeat => {}
         }
     }
@@ -363,6 +367,7 @@ impl Controller {
                         Input::Signal(libc::SIGTSTP) => self.suspend().await,
                         Input::Signal(libc::SIGCONT) => self.resume(),
                         Input::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
+                        Input::End(why) => self.with_run(|run, fx| run.on_end(fx, why)),
                         Input::Stdin(data) => self.with_run(|run, fx| run.on_stdin(fx, data)),
                     }
                 },

@@ -71,7 +71,10 @@ pub fn daemon_command(args: DaemonArgs) -> Result<i32, Error> {
 async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
     let (mut stdin, stdout) = dpm_daemon::stdio::link();
     let secret = if secret_stdin { read_secret_frame(&mut stdin).await? } else { from_env?.ok_or(DaemonError::NoSecret)? };
-    let uplink = Uplink { node, secret, peer: "the parent on stdin".into() };
+    // Forked (the secret in the environment): the parent is this host's
+    // process that started it. Through ssh or srun, the parent is elsewhere.
+    let parent_pid = (!secret_stdin).then(|| nix::unistd::getppid().as_raw() as u32);
+    let uplink = Uplink { node, secret, peer: "the parent on stdin".into(), parent_pid };
     Ok(serve_link(config, uplink, stdin, stdout).await?)
 }
 
@@ -94,7 +97,7 @@ async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Resu
         let (r, w) = stream.into_split();
         let heard = Rc::new(Cell::new(false));
         let r = Heard { inner: r, heard: heard.clone() };
-        let uplink = Uplink { node, secret: secret.clone(), peer: format!("the launcher at {addr}") };
+        let uplink = Uplink { node, secret: secret.clone(), peer: format!("the launcher at {addr}"), parent_pid: None };
         let error = match serve_link(config.clone(), uplink, r, w).await {
             Ok(()) => return Ok(()),
             Err(e) => e,

@@ -198,7 +198,7 @@ async fn accept(
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
                     Console::Local.say(&format!("dpm: node {node} ({}) connected from {from} (host {})", nodes[node].host, hello.host));
                     let (r, w) = stream.into_split();
-                    let (down, reader) = links::bridge_link(node, r, w, || {}, up.clone());
+                    let (down, reader) = links::bridge_link(node, r, w, None, || {}, up.clone());
                     links[node] = Some(Connected { node, down, reader });
                 }
                 Ok((_, Ok((node, stream, _)))) => {

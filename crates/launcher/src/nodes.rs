@@ -233,7 +233,7 @@ async fn start_tree(
     while ready.iter().any(|r| !r) {
         match tokio::time::timeout_at(deadline, up_rx.recv()).await {
             Ok(Some(Up::Ready { node, .. })) if node < n => ready[node] = true,
-            Ok(Some(Up::Lost { node, error })) => {
+            Ok(Some(Up::Lost { node, error } | Up::ParentLost { node, error })) => {
                 let host = nodes.get(node).map_or("?", |h| h.host.as_str());
                 return Err(Error::failed(format!("node {node} ({host}): {error}")));
             }

@@ -48,6 +48,20 @@ pub trait Files {
     fn access(&self, path: &Path) -> Access;
     /// A text file's contents.
     fn read_to_string(&self, path: &Path) -> std::io::Result<String>;
+    /// Which file `path` is now (`None` if there is none).
+    fn identity(&self, path: &Path) -> Option<ProgramId>;
+}
+
+/// What a file is, as far as starting it goes: a program rebuilt or
+/// replaced under the same path is another one. Device and inode name the
+/// file; size and modification time change when it is rewritten in place.
+/// Part of a warm spawn's shape (`run::warm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProgramId {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
 }
 
 /// What [`Files::access`] finds at a path.
@@ -86,6 +100,12 @@ impl Files for HostFiles {
     fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
         std::fs::read_to_string(path)
     }
+
+    fn identity(&self, path: &Path) -> Option<ProgramId> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(ProgramId { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()) })
+    }
 }
 
 /// A file system of a few named directories, executables and text files,
@@ -95,6 +115,8 @@ pub struct FileTable {
     pub dirs: BTreeSet<PathBuf>,
     pub executables: BTreeSet<PathBuf>,
     pub texts: BTreeMap<PathBuf, String>,
+    /// Each file's identity where a test sets one (else all alike).
+    pub identities: BTreeMap<PathBuf, ProgramId>,
 }
 
 impl FileTable {
@@ -136,6 +158,12 @@ impl Files for FileTable {
 
     fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
         self.texts.get(&normal(path)).cloned().ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))
+    }
+
+    fn identity(&self, path: &Path) -> Option<ProgramId> {
+        let path = normal(path);
+        let there = self.executables.contains(&path) || self.texts.contains_key(&path);
+        self.identities.get(&path).copied().or(there.then_some(ProgramId { dev: 1, ino: 1, size: 1, mtime_ns: 1 }))
     }
 }
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use dpm_pmi::sanitize::quote;
 use dpm_proto::{AppSpec, SpawnCommand};
 
-use crate::plan::{resolve_program, resolve_wdir, Files, PlanError, PlannedJob};
+use crate::plan::{resolve_program, resolve_wdir, Files, PlanError, PlannedJob, ProgramId};
 
 /// What every spawned job inherits from the `dpm run` that hosts it.
 #[derive(Clone, Debug)]
@@ -126,6 +126,37 @@ fn info<'a>(cmd: &'a SpawnCommand, keys: &[&str]) -> Option<&'a str> {
     cmd.info.iter().find(|(k, _)| keys.contains(&k.as_str())).map(|(_, v)| v.as_str())
 }
 
+/// The program a spawn command runs, as `execvp` after `chdir(wdir)` finds
+/// it: through the `path` info key (directories, like `PATH`), else the
+/// environment's `PATH`.
+fn resolve_exe(cmd: &SpawnCommand, wdir: &Path, env: &[(String, String)], files: &dyn Files) -> Result<PathBuf, PlanError> {
+    match info(cmd, &["path"]) {
+        Some(path) if !cmd.exe.contains('/') => resolve_program(&cmd.exe, wdir, Some(path), files),
+        Some(path) => resolve_program(&Path::new(path).join(&cmd.exe).display().to_string(), wdir, None, files),
+        None => {
+            let path = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
+            resolve_program(&cmd.exe, wdir, path, files)
+        }
+    }
+}
+
+/// The identity of the program each spawn command would run now, in
+/// `files` (`None` for one that cannot be found: its spawn fails in the
+/// plan): part of a warm spawn's shape (`run::warm`).
+pub fn program_ids(ctx: &SpawnContext, files: &dyn Files, commands: &[SpawnCommand]) -> Vec<Option<ProgramId>> {
+    commands
+        .iter()
+        .map(|cmd| {
+            let wdir = resolve_wdir(info(cmd, &["wdir"]), &ctx.cwd, files).ok()?;
+            let mut env = ctx.base_env.clone();
+            if let Some(list) = info(cmd, &["env"]) {
+                env.extend(list.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())));
+            }
+            files.identity(&resolve_exe(cmd, &wdir, &env, files).ok()?)
+        })
+        .collect()
+}
+
 /// The nodes a host list names; `None` when it names this machine itself
 /// (which every node of a one-machine run is).
 fn nodes_named(list: &str, ctx: &SpawnContext) -> Result<Option<Vec<usize>>, PlanError> {
@@ -201,15 +232,7 @@ pub fn plan_spawn(ctx: &SpawnContext, files: &dyn Files, commands: &[SpawnComman
                 env.push((k.to_string(), v.to_string()));
             }
         }
-        let exe = match info(cmd, &["path"]) {
-            // `path` names where to look: a list of directories, like PATH.
-            Some(path) if !cmd.exe.contains('/') => resolve_program(&cmd.exe, &wdir, Some(path), files),
-            Some(path) => resolve_program(&Path::new(path).join(&cmd.exe).display().to_string(), &wdir, None, files),
-            None => {
-                let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str());
-                resolve_program(&cmd.exe, &wdir, path, files)
-            }
-        }?;
+        let exe = resolve_exe(cmd, &wdir, &env, files)?;
         if cmd.maxprocs == 0 {
             return Err(PlanError::Invalid(format!("spawn of '{}' with maxprocs 0", cmd.exe)));
         }

@@ -109,6 +109,11 @@ pub enum NameOp {
 pub enum Effect {
     /// Write these bytes to the connection.
     Send(ConnId, Vec<u8>),
+    /// Close the connection once what was sent on it is written: its input
+    /// cannot be read in step any more (a bad PMI-2 length header,
+    /// [`WireError::is_fatal`](crate::wire::WireError::is_fatal)). The
+    /// engine reads nothing more from it.
+    Close(ConnId),
     /// A `--pmi-trace` line: `C` for client→server, `S` for server→client.
     Trace { job: JobId, rank: Option<Rank>, dir: char, text: String },
     /// Every local rank of `job` entered fence `epoch`; here are the puts
@@ -267,6 +272,10 @@ impl Engine {
                     // read is most likely speaking PMI-1 lines.
                     let version = err.version().or(c.version).unwrap_or(Version::V1);
                     self.answer(conn, version, err.request(), err.to_string());
+                    if err.is_fatal() {
+                        self.effects.push(Effect::Close(conn));
+                        return;
+                    }
                 }
             }
         }

@@ -20,7 +20,14 @@
 //!   through its last `endcmd` (or up to a `cmd=` line, which ends any block);
 //! - `mcmd=` other than `mcmd=spawn`, or a junk line of any length: one error
 //!   when its newline is in (a junk line is bounded like any other line);
-//! - a PMI-2 message cannot exceed [`MAX_FRAME`] (its header's width).
+//! - a PMI-2 message cannot exceed [`MAX_FRAME`] (its header's width);
+//! - a bad PMI-2 length header (not six digits or spaces, once the
+//!   connection speaks PMI-2 or the bytes start like a header): PMI-2 has no
+//!   point to resynchronise at, so it is the connection's last answer
+//!   ([`WireError::is_fatal`]): one error, then the decoder takes no more
+//!   (the engine closes the connection). Before, such a header was read as
+//!   the start of a junk line and waited for a newline PMI-2 never sends:
+//!   the connection answered nothing more.
 
 use std::fmt;
 
@@ -88,6 +95,12 @@ impl WireError {
         }
     }
 
+    /// The stream cannot be read past this error (a PMI-2 length header
+    /// that frames nothing): answer it, then close the connection.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, WireError::BadLength(_))
+    }
+
     /// The request the error answers (its reply is named after it).
     pub fn request(&self) -> &'static str {
         match self {
@@ -121,6 +134,10 @@ pub struct Decoder {
     skip_line: bool,
     /// The `mcmd=spawn` block being read.
     block: Option<Block>,
+    /// A PMI-2 message was read: the stream speaks length headers.
+    v2: bool,
+    /// After a fatal error ([`WireError::is_fatal`]): nothing more is read.
+    dead: bool,
 }
 
 /// A PMI-1 spawn block in progress.
@@ -151,6 +168,9 @@ impl Decoder {
     }
 
     pub fn feed(&mut self, data: &[u8]) {
+        if self.dead {
+            return;
+        }
         // Amortised compaction: move the unread tail only once it is no
         // longer than what was consumed.
         if self.start > 0 && self.start * 2 >= self.buf.len() {
@@ -190,6 +210,9 @@ impl Decoder {
 
     /// The next complete frame, `Ok(None)` if more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Frame>, WireError> {
+        if self.dead {
+            return Ok(None);
+        }
         if self.skip_line {
             let Some(end) = self.find_newline() else {
                 self.consume(self.pending().len());
@@ -343,26 +366,26 @@ impl Decoder {
         let buf = self.pending();
         let head = &buf[..buf.len().min(6)];
         // A length header is six digits or spaces; anything else is a junk
-        // line (however short: `=cmd\n` is answered, not waited on).
+        // line (however short: `=cmd\n` is answered, not waited on) — unless
+        // the stream speaks PMI-2, or this starts like a header (a digit or
+        // a space, no newline within six bytes): then it is a bad header.
         let header_like = head.iter().all(|&b| b.is_ascii_digit() || b == b' ');
         if header_like && head.len() < 6 {
             return Ok(None);
         }
-        if !header_like {
+        let starts_like_header = (head[0].is_ascii_digit() || head[0] == b' ') && !head.contains(&b'\n');
+        if !header_like && !self.v2 && !starts_like_header {
             // A junk line: answered once, when its newline is in.
             let Some(end) = self.find_newline() else { return self.partial_line() };
             let junk = snippet(self.pending()[..end].trim_ascii_end());
             self.consume(end + 1);
             return Err(WireError::BadLine(junk));
         }
-        let len = std::str::from_utf8(head).ok().and_then(|h| h.trim().parse::<usize>().ok());
+        let len = header_like.then(|| std::str::from_utf8(head).ok().and_then(|h| h.trim().parse::<usize>().ok())).flatten();
         let Some(len) = len else {
-            // Not a length (`      `): resynchronise at the next newline, or
-            // drop what is here (PMI-2 has no other resynchronisation point).
-            let header = snippet(head);
-            let end = self.find_newline().map_or(self.pending().len(), |p| p + 1);
-            self.consume(end);
-            return Err(WireError::BadLength(header));
+            // Not a length (`  -5  `, `00x012`, `      `): PMI-2 has no point
+            // to resynchronise at, so nothing after it can be read in step.
+            return Err(self.die(WireError::BadLength(snippet(head))));
         };
         // (Six digits cannot announce more than MAX_FRAME.)
         if buf.len() < 6 + len {
@@ -370,7 +393,15 @@ impl Decoder {
         }
         let body = String::from_utf8_lossy(&buf[6..6 + len]).into_owned();
         self.consume(6 + len);
+        self.v2 = true;
         parse_v2_body(&body).map(Some)
+    }
+
+    /// A fatal error: drop everything, now and from now on.
+    fn die(&mut self, err: WireError) -> WireError {
+        debug_assert!(err.is_fatal());
+        *self = Decoder { dead: true, ..Decoder::default() };
+        err
     }
 }
 
@@ -555,6 +586,47 @@ mod tests {
                 while let Ok(Some(_)) | Err(_) = d.next_frame() {}
                 assert!(d.buffered() <= MAX_SPAWN_BLOCK.max(MAX_FRAME + 6) + chunk.len(), "{} bytes held", d.buffered());
             }
+        }
+    }
+
+    #[test]
+    fn a_bad_pmi2_length_header_is_fatal_and_the_decoder_takes_nothing_more() {
+        let frame = |body: &str| format!("{:6}{body}", body.len());
+        // A connection that spoke PMI-2: any header that is not six digits or
+        // spaces, however it goes on (no newline ever comes in PMI-2).
+        for bad in ["00x012cmd=job-getid;", "  -5  cmd=x;", "abcdefcmd=job-getid;", "      cmd=finalize;"] {
+            let mut d = Decoder::new();
+            d.feed(frame("cmd=job-getid;").as_bytes());
+            assert_eq!(d.next_frame().unwrap().unwrap().name, "job-getid");
+            d.feed(bad.as_bytes());
+            let err = d.next_frame().unwrap_err();
+            assert!(err.is_fatal() && matches!(err, WireError::BadLength(_)), "{bad:?}: {err}");
+            assert_eq!(d.buffered(), 0);
+            d.feed(frame("cmd=finalize;").as_bytes());
+            assert_eq!(d.next_frame(), Ok(None), "{bad:?}: read on after a fatal error");
+            assert_eq!(d.buffered(), 0, "{bad:?}: kept bytes after a fatal error");
+        }
+        // A fresh connection whose first bytes start like a header.
+        let mut d = Decoder::new();
+        d.feed(b"  1x");
+        assert!(d.next_frame().unwrap_err().is_fatal());
+        // A header split across reads is waited for, not judged.
+        let mut d = Decoder::new();
+        d.feed(b"  ");
+        assert_eq!(d.next_frame(), Ok(None));
+        d.feed(b"  14cmd=job-getid;");
+        assert_eq!(d.next_frame().unwrap().unwrap().name, "job-getid");
+    }
+
+    #[test]
+    fn a_junk_line_before_any_pmi2_message_stays_a_line() {
+        for junk in [&b"garbage\n"[..], b"12ab\n", b"1\n"] {
+            let mut d = Decoder::new();
+            d.feed(junk);
+            let err = d.next_frame().unwrap_err();
+            assert!(matches!(err, WireError::BadLine(_)) && !err.is_fatal(), "{err}");
+            d.feed(b"cmd=get_maxes\n");
+            assert_eq!(d.next_frame().unwrap().unwrap().name, "get_maxes");
         }
     }
 

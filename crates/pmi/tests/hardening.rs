@@ -219,15 +219,48 @@ fn keys_values_and_names_beyond_the_advertised_maxes_or_empty_are_refused() {
 
 #[test]
 fn a_pmi2_connection_gets_pmi2_errors() {
-    let mut e = engine(1);
-    feed(&mut e, 0, v2("cmd=fullinit;pmirank=0;").as_bytes());
+    // Junk on a connection that speaks PMI-2 cannot be read past (PMI-2 has
+    // no newline to resynchronise at): a PMI-2 error, then the close.
     for junk in ["garbage line\n", "x\n"] {
-        let r = replies(&feed(&mut e, 0, junk.as_bytes()), 0);
+        let mut e = engine(1);
+        feed(&mut e, 0, v2("cmd=fullinit;pmirank=0;").as_bytes());
+        let effects = feed(&mut e, 0, junk.as_bytes());
+        let r = replies(&effects, 0);
         assert_eq!(r.len(), 1, "{r:?}");
         let body = &r[0][6..];
         assert_eq!(r[0][..6].trim().parse::<usize>().ok(), Some(body.len()), "not PMI-2 framed: {:?}", r[0]);
         assert!(body.contains(";rc=1;"), "{body}");
+        assert!(matches!(effects.last(), Some(Effect::Close(ConnId(0)))), "{effects:?}");
     }
+}
+
+/// Issue 26: a bad PMI-2 length header was read as the start of a junk line
+/// and waited for a newline PMI-2 never sends: the connection answered
+/// nothing more (this request, and every later one). Now: one error in
+/// PMI-2 framing, then the connection is closed and nothing more is read.
+#[test]
+fn a_bad_pmi2_length_header_is_answered_with_an_error_and_the_connection_closed() {
+    for bad in ["00x012cmd=job-getid;", "  -5  cmd=job-getid;", "000abc", "      cmd=job-getid;"] {
+        let mut e = engine(1);
+        feed(&mut e, 0, v2("cmd=fullinit;pmirank=0;").as_bytes());
+        let effects = feed(&mut e, 0, bad.as_bytes());
+        let r = replies(&effects, 0);
+        assert_eq!(r.len(), 1, "{bad:?}: {effects:?}");
+        assert!(r[0][6..].starts_with("cmd=error;") || r[0][6..].contains(";rc=1;"), "{bad:?}: {r:?}");
+        assert!(r[0].contains("length header"), "{bad:?}: {r:?}");
+        assert!(matches!(effects.last(), Some(Effect::Close(ConnId(0)))), "{bad:?}: {effects:?}");
+        // Nothing after it is read: no more answers, no more effects.
+        assert!(feed(&mut e, 0, v2("cmd=job-getid;").as_bytes()).is_empty(), "{bad:?}");
+    }
+    // A header split across reads is waited for, and a good connection
+    // beside a closed one is served.
+    let mut e = engine(2);
+    feed(&mut e, 0, v2("cmd=fullinit;pmirank=0;").as_bytes());
+    feed(&mut e, 1, v2("cmd=fullinit;pmirank=1;").as_bytes());
+    feed(&mut e, 0, b"0x");
+    assert!(replies(&feed(&mut e, 1, b"    "), 1).is_empty());
+    let r = replies(&feed(&mut e, 1, b"14cmd=job-getid;"), 1);
+    assert!(r.len() == 1 && r[0].contains("cmd=job-getid-response;"), "{r:?}");
 }
 
 /// What Intel MPI's PMI-1 parser (`PMIU_parse_keyvals`) accepts: `key=value`

@@ -59,6 +59,11 @@ pub enum Up {
     /// silent too long), or its subtree could not be started; reported by
     /// the side that saw it.
     Lost { node: usize, error: String },
+    /// The daemon of `node` took its parent (the launcher, or the daemon
+    /// above it) for lost — silent, or its process stopped — and ends its
+    /// ranks: its last word up, read when the parent runs again (a
+    /// launcher stopped with SIGSTOP learns that it was the one silent).
+    ParentLost { node: usize, error: String },
     /// Sent on an idle link so that silence means a lost node.
     Heartbeat,
 }

@@ -179,6 +179,8 @@ struct Conn {
     outbox: Vec<u8>,
     /// Set while the connection task is writing out the outbox.
     flushing: bool,
+    /// Close once the outbox is out ([`NodeEffects::pmi_close`]).
+    closing: bool,
     flush: Rc<Notify>,
 }
 
@@ -233,7 +235,7 @@ impl Io {
     fn serve(&mut self, conn: ConnId, stream: Rc<UnixStream>) {
         let flush = Rc::new(Notify::new());
         serve_conn(self.me.clone(), conn, stream.clone(), flush.clone());
-        self.conns.insert(conn, Conn { stream, outbox: Vec::new(), flushing: false, flush });
+        self.conns.insert(conn, Conn { stream, outbox: Vec::new(), flushing: false, closing: false, flush });
     }
 
     /// Take over a started process's fds: its PMI socket, stdin, and the
@@ -288,6 +290,16 @@ impl NodeEffects for Io {
 
     fn pmi_drop(&mut self, conn: ConnId) {
         self.conns.remove(&conn);
+    }
+
+    fn pmi_close(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if c.outbox.is_empty() && !c.flushing {
+            shut(&c.stream);
+        } else {
+            // The connection task shuts it once the outbox is out.
+            c.closing = true;
+        }
     }
 
     fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: &OwnedFd) -> bool {
@@ -355,6 +367,11 @@ impl NodeEffects for Io {
 
     fn has_exited(&mut self, pid: i32) -> bool {
         process_has_exited(pid)
+    }
+
+    fn is_runnable(&mut self, pid: i32) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        crate::proc_stat::parse(&stat).is_some_and(|s| s.runnable())
     }
 
     fn track_shm(&mut self, job: JobId, kvsname: &str) {
@@ -484,6 +501,9 @@ async fn flush_outbox(me: &Weak<RefCell<Node>>, conn: ConnId, stream: &UnixStrea
             let mut node = node.borrow_mut();
             let Some(c) = node.io.conns.get_mut(&conn) else { return };
             c.flushing = !c.outbox.is_empty();
+            if !c.flushing && c.closing {
+                shut(stream);
+            }
             std::mem::take(&mut c.outbox)
         };
         if data.is_empty() {
@@ -501,6 +521,16 @@ async fn flush_outbox(me: &Weak<RefCell<Node>>, conn: ConnId, stream: &UnixStrea
             }
         }
     }
+}
+
+/// Shut a PMI connection both ways: the client reads end of file after
+/// what was written; the connection task reads it too and ends
+/// (`NodeReactor::on_pmi_closed`).
+fn shut(stream: &UnixStream) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: shutdown(2) on a socket fd this stream owns and keeps open;
+    // no memory is passed.
+    unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_RDWR) };
 }
 
 /// `pid` is a zombie or gone (`/proc/<pid>/stat`'s state).

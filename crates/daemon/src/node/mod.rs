@@ -40,7 +40,7 @@ mod tests;
 #[cfg(test)]
 mod topology_tests;
 
-pub use output::{HOLD_MAX, MAX_WAITS, QUIET};
+pub use output::{BUSY_HOLD, HOLD_MAX, MAX_WAITS, QUIET};
 pub use reactor::{job_spec, GroupAnswer, GroupDirectives, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, TOPOLOGY_WAIT};
 
 /// How long an exited process's PMI connection and pipes may stay open (held
@@ -155,6 +155,10 @@ pub trait NodeEffects {
     /// The reactor is done with a connection (its job was forgotten): drop
     /// what is kept for writing to it.
     fn pmi_drop(&mut self, conn: ConnId);
+    /// Close a connection once what was written to it has gone out (its
+    /// input cannot be read in step any more: `dpm_pmi::Effect::Close`);
+    /// its end comes back through [`NodeReactor::on_pmi_closed`].
+    fn pmi_close(&mut self, conn: ConnId);
     /// Serve (a duplicate of) an open fd — an adopted singleton's, handed
     /// over by the launcher in its own process — as PMI connection `conn`;
     /// false if it cannot be served.
@@ -191,6 +195,9 @@ pub trait NodeEffects {
     /// Process `pid` has ended, whether or not its end was read yet (a
     /// zombie, or gone).
     fn has_exited(&mut self, pid: i32) -> bool;
+    /// Process `pid` is running or waits for a CPU (`R`): a partial line it
+    /// wrote is not finished because it was preempted, not because it waits.
+    fn is_runnable(&mut self, pid: i32) -> bool;
     /// A job with ranks here: its shared memory is to be removed when it
     /// ends ([`NodeEffects::remove_shm`]), or by the cleaner if this process
     /// dies first (`crate::cleaner`).

@@ -8,6 +8,10 @@
 //!   partial line goes up after [`QUIET`] or when [`HOLD_MAX`] bytes are
 //!   held, and when its stream closes or its exit is reported. Bytes are
 //!   never changed, only where the chunks end (binary output is byte-exact).
+//!   A process is quiet only if it could have written: not while its job's
+//!   window holds its pipes unread (it is blocked in `write(2)`, maybe
+//!   mid-line), nor while it is runnable — preempted on a loaded machine —
+//!   (up to [`BUSY_HOLD`]).
 //! - **Credit window**: the bytes of a job sent up and not yet acknowledged
 //!   by the launcher ([`ToDaemon::OutputAck`](dpm_proto::ToDaemon), sent once
 //!   they are written to their destination) are counted; at
@@ -40,6 +44,18 @@ pub const QUIET: Duration = Duration::from_millis(50);
 /// bar) still goes up after `(1 + MAX_WAITS) × QUIET` at the latest.
 pub const MAX_WAITS: u32 = 4;
 
+/// A partial line whose process is runnable (preempted mid-line, not
+/// waiting for anything) is held up to this long in all before it goes up
+/// as it is; while the window holds its pipes unread, for as long as that
+/// lasts. Issue 26: 3–10 lines in 4 million from 4 ranks of
+/// `tests/programs/lines` were broken: a read ended mid-line, the window
+/// filled (the ranks block in `write(2)` mid-line, so nothing more came),
+/// and the quiet timer sent the piece up before the rest; or a rank was
+/// preempted longer than the quiet time at a load of ~40. A program that
+/// computes for seconds after a partial line (`printf("working... ")`) shows
+/// it after this long instead of [`QUIET`].
+pub const BUSY_HOLD: Duration = Duration::from_secs(2);
+
 /// At most this many bytes of a partial line are held per stream (one pipe
 /// read's worth); more go up at once.
 pub const HOLD_MAX: usize = 16 * 1024;
@@ -54,6 +70,11 @@ struct Held {
     /// (at most [`MAX_WAITS`] times in a row).
     fresh: bool,
     waits: u32,
+    /// Timers in a row at which its process was runnable ([`BUSY_HOLD`]).
+    busy_waits: u32,
+    /// Its pipes were just resumed (the window had room again): the rest of
+    /// the line is there to read, and gets a quiet time of its own.
+    resumed: bool,
 }
 
 /// A process whose output the node reads.
@@ -98,6 +119,9 @@ impl OutputFlow {
         let out = if live {
             let held = j.held.entry((rank, stream)).or_default();
             let out = hold_partial(held, data);
+            if !out.is_empty() {
+                held.busy_waits = 0; // a line ended: a new one starts afresh
+            }
             if !held.bytes.is_empty() {
                 if held.timer {
                     held.fresh = true;
@@ -114,15 +138,37 @@ impl OutputFlow {
     }
 
     /// A held line's timer fired: if nothing came for it since the timer
-    /// was set (a quiet time of [`QUIET`] to twice that), it goes up as it is.
-    pub fn on_quiet(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream) {
-        let Some(held) = self.jobs.get_mut(&job).and_then(|j| j.held.get_mut(&(rank, stream))) else { return };
-        if std::mem::take(&mut held.fresh) && !held.bytes.is_empty() && held.waits < MAX_WAITS {
+    /// was set (a quiet time of [`QUIET`] to twice that), it goes up as it
+    /// is — unless its process could not write (its pipes paused by the
+    /// window) or was preempted (`busy`: runnable), see [`BUSY_HOLD`].
+    pub fn on_quiet(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream, busy: bool) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        let paused = j.readers.get(&rank).is_some_and(|r| r.paused);
+        let Some(held) = j.held.get_mut(&(rank, stream)) else { return };
+        if held.bytes.is_empty() {
+            *held = Held::default();
+            return;
+        }
+        let rearm = if std::mem::take(&mut held.resumed) {
+            true
+        } else if std::mem::take(&mut held.fresh) && held.waits < MAX_WAITS {
             held.waits += 1;
+            true
+        } else if paused {
+            // The rest of the line is in a pipe the window keeps unread.
+            true
+        } else if busy && held.busy_waits < busy_limit() {
+            held.busy_waits += 1;
+            true
+        } else {
+            false
+        };
+        if rearm {
             return fx.set_timer(QUIET, Timer::OutputQuiet { job, rank, stream });
         }
         held.timer = false;
         held.waits = 0;
+        held.busy_waits = 0;
         let out = std::mem::take(&mut held.bytes);
         self.send(fx, job, rank, stream, out);
     }
@@ -160,6 +206,11 @@ impl OutputFlow {
             for (rank, r) in j.readers.iter_mut().filter(|(_, r)| r.paused) {
                 r.paused = false;
                 fx.pause_output(job, *rank, false);
+                // A timer due now must not send a held piece before its
+                // rest, waiting in the pipe, is read.
+                for ((_, _), held) in j.held.iter_mut().filter(|((r, _), h)| r == rank && !h.bytes.is_empty()) {
+                    held.resumed = true;
+                }
             }
         }
     }
@@ -183,6 +234,11 @@ impl OutputFlow {
             }
         }
     }
+}
+
+/// Timers in a row a runnable process's partial line waits ([`BUSY_HOLD`]).
+fn busy_limit() -> u32 {
+    (BUSY_HOLD.as_millis() / QUIET.as_millis()) as u32
 }
 
 /// Append `data` to what is held and return what may go up now: everything

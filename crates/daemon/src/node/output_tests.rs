@@ -142,3 +142,50 @@ fn a_reaped_process_is_drained_whatever_the_window() {
     r.on_message(&mut fx, ToDaemon::OutputAck { job: J, bytes: 1 });
     assert!(pauses(&fx).is_empty(), "a forgotten job has no readers");
 }
+
+/// Issue 26: a read ended mid-line, then the window filled: the rank
+/// blocked in `write(2)` with the rest of its line unread, and the quiet
+/// timer sent the piece up on its own — another rank's line could follow
+/// it. While the window holds the pipes, a held piece waits.
+#[test]
+fn a_partial_line_waits_while_the_window_holds_its_pipes() {
+    let (mut r, mut fx) = running(2);
+    let timer = Timer::OutputQuiet { job: J, rank: Rank(1), stream: OUT };
+    r.on_output(&mut fx, J, Rank(1), OUT, b"rank 1 li".to_vec());
+    r.on_output(&mut fx, J, Rank(0), OUT, vec![b'\n'; OUTPUT_WINDOW as usize]);
+    assert_eq!(pauses(&fx).len(), 2, "the window is full");
+    sent(&mut fx);
+    for _ in 0..3 * MAX_WAITS {
+        r.on_timer(&mut fx, timer);
+        assert!(sent(&mut fx).is_empty(), "a piece of a line went up while its pipe was held");
+    }
+    r.on_message(&mut fx, ToDaemon::OutputAck { job: J, bytes: OUTPUT_WINDOW });
+    // A timer due right after the resume: the rest is in the pipe, unread.
+    r.on_timer(&mut fx, timer);
+    assert!(sent(&mut fx).is_empty(), "a piece went up before its pipe was read again");
+    r.on_output(&mut fx, J, Rank(1), OUT, b"ne 7 end\n".to_vec());
+    assert_eq!(sent(&mut fx), vec![(1, b"rank 1 line 7 end\n".to_vec())]);
+}
+
+/// A rank preempted mid-line (runnable) is not quiet: its piece waits up to
+/// `BUSY_HOLD`, then goes up as it is; a sleeping one's goes after the quiet
+/// time (`a_quiet_partial_line_goes_up_after_the_quiet_time`).
+#[test]
+fn a_partial_line_of_a_preempted_rank_waits_up_to_the_busy_hold() {
+    let (mut r, mut fx) = running(1);
+    let timer = Timer::OutputQuiet { job: J, rank: Rank(0), stream: OUT };
+    fx.runnable.insert(super::recorder::FIRST_PID);
+    r.on_output(&mut fx, J, Rank(0), OUT, b"rank 0 li".to_vec());
+    let limit = (BUSY_HOLD.as_millis() / QUIET.as_millis()) as usize;
+    for _ in 0..limit {
+        r.on_timer(&mut fx, timer);
+        assert!(sent(&mut fx).is_empty(), "a preempted rank's piece went up before the busy hold");
+    }
+    r.on_timer(&mut fx, timer);
+    assert_eq!(sent(&mut fx), vec![(0, b"rank 0 li".to_vec())], "after the busy hold it goes up as it is");
+    // A line that ends in time goes up whole.
+    r.on_output(&mut fx, J, Rank(0), OUT, b"rank 0 li".to_vec());
+    r.on_timer(&mut fx, timer);
+    r.on_output(&mut fx, J, Rank(0), OUT, b"ne 1 end\n".to_vec());
+    assert_eq!(sent(&mut fx), vec![(0, b"rank 0 line 1 end\n".to_vec())]);
+}

@@ -276,7 +276,12 @@ impl NodeReactor {
                 p.grace_over = true;
                 self.report_exit_if_due(fx, job, rank);
             }
-            Timer::OutputQuiet { job, rank, stream } => self.output.on_quiet(fx, job, rank, stream),
+            Timer::OutputQuiet { job, rank, stream } => {
+                // Preempted mid-line (runnable) is not quiet: see `output`.
+                let pid = self.procs.get(&(job, rank)).map(|p| p.pid).filter(|&pid| pid > 0);
+                let busy = pid.is_some_and(|pid| fx.is_runnable(pid));
+                self.output.on_quiet(fx, job, rank, stream, busy)
+            }
             Timer::TopologyWait => self.topology_wait_over(fx),
             Timer::PmixTimeout(req) => self.pmix_timeout(fx, req),
         }
@@ -375,6 +380,7 @@ impl NodeReactor {
         for effect in self.engine.take_effects() {
             match effect {
                 Effect::Send(conn, bytes) => fx.pmi_write(conn, &bytes),
+                Effect::Close(conn) => fx.pmi_close(conn),
                 Effect::Trace { job, rank, dir, text } => {
                     let who = rank.map_or_else(|| "?".to_string(), |r| r.0.to_string());
                     let tag = if job.0 == 0 { String::new() } else { format!("{}:", job.0) };

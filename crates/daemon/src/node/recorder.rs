@@ -48,6 +48,7 @@ pub enum Recorded {
     Up(ToLauncher),
     PmiWrite(ConnId, Vec<u8>),
     PmiDrop(ConnId),
+    PmiClose(ConnId),
     PmiServeFd {
         job: JobId,
         conn: ConnId,
@@ -112,6 +113,8 @@ pub struct RecordingEffects {
     pub serve_pmix: bool,
     /// Processes that ended before the reactor heard of it ([`NodeEffects::has_exited`]).
     pub exited: std::collections::HashSet<i32>,
+    /// Processes running or waiting for a CPU ([`NodeEffects::is_runnable`]).
+    pub runnable: std::collections::HashSet<i32>,
     /// Results of the starts asked so far, not yet handed to the reactor.
     pub started: Vec<(JobId, Rank, Result<ProcStarted, StartError>)>,
     next_pid: i32,
@@ -175,6 +178,10 @@ impl NodeEffects for RecordingEffects {
 
     fn pmi_drop(&mut self, conn: ConnId) {
         self.log.push(Recorded::PmiDrop(conn));
+    }
+
+    fn pmi_close(&mut self, conn: ConnId) {
+        self.log.push(Recorded::PmiClose(conn));
     }
 
     fn pmi_serve_fd(&mut self, job: JobId, conn: ConnId, fd: &std::os::fd::OwnedFd) -> bool {
@@ -252,6 +259,10 @@ impl NodeEffects for RecordingEffects {
 
     fn has_exited(&mut self, pid: i32) -> bool {
         self.exited.contains(&pid)
+    }
+
+    fn is_runnable(&mut self, pid: i32) -> bool {
+        self.runnable.contains(&pid)
     }
 
     fn track_shm(&mut self, job: JobId, kvsname: &str) {

@@ -93,6 +93,8 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
                 // on, which continues them.
                 Input::Signal(sig) => (ToServer::Signal(sig), sig == libc::SIGTSTP),
                 Input::Stdin(data) => (ToServer::Stdin(data), false),
+                // Only the boot server ends its runs this way.
+                Input::End(_) => continue,
             };
             if write_frame(&mut wr, &msg).await.is_err() {
                 return;

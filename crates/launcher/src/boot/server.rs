@@ -109,16 +109,35 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     });
     let mut inputs = controller::local_inputs(false, false);
     let me = nix::unistd::getuid().as_raw();
+    // Why the boot ends, when it is not `dpm down` or a signal.
+    let mut lost = None;
+    // Another user may connect as often as they like: a line a second.
+    let origin = tokio::time::Instant::now();
+    let mut refusals = dpm_daemon::refusals::RefusalLog::default();
     loop {
+        let summary = refusals.due().map(|d| origin + d);
         tokio::select! {
             conn = listener.accept() => match conn {
-                Ok((stream, _)) => match stream.peer_cred() {
-                    Ok(cred) if cred.uid() == me => { tokio::task::spawn_local(serve_client(server.clone(), stream)); }
-                    Ok(cred) => tracing::warn!(uid = cred.uid(), pid = ?cred.pid(), "refused a control connection from another user"),
-                    Err(e) => tracing::warn!("refused a control connection: no peer credentials: {e}"),
-                },
+                Ok((stream, _)) => {
+                    let why = match stream.peer_cred() {
+                        Ok(cred) if cred.uid() == me => {
+                            tokio::task::spawn_local(serve_client(server.clone(), stream));
+                            continue;
+                        }
+                        Ok(cred) => format!("from another user (uid {}, pid {:?})", cred.uid(), cred.pid()),
+                        Err(e) => format!("no peer credentials: {e}"),
+                    };
+                    if let Some(line) = refusals.refused(origin.elapsed(), why) {
+                        tracing::warn!("refused a control connection: {line}");
+                    }
+                }
                 Err(e) => tracing::warn!("accept on the control socket: {e}"),
             },
+            _ = tokio::time::sleep_until(summary.unwrap_or(origin)), if summary.is_some() => {
+                if let Some(line) = refusals.flush(origin.elapsed()) {
+                    tracing::warn!("control connections: {line}");
+                }
+            }
             _ = server.down.notified() => {
                 tracing::info!("dpm down: stopping");
                 break;
@@ -126,6 +145,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
             Some((node, error)) = lost_rx.recv() => {
                 let host = server.nodes.get(node).map_or("?", |n| n.host.as_str());
                 tracing::error!("node {node} ({host}) was lost: {error}; the boot ends");
+                lost = Some(format!("node {node} ({host}) of the boot was lost: {error}; the boot ends"));
                 break;
             }
             Some(Input::Signal(sig)) = inputs.recv() => {
@@ -140,7 +160,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     drop(listener);
     let _ = std::fs::remove_file(&files.socket);
     let _ = std::fs::remove_file(&files.rendezvous);
-    end_runs(&server).await;
+    end_runs(&server, lost).await;
     end_kept(&server).await;
     shutdown(&links, waiter).await;
     Ok(0)
@@ -157,10 +177,11 @@ fn say_ready_and_close_stdout(summary: &str) {
     }
 }
 
-/// Ask every run to end (SIGTERM, then SIGKILL after its grace) and wait.
-async fn end_runs(server: &Server) {
+/// Ask every run to end (SIGTERM, then SIGKILL after its grace) and wait:
+/// as a signal (`dpm down`, the boot server's own), or for a lost node.
+async fn end_runs(server: &Server, lost: Option<String>) {
     for tx in server.runs.borrow().values() {
-        let _ = tx.send(Input::Signal(libc::SIGTERM));
+        let _ = tx.send(lost.clone().map_or(Input::Signal(libc::SIGTERM), Input::End));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !server.runs.borrow().is_empty() {

@@ -146,11 +146,21 @@ impl Run {
     /// A daemon's link broke: its processes are gone — and those of every
     /// node below it in the tree — and the jobs using them cannot go on.
     pub(super) fn node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
-        let nodes = &mut fx.shared().nodes;
+        let nodes = &fx.shared().nodes;
         if !nodes.contains(node) {
             return;
         }
         let host = nodes.host(node).to_string();
+        self.node_lost_because(fx, node, format!("node {} ({host}) was lost: {error}", node.0));
+    }
+
+    /// `node` and its subtree are gone; `summary` says why (the run's
+    /// failure, if it is the first).
+    pub(super) fn node_lost_because(&mut self, fx: &mut dyn RunEffects, node: NodeId, summary: String) {
+        let nodes = &mut fx.shared().nodes;
+        if !nodes.contains(node) {
+            return;
+        }
         let lost = nodes.subtree(node);
         for &n in &lost {
             nodes.set_state(n, NodeState::Lost);
@@ -159,7 +169,7 @@ impl Run {
         if affected.is_empty() && self.jobs.is_empty() {
             return; // the run is over; daemons going away is expected
         }
-        self.verdict.record_node_lost(format!("node {} ({host}) was lost: {error}", node.0));
+        self.verdict.record_node_lost(summary);
         for job in &affected {
             if let Some(j) = self.jobs.get_mut(job) {
                 for r in 0..j.ranks.len() {

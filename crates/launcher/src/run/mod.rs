@@ -428,6 +428,43 @@ impl Run {
         self.settle(fx);
     }
 
+    /// The daemon of `node` took its parent for lost (silent, or stopped)
+    /// and ends its ranks. Its parent is the one at fault: the daemon above
+    /// it — or, for a top-level daemon, this launcher itself (stopped with
+    /// SIGSTOP, or starved of CPU): then no node is blamed.
+    pub fn on_parent_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
+        let nodes = &fx.shared().nodes;
+        if !nodes.contains(node) {
+            return;
+        }
+        match nodes.parent(node) {
+            Some(parent) => {
+                let host = nodes.host(node).to_string();
+                self.node_lost(fx, parent, format!("node {} ({host}) below it {error}", node.0));
+            }
+            None => {
+                let summary = format!(
+                    "dpm itself went silent for longer than its daemons wait (stopped with SIGSTOP, or starved of CPU): node {} {error}; its ranks were ended",
+                    node.0
+                );
+                self.node_lost_because(fx, node, summary);
+            }
+        }
+        self.settle(fx);
+    }
+
+    /// The tree this run uses is going away (`why`: a node of the boot was
+    /// lost): the run ends as after a lost node — `why` is its failure if
+    /// it has none yet, every process gets SIGTERM, SIGKILL after the grace —
+    /// without claiming that dpm got a signal (issue 26: a booted run whose
+    /// node was lost first said "got SIGTERM; forwarding it").
+    pub fn on_end(&mut self, fx: &mut dyn RunEffects, why: String) {
+        self.verdict.record_node_lost(why);
+        self.kill_all(fx, libc::SIGTERM);
+        fx.arm(Timer::KillGrace, self.settings.kill_grace);
+        self.settle(fx);
+    }
+
     /// dpm itself got `sig`: forward it to every process; a second signal
     /// kills at once, else SIGKILL follows after the grace.
     pub fn on_signal(&mut self, fx: &mut dyn RunEffects, sig: i32) {

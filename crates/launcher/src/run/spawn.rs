@@ -39,7 +39,7 @@ impl Run {
         if self.verdict.ending() {
             return fx.send(parent_node, ToDaemon::SpawnDone { request, result: Err("the run is ending; no new processes".into()), errcodes: Vec::new() });
         }
-        let (shape, choice) = self.shape(parent, &ask.commands);
+        let (shape, choice) = self.shape(fx, parent, &ask.commands);
         let want = self.warm_wanted(choice);
         // A claim answers the parent once the pooled job's nodes confirm it
         // (`warm::warm_claimed`), or makes this spawn again if it fails.

@@ -44,6 +44,7 @@ use dpm_proto::{LaunchJob, PmiMode, SpawnCommand, Stream, ToDaemon};
 use super::spawn::SpawnAsk;
 use super::{Run, RunEffects};
 use crate::node_table::{PlaceError, Reservation};
+use crate::plan::ProgramId;
 use crate::spawn::{plan_spawn, SpawnPlan};
 
 /// Pooled jobs per spawn shape of a bare `--warm-spawn` (and of a spawn
@@ -88,6 +89,13 @@ pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(5
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Shape {
     commands: Vec<SpawnCommand>,
+    /// What each command's program is now (`spawn::program_ids`, in the
+    /// driver's [`RunEffects::files`]):
+    /// the same path rebuilt is another shape (issue 26: a kept pool ran
+    /// the old binary). Libraries found through `LD_LIBRARY_PATH` and the
+    /// like are covered by the environment in the [`Context`]; a shared
+    /// library rebuilt in place is not (see `docs/warm-spawn.md`).
+    programs: Vec<Option<ProgramId>>,
     context: Arc<Context>,
 }
 
@@ -110,7 +118,7 @@ pub(super) struct Context {
 
 impl Shape {
     /// The shape of a spawn in `context`, and its [`WARM_INFO_KEY`] choice (`None`: not said).
-    pub(super) fn of(context: Arc<Context>, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
+    pub(super) fn of(context: Arc<Context>, commands: &[SpawnCommand], programs: Vec<Option<ProgramId>>) -> (Shape, Option<bool>) {
         let mut choice = None;
         let commands = commands
             .iter()
@@ -129,7 +137,7 @@ impl Shape {
                 c
             })
             .collect();
-        (Shape { commands, context }, choice)
+        (Shape { commands, programs, context }, choice)
     }
 
     /// Under PMIx a child's namespace is registered with its parent's: only
@@ -259,7 +267,7 @@ impl Run {
     }
 
     /// The shape of a spawn by `parent`, and its [`WARM_INFO_KEY`] choice.
-    pub(super) fn shape(&self, parent: JobId, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
+    pub(super) fn shape(&self, fx: &mut dyn RunEffects, parent: JobId, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
         let spawn = &self.settings.spawn;
         let context = Context {
             env: spawn.base_env.clone(),
@@ -270,7 +278,8 @@ impl Run {
             universe_size: self.settings.universe_size,
             design: self.kvs.design(parent).unwrap_or_default(),
         };
-        Shape::of(Arc::new(context), commands)
+        let programs = crate::spawn::program_ids(spawn, fx.files(), commands);
+        Shape::of(Arc::new(context), commands, programs)
     }
 
     pub(super) fn warm_say(&self, fx: &mut dyn RunEffects, line: &str) {

@@ -86,6 +86,27 @@ fn another_environment_or_argument_never_claims_a_kept_job() {
     assert!(rec.shared.kept.holds(pooled), "still kept");
 }
 
+/// Issue 26: the program rebuilt between two runs of one boot (same path,
+/// another file) must not claim a child started from the old one; the same
+/// file still does.
+#[test]
+fn a_rebuilt_program_never_claims_a_job_of_the_old_one() {
+    let (_, mut rec, pooled) = first_run_kept();
+    rec.files.identities.insert("/bin/true".into(), crate::plan::ProgramId { dev: 1, ino: 2, size: 3, mtime_ns: 4 });
+    let mut rebuilt = next_run(2);
+    let parent = started(&mut rebuilt, &mut rec, &[0]);
+    rec.take();
+    request(&mut rebuilt, &mut rec, parent, 1, 2);
+    assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })), "a rebuilt program claimed: {:?}", rec.said());
+    assert!(rec.said().iter().any(|l| l.contains("miss for")), "{:?}", rec.said());
+    assert!(rec.shared.kept.holds(pooled), "still kept (for the old program's spawns)");
+    rec.files.identities.clear();
+    let mut same = next_run(3);
+    let parent = started(&mut same, &mut rec, &[0]);
+    request(&mut same, &mut rec, parent, 1, 3);
+    assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled)), "the same file claims: {:?}", rec.said());
+}
+
 #[test]
 fn kept_jobs_are_bounded_per_shape_and_killed_after_their_idle_time() {
     // A run pooling two jobs of a shape, on a tree keeping one per shape.
