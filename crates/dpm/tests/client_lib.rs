@@ -106,8 +106,9 @@ fn libpmi2_api_three_ranks() {
 
 #[test]
 fn libpmi2_api_on_two_virtual_nodes() {
-    // Node attributes are per node: each node's first rank puts them.
-    let out = Dpm::run(["--virtual-nodes", "2", "-n", "4", &program("dpm_pmi2_api")]).output();
+    // Node attributes are per node: each node's first rank puts them. The
+    // program reads universeSize, which is unset by default (as under Hydra).
+    let out = Dpm::run(["--usize", "8", "--virtual-nodes", "2", "-n", "4", &program("dpm_pmi2_api")]).output();
     assert_each_rank(&out, 4, |r| format!("pmi2 api ok rank {r} size 4 server"));
     out.assert_stdout_contains("mapping (vector,(0,2,2))");
 }
