@@ -548,7 +548,10 @@ fn mpi_abort_in_a_spawned_job_ends_the_run() {
     let out = dpm.output();
     out.assert_code(9);
     out.assert_stderr_contains("rank 1 of job 1").assert_stderr_contains("MPI_Abort with exit code 9");
-    out.assert_stdout_lacks("parent done");
+    // Not asserted: whether the parent printed "parent done". Once dpm has
+    // killed the aborted job, MPICH may complete the parent's intercomm
+    // barrier and disconnect on the failed connection before the parent
+    // itself is killed (seen under load); the run's end and status are dpm's.
 }
 
 #[test]

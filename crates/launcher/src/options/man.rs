@@ -5,8 +5,9 @@
 use super::{Section, BOOT_INTRO, BOOT_TAIL, OPTIONS, RUN_INTRO, RUN_NODES, RUN_TAIL};
 
 /// One line of text made safe for roff: backslashes escaped, dashes as `\-`
-/// (an ASCII hyphen-minus, so that options can be copied from the page), and
-/// a leading `.` or `'` kept from reading as a request.
+/// (an ASCII hyphen-minus, so that options can be copied from the page),
+/// other than ASCII as groff's `\[uXXXX]`, and a leading `.` or `'` kept
+/// from reading as a request.
 pub fn escape(line: &str) -> String {
     let mut out = String::with_capacity(line.len() + 8);
     if line.starts_with('.') || line.starts_with('\'') {
@@ -16,6 +17,7 @@ pub fn escape(line: &str) -> String {
         match c {
             '\\' => out.push_str("\\e"),
             '-' => out.push_str("\\-"),
+            c if !c.is_ascii() => out.push_str(&format!("\\[u{:04X}]", u32::from(c))),
             _ => out.push(c),
         }
     }
@@ -113,6 +115,7 @@ mod tests {
         assert_eq!(escape(".hidden"), "\\&.hidden");
         assert_eq!(escape("'quoted'"), "\\&'quoted'");
         assert_eq!(escape("a\\b"), "a\\eb");
+        assert_eq!(escape("l3cache…"), "l3cache\\[u2026]");
     }
 
     #[test]
