@@ -507,15 +507,7 @@ fn ctrl_z_and_fg_stop_and_resume_a_booted_run() {
     let run = boot.run(&["-n", "4", &lines, "40", "100000"]).watchdog(Duration::from_secs(120)).spawn();
     // Hang guards only: nothing below depends on how long a step takes.
     let guard = Duration::from_secs(60);
-    let deadline = Instant::now() + guard;
-    let ranks = loop {
-        let ranks: Vec<u32> = common::marked_procs(run.marker()).into_iter().filter(|(_, cmd)| cmd.starts_with(&lines)).map(|(pid, _)| pid).collect();
-        if ranks.len() == 4 {
-            break ranks;
-        }
-        assert!(Instant::now() < deadline, "the 4 ranks did not start within {guard:?}: {ranks:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let ranks = common::wait_for_ranks(run.marker(), &lines, 4);
     let client = run.pid();
     send_signal(client, "TSTP");
     let states = || (proc_state(client), ranks.iter().map(|&p| proc_state(p)).collect::<Vec<_>>());

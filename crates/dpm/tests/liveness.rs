@@ -131,15 +131,7 @@ fn ctrl_z_for_3_s_then_fg(placement: &[&str]) {
     let run = Dpm::run(args).watchdog(Duration::from_secs(120)).spawn();
     // Hang guards only: nothing below depends on how long a step takes.
     let guard = Duration::from_secs(60);
-    let deadline = Instant::now() + guard;
-    let ranks = loop {
-        let ranks: Vec<u32> = common::marked_procs(run.marker()).into_iter().filter(|(_, cmd)| cmd.starts_with(&lines)).map(|(pid, _)| pid).collect();
-        if ranks.len() == 4 {
-            break ranks;
-        }
-        assert!(Instant::now() < deadline, "the 4 ranks did not start within {guard:?}: {ranks:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let ranks = common::wait_for_ranks(run.marker(), &lines, 4);
     common::send_signal(run.pid(), "TSTP");
     let deadline = Instant::now() + guard;
     let all_stopped = || proc_state(run.pid()) == Some('T') && ranks.iter().all(|&p| proc_state(p) == Some('T'));

@@ -465,6 +465,22 @@ pub fn leftovers_after(marker: &str, grace: Duration) -> Vec<(u32, String)> {
 }
 
 /// The state letter of `pid` in `/proc/<pid>/stat` (`T`: stopped), if it lives.
+/// The pids of the `n` processes of the run marked `marker` whose command
+/// starts with `program`, once all are there (a hang guard of 60 s only:
+/// nothing depends on how long the start takes).
+pub fn wait_for_ranks(marker: &str, program: &str, n: usize) -> Vec<u32> {
+    let guard = Duration::from_secs(60);
+    let deadline = Instant::now() + guard;
+    loop {
+        let ranks: Vec<u32> = marked_procs(marker).into_iter().filter(|(_, cmd)| cmd.starts_with(program)).map(|(pid, _)| pid).collect();
+        if ranks.len() == n {
+            return ranks;
+        }
+        assert!(Instant::now() < deadline, "the {n} ranks did not start within {guard:?}: {ranks:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 pub fn proc_state(pid: u32) -> Option<char> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // After the command's closing parenthesis: " <state> ...".
