@@ -8,7 +8,8 @@
  *   missing  - spawn "/nonexistent/prog"
  *   noexec   - spawn a file without the x bit (created in /tmp)
  *   badinterp - spawn an executable script whose interpreter is missing
- *              ("#!/nonexistent/interpreter", created in /tmp): only exec
+ *              ("#!/nonexistent/interpreter", created in $TMPDIR, else
+ *              /tmp): only exec
  *              itself can fail, after the launcher has forked
  *   badwdir  - spawn this program with info wdir=/nonexistent
  *   toomany  - spawn 64 children of this program; run it with
@@ -65,7 +66,8 @@ int main(int argc, char **argv)
         command = "/nonexistent/prog";
     } else if (strcmp(which, "noexec") == 0 || strcmp(which, "badinterp") == 0) {
         int noexec = strcmp(which, "noexec") == 0;
-        snprintf(noexec_path, sizeof noexec_path, "/tmp/dpm-%s-%d-%d", which, (int)getpid(), rank);
+        const char *tmp = getenv("TMPDIR");
+        snprintf(noexec_path, sizeof noexec_path, "%s/dpm-%s-%d-%d", tmp && *tmp ? tmp : "/tmp", which, (int)getpid(), rank);
         FILE *f = fopen(noexec_path, "w");
         if (!f) {
             fail("cannot create %s: %s", noexec_path, strerror(errno));

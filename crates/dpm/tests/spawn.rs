@@ -169,7 +169,10 @@ fn spawn_whose_interpreter_is_missing_ends_the_run_under_end() {
     // Under `end` a one-process parent is answered before its children
     // start; a child that then cannot start ends the run, as a crash would:
     // nothing waits. (From two parent ranks the answer waits for the start.)
-    let out = Dpm::run(["-n", "1", &program("spawn_fail"), "badinterp"]).watchdog(Duration::from_secs(30)).output();
+    // The run ends before the parent can remove its script: it goes into a
+    // directory of the test's own, removed with it.
+    let dir = common::TempDir::new("dpm-badinterp");
+    let out = Dpm::run(["-genv", "TMPDIR", &dir.path_str(), "-n", "1", &program("spawn_fail"), "badinterp"]).watchdog(Duration::from_secs(30)).output();
     out.assert_code(127);
     out.assert_stderr_contains("rank 0 of job 1");
     out.assert_stderr_contains("could not be started");
