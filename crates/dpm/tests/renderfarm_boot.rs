@@ -39,8 +39,14 @@ impl Boot {
         dpm.env("DPM_NO_BOOT", "").env("DPM_RUNTIME_DIR", &self.dir.to_string_lossy())
     }
 
-    fn load(&self) -> Option<(u32, usize)> {
-        status_load(&self.dir)
+    /// Wait until node 0 of the boot runs `load` processes (a hang guard of
+    /// `within` only; `what` names what did not happen).
+    fn wait_for_load(&self, load: u32, within: Duration, what: &str) {
+        let deadline = std::time::Instant::now() + within;
+        while status_load(&self.dir).map(|(l, _)| l) != Some(load) {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -76,11 +82,7 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     // drop to the master alone while the farm still runs (--check).
     let boot = Boot::start(4);
     let other = boot.through(Dpm::run(["-n", "2", "sleep", "600"])).spawn();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while boot.load().map(|(load, _)| load) != Some(2) {
-        assert!(std::time::Instant::now() < deadline, "the other run did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    boot.wait_for_load(2, Duration::from_secs(30), "the other run did not start");
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let (stop, dir) = (stop.clone(), boot.dir.clone());
@@ -115,11 +117,7 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
             ],
         ))
         .spawn();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while boot.load().map(|(load, _)| load) != Some(4) {
-        assert!(std::time::Instant::now() < deadline, "the farm did not fill the free slots");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    boot.wait_for_load(4, Duration::from_secs(60), "the farm did not fill the free slots");
     std::thread::sleep(Duration::from_secs(2));
     other.signal("TERM");
     let _ = other.wait_unchecked();
@@ -159,11 +157,7 @@ fn elastic_growth_backs_off_and_grows_into_a_slot_freed_late() {
     // takes the slot once the other run ends; the refusals are one line.
     let boot = Boot::start(3);
     let other = boot.through(Dpm::run(["-n", "1", "sleep", "600"])).spawn();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while boot.load().map(|(load, _)| load) != Some(1) {
-        assert!(std::time::Instant::now() < deadline, "the other run did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    boot.wait_for_load(1, Duration::from_secs(30), "the other run did not start");
     let farm = boot
         .through(farm_cmd(
             &["--no-oversubscribe", "-n", "1"],
@@ -190,11 +184,7 @@ fn elastic_growth_backs_off_and_grows_into_a_slot_freed_late() {
     // The farm holds the two free slots, and is refused more than twice
     // (each refusal is a line with --verbose; here the load is what the
     // test can see while it runs): wait for the load, then a few retries.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while boot.load().map(|(load, _)| load) != Some(3) {
-        assert!(std::time::Instant::now() < deadline, "the farm did not fill the slots");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    boot.wait_for_load(3, Duration::from_secs(60), "the farm did not fill the slots");
     std::thread::sleep(Duration::from_secs(3));
     other.signal("TERM");
     let _ = other.wait_unchecked();
