@@ -233,19 +233,6 @@ fn assert_prints(out: &Output, expected: &[&str]) {
 const MPI4PY_HELLO: &str = "from mpi4py import MPI; import mpi4py; c = MPI.COMM_WORLD; \
      print('rank', c.rank, 'of', c.size, 'sum', c.allreduce(c.rank), 'from', mpi4py.__file__, flush=True)";
 
-/// A parent spawns two Python children, which answer over the intercommunicator.
-const MPI4PY_SPAWN: &str = r#"
-import sys
-from mpi4py import MPI
-CHILD = "from mpi4py import MPI; p = MPI.Comm.Get_parent(); v = p.recv(source=0, tag=1); p.send((MPI.COMM_WORLD.Get_rank(), v * 10), dest=0, tag=2); p.Disconnect()"
-inter = MPI.COMM_SELF.Spawn(sys.executable, args=["-c", CHILD], maxprocs=2)
-for i in range(2):
-    inter.send(i + 1, dest=i, tag=1)
-answers = [inter.recv(source=i, tag=2) for i in range(2)]
-inter.Disconnect()
-print("spawned answers", answers, flush=True)
-"#;
-
 const PMI2_HELLO: &str = r#"
 #include <stdio.h>
 #include <pmi2.h>
@@ -330,13 +317,13 @@ fn wheel_installs_dpm_beside_the_mpich_and_mpi4py_wheels() {
     let link = check(Command::new("ln").args(["-sfn", "dpm"]).arg(bin.join("mpiexec")), Duration::from_secs(60));
     assert!(link.is_empty());
     let mpiexec = bin.join("mpiexec");
-    let out = env(Dpm::mpiexec(&mpiexec, ["-wdir", &work_s, "-n", "1", "python", "-c", MPI4PY_SPAWN])).output();
-    assert_prints(&out, &["spawned answers [(0, 10), (1, 20)]"]);
+    let out = env(Dpm::mpiexec(&mpiexec, ["-wdir", &work_s, "-n", "1", "python", "-c", common::MPI4PY_SPAWN])).output();
+    assert_prints(&out, &["mpi4py answers [(0, 2, 10), (1, 2, 20)]", "mpi4py spawn ok"]);
     let singleton =
-        run(Command::new(&python).args(["-c", MPI4PY_SPAWN]).current_dir(&work).env("PATH", &path).env_remove("PYTHONPATH"), Duration::from_secs(180));
+        run(Command::new(&python).args(["-c", common::MPI4PY_SPAWN]).current_dir(&work).env("PATH", &path).env_remove("PYTHONPATH"), Duration::from_secs(180));
     let said = String::from_utf8_lossy(&singleton.stdout);
     assert!(
-        singleton.status.success() && said.contains("spawned answers [(0, 10), (1, 20)]"),
+        singleton.status.success() && said.contains("mpi4py spawn ok"),
         "a singleton's spawn through dpm:\n{said}{}",
         String::from_utf8_lossy(&singleton.stderr)
     );

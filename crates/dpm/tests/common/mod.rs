@@ -692,3 +692,19 @@ pub fn lock_fixture(file: &str, what: &str) -> FixtureLock {
 pub fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
     e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
 }
+
+/// Parent: spawn 2 Python children with COMM_SELF.Spawn; they answer over the
+/// intercommunicator (the child code is one line: PMI-1 cannot carry newlines).
+pub const MPI4PY_SPAWN: &str = r#"
+import sys
+from mpi4py import MPI
+CHILD = "from mpi4py import MPI; p = MPI.Comm.Get_parent(); v = p.recv(source=0, tag=1); p.send((MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size(), v * 10), dest=0, tag=2); p.Disconnect()"
+inter = MPI.COMM_SELF.Spawn(sys.executable, args=["-c", CHILD], maxprocs=2)
+for i in range(2):
+    inter.send(i + 1, dest=i, tag=1)
+answers = [inter.recv(source=i, tag=2) for i in range(2)]
+inter.Disconnect()
+print("mpi4py answers", answers, flush=True)
+assert answers == [(0, 2, 10), (1, 2, 20)], answers
+print("mpi4py spawn ok", flush=True)
+"#;
