@@ -218,7 +218,7 @@ impl Probe<'_> {
     }
 
     /// Which libmpi mpi4py's wheel would load, as its `_mpiabi` decides:
-    /// `MPI4PY_MPIABI`, else the first `libmpi.so`, `.so.12`, `.so.40` in
+    /// `MPI4PY_MPIABI`, else the first ELF `libmpi.so`, `.so.12`, `.so.40` in
     /// `MPI4PY_LIBMPI`'s entries, or the interpreter's prefixes' `lib` and
     /// `LD_LIBRARY_PATH`. Some(true) for Open MPI.
     fn wheel_abi(&self, python: &Path) -> Option<bool> {
@@ -236,13 +236,22 @@ impl Probe<'_> {
         };
         for entry in dirs {
             let files = if entry.is_dir() { ["libmpi.so", "libmpi.so.12", "libmpi.so.40"].map(|n| entry.join(n)).to_vec() } else { vec![entry] };
-            if let Some(lib) = files.into_iter().find(|f| f.is_file()) {
+            // As dlopen does: a file that is no ELF object (Open MPI's
+            // `libmpi.so` is a linker script naming `libmpi.so.40`) is skipped.
+            if let Some(lib) = files.into_iter().find(|f| is_elf(f)) {
                 let real = std::fs::canonicalize(&lib).unwrap_or(lib);
                 return Some(real.file_name().is_some_and(|n| n.to_string_lossy().contains(".so.40")));
             }
         }
         None
     }
+}
+
+/// Whether `path` is a file that starts like an ELF object.
+fn is_elf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"\x7fELF"
 }
 
 fn is_python(exe: &Path) -> bool {
