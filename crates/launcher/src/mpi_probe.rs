@@ -195,12 +195,14 @@ impl Probe<'_> {
             [] => Mpi::Unknown,
             [one] => elf_mpi(one).unwrap_or(Mpi::Unknown),
             // mpi4py's binary wheel: one module per MPI ABI, chosen at import.
+            // The library the wheel loads is named, when known: its RUNPATH
+            // leads to the installation's libpmix (the module has none).
             several => match self.wheel_abi(exe) {
-                Some(true) => several
+                Some((true, lib)) => several
                     .iter()
                     .find(|m| m.file_name().is_some_and(|n| n.to_string_lossy().starts_with("MPI.openmpi.")))
-                    .map_or(Mpi::Unknown, |m| Mpi::OpenMpi(m.clone())),
-                Some(false) => Mpi::Other,
+                    .map_or(Mpi::Unknown, |m| Mpi::OpenMpi(lib.unwrap_or_else(|| m.clone()))),
+                Some((false, _)) => Mpi::Other,
                 None => Mpi::Unknown,
             },
         }
@@ -220,10 +222,10 @@ impl Probe<'_> {
     /// Which libmpi mpi4py's wheel would load, as its `_mpiabi` decides:
     /// `MPI4PY_MPIABI`, else the first ELF `libmpi.so`, `.so.12`, `.so.40` in
     /// `MPI4PY_LIBMPI`'s entries, or the interpreter's prefixes' `lib` and
-    /// `LD_LIBRARY_PATH`. Some(true) for Open MPI.
-    fn wheel_abi(&self, python: &Path) -> Option<bool> {
+    /// `LD_LIBRARY_PATH`. `(true, the library if found)` for Open MPI.
+    fn wheel_abi(&self, python: &Path) -> Option<(bool, Option<PathBuf>)> {
         if let Some(abi) = self.env("MPI4PY_MPIABI") {
-            return Some(abi.to_ascii_lowercase().replace(['-', '_', ' '], "") == "openmpi");
+            return Some((abi.to_ascii_lowercase().replace(['-', '_', ' '], "") == "openmpi", None));
         }
         let dirs: Vec<PathBuf> = match self.env("MPI4PY_LIBMPI") {
             Some(list) => list.split(':').map(PathBuf::from).collect(),
@@ -240,7 +242,8 @@ impl Probe<'_> {
             // `libmpi.so` is a linker script naming `libmpi.so.40`) is skipped.
             if let Some(lib) = files.into_iter().find(|f| is_elf(f)) {
                 let real = std::fs::canonicalize(&lib).unwrap_or(lib);
-                return Some(real.file_name().is_some_and(|n| n.to_string_lossy().contains(".so.40")));
+                let open_mpi = real.file_name().is_some_and(|n| n.to_string_lossy().contains(".so.40"));
+                return Some((open_mpi, Some(real)));
             }
         }
         None
