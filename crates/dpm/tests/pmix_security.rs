@@ -1,5 +1,5 @@
 //! Another local user against a job's PMIx server (issue 23, docs/pmix.md
-//! "Who may connect"): the stranger runs as `nobody` with an `LD_PRELOAD`
+//! "Security: who may connect"): the stranger runs as `nobody` with an `LD_PRELOAD`
 //! that makes `geteuid()` say 0 (`tests/programs/ompi/euid0.c`), holds the
 //! job's namespace, rank and server URI (copied from a rank, as a leak would
 //! give them), and calls `PMIx_Init` as rank 0 and then `PMIx_Spawn` of
