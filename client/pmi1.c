@@ -2,7 +2,7 @@
  * pmi1.c - dpm's libpmi: the PMI-1 client API of include/pmi.h.
  *
  * Owns the PMI-1 commands as MPICH 5 sends them and Hydra and dpm answer
- * them (../shared/pmi-wire.md §2): the init sequence (with the `initack`
+ * them (docs/pmi-wire.md §2): the init sequence (with the `initack`
  * handshake in PMI_PORT mode), put/get/barrier, universe size, appnum,
  * the name service, `mcmd=spawn` blocks, finalize and abort. Every call
  * sends one line and reads one reply line under one lock. A reply with

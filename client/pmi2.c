@@ -1,7 +1,7 @@
 /*
  * pmi2.c - dpm's libpmi2: the PMI-2 client API of include/pmi2.h.
  *
- * Owns the PMI-2 commands (../shared/pmi-wire.md §3, docs/pmi-extensions.md):
+ * Owns the PMI-2 commands (docs/pmi-wire.md §3, docs/pmi-extensions.md):
  * every API call builds one request, sends it, reads one reply and checks
  * it, under one lock. Where dpm's server and Slurm's disagree the library
  * accepts both forms (a name lookup's port in `port` or `value`; a missing

@@ -6,7 +6,7 @@
  * splitting them into attributes. Knows nothing of commands: pmi1.c and
  * pmi2.c build requests with a pmi_buf and check the replies themselves.
  *
- * Framing (../shared/pmi-wire.md §2.1, §3.1):
+ * Framing (docs/pmi-wire.md §2.1, §3.1):
  *   PMI-1: one line, `cmd=NAME key=value key=value\n`;
  *   PMI-2: a 6-character decimal length, then `cmd=NAME;key=value;...;`.
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write the seed corpus under fuzz/corpus/<target>/ from the real MPICH 5,
-Hydra and Slurm exchanges of ../shared/pmi-wire.md §6, the engine tests
+Hydra and Slurm exchanges of docs/pmi-wire.md §6, the engine tests
 (crates/pmi/tests/transcripts.rs, extensions.rs) and the black-box tests'
 captured lines, plus the hostile inputs of crates/pmi/tests/hardening.rs.
 Run from the repository root: python3 fuzz/seeds.py"""

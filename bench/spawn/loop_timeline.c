@@ -2,7 +2,7 @@
  * loop_timeline.c: the taskmaster loop (taskmaster.c: single-child spawns,
  * WINDOW 2, each child answering once and exiting) with every phase stamped,
  * for a per-iteration timeline of one launcher against another
- * (docs/benchmarks.md, "Session 5: the spawn loop and warm k = 4").
+ * (docs/benchmarks.md, "Spawn loop").
  *
  * Usage: loop_timeline TASKS 2> stamps.log
  *

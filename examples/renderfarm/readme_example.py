@@ -7,7 +7,7 @@ Runs `dpm run --no-oversubscribe --usize 3 -n 1 .venv/bin/python farm.py
 --mode elastic --workers 1 --max-workers 8` (the example under "Usage"),
 stdout and stderr together as a terminal shows them, and replaces the text
 between the README's `<!-- elastic-example -->` markers with it, so the
-output shown is what the command prints today.
+output shown is what the command prints.
 """
 
 import os

@@ -2,7 +2,7 @@
 //!
 //! A [`Script`] is a list of [`Step`]s a rank performs in order, most of them
 //! PMI-1 requests spoken on its connection exactly as MPICH's simple PMI
-//! client writes them (`../shared/pmi-wire.md` §6): `Init` is MPICH's
+//! client writes them (`docs/pmi-wire.md` §6): `Init` is MPICH's
 //! start sequence (init, maxes, appnum, kvsname, and for a spawned process
 //! the `PARENT_ROOT_PORT_NAME` get), `Barrier` is `barrier_in`, `Spawn` is one
 //! `mcmd=spawn` block. A [`Proc`] runs one script: it hands the cluster the

@@ -5,17 +5,17 @@
 //! `MPI_Init` (hwloc reads /proc and /sys, including the I/O devices):
 //! measured on the benchmark VM, 18–28 ms of each spawned child's
 //! `MPI_Init` under load, most of what made a cold `MPI_Comm_spawn` slower
-//! than Hydra's (docs/benchmarks.md, "Cold spawn against Hydra"). Hydra's
+//! than Hydra's (docs/benchmarks.md, "Where a cold spawn's time goes"). Hydra's
 //! proxy exports the topology once and answers the key with the file.
 //!
 //! dpm does the same once per daemon process, in a background thread started
 //! when a rank first asks for the key or the node launches its first spawned
 //! job, whichever comes first; the ranks that ask wait for it (the PMI
 //! engine's `topology` module), since each would otherwise spend as long
-//! discovering the topology as the one export takes. Measured quiet in
-//! session 6: a rank's discovery costs ~5 ms of CPU, so a 64-rank node paid
-//! ~0.3 s of CPU for what one export gives (and every rank of a run's
-//! initial job paid it: only spawned jobs started the export before).
+//! discovering the topology as the one export takes. Measured quiet: a
+//! rank's discovery costs ~5 ms of CPU, so a 64-rank node would pay ~0.3 s
+//! of CPU for what one export gives (docs/benchmarks.md, "Every rank gets
+//! the node's topology file").
 //! Not at the daemon's start: clients that never ask (raw PMI clients, `true`)
 //! would pay its 20–45 ms of CPU just when a run's first ranks start, which
 //! measurably skewed their start times on 2 cores (a timing test of waiting

@@ -1,12 +1,12 @@
 //! Another local user against a job's PMIx server (issue 23, docs/pmix.md
-//! "Who may connect"): the stranger runs as `nobody` with an `LD_PRELOAD`
+//! "Security: who may connect"): the stranger runs as `nobody` with an `LD_PRELOAD`
 //! that makes `geteuid()` say 0 (`tests/programs/ompi/euid0.c`), holds the
 //! job's namespace, rank and server URI (copied from a rank, as a leak would
 //! give them), and calls `PMIx_Init` as rank 0 and then `PMIx_Spawn` of
-//! `touch MARKER` (`stranger.c`). On main before the guard, the spawn ran
-//! (the marker appeared, owned by root); a stranger without the shim was
-//! refused by the library, and that refusal wedged it: the job's ranks
-//! finished but `dpm run` never exited (blocked in `PMIx_server_finalize`).
+//! `touch MARKER` (`stranger.c`). Without the guard, the spawn runs (the
+//! marker appears, owned by root); a stranger without the shim is refused
+//! by the library, and that refusal wedges it: the job's ranks finish but
+//! `dpm run` never exits (blocked in `PMIx_server_finalize`).
 //! Asserted here: refused at `PMIx_Init`, nothing ran, the job finishes and
 //! `dpm run` exits with the job's status — with the stranger before and
 //! after the job's `MPI_Init` — and a 1,000-connection flood from another

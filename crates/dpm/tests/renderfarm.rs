@@ -243,7 +243,7 @@ fn a_worker_killed_mid_tile_ends_the_run_at_once() {
     if !povray_present() {
         return;
     }
-    // dpm's policy today: any rank's failure ends the whole run.
+    // dpm's default policy: any rank's failure ends the whole run.
     for (dpm_args, mode) in [(&["-n", "3"][..], "static"), (&["-n", "1"][..], "dynamic")] {
         let out = farm(dpm_args, &["--mode", mode, "--width", "96", "--height", "64", "--fault-tile", "1", "--fault", "kill"]);
         let ended = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();

@@ -57,7 +57,7 @@ fn taskmaster_loop_of_single_child_spawns_gets_every_answer() {
 /// previous, finishing child in the next accept: `open(/proc/<pid>/fd/14)`
 /// ENOENT, the spawn fails) under every launcher — 1 of 150 runs under
 /// Hydra, 2 of 120 under dpm; over ofi/tcp 0 of 210 (docs/benchmarks.md,
-/// "Session 8"). The one-rank loop above stays on the default netmod.
+/// "Spawn loop"). The one-rank loop above stays on the default netmod.
 #[test]
 fn taskmaster_loop_from_a_two_rank_parent_one_at_a_time() {
     let ofi = ["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-genv", "FI_PROVIDER", "tcp"];
@@ -90,7 +90,7 @@ fn mpi_pool_executor_returns_every_result() {
 #[test]
 fn every_rank_leads_its_own_session() {
     // As under Hydra: the kernel's autogroup scheduler gives each session its
-    // own CPU share (docs/benchmarks.md, "Cold spawn against Hydra"). Fields
+    // own CPU share (docs/benchmarks.md, "Sessions and the autogroup scheduler"). Fields
     // 1, 5 and 6 of /proc/self/stat: pid, process group, session.
     let script = "read pid comm state ppid pgrp sid rest < /proc/self/stat; echo \"pgrp=$((pgrp == pid)) sid=$((sid == pid))\"";
     let out = Dpm::run(["-n", "3", "/bin/sh", "-c", script]).output();

@@ -16,8 +16,8 @@
 //! The PMI-2 extensions of paper 004 (`ring`, `hint=`, `wait=TRUE`, `srcid`)
 //! are specified in `docs/pmi-extensions.md`.
 //!
-//! `../shared/pmi-wire.md` (in the dpm workspace) is the reference for what
-//! MPICH 5 sends and expects; the tests replay its transcripts.
+//! `docs/pmi-wire.md` is the reference for what MPICH 5 sends and expects;
+//! the tests replay its transcripts.
 
 mod conn;
 pub mod engine;

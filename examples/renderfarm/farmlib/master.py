@@ -13,7 +13,7 @@ answering is declared lost after --tile-timeout, and so is one whose receive
 raises an MPI error. A lost worker's tile goes back to the front of the
 queue, and so does a tile whose povray failed (killed by the OOM killer or a
 signal), up to --tile-retries times; see README.md ("Failure") for what MPICH
-and dpm do today.
+and dpm do.
 """
 
 import collections

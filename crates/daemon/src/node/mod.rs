@@ -80,7 +80,7 @@ pub enum StartBy {
     /// a spawned job of few processes here. Its children start while their
     /// parents busy-poll on every core; handed to a spawner thread, a start
     /// waited for that sleeping thread to get a CPU, and MPICH's taskmaster
-    /// loop took 8 % longer (docs/benchmarks.md, "Session 9"). The price: the
+    /// loop took 8 % longer (docs/benchmarks.md, "Spawn loop"). The price: the
     /// clone copies the node's whole fd table (four per running rank), which
     /// the child's exec then closes, and the node's loop waits for the exec.
     NodeThread,
@@ -207,7 +207,7 @@ pub trait NodeEffects {
     /// those UCX left that no process holds (`ucx_shm`). Only a killed
     /// process leaves a UCX segment behind, and the look costs a scan of
     /// every process's open files and mappings (8–14 ms for ~90 processes,
-    /// measured in session 5) whenever any segment is being created — in a
+    /// measured) whenever any segment is being created — in a
     /// spawn loop, the next child's, in its `MPI_Init`.
     fn remove_shm(&mut self, job: JobId, kvsname: &str, killed: bool);
     /// Stop (`true`) or resume reading a process's stdout and stderr: its

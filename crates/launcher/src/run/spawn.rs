@@ -105,7 +105,7 @@ impl Run {
     /// Whether a planned and placed spawn is answered before its children
     /// start, as Hydra's `mpiexec` answers before its proxy forks them.
     ///
-    /// Measured (docs/benchmarks.md, "Session 8"): answered after the start,
+    /// Measured (docs/benchmarks.md, "Spawn loop"): answered after the start,
     /// the parent sits blocked in its PMI read while the child is forked and
     /// exec'd, its CPU idle, and the kernel's fork/exec balancing places the
     /// child there; the parent then wakes next to the child and its busy-poll

@@ -113,8 +113,8 @@ impl NodeReactor {
         // by default) a session is one scheduling group, so a job's
         // busy-polling MPI ranks, a spawned child's start and other users' work
         // would share one CPU share; measured under load, a 1-child
-        // MPI_Comm_spawn took 1.6-2x Hydra's (docs/benchmarks.md, "Cold spawn
-        // against Hydra").
+        // MPI_Comm_spawn took 1.6-2x Hydra's (docs/benchmarks.md, "Sessions
+        // and the autogroup scheduler").
         let ranks = spec.procs.iter().enumerate().map(|(i, p)| (p.rank, (i, spec.apps.get(p.app).map_or("?".into(), |a| a.exe.clone())))).collect();
         let pending = starts.len();
         if let Some(j) = self.jobs.get_mut(&job) {
