@@ -20,13 +20,15 @@
 //! Submodules: `effects` (the trait, [`Timer`], [`Recorder`]), `verdict`
 //! (failure policy, first failure, exit status), `jobs` (a job's ranks:
 //! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`,
-//! `warm` (pooled spawns), `connect` (PMIx connect/disconnect collectives).
+//! `warm` (pooled spawns), `pool` (the tree's kept pooled jobs), `connect`
+//! (PMIx connect/disconnect collectives), `invariants` (checked in tests).
 
 mod connect;
 mod effects;
+mod invariants;
 mod jobs;
-mod kept;
 mod kvsname;
+mod pool;
 mod spawn;
 #[cfg(test)]
 mod tests;
@@ -46,7 +48,7 @@ use crate::spawn::SpawnContext;
 use spawn::SpawnAsk;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
-pub use kept::{Kept, Outbox, MAX_QUEUED};
+pub use pool::{Pool, PoolEffects, PoolOutbox};
 pub use kvsname::{kvsname, open_mpi_family};
 pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
@@ -88,7 +90,7 @@ pub struct TreeShared {
     /// Live jobs: (owner's pid, kvsname, size), for `dpm status`.
     pub jobs: BTreeMap<JobId, (u32, String, u32)>,
     /// Pooled jobs kept for later runs (`dpm boot --warm-spawn`; off by default).
-    pub kept: Kept,
+    pub pool: Pool,
     /// The last kvsnames handed out, live before their job is registered in `jobs`.
     issued: std::collections::VecDeque<String>,
     /// The last PMIx group context id handed out ([`Self::context_id`]).
@@ -100,13 +102,14 @@ impl TreeShared {
     /// by the driver (`controller::random_tag`) so that the reactor draws
     /// nothing.
     pub fn new(nodes: NodeTable, run_tag: u128) -> Self {
+        let fanout = nodes.fanout();
         TreeShared {
             names: NameService::default(),
             next_job: 0,
             run_tag,
             nodes,
             jobs: BTreeMap::new(),
-            kept: Kept::default(),
+            pool: Pool::new(fanout),
             issued: Default::default(),
             context_ids: 0,
         }
@@ -129,7 +132,7 @@ impl TreeShared {
         let job = JobId(self.next_job);
         self.next_job += 1;
         let live: std::collections::HashSet<u16> =
-            self.jobs.values().map(|(_, name, _)| name).chain(self.issued.iter()).map(|name| open_mpi_family(name)).collect();
+            self.jobs.values().map(|(_, name, _)| name.as_str()).chain(self.pool.kvsnames()).chain(self.issued.iter().map(String::as_str)).map(open_mpi_family).collect();
         let name = kvsname::fresh(self.run_tag, job, |family| live.contains(&family));
         if self.issued.len() >= kvsname::ISSUED_REMEMBERED {
             self.issued.pop_front();
@@ -235,8 +238,8 @@ pub struct Run {
     /// Output written and not yet acknowledged, per node and job (below
     /// [`OUTPUT_ACK_STEP`]).
     written: HashMap<(NodeId, JobId), u64>,
-    /// Pooled jobs handed over to the tree's keeping while this run goes on
-    /// (`kept`).
+    /// Pooled jobs handed over to the tree's pool while this run goes on
+    /// (`pool`).
     handed: Vec<JobId>,
     /// PMIx connect/disconnect collectives in flight (`connect`).
     connects: Vec<connect::Collective>,
@@ -530,6 +533,8 @@ impl Run {
         if self.jobs.is_empty() && self.exit.is_none() {
             self.finish(fx);
         }
+        #[cfg(test)]
+        self.check_invariants(fx.shared());
     }
 
     fn kill_all(&mut self, fx: &mut dyn RunEffects, sig: i32) {
