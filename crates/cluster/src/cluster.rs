@@ -371,7 +371,7 @@ impl Cluster {
                 let actions = self.nodes[node].tree.from_parent(to, msg);
                 self.tree_actions(node, actions);
             }
-            Event::Up { to: None, origin, msg } => self.to_launcher(origin, msg),
+            Event::Up { to: None, origin, msg } => self.up_to_launcher(origin, msg),
             Event::Up { to: Some(node), origin, msg } if self.nodes[node].alive => {
                 let actions = self.nodes[node].tree.from_below(origin, msg);
                 self.tree_actions(node, actions);

@@ -76,7 +76,7 @@ impl Cluster {
 
     /// A message from the tree for the launcher: to the run if its job is
     /// routed there (or names no job), else to the pool if it holds it.
-    pub(super) fn to_launcher(&mut self, origin: usize, msg: ToLauncher) {
+    pub(super) fn up_to_launcher(&mut self, origin: usize, msg: ToLauncher) {
         match msg.job() {
             Some(job) if !self.routed.contains(&job) && self.run_fx.shared.pool.holds(job) => {
                 self.with_pool(|pool, fx| pool.on_message(fx, NodeId(origin), msg));

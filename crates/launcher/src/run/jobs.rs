@@ -269,7 +269,15 @@ impl Run {
 /// once complete, its delta goes down to the top of each subtree running
 /// the job (the run's jobs and the pool's kept ones alike).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn serve_fence(kvs: &mut KvsRoot, j: &mut Job, job: JobId, epoch: u64, count: u32, puts: Vec<(String, String)>, send: &mut dyn FnMut(NodeId, ToDaemon)) {
+pub(super) fn serve_fence(
+    kvs: &mut KvsRoot,
+    j: &mut Job,
+    job: JobId,
+    epoch: u64,
+    count: u32,
+    puts: Vec<(String, String)>,
+    send: &mut dyn FnMut(NodeId, ToDaemon),
+) {
     // Under tree and direct the puts stay here instead of going down.
     let (puts, out) = kvs.fence_puts(job, epoch, puts);
     for (node, msg) in out {

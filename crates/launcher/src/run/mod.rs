@@ -49,9 +49,9 @@ use crate::spawn::SpawnContext;
 use spawn::SpawnAsk;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
+pub use kvsname::{kvsname, open_mpi_family};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
 pub use shared::TreeShared;
-pub use kvsname::{kvsname, open_mpi_family};
 pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 

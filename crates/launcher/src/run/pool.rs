@@ -140,7 +140,18 @@ impl Pool {
     /// Keep `job` (its state, KVS root state and held output) from `now`,
     /// handed over by the run of `owner`, still going.
     #[allow(clippy::too_many_arguments)]
-    fn keep(&mut self, fx: &mut dyn PoolEffects, now: u64, owner: u32, shape: Shape, job: JobId, state: Job, root: Option<crate::kvs_root::RootJob>, held: Vec<(NodeId, Rank, Stream, Vec<u8>)>, held_bytes: usize) {
+    fn keep(
+        &mut self,
+        fx: &mut dyn PoolEffects,
+        now: u64,
+        owner: u32,
+        shape: Shape,
+        job: JobId,
+        state: Job,
+        root: Option<crate::kvs_root::RootJob>,
+        held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
+        held_bytes: usize,
+    ) {
         if let Some(root) = root {
             self.kvs.put_job(job, root);
         }
@@ -246,7 +257,9 @@ impl Pool {
                 }
                 return;
             }
-            ToLauncher::FenceIn { epoch, count, puts, .. } => return super::jobs::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m)),
+            ToLauncher::FenceIn { epoch, count, puts, .. } => {
+                return super::jobs::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m))
+            }
             ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node.0, seq, segment)),
             ToLauncher::Kvs { to, msg } => return send_all(fx, self.kvs.route(to, msg)),
             ToLauncher::Output { rank, stream, data, .. } => {

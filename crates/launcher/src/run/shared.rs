@@ -62,8 +62,14 @@ impl TreeShared {
     pub fn new_job_id(&mut self) -> (JobId, String) {
         let job = JobId(self.next_job);
         self.next_job += 1;
-        let live: std::collections::HashSet<u16> =
-            self.jobs.values().map(|(_, name, _)| name.as_str()).chain(self.pool.kvsnames()).chain(self.issued.iter().map(String::as_str)).map(open_mpi_family).collect();
+        let live: std::collections::HashSet<u16> = self
+            .jobs
+            .values()
+            .map(|(_, name, _)| name.as_str())
+            .chain(self.pool.kvsnames())
+            .chain(self.issued.iter().map(String::as_str))
+            .map(open_mpi_family)
+            .collect();
         let name = kvsname::fresh(self.run_tag, job, |family| live.contains(&family));
         if self.issued.len() >= kvsname::ISSUED_REMEMBERED {
             self.issued.pop_front();
