@@ -166,7 +166,7 @@ pub struct Cluster {
     timers: HashMap<RunTimer, u64>,
     /// The jobs routed to the run (its `Effect::Route`s); the messages of
     /// others go to the tree's pool if it holds them (as `controller::dispatch`).
-    routed: HashSet<JobId>,
+    routed: std::collections::BTreeSet<JobId>,
     /// The pool's deadline, as last asked for.
     pool_wake: Option<u64>,
     /// dpm's own lines (the summary line among them).
@@ -211,7 +211,7 @@ impl Cluster {
             procs: Vec::new(),
             conns: HashMap::new(),
             timers: HashMap::new(),
-            routed: HashSet::new(),
+            routed: Default::default(),
             pool_wake: None,
             said: Vec::new(),
             output: BTreeMap::new(),

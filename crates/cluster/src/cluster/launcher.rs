@@ -2,7 +2,8 @@
 //! pool of kept pooled jobs ([`dpm_launcher::run::Pool`]), a message from
 //! the tree going to whichever owns its job (as `controller::dispatch`
 //! routes it), and their effects carried out. Every event ends with the
-//! run's and the pool's invariant checks ([`Run::check_invariants`]). A
+//! run's and the pool's invariant checks ([`Run::check_invariants`], and
+//! after a run's event [`Run::check_routes`]). A
 //! booted tree's later runs are [`Cluster::next_run`].
 
 use std::time::Duration;
@@ -142,6 +143,7 @@ impl Cluster {
         call(&mut self.run, &mut self.run_fx);
         while self.apply_run_effects() {}
         self.run.check_invariants(&self.run_fx.shared);
+        self.run.check_routes(&self.routed);
     }
 
     /// Carry out what the run asked; true if it wrote output, whose credit

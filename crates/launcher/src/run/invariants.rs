@@ -33,4 +33,12 @@ impl Run {
         }
         shared.pool.check_invariants(&own);
     }
+
+    /// Panics unless `routed` — the jobs whose messages the driver routes
+    /// to this run (its [`super::RunEffects::route`]s) — are its jobs and
+    /// the jobs it handed over to the pool while it goes on.
+    pub fn check_routes(&self, routed: &std::collections::BTreeSet<JobId>) {
+        let expected: std::collections::BTreeSet<JobId> = self.jobs.keys().chain(&self.handed).copied().collect();
+        assert_eq!(routed, &expected, "routes ≠ the run's jobs and those it handed over");
+    }
 }
