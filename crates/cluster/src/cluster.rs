@@ -21,8 +21,7 @@ use dpm_daemon::DaemonConfig;
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_launcher::node_table::{fill, NodeTable};
 use dpm_launcher::plan::PlannedJob;
-use dpm_launcher::run::{Effect, FailurePolicy, Recorder, Run, Settings, Timer as RunTimer, TreeShared};
-use dpm_launcher::spawn::SpawnContext;
+use dpm_launcher::run::{FailurePolicy, Recorder, Run, Timer as RunTimer, TreeShared};
 use dpm_pmi::ConnId;
 use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, ToDaemon, ToLauncher};
 
@@ -30,7 +29,10 @@ use crate::layout::Layout;
 use crate::process::{Proc, Script};
 use crate::resources::{DaemonThread, NodeResources};
 
+mod launcher;
 mod scripted;
+
+use launcher::run_settings;
 
 /// The virtual epoch: the daemons' `at` and the run's clock are µs since the
 /// Unix epoch; virtual time 0 is this.
@@ -90,6 +92,13 @@ enum Event {
         timer: RunTimer,
         generation: u64,
     },
+    /// The deadline the tree's pool asked for (µs since the epoch).
+    PoolTimer(u64),
+    /// A process is killed from outside (`kill -9`, the OOM killer).
+    Kill {
+        job: JobId,
+        rank: Rank,
+    },
     Signal(i32),
     LoseNode(usize),
 }
@@ -147,11 +156,19 @@ pub struct Cluster {
     scripts: HashMap<String, Script>,
     /// Each spawned job's parent kvsname and size, from its `Launch`s.
     spawned_by: HashMap<JobId, (String, u32)>,
+    /// The jobs spawns were answered with, in order: each spawned job at its
+    /// `Launch`, a warm spawn's pooled job at its `Claim` instead.
+    spawn_answers: Vec<JobId>,
     /// Parents in their accept ([`crate::Step::Accept`]), and the job each waits for.
     accepting: Vec<(usize, JobId)>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
     timers: HashMap<RunTimer, u64>,
+    /// The jobs routed to the run (its `Effect::Route`s); the messages of
+    /// others go to the tree's pool if it holds them (as `controller::dispatch`).
+    routed: std::collections::BTreeSet<JobId>,
+    /// The pool's deadline, as last asked for.
+    pool_wake: Option<u64>,
     /// dpm's own lines (the summary line among them).
     pub said: Vec<String>,
     /// Every rank's output, per job and rank.
@@ -177,38 +194,25 @@ impl Cluster {
                 Node { reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }), fx: RecordingEffects::new(), tree, alive: true }
             })
             .collect();
-        let universe_size = i64::from(layout.slots) * layout.nodes as i64;
-        let settings = Settings {
-            label: false,
-            kill_grace: layout.kill_grace,
-            universe_size,
-            pmi_mode: PmiMode::Fd,
-            no_oversubscribe: layout.no_oversubscribe,
-            report_placement: false,
-            spawn: SpawnContext { base_env: Vec::new(), cwd: "/".into(), host: hosts[0].clone(), nodes: hosts.clone() },
-            node_slots: vec![layout.slots; layout.nodes],
-            fanout: layout.fanout,
-            owner: 1,
-            warm_spawn: 0,
-            warm_verbose: false,
-            binding: Default::default(),
-        };
         Cluster {
             now: Duration::ZERO,
             seq: 0,
             queue: BinaryHeap::new(),
             events: HashMap::new(),
             nodes,
-            run: Run::new(settings),
+            run: Run::new(run_settings(&layout, 1, 0)),
             run_fx: Recorder::new(TreeShared::new(table, 0x5eed)),
             res: vec![NodeResources::new(layout.costs.cores); layout.nodes + 1],
             threads: vec![DaemonThread::default(); layout.nodes + 1],
             scripts: HashMap::new(),
             spawned_by: HashMap::new(),
+            spawn_answers: Vec::new(),
             accepting: Vec::new(),
             procs: Vec::new(),
             conns: HashMap::new(),
             timers: HashMap::new(),
+            routed: Default::default(),
+            pool_wake: None,
             said: Vec::new(),
             output: BTreeMap::new(),
             shm_removed: Vec::new(),
@@ -367,7 +371,7 @@ impl Cluster {
                 let actions = self.nodes[node].tree.from_parent(to, msg);
                 self.tree_actions(node, actions);
             }
-            Event::Up { to: None, origin, msg } => self.with_run(|run, fx| run.on_message(fx, NodeId(origin), msg)),
+            Event::Up { to: None, origin, msg } => self.up_to_launcher(origin, msg),
             Event::Up { to: Some(node), origin, msg } if self.nodes[node].alive => {
                 let actions = self.nodes[node].tree.from_below(origin, msg);
                 self.tree_actions(node, actions);
@@ -387,6 +391,12 @@ impl Cluster {
             Event::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, NodeId(node), error)),
             Event::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
             Event::LoseNode(node) => self.lose_node(node),
+            Event::PoolTimer(at) => self.pool_timer(at),
+            Event::Kill { job, rank } => {
+                if let Some(v) = self.procs.iter().position(|p| p.job == job && p.rank == rank && p.end.is_none()) {
+                    self.kill(v, libc::SIGKILL);
+                }
+            }
             _ => {} // for a lost node, or a timer armed again since
         }
     }
@@ -540,54 +550,5 @@ impl Cluster {
             Recorded::RemoveShm { job, .. } => self.shm_removed.push((node, job)),
             _ => {} // ports, adopted processes, stdin, leaders: nothing to do here
         }
-    }
-
-    fn with_run(&mut self, call: impl FnOnce(&mut Run, &mut Recorder)) {
-        self.run_fx.now = EPOCH_MICROS + self.now.as_micros() as u64;
-        call(&mut self.run, &mut self.run_fx);
-        while self.apply_run_effects() {}
-    }
-
-    /// Carry out what the run asked; true if it wrote output, whose credit
-    /// was handed back and may have asked for more.
-    fn apply_run_effects(&mut self) -> bool {
-        let mut written = Vec::new();
-        for effect in self.run_fx.take() {
-            match effect {
-                // As the launcher's links do: addressed (`Down::To`), to the
-                // top-level child whose subtree holds the node.
-                Effect::Send(node, msg) => {
-                    // Known from the moment the run launches it, before the
-                    // spawn's answer (sent first) reaches the parent.
-                    if let ToDaemon::Launch(LaunchJob { job, size, spawner: Some(parent), .. }) = &msg {
-                        self.spawned_by.entry(*job).or_insert_with(|| (parent.clone(), *size));
-                    }
-                    let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { continue };
-                    let at = self.frame_arrival(None, &msg);
-                    self.schedule_at(at, Event::Down { node: top, to: node.0, msg });
-                }
-                // Written at once: its credit goes back as a real console's would.
-                Effect::Output(node, job, rank, _, data) => {
-                    written.push((node, job, data.len() as u64));
-                    self.output.entry((job, rank)).or_default().extend(data);
-                }
-                Effect::Say(line) => self.said.push(line),
-                Effect::Arm(timer, after) => {
-                    self.seq += 1;
-                    let generation = self.seq;
-                    self.timers.insert(timer, generation);
-                    self.schedule(after, Event::RunTimer { timer, generation });
-                }
-                Effect::Finished(code) => {
-                    self.exit = Some(code);
-                    self.finished_at = Some(self.now);
-                }
-                Effect::Flush(..) | Effect::Route(..) => {}
-            }
-        }
-        for &(node, job, bytes) in &written {
-            self.run.on_output_written(&mut self.run_fx, node, job, bytes);
-        }
-        !written.is_empty()
     }
 }

@@ -8,9 +8,10 @@
 //!
 //! What all runs of a daemon tree share is in [`Shared`]: the plain
 //! [`TreeShared`] (names, job ids, node table and load, jobs for `dpm
-//! status`) and the route of each live job to the run owning it — one run
-//! per tree for a plain `dpm run`, many for a booted tree (`dpm boot`).
-//! [`dispatch`] hands each daemon message to the run owning its job.
+//! status`, and the [`crate::run::Pool`] of kept pooled jobs) and the route
+//! of each live job to the run owning it — one run per tree for a plain
+//! `dpm run`, many for a booted tree (`dpm boot`). [`dispatch`] hands each
+//! daemon message to the run owning its job, or to the pool holding it.
 
 use std::cell::{RefCell, RefMut};
 use std::collections::{BTreeMap, HashMap};
@@ -27,7 +28,7 @@ use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
 use crate::node_table::NodeTable;
 use crate::output::{Output, Sink, Written};
-use crate::run::{FailurePolicy, Outbox, Run, RunEffects, Timer, TreeShared};
+use crate::run::{FailurePolicy, Pool, PoolEffects, Run, RunEffects, Timer, TreeShared};
 
 pub use crate::run::{kvsname, signal_name, Settings};
 
@@ -71,27 +72,89 @@ pub struct Shared {
     pub tree: TreeShared,
     /// The run each live job belongs to.
     routes: HashMap<JobId, Route>,
-    /// What the tree's keeping of pooled jobs (`TreeShared::kept`) sends
-    /// down the links: the boot server's keeper sends it.
-    keeper: Option<mpsc::UnboundedSender<Outbox>>,
+    /// The links to the tree's nodes, for what the pool sends.
+    links: Vec<DaemonLink>,
+    /// When the pool asked to be woken ([`Pool::on_timer`]), µs since the
+    /// epoch; [`Shared::pool_woken`] is notified when it is armed.
+    pool_wake: Option<u64>,
+    pool_woken: Rc<tokio::sync::Notify>,
 }
 
 pub type SharedRef = Rc<RefCell<Shared>>;
 
 impl Shared {
     pub fn new(nodes: NodeTable) -> SharedRef {
-        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), routes: HashMap::new(), keeper: None }))
+        let (routes, pool_wake, pool_woken) = (HashMap::new(), None, Rc::default());
+        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), routes, links: Vec::new(), pool_wake, pool_woken }))
     }
 
-    /// What the keeping of kept jobs sends goes to `keeper` (see [`crate::run::Kept`]).
-    pub fn set_keeper(&mut self, keeper: mpsc::UnboundedSender<Outbox>) {
-        self.keeper = Some(keeper);
+    /// The links to the tree's nodes (what the pool sends goes down them).
+    pub fn set_links(&mut self, links: Vec<DaemonLink>) {
+        self.links = links;
     }
 
     /// The tree of one plain run: its links' hosts, `settings.node_slots`.
     pub fn for_run(links: &[DaemonLink], settings: &Settings) -> SharedRef {
         let slots = |i: usize| settings.node_slots.get(i).copied().unwrap_or(1);
-        Shared::new(NodeTable::new(links.iter().enumerate().map(|(i, l)| (l.host.clone(), slots(i))), settings.fanout))
+        let shared = Shared::new(NodeTable::new(links.iter().enumerate().map(|(i, l)| (l.host.clone(), slots(i))), settings.fanout));
+        shared.borrow_mut().set_links(links.to_vec());
+        shared
+    }
+
+    /// One event of the tree's pool, its effects carried out here.
+    pub fn with_pool<T>(&mut self, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
+        let Shared { tree, links, pool_wake, pool_woken, .. } = self;
+        event(&mut tree.pool, &mut LinkEffects { links, pool_wake, pool_woken })
+    }
+
+    fn wake_pool(&mut self, at: u64) {
+        self.pool_wake = Some(at);
+        self.pool_woken.notify_one();
+    }
+}
+
+/// The pool's effects in a live tree: down the links; its deadline kept
+/// for [`drive_pool_timer`].
+struct LinkEffects<'a> {
+    links: &'a [DaemonLink],
+    pool_wake: &'a mut Option<u64>,
+    pool_woken: &'a tokio::sync::Notify,
+}
+
+impl PoolEffects for LinkEffects<'_> {
+    fn send(&mut self, node: NodeId, msg: ToDaemon) {
+        if let Some(link) = self.links.get(node.0) {
+            link.send(msg);
+        }
+    }
+    fn wake_at(&mut self, at: u64) {
+        *self.pool_wake = Some(at);
+        self.pool_woken.notify_one();
+    }
+}
+
+/// The pool's timer: sleeps until the deadline it asked for (re-read each
+/// time one is armed), then calls [`Pool::on_timer`]. Runs for the tree's
+/// life (a boot's; a plain run's pool keeps nothing, so never asks).
+pub async fn drive_pool_timer(shared: SharedRef) {
+    let woken = shared.borrow().pool_woken.clone();
+    loop {
+        let wake = shared.borrow().pool_wake;
+        let Some(at) = wake else {
+            woken.notified().await;
+            continue;
+        };
+        let after = Duration::from_micros(at.saturating_sub(dpm_daemon::now_micros()));
+        tokio::select! {
+            () = tokio::time::sleep(after) => {
+                let mut shared = shared.borrow_mut();
+                if shared.pool_wake == Some(at) {
+                    shared.pool_wake = None;
+                    shared.with_pool(|pool, fx| pool.on_timer(fx, dpm_daemon::now_micros()));
+                }
+            }
+            () = woken.notified() => {}
+        }
     }
 }
 
@@ -115,12 +178,9 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
             Some(job) => {
                 if let Some(tx) = shared.routes.get(&job) {
                     let _ = tx.send(envelope);
-                } else if let (Up::From { node, msg }, true) = (envelope, shared.tree.kept.holds(job)) {
-                    // Taken in at once, in order: a run may claim it next.
-                    let out = shared.tree.kept.on_message(NodeId(node), msg);
-                    if let Some(tx) = shared.keeper.as_ref().filter(|_| !out.is_empty()) {
-                        let _ = tx.send(out);
-                    }
+                } else if let (Up::From { node, msg }, true) = (envelope, shared.tree.pool.holds(job)) {
+                    // Served at once, in order: a run may claim it next.
+                    shared.with_pool(|pool, fx| pool.on_message(fx, NodeId(node), msg));
                 }
             }
             // Lost, trace lines: every run.
@@ -180,6 +240,9 @@ impl RunEffects for Driver<'_> {
         &mut self.shared.tree
     }
     fn finished(&mut self, _code: i32) {}
+    fn wake_pool(&mut self, at: u64) {
+        self.shared.wake_pool(at);
+    }
 
     fn files(&self) -> &dyn crate::plan::Files {
         &crate::plan::HostFiles
@@ -380,18 +443,14 @@ impl Controller {
                 }
             }
         }
-        // What came for jobs the run handed over to the tree's keeping (their
-        // routes are gone now): to the keeping, in order, before anything
+        // What came for jobs the run handed over to the tree's pool (their
+        // routes are gone now): to the pool, in order, before anything
         // newer can reach it.
         while let Ok(envelope) = self.up.try_recv() {
             let Up::From { node, msg } = envelope else { continue };
             let mut shared = self.shared.borrow_mut();
-            if msg.job().is_some_and(|j| shared.tree.kept.holds(j)) {
-                for (node, msg) in shared.tree.kept.on_message(NodeId(node), msg) {
-                    if let Some(link) = self.links.get(node.0) {
-                        link.send(msg);
-                    }
-                }
+            if msg.job().is_some_and(|j| shared.tree.pool.holds(j)) {
+                shared.with_pool(|pool, fx| pool.on_message(fx, NodeId(node), msg));
             }
         }
         let code = self.run.exit_code().unwrap_or(1);

@@ -26,7 +26,7 @@ use dpm_proto::ToDaemon;
 /// Messages for daemons, by node index.
 pub type Outbox = Vec<(usize, ToDaemon)>;
 
-/// One job's state at the root (moved between runs with a kept job: `run::kept`).
+/// One job's state at the root (moved between runs with a kept job: `run::pool`).
 pub struct RootJob {
     design: KvsDesign,
     /// The job's daemons, sorted (for the owner hash).
@@ -72,6 +72,11 @@ impl KvsRoot {
     /// A job's state taken from another run's root (same tree, same fan-out).
     pub fn put_job(&mut self, job: JobId, state: RootJob) {
         self.jobs.insert(job, state);
+    }
+
+    /// The jobs held here.
+    pub fn jobs(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.jobs.keys().copied()
     }
 
     /// The job's design (spawned jobs inherit their parent's).

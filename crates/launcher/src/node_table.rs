@@ -308,6 +308,11 @@ impl Reservation {
         self.node_of.iter().map(|n| n.0).collect()
     }
 
+    /// How many ranks still hold their slot.
+    pub fn held(&self) -> usize {
+        self.held.iter().filter(|&&h| h).count()
+    }
+
     pub fn node(&self, rank: usize) -> Option<NodeId> {
         self.node_of.get(rank).copied()
     }

@@ -87,7 +87,7 @@ impl Cluster {
     fn accept(&mut self, proc: usize) {
         let p = &self.procs[proc].proc;
         let spawned = p.replies.last().is_some_and(|r| r.starts_with("cmd=spawn_result") && crate::process::parse(r).get("rc").is_none_or(|rc| rc == "0"));
-        let child = self.spawned_by.iter().filter(|(_, (parent, _))| *parent == p.kvsname).map(|(job, _)| *job).max();
+        let child = self.spawn_answers.iter().rev().find(|j| self.spawned_by.get(j).is_some_and(|(parent, _)| *parent == p.kvsname)).copied();
         match child.filter(|_| spawned) {
             Some(child) => {
                 self.accepting.push((proc, child));

@@ -61,14 +61,13 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let (links, up, waiter) = daemons.split();
     let shared = Shared::new(crate::node_table::NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout));
     // `--warm-spawn=N`: the runs' unclaimed pooled jobs are kept for later
-    // runs, N per shape, for `DPM_WARM_IDLE` (`run::Kept`).
-    let (keeper_tx, keeper_rx) = mpsc::unbounded_channel();
+    // runs, N per shape, for `DPM_WARM_IDLE` (`run::Pool`).
     {
         let mut s = shared.borrow_mut();
-        s.tree.kept.set_policy(config.warm_spawn.unwrap_or(0), config.warm_idle);
-        s.set_keeper(keeper_tx);
+        s.tree.pool.set_policy(config.warm_spawn.unwrap_or(0), config.warm_idle);
+        s.set_links(links.clone());
     }
-    tokio::task::spawn_local(keep(shared.clone(), links.clone(), keeper_rx));
+    tokio::task::spawn_local(controller::drive_pool_timer(shared.clone()));
     let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), Some(lost_tx)));
 
@@ -193,43 +192,12 @@ async fn end_runs(server: &Server, lost: Option<String>) {
     }
 }
 
-/// How often the keeper looks for kept jobs past their idle time.
-const KEEP_TICK: Duration = Duration::from_millis(250);
-
-/// The keeper: sends down the links what `run::Kept` sends (`dispatch`
-/// hands it the messages about kept jobs), and kills kept jobs past their
-/// idle time.
-async fn keep(shared: SharedRef, links: Vec<DaemonLink>, mut rx: mpsc::UnboundedReceiver<crate::run::Outbox>) {
-    let mut tick = tokio::time::interval(KEEP_TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let out = tokio::select! {
-            out = rx.recv() => match out {
-                Some(out) => out,
-                None => return,
-            },
-            _ = tick.tick() => shared.borrow_mut().tree.kept.on_tick(dpm_daemon::now_micros()),
-        };
-        send_out(&links, out);
-    }
-}
-
-/// Send a keeper's messages down the links.
-fn send_out(links: &[DaemonLink], out: crate::run::Outbox) {
-    for (node, msg) in out {
-        if let Some(link) = links.get(node.0) {
-            link.send(msg);
-        }
-    }
-}
-
 /// Kill the jobs the tree keeps and wait (at most 5 s) until their ends are
 /// heard and their nodes have forgotten them (their MPICH segments go then).
 async fn end_kept(server: &Server) {
-    let out = server.shared.borrow_mut().tree.kept.drop_all();
-    send_out(&server.links, out);
+    server.shared.borrow_mut().with_pool(|pool, fx| pool.drop_all(fx));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !server.shared.borrow().tree.kept.is_empty() {
+    while !server.shared.borrow().tree.pool.is_empty() {
         if tokio::time::Instant::now() >= deadline {
             tracing::warn!("kept warm-spawn jobs still going after 5 s; shutting the daemons down under them");
             return;
@@ -315,7 +283,7 @@ fn status(server: &Server) -> BootStatus {
         by_owner.entry(*owner).or_default().push((job.0, kvsname.clone(), *size));
     }
     // Pooled jobs kept for later runs: the boot's own (`client_pid` 0).
-    for (job, kvsname, size) in shared.tree.kept.listed() {
+    for (job, kvsname, size) in shared.tree.pool.listed() {
         by_owner.entry(0).or_default().push((job.0, kvsname, size));
     }
     let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
@@ -384,12 +352,8 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
 /// Kept pooled jobs give their slots up to a run's first job that does not
 /// fit in the free slots (oldest first).
 fn make_room(server: &Server, procs: usize) {
-    let mut out = Vec::new();
-    {
-        let mut shared = server.shared.borrow_mut();
-        while !shared.tree.nodes.fits_free(procs) && shared.tree.kept.drop_oldest(&mut out) {}
-    }
-    send_out(&server.links, out);
+    let mut shared = server.shared.borrow_mut();
+    while !shared.tree.nodes.fits_free(procs) && shared.with_pool(|pool, fx| pool.drop_oldest(fx)) {}
 }
 
 /// Write a run's output to its client until the run drops its console;

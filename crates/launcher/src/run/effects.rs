@@ -44,6 +44,9 @@ pub trait RunEffects {
     fn shared(&mut self) -> &mut TreeShared;
     /// The run is over; dpm's exit status is `code`.
     fn finished(&mut self, code: i32);
+    /// The tree's pool ([`super::Pool`]) asked to be woken at `at` (µs since
+    /// the epoch): the driver calls [`super::Pool::on_timer`] then; again: moved.
+    fn wake_pool(&mut self, at: u64);
     /// The file system a spawn's programs, directories and host files are
     /// resolved in (this machine's, for a live run).
     fn files(&self) -> &dyn Files;
@@ -62,6 +65,7 @@ pub enum Effect {
     Arm(Timer, Duration),
     Route(JobId, bool),
     Finished(i32),
+    WakePool(u64),
 }
 
 /// A [`RunEffects`] that records every effect, with a virtual clock
@@ -127,6 +131,9 @@ impl RunEffects for Recorder {
     }
     fn finished(&mut self, code: i32) {
         self.effects.push(Effect::Finished(code));
+    }
+    fn wake_pool(&mut self, at: u64) {
+        self.effects.push(Effect::WakePool(at));
     }
 
     fn files(&self) -> &dyn Files {

@@ -5,7 +5,8 @@
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{ExitStatus, NameRequest, PmiProgress, RequestId, ToDaemon};
 
-use super::{describe_rank, signal_name, FailurePolicy, RankEnd, Run, RunEffects};
+use super::{describe_rank, signal_name, FailurePolicy, Job, RankEnd, Run, RunEffects};
+use crate::kvs_root::KvsRoot;
 use crate::node_table::NodeState;
 
 impl Run {
@@ -187,26 +188,12 @@ impl Run {
     }
 
     pub(super) fn fence_in(&mut self, fx: &mut dyn RunEffects, job: JobId, epoch: u64, count: u32, puts: Vec<(String, String)>) {
-        // Under tree and direct the puts stay here instead of going down.
-        let (puts, out) = self.kvs.fence_puts(job, epoch, puts);
-        super::send_all(fx, out);
-        let Some(j) = self.jobs.get_mut(&job) else { return };
-        match j.fence.arrive(epoch, count, puts) {
-            Ok(None) => {}
-            Ok(Some(done)) => {
-                tracing::debug!(%job, epoch = done.epoch, keys = done.delta.len(), "fence complete");
-                // To the top of each subtree running the job; the daemons
-                // pass it down (a job the KVS root does not know: to each node).
-                let targets = self.kvs.fence_targets(job).map_or_else(|| j.daemons.clone(), |t| t.into_iter().map(NodeId).collect());
-                if let Some((&last, rest)) = targets.split_last() {
-                    for &d in rest {
-                        fx.send(d, ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });
-                    }
-                    fx.send(last, ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta });
-                }
-            }
-            Err(e) => tracing::error!(%job, "fence protocol error: {e}"),
-        }
+        let Some(j) = self.jobs.get_mut(&job) else {
+            // Under tree and direct the puts stay at the root even so.
+            let (_, out) = self.kvs.fence_puts(job, epoch, puts);
+            return super::send_all(fx, out);
+        };
+        serve_fence(&mut self.kvs, j, job, epoch, count, puts, &mut |node, msg| fx.send(node, msg));
     }
 
     /// A name-service request from `node`, answered there at once — except
@@ -275,5 +262,41 @@ impl Run {
         if terminated > 0 {
             self.verdict.terminated.push((job, terminated));
         }
+    }
+}
+
+/// A fence arrival of `job` (`j`, its KVS root state in `kvs`): tallied;
+/// once complete, its delta goes down to the top of each subtree running
+/// the job (the run's jobs and the pool's kept ones alike).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn serve_fence(
+    kvs: &mut KvsRoot,
+    j: &mut Job,
+    job: JobId,
+    epoch: u64,
+    count: u32,
+    puts: Vec<(String, String)>,
+    send: &mut dyn FnMut(NodeId, ToDaemon),
+) {
+    // Under tree and direct the puts stay here instead of going down.
+    let (puts, out) = kvs.fence_puts(job, epoch, puts);
+    for (node, msg) in out {
+        send(NodeId(node), msg);
+    }
+    match j.fence.arrive(epoch, count, puts) {
+        Ok(None) => {}
+        Ok(Some(done)) => {
+            tracing::debug!(%job, epoch = done.epoch, keys = done.delta.len(), "fence complete");
+            // To the top of each subtree running the job; the daemons
+            // pass it down (a job the KVS root does not know: to each node).
+            let targets = kvs.fence_targets(job).map_or_else(|| j.daemons.clone(), |t| t.into_iter().map(NodeId).collect());
+            if let Some((&last, rest)) = targets.split_last() {
+                for &d in rest {
+                    send(d, ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });
+                }
+                send(last, ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta });
+            }
+        }
+        Err(e) => tracing::error!(%job, "fence protocol error: {e}"),
     }
 }

@@ -20,13 +20,16 @@
 //! Submodules: `effects` (the trait, [`Timer`], [`Recorder`]), `verdict`
 //! (failure policy, first failure, exit status), `jobs` (a job's ranks:
 //! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`,
-//! `warm` (pooled spawns), `connect` (PMIx connect/disconnect collectives).
+//! `warm` (pooled spawns), `pool` (the tree's kept pooled jobs), `connect`
+//! (PMIx connect/disconnect collectives), `invariants` (checked in tests).
 
 mod connect;
 mod effects;
+mod invariants;
 mod jobs;
-mod kept;
 mod kvsname;
+mod pool;
+mod shared;
 mod spawn;
 #[cfg(test)]
 mod tests;
@@ -36,18 +39,19 @@ mod warm;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use dpm_kvs::{FenceTally, JobId, NameService, NodeId, Rank};
+use dpm_kvs::{FenceTally, JobId, NodeId, Rank};
 use dpm_proto::link::InProcessFd;
 use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher, OUTPUT_ACK_STEP};
 
 use crate::kvs_root::KvsRoot;
-use crate::node_table::{NodeTable, PlaceError, Reservation};
+use crate::node_table::{PlaceError, Reservation};
 use crate::spawn::SpawnContext;
 use spawn::SpawnAsk;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
-pub use kept::{Kept, Outbox, MAX_QUEUED};
 pub use kvsname::{kvsname, open_mpi_family};
+pub use pool::{Pool, PoolEffects, PoolOutbox};
+pub use shared::TreeShared;
 pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
@@ -75,68 +79,6 @@ pub struct Settings {
     pub warm_verbose: bool,
     /// Every job's binding (`-bind-to`…), applied by the daemons.
     pub binding: dpm_binding::BindPolicy,
-}
-
-/// State shared by every run of one daemon tree (see the module documentation).
-pub struct TreeShared {
-    /// Published names; a parked lookup is answered at `(node, request)`.
-    pub names: NameService<(NodeId, RequestId)>,
-    next_job: u32,
-    /// Random per tree (128 bits): part of every kvsname (see [`kvsname`]).
-    run_tag: u128,
-    pub nodes: NodeTable,
-    /// Live jobs: (owner's pid, kvsname, size), for `dpm status`.
-    pub jobs: BTreeMap<JobId, (u32, String, u32)>,
-    /// Pooled jobs kept for later runs (`dpm boot --warm-spawn`; off by default).
-    pub kept: Kept,
-    /// The last kvsnames handed out, live before their job is registered in `jobs`.
-    issued: std::collections::VecDeque<String>,
-    /// The last PMIx group context id handed out ([`Self::context_id`]).
-    context_ids: u64,
-}
-
-impl TreeShared {
-    /// `run_tag`: the random part of the tree's kvsnames (128 bits), drawn
-    /// by the driver (`controller::random_tag`) so that the reactor draws
-    /// nothing.
-    pub fn new(nodes: NodeTable, run_tag: u128) -> Self {
-        TreeShared {
-            names: NameService::default(),
-            next_job: 0,
-            run_tag,
-            nodes,
-            jobs: BTreeMap::new(),
-            kept: Kept::default(),
-            issued: Default::default(),
-            context_ids: 0,
-        }
-    }
-
-    /// A PMIx group's context id (`PMIX_GROUP_CONTEXT_ID`): unique among
-    /// every run of the tree, so communicators of jobs that later connect
-    /// never share one, and never 0 (Open MPI's base for communicators
-    /// whose id it agreed on itself). Open MPI derives the new
-    /// communicator's extended id from it.
-    pub fn context_id(&mut self) -> u64 {
-        self.context_ids += 1;
-        self.context_ids
-    }
-
-    /// A new job id and its kvsname (unique per daemon tree, short enough
-    /// for MPICH, and distinct from every live job's in Open MPI's eyes:
-    /// see [`kvsname::fresh`]).
-    pub fn new_job_id(&mut self) -> (JobId, String) {
-        let job = JobId(self.next_job);
-        self.next_job += 1;
-        let live: std::collections::HashSet<u16> =
-            self.jobs.values().map(|(_, name, _)| name).chain(self.issued.iter()).map(|name| open_mpi_family(name)).collect();
-        let name = kvsname::fresh(self.run_tag, job, |family| live.contains(&family));
-        if self.issued.len() >= kvsname::ISSUED_REMEMBERED {
-            self.issued.pop_front();
-        }
-        self.issued.push_back(name.clone());
-        (job, name)
-    }
 }
 
 /// A planned job that cannot be run as it is: refused before anything starts.
@@ -235,8 +177,8 @@ pub struct Run {
     /// Output written and not yet acknowledged, per node and job (below
     /// [`OUTPUT_ACK_STEP`]).
     written: HashMap<(NodeId, JobId), u64>,
-    /// Pooled jobs handed over to the tree's keeping while this run goes on
-    /// (`kept`).
+    /// Pooled jobs handed over to the tree's pool while this run goes on
+    /// (`pool`).
     handed: Vec<JobId>,
     /// PMIx connect/disconnect collectives in flight (`connect`).
     connects: Vec<connect::Collective>,
@@ -268,6 +210,11 @@ impl Run {
     pub fn set_timeout(&mut self, fx: &mut dyn RunEffects, timeout: Duration) {
         self.timeout = Some(timeout);
         fx.arm(Timer::Timeout, timeout);
+    }
+
+    /// The pid of the `dpm run` this run is for.
+    pub fn owner(&self) -> u32 {
+        self.settings.owner
     }
 
     /// dpm's exit status, once the run is over.
@@ -530,6 +477,8 @@ impl Run {
         if self.jobs.is_empty() && self.exit.is_none() {
             self.finish(fx);
         }
+        #[cfg(test)]
+        self.check_invariants(fx.shared());
     }
 
     fn kill_all(&mut self, fx: &mut dyn RunEffects, sig: i32) {

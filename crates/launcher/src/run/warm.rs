@@ -33,7 +33,7 @@
 //! A run's pools are its own: a shape names its parent job, and a boot's
 //! runs have different job ids, so a pool never matches another run's
 //! spawn. What outlives a run is its unclaimed pooled jobs, which a boot
-//! keeps for later runs' spawns of the same shape (`kept`, [`super::Kept`]).
+//! keeps for later runs' spawns of the same shape (the tree's [`super::Pool`]).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -85,7 +85,7 @@ pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(5
 /// child learns nothing of its parent before the parked
 /// `PARENT_ROOT_PORT_NAME` get (PMI-1: `PMI_SPAWNED=1`; PMI-2: MPICH's,
 /// Slurm's and dpm's clients only test `spawner-jobid` for presence and
-/// keep no copy of it), so any job of any run may claim it (`kept`).
+/// keep no copy of it), so any job of any run may claim it (`pool`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Shape {
     commands: Vec<SpawnCommand>,
@@ -159,7 +159,7 @@ pub(super) struct Entry {
     pub(super) job: JobId,
     /// The job whose spawn it was made for (it goes when that job ends).
     pub(super) origin: JobId,
-    /// Taken on from the tree's keeping (`kept`): made by an earlier run.
+    /// Taken on from the tree's pool (`pool`): made by an earlier run.
     kept: bool,
     /// Its output so far, in order, and how many bytes that is.
     pub(super) held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
@@ -396,7 +396,7 @@ impl Run {
             }
             self.warm_drop(fx, job, Some("its slots are needed"));
         }
-        // Then jobs the tree keeps for later runs (`kept`).
+        // Then jobs the tree keeps for later runs (`pool`).
         while fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
             if !self.drop_kept(fx) {
                 break;
@@ -491,8 +491,8 @@ impl Run {
         }
     }
 
-    /// `job` ended: the pooled jobs made for its spawns go — to the boot's
-    /// keeping if it keeps them (`kept`), else killed, quietly (as at the
+    /// `job` ended: the pooled jobs made for its spawns go — to the tree's
+    /// pool if it keeps them (`pool`), else killed, quietly (as at the
     /// end of the run) —, and so does a claim its spawn was making.
     pub(super) fn warm_parent_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
         let orphans: Vec<(JobId, bool)> = self

@@ -504,8 +504,8 @@ fn rank_ranges_are_compact() {
     assert_eq!(rank_ranges(&[3]), "3");
 }
 
-mod kept;
 mod pmix;
+mod pool;
 mod warm;
 
 #[test]

@@ -1,7 +1,8 @@
-//! Pooled jobs kept by the tree across runs (`run::kept`): handed over at a
-//! run's end instead of killed, claimed by a later run's spawn of the same
-//! shape with what they said meanwhile, never by another environment or
-//! argument; bounded per shape, killed after their idle time or for a
+//! Pooled jobs kept by the tree's pool across runs (`run::pool`): handed
+//! over at a run's end instead of killed, served by the pool while kept
+//! (fences, output held), claimed by a later run's spawn of the same shape
+//! in one event, never by another environment or argument; bounded per
+//! shape, killed after their idle time (the pool's own timer) or for a
 //! placement, forgotten once their ends are heard.
 
 use super::warm::{answer, claimed, ended, launches, request, request_arg, start_all, warm_fixture};
@@ -9,6 +10,23 @@ use super::*;
 use dpm_proto::Stream;
 
 const IDLE: Duration = Duration::from_secs(60);
+
+/// A message from `node` for the pool (as `controller::dispatch` hands it
+/// over); what the pool sent. Its invariants hold after it.
+fn to_pool(rec: &mut Recorder, node: usize, msg: ToLauncher) -> Vec<(NodeId, ToDaemon)> {
+    let mut out = PoolOutbox::default();
+    rec.shared.pool.on_message(&mut out, NodeId(node), msg);
+    rec.shared.pool.check_invariants(&[]);
+    out.sent
+}
+
+/// The pool's timer at `now`: what it sent, and when it wants to be woken next.
+fn pool_timer(rec: &mut Recorder, now: u64) -> (Vec<(NodeId, ToDaemon)>, Option<u64>) {
+    let mut out = PoolOutbox::default();
+    rec.shared.pool.on_timer(&mut out, now);
+    rec.shared.pool.check_invariants(&[]);
+    (out.sent, out.wake)
+}
 
 /// A run of the same tree as `rec` (owner `owner`), pooling one job per shape.
 fn next_run(owner: u32) -> Run {
@@ -22,7 +40,7 @@ fn next_run(owner: u32) -> Run {
 /// ends. Returns the run, the recorder and the pooled job.
 fn first_run_kept() -> (Run, Recorder, JobId) {
     let (mut run, mut rec) = warm_fixture(&[8], 1);
-    rec.shared.kept.set_policy(1, IDLE);
+    rec.shared.pool.set_policy(1, IDLE);
     let parent = started(&mut run, &mut rec, &[0]);
     request(&mut run, &mut rec, parent, 1, 1);
     let l = launches(&rec);
@@ -41,11 +59,14 @@ fn a_runs_unclaimed_pooled_job_is_kept_and_claimed_by_the_next_run() {
     assert!(signals(&rec, pooled).is_empty(), "kept, not killed");
     assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: kept {pooled} for later runs"))), "{:?}", rec.said());
     assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(j, false) if *j == pooled)), "its messages go to the keeping");
-    assert!(rec.shared.kept.holds(pooled));
+    assert!(rec.shared.pool.holds(pooled));
     assert_eq!(rec.shared.nodes.live(), 1, "it holds its slot");
-    // What it says while kept waits for its claim.
-    let out = rec.shared.kept.on_message(NodeId(0), ToLauncher::Output { job: pooled, rank: Rank(0), stream: Stream::Stderr, data: b"pre\n".to_vec() });
+    // While kept, the pool serves it: its output is held for the claim, its
+    // fence completes.
+    let out = to_pool(&mut rec, 0, ToLauncher::Output { job: pooled, rank: Rank(0), stream: Stream::Stderr, data: b"pre\n".to_vec() });
     assert!(out.is_empty());
+    let out = to_pool(&mut rec, 0, ToLauncher::FenceIn { job: pooled, epoch: 0, count: 1, puts: vec![("k".into(), "v".into())] });
+    assert!(matches!(out.as_slice(), [(NodeId(0), ToDaemon::FenceDone { job, epoch: 0, delta })] if *job == pooled && delta.len() == 1), "{out:?}");
     rec.take();
 
     let mut second = next_run(2);
@@ -56,7 +77,7 @@ fn a_runs_unclaimed_pooled_job_is_kept_and_claimed_by_the_next_run() {
     assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, preput } if *job == pooled && preput[0].1 == "port7")));
     assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(j, true) if *j == pooled)), "its messages go to the claiming run");
     assert_eq!(rec.shared.jobs.get(&pooled).map(|j| j.0), Some(2), "listed as the claiming run's");
-    assert!(!rec.shared.kept.holds(pooled));
+    assert!(!rec.shared.pool.holds(pooled));
     claimed(&mut second, &mut rec, pooled, true);
     assert!(matches!(answer(&rec, 7), Some(Ok(k)) if k.ends_with(&format!("_{}", pooled.0))));
     let output: Vec<&[u8]> =
@@ -83,7 +104,7 @@ fn another_environment_or_argument_never_claims_a_kept_job() {
     let parent = started(&mut same, &mut rec, &[0]);
     request_arg(&mut same, &mut rec, parent, 1, 4, "b");
     assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })), "another argument: {:?}", rec.said());
-    assert!(rec.shared.kept.holds(pooled), "still kept");
+    assert!(rec.shared.pool.holds(pooled), "still kept");
 }
 
 /// Issue 26: the program rebuilt between two runs of one boot (same path,
@@ -99,7 +120,7 @@ fn a_rebuilt_program_never_claims_a_job_of_the_old_one() {
     request(&mut rebuilt, &mut rec, parent, 1, 2);
     assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })), "a rebuilt program claimed: {:?}", rec.said());
     assert!(rec.said().iter().any(|l| l.contains("miss for")), "{:?}", rec.said());
-    assert!(rec.shared.kept.holds(pooled), "still kept (for the old program's spawns)");
+    assert!(rec.shared.pool.holds(pooled), "still kept (for the old program's spawns)");
     rec.files.identities.clear();
     let mut same = next_run(3);
     let parent = started(&mut same, &mut rec, &[0]);
@@ -111,7 +132,7 @@ fn a_rebuilt_program_never_claims_a_job_of_the_old_one() {
 fn kept_jobs_are_bounded_per_shape_and_killed_after_their_idle_time() {
     // A run pooling two jobs of a shape, on a tree keeping one per shape.
     let (mut run, mut rec) = warm_fixture(&[8], 2);
-    rec.shared.kept.set_policy(1, IDLE);
+    rec.shared.pool.set_policy(1, IDLE);
     let parent = started(&mut run, &mut rec, &[0]);
     request(&mut run, &mut rec, parent, 1, 1);
     let l = launches(&rec);
@@ -122,30 +143,35 @@ fn kept_jobs_are_bounded_per_shape_and_killed_after_their_idle_time() {
     ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
     rec.take();
     exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Code(0), DONE, LATER);
-    assert!(rec.shared.kept.holds(pooled[0]) && signals(&rec, pooled[0]).is_empty(), "the oldest is kept");
+    assert!(rec.shared.pool.holds(pooled[0]) && signals(&rec, pooled[0]).is_empty(), "the oldest is kept");
     assert_eq!(signals(&rec, pooled[1]), vec![libc::SIGKILL], "no room for the other: killed");
     ended(&mut run, &mut rec, pooled[1], 1, ExitStatus::Signal(libc::SIGKILL));
     assert_eq!(run.exit_code(), Some(0));
     // Not claimed within its idle time: killed, then forgotten once its end is heard.
-    assert!(rec.shared.kept.on_tick(rec.now + 1).is_empty(), "not yet");
-    let now = rec.now + u64::try_from(IDLE.as_micros()).unwrap();
-    let out = rec.shared.kept.on_tick(now);
+    let due = rec.now + u64::try_from(IDLE.as_micros()).unwrap();
+    assert!(rec.effects.iter().any(|e| matches!(e, Effect::WakePool(at) if *at == due)), "the pool asks to be woken at its idle end");
+    let soon = rec.now + 1;
+    let (out, again) = pool_timer(&mut rec, soon);
+    assert!(out.is_empty(), "not yet");
+    assert_eq!(again, Some(due), "woken again when it is due");
+    let (out, again) = pool_timer(&mut rec, due);
     assert!(matches!(out.as_slice(), [(_, ToDaemon::Signal { job, signal: libc::SIGKILL })] if *job == pooled[0]), "{out:?}");
+    assert_eq!(again, None, "nothing left to wake for");
     assert_eq!(rec.shared.nodes.live(), 0, "its slot is free at once");
-    assert!(rec.shared.kept.holds(pooled[0]), "dying: its end is still to come");
+    assert!(rec.shared.pool.holds(pooled[0]), "dying: its end is still to come");
     let exited = ToLauncher::Exited { job: pooled[0], rank: Rank(0), pid: 1, status: ExitStatus::Signal(9), pmi: DONE, at: LATER };
-    let out = rec.shared.kept.on_message(NodeId(0), exited);
+    let out = to_pool(&mut rec, 0, exited);
     assert!(matches!(out.as_slice(), [(_, ToDaemon::Forget { job })] if *job == pooled[0]), "{out:?}");
-    assert!(rec.shared.kept.is_empty());
+    assert!(rec.shared.pool.is_empty());
 }
 
 #[test]
 fn a_kept_job_that_ends_is_forgotten_and_one_whose_slots_are_needed_is_killed() {
     let (_, mut rec, pooled) = first_run_kept();
     let exited = ToLauncher::Exited { job: pooled, rank: Rank(0), pid: 1, status: ExitStatus::Code(3), pmi: DONE, at: LATER };
-    let out = rec.shared.kept.on_message(NodeId(0), exited);
+    let out = to_pool(&mut rec, 0, exited);
     assert!(out.iter().any(|(_, m)| matches!(m, ToDaemon::Forget { .. })), "{out:?}");
-    assert!(rec.shared.kept.is_empty());
+    assert!(rec.shared.pool.is_empty());
     // A run whose cold spawn needs every slot takes them from a kept job.
     let (_, mut rec, pooled) = first_run_kept();
     let mut second = next_run(2);
@@ -161,7 +187,7 @@ fn a_kept_job_that_ends_is_forgotten_and_one_whose_slots_are_needed_is_killed() 
 #[test]
 fn a_job_handed_over_by_a_run_still_going_is_that_runs_until_it_is_over() {
     let (mut run, mut rec) = warm_fixture(&[8], 1);
-    rec.shared.kept.set_policy(1, IDLE);
+    rec.shared.pool.set_policy(1, IDLE);
     let parent = started(&mut run, &mut rec, &[0]);
     request(&mut run, &mut rec, parent, 1, 1);
     let child = launches(&rec)[1].0;
@@ -175,9 +201,9 @@ fn a_job_handed_over_by_a_run_still_going_is_that_runs_until_it_is_over() {
     start_all(&mut run, &mut rec, cold, 1);
     ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
     ended(&mut run, &mut rec, child, 1, ExitStatus::Code(0));
-    assert!(rec.shared.kept.holds(pooled) && signals(&rec, pooled).is_empty(), "kept");
+    assert!(rec.shared.pool.holds(pooled) && signals(&rec, pooled).is_empty(), "kept");
     assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Route(j, false) if *j == pooled)), "its route is still the run's");
-    // What reaches the run about it goes to the keeping.
+    // What reaches the run about it goes to the pool.
     run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: pooled, rank: Rank(0), pid: 77 });
     // Another run cannot claim it yet.
     let mut other = next_run(2);

@@ -1,0 +1,80 @@
+//! What all runs of one daemon tree share ([`TreeShared`]), reached by a
+//! run through [`super::RunEffects::shared`].
+
+use std::collections::BTreeMap;
+
+use dpm_kvs::{JobId, NameService, NodeId};
+use dpm_proto::RequestId;
+
+use super::kvsname::{self, open_mpi_family};
+use super::Pool;
+use crate::node_table::NodeTable;
+
+/// State shared by every run of one daemon tree (see the module documentation).
+pub struct TreeShared {
+    /// Published names; a parked lookup is answered at `(node, request)`.
+    pub names: NameService<(NodeId, RequestId)>,
+    next_job: u32,
+    /// Random per tree (128 bits): part of every kvsname (see [`kvsname`]).
+    run_tag: u128,
+    pub nodes: NodeTable,
+    /// Live jobs: (owner's pid, kvsname, size), for `dpm status`.
+    pub jobs: BTreeMap<JobId, (u32, String, u32)>,
+    /// Pooled jobs kept for later runs (`dpm boot --warm-spawn`; off by default).
+    pub pool: Pool,
+    /// The last kvsnames handed out, live before their job is registered in `jobs`.
+    issued: std::collections::VecDeque<String>,
+    /// The last PMIx group context id handed out ([`Self::context_id`]).
+    context_ids: u64,
+}
+
+impl TreeShared {
+    /// `run_tag`: the random part of the tree's kvsnames (128 bits), drawn
+    /// by the driver (`controller::random_tag`) so that the reactor draws
+    /// nothing.
+    pub fn new(nodes: NodeTable, run_tag: u128) -> Self {
+        let fanout = nodes.fanout();
+        TreeShared {
+            names: NameService::default(),
+            next_job: 0,
+            run_tag,
+            nodes,
+            jobs: BTreeMap::new(),
+            pool: Pool::new(fanout),
+            issued: Default::default(),
+            context_ids: 0,
+        }
+    }
+
+    /// A PMIx group's context id (`PMIX_GROUP_CONTEXT_ID`): unique among
+    /// every run of the tree, so communicators of jobs that later connect
+    /// never share one, and never 0 (Open MPI's base for communicators
+    /// whose id it agreed on itself). Open MPI derives the new
+    /// communicator's extended id from it.
+    pub fn context_id(&mut self) -> u64 {
+        self.context_ids += 1;
+        self.context_ids
+    }
+
+    /// A new job id and its kvsname (unique per daemon tree, short enough
+    /// for MPICH, and distinct from every live job's in Open MPI's eyes:
+    /// see [`kvsname::fresh`]).
+    pub fn new_job_id(&mut self) -> (JobId, String) {
+        let job = JobId(self.next_job);
+        self.next_job += 1;
+        let live: std::collections::HashSet<u16> = self
+            .jobs
+            .values()
+            .map(|(_, name, _)| name.as_str())
+            .chain(self.pool.kvsnames())
+            .chain(self.issued.iter().map(String::as_str))
+            .map(open_mpi_family)
+            .collect();
+        let name = kvsname::fresh(self.run_tag, job, |family| live.contains(&family));
+        if self.issued.len() >= kvsname::ISSUED_REMEMBERED {
+            self.issued.pop_front();
+        }
+        self.issued.push_back(name.clone());
+        (job, name)
+    }
+}
