@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 
+use dpm_binding::locality::locality_string;
 use dpm_binding::{Binder, RankBinding};
+use dpm_pmix::ProcPlace;
 use dpm_kvs::{JobId, Rank};
 use dpm_proto::LaunchJob;
 
@@ -21,10 +23,12 @@ pub(super) struct NodeBinding {
     held: HashMap<(JobId, Rank), RankBinding>,
 }
 
-/// What one rank's start gets: variables and masks.
+/// What one rank's start gets: variables and masks, and where it runs in
+/// PMIx's words (registered for a PMIx job).
 pub(super) struct Bound {
     pub env: Vec<(String, String)>,
     pub affinity: Option<Affinity>,
+    pub place: ProcPlace,
 }
 
 impl NodeReactor {
@@ -32,26 +36,34 @@ impl NodeReactor {
     pub(super) fn bind_launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: &LaunchJob) -> Result<Vec<Bound>, String> {
         let policy = &spec.binding;
         if !policy.is_active() || spec.procs.is_empty() {
-            return Ok(spec.procs.iter().map(|_| Bound { env: Vec::new(), affinity: None }).collect());
+            return Ok(spec.procs.iter().map(|_| Bound { env: Vec::new(), affinity: None, place: ProcPlace::Unbound }).collect());
         }
         let binder = match self.binding.binder.get_or_insert_with(|| fx.binder()) {
             Ok(b) => b,
             Err(e) => return Err(format!("cannot bind ranks on {}: {e}", self.host)),
         };
         let bound = binder.bind(policy, spec.procs.len(), spec.spawner.is_some()).map_err(|e| format!("cannot bind ranks on {}: {e}", self.host))?;
+        let places: Vec<ProcPlace> = bound
+            .ranks
+            .iter()
+            .map(|b| match &b.cpus {
+                Some(cpus) => ProcPlace::Bound { cpuset: cpus.to_list(), locality: locality_string(binder.topology(), cpus) },
+                None => ProcPlace::Unbound,
+            })
+            .collect();
         let pid = std::process::id();
         for w in &bound.warnings {
             fx.binding_note(&format!("dpm: warning: {}: job {}: {w}", self.host, spec.kvsname));
         }
         let mut out = Vec::with_capacity(bound.ranks.len());
-        for (p, b) in spec.procs.iter().zip(bound.ranks) {
+        for ((p, b), place) in spec.procs.iter().zip(bound.ranks).zip(places) {
             if policy.report {
                 let who = if spec.spawner.is_some() { format!("{}.{}", spec.job.0, p.rank.0) } else { p.rank.0.to_string() };
                 fx.binding_note(&format!("[{}:{pid}] Rank {who} {}", self.host, b.report));
             }
             let affinity = (b.cpus.is_some() || b.mems.is_some())
                 .then(|| Affinity { cpus: b.cpus.as_ref().map(|c| c.to_mask()), mems: b.mems.as_ref().map(|m| m.to_mask()) });
-            out.push(Bound { env: b.env.clone(), affinity });
+            out.push(Bound { env: b.env.clone(), affinity, place });
             if let Some(old) = self.binding.held.insert((spec.job, p.rank), b) {
                 // A rank launched twice (never by the launcher): the first goes back.
                 if let Some(Ok(binder)) = self.binding.binder.as_mut() {
