@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use common::{repo_root, Dpm, Output};
 
@@ -31,7 +31,7 @@ fn program(name: &str) -> String {
 }
 
 /// `dpm run ARGS` with Intel MPI's libraries in place of MPICH's.
-fn run(prefix: &PathBuf, args: &[&str]) -> Dpm {
+fn run(prefix: &Path, args: &[&str]) -> Dpm {
     let lib = prefix.join("lib");
     Dpm::run(args).env("I_MPI_ROOT", &prefix.display().to_string()).env("LD_LIBRARY_PATH", &lib.display().to_string())
 }
@@ -44,7 +44,8 @@ fn assert_intel(out: &Output) {
 #[test]
 fn a_job_over_two_virtual_nodes() {
     let Some(prefix) = impi() else { return };
-    let out = run(&prefix, &["--virtual-nodes", "2", "--map-by", "node", "--report-placement", "-genv", "I_MPI_DEBUG", "4", "-n", "4", &program("ring")]).output();
+    let out =
+        run(&prefix, &["--virtual-nodes", "2", "--map-by", "node", "--report-placement", "-genv", "I_MPI_DEBUG", "4", "-n", "4", &program("ring")]).output();
     out.assert_success();
     out.assert_stdout_contains("ring ok size=4 sum=64");
     assert_intel(&out);
@@ -76,7 +77,8 @@ fn spawned_children_all_on_node_1_start() {
 fn bind_to_core_is_intel_mpis_pinning() {
     let Some(prefix) = impi() else { return };
     for pin in ["on", "off"] {
-        let out = run(&prefix, &["--report-bindings", "-bind-to", "core", "-genv", "I_MPI_DEBUG", "5", "-genv", "I_MPI_PIN", pin, "-n", "2", &program("ring")]).output();
+        let out = run(&prefix, &["--report-bindings", "-bind-to", "core", "-genv", "I_MPI_DEBUG", "5", "-genv", "I_MPI_PIN", pin, "-n", "2", &program("ring")])
+            .output();
         out.assert_success();
         assert_intel(&out);
         // dpm: "[host:pid] Rank R bound to … (cpus L)".

@@ -17,8 +17,8 @@ use std::collections::HashMap;
 
 use dpm_binding::locality::locality_string;
 use dpm_binding::{BindPolicy, Binder, RankBinding};
-use dpm_pmix::ProcPlace;
 use dpm_kvs::{JobId, Rank};
+use dpm_pmix::ProcPlace;
 use dpm_proto::LaunchJob;
 
 use super::NodeReactor;
