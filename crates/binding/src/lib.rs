@@ -5,6 +5,7 @@
 //!
 //! - [`cpuset`]: CPU and NUMA node sets (hwloc masks, Linux lists, masks);
 //! - [`topology`]: the objects of hwloc's XML that binding uses;
+//! - [`locality`]: a bound rank's locality string for PMIx (`PMIX_LOCALITY_STRING`);
 //! - [`policy`]: `-bind-to`, `-map-by`, `--cpus-per-rank`, `-membind`,
 //!   `--gpus-per-rank` parsed into a [`policy::BindPolicy`];
 //! - [`place`]: a node's [`place::Binder`], which hands out objects to a
@@ -13,6 +14,7 @@
 
 pub mod cpuset;
 pub mod gpu;
+pub mod locality;
 pub mod place;
 pub mod policy;
 pub mod topology;

@@ -292,6 +292,19 @@ impl Binder {
         }
     }
 
+    /// Take a rank's CPUs and GPUs again (undoing [`Binder::release`]: a
+    /// claimed pooled job that could not be bound anew keeps its own).
+    pub fn hold(&mut self, b: &RankBinding) {
+        for c in b.cpus.iter().flat_map(|s| s.iter()) {
+            *self.held.entry(c).or_default() += 1;
+        }
+        for &g in &b.gpus {
+            if let Some(h) = self.gpu_held.get_mut(g) {
+                *h += 1;
+            }
+        }
+    }
+
     /// Open MPI's `--report-bindings` wording, with the CPU list added.
     fn report(&self, cpus: Option<&CpuSet>, mems: Option<&CpuSet>, gpus: &[usize], level: Option<Level>) -> String {
         let mut s = match cpus {

@@ -159,6 +159,10 @@ fn spawned_ranks_take_free_objects_until_released() {
     let first = b.bind(&p, 2, false).unwrap();
     assert_eq!(cpus(&mut b, &p, 2, true), (vec!["4-5".to_string(), "6-7".to_string()], 0));
     b.release(&first.ranks[0]);
+    assert_eq!(b.holders(0), 0);
+    b.hold(&first.ranks[0]);
+    assert_eq!(b.holders(0), 1, "held again");
+    b.release(&first.ranks[0]);
     assert_eq!(cpus(&mut b, &p, 1, true).0, ["0-1"], "the exited rank's core is free again");
     // Every core held: a spawned rank shares the least held, and says so.
     let mut small = Binder::new(topo(INTER), &set("0-1"), None).unwrap();

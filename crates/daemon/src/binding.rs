@@ -20,6 +20,31 @@ pub fn node_binder() -> Result<Binder, String> {
     Binder::new(topo, &cpus, mems).map_err(|e| e.to_string())
 }
 
+/// Move every thread of running process `pid` to the CPUs of `mask` (a
+/// claimed pooled rank, [`crate::node::NodeEffects::rebind`]). Threads are
+/// listed in `/proc/PID/task`; one that ends meanwhile is passed over, and
+/// one started while the list is read inherits its creator's new mask only
+/// if the creator was moved first, which the main thread (listed first) is.
+pub fn rebind(pid: i32, mask: &[u64]) {
+    let tasks = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(t) => t,
+        Err(e) => return tracing::warn!(pid, "cannot bind a claimed rank again: {e}"),
+    };
+    let mut tids: Vec<i32> = tasks.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    tids.sort();
+    for tid in tids {
+        // SAFETY: `mask` is a valid buffer of `mask.len()` words for the
+        // kernel to read; a tid that no longer exists is an error (ESRCH).
+        let rc = unsafe { libc::syscall(libc::SYS_sched_setaffinity, tid, std::mem::size_of_val(mask), mask.as_ptr()) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                tracing::warn!(pid, tid, "cannot bind a claimed rank's thread again: {e}");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -34,5 +59,23 @@ mod tests {
             // Without libhwloc.so.15 the error says so.
             Err(e) => assert!(e.contains("hwloc"), "{e}"),
         }
+    }
+
+    #[test]
+    fn a_running_process_and_its_threads_are_moved() {
+        use std::process::{Command, Stdio};
+        let own = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        let Some(cpu) = (0..1024).rev().find(|&c| own.is_set(c).unwrap_or(false)) else { return };
+        // A shell that waits on its stdin: one thread.
+        let mut child = Command::new("sh").args(["-c", "read x"]).stdin(Stdio::piped()).spawn().unwrap();
+        let pid = child.id() as i32;
+        let mut mask = vec![0u64; cpu / 64 + 1];
+        mask[cpu / 64] |= 1 << (cpu % 64);
+        super::rebind(pid, &mask);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_string();
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        assert_eq!(list, cpu.to_string());
     }
 }

@@ -2,7 +2,9 @@
 //! rank reads its own `Cpus_allowed_list` (from /proc/self/status) and must
 //! be exactly what `--report-bindings` printed for it, for every binding and
 //! mapping, on one node and on `--virtual-nodes 4`; spawned ranks land on
-//! objects no live rank holds; the same cases as Hydra give Hydra's CPUs.
+//! objects no live rank holds, and so do a warm spawn's pooled children
+//! when they are claimed (moved there if they started elsewhere); the same
+//! cases as Hydra give Hydra's CPUs.
 //!
 //! This machine has 2 CPUs: the synthetic hwloc topologies of
 //! `crates/binding/tests/topologies` (2 packages x 2 NUMA x 8 cores x 2
@@ -235,4 +237,46 @@ fn spawned_ranks_take_free_objects() {
     // The spawned rank's report (job.rank) says what it ran on.
     let reported = out.err_lines().into_iter().find(|l| l.contains("] Rank 1.0 ")).unwrap_or_else(|| panic!("no report for the child\n{}", out.describe()));
     assert!(reported.contains(&format!("(cpus {child})")), "{reported}");
+}
+
+#[test]
+fn claimed_pooled_children_take_free_objects() {
+    let python = repo_root().join(".venv/bin/python");
+    assert!(python.is_file(), "{} is missing: run ./scripts/setup.sh", python.display());
+    let script = repo_root().join("tests/programs/bind_warm.py");
+    let iters = 4;
+    // Slots enough that the pool always has room (as in warm_spawn.rs).
+    let args = ["-v", "--warm-spawn", "--report-bindings", "-bind-to", "core", "-hosts", "localhost:32", "-n", "1"];
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend([python.display().to_string(), script.display().to_string(), iters.to_string()]);
+    let out = Dpm::run(&all).output();
+    out.assert_success();
+    out.assert_stdout_contains("done\n");
+    let why = out.describe();
+    let claimed = out.err_lines().into_iter().filter(|l| l.starts_with("dpm: warm spawn: claimed ")).count();
+    assert_eq!(claimed, iters - 1, "every spawn after the first claims a pooled job\n{why}");
+    let cpus_of = |prefix: &str| -> CpuSet {
+        let list = out.lines().into_iter().find_map(|l| l.strip_prefix(prefix).map(str::to_string)).unwrap_or_else(|| panic!("no '{prefix}' line\n{why}"));
+        CpuSet::parse_list(&list).unwrap()
+    };
+    let parent = cpus_of("parent 0 cpus ");
+    // The claims' reports: "[host:pid] Rank J.0 bound to … (cpus L) (claimed)".
+    let reports: Vec<CpuSet> = out
+        .err_lines()
+        .into_iter()
+        .filter(|l| l.ends_with(" (claimed)"))
+        .map(|l| CpuSet::parse_list(l.split_once("(cpus ").unwrap().1.split(')').next().unwrap()).unwrap())
+        .collect();
+    assert_eq!(reports.len(), iters - 1, "a report per claim\n{why}");
+    // Another core than the parent's exists unless one core is all there is.
+    let room = parent != own_cpus();
+    for i in 0..iters {
+        let child = cpus_of(&format!("child {i} cpus "));
+        if room {
+            assert!(!child.intersects(&parent), "child {i} on {child}, which the parent ({parent}) holds\n{why}");
+        }
+        if i > 0 {
+            assert!(reports.contains(&child), "child {i} runs on {child}, which no claim reported\n{why}");
+        }
+    }
 }

@@ -12,6 +12,9 @@ use std::ffi::{c_char, CStr, CString};
 pub enum Value {
     Bool(bool),
     String(String),
+    /// A string-typed value without a string (a NULL `char *`): PRRTE's
+    /// `PMIX_LOCALITY_STRING` for a rank it forks unbound.
+    NoString,
     U16(u16),
     U32(u32),
     U64(u64),
@@ -130,6 +133,7 @@ impl InfoList {
                 self.strings.push(c);
                 (PMIX_STRING, pmix_value_data { string: ptr })
             }
+            Value::NoString => (PMIX_STRING, pmix_value_data { string: std::ptr::null_mut() }),
             Value::Proc(p) => {
                 let mut boxed = Box::new(p.to_c());
                 let ptr: *mut pmix_proc_t = &mut *boxed;

@@ -10,6 +10,7 @@
 //! Not here: several jobs per node (node rank = local rank).
 use crate::info::{InfoList, Proc, Value};
 use crate::PmixError;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// One node of a job: its hostname and the job's ranks on it, ascending.
@@ -17,6 +18,17 @@ use std::path::PathBuf;
 pub struct NodeRanks {
     pub hostname: String,
     pub ranks: Vec<u32>,
+}
+
+/// Where a rank of this node runs, as PRRTE tells Open MPI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcPlace {
+    /// Not bound: `PMIX_LOCALITY_STRING` registered without a string (the
+    /// server forks it and knows, which a missing key would not say).
+    Unbound,
+    /// Bound: `PMIX_CPUSET` (an hwloc list, "0-1,4") and, if the topology
+    /// gave one, `PMIX_LOCALITY_STRING` ("SK0:L30:…", `dpm_binding::locality`).
+    Bound { cpuset: String, locality: Option<String> },
 }
 
 /// Everything registered for one namespace on one node's server.
@@ -43,6 +55,11 @@ pub struct JobSpec {
     /// registered only when true (Open MPI checks its presence and then
     /// yields when idle instead of spinning; PRRTE sets it the same way).
     pub oversubscribed: bool,
+    /// Where this node's ranks run, by rank (`PMIX_CPUSET`,
+    /// `PMIX_LOCALITY_STRING` in their per-process data). Ranks of other
+    /// nodes get neither: their daemon binds them, this one does not know
+    /// (PRRTE's rule: registering "unbound" for them would be a claim).
+    pub places: BTreeMap<u32, ProcPlace>,
 }
 
 impl JobSpec {
@@ -151,17 +168,25 @@ impl JobSpec {
         for (nodeid, node) in self.nodes.iter().enumerate() {
             for (local_rank, &rank) in node.ranks.iter().enumerate() {
                 // PMIX_RANK first: the library keys the array on it.
-                out.push((
-                    "pmix.pdata",
-                    Value::Infos(vec![
-                        ("pmix.rank".into(), Value::Rank(rank)),
-                        ("pmix.appnum".into(), Value::U32(self.appnum(rank))),
-                        ("pmix.lrank".into(), Value::U16(local_rank as u16)),
-                        ("pmix.nrank".into(), Value::U16(local_rank as u16)),
-                        ("pmix.nodeid".into(), Value::U32(nodeid as u32)),
-                        ("pmix.hname".into(), Value::String(node.hostname.clone())),
-                    ]),
-                ));
+                let mut data = vec![
+                    ("pmix.rank".into(), Value::Rank(rank)),
+                    ("pmix.appnum".into(), Value::U32(self.appnum(rank))),
+                    ("pmix.lrank".into(), Value::U16(local_rank as u16)),
+                    ("pmix.nrank".into(), Value::U16(local_rank as u16)),
+                    ("pmix.nodeid".into(), Value::U32(nodeid as u32)),
+                    ("pmix.hname".into(), Value::String(node.hostname.clone())),
+                ];
+                match self.places.get(&rank).filter(|_| nodeid == self.this_node) {
+                    Some(ProcPlace::Unbound) => data.push(("pmix.locstr".into(), Value::NoString)),
+                    Some(ProcPlace::Bound { cpuset, locality }) => {
+                        data.push(("pmix.cpuset".into(), Value::String(cpuset.clone())));
+                        if let Some(l) = locality {
+                            data.push(("pmix.locstr".into(), Value::String(l.clone())));
+                        }
+                    }
+                    None => {}
+                }
+                out.push(("pmix.pdata", Value::Infos(data)));
             }
         }
         Ok(out.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
@@ -193,6 +218,7 @@ mod tests {
             nsdir: "/t/1".into(),
             parent: None,
             oversubscribed: false,
+            places: BTreeMap::new(),
         }
     }
 
@@ -221,6 +247,35 @@ mod tests {
         assert!(get(&infos, "pmix.ndosub").is_empty());
         let infos = JobSpec { oversubscribed: true, ..two_nodes() }.infos().unwrap();
         assert_eq!(get(&infos, "pmix.ndosub"), [&Value::Bool(true)]);
+    }
+
+    fn proc_data(infos: &[(String, Value)], rank: u32) -> Vec<(String, Value)> {
+        get(infos, "pmix.pdata")
+            .into_iter()
+            .find_map(|v| match v {
+                Value::Infos(d) if d.first() == Some(&("pmix.rank".to_string(), Value::Rank(rank))) => Some(d.clone()),
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn this_nodes_ranks_say_where_they_run_as_prrte_does() {
+        let mut spec = two_nodes();
+        spec.places.insert(1, ProcPlace::Bound { cpuset: "2-3".into(), locality: Some("SK0:CR1:HT2-3:NM0".into()) });
+        spec.places.insert(3, ProcPlace::Unbound);
+        // A place for another node's rank is not this server's to say.
+        spec.places.insert(0, ProcPlace::Unbound);
+        let infos = spec.infos().unwrap();
+        let r1 = proc_data(&infos, 1);
+        assert!(r1.contains(&("pmix.cpuset".to_string(), Value::String("2-3".into()))));
+        assert!(r1.contains(&("pmix.locstr".to_string(), Value::String("SK0:CR1:HT2-3:NM0".into()))));
+        let r3 = proc_data(&infos, 3);
+        assert!(r3.contains(&("pmix.locstr".to_string(), Value::NoString)));
+        assert!(!r3.iter().any(|(k, _)| k == "pmix.cpuset"));
+        for rank in [0, 2] {
+            assert!(!proc_data(&infos, rank).iter().any(|(k, _)| k == "pmix.cpuset" || k == "pmix.locstr"), "rank {rank}");
+        }
     }
 
     #[test]

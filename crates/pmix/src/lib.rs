@@ -15,7 +15,7 @@ pub mod upcall;
 
 pub use error::PmixError;
 pub use info::{Proc, Value};
-pub use job::{JobSpec, NodeRanks};
+pub use job::{JobSpec, NodeRanks, ProcPlace};
 pub use library::{Api, LibrarySearch};
 pub use server::PmixServer;
 pub use upcall::{App, GroupOp, InfoDone, LookupDone, ModexDone, OpDone, SpawnDone, Upcall};

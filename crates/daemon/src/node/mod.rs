@@ -226,6 +226,12 @@ pub trait NodeEffects {
     fn binder(&mut self) -> Result<dpm_binding::Binder, String> {
         crate::binding::node_binder()
     }
+    /// Move running process `pid` (a claimed pooled rank) and every thread
+    /// it has to the CPUs of `cpus` (a `sched_setaffinity` mask). A thread
+    /// that ends meanwhile is passed over; a failure is logged.
+    fn rebind(&mut self, pid: i32, cpus: &[u64]) {
+        crate::binding::rebind(pid, cpus);
+    }
     /// Say a line on this daemon's stderr (`--report-bindings`, a binding's
     /// warning), which reaches the user's terminal under every bootstrap.
     /// One write per line, so that lines of several daemons sharing the

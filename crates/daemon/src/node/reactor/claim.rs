@@ -21,6 +21,9 @@ impl NodeReactor {
         let reported = self.jobs.get(&job).is_some_and(|j| j.rank_ended);
         let alive = !reported && !self.procs.iter().any(|((j, _), p)| *j == job && (p.exit.is_some() || fx.has_exited(p.pid)));
         if alive {
+            // Moved before its ranks hear of the claim (and long before
+            // their parent is answered, which waits for `Claimed`).
+            self.rebind_claimed(fx, job);
             self.engine.claim(job, preput);
         } else {
             tracing::debug!(%job, "claim of a pooled job with an ended rank: not delivered");

@@ -64,10 +64,20 @@ impl NodeReactor {
         }
         self.jobs.insert(job, entry);
         fx.track_shm(job, &spec.kvsname);
+        // Bound before a PMIx job's namespace is registered: it says where
+        // each local rank runs (`PMIX_CPUSET`, `PMIX_LOCALITY_STRING`).
+        let bound = match self.bind_launch(fx, &spec) {
+            Ok(b) => b,
+            Err(error) => {
+                let rank = spec.procs.first().map_or(Rank(0), |p| p.rank);
+                return self.launch_failed(fx, job, rank, error, libc::EINVAL);
+            }
+        };
         let mut pmix_envs = match spec.pmi_mode {
             PmiMode::Pmix => {
                 let node = spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(0);
-                match self.pmix_register(fx, &spec, node) {
+                let places = spec.procs.iter().zip(&bound).map(|(p, b)| (p.rank.0, b.place.clone())).collect();
+                match self.pmix_register(fx, &spec, node, places) {
                     Ok(envs) => envs.into_iter(),
                     Err(error) => {
                         let rank = spec.procs.first().map_or(Rank(0), |p| p.rank);
@@ -79,13 +89,7 @@ impl NodeReactor {
         };
         let local_n = spec.procs.len();
         let apps: Vec<Option<Arc<PreparedApp>>> = spec.apps.iter().map(|app| PreparedApp::new(app).ok().map(Arc::new)).collect();
-        let mut bindings = match self.bind_launch(fx, &spec) {
-            Ok(b) => b.into_iter(),
-            Err(error) => {
-                let rank = spec.procs.first().map_or(Rank(0), |p| p.rank);
-                return self.launch_failed(fx, job, rank, error, libc::EINVAL);
-            }
-        };
+        let mut bindings = bound.into_iter();
         let mut starts = Vec::with_capacity(local_n);
         let by = StartBy::for_launch(spec.spawner.is_some(), local_n);
         for (local_id, proc) in spec.procs.iter().enumerate() {

@@ -25,13 +25,13 @@
 //! and `connect` (connect, disconnect and fences over several namespaces as
 //! the launcher's collective; other jobs' namespaces registered here).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::PmiState;
-use dpm_pmix::{JobSpec, NodeRanks, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
+use dpm_pmix::{JobSpec, NodeRanks, ProcPlace, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
 use dpm_proto::{CollectiveKind, JobMap, LaunchJob, Stream, ToLauncher};
 
 use super::NodeReactor;
@@ -275,6 +275,7 @@ pub(super) fn map_spec(map: &JobMap, size: u32, node: usize) -> JobSpec {
         parent: None,
         // The driver's side decides (it knows the CPUs and the other jobs).
         oversubscribed: false,
+        places: Default::default(),
     }
 }
 
@@ -549,8 +550,9 @@ impl NodeReactor {
         fx: &mut (impl NodeEffects + ?Sized),
         launch: &LaunchJob,
         node: usize,
+        places: BTreeMap<u32, ProcPlace>,
     ) -> Result<Vec<Vec<(String, String)>>, String> {
-        let spec = job_spec(launch, node);
+        let spec = JobSpec { places, ..job_spec(launch, node) };
         let ranks = spec.local_ranks().to_vec();
         let app = launch.apps.first().ok_or("a job without programs")?;
         // Known before it is registered: a failed launch is forgotten too,
