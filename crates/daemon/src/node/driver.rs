@@ -472,7 +472,7 @@ fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flu
                     if ready.is_err() {
                         break;
                     }
-                    match stream.try_read(&mut buf) {
+                    match read_once(&stream, &mut buf) {
                         Ok(0) => break,
                         Ok(n) => {
                             let Some(node) = me.upgrade() else { return };
@@ -491,6 +491,37 @@ fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flu
             });
         }
     });
+}
+
+/// One read of a PMI socket. A read that did not fill `buf` took all the
+/// socket held, so its readiness is cleared there and then, as tokio's own
+/// `AsyncRead` does on epoll: the task sleeps until the next request arrives
+/// instead of reading again only to be told `WouldBlock` — one read per
+/// request, not two. (Data that arrives after the read raises a new epoll
+/// event, which sets the readiness again: tokio clears only the readiness
+/// the read was made under.)
+fn read_once(stream: &UnixStream, buf: &mut [u8]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let fd = stream.as_raw_fd();
+    let mut short = None;
+    let read = stream.try_io(tokio::io::Interest::READABLE, || {
+        // SAFETY: read(2) into `buf`, which is valid for `buf.len()` bytes,
+        // on a socket fd that `stream` owns and keeps open.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        match n {
+            n if n < 0 => Err(io::Error::last_os_error()),
+            n if n > 0 && (n as usize) < buf.len() => {
+                short = Some(n as usize);
+                // Drained: tokio clears the readiness on `WouldBlock`.
+                Err(ErrorKind::WouldBlock.into())
+            }
+            n => Ok(n as usize),
+        }
+    });
+    match short {
+        Some(n) => Ok(n),
+        None => read,
+    }
 }
 
 /// Write out what the socket would not take at once (a client slow to read).
