@@ -24,7 +24,8 @@ use dpm_proto::AppSpec;
 
 use crate::node::StartError;
 
-/// A started process and the parent's ends of its channels.
+/// A started process and the parent's ends of its channels (`pmi`,
+/// `stdout` and `stderr` already non-blocking, for the node's event loop).
 pub struct Started {
     pub pid: i32,
     /// The process group it was put in.
@@ -118,6 +119,15 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
 
+/// O_NONBLOCK as the only status flag of a fresh pipe or socket end (the
+/// parent's: the child's end is another open file description and stays
+/// blocking).
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
 fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType};
     Ok(nix::sys::socket::socketpair(AddressFamily::Unix, SockType::Stream, None, SockFlag::SOCK_CLOEXEC)?)
@@ -200,6 +210,11 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         return Err(io::Error::from_raw_os_error(error));
     }
     drop((in_r, out_w, err_w, pmi_child));
+    // Here, on the starting thread, not on the node's loop: one fcntl each
+    // (the loop would check each pipe and read its flags first).
+    for fd in pmi_parent.iter().chain([&out_r, &err_r]) {
+        set_nonblocking(fd)?;
+    }
     Ok(Started { pid, pgid, pidfd: pidfd_open(pid)?, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
 }
 
@@ -214,11 +229,29 @@ const MPOL_BIND: libc::c_int = 2;
 /// Size of the child's stack: it only runs `child_main`, a few raw syscalls.
 const CHILD_STACK: usize = 64 * 1024;
 
+thread_local! {
+    /// This thread blocks every signal for good ([`block_signals_here`]).
+    static ALL_BLOCKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Block every signal on the calling thread for the rest of its life (a
+/// spawner thread): its starts then skip blocking and restoring them around
+/// each clone, two system calls per process.
+pub fn block_signals_here() -> io::Result<()> {
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), None)?;
+    ALL_BLOCKED.with(|b| b.set(true));
+    Ok(())
+}
+
 fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
     let mut stack = vec![0u8; CHILD_STACK];
+    let blocked = ALL_BLOCKED.with(|b| b.get());
     let mut old = SigSet::empty();
-    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut old))?;
-    // SAFETY: all signals are blocked around the clone, so no handler of this
+    if !blocked {
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut old))?;
+    }
+    // SAFETY: all signals are blocked around the clone (here, or on this
+    // thread for good: `blocked`), so no handler of this
     // process can run on the child's stack; the child unblocks them only after
     // resetting every disposition. CLONE_VFORK suspends this thread until the
     // child has exec'd or exited, so `setup` and `stack` outlive its use.
@@ -226,7 +259,9 @@ fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
         let top = stack.as_mut_ptr().add(CHILD_STACK) as *mut libc::c_void;
         let pid = libc::clone(child_main, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, setup as *const ChildSetup as *mut libc::c_void);
         let err = io::Error::last_os_error();
-        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+        if !blocked {
+            let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+        }
         if pid < 0 {
             return Err(err);
         }

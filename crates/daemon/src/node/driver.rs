@@ -141,10 +141,18 @@ impl Node {
     /// The spawner threads' answers: take over each process, tell the reactor.
     fn on_spawned(&mut self, answered: Vec<(u64, std::io::Result<spawn::Started>)>) {
         let Node { reactor, io } = self;
+        // The cleaner's notes of these processes' groups in one write: one
+        // wakeup of the cleaner per batch of answers, not per process.
+        if let Some(cleaner) = io.cleaner.as_mut() {
+            cleaner.hold();
+        }
         for (token, result) in answered {
             let Some(p) = io.starting.remove(&token) else { continue };
             let result = result.map(|s| io.adopt(&p, s)).map_err(spawn::start_error);
             reactor.on_started(io, p.job, p.rank, result);
+        }
+        if let Some(cleaner) = io.cleaner.as_mut() {
+            cleaner.release();
         }
     }
 
@@ -221,7 +229,19 @@ struct ShmJob {
 /// mode works the same through this wrapper: only read and write are used.)
 fn nonblocking(job: JobId, fd: OwnedFd) -> Option<Rc<UnixStream>> {
     let stream = std::os::unix::net::UnixStream::from(fd);
-    match stream.set_nonblocking(true).and_then(|()| UnixStream::from_std(stream)) {
+    match stream.set_nonblocking(true) {
+        Ok(()) => registered(job, stream),
+        Err(e) => {
+            tracing::error!(%job, "cannot serve a PMI connection: {e}");
+            None
+        }
+    }
+}
+
+/// A PMI socket that is non-blocking already (a started process's:
+/// [`spawn::Started`]) as a tokio stream.
+fn registered(job: JobId, stream: std::os::unix::net::UnixStream) -> Option<Rc<UnixStream>> {
+    match UnixStream::from_std(stream) {
         Ok(s) => Some(Rc::new(s)),
         Err(e) => {
             tracing::error!(%job, "cannot serve a PMI connection: {e}");
@@ -242,7 +262,7 @@ impl Io {
     /// task that forwards its output and reaps it.
     fn adopt(&mut self, p: &ProcStart, s: spawn::Started) -> ProcStarted {
         let pmi = match (p.pmi_conn, s.pmi) {
-            (Some(conn), Some(fd)) => nonblocking(p.job, fd).map(|stream| {
+            (Some(conn), Some(fd)) => registered(p.job, fd.into()).map(|stream| {
                 self.serve(conn, stream);
                 conn
             }),
