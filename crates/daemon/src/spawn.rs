@@ -107,8 +107,25 @@ struct ChildSetup<'a> {
     cpus: (*const u64, usize),
     /// Node mask for `set_mempolicy(MPOL_BIND)` (null: unbound) and its words.
     mems: (*const u64, usize),
+    /// With `pgid` 0: found a session (`setsid`), else only a group.
+    own_session: bool,
     /// errno of the step that failed in the child; 0 if it exec'd.
     error: AtomicI32,
+}
+
+/// The variable of the session-layout study (`bench/startup/sessions`):
+/// `DPM_RANK_SESSION=group` in the environment of the process that runs the
+/// node makes each rank that would found a session of its own lead only a
+/// process group of its own, in the node's session (the same groups, so the
+/// same signals and clean-up; under the kernel's autogroup scheduler the
+/// ranks then share the node's CPU share instead of one each). Anything
+/// else, or unset: a session per rank, as Hydra's proxy makes.
+pub const RANK_SESSION_VAR: &str = "DPM_RANK_SESSION";
+
+/// Read once per process.
+fn rank_sessions() -> bool {
+    static OWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| std::env::var_os(RANK_SESSION_VAR).is_none_or(|v| v != "group"))
 }
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
@@ -196,6 +213,7 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         pmi: pmi_fd,
         cpus: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.cpus.as_deref())),
         mems: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.mems.as_deref())),
+        own_session: rank_sessions(),
         error: AtomicI32::new(0),
     };
 
@@ -299,7 +317,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // pgid 0: a session of its own (the kernel's autogroup scheduler then
         // gives it its own CPU share, as Hydra's ranks get; see the node
         // reactor's launch), and so a group led by itself.
-        let grouped = if s.pgid == 0 { libc::setsid() } else { libc::setpgid(0, s.pgid) };
+        // (`own_session` false: a group of its own in the node's session.)
+        let grouped = match (s.pgid, s.own_session) {
+            (0, true) => libc::setsid(),
+            (0, false) => libc::setpgid(0, 0),
+            (pgid, _) => libc::setpgid(0, pgid),
+        };
         if grouped < 0 {
             return fail(s);
         }
