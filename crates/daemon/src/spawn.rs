@@ -186,6 +186,12 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         // std opens with O_CLOEXEC.
         (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
     };
+    // The parent's ends, here on the starting thread and not on the node's
+    // loop: one fcntl each (the loop would check each pipe and read its
+    // flags first). Before the clone, so that a failure leaves no process.
+    for fd in pmi_parent.iter().chain([&out_r, &err_r]) {
+        set_nonblocking(fd)?;
+    }
     let pmi_fd = pmi_child.as_ref().map_or(-1, |fd| fd.as_raw_fd());
 
     // argv and envp as C arrays; the CStrings live until the child has exec'd.
@@ -228,11 +234,6 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         return Err(io::Error::from_raw_os_error(error));
     }
     drop((in_r, out_w, err_w, pmi_child));
-    // Here, on the starting thread, not on the node's loop: one fcntl each
-    // (the loop would check each pipe and read its flags first).
-    for fd in pmi_parent.iter().chain([&out_r, &err_r]) {
-        set_nonblocking(fd)?;
-    }
     Ok(Started { pid, pgid, pidfd: pidfd_open(pid)?, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
 }
 
