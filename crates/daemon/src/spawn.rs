@@ -24,7 +24,8 @@ use dpm_proto::AppSpec;
 
 use crate::node::StartError;
 
-/// A started process and the parent's ends of its channels.
+/// A started process and the parent's ends of its channels (`pmi`,
+/// `stdout` and `stderr` already non-blocking, for the node's event loop).
 pub struct Started {
     pub pid: i32,
     /// The process group it was put in.
@@ -106,8 +107,25 @@ struct ChildSetup<'a> {
     cpus: (*const u64, usize),
     /// Node mask for `set_mempolicy(MPOL_BIND)` (null: unbound) and its words.
     mems: (*const u64, usize),
+    /// With `pgid` 0: found a session (`setsid`), else only a group.
+    own_session: bool,
     /// errno of the step that failed in the child; 0 if it exec'd.
     error: AtomicI32,
+}
+
+/// The variable of the session-layout study (`bench/startup/sessions`):
+/// `DPM_RANK_SESSION=group` in the environment of the process that runs the
+/// node makes each rank that would found a session of its own lead only a
+/// process group of its own, in the node's session (the same groups, so the
+/// same signals and clean-up; under the kernel's autogroup scheduler the
+/// ranks then share the node's CPU share instead of one each). Anything
+/// else, or unset: a session per rank, as Hydra's proxy makes.
+pub const RANK_SESSION_VAR: &str = "DPM_RANK_SESSION";
+
+/// Read once per process.
+fn rank_sessions() -> bool {
+    static OWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| std::env::var_os(RANK_SESSION_VAR).is_none_or(|v| v != "group"))
 }
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
@@ -116,6 +134,15 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+/// O_NONBLOCK as the only status flag of a fresh pipe or socket end (the
+/// parent's: the child's end is another open file description and stays
+/// blocking).
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    Ok(())
 }
 
 fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -159,6 +186,12 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         // std opens with O_CLOEXEC.
         (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
     };
+    // The parent's ends, here on the starting thread and not on the node's
+    // loop: one fcntl each (the loop would check each pipe and read its
+    // flags first). Before the clone, so that a failure leaves no process.
+    for fd in pmi_parent.iter().chain([&out_r, &err_r]) {
+        set_nonblocking(fd)?;
+    }
     let pmi_fd = pmi_child.as_ref().map_or(-1, |fd| fd.as_raw_fd());
 
     // argv and envp as C arrays; the CStrings live until the child has exec'd.
@@ -186,6 +219,7 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         pmi: pmi_fd,
         cpus: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.cpus.as_deref())),
         mems: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.mems.as_deref())),
+        own_session: rank_sessions(),
         error: AtomicI32::new(0),
     };
 
@@ -214,11 +248,29 @@ const MPOL_BIND: libc::c_int = 2;
 /// Size of the child's stack: it only runs `child_main`, a few raw syscalls.
 const CHILD_STACK: usize = 64 * 1024;
 
+thread_local! {
+    /// This thread blocks every signal for good ([`block_signals_here`]).
+    static ALL_BLOCKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Block every signal on the calling thread for the rest of its life (a
+/// spawner thread): its starts then skip blocking and restoring them around
+/// each clone, two system calls per process.
+pub fn block_signals_here() -> io::Result<()> {
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), None)?;
+    ALL_BLOCKED.with(|b| b.set(true));
+    Ok(())
+}
+
 fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
     let mut stack = vec![0u8; CHILD_STACK];
+    let blocked = ALL_BLOCKED.with(|b| b.get());
     let mut old = SigSet::empty();
-    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut old))?;
-    // SAFETY: all signals are blocked around the clone, so no handler of this
+    if !blocked {
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut old))?;
+    }
+    // SAFETY: all signals are blocked around the clone (here, or on this
+    // thread for good: `blocked`), so no handler of this
     // process can run on the child's stack; the child unblocks them only after
     // resetting every disposition. CLONE_VFORK suspends this thread until the
     // child has exec'd or exited, so `setup` and `stack` outlive its use.
@@ -226,7 +278,9 @@ fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
         let top = stack.as_mut_ptr().add(CHILD_STACK) as *mut libc::c_void;
         let pid = libc::clone(child_main, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, setup as *const ChildSetup as *mut libc::c_void);
         let err = io::Error::last_os_error();
-        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+        if !blocked {
+            let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+        }
         if pid < 0 {
             return Err(err);
         }
@@ -264,7 +318,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         // pgid 0: a session of its own (the kernel's autogroup scheduler then
         // gives it its own CPU share, as Hydra's ranks get; see the node
         // reactor's launch), and so a group led by itself.
-        let grouped = if s.pgid == 0 { libc::setsid() } else { libc::setpgid(0, s.pgid) };
+        // (`own_session` false: a group of its own in the node's session.)
+        let grouped = match (s.pgid, s.own_session) {
+            (0, true) => libc::setsid(),
+            (0, false) => libc::setpgid(0, 0),
+            (pgid, _) => libc::setpgid(0, pgid),
+        };
         if grouped < 0 {
             return fail(s);
         }

@@ -238,7 +238,7 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
     // A Ctrl-Z or Ctrl-C delivered to this thread was lost (a one-node `dpm
     // run`, whose node runs in the launcher, ignored SIGTSTP about half the
     // time); blocked here, the kernel gives it to another thread.
-    if let Err(e) = nix::sys::signal::pthread_sigmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&nix::sys::signal::SigSet::all()), None) {
+    if let Err(e) = crate::spawn::block_signals_here() {
         tracing::warn!("spawner thread {index}: cannot block signals: {e}");
     }
     // A private fd table holding only the standard streams and our socket.

@@ -108,7 +108,8 @@ pub fn feed_stdin(fd: OwnedFd) -> mpsc::UnboundedSender<Vec<u8>> {
     tx
 }
 
-/// A process's output pipes, and the reactor's switch that stops reading
+/// A process's output pipes (read ends, non-blocking: [`crate::spawn::Started`]'s),
+/// and the reactor's switch that stops reading
 /// them (`true`) while its job's output window is full.
 #[derive(Default)]
 pub struct Pipes {
@@ -127,8 +128,9 @@ pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pip
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
         let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }.ok();
         let piped = [stdout.is_some(), stderr.is_some()];
-        let mut out = stdout.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
-        let mut err = stderr.and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
+        // Unchecked: the spawner made them pipes and non-blocking.
+        let mut out = stdout.and_then(|fd| pipe::Receiver::from_owned_fd_unchecked(fd).ok());
+        let mut err = stderr.and_then(|fd| pipe::Receiver::from_owned_fd_unchecked(fd).ok());
         // A pipe that cannot be read counts as closed.
         for (piped, stream, open) in [(piped[0], Stream::Stdout, out.is_some()), (piped[1], Stream::Stderr, err.is_some())] {
             if piped && !open {

@@ -20,7 +20,15 @@ fn task(exe: &str, script: &str, wdir: &str, pmi: PmiEnv) -> SpawnTask {
     SpawnTask { app: Arc::new(PreparedApp::new(&spec).unwrap()), env: pmi, pgid: 0, with_stdin: false }
 }
 
+/// The parent's ends come non-blocking (for the node's event loop).
+fn nonblocking(fd: &OwnedFd) -> bool {
+    let flags = nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+    nix::fcntl::OFlag::from_bits_truncate(flags).contains(nix::fcntl::OFlag::O_NONBLOCK)
+}
+
+/// Read to end of file, blocking (the end is made blocking first).
 fn read_all(fd: &OwnedFd) -> String {
+    nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty())).unwrap();
     let mut out = String::new();
     std::fs::File::from(fd.try_clone().unwrap()).read_to_string(&mut out).unwrap();
     out
@@ -47,6 +55,8 @@ fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
     let pmi = PmiEnv { socketpair: true, vars: vec![("PMI_RANK".into(), "5".into())], affinity: None };
     let s = start(&task("/bin/sh", script, "/tmp", pmi)).unwrap();
     assert_eq!(s.pgid, s.pid, "the child leads its own session and group");
+    let pmi = s.pmi.as_ref().expect("a PMI socket");
+    assert!([pmi, &s.stdout, &s.stderr].into_iter().all(nonblocking), "the parent's ends are non-blocking");
     let out = read_all(&s.stdout);
     assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["hello", "5", "/tmp", &s.pid.to_string()], "{out:?}");
     // stdio, and the PMI socket (PMI_FD) as the next free fd of the caller's

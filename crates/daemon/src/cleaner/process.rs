@@ -40,6 +40,8 @@ pub struct Link {
     pipe: Option<PipeWriter>,
     /// The thread starting the cleaner, until [`Link::finish`].
     starter: Option<std::thread::JoinHandle<()>>,
+    /// Notes kept from [`Link::hold`] to [`Link::release`].
+    held: Option<String>,
 }
 
 impl Link {
@@ -66,7 +68,7 @@ impl Link {
             // Dropping the command closes this process's copy of the read end.
         });
         match starter {
-            Ok(starter) => Some(Link { pipe: Some(writer), starter: Some(starter) }),
+            Ok(starter) => Some(Link { pipe: Some(writer), starter: Some(starter), held: None }),
             Err(e) => {
                 warn(e);
                 None
@@ -74,10 +76,32 @@ impl Link {
         }
     }
 
-    /// Tell the cleaner. A cleaner that went away is said once, then left.
+    /// Tell the cleaner (at [`Link::release`] if held). A cleaner that went
+    /// away is said once, then left.
     pub fn note(&mut self, note: &Note) {
+        match self.held.as_mut() {
+            Some(held) => held.push_str(&note.encode()),
+            None => self.write(note.encode().as_bytes()),
+        }
+    }
+
+    /// Keep the notes that follow until [`Link::release`]: a burst of them
+    /// (the groups of a batch of started processes) goes in one write, and
+    /// the cleaner wakes once for it.
+    pub fn hold(&mut self) {
+        self.held.get_or_insert_with(String::new);
+    }
+
+    /// Write the notes kept since [`Link::hold`].
+    pub fn release(&mut self) {
+        if let Some(held) = self.held.take().filter(|h| !h.is_empty()) {
+            self.write(held.as_bytes());
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
         let Some(pipe) = self.pipe.as_mut() else { return };
-        if let Err(e) = pipe.write_all(note.encode().as_bytes()) {
+        if let Err(e) = pipe.write_all(bytes) {
             tracing::warn!("the cleaner is gone ({e}): shared memory of jobs is not removed if dpm is killed");
             self.pipe = None;
         }
@@ -86,6 +110,7 @@ impl Link {
     /// A normal end: close the pipe (the cleaner, with every job ended, has
     /// nothing to do and exits) and reap the process that started it.
     pub fn finish(mut self) {
+        self.release();
         drop(self.pipe.take());
         if let Some(starter) = self.starter.take() {
             let _ = starter.join();

@@ -141,10 +141,18 @@ impl Node {
     /// The spawner threads' answers: take over each process, tell the reactor.
     fn on_spawned(&mut self, answered: Vec<(u64, std::io::Result<spawn::Started>)>) {
         let Node { reactor, io } = self;
+        // The cleaner's notes of these processes' groups in one write: one
+        // wakeup of the cleaner per batch of answers, not per process.
+        if let Some(cleaner) = io.cleaner.as_mut() {
+            cleaner.hold();
+        }
         for (token, result) in answered {
             let Some(p) = io.starting.remove(&token) else { continue };
             let result = result.map(|s| io.adopt(&p, s)).map_err(spawn::start_error);
             reactor.on_started(io, p.job, p.rank, result);
+        }
+        if let Some(cleaner) = io.cleaner.as_mut() {
+            cleaner.release();
         }
     }
 
@@ -221,7 +229,19 @@ struct ShmJob {
 /// mode works the same through this wrapper: only read and write are used.)
 fn nonblocking(job: JobId, fd: OwnedFd) -> Option<Rc<UnixStream>> {
     let stream = std::os::unix::net::UnixStream::from(fd);
-    match stream.set_nonblocking(true).and_then(|()| UnixStream::from_std(stream)) {
+    match stream.set_nonblocking(true) {
+        Ok(()) => registered(job, stream),
+        Err(e) => {
+            tracing::error!(%job, "cannot serve a PMI connection: {e}");
+            None
+        }
+    }
+}
+
+/// A PMI socket that is non-blocking already (a started process's:
+/// [`spawn::Started`]) as a tokio stream.
+fn registered(job: JobId, stream: std::os::unix::net::UnixStream) -> Option<Rc<UnixStream>> {
+    match UnixStream::from_std(stream) {
         Ok(s) => Some(Rc::new(s)),
         Err(e) => {
             tracing::error!(%job, "cannot serve a PMI connection: {e}");
@@ -242,7 +262,7 @@ impl Io {
     /// task that forwards its output and reaps it.
     fn adopt(&mut self, p: &ProcStart, s: spawn::Started) -> ProcStarted {
         let pmi = match (p.pmi_conn, s.pmi) {
-            (Some(conn), Some(fd)) => nonblocking(p.job, fd).map(|stream| {
+            (Some(conn), Some(fd)) => registered(p.job, fd.into()).map(|stream| {
                 self.serve(conn, stream);
                 conn
             }),
@@ -472,7 +492,7 @@ fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flu
                     if ready.is_err() {
                         break;
                     }
-                    match stream.try_read(&mut buf) {
+                    match read_once(&stream, &mut buf) {
                         Ok(0) => break,
                         Ok(n) => {
                             let Some(node) = me.upgrade() else { return };
@@ -491,6 +511,37 @@ fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flu
             });
         }
     });
+}
+
+/// One read of a PMI socket. A read that did not fill `buf` took all the
+/// socket held, so its readiness is cleared there and then, as tokio's own
+/// `AsyncRead` does on epoll: the task sleeps until the next request arrives
+/// instead of reading again only to be told `WouldBlock` — one read per
+/// request, not two. (Data that arrives after the read raises a new epoll
+/// event, which sets the readiness again: tokio clears only the readiness
+/// the read was made under.)
+fn read_once(stream: &UnixStream, buf: &mut [u8]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let fd = stream.as_raw_fd();
+    let mut short = None;
+    let read = stream.try_io(tokio::io::Interest::READABLE, || {
+        // SAFETY: read(2) into `buf`, which is valid for `buf.len()` bytes,
+        // on a socket fd that `stream` owns and keeps open.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        match n {
+            n if n < 0 => Err(io::Error::last_os_error()),
+            n if n > 0 && (n as usize) < buf.len() => {
+                short = Some(n as usize);
+                // Drained: tokio clears the readiness on `WouldBlock`.
+                Err(ErrorKind::WouldBlock.into())
+            }
+            n => Ok(n as usize),
+        }
+    });
+    match short {
+        Some(n) => Ok(n),
+        None => read,
+    }
 }
 
 /// Write out what the socket would not take at once (a client slow to read).
