@@ -268,3 +268,37 @@ fn a_group_destruct_and_a_construct_without_id_or_barrier_complete_on_the_node()
     r.on_pmix(&mut fx, group_event(true, barrier, &[(NS, 0)], None, 4));
     assert!(matches!(&fx.take_up()[..], [ToLauncher::Connect { kind: CollectiveKind::Group, group: Some(g), .. }] if !g.context_id));
 }
+
+/// A rank that gets through `PMIx_Init` before its start is recorded here
+/// (the spawner thread's answer is behind the child's exec on a loaded
+/// machine) is served, not refused: the library would close its connection
+/// and the rank run as a world of one. What it reported is its progress
+/// once its start is recorded; a rank the job does not have here is still
+/// refused.
+#[test]
+fn a_rank_that_connects_before_its_start_is_recorded_is_served() {
+    use dpm_proto::{ExitStatus, PmiProgress, Stream};
+    let (mut r, mut fx) = node();
+    fx.serve_pmix = true;
+    r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Pmix)));
+    fx.take();
+    r.on_pmix(&mut fx, PmixEvent::Connected { nspace: NS.into(), rank: 0, req: PmixRequest(1) });
+    r.on_pmix(&mut fx, PmixEvent::Finalized { nspace: NS.into(), rank: 0, req: PmixRequest(2) });
+    r.on_pmix(&mut fx, PmixEvent::Connected { nspace: NS.into(), rank: 1, req: PmixRequest(3) });
+    r.on_pmix(&mut fx, PmixEvent::Connected { nspace: NS.into(), rank: 2, req: PmixRequest(4) });
+    r.on_pmix(&mut fx, PmixEvent::Connected { nspace: OTHER.into(), rank: 0, req: PmixRequest(5) });
+    let got = answers(&mut fx);
+    let ok = |q| (PmixRequest(q), PmixAnswer::Status(PMIX_SUCCESS));
+    let refused = |q| (PmixRequest(q), PmixAnswer::Status(PMIX_ERROR));
+    assert_eq!(got, vec![ok(1), ok(2), ok(3), refused(4), refused(5)]);
+    fx.settle(&mut r);
+    fx.take();
+    for (rank, code) in [(0, 0), (1, 3)] {
+        r.on_exited(&mut fx, J, Rank(rank), ExitStatus::Code(code), 42);
+        r.on_output_closed(&mut fx, J, Rank(rank), Stream::Stdout);
+        r.on_output_closed(&mut fx, J, Rank(rank), Stream::Stderr);
+    }
+    let exits: Vec<(Rank, PmiProgress)> =
+        fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited { rank, pmi, .. } = m { Some((rank, pmi)) } else { None }).collect();
+    assert_eq!(exits, vec![(Rank(0), PmiProgress::Finalized), (Rank(1), PmiProgress::Active)]);
+}

@@ -244,6 +244,9 @@ impl NodeReactor {
         let mut proc = Proc::new(s.pid, s.pmi, true);
         // A PMIx rank has no connection here: its progress comes as upcalls.
         proc.pmi_closed = self.pmix.has(job);
+        if let Some(state) = self.pmix.take_early(job, rank.0) {
+            proc.pmi = state;
+        }
         self.procs.insert((job, rank), proc);
         self.output.started(fx, job, rank);
         fx.send_up(ToLauncher::Started { job, rank, pid: s.pid as u32 });

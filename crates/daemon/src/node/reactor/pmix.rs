@@ -125,6 +125,9 @@ struct PmixJob {
     node: usize,
     /// The node of each rank.
     node_of: Vec<usize>,
+    /// Progress the library reported for a rank of `ranks` before the
+    /// rank's start was recorded (see [`NodeReactor::pmix_progress`]).
+    early: HashMap<u32, PmiState>,
     /// Fences completed (the epoch of the next `FenceIn`).
     epoch: u64,
     /// The fence upcall waiting for its `FenceDone`.
@@ -309,7 +312,20 @@ impl PmixFront {
     /// A PMIx job is launched here with these local ranks.
     pub(super) fn add(&mut self, job: JobId, nspace: &str, node: usize, node_of: Vec<usize>, ranks: Vec<u32>) {
         self.by_nspace.insert(nspace.to_string(), job);
-        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, epoch: 0, fence: None, abandoned: false });
+        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, early: HashMap::new(), epoch: 0, fence: None, abandoned: false });
+    }
+
+    /// Keeps `state` for `rank` of local `job` until its start is recorded;
+    /// false unless the rank is one of the job's registered clients here.
+    fn note_early(&mut self, job: JobId, rank: u32, state: PmiState) -> bool {
+        let Some(j) = self.jobs.get_mut(&job).filter(|j| j.ranks.contains(&rank)) else { return false };
+        j.early.insert(rank, state);
+        true
+    }
+
+    /// The progress reported for `rank` of `job` before its start was recorded.
+    pub(super) fn take_early(&mut self, job: JobId, rank: u32) -> Option<PmiState> {
+        self.jobs.get_mut(&job)?.early.remove(&rank)
     }
 
     /// Forget a job: its namespace, its ranks here and a fence still waiting.
@@ -493,13 +509,25 @@ impl NodeReactor {
     }
 
     /// A rank's PMI progress as its exit is judged (connected, finalized).
+    ///
+    /// A rank may connect before its start is recorded here: a spawner
+    /// thread's answer (pid, fds) reaches this loop after the child has
+    /// exec'd, and a loaded machine lets the child get through `PMIx_Init`
+    /// first. Its progress is then kept until [`Self::started`] records the
+    /// process. Refusing it (as once) made the library close the client's
+    /// connection during its handshake: the rank fell back to a world of one
+    /// and, if spawned, had no parent (`MPI_ERR_COMM` on `parent.Barrier()`
+    /// in mpi4py's `test_spawn` under `stress-ng`, docs/pmix.md).
     fn pmix_progress(&mut self, fx: &mut (impl NodeEffects + ?Sized), nspace: &str, rank: u32, state: PmiState, req: PmixRequest) {
-        let known = self.pmix.by_nspace.get(nspace).and_then(|job| self.procs.get_mut(&(*job, Rank(rank))));
-        let status = match known {
-            Some(p) => {
-                p.pmi = state;
-                PMIX_SUCCESS
-            }
+        let status = match self.pmix.by_nspace.get(nspace).copied() {
+            Some(job) => match self.procs.get_mut(&(job, Rank(rank))) {
+                Some(p) => {
+                    p.pmi = state;
+                    PMIX_SUCCESS
+                }
+                None if self.pmix.note_early(job, rank, state) => PMIX_SUCCESS,
+                None => PMIX_ERROR,
+            },
             None => PMIX_ERROR,
         };
         fx.pmix_answer(req, PmixAnswer::Status(status));
