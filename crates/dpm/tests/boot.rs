@@ -377,7 +377,8 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     let go = std::env::temp_dir().join(unique("dpm-leader-go"));
     let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
     let running = boot.run(&["-n", "1", "sh", "-c", "echo leader $$", ":", "-n", "1", "sh", "-c", &wait]).spawn();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // A hang guard for the job to start and its leader to exit.
+    let deadline = Instant::now() + Duration::from_secs(60);
     let state = |pid: u32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from))
     };
