@@ -62,9 +62,11 @@ impl Boot {
     }
 }
 
-/// Whether `pid` still runs (a zombie waiting for init to reap it does not).
+/// Whether `pid` still runs (a zombie waiting for init to reap it does not)
+/// after a generous grace to end in: every caller expects it to end, and
+/// the wait returns as soon as it has.
 fn running(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
@@ -204,7 +206,8 @@ fn runs_on_a_booted_tree_keep_their_own_kvs_design() {
     out.assert_success().assert_stdout_contains("ring ok size=4");
     // The daemons' -v statistics (in the boot's log, written as each job is
     // forgotten, maybe just after its run returned) name each job's design.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // A hang guard: the wait ends once all three are there.
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let log = std::fs::read_to_string(boot.dir.join("default.log")).unwrap_or_default();
         let missing: Vec<&str> = ["dkvs", "tree", "direct"].into_iter().filter(|d| !log.contains(&format!("design={d}"))).collect();
@@ -239,7 +242,7 @@ fn a_client_that_vanishes_has_its_job_ended() {
     let marker = running.marker().to_string();
     send_signal(running.pid(), "KILL");
     let _ = running.wait_unchecked();
-    let left = leftovers_after(&marker, Duration::from_secs(5));
+    let left = leftovers_after(&marker, common::LEFTOVER_GRACE);
     assert!(left.is_empty(), "ranks of a killed dpm run still running: {left:?}");
     assert!(boot.status().contains("no jobs running"));
 }
@@ -288,8 +291,9 @@ fn a_stale_socket_is_ignored_and_replaced() {
     let boot = Boot::start(&[]);
     send_signal(boot.pid, "KILL");
     // The process is gone once nothing accepts on its socket any more (its
-    // leader turns zombie before the last thread has closed its files).
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // leader turns zombie before the last thread has closed its files); a
+    // hang guard, the wait ends once the socket refuses.
+    let deadline = Instant::now() + Duration::from_secs(30);
     while std::os::unix::net::UnixStream::connect(boot.socket()).is_ok() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -373,7 +377,8 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     let go = std::env::temp_dir().join(unique("dpm-leader-go"));
     let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
     let running = boot.run(&["-n", "1", "sh", "-c", "echo leader $$", ":", "-n", "1", "sh", "-c", &wait]).spawn();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // A hang guard for the job to start and its leader to exit.
+    let deadline = Instant::now() + Duration::from_secs(60);
     let state = |pid: u32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from))
     };
@@ -398,8 +403,8 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     let out = running.wait();
     let _ = std::fs::remove_file(&go);
     out.assert_success().assert_stdout_contains(&format!("leader {pid}"));
-    // The job is over: the daemon reaped its leader.
-    let deadline = Instant::now() + Duration::from_secs(2);
+    // The job is over: the daemon reaped its leader (a hang guard).
+    let deadline = Instant::now() + Duration::from_secs(30);
     while state(pid).is_some() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }

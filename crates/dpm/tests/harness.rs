@@ -15,7 +15,7 @@ fn leftover_scan_finds_and_kills_a_marked_process() {
     let pid = child.id();
     // Until the child has exec'd, /proc shows the test binary's environment
     // and command line, without the marker: wait for the exec (bounded).
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut found = marked_procs(&marker);
     while found.is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));

@@ -142,10 +142,12 @@ impl ManualRun {
         let status = wait_for(&mut self.child, Duration::from_secs(60)).unwrap_or_else(|| {
             panic!("dpm did not finish within 60 s; stderr so far:\n{}", self.stderr.join("\n"));
         });
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+        // Hang guards: the readers end at dpm's end of output, at once
+        // unless something else holds it open.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(30)) {
             self.stderr.push(line);
         }
-        let stdout = String::from_utf8_lossy(&self.stdout.recv_timeout(Duration::from_secs(5)).unwrap_or_default()).into_owned();
+        let stdout = String::from_utf8_lossy(&self.stdout.recv_timeout(Duration::from_secs(30)).unwrap_or_default()).into_owned();
         let stderr = self.stderr.join("\n");
         let daemons: Vec<Option<ExitStatus>> = self.daemons.iter_mut().map(|d| wait_for(d, Duration::from_secs(30))).collect();
         let left = common::leftovers_after(&self.marker, common::LEFTOVER_GRACE);
@@ -279,7 +281,7 @@ fn strangers_are_refused_and_the_real_daemons_accepted() {
     // A client sending garbage is dropped, with a log line.
     let mut garbage = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     garbage.write_all(b"GET / HTTP/1.0\r\n\r\n").expect("write");
-    garbage.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    garbage.set_read_timeout(Some(Duration::from_secs(60))).unwrap(); // a hang guard
     let mut sink = Vec::new();
     let closed = garbage.read_to_end(&mut sink);
     assert!(closed.is_ok() || closed.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset), "not closed: {closed:?}");
@@ -287,7 +289,7 @@ fn strangers_are_refused_and_the_real_daemons_accepted() {
     assert!(line.contains("frame of") || line.contains("undecodable"), "{line}");
     // A daemon with another secret is refused, and says why.
     let wrong = run.start_daemon(&cmds[0], &[("DPM_SECRET", &"0f".repeat(32))]);
-    let status = wait_for(&mut run.daemons[wrong], Duration::from_secs(10)).expect("the refused daemon exits");
+    let status = wait_for(&mut run.daemons[wrong], Duration::from_secs(60)).expect("the refused daemon exits");
     assert_eq!(status.code(), Some(1));
     let line = run.wait_line("authentication failed");
     assert!(line.contains("refused a connection from 127.0.0.1:") && line.contains("node 0"), "{line}");
@@ -295,7 +297,7 @@ fn strangers_are_refused_and_the_real_daemons_accepted() {
     run.start_daemon(&cmds[0], &[]);
     run.wait_line("node 0 (localhost) connected from");
     let twin = run.start_daemon(&cmds[0], &[]);
-    let status = wait_for(&mut run.daemons[twin], Duration::from_secs(10)).expect("the second node 0 exits");
+    let status = wait_for(&mut run.daemons[twin], Duration::from_secs(60)).expect("the second node 0 exits");
     assert_eq!(status.code(), Some(1));
     run.wait_line("node 0 is already connected");
     run.start_daemon(&cmds[1], &[]);
@@ -304,8 +306,16 @@ fn strangers_are_refused_and_the_real_daemons_accepted() {
     assert!(out.stdout.contains("ring ok size=2"), "{}", out.describe());
     // The silent client's connection ended with the listener.
     let mut silent = silent;
-    silent.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    assert!(matches!(silent.read(&mut [0u8; 16]), Ok(0) | Err(_)), "the silent connection is still open");
+    // A hang guard: a read timing out means the connection is still open.
+    silent.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let open = loop {
+        match silent.read(&mut [0u8; 256]) {
+            Ok(0) => break false,
+            Ok(_) => continue,
+            Err(e) => break matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        }
+    };
+    assert!(!open, "the silent connection is still open");
     assert!(out.leftover_files.is_empty(), "left in the runtime directory: {:?}", out.leftover_files);
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{leftovers_after, Dpm};
+use common::{leftovers_after, Dpm, TempDir};
 
 /// Start `args` (which must keep `procs` marked processes alive), wait until
 /// they all run, send `sig` to dpm and return the output and the time from
@@ -54,15 +54,29 @@ fn ranks_ignoring_sigint_are_killed_after_the_grace() {
 
 #[test]
 fn second_sigint_kills_at_once() {
-    // The grace is 600 s; a second SIGINT must not wait for it.
-    let args = ["--kill-grace", "600", "-n", "2", "/bin/sh", "-c", "trap '' INT TERM; sleep 600; echo survived"];
-    let mut running = Dpm::run(args).spawn();
-    running.wait_for_procs(4);
+    // The grace is 600 s; a second SIGINT must not wait for it. Each rank
+    // notes every SIGINT that reaches it in a file and waits on (its
+    // `sleep`, started in the background, ignores SIGINT; only its end ends
+    // the loop, and SIGKILL ends the shell with it): the second SIGINT is sent once
+    // both ranks got the first, so dpm has taken the first, whatever the
+    // load (two SIGINTs sent before dpm reads one would merge into one).
+    let dir = TempDir::new("dpm-second-sigint");
+    let script = format!("trap 'touch {}/got-int.$$' INT; trap '' TERM; sleep 600 & while kill -0 $! 2>/dev/null; do wait; done; echo survived", dir.path_str());
+    let args = ["--kill-grace", "600", "-n", "2", "/bin/sh", "-c", &script];
+    let running = Dpm::run(args).spawn();
+    // Both `sleep`s run: each shell has its trap and its SIGINT-proof child
+    // (a SIGINT between the fork and the child's ignoring it would end it).
+    common::wait_for_ranks(running.marker(), "sleep 600", 2);
     running.signal("INT");
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&dir.path).map_or(0, |d| d.count()) < 2 {
+        assert!(Instant::now() < deadline, "the ranks never got the forwarded SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     running.signal("INT");
     let out = running.wait();
     out.assert_code(130);
+    out.assert_stderr_contains("got SIGINT again; killing every process now");
     out.assert_stdout_lacks("survived");
 }
 

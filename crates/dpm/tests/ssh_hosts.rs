@@ -31,8 +31,13 @@ use std::time::{Duration, Instant};
 
 use common::{dpm_bin, hello, program, repo_root, Dpm, FixtureLock, Running, TempFile};
 
-/// A lost daemon or host must end the run within this time.
-const LOSS_LIMIT: Duration = Duration::from_secs(2);
+/// A hang guard, not a speed bound: a run whose daemon or host is lost ends
+/// well within it (its ranks sleep far longer, so only the loss can end it).
+const LOSS_GUARD: Duration = Duration::from_secs(60);
+
+/// A hang guard for the hosts to be clean after a scenario (settling ends
+/// as soon as they are).
+const SETTLE_GUARD: Duration = Duration::from_secs(30);
 
 fn fixture_script() -> PathBuf {
     repo_root().join("tests/fixtures/netns_hosts.sh")
@@ -180,17 +185,17 @@ impl Drop for Fixture {
     }
 }
 
-/// How long until process `pid` (our unreaped child) exits, if within `limit`.
-fn exits_within(pid: u32, limit: Duration) -> Option<Duration> {
-    let start = Instant::now();
+/// Whether process `pid` (our unreaped child) exits within `limit`.
+fn exits_within(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
     loop {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next()).unwrap_or("Z");
         if state == "Z" || state == "X" {
-            return Some(start.elapsed());
+            return true;
         }
-        if start.elapsed() > limit {
-            return None;
+        if Instant::now() > deadline {
+            return false;
         }
         thread::sleep(Duration::from_millis(5));
     }
@@ -356,9 +361,10 @@ fn host_down_at_start(fx: &Fixture) {
     unreachable_at_start(fx, "h5,h1", "h5");
 }
 
-/// Start `sleep 30` on two ranks per host and wait until all eight run.
+/// Start `sleep 600` on two ranks per host and wait until all eight run:
+/// only a lost node (or the test's SIGTERM) ends the run before the watchdog.
 fn eight_sleepers(fx: &Fixture) -> Running {
-    let mut run = fx.dpm(&["-hosts", "h1,h2,h3,h4", "-ppn", "2", "-n", "8", "sleep", "30"]).watchdog(Duration::from_secs(40)).spawn();
+    let mut run = fx.dpm(&["-hosts", "h1,h2,h3,h4", "-ppn", "2", "-n", "8", "sleep", "600"]).watchdog(LOSS_GUARD + Duration::from_secs(30)).spawn();
     run.wait_for_procs(8);
     run
 }
@@ -367,10 +373,9 @@ fn killed_daemon(fx: &Fixture) {
     let run = eight_sleepers(fx);
     let victim = fx.daemon_on("h2").unwrap_or_else(|| panic!("no dpm daemon on h2: {:?}", fx.procs()));
     common::send_signal(victim, "KILL");
-    let ended = exits_within(run.pid(), Duration::from_secs(10));
+    let ended = exits_within(run.pid(), LOSS_GUARD);
     let out = run.wait();
-    let ended = ended.unwrap_or_else(|| panic!("the run was still going 10 s after h2's daemon was killed\n{}", out.describe()));
-    assert!(ended < LOSS_LIMIT, "the run took {ended:?} to end after h2's daemon was killed\n{}", out.describe());
+    assert!(ended, "the run was still going {LOSS_GUARD:?} after h2's daemon was killed\n{}", out.describe());
     assert_eq!(out.code(), 1, "{}", out.describe());
     out.assert_stderr_contains("node 1 (h2) was lost");
 }
@@ -378,18 +383,14 @@ fn killed_daemon(fx: &Fixture) {
 fn lost_host(fx: &Fixture) {
     let run = eight_sleepers(fx);
     fx.link("h2", false);
-    // Up to twice the limit, to say how late it was; then reconnect h2 so
-    // that a SIGTERM can end the run.
-    let ended = exits_within(run.pid(), 2 * LOSS_LIMIT);
+    // Then reconnect h2, so that a SIGTERM can end a run that missed the loss.
+    let ended = exits_within(run.pid(), LOSS_GUARD);
     fx.link("h2", true);
-    if ended.is_none() {
+    if !ended {
         run.signal("TERM");
     }
     let out = run.wait();
-    let ended = ended.unwrap_or_else(|| {
-        panic!("the run was still going {:?} after h2 was cut off (no keepalive reaches a silent host)\n{}", 2 * LOSS_LIMIT, out.describe())
-    });
-    assert!(ended < LOSS_LIMIT, "the run took {ended:?} to end after h2 was cut off\n{}", out.describe());
+    assert!(ended, "the run was still going {LOSS_GUARD:?} after h2 was cut off (no keepalive reaches a silent host)\n{}", out.describe());
     assert_ne!(out.code(), 0, "{}", out.describe());
     out.assert_stderr_contains("(h2)");
 }
@@ -417,25 +418,25 @@ fn mpich_across_four_ssh_hosts() {
         Err(reason) => return common::fixture_unavailable("netns hosts fixture (ssh_hosts)", &reason),
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario, u64); 12] = [
-        ("hello on four hosts", hello_on_four_hosts, 3),
-        ("no secret on any command line", no_secret_on_any_command_line, 3),
-        ("ring, round robin over the hosts", ring_round_robin, 3),
-        ("KVS designs across the hosts (dkvs, direct)", kvs_designs_across_hosts, 3),
-        ("UCX uses the network between hosts", ucx_uses_the_network, 3),
-        ("spawn onto other hosts", spawn_onto_other_hosts, 3),
-        ("spawn info 'host' names another host", spawn_info_host_names_another_host, 3),
-        ("dpm boot over ssh", boot_over_ssh, 3),
-        ("unresolvable host at start", unresolvable_host, 3),
-        ("host down at start", host_down_at_start, 3),
-        ("killed daemon", killed_daemon, 3),
+    let scenarios: [(&str, Scenario); 12] = [
+        ("hello on four hosts", hello_on_four_hosts),
+        ("no secret on any command line", no_secret_on_any_command_line),
+        ("ring, round robin over the hosts", ring_round_robin),
+        ("KVS designs across the hosts (dkvs, direct)", kvs_designs_across_hosts),
+        ("UCX uses the network between hosts", ucx_uses_the_network),
+        ("spawn onto other hosts", spawn_onto_other_hosts),
+        ("spawn info 'host' names another host", spawn_info_host_names_another_host),
+        ("dpm boot over ssh", boot_over_ssh),
+        ("unresolvable host at start", unresolvable_host),
+        ("host down at start", host_down_at_start),
+        ("killed daemon", killed_daemon),
         // The lost host's side ends only when its sshd hears of the closed
-        // connection (TCP retransmission once the cable is back): more grace.
-        ("lost host", lost_host, 8),
+        // connection (TCP retransmission once the cable is back).
+        ("lost host", lost_host),
     ];
     let mut failures = Vec::new();
     let total = Instant::now();
-    for (name, scenario, grace) in scenarios {
+    for (name, scenario) in scenarios {
         let started = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| scenario(&fx)));
         let ran = started.elapsed();
@@ -444,9 +445,9 @@ fn mpich_across_four_ssh_hosts() {
             failures.push(format!("{name}: {}", common::panic_text(e)));
             failed = true;
         }
-        let left = fx.settle(Duration::from_secs(grace));
+        let left = fx.settle(SETTLE_GUARD);
         if !left.is_empty() {
-            failures.push(format!("{name}: processes left on the hosts {grace} s after the run: {left:#?}"));
+            failures.push(format!("{name}: processes left on the hosts {SETTLE_GUARD:?} after the run: {left:#?}"));
             failed = true;
         }
         eprintln!("[ssh_hosts] {name}: {} ({:.2} s)", if failed { "FAILED" } else { "ok" }, ran.as_secs_f64());

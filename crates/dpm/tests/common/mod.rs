@@ -32,7 +32,7 @@ pub const WATCHDOG: Duration = Duration::from_secs(60);
 /// How long processes of a finished run may take to disappear (a killed
 /// grandchild is reaped by init asynchronously). A hang guard, generous for
 /// a loaded machine: the wait ends as soon as none is left.
-pub const LEFTOVER_GRACE: Duration = Duration::from_secs(10);
+pub const LEFTOVER_GRACE: Duration = Duration::from_secs(30);
 
 /// Path of the dpm binary under test.
 pub fn dpm_bin() -> &'static str {
@@ -257,7 +257,8 @@ impl Running {
     }
 
     /// Wait until at least `n` processes carry this run's marker (the ranks
-    /// have started), failing the test after 20 s or if dpm exits first.
+    /// have started), failing the test after 60 s (a hang guard) or if dpm
+    /// exits first.
     pub fn wait_for_procs(&mut self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -271,7 +272,7 @@ impl Running {
             }
             if Instant::now() > deadline {
                 self.kill_everything();
-                panic!("only {found} of {n} processes with marker {} started within 20 s: dpm {:?}", self.marker, self.args);
+                panic!("only {found} of {n} processes with marker {} started within 60 s: dpm {:?}", self.marker, self.args);
             }
             thread::sleep(Duration::from_millis(20));
         }
