@@ -99,6 +99,24 @@ fn every_rank_leads_its_own_session() {
 }
 
 #[test]
+fn rank_session_group_makes_each_rank_lead_a_group_in_dpms_session() {
+    // `DPM_RANK_SESSION=group` (README, "Troubleshooting"): the same group per
+    // rank, no session of its own; the ranks' session is dpm's.
+    let script = "read pid comm state ppid pgrp sid rest < /proc/self/stat; echo \"pgrp=$((pgrp == pid)) sid=$((sid == pid)) $sid\"";
+    let dpm = Dpm::run(["-n", "3", "/bin/sh", "-c", script]).env("DPM_RANK_SESSION", "group");
+    let out = dpm.output();
+    out.assert_success();
+    let lines = out.lines();
+    assert_eq!(lines.len(), 3, "{}", out.describe());
+    for line in &lines {
+        assert!(line.starts_with("pgrp=1 sid=0 "), "{line:?}\n{}", out.describe());
+    }
+    // One session for all three: dpm's (the test's own, as dpm runs in it).
+    let own_sid = std::fs::read_to_string("/proc/self/stat").unwrap().split_whitespace().nth(5).unwrap().to_string();
+    assert!(lines.iter().all(|l| l.ends_with(&format!(" {own_sid}"))), "not the test's session {own_sid}\n{}", out.describe());
+}
+
+#[test]
 fn every_mpich_process_is_given_the_nodes_topology_file() {
     // The daemon exports the hwloc topology once (crates/daemon/src/topology.rs),
     // when a rank first asks or a spawned job comes, and every ask waits for
