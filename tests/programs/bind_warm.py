@@ -15,12 +15,7 @@ import time
 
 from mpi4py import MPI
 
-
-def cpus():
-    for line in open("/proc/self/status"):
-        if line.startswith("Cpus_allowed_list:"):
-            return line.split(":", 1)[1].strip()
-    return "?"
+from cpus_allowed import cpus
 
 
 parent = MPI.Comm.Get_parent()

@@ -17,18 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char nspace[256];
-    uint32_t rank;
-} pmix_proc_t;
-typedef struct {
-    uint16_t type;
-    union {
-        uint64_t u64;
-        char *string;
-        char pad[24];
-    } data;
-} pmix_value_t;
+#include "pmix_abi.h"
 
 #define PMIX_STRING 3
 

@@ -14,18 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-    char nspace[256];
-    uint32_t rank;
-} pmix_proc_t;
-typedef struct {
-    uint16_t type;
-    union {
-        uint64_t u64;
-        void *ptr;
-        char pad[24];
-    } data;
-} pmix_value_t;
+#include "pmix_abi.h"
+
 typedef struct {
     char key[512];
     uint32_t flags;

@@ -1,0 +1,23 @@
+/* pmix_abi.h - the few OpenPMIx v5 types the test programs pass to the
+ * libpmix that libmpi.so.40 brings in, declared as that library lays them
+ * out on LP64 (no pmix.h is needed to build against the wheel). */
+#ifndef PMIX_ABI_H
+#define PMIX_ABI_H
+
+#include <stdint.h>
+
+typedef struct {
+    char nspace[256];
+    uint32_t rank;
+} pmix_proc_t;
+typedef struct {
+    uint16_t type;
+    union {
+        uint64_t u64;
+        void *ptr;
+        char *string;
+        char pad[24];
+    } data;
+} pmix_value_t;
+
+#endif
