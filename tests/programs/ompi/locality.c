@@ -23,16 +23,6 @@
 
 typedef int (*get_fn)(const pmix_proc_t *, const char *, const void *, size_t, pmix_value_t **);
 
-static void *fn(const char *name)
-{
-    void *f = dlsym(RTLD_DEFAULT, name);
-    if (!f) {
-        fprintf(stderr, "no %s: %s\n", name, dlerror());
-        exit(2);
-    }
-    return f;
-}
-
 /* The string under key for proc, "none" if the get fails, "null" if the
  * value is a string without one. */
 static const char *string_get(get_fn get, const pmix_proc_t *proc, const char *key)
@@ -81,12 +71,12 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int (*init)(pmix_proc_t *, void *, size_t) = fn("PMIx_Init");
+    int (*init)(pmix_proc_t *, void *, size_t) = pmix_fn("PMIx_Init");
     if (init(&me, NULL, 0) != 0) {
         fprintf(stderr, "PMIx_Init failed\n");
         return 2;
     }
-    get_fn get = (get_fn)fn("PMIx_Get");
+    get_fn get = (get_fn)pmix_fn("PMIx_Get");
     for (int r = 0; r < size; r++) {
         pmix_proc_t p = me;
         p.rank = (uint32_t)r;
@@ -99,7 +89,7 @@ int main(int argc, char **argv)
            split_size(OMPI_COMM_TYPE_L3CACHE), split_size(OMPI_COMM_TYPE_NUMA),
            split_size(OMPI_COMM_TYPE_SOCKET));
     fflush(stdout);
-    int (*finalize)(const void *, size_t) = fn("PMIx_Finalize");
+    int (*finalize)(const void *, size_t) = pmix_fn("PMIx_Finalize");
     finalize(NULL, 0);
     MPI_Finalize();
     return 0;

@@ -4,7 +4,10 @@
 #ifndef PMIX_ABI_H
 #define PMIX_ABI_H
 
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 typedef struct {
     char nspace[256];
@@ -19,5 +22,16 @@ typedef struct {
         char pad[24];
     } data;
 } pmix_value_t;
+
+/* A PMIx function of the libpmix already loaded; exit 2 if there is none. */
+static inline void *pmix_fn(const char *name)
+{
+    void *f = dlsym(RTLD_DEFAULT, name);
+    if (!f) {
+        fprintf(stderr, "no %s: %s\n", name, dlerror());
+        exit(2);
+    }
+    return f;
+}
 
 #endif
