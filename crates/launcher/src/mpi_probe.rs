@@ -2,10 +2,11 @@
 //! and `--pmi simple`'s refusal ([`crate::pmi_choice`]).
 //!
 //! Owns: following a command to the program that links MPI — the program
-//! itself (an ELF file naming `libmpi.so.40` is Open MPI 5, one naming
-//! another MPI library is not), through wrappers (`env ./hello`, `time`,
-//! `sh -c "exec ./hello"`: every argument that names a file, and the words
-//! of an argument that is shell text), scripts (the `#!` interpreter, and
+//! itself (an ELF file needing `libmpi.so.40` — a `DT_NEEDED` entry,
+//! [`elf`] — is Open MPI 5, one needing another MPI library is not),
+//! through wrappers (`env ./hello`, `time`, `sh -c "exec ./hello"`: every
+//! argument that names a file, and the words of an argument that is shell
+//! text), scripts (the `#!` interpreter, and
 //! the words of a script's text: `exec ./hello "$@"`), and Python (the
 //! `mpi4py` its `sys.path` would import, and the libmpi that mpi4py loads).
 //! Reads only: files are opened, never run. Bounded: at most
@@ -18,6 +19,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use dpm_proto::AppSpec;
+
+pub(crate) mod elf;
 
 /// What a command runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,13 +35,10 @@ pub enum Mpi {
 }
 
 /// The SONAME of Open MPI 4 and 5's `libmpi`; Open MPI 5 speaks only PMIx.
-const OPEN_MPI_SONAME: &[u8] = b"libmpi.so.40\0";
-/// Other MPI libraries' names (checked after Open MPI's, whose SONAME also
-/// starts with `libmpi.so.`).
+const OPEN_MPI_SONAME: &[u8] = b"libmpi.so.40";
+/// How other MPI libraries' names start (checked after Open MPI's, whose
+/// SONAME also starts with `libmpi.so.`).
 const OTHER_MPI_NAMES: [&[u8]; 5] = [b"libmpi.so.", b"libmpi_abi.so", b"libmpich", b"libpmi.so", b"libpmi2.so"];
-/// How much of a program is read to find its needed libraries: the dynamic
-/// string table sits near the start of an ELF file.
-const SCAN_BYTES: u64 = 16 << 20;
 /// How much of a script (or an argument's file) is read for words.
 const TEXT_BYTES: u64 = 64 << 10;
 /// Files examined for one command, at most.
@@ -63,14 +63,11 @@ pub fn links_open_mpi(program: &Path) -> bool {
 /// For an ELF file: which MPI it links (`Unknown` for none); `None` when
 /// it is not an ELF file (or cannot be read).
 fn elf_mpi(file: &Path) -> Option<Mpi> {
-    let bytes = head(file, SCAN_BYTES)?;
-    if !bytes.starts_with(b"\x7fELF") {
-        return None;
-    }
-    let has = |name: &[u8]| bytes.windows(name.len()).any(|w| w == name);
-    Some(if has(OPEN_MPI_SONAME) {
+    let needed = elf::needed(file)?;
+    let needs = |wanted: &dyn Fn(&[u8]) -> bool| needed.iter().any(|lib| wanted(lib));
+    Some(if needs(&|lib| lib == OPEN_MPI_SONAME) {
         Mpi::OpenMpi(file.to_path_buf())
-    } else if OTHER_MPI_NAMES.iter().any(|n| has(n)) {
+    } else if needs(&|lib| OTHER_MPI_NAMES.iter().any(|name| lib.starts_with(name))) {
         Mpi::Other
     } else {
         Mpi::Unknown

@@ -1,4 +1,4 @@
-//! [`super::probe`] on files made here: ELF-like files naming a libmpi,
+//! [`super::probe`] on files made here: ELF files needing a libmpi,
 //! wrappers, scripts, Python venvs with an mpi4py of either kind.
 
 use super::*;
@@ -22,11 +22,11 @@ impl Dir {
         path.display().to_string()
     }
 
-    /// An ELF-looking file naming `needed` among its strings.
+    /// An ELF file needing `libc.so.6` and the NUL-ended names in `needed`.
     fn elf(&self, rel: &str, needed: &[u8]) -> String {
-        let mut bytes = b"\x7fELF\x02\x01\x01\0\0libc.so.6\0".to_vec();
-        bytes.extend_from_slice(needed);
-        self.file(rel, &bytes)
+        let mut libs: Vec<&[u8]> = vec![b"libc.so.6"];
+        libs.extend(needed.split(|&b| b == 0).filter(|name| !name.is_empty()));
+        self.file(rel, &super::elf::tests::image(&libs))
     }
 
     /// `argv` run from this directory, `bin` first on `PATH`.

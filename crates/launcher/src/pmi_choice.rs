@@ -123,10 +123,7 @@ mod tests {
 
     fn elf_naming(dir: &Path, name: &str, soname: &[u8]) -> String {
         let path = dir.join(name);
-        let mut bytes = b"\x7fELF\x02\x01\x01\0".to_vec();
-        bytes.extend_from_slice(b"\0libc.so.6\0");
-        bytes.extend_from_slice(soname);
-        std::fs::write(&path, bytes).unwrap();
+        std::fs::write(&path, crate::mpi_probe::elf::tests::image(&[b"libc.so.6", soname])).unwrap();
         path.display().to_string()
     }
 
@@ -142,8 +139,8 @@ mod tests {
     fn auto_recognises_open_mpi_and_simple_refuses_it() {
         let dir = std::env::temp_dir().join(format!("dpm-pmi-choice-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let ompi = elf_naming(&dir, "ompi", b"libmpi.so.40\0");
-        let mpich = elf_naming(&dir, "mpich", b"libmpi.so.12\0");
+        let ompi = elf_naming(&dir, "ompi", b"libmpi.so.40");
+        let mpich = elf_naming(&dir, "mpich", b"libmpi.so.12");
         let script = dir.join("script");
         std::fs::write(&script, b"#!/bin/sh\n# libmpi.so.40\0\n").unwrap();
         assert!(links_open_mpi(Path::new(&ompi)));
