@@ -463,6 +463,16 @@ impl Controller {
     }
 }
 
+/// Whether this process's stdin is `/dev/null` (the same character device).
+fn stdin_is_dev_null() -> bool {
+    use nix::sys::stat::{fstat, stat, SFlag};
+    let is_chr = |mode: u32| SFlag::from_bits_truncate(mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
+    match (fstat(libc::STDIN_FILENO), stat("/dev/null")) {
+        (Ok(fd0), Ok(null)) => is_chr(fd0.st_mode) && is_chr(null.st_mode) && fd0.st_rdev == null.st_rdev,
+        _ => false,
+    }
+}
+
 /// This process's signals (INT, TERM, HUP; with `job_control` also TSTP and
 /// CONT, Ctrl-Z and `fg`) and, if `stdin`, its stdin, read on a thread of its
 /// own (a blocking read must not stall the event loop).
@@ -483,7 +493,10 @@ pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<I
             }
         });
     }
-    if stdin {
+    if stdin && stdin_is_dev_null() {
+        // Nothing to read: the end of input now, without a thread.
+        let _ = tx.send(Input::Stdin(Vec::new()));
+    } else if stdin {
         std::thread::Builder::new()
             .name("dpm-stdin".into())
             .spawn(move || {
