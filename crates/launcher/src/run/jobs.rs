@@ -166,6 +166,7 @@ impl Run {
         for &n in &lost {
             nodes.set_state(n, NodeState::Lost);
         }
+        super::pool::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
         let affected: Vec<JobId> = self.jobs.iter().filter(|(_, j)| j.daemons.iter().any(|d| lost.contains(d))).map(|(id, _)| *id).collect();
         if affected.is_empty() && self.jobs.is_empty() {
             return; // the run is over; daemons going away is expected
