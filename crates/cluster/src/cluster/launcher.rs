@@ -70,6 +70,11 @@ impl Cluster {
         self.run_fx.shared.pool.holds(job)
     }
 
+    /// Whether the messages about `job` go to the run (a claim moved it there).
+    pub fn routed_to_run(&self, job: JobId) -> bool {
+        self.routed.contains(&job)
+    }
+
     /// Kill rank `rank` of `job` at virtual time `at`, from outside.
     pub fn kill_at(&mut self, at: Duration, job: JobId, rank: Rank) {
         self.schedule_at(at, Event::Kill { job, rank });

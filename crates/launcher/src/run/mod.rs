@@ -1,7 +1,7 @@
 //! One run as a plain state machine: the run reactor.
 //!
 //! A [`Run`] owns a `dpm run`'s jobs (its first job and every job it
-//! spawned): rank states, fence tallies ([`FenceTally`]), the KVS root,
+//! spawned): rank states, fence tallies ([`dpm_kvs::FenceTally`]), the KVS root,
 //! spawn requests, stdin routing, the failure policy, the first failure and
 //! the exit status. Each handler takes one event — a daemon message
 //! ([`Run::on_message`]), a signal, stdin data, a timer, the daemons going
@@ -40,13 +40,14 @@ mod warm;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use dpm_kvs::{FenceTally, JobId, NodeId, Rank};
+use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::link::InProcessFd;
 use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher, OUTPUT_ACK_STEP};
 
 use crate::kvs_root::KvsRoot;
 use crate::node_table::{PlaceError, Reservation};
 use crate::spawn::SpawnContext;
+use jobs::{Job, RankEnd};
 use spawn::SpawnAsk;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
@@ -95,92 +96,6 @@ pub enum LaunchError {
     BadApp { job: JobId, rank: u32, app: usize, apps: usize },
     #[error("{0}: {1}")]
     Placement(JobId, PlaceError),
-}
-
-/// How a rank ended, from the launcher's point of view.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum RankEnd {
-    Ok,
-    /// The reason it failed, and the exit status dpm reports for it.
-    Failed {
-        why: String,
-        code: i32,
-    },
-    /// Killed by dpm while ending the job.
-    Terminated,
-}
-
-#[derive(Clone, Debug)]
-struct RankState {
-    pid: Option<u32>,
-    end: Option<RankEnd>,
-}
-
-struct Job {
-    kvsname: String,
-    fence: FenceTally,
-    ranks: Vec<RankState>,
-    /// Nodes hosting ranks of this job.
-    daemons: Vec<NodeId>,
-    /// The node of each rank, and the slots they hold.
-    slots: Reservation,
-    /// Set once the job is being torn down (failure, abort, signal, timeout).
-    killing: bool,
-    /// A spawned job (the failure policy may let it fail alone).
-    spawned: bool,
-    /// It failed alone (policy): when its own teardown began.
-    alone_since: Option<u64>,
-    /// For a spawned job answered late (`spawn::answers_before_start`): the
-    /// parent's pending spawn request, answered once every child has started
-    /// (or one could not be).
-    spawn_request: Option<(NodeId, RequestId)>,
-    /// A warm-spawn pooled job claimed, its claim not confirmed yet: its
-    /// output is held, its end is nobody's business (`warm`).
-    pool: bool,
-    /// The spawn answer's error codes: empty unless a `soft` spawn started
-    /// fewer processes than it asked for.
-    spawn_errcodes: Vec<i32>,
-    /// The app of each rank (a PMIx connect's job map).
-    appnums: Vec<i64>,
-}
-
-impl Job {
-    /// A job of `launch` placed as `slots` says, none of its ranks started.
-    fn new(launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) -> Job {
-        let mut daemons = slots.node_of().to_vec();
-        daemons.sort_unstable();
-        daemons.dedup();
-        Job {
-            kvsname: launch.kvsname.clone(),
-            fence: FenceTally::new(launch.size),
-            ranks: vec![RankState { pid: None, end: None }; launch.size as usize],
-            daemons,
-            slots,
-            killing: false,
-            spawned: launch.spawner.is_some(),
-            alone_since: None,
-            spawn_request,
-            pool: false,
-            spawn_errcodes: Vec::new(),
-            appnums: launch.appnums.clone(),
-        }
-    }
-
-    fn done(&self) -> bool {
-        self.ranks.iter().all(|r| r.end.is_some())
-    }
-
-    /// Record how rank `r` ended (the first word counts); its slot is free again.
-    fn end_rank(&mut self, r: usize, end: RankEnd) {
-        if self.ranks.get(r).is_some_and(|s| s.end.is_none()) {
-            self.slots.release(r);
-            self.ranks[r].end = Some(end);
-        }
-    }
-
-    fn node(&self, rank: Rank) -> Option<NodeId> {
-        self.slots.node(rank.0 as usize)
-    }
 }
 
 /// See the module documentation.
