@@ -268,3 +268,16 @@ fn a_run_claims_its_own_pooled_job_before_a_kept_one() {
 fn run_refill(run: &mut Run, rec: &mut Recorder) {
     run.on_timer(rec, Timer::WarmRefill);
 }
+
+/// A node lost under a pooled job: the job is killed and, its ranks gone
+/// with the node, forgotten at once (no end will ever be heard).
+#[test]
+fn a_pooled_job_on_a_lost_node_is_forgotten() {
+    let (_, mut rec, pooled) = first_run_kept();
+    assert!(rec.shared.pool.holds(pooled));
+    let mut out = PoolOutbox::default();
+    rec.shared.pool.on_nodes_lost(&mut out, &[NodeId(0)]);
+    rec.shared.pool.check_invariants(&[]);
+    assert!(rec.shared.pool.is_empty(), "nothing left to wait for");
+    assert_eq!(rec.shared.nodes.live(), 0, "its slot is free");
+}
