@@ -1,11 +1,12 @@
-//! Warm spawn's pooled jobs on the in-process cluster: a run's spawn claims
-//! one, the claim moves it to the run in one event (its later fence, output
-//! and exit are the run's), a pooled job kept by the tree's pool past its
-//! run's end is served there and claimed by the next run of the tree (a
-//! boot's), idle eviction by the pool's own timer, a pooled job that dies
-//! before its claim, and the end of the tree killing what is unclaimed —
-//! the real run, pool and node reactors in virtual time, their invariants
-//! checked after every event.
+//! Warm spawn's pooled jobs on the in-process cluster: the tree's pool owns
+//! each from its launch (its messages are the pool's, routed to no run)
+//! until a spawn claims it, which moves it to the run in one event (its
+//! later fence, output and exit are the run's); the pool refilled after a
+//! claim; a pooled job kept past its run's end claimed by the next run of
+//! the tree (a boot's); idle eviction by the pool's own timer; a pooled job
+//! that dies before its claim; a plain run's end and the end of the tree
+//! killing what is unclaimed — the real run, pool and node reactors in
+//! virtual time, their invariants checked after every event.
 
 use std::time::Duration;
 
@@ -129,6 +130,64 @@ fn a_kept_job_not_claimed_within_its_idle_time_is_killed_and_forgotten() {
     assert_eq!((c.live(), c.load()), (0, 0));
 }
 
+/// Where `job`'s messages went, µs by µs until the run ends: to the
+/// pool alone (pooled, routed to no run), then to the run alone (claimed).
+fn owners_over_time(c: &mut Cluster, job: JobId) -> (bool, bool) {
+    let (mut pooled, mut claimed) = (false, false);
+    let mut t = Duration::ZERO;
+    while c.exit.is_none() && t < Duration::from_secs(30) {
+        t += Duration::from_micros(1);
+        c.run_until(t);
+        let (in_pool, in_run) = (c.pool_holds(job), c.routed_to_run(job));
+        assert!(!(in_pool && in_run), "{job} both the pool's and the run's");
+        pooled |= in_pool && !claimed;
+        claimed |= in_run && pooled;
+    }
+    (pooled, claimed)
+}
+
+#[test]
+fn a_live_runs_pooled_job_is_the_pools_until_the_same_runs_spawn_claims_it() {
+    let mut c = cluster(&[200, 0]);
+    let p = c.launch("parent", 1, None);
+    let (pooled, claimed) = owners_over_time(&mut c, JobId(2));
+    assert!(pooled && claimed, "the pool's from its launch, then the run's: {:?}", c.said);
+    assert_eq!(c.exit, Some(0), "{:?}", c.said);
+    assert!(said(&c, "claimed job 2 ").iter().all(|l| !l.contains("kept")), "made for this run: {:?}", c.said);
+    // Its fence, output and exit after the claim were the run's.
+    assert_served(&c, JobId(2), p);
+    assert!(!c.pool_holds(JobId(2)) && !c.routed_to_run(JobId(2)));
+    assert_eq!((c.live(), c.load()), (0, 0));
+}
+
+#[test]
+fn the_pool_is_refilled_after_a_claim_and_the_refill_is_claimed_next() {
+    let mut c = cluster(&[200, 200, 0]);
+    let p = c.launch("parent", 1, None);
+    assert_eq!(c.run_until(Duration::from_secs(30)), Some(0), "{:?}", c.said);
+    let refilled: Vec<String> = said(&c, "refilled job");
+    assert!(refilled.len() >= 2, "after the first miss, then after the claim: {:?}", c.said);
+    let second = refilled[1].split_whitespace().nth(5).and_then(|j| j.parse().ok()).map(JobId).expect("a job number");
+    let claimed = said(&c, "claimed job");
+    assert_eq!(claimed.len(), 2, "{:?}", c.said);
+    assert!(claimed[0].contains("claimed job 2 ") && claimed[1].contains(&format!("claimed {second} ")), "{:?}", c.said);
+    assert_served(&c, second, p);
+    assert_eq!((c.live(), c.load()), (0, 0));
+}
+
+#[test]
+fn a_plain_runs_end_kills_its_unclaimed_pooled_jobs() {
+    let mut c = cluster(&[200]);
+    c.launch("parent", 1, None);
+    assert_eq!(c.run_until(Duration::from_secs(10)), Some(0), "{:?}", c.said);
+    assert_eq!(said(&c, "refilled job 2").len(), 1, "{:?}", c.said);
+    assert!(said(&c, "kept").is_empty(), "a plain run keeps nothing: {:?}", c.said);
+    c.run_until(Duration::from_secs(20));
+    assert_eq!(c.ranks(JobId(2))[0].end, Some(ExitStatus::Signal(libc::SIGKILL)));
+    assert!(!c.pool_holds(JobId(2)), "forgotten once its end was heard");
+    assert_eq!((c.live(), c.load()), (0, 0));
+}
+
 #[test]
 fn the_end_of_the_tree_kills_what_is_unclaimed() {
     // A boot going down: its pool's kept job.
@@ -137,12 +196,5 @@ fn the_end_of_the_tree_kills_what_is_unclaimed() {
     c.run_until(Duration::from_secs(20));
     assert_eq!(c.ranks(JobId(2))[0].end, Some(ExitStatus::Signal(libc::SIGKILL)));
     assert!(!c.pool_holds(JobId(2)));
-    assert_eq!((c.live(), c.load()), (0, 0));
-    // A plain run (a tree of one run): its pooled job dies with the run.
-    let mut c = cluster(&[200]);
-    c.launch("parent", 1, None);
-    assert_eq!(c.run_until(Duration::from_secs(10)), Some(0), "{:?}", c.said);
-    assert_eq!(said(&c, "refilled job 2").len(), 1, "{:?}", c.said);
-    assert_eq!(c.ranks(JobId(2))[0].end, Some(ExitStatus::Signal(libc::SIGKILL)));
     assert_eq!((c.live(), c.load()), (0, 0));
 }

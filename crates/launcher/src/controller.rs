@@ -8,7 +8,7 @@
 //!
 //! What all runs of a daemon tree share is in [`Shared`]: the plain
 //! [`TreeShared`] (names, job ids, node table and load, jobs for `dpm
-//! status`, and the [`crate::run::Pool`] of kept pooled jobs) and the route
+//! status`, and the [`crate::run::Pool`] of unclaimed pooled jobs) and the route
 //! of each live job to the run owning it — one run per tree for a plain
 //! `dpm run`, many for a booted tree (`dpm boot`). [`dispatch`] hands each
 //! daemon message to the run owning its job, or to the pool holding it.
@@ -27,7 +27,7 @@ use dpm_proto::link::{Down, InProcessFd, Up};
 use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
 use crate::node_table::NodeTable;
-use crate::output::{Output, Sink, Written};
+use crate::output::{Console, Output, Sink, Written};
 use crate::run::{FailurePolicy, Pool, PoolEffects, Run, RunEffects, Timer, TreeShared};
 
 pub use crate::run::{kvsname, signal_name, Settings};
@@ -78,6 +78,9 @@ pub struct Shared {
     /// epoch; [`Shared::pool_woken`] is notified when it is armed.
     pool_wake: Option<u64>,
     pool_woken: Rc<tokio::sync::Notify>,
+    /// Each run's console, by owner: the pool's lines about the jobs it
+    /// made for a run go there.
+    consoles: HashMap<u32, Console>,
 }
 
 pub type SharedRef = Rc<RefCell<Shared>>;
@@ -85,7 +88,8 @@ pub type SharedRef = Rc<RefCell<Shared>>;
 impl Shared {
     pub fn new(nodes: NodeTable) -> SharedRef {
         let (routes, pool_wake, pool_woken) = (HashMap::new(), None, Rc::default());
-        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), routes, links: Vec::new(), pool_wake, pool_woken }))
+        let consoles = HashMap::new();
+        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), routes, links: Vec::new(), pool_wake, pool_woken, consoles }))
     }
 
     /// The links to the tree's nodes (what the pool sends goes down them).
@@ -103,8 +107,8 @@ impl Shared {
 
     /// One event of the tree's pool, its effects carried out here.
     pub fn with_pool<T>(&mut self, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
-        let Shared { tree, links, pool_wake, pool_woken, .. } = self;
-        event(&mut tree.pool, &mut LinkEffects { links, pool_wake, pool_woken })
+        let Shared { tree, links, pool_wake, pool_woken, consoles, .. } = self;
+        event(&mut tree.pool, &mut LinkEffects { links, pool_wake, pool_woken, consoles })
     }
 
     fn wake_pool(&mut self, at: u64) {
@@ -119,6 +123,7 @@ struct LinkEffects<'a> {
     links: &'a [DaemonLink],
     pool_wake: &'a mut Option<u64>,
     pool_woken: &'a tokio::sync::Notify,
+    consoles: &'a HashMap<u32, Console>,
 }
 
 impl PoolEffects for LinkEffects<'_> {
@@ -130,6 +135,26 @@ impl PoolEffects for LinkEffects<'_> {
     fn wake_at(&mut self, at: u64) {
         *self.pool_wake = Some(at);
         self.pool_woken.notify_one();
+    }
+    fn say(&mut self, owner: u32, line: &str) {
+        if let Some(console) = self.consoles.get(&owner) {
+            console.say(line);
+        }
+    }
+}
+
+/// Kill every job the tree's pool holds and wait (at most 5 s) until their
+/// ends are heard and their nodes have forgotten them (their MPICH segments
+/// go then): the end of a tree (`dpm down`, a plain run's end).
+pub async fn drain_pool(shared: &SharedRef) {
+    shared.borrow_mut().with_pool(|pool, fx| pool.drop_all(fx));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !shared.borrow().tree.pool.is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!("warm-spawn pooled jobs still going after 5 s; shutting the daemons down under them");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -292,6 +317,7 @@ impl Controller {
     /// A run writing its output to `sink` (off this loop: see `crate::output`).
     pub fn new(settings: Settings, links: Vec<DaemonLink>, shared: SharedRef, sink: Sink) -> Self {
         let (up_tx, up) = mpsc::unbounded_channel();
+        shared.borrow_mut().consoles.insert(settings.owner, sink.console.clone());
         Controller {
             output: Output::new(settings.label, sink.console),
             written: sink.written,
@@ -443,16 +469,7 @@ impl Controller {
                 }
             }
         }
-        // What came for jobs the run handed over to the tree's pool (their
-        // routes are gone now): to the pool, in order, before anything
-        // newer can reach it.
-        while let Ok(envelope) = self.up.try_recv() {
-            let Up::From { node, msg } = envelope else { continue };
-            let mut shared = self.shared.borrow_mut();
-            if msg.job().is_some_and(|j| shared.tree.pool.holds(j)) {
-                shared.with_pool(|pool, fx| pool.on_message(fx, NodeId(node), msg));
-            }
-        }
+        self.shared.borrow_mut().consoles.remove(&self.run.owner());
         let code = self.run.exit_code().unwrap_or(1);
         // Dropping the console lets the writer finish; its credit stream
         // ends once the last chunk is written.

@@ -62,10 +62,12 @@ pub async fn drive(daemons: nodes::Daemons, settings: Settings, start: impl FnOn
     let (links, up, waiter) = daemons.split();
     let shared = Shared::for_run(&links, &settings);
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
-    let mut controller = Controller::new(settings, links.clone(), shared, output::stdout_sink());
+    let mut controller = Controller::new(settings, links.clone(), shared.clone(), output::stdout_sink());
     start(&mut controller);
     controller.stops_itself();
     let code = controller.run(timeout, controller::local_inputs(stdin, true)).await;
+    // The run's unclaimed pooled jobs (warm spawn) go with its tree.
+    controller::drain_pool(&shared).await;
     // The daemons kill whatever is left when they shut down; wait for that.
     // Dropping the links closes their pipes: a daemon's blocked read ends.
     for link in links {

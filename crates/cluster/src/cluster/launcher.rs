@@ -1,5 +1,5 @@
 //! The launcher's side of the [`Cluster`]: the run reactor and the tree's
-//! pool of kept pooled jobs ([`dpm_launcher::run::Pool`]), a message from
+//! pool of unclaimed pooled jobs ([`dpm_launcher::run::Pool`]), a message from
 //! the tree going to whichever owns its job (as `controller::dispatch`
 //! routes it), and their effects carried out. Every event ends with the
 //! run's and the pool's invariant checks ([`Run::check_invariants`], and
@@ -65,9 +65,14 @@ impl Cluster {
         self.with_pool(|pool, fx| pool.drop_all(fx));
     }
 
-    /// Whether the tree's pool holds `job` (kept, or killed and not yet forgotten).
+    /// Whether the tree's pool holds `job` (pooled, or killed and not yet forgotten).
     pub fn pool_holds(&self, job: JobId) -> bool {
         self.run_fx.shared.pool.holds(job)
+    }
+
+    /// Whether the messages about `job` go to the run (a claim moved it there).
+    pub fn routed_to_run(&self, job: JobId) -> bool {
+        self.routed.contains(&job)
     }
 
     /// Kill rank `rank` of `job` at virtual time `at`, from outside.
@@ -108,6 +113,8 @@ impl Cluster {
         if let Some(at) = out.wake {
             self.wake_pool(at);
         }
+        // One run at a time: every line is for its console.
+        self.said.extend(out.said.into_iter().map(|(_, line)| line));
         self.run.check_invariants(&self.run_fx.shared);
     }
 

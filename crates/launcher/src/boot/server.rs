@@ -160,7 +160,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let _ = std::fs::remove_file(&files.socket);
     let _ = std::fs::remove_file(&files.rendezvous);
     end_runs(&server, lost).await;
-    end_kept(&server).await;
+    controller::drain_pool(&server.shared).await;
     shutdown(&links, waiter).await;
     Ok(0)
 }
@@ -189,20 +189,6 @@ async fn end_runs(server: &Server, lost: Option<String>) {
             tracing::warn!("runs still going after 10 s; shutting the daemons down under them");
             return;
         }
-    }
-}
-
-/// Kill the jobs the tree keeps and wait (at most 5 s) until their ends are
-/// heard and their nodes have forgotten them (their MPICH segments go then).
-async fn end_kept(server: &Server) {
-    server.shared.borrow_mut().with_pool(|pool, fx| pool.drop_all(fx));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while !server.shared.borrow().tree.pool.is_empty() {
-        if tokio::time::Instant::now() >= deadline {
-            tracing::warn!("kept warm-spawn jobs still going after 5 s; shutting the daemons down under them");
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -282,9 +268,10 @@ fn status(server: &Server) -> BootStatus {
     for (job, (owner, kvsname, size)) in &shared.tree.jobs {
         by_owner.entry(*owner).or_default().push((job.0, kvsname.clone(), *size));
     }
-    // Pooled jobs kept for later runs: the boot's own (`client_pid` 0).
-    for (job, kvsname, size) in shared.tree.pool.listed() {
-        by_owner.entry(0).or_default().push((job.0, kvsname, size));
+    // Pooled jobs: the run's they were made for, or, kept for later runs,
+    // the boot's own (`client_pid` 0).
+    for (job, kvsname, size, owner) in shared.tree.pool.listed() {
+        by_owner.entry(owner.unwrap_or(0)).or_default().push((job.0, kvsname, size));
     }
     let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
     runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));
@@ -353,7 +340,7 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
 /// fit in the free slots (oldest first).
 fn make_room(server: &Server, procs: usize) {
     let mut shared = server.shared.borrow_mut();
-    while !shared.tree.nodes.fits_free(procs) && shared.with_pool(|pool, fx| pool.drop_oldest(fx)) {}
+    while !shared.tree.nodes.fits_free(procs) && shared.with_pool(|pool, fx| pool.drop_oldest(fx, None)) {}
 }
 
 /// Write a run's output to its client until the run drops its console;

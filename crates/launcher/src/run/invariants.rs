@@ -10,10 +10,9 @@ impl Run {
     /// Panics if the run's state does not hold together with the tree's
     /// (`shared`): each job holds a slot per live rank (fewer only once it
     /// is being killed: a dropped pooled job gives its slots back at once),
-    /// the jobs `dpm status` lists for this run are its jobs, every pool
-    /// entry is a pooled job of the run, every job handed over is the pool's
-    /// and no longer the run's, and the pool's own invariants
-    /// ([`super::Pool::check_invariants`]).
+    /// the jobs `dpm status` lists for this run are its jobs, every claim in
+    /// flight is a claimed job of the run, no job is both the run's and the
+    /// pool's, and the pool's own invariants ([`super::Pool::check_invariants`]).
     pub fn check_invariants(&self, shared: &TreeShared) {
         for (job, j) in &self.jobs {
             let live = j.ranks.iter().filter(|r| r.end.is_none()).count();
@@ -24,21 +23,21 @@ impl Run {
         let listed: Vec<JobId> = shared.jobs.iter().filter(|(_, (owner, _, _))| *owner == self.settings.owner).map(|(j, _)| *j).collect();
         let own: Vec<JobId> = self.jobs.keys().copied().collect();
         assert_eq!(listed, own, "the jobs listed for this run are not its jobs");
-        for e in &self.warm.entries {
-            assert!(self.jobs.get(&e.job).is_some_and(|j| j.pool), "pool entry {} is no pooled job of the run", e.job);
+        for c in &self.warm.claims {
+            assert!(self.jobs.get(&c.job).is_some_and(|j| j.pool), "claim of {} is no claimed job of the run", c.job);
         }
-        for job in &self.handed {
-            assert!(!self.jobs.contains_key(job), "{job} handed over and still the run's");
-            assert!(shared.pool.holds(*job), "{job} handed over, not in the pool");
+        for (job, j) in &self.jobs {
+            let claiming = self.warm.claims.iter().any(|c| c.job == *job);
+            assert!(!j.pool || claiming || j.killing, "{job}: marked claimed, no claim in flight, not being killed");
         }
         shared.pool.check_invariants(&own);
     }
 
     /// Panics unless `routed` — the jobs whose messages the driver routes
-    /// to this run (its [`super::RunEffects::route`]s) — are its jobs and
-    /// the jobs it handed over to the pool while it goes on.
+    /// to this run (its [`super::RunEffects::route`]s) — are its jobs: a
+    /// pooled job is routed to no run until a claim moves it.
     pub fn check_routes(&self, routed: &std::collections::BTreeSet<JobId>) {
-        let expected: std::collections::BTreeSet<JobId> = self.jobs.keys().chain(&self.handed).copied().collect();
-        assert_eq!(routed, &expected, "routes ≠ the run's jobs and those it handed over");
+        let expected: std::collections::BTreeSet<JobId> = self.jobs.keys().copied().collect();
+        assert_eq!(routed, &expected, "routes ≠ the run's jobs");
     }
 }

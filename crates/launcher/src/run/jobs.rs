@@ -5,9 +5,98 @@
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{ExitStatus, NameRequest, PmiProgress, RequestId, ToDaemon};
 
-use super::{describe_rank, signal_name, FailurePolicy, Job, RankEnd, Run, RunEffects};
+use super::{describe_rank, signal_name, FailurePolicy, Run, RunEffects};
+use dpm_kvs::FenceTally;
+use dpm_proto::LaunchJob;
+
 use crate::kvs_root::KvsRoot;
-use crate::node_table::NodeState;
+use crate::node_table::{NodeState, Reservation};
+
+/// How a rank ended, from the launcher's point of view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum RankEnd {
+    Ok,
+    /// The reason it failed, and the exit status dpm reports for it.
+    Failed {
+        why: String,
+        code: i32,
+    },
+    /// Killed by dpm while ending the job.
+    Terminated,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct RankState {
+    pub(super) pid: Option<u32>,
+    pub(super) end: Option<RankEnd>,
+}
+
+pub(super) struct Job {
+    pub(super) kvsname: String,
+    pub(super) fence: FenceTally,
+    pub(super) ranks: Vec<RankState>,
+    /// Nodes hosting ranks of this job.
+    pub(super) daemons: Vec<NodeId>,
+    /// The node of each rank, and the slots they hold.
+    pub(super) slots: Reservation,
+    /// Set once the job is being torn down (failure, abort, signal, timeout).
+    pub(super) killing: bool,
+    /// A spawned job (the failure policy may let it fail alone).
+    pub(super) spawned: bool,
+    /// It failed alone (policy): when its own teardown began.
+    pub(super) alone_since: Option<u64>,
+    /// For a spawned job answered late (`spawn::answers_before_start`): the
+    /// parent's pending spawn request, answered once every child has started
+    /// (or one could not be).
+    pub(super) spawn_request: Option<(NodeId, RequestId)>,
+    /// A warm-spawn pooled job claimed, its claim not confirmed yet: its
+    /// output is held, its end is nobody's business (`warm`).
+    pub(super) pool: bool,
+    /// The spawn answer's error codes: empty unless a `soft` spawn started
+    /// fewer processes than it asked for.
+    pub(super) spawn_errcodes: Vec<i32>,
+    /// The app of each rank (a PMIx connect's job map).
+    pub(super) appnums: Vec<i64>,
+}
+
+impl Job {
+    /// A job of `launch` placed as `slots` says, none of its ranks started.
+    pub(super) fn new(launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) -> Job {
+        let mut daemons = slots.node_of().to_vec();
+        daemons.sort_unstable();
+        daemons.dedup();
+        Job {
+            kvsname: launch.kvsname.clone(),
+            fence: FenceTally::new(launch.size),
+            ranks: vec![RankState { pid: None, end: None }; launch.size as usize],
+            daemons,
+            slots,
+            killing: false,
+            spawned: launch.spawner.is_some(),
+            alone_since: None,
+            spawn_request,
+            pool: false,
+            spawn_errcodes: Vec::new(),
+            appnums: launch.appnums.clone(),
+        }
+    }
+
+    pub(super) fn done(&self) -> bool {
+        self.ranks.iter().all(|r| r.end.is_some())
+    }
+
+    /// Record how rank `r` ended (the first word counts); its slot is free again.
+    pub(super) fn end_rank(&mut self, r: usize, end: RankEnd) {
+        if self.ranks.get(r).is_some_and(|s| s.end.is_none()) {
+            self.slots.release(r);
+            self.ranks[r].end = Some(end);
+        }
+    }
+
+    pub(super) fn node(&self, rank: Rank) -> Option<NodeId> {
+        self.slots.node(rank.0 as usize)
+    }
+}
 
 impl Run {
     /// A rank has a pid; a spawn answered late (`spawn::answers_before_start`)
@@ -166,6 +255,7 @@ impl Run {
         for &n in &lost {
             nodes.set_state(n, NodeState::Lost);
         }
+        super::pool::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
         let affected: Vec<JobId> = self.jobs.iter().filter(|(_, j)| j.daemons.iter().any(|d| lost.contains(d))).map(|(id, _)| *id).collect();
         if affected.is_empty() && self.jobs.is_empty() {
             return; // the run is over; daemons going away is expected

@@ -1,7 +1,7 @@
 //! One run as a plain state machine: the run reactor.
 //!
 //! A [`Run`] owns a `dpm run`'s jobs (its first job and every job it
-//! spawned): rank states, fence tallies ([`FenceTally`]), the KVS root,
+//! spawned): rank states, fence tallies ([`dpm_kvs::FenceTally`]), the KVS root,
 //! spawn requests, stdin routing, the failure policy, the first failure and
 //! the exit status. Each handler takes one event — a daemon message
 //! ([`Run::on_message`]), a signal, stdin data, a timer, the daemons going
@@ -20,7 +20,8 @@
 //! Submodules: `effects` (the trait, [`Timer`], [`Recorder`]), `verdict`
 //! (failure policy, first failure, exit status), `jobs` (a job's ranks:
 //! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`,
-//! `warm` (pooled spawns), `pool` (the tree's kept pooled jobs), `connect`
+//! `warm` (the run's warm-spawn policy and claims), `pool` (the tree's
+//! unclaimed pooled jobs), `connect`
 //! (PMIx connect/disconnect collectives), `invariants` (checked in tests).
 
 mod connect;
@@ -39,13 +40,14 @@ mod warm;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use dpm_kvs::{FenceTally, JobId, NodeId, Rank};
+use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::link::InProcessFd;
 use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher, OUTPUT_ACK_STEP};
 
 use crate::kvs_root::KvsRoot;
 use crate::node_table::{PlaceError, Reservation};
 use crate::spawn::SpawnContext;
+use jobs::{Job, RankEnd};
 use spawn::SpawnAsk;
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
@@ -96,71 +98,6 @@ pub enum LaunchError {
     Placement(JobId, PlaceError),
 }
 
-/// How a rank ended, from the launcher's point of view.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum RankEnd {
-    Ok,
-    /// The reason it failed, and the exit status dpm reports for it.
-    Failed {
-        why: String,
-        code: i32,
-    },
-    /// Killed by dpm while ending the job.
-    Terminated,
-}
-
-#[derive(Clone, Debug)]
-struct RankState {
-    pid: Option<u32>,
-    end: Option<RankEnd>,
-}
-
-struct Job {
-    kvsname: String,
-    fence: FenceTally,
-    ranks: Vec<RankState>,
-    /// Nodes hosting ranks of this job.
-    daemons: Vec<NodeId>,
-    /// The node of each rank, and the slots they hold.
-    slots: Reservation,
-    /// Set once the job is being torn down (failure, abort, signal, timeout).
-    killing: bool,
-    /// A spawned job (the failure policy may let it fail alone).
-    spawned: bool,
-    /// It failed alone (policy): when its own teardown began.
-    alone_since: Option<u64>,
-    /// For a spawned job answered late (`spawn::answers_before_start`): the
-    /// parent's pending spawn request, answered once every child has started
-    /// (or one could not be).
-    spawn_request: Option<(NodeId, RequestId)>,
-    /// A warm-spawn pooled job, not (yet) claimed: its output is held, its
-    /// end is nobody's business (`warm`).
-    pool: bool,
-    /// The spawn answer's error codes: empty unless a `soft` spawn started
-    /// fewer processes than it asked for.
-    spawn_errcodes: Vec<i32>,
-    /// The app of each rank (a PMIx connect's job map).
-    appnums: Vec<i64>,
-}
-
-impl Job {
-    fn done(&self) -> bool {
-        self.ranks.iter().all(|r| r.end.is_some())
-    }
-
-    /// Record how rank `r` ended (the first word counts); its slot is free again.
-    fn end_rank(&mut self, r: usize, end: RankEnd) {
-        if self.ranks.get(r).is_some_and(|s| s.end.is_none()) {
-            self.slots.release(r);
-            self.ranks[r].end = Some(end);
-        }
-    }
-
-    fn node(&self, rank: Rank) -> Option<NodeId> {
-        self.slots.node(rank.0 as usize)
-    }
-}
-
 /// See the module documentation.
 pub struct Run {
     settings: Settings,
@@ -177,9 +114,6 @@ pub struct Run {
     /// Output written and not yet acknowledged, per node and job (below
     /// [`OUTPUT_ACK_STEP`]).
     written: HashMap<(NodeId, JobId), u64>,
-    /// Pooled jobs handed over to the tree's pool while this run goes on
-    /// (`pool`).
-    handed: Vec<JobId>,
     /// PMIx connect/disconnect collectives in flight (`connect`).
     connects: Vec<connect::Collective>,
 }
@@ -197,7 +131,6 @@ impl Run {
             exit: None,
             warm: warm::WarmPool::default(),
             written: HashMap::new(),
-            handed: Vec::new(),
             connects: Vec::new(),
         }
     }
@@ -252,47 +185,20 @@ impl Run {
         let node_of = slots.node_of().to_vec();
         self.register(fx, &launch, slots, spawn_request);
         let daemons = self.jobs[&launch.job].daemons.clone();
-        for d in daemons {
-            let mut part = launch.clone();
-            part.procs.retain(|p| node_of.get(p.rank.0 as usize) == Some(&d));
-            part.stdin_rank = launch.stdin_rank.filter(|r| node_of.get(r.0 as usize) == Some(&d));
-            fx.send(d, ToDaemon::Launch(part));
-        }
+        send_parts(launch, &node_of, &daemons, &mut |d, m| fx.send(d, m));
     }
 
     fn register(&mut self, fx: &mut dyn RunEffects, launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) {
-        let size = launch.size;
         if launch.stdin_rank.is_some() {
             self.stdin_job = Some(launch.job);
         }
-        let mut daemons = slots.node_of().to_vec();
-        daemons.sort_unstable();
-        daemons.dedup();
-        let indices: Vec<usize> = daemons.iter().map(|d| d.0).collect();
+        let job = Job::new(launch, slots, spawn_request);
+        let indices: Vec<usize> = job.daemons.iter().map(|d| d.0).collect();
         self.kvs.add_job(launch.job, launch.kvs, &indices);
         fx.route(launch.job, true);
-        fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), size));
-        self.jobs.insert(
-            launch.job,
-            Job {
-                kvsname: launch.kvsname.clone(),
-                fence: FenceTally::new(size),
-                ranks: vec![RankState { pid: None, end: None }; size as usize],
-                daemons,
-                slots,
-                killing: false,
-                spawned: launch.spawner.is_some(),
-                alone_since: None,
-                spawn_request,
-                pool: false,
-                spawn_errcodes: Vec::new(),
-                appnums: launch.appnums.clone(),
-            },
-        );
-        // A pooled job's placement is reported when it is claimed.
-        if !launch.awaiting_claim {
-            self.report_placement(fx, launch.job);
-        }
+        fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), launch.size));
+        self.jobs.insert(launch.job, job);
+        self.report_placement(fx, launch.job);
     }
 
     /// `node`'s index among `job`'s nodes, numbered from 0 in rank order (as
@@ -337,9 +243,6 @@ impl Run {
     }
 
     fn message(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: ToLauncher) {
-        if self.pass_to_kept(fx, node, &msg) {
-            return;
-        }
         match msg {
             ToLauncher::Started { job, rank, pid } => self.started(fx, job, rank, pid),
             ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(fx, job, rank, error, errno),
@@ -437,6 +340,9 @@ impl Run {
                 fx.send(d, ToDaemon::Signal { job, signal });
             }
         }
+        // And the pooled jobs made for it (the tree's pool holds them).
+        let owner = self.settings.owner;
+        pool::with_pool(fx, |pool, pfx| pool.signal_made_for(pfx, owner, signal));
     }
 
     /// dpm's stdin: to the rank that reads it (empty: end of input).
@@ -473,7 +379,6 @@ impl Run {
     /// Finish the run if no job is left (after its first launch, or an
     /// event): the driver calls this once its jobs are launched.
     pub fn settle(&mut self, fx: &mut dyn RunEffects) {
-        self.warm_drain(fx);
         if self.jobs.is_empty() && self.exit.is_none() {
             self.finish(fx);
         }
@@ -505,7 +410,7 @@ impl Run {
     /// The exit status, after the final word on stderr. Jobs the daemons
     /// never reported the end of (they went away) give back their slots here.
     fn finish(&mut self, fx: &mut dyn RunEffects) {
-        self.settle_kept(fx);
+        self.warm_release(fx);
         for (id, _) in std::mem::take(&mut self.jobs) {
             fx.route(id, false);
             fx.shared().jobs.remove(&id);
@@ -548,6 +453,16 @@ fn check(launch: &LaunchJob) -> Result<(), LaunchError> {
         return Err(LaunchError::BadRank { job, rank: r.0, size });
     }
     Ok(())
+}
+
+/// Send each node in `daemons` its part of `launch` (rank `r` runs on `node_of[r]`).
+fn send_parts(launch: LaunchJob, node_of: &[NodeId], daemons: &[NodeId], send: &mut dyn FnMut(NodeId, ToDaemon)) {
+    for &d in daemons {
+        let mut part = launch.clone();
+        part.procs.retain(|p| node_of.get(p.rank.0 as usize) == Some(&d));
+        part.stdin_rank = launch.stdin_rank.filter(|r| node_of.get(r.0 as usize) == Some(&d));
+        send(d, ToDaemon::Launch(part));
+    }
 }
 
 fn send_all(fx: &mut dyn RunEffects, out: crate::kvs_root::Outbox) {

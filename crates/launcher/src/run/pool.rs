@@ -1,41 +1,40 @@
-//! The tree's pool of kept pooled jobs: warm-spawn jobs no run owns any
-//! more, kept for a later spawn of the same shape by any run of the tree.
+//! The tree's pool: the one owner of every unclaimed warm-spawn job.
 //!
-//! [`Pool`] is part of [`super::TreeShared`], beside the runs, and the one
-//! owner of every job it holds: it serves them itself — starts, fences, the
-//! KVS root of their `MPI_Init` (rings, gets walking up), output (held for
-//! the claim, bounded), ends — and evicts them. A run whose pooled job's
-//! parent ends (or that ends with pooled jobs left) hands each unclaimed one
-//! over ([`Run::hand_over`]): the job, its KVS root state and its held output
-//! move here. A spawn claims from its own run's pool first, then from here
-//! ([`Run::claim_kept`]): the job moves to the claiming run in that one event,
-//! with its state as served so far, and its route is re-pointed there.
+//! [`Pool`] is part of [`super::TreeShared`], beside the runs. A run that
+//! wants pooled jobs of a spawn shape plans and places them as a cold spawn
+//! would, and hands each to [`Pool::launch`]: from then on the pool owns it
+//! — it launches it, serves it (starts, fences, the KVS root of its
+//! `MPI_Init`, output held for the claim, its end) and evicts it — until a
+//! spawn of its shape claims it ([`Pool::take`]): the job moves to the
+//! claiming run in that one event, with its state as served so far, and
+//! its route is re-pointed there. The drivers hand the pool every message
+//! about a job no run routes (`controller::dispatch`, at once and in
+//! order) and carry out what it does ([`PoolEffects`]); its idle deadline
+//! comes back through [`PoolEffects::wake_at`] and is answered with
+//! [`Pool::on_timer`].
 //!
-//! The drivers only drive it: the controller's `dispatch` hands it the
-//! messages of the jobs it holds, at once and in order, and sends what it
-//! sends ([`PoolEffects`]); its idle deadline comes back through
-//! [`PoolEffects::wake_at`] and is answered with [`Pool::on_timer`].
+//! A pooled job is made for the spawns of one run (its *maker*): only that
+//! run claims it while the job that first spawned its shape goes, and it
+//! claims its own before any other. When that job ends, or the run does,
+//! the job is *kept* for any later spawn of its shape by any run of the
+//! tree ([`Pool::release`]: a boot's `--warm-spawn=N`, N per shape, for
+//! `idle`), or killed (a plain run keeps none).
 //!
-//! A job handed over by a run still going keeps that run's route until the
-//! run is over (what is already on its way there comes in order: the run
-//! passes it here, [`Run::pass_to_kept`]), and only that run may claim it
-//! until then.
-//!
-//! Bounded: at most `limit` jobs per shape (a job beyond is killed instead of
-//! kept), each killed after `idle` without a claim, at most
-//! [`super::MAX_HELD_OUTPUT`] bytes of output held per job (beyond: killed);
-//! a kept job that ends, aborts or cannot start is killed and forgotten. A
-//! kept job holds its slots, and gives them up to any run's placement that
-//! needs them ([`Pool::drop_oldest`]).
+//! Bounded: at most `limit` kept jobs per shape, each killed after `idle`
+//! without a claim, at most [`super::MAX_HELD_OUTPUT`] bytes of output held
+//! per job (beyond: killed); a pooled job that ends, aborts or cannot start
+//! is killed and forgotten once its ranks' ends are heard. A pooled job
+//! holds its slots, and gives them up to a placement that needs them
+//! ([`Pool::drop_oldest`]: its maker's first, then kept ones).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_proto::{Stream, ToDaemon, ToLauncher};
+use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
-use super::warm::{Entry, Shape};
-use super::{Job, RankEnd, Run, RunEffects, MAX_HELD_OUTPUT};
+use super::warm::Shape;
+use super::{Job, RankEnd, RunEffects, MAX_HELD_OUTPUT};
 use crate::kvs_root::KvsRoot;
 
 /// What the pool does to the world.
@@ -44,6 +43,9 @@ pub trait PoolEffects {
     fn send(&mut self, node: NodeId, msg: ToDaemon);
     /// Call [`Pool::on_timer`] at `at` (µs since the epoch); again: moved.
     fn wake_at(&mut self, at: u64);
+    /// One line of dpm's own for the console of the run of `owner` (if it
+    /// still goes): a warm-spawn line of a pooled job it made.
+    fn say(&mut self, owner: u32, line: &str);
 }
 
 /// A [`PoolEffects`] that collects what the pool does (a run applies it
@@ -52,6 +54,7 @@ pub trait PoolEffects {
 pub struct PoolOutbox {
     pub sent: Vec<(NodeId, ToDaemon)>,
     pub wake: Option<u64>,
+    pub said: Vec<(u32, String)>,
 }
 
 impl PoolEffects for PoolOutbox {
@@ -61,65 +64,79 @@ impl PoolEffects for PoolOutbox {
     fn wake_at(&mut self, at: u64) {
         self.wake = Some(at);
     }
+    fn say(&mut self, owner: u32, line: &str) {
+        self.said.push((owner, line.to_string()));
+    }
 }
 
-/// One job kept for a later run.
-struct KeptJob {
+/// The run a pooled job was made for, while it may claim it alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Maker {
+    /// The pid of its `dpm run` (`Settings::owner`).
+    pub(super) owner: u32,
+    /// The job whose spawn's shape it was made for.
+    pub(super) origin: JobId,
+    /// Its warm-spawn lines are said (`-v`), else only traced.
+    pub(super) verbose: bool,
+}
+
+/// One unclaimed pooled job.
+struct Pooled {
     shape: Shape,
     job: Job,
     held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
     held_bytes: usize,
-    /// When it was kept (µs since the epoch).
+    /// `None`: kept for any run, since `since` (µs since the epoch).
+    maker: Option<Maker>,
     since: u64,
-    /// Handed over by the run of this owner, still going: its messages still
-    /// reach that run (which passes them here), so only that run may claim it.
-    unsettled_by: Option<u32>,
 }
 
-/// A kept job taken by a run's claim: everything it needs to go on there.
+/// A pooled job taken by a run's claim: everything it needs to go on there.
 pub(super) struct Taken {
     pub(super) job: JobId,
-    pub(super) shape: Shape,
     pub(super) state: Job,
     pub(super) root: Option<crate::kvs_root::RootJob>,
     pub(super) held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
     pub(super) held_bytes: usize,
+    /// It was kept (its maker's origin or run had ended), not made for this spawn's run.
+    pub(super) kept: bool,
 }
 
-/// The tree's kept pooled jobs (see the module documentation).
+/// The tree's unclaimed pooled jobs (see the module documentation).
 pub struct Pool {
     limit: usize,
     idle: Duration,
     /// Oldest first.
-    jobs: Vec<(JobId, KeptJob)>,
+    jobs: Vec<(JobId, Pooled)>,
     /// Killed, until every rank's end is heard: then forgotten.
     dying: BTreeMap<JobId, Job>,
-    /// The KVS root of the jobs kept (not of the dying: they are gone).
+    /// The KVS root of the pooled jobs (not of the dying: they are gone).
     kvs: KvsRoot,
 }
 
 impl Pool {
-    /// An empty pool keeping nothing, for a tree of `fanout`.
+    /// An empty pool keeping nothing for later runs, for a tree of `fanout`.
     pub fn new(fanout: usize) -> Self {
         Pool { limit: 0, idle: Duration::ZERO, jobs: Vec::new(), dying: BTreeMap::new(), kvs: KvsRoot::new(fanout) }
     }
 
-    /// Keep at most `limit` jobs per shape (0: none), each for `idle`.
+    /// Keep at most `limit` jobs per shape for later runs (0: none), each for `idle`.
     pub fn set_policy(&mut self, limit: usize, idle: Duration) {
         (self.limit, self.idle) = (limit, idle);
     }
 
-    /// Nothing kept or dying.
+    /// Nothing pooled or dying.
     pub fn is_empty(&self) -> bool {
         self.jobs.is_empty() && self.dying.is_empty()
     }
 
-    /// The jobs kept (not dying), for `dpm status`: (job, kvsname, size).
-    pub fn listed(&self) -> Vec<(JobId, String, u32)> {
-        self.jobs.iter().map(|(id, k)| (*id, k.job.kvsname.clone(), k.job.ranks.len() as u32)).collect()
+    /// The pooled jobs (not dying), for `dpm status`: (job, kvsname, size,
+    /// the run it was made for; `None`: kept for later runs).
+    pub fn listed(&self) -> Vec<(JobId, String, u32, Option<u32>)> {
+        self.jobs.iter().map(|(id, k)| (*id, k.job.kvsname.clone(), k.job.ranks.len() as u32, k.maker.map(|m| m.owner))).collect()
     }
 
-    /// The kvsnames of the jobs kept and dying (live names: see `TreeShared::new_job_id`).
+    /// The kvsnames of the jobs pooled and dying (live names: see `TreeShared::new_job_id`).
     pub fn kvsnames(&self) -> impl Iterator<Item = &str> {
         self.jobs.iter().map(|(_, k)| k.job.kvsname.as_str()).chain(self.dying.values().map(|j| j.kvsname.as_str()))
     }
@@ -129,55 +146,75 @@ impl Pool {
         self.jobs.iter().any(|(j, _)| *j == job) || self.dying.contains_key(&job)
     }
 
+    /// Pooled jobs of `shape` made for the run of `owner`.
+    pub(super) fn count(&self, shape: &Shape, owner: u32) -> usize {
+        self.jobs.iter().filter(|(_, k)| k.shape == *shape && k.maker.is_some_and(|m| m.owner == owner)).count()
+    }
+
     fn room_for(&self, shape: &Shape) -> bool {
-        self.jobs.iter().filter(|(_, k)| k.shape == *shape).count() < self.limit
+        self.jobs.iter().filter(|(_, k)| k.shape == *shape && k.maker.is_none()).count() < self.limit
     }
 
     fn idle_micros(&self) -> u64 {
         u64::try_from(self.idle.as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Keep `job` (its state, KVS root state and held output) from `now`,
-    /// handed over by the run of `owner`, still going.
-    #[allow(clippy::too_many_arguments)]
-    fn keep(
-        &mut self,
-        fx: &mut dyn PoolEffects,
-        now: u64,
-        owner: u32,
-        shape: Shape,
-        job: JobId,
-        state: Job,
-        root: Option<crate::kvs_root::RootJob>,
-        held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
-        held_bytes: usize,
-    ) {
-        if let Some(root) = root {
-            self.kvs.put_job(job, root);
+    fn say(fx: &mut dyn PoolEffects, maker: Option<Maker>, line: &str) {
+        match maker {
+            Some(m) if m.verbose => fx.say(m.owner, &format!("dpm: warm spawn: {line}")),
+            _ => tracing::debug!("warm spawn: {line}"),
         }
-        self.jobs.push((job, KeptJob { shape, job: state, held, held_bytes, since: now, unsettled_by: Some(owner) }));
-        // The oldest is due first; a later one re-arms when it comes.
-        let first = self.jobs.first().map_or(now, |(_, k)| k.since);
-        fx.wake_at(first.saturating_add(self.idle_micros()));
     }
 
-    /// Take the oldest kept job of `shape` the run of `owner` may claim.
-    fn take(&mut self, shape: &Shape, owner: u32) -> Option<Taken> {
-        let i = self.jobs.iter().position(|(_, k)| k.shape == *shape && k.unsettled_by.is_none_or(|o| o == owner))?;
+    /// Launch `launch` (planned and placed by its maker's run as a cold
+    /// spawn of `shape` would be, awaiting its claim; `state` its ranks and
+    /// slots) and own it from now on.
+    pub(super) fn launch(&mut self, fx: &mut dyn PoolEffects, maker: Maker, shape: Shape, launch: LaunchJob, state: Job) {
+        let job = launch.job;
+        let indices: Vec<usize> = state.daemons.iter().map(|d| d.0).collect();
+        self.kvs.add_job(job, launch.kvs, &indices);
+        super::send_parts(launch, state.slots.node_of(), &state.daemons, &mut |d, m| fx.send(d, m));
+        self.jobs.push((job, Pooled { shape, job: state, held: Vec::new(), held_bytes: 0, maker: Some(maker), since: 0 }));
+    }
+
+    /// Take the pooled job of `shape` the run of `owner` claims: the oldest
+    /// made for it, else the oldest kept.
+    pub(super) fn take(&mut self, shape: &Shape, owner: u32) -> Option<Taken> {
+        let own = |k: &Pooled| k.shape == *shape && k.maker.is_some_and(|m| m.owner == owner);
+        let kept = |k: &Pooled| k.shape == *shape && k.maker.is_none();
+        let i = self.jobs.iter().position(|(_, k)| own(k)).or_else(|| self.jobs.iter().position(|(_, k)| kept(k)))?;
         let (job, k) = self.jobs.remove(i);
         let root = self.kvs.take_job(job);
-        Some(Taken { job, shape: k.shape, state: k.job, root, held: k.held, held_bytes: k.held_bytes })
+        Some(Taken { job, state: k.job, root, held: k.held, held_bytes: k.held_bytes, kept: k.maker.is_none() })
     }
 
-    /// The run that handed `job` over is over: its messages come here now.
-    fn settle(&mut self, job: JobId) {
-        if let Some((_, k)) = self.jobs.iter_mut().find(|(j, _)| *j == job) {
-            k.unsettled_by = None;
+    /// The jobs made for the run of `owner` — only those for spawns of
+    /// `origin` if given (it ended), else all (the run is over) — are kept
+    /// for later runs if `keep` and there is room for their shape, else
+    /// killed, quietly.
+    pub(super) fn release(&mut self, fx: &mut dyn PoolEffects, now: u64, owner: u32, origin: Option<JobId>, keep: bool) {
+        let mine = |m: &Option<Maker>| m.is_some_and(|m| m.owner == owner && origin.is_none_or(|o| o == m.origin));
+        let released: Vec<JobId> = self.jobs.iter().filter(|(_, k)| mine(&k.maker)).map(|(j, _)| *j).collect();
+        for job in released {
+            let Some(i) = self.jobs.iter().position(|(j, _)| *j == job) else { continue };
+            let k = &self.jobs[i].1;
+            if !(keep && k.shape.movable() && self.room_for(&k.shape)) {
+                self.drop_job(fx, job);
+                continue;
+            }
+            let k = &mut self.jobs[i].1;
+            let maker = k.maker.take();
+            k.since = now;
+            let line = format!("kept {job} for later runs: {}", k.shape.describe(maker.map_or(job, |m| m.origin)));
+            Self::say(fx, maker, &line);
+            if let Some(first) = self.jobs.iter().filter(|(_, k)| k.maker.is_none()).map(|(_, k)| k.since).min() {
+                fx.wake_at(first.saturating_add(self.idle_micros()));
+            }
         }
     }
 
-    /// Kill kept job `job`: its slots are free at once; it is forgotten once
-    /// its ranks' ends are heard.
+    /// Kill pooled job `job`: its slots are free at once; it is forgotten
+    /// once its ranks' ends are heard.
     fn drop_job(&mut self, fx: &mut dyn PoolEffects, job: JobId) {
         let Some(i) = self.jobs.iter().position(|(j, _)| *j == job) else { return };
         let (_, mut k) = self.jobs.remove(i);
@@ -192,34 +229,77 @@ impl Pool {
         self.dying.insert(job, k.job);
     }
 
-    /// Kill the oldest kept job (a placement needs its slots); false if none.
-    pub fn drop_oldest(&mut self, fx: &mut dyn PoolEffects) -> bool {
-        let Some(&(job, _)) = self.jobs.first() else { return false };
-        tracing::debug!(%job, "warm spawn: a kept job's slots are needed");
+    /// Kill the oldest pooled job a placement of the run of `owner` may
+    /// take (its own first, then kept ones; `None`: kept ones only); false
+    /// if none.
+    pub fn drop_oldest(&mut self, fx: &mut dyn PoolEffects, owner: Option<u32>) -> bool {
+        let own = self.jobs.iter().find(|(_, k)| k.maker.is_some_and(|m| Some(m.owner) == owner));
+        let Some((job, maker)) = own.or_else(|| self.jobs.iter().find(|(_, k)| k.maker.is_none())).map(|(j, k)| (*j, k.maker)) else { return false };
+        Self::say(fx, maker, &format!("dropped {job}: its slots are needed"));
         self.drop_job(fx, job);
         true
     }
 
-    /// Kill every kept job (the end of the tree: `dpm down`).
+    /// Kill every pooled job (the end of the tree: `dpm down`, a plain run's end).
     pub fn drop_all(&mut self, fx: &mut dyn PoolEffects) {
-        while self.drop_oldest(fx) {}
+        while let Some(&(job, _)) = self.jobs.first() {
+            self.drop_job(fx, job);
+        }
+    }
+
+    /// Send `signal` to the jobs made for the run of `owner` (Ctrl-Z, `fg`).
+    pub(super) fn signal_made_for(&self, fx: &mut dyn PoolEffects, owner: u32, signal: i32) {
+        for (job, k) in self.jobs.iter().filter(|(_, k)| k.maker.is_some_and(|m| m.owner == owner)) {
+            for &d in &k.job.daemons {
+                fx.send(d, ToDaemon::Signal { job: *job, signal });
+            }
+        }
+    }
+
+    /// Nodes `lost` are gone with their ranks: the pooled jobs they ran are
+    /// killed, and a dying job whose ranks are all gone is forgotten.
+    pub(super) fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, lost: &[NodeId]) {
+        let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons.iter().any(|d| lost.contains(d))).map(|(j, _)| *j).collect();
+        for job in hit {
+            self.drop_job(fx, job);
+        }
+        let dying: Vec<JobId> = self.dying.keys().copied().collect();
+        for job in dying {
+            let Some(j) = self.dying.get_mut(&job) else { continue };
+            for r in 0..j.ranks.len() {
+                if j.node(Rank(r as u32)).is_some_and(|n| lost.contains(&n)) {
+                    j.end_rank(r, RankEnd::Terminated);
+                }
+            }
+            j.daemons.retain(|d| !lost.contains(d));
+            self.forget_if_done(fx, job);
+        }
+    }
+
+    fn forget_if_done(&mut self, fx: &mut dyn PoolEffects, job: JobId) {
+        let Some(j) = self.dying.get(&job).filter(|j| j.done()) else { return };
+        for &d in &j.daemons {
+            fx.send(d, ToDaemon::Forget { job });
+        }
+        self.dying.remove(&job);
     }
 
     /// The deadline asked for with [`PoolEffects::wake_at`] has come (`now`:
     /// µs since the epoch): kill the jobs kept for `idle` without a claim.
     pub fn on_timer(&mut self, fx: &mut dyn PoolEffects, now: u64) {
         let idle = self.idle_micros();
-        let old: Vec<JobId> = self.jobs.iter().filter(|(_, k)| now.saturating_sub(k.since) >= idle).map(|(j, _)| *j).collect();
+        let kept = |k: &Pooled| k.maker.is_none();
+        let old: Vec<JobId> = self.jobs.iter().filter(|(_, k)| kept(k) && now.saturating_sub(k.since) >= idle).map(|(j, _)| *j).collect();
         for job in old {
             tracing::info!(%job, "warm spawn: a kept job was not claimed within {:?}; killed", self.idle);
             self.drop_job(fx, job);
         }
-        if let Some((_, k)) = self.jobs.first() {
-            fx.wake_at(k.since.saturating_add(idle));
+        if let Some(first) = self.jobs.iter().filter(|(_, k)| kept(k)).map(|(_, k)| k.since).min() {
+            fx.wake_at(first.saturating_add(idle));
         }
     }
 
-    /// A message from `node` about a kept or dying job, served here.
+    /// A message from `node` about a pooled or dying job, served here.
     pub fn on_message(&mut self, fx: &mut dyn PoolEffects, node: NodeId, msg: ToLauncher) {
         let Some(job) = msg.job() else { return };
         if let Some(j) = self.dying.get_mut(&job) {
@@ -239,13 +319,7 @@ impl Pool {
                 }
                 other => answer_unserved(fx, node, other),
             }
-            if j.done() {
-                for &d in &j.daemons {
-                    fx.send(d, ToDaemon::Forget { job });
-                }
-                self.dying.remove(&job);
-            }
-            return;
+            return self.forget_if_done(fx, job);
         }
         let Some((_, k)) = self.jobs.iter_mut().find(|(j, _)| *j == job) else { return };
         // Its end is heard again as a dying job's.
@@ -268,12 +342,17 @@ impl Pool {
                     k.held.push((node, rank, stream, data));
                     return;
                 }
-                "said too much"
+                format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim")
             }
-            ToLauncher::Exited { .. } | ToLauncher::LaunchFailed { .. } | ToLauncher::Abort { .. } => "ended",
+            ToLauncher::Exited { rank, status, .. } => format!("rank {} ended ({status:?}) before a claim", rank.0),
+            ToLauncher::LaunchFailed { rank, error, .. } => {
+                format!("rank {} could not be started ({}) before a claim", rank.0, dpm_pmi::sanitize::escape(&error))
+            }
+            ToLauncher::Abort { rank, code, .. } => format!("rank {} called MPI_Abort ({code}) before a claim", rank.0),
             other => return answer_unserved(fx, node, other),
         };
-        tracing::info!(%job, "warm spawn: a kept job {why} before a claim; killed");
+        tracing::info!(%job, "warm spawn: a pooled job was dropped: {why}");
+        Self::say(fx, k.maker, &format!("dropped {job}: {why}"));
         self.drop_job(fx, job);
         if let Some(end) = end {
             self.on_message(fx, node, end);
@@ -281,16 +360,16 @@ impl Pool {
     }
 
     /// Panics if the pool's state does not hold together (tests, after every
-    /// event): each job kept once and never also dying, no job both kept and
-    /// owned by a run (`run_jobs`), the KVS root holding only kept jobs, held
-    /// output within its bound and counted right, a dying job's slots given
-    /// back, a kept job's slots held by its live ranks.
+    /// event): each job pooled once and never also dying, no job both pooled
+    /// and owned by a run (`run_jobs`), the KVS root holding only pooled
+    /// jobs, held output within its bound and counted right, a dying job's
+    /// slots given back, a pooled job's slots held by its live ranks.
     pub fn check_invariants(&self, run_jobs: &[JobId]) {
         let mut seen = std::collections::BTreeSet::new();
         for (job, k) in &self.jobs {
-            assert!(seen.insert(*job), "{job} kept twice");
-            assert!(!self.dying.contains_key(job), "{job} both kept and dying");
-            assert!(!run_jobs.contains(job), "{job} both kept and a run's");
+            assert!(seen.insert(*job), "{job} pooled twice");
+            assert!(!self.dying.contains_key(job), "{job} both pooled and dying");
+            assert!(!run_jobs.contains(job), "{job} both pooled and a run's");
             assert!(k.held_bytes <= MAX_HELD_OUTPUT, "{job} holds {} bytes", k.held_bytes);
             assert_eq!(k.held_bytes, k.held.iter().map(|h| h.3.len()).sum::<usize>(), "{job}: held bytes miscounted");
             let live = k.job.ranks.iter().filter(|r| r.end.is_none()).count();
@@ -301,13 +380,13 @@ impl Pool {
             assert_eq!(j.slots.held(), 0, "{job} dying with slots held");
         }
         for job in self.kvs.jobs() {
-            assert!(seen.contains(&job), "the pool's KVS root holds {job}, not kept");
+            assert!(seen.contains(&job), "the pool's KVS root holds {job}, not pooled");
         }
     }
 }
 
-/// A request a kept job cannot have made yet (it waits in `MPI_Init` for its
-/// claim) still gets its one answer: an error.
+/// A request a pooled job cannot have made yet (it waits in `MPI_Init` for
+/// its claim) still gets its one answer: an error.
 fn answer_unserved(fx: &mut dyn PoolEffects, node: NodeId, msg: ToLauncher) {
     let why = || "a pooled job not yet claimed cannot ask this".to_string();
     match msg {
@@ -333,68 +412,9 @@ pub(super) fn with_pool<T>(fx: &mut dyn RunEffects, event: impl FnOnce(&mut Pool
     if let Some(at) = out.wake {
         fx.wake_pool(at);
     }
+    // In a run's event the pool speaks only of that run's jobs.
+    for (_, line) in out.said {
+        fx.say(&line);
+    }
     t
-}
-
-impl Run {
-    /// Hand pooled job `job` (unclaimed) over to the tree's pool, if it
-    /// keeps jobs of its shape; false if not (the caller kills it).
-    pub(super) fn hand_over(&mut self, fx: &mut dyn RunEffects, job: JobId) -> bool {
-        let Some(entry) = self.warm.entries.iter().find(|e| e.job == job && e.claim.is_none()) else { return false };
-        let keepable = entry.shape.movable() && self.jobs.get(&job).is_some_and(|j| j.pool && !j.killing) && !self.verdict.ending();
-        if !keepable || !fx.shared().pool.room_for(&entry.shape) {
-            return false;
-        }
-        let (Some(Entry { shape, held, held_bytes, origin, .. }), Some(state)) = (self.warm.take(job), self.jobs.remove(&job)) else { return false };
-        self.warm_say(fx, &format!("kept {job} for later runs: {}", shape.describe(origin)));
-        let root = self.kvs.take_job(job);
-        self.written.retain(|(_, j), _| *j != job);
-        // Its route stays this run's until the run is over (`settle_kept`):
-        // what is on its way here comes in order, and is passed on.
-        self.handed.push(job);
-        let (now, owner) = (fx.now_micros(), self.settings.owner);
-        fx.shared().jobs.remove(&job); // `dpm status` lists it as the boot's (`Pool::listed`)
-        with_pool(fx, |pool, pfx| pool.keep(pfx, now, owner, shape, job, state, root, held, held_bytes));
-        true
-    }
-
-    /// The tree keeps a job of `shape`: it becomes this run's pooled job, for
-    /// spawns by `parent`, in this one event — its state as the pool served
-    /// it, its KVS root state, its held output; its route is this run's now.
-    pub(super) fn claim_kept(&mut self, fx: &mut dyn RunEffects, shape: &Shape, parent: JobId) {
-        let Some(Taken { job, shape, state, root, held, held_bytes }) = fx.shared().pool.take(shape, self.settings.owner) else { return };
-        self.handed.retain(|&j| j != job);
-        if let Some(root) = root {
-            self.kvs.put_job(job, root);
-        }
-        fx.route(job, true);
-        let listed = (self.settings.owner, state.kvsname.clone(), state.ranks.len() as u32);
-        fx.shared().jobs.insert(job, listed);
-        self.jobs.insert(job, state);
-        self.warm.entries.push(Entry::adopted(shape, job, parent, held, held_bytes));
-    }
-
-    /// A message about a job this run handed over (its route is still
-    /// this run's): to the pool. False if `msg` is not about one.
-    pub(super) fn pass_to_kept(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: &ToLauncher) -> bool {
-        if !msg.job().is_some_and(|j| self.handed.contains(&j) && !self.jobs.contains_key(&j)) {
-            return false;
-        }
-        with_pool(fx, |pool, pfx| pool.on_message(pfx, node, msg.clone()));
-        true
-    }
-
-    /// The run is over: the jobs it handed over are the pool's alone now
-    /// (their messages go there: `controller::dispatch`).
-    pub(super) fn settle_kept(&mut self, fx: &mut dyn RunEffects) {
-        for job in std::mem::take(&mut self.handed) {
-            fx.route(job, false);
-            fx.shared().pool.settle(job);
-        }
-    }
-
-    /// Kill the tree's oldest kept job for a placement; false if none.
-    pub(super) fn drop_kept(&mut self, fx: &mut dyn RunEffects) -> bool {
-        with_pool(fx, |pool, pfx| pool.drop_oldest(pfx))
-    }
 }

@@ -19,21 +19,16 @@
 //! runs cold and fills the pool for the next one — the first miss of a shape
 //! once its own children are up ([`Priming`]), a later one at once.
 //!
-//! Until its claim a pooled job is nobody's business: its output is held
-//! (at most [`MAX_HELD_OUTPUT`] bytes; beyond that the job is dropped from
-//! the pool and killed) and delivered in order at the claim, or discarded;
-//! its end — a crash in its pre-`MPI_Init` code, an abort, a failed start —
-//! only drops it from the pool, with a log line, and never touches the exit
-//! status; when only pooled jobs are left the run kills them and ends. A
-//! pooled job holds slots but never takes one a cold placement needs: it is
-//! placed in free slots only (without oversubscription, within the universe
-//! size), and a cold spawn that does not fit in the free slots kills pooled
-//! jobs (oldest first) and gets their slots back at once.
-//!
-//! A run's pools are its own: a shape names its parent job, and a boot's
-//! runs have different job ids, so a pool never matches another run's
-//! spawn. What outlives a run is its unclaimed pooled jobs, which a boot
-//! keeps for later runs' spawns of the same shape (the tree's [`super::Pool`]).
+//! What a run keeps here is its *policy*: which shapes it pools, how many
+//! jobs each wants, when to fill them, its claims in flight and its counts.
+//! The unclaimed pooled jobs themselves are the tree's [`super::Pool`]'s
+//! from their launch: it serves them (output held, at most
+//! [`MAX_HELD_OUTPUT`] bytes; their end only drops them, never touching the
+//! exit status) until a claim moves one here. A pooled job holds slots but
+//! never takes one a cold placement needs: it is placed in free slots only
+//! (without oversubscription, within the universe size), and a cold spawn
+//! that does not fit in the free slots kills pooled jobs (oldest first) and
+//! gets their slots back at once.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -41,6 +36,7 @@ use std::sync::Arc;
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_proto::{LaunchJob, PmiMode, SpawnCommand, Stream, ToDaemon};
 
+use super::pool::{with_pool, Maker, Taken};
 use super::spawn::SpawnAsk;
 use super::{Run, RunEffects};
 use crate::node_table::{PlaceError, Reservation};
@@ -153,24 +149,17 @@ impl Shape {
     }
 }
 
-/// One pooled job, not yet claimed (or claimed, not yet confirmed).
-pub(super) struct Entry {
-    pub(super) shape: Shape,
+/// A pooled job claimed by a spawn of this run, its claim sent to the
+/// job's nodes and not yet confirmed by all of them
+/// ([`dpm_proto::ToLauncher::Claimed`]). The job is the run's from the claim on.
+pub(super) struct Claim {
+    shape: Shape,
     pub(super) job: JobId,
-    /// The job whose spawn it was made for (it goes when that job ends).
-    pub(super) origin: JobId,
-    /// Taken on from the tree's pool (`pool`): made by an earlier run.
+    /// Taken from the jobs the tree kept ([`super::Pool`]), not made for this run.
     kept: bool,
     /// Its output so far, in order, and how many bytes that is.
-    pub(super) held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
-    pub(super) held_bytes: usize,
-    /// A spawn claimed it: its nodes have the claim.
-    pub(super) claim: Option<Claiming>,
-}
-
-/// A claim sent to a pooled job's nodes, not yet confirmed by all of them
-/// ([`dpm_proto::ToLauncher::Claimed`]).
-pub(super) struct Claiming {
+    held: Vec<(NodeId, Rank, Stream, Vec<u8>)>,
+    held_bytes: usize,
     /// The spawn that claimed it: answered at the confirmation, or made
     /// again if the claim fails.
     ask: SpawnAsk,
@@ -202,11 +191,11 @@ pub(super) enum Miss {
     Remember,
 }
 
-/// The run's pool and its counts (see the module documentation).
+/// The run's warm-spawn policy and its counts (see the module documentation).
 #[derive(Default)]
 pub(super) struct WarmPool {
-    /// Oldest first.
-    pub(super) entries: Vec<Entry>,
+    /// Claims in flight, oldest first.
+    pub(super) claims: Vec<Claim>,
     /// Every shape pooled so far, how many jobs it wants and the job whose
     /// spawns it is filled for: filled again when a spawned job ends and
     /// gives its slots back.
@@ -238,17 +227,10 @@ struct Priming {
     shape: Shape,
 }
 
-impl Entry {
-    /// A kept job of `shape` taken on by a run, for spawns by `origin`.
-    pub(super) fn adopted(shape: Shape, job: JobId, origin: JobId, held: Vec<(NodeId, Rank, Stream, Vec<u8>)>, held_bytes: usize) -> Entry {
-        Entry { shape, job, origin, kept: true, held, held_bytes, claim: None }
-    }
-}
-
 impl WarmPool {
-    pub(super) fn take(&mut self, job: JobId) -> Option<Entry> {
-        let i = self.entries.iter().position(|e| e.job == job)?;
-        Some(self.entries.remove(i))
+    fn take(&mut self, job: JobId) -> Option<Claim> {
+        let i = self.claims.iter().position(|c| c.job == job)?;
+        Some(self.claims.remove(i))
     }
 }
 
@@ -290,24 +272,32 @@ impl Run {
         }
     }
 
-    /// A spawn of `shape`: claim a pooled job of it, if there is one (the
-    /// oldest): the children's nodes get the preputs, and the spawn waits
-    /// for them to confirm (`warm_claimed`). The spawn comes back if there is
-    /// nothing to claim (a miss, counted here).
+    /// A spawn of `shape`: claim a pooled job of it from the tree's pool,
+    /// if there is one (this run's oldest, else the oldest kept): it moves
+    /// here in this one event — its state as the pool served it, its KVS
+    /// root state, its held output — and its route is this run's now. Its
+    /// nodes get the preputs, and the spawn waits for them to confirm
+    /// (`warm_claimed`). The spawn comes back if there is nothing to claim
+    /// (a miss, counted here).
     pub(super) fn warm_claim(&mut self, fx: &mut dyn RunEffects, shape: &Shape, ask: SpawnAsk, want: usize) -> Option<SpawnAsk> {
-        if !self.warm.entries.iter().any(|e| e.shape == *shape && e.claim.is_none()) {
-            self.claim_kept(fx, shape, ask.parent);
-        }
-        let found = self.warm.entries.iter_mut().find(|e| e.shape == *shape && e.claim.is_none());
-        let Some((entry, j)) = found.and_then(|e| self.jobs.get(&e.job).map(|j| (e, j))) else {
+        let Some(Taken { job, mut state, root, held, held_bytes, kept }) = fx.shared().pool.take(shape, self.settings.owner) else {
             self.warm.missed += 1;
             self.warm_say(fx, &format!("miss for {}: started cold", shape.describe(ask.parent)));
             return Some(ask);
         };
-        for &d in &j.daemons {
-            fx.send(d, ToDaemon::Claim { job: entry.job, preput: ask.preput.clone() });
+        if let Some(root) = root {
+            self.kvs.put_job(job, root);
         }
-        entry.claim = Some(Claiming { ask, waiting: j.daemons.clone(), want });
+        fx.route(job, true);
+        let listed = (self.settings.owner, state.kvsname.clone(), state.ranks.len() as u32);
+        fx.shared().jobs.insert(job, listed);
+        state.pool = true;
+        for &d in &state.daemons {
+            fx.send(d, ToDaemon::Claim { job, preput: ask.preput.clone() });
+        }
+        let waiting = state.daemons.clone();
+        self.jobs.insert(job, state);
+        self.warm.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, want });
         None
     }
 
@@ -317,7 +307,7 @@ impl Run {
     /// started), the held output goes out, and the pool is filled again a
     /// moment later.
     pub(super) fn warm_claimed(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId, alive: bool) {
-        let Some(claim) = self.warm.entries.iter_mut().find(|e| e.job == job).and_then(|e| e.claim.as_mut()) else { return };
+        let Some(claim) = self.warm.claims.iter_mut().find(|c| c.job == job) else { return };
         if !alive {
             let host = fx.shared().nodes.host(node).to_string();
             return self.warm_drop(fx, job, Some(&format!("a rank on {host} ended before a claim reached it; the spawn is made again")));
@@ -326,7 +316,7 @@ impl Run {
         if !claim.waiting.is_empty() {
             return;
         }
-        let Some(Entry { shape, held, kept, claim: Some(Claiming { ask, want, .. }), .. }) = self.warm.take(job) else { return };
+        let Some(Claim { shape, held, kept, ask, want, .. }) = self.warm.take(job) else { return };
         let Some(j) = self.jobs.get_mut(&job) else { return };
         j.pool = false;
         if j.ranks.iter().all(|r| r.pid.is_some()) {
@@ -348,12 +338,15 @@ impl Run {
         fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
     }
 
-    /// Start pooled jobs of `shape` for spawns by `parent` until it has
-    /// `want` (as many as fit in the free slots).
+    /// Have the tree's pool hold `want` jobs of `shape` made for this run's
+    /// spawns by `parent` (as many as fit in the free slots): each planned
+    /// and placed as a cold spawn of the shape would be, then launched and
+    /// owned by the pool.
     pub(super) fn warm_fill(&mut self, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
         self.warm_want(shape, want, parent);
         let Some(parent_kvs) = self.jobs.get(&parent).map(|j| j.kvsname.clone()) else { return };
-        let have = self.warm.entries.iter().filter(|e| e.shape == *shape && e.claim.is_none()).count();
+        let have = fx.shared().pool.count(shape, self.settings.owner);
+        let maker = Maker { owner: self.settings.owner, origin: parent, verbose: self.settings.warm_verbose };
         for _ in have..want.min(MAX_WARM_SPAWN) {
             // The same plan a cold spawn of this shape gets (the files it
             // names may have changed since: then no pooled job).
@@ -369,11 +362,9 @@ impl Run {
             };
             let launch = self.spawn_launch(fx, plan.job, &slots, parent, parent_kvs.clone(), Vec::new());
             let (job, kvsname) = (launch.job, launch.kvsname.clone());
-            self.start_job(fx, LaunchJob { awaiting_claim: true, ..launch }, slots, None);
-            if let Some(j) = self.jobs.get_mut(&job) {
-                j.pool = true;
-            }
-            self.warm.entries.push(Entry { shape: shape.clone(), job, origin: parent, kept: false, held: Vec::new(), held_bytes: 0, claim: None });
+            let launch = LaunchJob { awaiting_claim: true, ..launch };
+            let state = super::Job::new(&launch, slots, None);
+            with_pool(fx, |pool, pfx| pool.launch(pfx, maker, shape.clone(), launch, state));
             self.warm.refilled += 1;
             self.warm_say(fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe(parent)));
         }
@@ -389,16 +380,11 @@ impl Run {
     pub(super) fn place(&mut self, fx: &mut dyn RunEffects, plan: &SpawnPlan, oversubscribe: bool) -> Result<(Reservation, Option<Vec<u32>>), PlaceError> {
         let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
         let universe = self.settings.universe_size;
-        // (A job being claimed is not taken: its spawn holds it.)
-        while let Some(job) = self.warm.entries.iter().find(|e| e.claim.is_none()).map(|e| e.job) {
-            if fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_ok() {
-                break;
-            }
-            self.warm_drop(fx, job, Some("its slots are needed"));
-        }
-        // Then jobs the tree keeps for later runs (`pool`).
+        // The pool's jobs made for this run first, then those kept for
+        // later runs (a job being claimed is the run's: its spawn holds it).
+        let owner = Some(self.settings.owner);
         while fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
-            if !self.drop_kept(fx) {
+            if !with_pool(fx, |pool, pfx| pool.drop_oldest(pfx, owner)) {
                 break;
             }
         }
@@ -491,22 +477,16 @@ impl Run {
         }
     }
 
-    /// `job` ended: the pooled jobs made for its spawns go — to the tree's
-    /// pool if it keeps them (`pool`), else killed, quietly (as at the
-    /// end of the run) —, and so does a claim its spawn was making.
+    /// `job` ended: the pooled jobs made for its spawns are kept for later
+    /// runs if the tree keeps them (`pool`), else killed, quietly (as at
+    /// the end of the run); a claim its spawn was making goes too.
     pub(super) fn warm_parent_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
-        let orphans: Vec<(JobId, bool)> = self
-            .warm
-            .entries
-            .iter()
-            .filter(|e| e.claim.as_ref().map_or(e.origin == job, |c| c.ask.parent == job))
-            .map(|e| (e.job, e.claim.is_none()))
-            .collect();
-        for (orphan, unclaimed) in orphans {
-            if !(unclaimed && self.hand_over(fx, orphan)) {
-                self.warm_drop(fx, orphan, None);
-            }
+        let orphans: Vec<JobId> = self.warm.claims.iter().filter(|c| c.ask.parent == job).map(|c| c.job).collect();
+        for orphan in orphans {
+            self.warm_drop(fx, orphan, None);
         }
+        let (now, owner, keep) = (fx.now_micros(), self.settings.owner, !self.verdict.ending());
+        with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, Some(job), keep));
         self.warm.shapes.retain(|(_, _, p)| *p != job);
         // A priming job that ended without every rank asking: its shape is
         // filled by the top-up at its end, as after any spawned job's end.
@@ -515,11 +495,18 @@ impl Run {
         self.warm.priming.retain(|p| p.job != job);
     }
 
-    /// Take `job` out of the pool and kill it; its slots are free at once.
-    /// `why` is said (`None`: a quiet end, nothing to report). A spawn that
-    /// was claiming it is made again (if its parent is still there).
+    /// The run is over: the pooled jobs made for it are kept for later
+    /// runs if the tree keeps them, else killed.
+    pub(super) fn warm_release(&mut self, fx: &mut dyn RunEffects) {
+        let (now, owner, keep) = (fx.now_micros(), self.settings.owner, !self.verdict.ending());
+        with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, None, keep));
+    }
+
+    /// Take claimed `job` out of the claims and kill it; its slots are free
+    /// at once. `why` is said (`None`: a quiet end, nothing to report). The
+    /// spawn that was claiming it is made again (if its parent is still there).
     pub(super) fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
-        let Some(entry) = self.warm.take(job) else { return };
+        let Some(claim) = self.warm.take(job) else { return };
         if let Some(why) = why {
             self.warm_say(fx, &format!("dropped {job}: {why}"));
         }
@@ -530,9 +517,7 @@ impl Run {
         }
         self.kill_job(fx, job, libc::SIGKILL);
         self.check_done(fx, job);
-        if let Some(claim) = entry.claim {
-            self.spawn(fx, claim.ask);
-        }
+        self.spawn(fx, claim.ask);
     }
 
     /// Output of a pooled (or discarded) job is held or dropped; that of an
@@ -541,7 +526,7 @@ impl Run {
         if !self.jobs.get(&job).is_some_and(|j| j.pool) {
             return Some(data);
         }
-        let e = self.warm.entries.iter_mut().find(|e| e.job == job)?;
+        let e = self.warm.claims.iter_mut().find(|c| c.job == job)?;
         if e.held_bytes + data.len() > MAX_HELD_OUTPUT {
             self.warm_drop(fx, job, Some(&format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim")));
         } else {
@@ -551,43 +536,29 @@ impl Run {
         None
     }
 
-    /// A rank of a pooled job ended (crashed, aborted, could not start, or
-    /// was killed by dpm): the job leaves the pool and ends, quietly; the
-    /// run's verdict never hears of it. `false` if `job` is not pooled.
-    /// `ended`: the rank is gone (else it only asked to abort). A job being
-    /// claimed whose claim was not confirmed yet: its spawn is made again.
+    /// A rank of a claimed job whose claim is not confirmed yet ended
+    /// (crashed, aborted, could not start, or was killed by dpm): the job
+    /// ends, quietly, and its spawn is made again; the run's verdict never
+    /// hears of it. `false` if `job` is not such a job. `ended`: the rank
+    /// is gone (else it only asked to abort).
     pub(super) fn warm_ended(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, why: &str, ended: bool) -> bool {
         let Some(j) = self.jobs.get_mut(&job).filter(|j| j.pool) else { return false };
         let killing = j.killing;
         if ended {
             j.end_rank(rank.0 as usize, super::RankEnd::Terminated);
         }
-        let Some(entry) = self.warm.entries.iter().find(|e| e.job == job) else {
-            // Out of the pool already (dropped, or the run's end): its other ranks go too.
+        if !self.warm.claims.iter().any(|c| c.job == job) {
+            // Its claim failed already: its other ranks go too.
             self.kill_job(fx, job, libc::SIGKILL);
             self.check_done(fx, job);
             return true;
-        };
-        let again = if entry.claim.is_some() { "; the spawn is made again" } else { "" };
-        let said = format!("rank {} {why} before a claim{again}", rank.0);
+        }
+        let said = format!("rank {} {why} before a claim; the spawn is made again", rank.0);
         if !killing {
             tracing::warn!(%job, rank = rank.0, "warm spawn: a pooled job {why} before its claim; dropped from the pool");
         }
         self.warm_drop(fx, job, (!killing).then_some(said.as_str()));
         true
-    }
-
-    /// Only pooled jobs are left: kill them (the run ends once they are gone).
-    pub(super) fn warm_drain(&mut self, fx: &mut dyn RunEffects) {
-        if self.jobs.is_empty() || !self.jobs.values().all(|j| j.pool) {
-            return;
-        }
-        let pooled: Vec<JobId> = self.jobs.iter().filter(|(_, j)| !j.killing).map(|(id, _)| *id).collect();
-        let pooled: Vec<JobId> = pooled.into_iter().filter(|&job| !self.hand_over(fx, job)).collect();
-        self.warm.entries.clear();
-        for job in pooled {
-            self.kill_job(fx, job, libc::SIGKILL);
-        }
     }
 
     /// The summary line at the end of a run that used warm spawn.

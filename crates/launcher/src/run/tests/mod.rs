@@ -56,7 +56,7 @@ fn started(run: &mut Run, rec: &mut Recorder, node_of: &[usize]) -> JobId {
     run.settle(rec);
     for (r, &n) in node_of.iter().enumerate() {
         let pid = 100 * (id.0 + 1) + r as u32;
-        run.on_message(rec, NodeId(n), ToLauncher::Started { job: id, rank: Rank(r as u32), pid });
+        deliver(run, rec, n, ToLauncher::Started { job: id, rank: Rank(r as u32), pid });
     }
     id
 }
@@ -64,7 +64,21 @@ fn started(run: &mut Run, rec: &mut Recorder, node_of: &[usize]) -> JobId {
 #[allow(clippy::too_many_arguments)]
 fn exit(run: &mut Run, rec: &mut Recorder, node: usize, job: JobId, rank: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
     let pid = 100 * (job.0 + 1) + rank;
-    run.on_message(rec, NodeId(node), ToLauncher::Exited { job, rank: Rank(rank), pid, status, pmi, at });
+    deliver(run, rec, node, ToLauncher::Exited { job, rank: Rank(rank), pid, status, pmi, at });
+}
+
+/// A message from `node` for the launcher, routed as `controller::dispatch`
+/// routes it: to the tree's pool if it holds its job (a pooled job no run
+/// has claimed), else to the run. The invariants hold after it.
+fn deliver(run: &mut Run, rec: &mut Recorder, node: usize, msg: ToLauncher) {
+    match msg.job() {
+        Some(job) if rec.shared.pool.holds(job) => {
+            assert!(!rec.effects.iter().rev().find_map(|e| if let Effect::Route(j, on) = e { (*j == job).then_some(*on) } else { None }).unwrap_or(false), "{job} pooled and routed to the run");
+            crate::run::pool::with_pool(rec, |pool, pfx| pool.on_message(pfx, NodeId(node), msg));
+            run.check_invariants(&rec.shared);
+        }
+        _ => run.on_message(rec, NodeId(node), msg),
+    }
 }
 
 /// Signals sent to `job`, in order.

@@ -58,7 +58,7 @@ fn a_runs_unclaimed_pooled_job_is_kept_and_claimed_by_the_next_run() {
     assert_eq!(first.exit_code(), Some(0), "the run is over");
     assert!(signals(&rec, pooled).is_empty(), "kept, not killed");
     assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: kept {pooled} for later runs"))), "{:?}", rec.said());
-    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(j, false) if *j == pooled)), "its messages go to the keeping");
+    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Route(j, _) if *j == pooled)), "never routed to the run: the pool's from its launch");
     assert!(rec.shared.pool.holds(pooled));
     assert_eq!(rec.shared.nodes.live(), 1, "it holds its slot");
     // While kept, the pool serves it: its output is held for the claim, its
@@ -184,37 +184,100 @@ fn a_kept_job_that_ends_is_forgotten_and_one_whose_slots_are_needed_is_killed() 
     assert_eq!(rec.shared.nodes.live(), 8, "the parent and the spawn, nothing oversubscribed");
 }
 
+/// A pooled job whose spawning job ended while its run goes on is kept at
+/// once: the pool serves it as before (it never was the run's), and any
+/// run's spawn of its shape may claim it — the run that made it too.
 #[test]
-fn a_job_handed_over_by_a_run_still_going_is_that_runs_until_it_is_over() {
-    let (mut run, mut rec) = warm_fixture(&[8], 1);
-    rec.shared.pool.set_policy(1, IDLE);
-    let parent = started(&mut run, &mut rec, &[0]);
-    request(&mut run, &mut rec, parent, 1, 1);
-    let child = launches(&rec)[1].0;
-    start_all(&mut run, &mut rec, child, 1);
-    rec.take();
-    // The child spawns (shape b), then ends: its pooled job is handed over
-    // while the run goes on.
-    request_arg(&mut run, &mut rec, child, 1, 2, "b");
+fn a_job_kept_while_its_run_goes_is_claimed_by_any_run() {
+    for claimer in ["maker", "other"] {
+        let (mut run, mut rec) = warm_fixture(&[8], 1);
+        rec.shared.pool.set_policy(1, IDLE);
+        let parent = started(&mut run, &mut rec, &[0]);
+        request(&mut run, &mut rec, parent, 1, 1);
+        let child = launches(&rec)[1].0;
+        start_all(&mut run, &mut rec, child, 1);
+        rec.take();
+        // The child spawns (shape b), then ends: its pooled job is kept
+        // while the run goes on.
+        request_arg(&mut run, &mut rec, child, 1, 2, "b");
+        let l = launches(&rec);
+        let (cold, pooled) = (l[0].0, l[1].0);
+        start_all(&mut run, &mut rec, cold, 1);
+        ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+        ended(&mut run, &mut rec, child, 1, ExitStatus::Code(0));
+        assert!(rec.shared.pool.holds(pooled) && signals(&rec, pooled).is_empty(), "kept");
+        assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: kept {pooled} for later runs"))), "{:?}", rec.said());
+        assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Route(j, _) if *j == pooled)), "never the run's");
+        // Its start, while kept, is the pool's.
+        start_all(&mut run, &mut rec, pooled, 1);
+        rec.take();
+        let (claiming, claiming_parent) = match claimer {
+            "maker" => (&mut run, parent),
+            _ => {
+                let mut other = next_run(2);
+                let p = started(&mut other, &mut rec, &[0]);
+                rec.take();
+                request_arg(&mut other, &mut rec, p, 1, 3, "b");
+                assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled)), "{:?}", rec.said());
+                claimed(&mut other, &mut rec, pooled, true);
+                assert!(matches!(answer(&rec, 3), Some(Ok(_))), "answered at once: it started while kept");
+                continue;
+            }
+        };
+        request_arg(claiming, &mut rec, claiming_parent, 1, 4, "b");
+        assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled)), "{:?}", rec.said());
+        assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(j, true) if *j == pooled)), "routed to the claiming run");
+        claimed(&mut run, &mut rec, pooled, true);
+        assert!(matches!(answer(&rec, 4), Some(Ok(_))), "answered at once: it started while kept");
+    }
+}
+
+/// A run's spawn claims a pooled job made for it before one the tree kept
+/// from an earlier run.
+#[test]
+fn a_run_claims_its_own_pooled_job_before_a_kept_one() {
+    let (mut first, mut rec) = warm_fixture(&[8], 2);
+    rec.shared.pool.set_policy(2, IDLE);
+    let parent = started(&mut first, &mut rec, &[0]);
+    request(&mut first, &mut rec, parent, 1, 1);
     let l = launches(&rec);
-    let (cold, pooled) = (l[0].0, l[1].0);
-    start_all(&mut run, &mut rec, cold, 1);
-    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
-    ended(&mut run, &mut rec, child, 1, ExitStatus::Code(0));
-    assert!(rec.shared.pool.holds(pooled) && signals(&rec, pooled).is_empty(), "kept");
-    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Route(j, false) if *j == pooled)), "its route is still the run's");
-    // What reaches the run about it goes to the pool.
-    run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: pooled, rank: Rank(0), pid: 77 });
-    // Another run cannot claim it yet.
-    let mut other = next_run(2);
-    let other_parent = started(&mut other, &mut rec, &[0]);
+    let (cold, kept) = (l[1].0, [l[2].0, l[3].0]);
+    for job in [cold, kept[0], kept[1]] {
+        start_all(&mut first, &mut rec, job, 1);
+    }
+    ended(&mut first, &mut rec, cold, 1, ExitStatus::Code(0));
+    exit(&mut first, &mut rec, 0, parent, 0, ExitStatus::Code(0), DONE, LATER);
+    assert!(kept.iter().all(|&j| rec.shared.pool.holds(j)), "both kept");
+    let mut second = next_run(2);
+    let parent = started(&mut second, &mut rec, &[0]);
+    let claims = |rec: &Recorder| rec.sent().iter().filter_map(|(_, m)| if let ToDaemon::Claim { job, .. } = m { Some(*job) } else { None }).collect::<Vec<_>>();
     rec.take();
-    request_arg(&mut other, &mut rec, other_parent, 1, 3, "b");
-    assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })), "{:?}", rec.said());
-    // The run that handed it over can, and it started while kept.
+    request(&mut second, &mut rec, parent, 1, 2);
+    assert_eq!(claims(&rec), vec![kept[0]], "none of its own yet: the oldest kept one");
+    claimed(&mut second, &mut rec, kept[0], true);
+    run_refill(&mut second, &mut rec);
+    let own = launches(&rec).iter().find(|l| l.1).map(|l| l.0).expect("its own pooled job, after the claim");
+    start_all(&mut second, &mut rec, own, 1);
     rec.take();
-    request_arg(&mut run, &mut rec, parent, 1, 4, "b");
-    assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled)), "{:?}", rec.said());
-    claimed(&mut run, &mut rec, pooled, true);
-    assert!(matches!(answer(&rec, 4), Some(Ok(_))), "answered at once: its start was passed on while kept");
+    request(&mut second, &mut rec, parent, 1, 3);
+    assert_eq!(claims(&rec), vec![own], "its own before the older kept one: {:?}", rec.said());
+    assert!(rec.shared.pool.holds(kept[1]), "the kept one stays kept");
+}
+
+/// The refill after a claim (its timer).
+fn run_refill(run: &mut Run, rec: &mut Recorder) {
+    run.on_timer(rec, Timer::WarmRefill);
+}
+
+/// A node lost under a pooled job: the job is killed and, its ranks gone
+/// with the node, forgotten at once (no end will ever be heard).
+#[test]
+fn a_pooled_job_on_a_lost_node_is_forgotten() {
+    let (_, mut rec, pooled) = first_run_kept();
+    assert!(rec.shared.pool.holds(pooled));
+    let mut out = PoolOutbox::default();
+    rec.shared.pool.on_nodes_lost(&mut out, &[NodeId(0)]);
+    rec.shared.pool.check_invariants(&[]);
+    assert!(rec.shared.pool.is_empty(), "nothing left to wait for");
+    assert_eq!(rec.shared.nodes.live(), 0, "its slot is free");
 }

@@ -36,7 +36,7 @@ pub(super) fn request_cold(run: &mut Run, rec: &mut Recorder, parent: JobId, n: 
     let commands = vec![SpawnCommand { exe: "true".into(), args: vec![arg.into()], maxprocs: n, info: Vec::new() }];
     let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), format!("port{req}"))];
     let before = rec.sent().len();
-    run.on_message(rec, NodeId(0), ToLauncher::Spawn { request: RequestId(req), job: parent, rank: Rank(0), preput, commands });
+    deliver(run, rec, 0, ToLauncher::Spawn { request: RequestId(req), job: parent, rank: Rank(0), preput, commands });
     rec.sent()[before..].iter().find_map(|(_, m)| match m {
         ToDaemon::Launch(l) if l.report_parent_asks => Some((l.job, l.size)),
         _ => None,
@@ -66,14 +66,14 @@ pub(super) fn start_all(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
 /// Every rank of `job` starts; none has asked for its parent's port yet.
 fn start_all_quietly(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
     for r in 0..n {
-        run.on_message(rec, NodeId(0), ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
+        deliver(run, rec, 0, ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
     }
 }
 
 /// Every rank of `job` asks for its parent's port (`ToLauncher::ParentAsked`).
 pub(super) fn up(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
     for r in 0..n {
-        run.on_message(rec, NodeId(0), ToLauncher::ParentAsked { job, rank: Rank(r) });
+        deliver(run, rec, 0, ToLauncher::ParentAsked { job, rank: Rank(r) });
     }
 }
 
@@ -86,13 +86,13 @@ pub(super) fn answer(rec: &Recorder, req: u64) -> Option<Result<String, String>>
 
 /// Node 0 confirms (`alive`) or refuses the claim of `job`.
 pub(super) fn claimed(run: &mut Run, rec: &mut Recorder, job: JobId, alive: bool) {
-    run.on_message(rec, NodeId(0), ToLauncher::Claimed { job, alive });
+    deliver(run, rec, 0, ToLauncher::Claimed { job, alive });
 }
 
 pub(super) fn ended(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32, status: ExitStatus) {
     for r in 0..n {
         let pid = 300 + 10 * job.0 + r;
-        run.on_message(rec, NodeId(0), ToLauncher::Exited { job, rank: Rank(r), pid, status, pmi: DONE, at: LATER });
+        deliver(run, rec, 0, ToLauncher::Exited { job, rank: Rank(r), pid, status, pmi: DONE, at: LATER });
     }
 }
 
@@ -131,7 +131,7 @@ fn a_miss_runs_cold_and_fills_the_pool_then_a_spawn_claims_at_once() {
     // A different shape (other arguments) does not match.
     rec.take();
     let commands = vec![SpawnCommand { exe: "true".into(), args: vec!["b".into()], maxprocs: 2, info: Vec::new() }];
-    run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(3), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    deliver(&mut run, &mut rec, 0, ToLauncher::Spawn { request: RequestId(3), job: parent, rank: Rank(0), preput: Vec::new(), commands });
     assert!(!rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { .. })));
     assert!(rec.said().iter().any(|l| l.starts_with("dpm: warm spawn: miss for")));
 }
@@ -145,8 +145,8 @@ fn a_pooled_jobs_output_is_held_until_its_claim_and_its_crash_is_not_the_runs() 
     let (cold, pooled) = (l[l.len() - 2].0, l[l.len() - 1].0);
     let out = |job, data: &[u8]| ToLauncher::Output { job, rank: Rank(0), stream: Stream::Stderr, data: data.to_vec() };
     rec.take();
-    run.on_message(&mut rec, NodeId(0), out(pooled, b"one "));
-    run.on_message(&mut rec, NodeId(0), out(pooled, b"two\n"));
+    deliver(&mut run, &mut rec, 0, out(pooled, b"one "));
+    deliver(&mut run, &mut rec, 0, out(pooled, b"two\n"));
     assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Output(..))), "held");
     start_all(&mut run, &mut rec, cold, 1);
     start_all(&mut run, &mut rec, pooled, 1);
@@ -162,7 +162,7 @@ fn a_pooled_jobs_output_is_held_until_its_claim_and_its_crash_is_not_the_runs() 
     let refill = launches(&rec).last().unwrap().0;
     assert_ne!(refill, pooled);
     start_all(&mut run, &mut rec, refill, 1);
-    run.on_message(&mut rec, NodeId(0), out(refill, b"never shown"));
+    deliver(&mut run, &mut rec, 0, out(refill, b"never shown"));
     ended(&mut run, &mut rec, refill, 1, ExitStatus::Signal(libc::SIGSEGV));
     assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: dropped {refill}: rank 0 ended"))), "{:?}", rec.said());
     assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Output(_, j, _, _, _) if *j == refill)));
@@ -185,7 +185,7 @@ fn output_beyond_the_bound_drops_the_pooled_job() {
     start_all(&mut run, &mut rec, pooled, 1);
     let big = vec![b'x'; MAX_HELD_OUTPUT / 2 + 1];
     for _ in 0..2 {
-        run.on_message(&mut rec, NodeId(0), ToLauncher::Output { job: pooled, rank: Rank(0), stream: Stream::Stdout, data: big.clone() });
+        deliver(&mut run, &mut rec, 0, ToLauncher::Output { job: pooled, rank: Rank(0), stream: Stream::Stdout, data: big.clone() });
     }
     assert_eq!(signals(&rec, pooled), vec![libc::SIGKILL]);
     assert!(rec.said().iter().any(|l| l.contains(&format!("dropped {pooled}: it wrote more than"))));
@@ -203,14 +203,15 @@ fn a_run_with_a_full_pool_kills_it_at_the_end_and_exits_0() {
     let cold = l[1].0;
     ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
     ended(&mut run, &mut rec, parent, 1, ExitStatus::Code(0));
-    assert_eq!(run.exit_code(), None, "the pooled jobs are still running");
+    assert_eq!(run.exit_code(), Some(0), "the run is over with its own jobs");
     let pooled: Vec<JobId> = l[2..].iter().map(|x| x.0).collect();
+    assert_eq!(rec.shared.nodes.live(), 0, "the pooled jobs' slots are free at once");
     for &p in &pooled {
-        assert_eq!(signals(&rec, p), vec![libc::SIGKILL]);
+        assert_eq!(signals(&rec, p), vec![libc::SIGKILL], "the pool kills what was made for the run");
+        assert!(rec.shared.pool.holds(p), "until its end is heard");
         ended(&mut run, &mut rec, p, 1, ExitStatus::Signal(libc::SIGKILL));
     }
-    assert_eq!(run.exit_code(), Some(0));
-    assert_eq!(rec.shared.nodes.live(), 0);
+    assert!(rec.shared.pool.is_empty(), "forgotten once their ends are heard");
     assert!(rec.said().contains(&"dpm: warm spawn: 0 claimed, 1 missed, 2 refilled"), "{:?}", rec.said());
     assert!(!rec.said().iter().any(|l| l.contains("dropped") || l.contains("terminated")), "{:?}", rec.said());
 }
@@ -231,7 +232,7 @@ fn pools_take_only_free_slots_and_give_them_to_a_spawn_that_needs_them() {
     rec.take();
     // A spawn of two of another shape fits only without the pool.
     let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 2, info: Vec::new() }];
-    run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(5), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    deliver(&mut run, &mut rec, 0, ToLauncher::Spawn { request: RequestId(5), job: parent, rank: Rank(0), preput: Vec::new(), commands });
     assert_eq!(rec.said().iter().filter(|l| l.contains("its slots are needed")).count(), 2, "{:?}", rec.said());
     assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Launch(l) if !l.awaiting_claim && l.size == 2)), "placed");
     assert!(matches!(answer(&rec, 5), Some(Ok(_))), "not refused: {:?}", answer(&rec, 5));
@@ -268,12 +269,12 @@ fn a_miss_fills_the_pool_only_once_its_own_children_are_up() {
     let (cold, size) = request_cold(&mut run, &mut rec, parent, 2, 1, "a").expect("a miss reports its children");
     assert_eq!((launches(&rec).len(), size), (1, 2), "the cold job alone");
     start_all_quietly(&mut run, &mut rec, cold, 2);
-    run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
-    run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
-    run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(2) });
+    deliver(&mut run, &mut rec, 0, ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
+    deliver(&mut run, &mut rec, 0, ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
+    deliver(&mut run, &mut rec, 0, ToLauncher::ParentAsked { job: cold, rank: Rank(2) });
     run.on_timer(&mut rec, Timer::WarmRefill);
     assert_eq!(launches(&rec).len(), 1, "one child is not up yet (asking twice counts once, a rank beyond the job not at all)");
-    run.on_message(&mut rec, NodeId(0), ToLauncher::ParentAsked { job: cold, rank: Rank(1) });
+    deliver(&mut run, &mut rec, 0, ToLauncher::ParentAsked { job: cold, rank: Rank(1) });
     let l = launches(&rec);
     assert_eq!(l.len(), 3, "then the pool: {l:?}");
     assert!(l[1..].iter().all(|&(_, awaiting, _)| awaiting), "{l:?}");
@@ -310,14 +311,14 @@ fn the_info_key_refuses_or_asks_for_warm_spawn() {
     let parent = started(&mut run, &mut rec, &[0]);
     let info = |v: &str| vec![(WARM_INFO_KEY.to_string(), v.to_string())];
     let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("true") }];
-    run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    deliver(&mut run, &mut rec, 0, ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
     let cold = launches(&rec)[1].0;
     up(&mut run, &mut rec, cold, 1);
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), DEFAULT_WARM_SPAWN, "asked for: the default pool");
     let (mut run, mut rec) = warm_fixture(&[8], 2);
     let parent = started(&mut run, &mut rec, &[0]);
     let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("false") }];
-    run.on_message(&mut rec, NodeId(0), ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
+    deliver(&mut run, &mut rec, 0, ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
     let cold = launches(&rec)[1].0;
     up(&mut run, &mut rec, cold, 1);
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 0, "refused: cold only");
