@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{dpm_bin, hello, leftovers_after, proc_state, program, send_signal, unique, Dpm};
 use dpm_kvs::Rank;
-use dpm_proto::control::{Submit, ToClient, ToServer, CONTROL_VERSION};
+use dpm_proto::control::{JobSettings, Submit, ToClient, ToServer, CONTROL_VERSION};
 use dpm_proto::{AppSpec, PmiMode, ProcSpec};
 
 const OFI: [&str; 6] = ["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-genv", "FI_PROVIDER", "tcp"];
@@ -421,26 +421,27 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
         apps: vec![app],
         procs,
         appnums,
-        ppn: None,
-        map_by_node: false,
-        label: false,
-        kill_grace_secs: 1.0,
-        universe_size: None,
-        pmi_mode: PmiMode::Fd,
-        no_oversubscribe: false,
-        report_placement: false,
-        timeout_secs: None,
+        job: JobSettings {
+            label: false,
+            pmi_mode: PmiMode::Fd,
+            timeout: None,
+            kill_grace: Duration::from_secs(1),
+            universe_size: None,
+            no_oversubscribe: false,
+            failure_policy: Default::default(),
+            report_placement: false,
+            kvs: Default::default(),
+            ppn: None,
+            map_by_node: false,
+            warm_spawn: None,
+            warm_verbose: false,
+            binding: Default::default(),
+        },
         spawn_env: vec![],
         cwd: "/".into(),
         host: "localhost".into(),
         client_pid: std::process::id(),
-        kvs: Default::default(),
-        warm_spawn: None,
-        warm_verbose: false,
-        survive_spawned_failures: false,
-        keep_others_on_failure: false,
         pmi_default: false,
-        binding: Default::default(),
     };
     let frame = postcard::to_allocvec(&ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) }).unwrap();
     let mut stream = std::os::unix::net::UnixStream::connect(boot.socket()).expect("connect to the boot");

@@ -16,7 +16,7 @@ use crate::error::UsageError;
 use crate::nodes::Launcher;
 use crate::options::{self, Command, Key, MAX_SECS};
 use crate::pmi_choice::PmiFlavour;
-use crate::run::{FailurePolicy, UnknownPolicy};
+use crate::run::{parse_failure_policy, FailurePolicy};
 
 /// How much of the launcher's environment the ranks inherit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -358,7 +358,7 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         Key::Oversubscribe => opts.no_oversubscribe = false,
         Key::OnSpawnedFailure => {
             let v = value();
-            opts.on_spawned_failure = Some(v.parse().map_err(|e: UnknownPolicy| usage(format!("'{arg} {v}': {e}")))?);
+            opts.on_spawned_failure = Some(parse_failure_policy(&v).map_err(|e| usage(format!("'{arg} {v}': {e}")))?);
         }
         Key::ReportPlacement => opts.report_placement = true,
         Key::WarmSpawn => {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use dpm_kvs::KvsDesign;
-use dpm_proto::control::Submit;
+use dpm_proto::control::{JobSettings, Submit};
 use dpm_proto::PmiMode;
 
 use crate::cli::{self, RunOptions};
@@ -30,31 +30,19 @@ pub const DEFAULT_FANOUT: usize = 32;
 /// Default `--kill-grace`.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
 
-/// Everything about a run that is not its programs or its nodes.
+/// Everything about a run that is not its programs or its nodes: the
+/// settings of its jobs ([`JobSettings`], what a boot is sent whole), and
+/// this process's own (how it starts daemons and logs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
-    pub label: bool,
+    pub job: JobSettings,
     pub verbose: u8,
     pub pmi_trace: bool,
-    pub pmi_mode: PmiMode,
     /// `--pmi`, else `DPM_PMI`; `None`: neither said, so auto (or, through
     /// a boot, the boot's `--pmi`). [`RunConfig::choose_pmi`] applies it to the job.
     pub pmi: Option<PmiFlavour>,
-    /// `--timeout`, else `MPIEXEC_TIMEOUT`.
-    pub timeout: Option<Duration>,
-    pub kill_grace: Duration,
-    /// `--usize`, as given; see [`universe_size`] for the rule.
-    pub universe_size: Option<i64>,
-    pub no_oversubscribe: bool,
-    /// `--on-spawned-failure`, else `DPM_ON_SPAWNED_FAILURE`, else end the run.
-    pub failure_policy: FailurePolicy,
-    pub report_placement: bool,
-    /// `--kvs`, else `DPM_KVS`, else auto.
-    pub kvs: KvsDesign,
     /// `--tree-fanout`, else `DPM_FANOUT`, else [`DEFAULT_FANOUT`].
     pub fanout: usize,
-    pub ppn: Option<u32>,
-    pub map_by_node: bool,
     /// `-launcher`, else `DPM_LAUNCHER`; `None`: chosen from the nodes.
     pub launcher: Option<Launcher>,
     /// `--ssh-command`, else `DPM_SSH`, else `ssh -o BatchMode=yes`, split in words.
@@ -63,18 +51,10 @@ pub struct RunConfig {
     pub bind: Option<SocketAddr>,
     /// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`, else 300 s (manual bootstrap).
     pub connect_timeout: Duration,
-    /// `--warm-spawn[=N]`, else `DPM_WARM_SPAWN`; `None`: not said (off, or
-    /// a boot's default).
-    pub warm_spawn: Option<usize>,
-    /// Say warm-spawn claims, misses and refills: `-v` or `--report-placement`.
-    pub warm_verbose: bool,
     /// `dpm boot --warm-spawn`: how long the boot keeps a run's unclaimed
     /// pooled job for later runs (`DPM_WARM_IDLE`, seconds; default
     /// [`DEFAULT_WARM_IDLE`]).
     pub warm_idle: Duration,
-    /// `-bind-to`, `-map-by`, `--cpus-per-rank`, `-membind`,
-    /// `--report-bindings`, `--gpus-per-rank`: every job's, checked.
-    pub binding: dpm_binding::BindPolicy,
 }
 
 /// How long a boot keeps an unclaimed pooled job after its run (`DPM_WARM_IDLE`).
@@ -128,7 +108,7 @@ impl RunConfig {
         let failure_policy = match opts.on_spawned_failure {
             Some(p) => p,
             None => env("DPM_ON_SPAWNED_FAILURE")
-                .map_or(Ok(FailurePolicy::default()), |v| v.parse())
+                .map_or(Ok(FailurePolicy::default()), |v| crate::run::parse_failure_policy(&v))
                 .map_err(|e| UsageError(format!("DPM_ON_SPAWNED_FAILURE: {e}")))?,
         };
         opts.binding.check().map_err(|e| UsageError(e.to_string()))?;
@@ -143,36 +123,39 @@ impl RunConfig {
             return Err(UsageError(format!("--kill-grace {}: not a number of seconds (0 to {MAX_SECS})", opts.kill_grace)));
         }
         Ok(RunConfig {
-            label: opts.label,
+            job: JobSettings {
+                label: opts.label,
+                pmi_mode: if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd },
+                timeout: timeout.map(Duration::from_secs),
+                kill_grace: Duration::from_secs_f64(opts.kill_grace),
+                universe_size: opts.universe_size,
+                no_oversubscribe: opts.no_oversubscribe,
+                failure_policy,
+                report_placement: opts.report_placement,
+                kvs,
+                ppn: opts.ppn,
+                map_by_node: opts.map_by_node,
+                warm_spawn,
+                warm_verbose: opts.verbose > 0 || opts.report_placement,
+                binding: opts.binding.clone(),
+            },
             verbose: opts.verbose,
             pmi_trace: opts.pmi_trace,
-            pmi_mode: if opts.pmi_port { PmiMode::Port } else { PmiMode::Fd },
             pmi,
-            timeout: timeout.map(Duration::from_secs),
-            kill_grace: Duration::from_secs_f64(opts.kill_grace),
-            universe_size: opts.universe_size,
-            no_oversubscribe: opts.no_oversubscribe,
-            failure_policy,
-            report_placement: opts.report_placement,
-            kvs,
             fanout,
-            ppn: opts.ppn,
-            map_by_node: opts.map_by_node,
             launcher,
             ssh_command: ssh.split_whitespace().map(String::from).collect(),
             bind: opts.bind,
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
-            warm_spawn,
-            warm_verbose: opts.verbose > 0 || opts.report_placement,
             warm_idle: env_secs(env, "DPM_WARM_IDLE")?.map_or(DEFAULT_WARM_IDLE, Duration::from_secs),
-            binding: opts.binding.clone(),
         })
     }
 
     /// The PMI flavour applied to the planned job's programs: its
     /// `pmi_mode` and KVS design for this run (a PMIx job's are fixed).
     pub fn choose_pmi(&mut self, apps: &mut [dpm_proto::AppSpec]) -> Result<(), crate::plan::PlanError> {
-        (self.pmi_mode, self.kvs) = crate::pmi_choice::choose(self.pmi.unwrap_or_default(), self.pmi_mode == PmiMode::Port, self.kvs, apps)?;
+        let job = &mut self.job;
+        (job.pmi_mode, job.kvs) = crate::pmi_choice::choose(self.pmi.unwrap_or_default(), job.pmi_mode == PmiMode::Port, job.kvs, apps)?;
         Ok(())
     }
 
@@ -181,32 +164,18 @@ impl RunConfig {
         Self::resolve(opts, &|name| std::env::var(name).ok())
     }
 
-    /// What a `dpm run` sends a boot: this configuration and the job planned here.
+    /// What a `dpm run` sends a boot: its job settings and the job planned here.
     pub fn submit(&self, planned: crate::plan::PlannedJob, spawn_env: Vec<(String, String)>, cwd: String, host: String) -> Submit {
         Submit {
             apps: planned.apps,
             procs: planned.procs,
             appnums: planned.appnums,
-            ppn: self.ppn,
-            map_by_node: self.map_by_node,
-            label: self.label,
-            kill_grace_secs: self.kill_grace.as_secs_f64(),
-            universe_size: self.universe_size,
-            pmi_mode: self.pmi_mode,
-            no_oversubscribe: self.no_oversubscribe,
-            survive_spawned_failures: self.failure_policy == FailurePolicy::SurviveSpawnedJobs,
-            keep_others_on_failure: self.failure_policy == FailurePolicy::KeepOthers,
-            report_placement: self.report_placement,
-            timeout_secs: self.timeout.map(|t| t.as_secs()),
+            job: self.job.clone(),
             spawn_env,
             cwd,
             host,
             client_pid: std::process::id(),
-            kvs: self.kvs,
-            warm_spawn: self.warm_spawn,
-            warm_verbose: self.warm_verbose,
             pmi_default: self.pmi.is_none(),
-            binding: self.binding.clone(),
         }
     }
 
@@ -214,46 +183,26 @@ impl RunConfig {
     /// client is another process): the job settings of the submission; the
     /// node settings are the boot's own.
     pub fn from_submit(submit: &Submit, fanout: usize) -> Result<RunConfig, UsageError> {
-        let secs = |what: &str, s: f64| {
-            if s.is_finite() && (0.0..=MAX_SECS as f64).contains(&s) {
-                Ok(Duration::from_secs_f64(s))
-            } else {
-                Err(UsageError(format!("{what} {s}: not a number of seconds (0 to {MAX_SECS})")))
-            }
-        };
+        let mut job = submit.job.clone();
+        let max = Duration::from_secs(MAX_SECS);
+        if job.kill_grace > max || job.timeout.is_some_and(|t| t > max) {
+            return Err(UsageError(format!("a kill grace or timeout beyond {MAX_SECS} seconds")));
+        }
+        job.binding.check().map_err(|e| UsageError(e.to_string()))?;
+        job.warm_spawn = job.warm_spawn.filter(|&n| n <= crate::run::MAX_WARM_SPAWN);
         Ok(RunConfig {
-            label: submit.label,
+            job,
             verbose: 0,
             pmi_trace: false,
-            pmi_mode: submit.pmi_mode,
             // The client chose the flavour (its pmi_mode) from its programs;
             // with `pmi_default` the boot chooses again with its own default.
             pmi: None,
-            timeout: submit.timeout_secs.map(|t| secs("timeout", t as f64)).transpose()?,
-            kill_grace: secs("kill grace", submit.kill_grace_secs)?,
-            universe_size: submit.universe_size,
-            no_oversubscribe: submit.no_oversubscribe,
-            failure_policy: match (submit.keep_others_on_failure, submit.survive_spawned_failures) {
-                (true, _) => FailurePolicy::KeepOthers,
-                (false, true) => FailurePolicy::SurviveSpawnedJobs,
-                (false, false) => FailurePolicy::EndRun,
-            },
-            report_placement: submit.report_placement,
-            kvs: submit.kvs,
             fanout,
-            ppn: submit.ppn,
-            map_by_node: submit.map_by_node,
             launcher: None,
             ssh_command: Vec::new(),
             bind: None,
             connect_timeout: crate::manual::DEFAULT_TIMEOUT,
-            warm_spawn: submit.warm_spawn.filter(|&n| n <= crate::run::MAX_WARM_SPAWN),
-            warm_verbose: submit.warm_verbose,
             warm_idle: DEFAULT_WARM_IDLE,
-            binding: {
-                submit.binding.check().map_err(|e| UsageError(e.to_string()))?;
-                submit.binding.clone()
-            },
         })
     }
 }
@@ -286,20 +235,21 @@ pub fn universe_size(explicit: Option<i64>, total_slots: i64, slots_known: bool,
 /// The controller's settings for a run of this configuration (cold or
 /// booted: the one place they are built).
 pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, node_slots: Vec<u32>, fanout: usize, owner: u32) -> Settings {
+    let job = &config.job;
     Settings {
-        label: config.label,
-        kill_grace: config.kill_grace,
+        label: job.label,
+        kill_grace: job.kill_grace,
         universe_size,
-        pmi_mode: config.pmi_mode,
-        no_oversubscribe: config.no_oversubscribe,
-        report_placement: config.report_placement,
+        pmi_mode: job.pmi_mode,
+        no_oversubscribe: job.no_oversubscribe,
+        report_placement: job.report_placement,
         spawn,
         node_slots,
         fanout,
         owner,
-        warm_spawn: config.warm_spawn.unwrap_or(0),
-        warm_verbose: config.warm_verbose,
-        binding: config.binding.clone(),
+        warm_spawn: job.warm_spawn.unwrap_or(0),
+        warm_verbose: job.warm_verbose,
+        binding: job.binding.clone(),
     }
 }
 
@@ -322,30 +272,30 @@ mod tests {
 
     #[test]
     fn a_zero_timeout_is_no_limit() {
-        assert_eq!(resolve("./p", &[("MPIEXEC_TIMEOUT", "0")]).unwrap().timeout, None);
-        assert_eq!(resolve("--timeout 0 ./p", &[("MPIEXEC_TIMEOUT", "5")]).unwrap().timeout, None);
-        assert_eq!(resolve("-t 3 ./p", &[("MPIEXEC_TIMEOUT", "0")]).unwrap().timeout, Some(Duration::from_secs(3)));
+        assert_eq!(resolve("./p", &[("MPIEXEC_TIMEOUT", "0")]).unwrap().job.timeout, None);
+        assert_eq!(resolve("--timeout 0 ./p", &[("MPIEXEC_TIMEOUT", "5")]).unwrap().job.timeout, None);
+        assert_eq!(resolve("-t 3 ./p", &[("MPIEXEC_TIMEOUT", "0")]).unwrap().job.timeout, Some(Duration::from_secs(3)));
     }
 
     #[test]
     fn disable_auto_cleanup_keeps_the_others_and_travels_to_a_boot() {
         let c = resolve("-disable-auto-cleanup --on-spawned-failure continue ./p", &[]).unwrap();
-        assert_eq!(c.failure_policy, FailurePolicy::KeepOthers);
+        assert_eq!(c.job.failure_policy, FailurePolicy::KeepOthers);
         let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
-        assert_eq!(RunConfig::from_submit(&submit, 32).unwrap().failure_policy, FailurePolicy::KeepOthers);
+        assert_eq!(RunConfig::from_submit(&submit, 32).unwrap().job.failure_policy, FailurePolicy::KeepOthers);
     }
 
     #[test]
     fn flags_before_variables_before_defaults() {
         let c = resolve("./p", &[]).unwrap();
-        assert_eq!((c.timeout, c.fanout, c.kill_grace, c.launcher), (None, DEFAULT_FANOUT, DEFAULT_KILL_GRACE, None));
+        assert_eq!((c.job.timeout, c.fanout, c.job.kill_grace, c.launcher), (None, DEFAULT_FANOUT, DEFAULT_KILL_GRACE, None));
         assert_eq!(c.ssh_command, ["ssh", "-o", "BatchMode=yes"]);
         let vars = [("MPIEXEC_TIMEOUT", "5"), ("DPM_FANOUT", "4"), ("DPM_LAUNCHER", "ssh"), ("DPM_SSH", "rsh -x"), ("DPM_KVS", "tree")];
         let c = resolve("./p", &vars).unwrap();
-        assert_eq!((c.timeout, c.fanout, c.launcher, c.kvs), (Some(Duration::from_secs(5)), 4, Some(Launcher::Ssh), KvsDesign::Tree));
+        assert_eq!((c.job.timeout, c.fanout, c.launcher, c.job.kvs), (Some(Duration::from_secs(5)), 4, Some(Launcher::Ssh), KvsDesign::Tree));
         assert_eq!(c.ssh_command, ["rsh", "-x"]);
         let c = resolve("--timeout 7 --tree-fanout 2 -launcher fork --kvs dkvs ./p", &vars).unwrap();
-        assert_eq!((c.timeout, c.fanout, c.launcher, c.kvs), (Some(Duration::from_secs(7)), 2, Some(Launcher::Fork), KvsDesign::Dkvs));
+        assert_eq!((c.job.timeout, c.fanout, c.launcher, c.job.kvs), (Some(Duration::from_secs(7)), 2, Some(Launcher::Fork), KvsDesign::Dkvs));
     }
 
     #[test]
@@ -361,7 +311,7 @@ mod tests {
             let args: Vec<String> = format!("{bad} ./p").split_whitespace().map(String::from).collect();
             assert!(cli::parse_run(&args).is_err(), "{bad} parsed");
         }
-        assert_eq!(resolve("--kill-grace 1e9 ./p", &[]).unwrap().kill_grace, Duration::from_secs(MAX_SECS));
+        assert_eq!(resolve("--kill-grace 1e9 ./p", &[]).unwrap().job.kill_grace, Duration::from_secs(MAX_SECS));
     }
 
     #[test]
@@ -385,22 +335,22 @@ mod tests {
 
     #[test]
     fn warm_spawn_from_the_flag_before_the_variable() {
-        assert_eq!(resolve("./p", &[]).unwrap().warm_spawn, None);
-        assert_eq!(resolve("--warm-spawn ./p", &[]).unwrap().warm_spawn, Some(crate::run::DEFAULT_WARM_SPAWN));
-        assert_eq!(resolve("--warm-spawn=5 ./p", &[("DPM_WARM_SPAWN", "1")]).unwrap().warm_spawn, Some(5));
-        assert_eq!(resolve("./p", &[("DPM_WARM_SPAWN", "0")]).unwrap().warm_spawn, Some(0));
+        assert_eq!(resolve("./p", &[]).unwrap().job.warm_spawn, None);
+        assert_eq!(resolve("--warm-spawn ./p", &[]).unwrap().job.warm_spawn, Some(crate::run::DEFAULT_WARM_SPAWN));
+        assert_eq!(resolve("--warm-spawn=5 ./p", &[("DPM_WARM_SPAWN", "1")]).unwrap().job.warm_spawn, Some(5));
+        assert_eq!(resolve("./p", &[("DPM_WARM_SPAWN", "0")]).unwrap().job.warm_spawn, Some(0));
         let parse = |a: &str| cli::parse_run(&a.split_whitespace().map(String::from).collect::<Vec<_>>());
         assert!(parse("--warm-spawn=65 ./p").is_err());
         assert!(resolve("./p", &[("DPM_WARM_SPAWN", "lots")]).is_err());
         let c = resolve("-v --warm-spawn=3 ./p", &[]).unwrap();
-        assert!(c.warm_verbose);
+        assert!(c.job.warm_verbose);
         let back = RunConfig::from_submit(&c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into()), c.fanout).unwrap();
-        assert_eq!((back.warm_spawn, back.warm_verbose), (Some(3), true), "a booted run keeps them");
+        assert_eq!((back.job.warm_spawn, back.job.warm_verbose), (Some(3), true), "a booted run keeps them");
     }
 
     #[test]
     fn the_failure_policy_comes_from_the_flag_then_the_variable() {
-        let policy = |line: &str, env: &[(&str, &str)]| resolve(line, env).map(|c| c.failure_policy);
+        let policy = |line: &str, env: &[(&str, &str)]| resolve(line, env).map(|c| c.job.failure_policy);
         assert_eq!(policy("./p", &[]).unwrap(), FailurePolicy::EndRun);
         assert_eq!(policy("--on-spawned-failure continue ./p", &[]).unwrap(), FailurePolicy::SurviveSpawnedJobs);
         assert_eq!(policy("--on-spawned-failure=end ./p", &[("DPM_ON_SPAWNED_FAILURE", "continue")]).unwrap(), FailurePolicy::EndRun);
@@ -412,7 +362,7 @@ mod tests {
         // A booted run gets it through its submission.
         let c = resolve("--on-spawned-failure continue ./p", &[]).unwrap();
         let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
-        assert_eq!(RunConfig::from_submit(&submit, 32).unwrap().failure_policy, FailurePolicy::SurviveSpawnedJobs);
+        assert_eq!(RunConfig::from_submit(&submit, 32).unwrap().job.failure_policy, FailurePolicy::SurviveSpawnedJobs);
     }
 
     #[test]
@@ -421,7 +371,8 @@ mod tests {
         let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
         let back = RunConfig::from_submit(&submit, c.fanout).unwrap();
         assert_eq!(back, RunConfig { verbose: 0, launcher: None, ssh_command: Vec::new(), ..c });
-        let bad = Submit { kill_grace_secs: f64::INFINITY, ..submit };
+        let mut bad = submit.clone();
+        bad.job.kill_grace = Duration::from_secs(MAX_SECS + 1);
         assert!(RunConfig::from_submit(&bad, 32).is_err());
     }
 }

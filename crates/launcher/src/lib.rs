@@ -131,21 +131,21 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     config.choose_pmi(&mut planned.apps)?;
     let size = planned.procs.len() as u32;
     // On one node, an explicit universe size is its slot count.
-    if let (Some(u), [only]) = (config.universe_size, node_list.as_mut_slice()) {
+    if let (Some(u), [only]) = (config.job.universe_size, node_list.as_mut_slice()) {
         if u > 0 {
             only.slots = u32::try_from(u).unwrap_or(u32::MAX);
         }
     }
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
-    let node_of = node_table::fill(size as usize, &slots, config.ppn, config.map_by_node);
+    let node_of = node_table::fill(size as usize, &slots, config.job.ppn, config.job.map_by_node);
 
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
     let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
-    let universe_size = config::universe_size(config.universe_size, total, slots_known, size, config.no_oversubscribe);
+    let universe_size = config::universe_size(config.job.universe_size, total, slots_known, size, config.job.no_oversubscribe);
     let spawn = config::spawn_context(local::segment_env(&opts, &opts.segments[0], &launcher_env), cwd, host, &node_list);
     let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
-    let (pmi_mode, kvs, policy, binding) = (config.pmi_mode, config.kvs, config.failure_policy, Box::new(config.binding.clone()));
+    let (pmi_mode, kvs, policy, binding) = (config.job.pmi_mode, config.job.kvs, config.job.failure_policy, Box::new(config.job.binding.clone()));
     let patterns = output::FilePatterns { stdout: opts.outfile_pattern.clone(), stderr: opts.errfile_pattern.clone() };
     let start = move |controller: &mut Controller| {
         controller.set_failure_policy(policy);
@@ -154,5 +154,5 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, ..launch });
     };
-    Ok(drive(daemons, settings, start, config.timeout, true).await)
+    Ok(drive(daemons, settings, start, config.job.timeout, true).await)
 }

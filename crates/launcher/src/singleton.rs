@@ -48,7 +48,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
         let spawn = config::spawn_context(base_env, cwd, host, std::slice::from_ref(&node));
         let settings = config::settings(&config, universe_size, spawn, vec![node.slots], 1, std::process::id());
         let daemons = crate::nodes::start(&[node], &crate::nodes::Bootstrap::InProcess, 1, false, 0).await?;
-        let kvs = config.kvs;
+        let kvs = config.job.kvs;
         let start = move |controller: &mut crate::controller::Controller| {
             // Job 0 keeps the name the handshake already told the program.
             let (job, _) = controller.new_job_id();

@@ -4,13 +4,15 @@
 //! ([`crate::frame`]); the first message of a connection is a [`ToServer`]
 //! request carrying [`CONTROL_VERSION`].
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use crate::{AppSpec, PmiMode, ProcSpec};
 
 /// Bumped whenever a control message changes shape (2: `Submit::pmi_default`,
-/// `RunConfig::pmi` optional).
-pub const CONTROL_VERSION: u32 = 2;
+/// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`]).
+pub const CONTROL_VERSION: u32 = 3;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -19,16 +21,9 @@ pub struct Submit {
     pub apps: Vec<AppSpec>,
     pub procs: Vec<ProcSpec>,
     pub appnums: Vec<i64>,
-    /// `-ppn N` and `--map-by node`, applied to the boot's nodes.
-    pub ppn: Option<u32>,
-    pub map_by_node: bool,
-    pub label: bool,
-    pub kill_grace_secs: f64,
-    pub universe_size: Option<i64>,
-    pub pmi_mode: PmiMode,
-    pub no_oversubscribe: bool,
-    pub report_placement: bool,
-    pub timeout_secs: Option<u64>,
+    /// The run's settings as the client resolved them (its options, then
+    /// its environment); the server checks them again.
+    pub job: JobSettings,
     /// What spawned jobs inherit: the first segment's environment and the
     /// client's working directory and host.
     pub spawn_env: Vec<(String, String)>,
@@ -36,30 +31,73 @@ pub struct Submit {
     pub host: String,
     /// The client's pid, shown by `dpm status`.
     pub client_pid: u32,
-    /// The run's KVS design (`--kvs`, `DPM_KVS`, resolved by the client).
-    #[serde(default)]
-    pub kvs: dpm_kvs::KvsDesign,
-    /// `--warm-spawn[=N]` or `DPM_WARM_SPAWN`, if the client said (else the
-    /// boot's own default).
-    #[serde(default)]
-    pub warm_spawn: Option<usize>,
-    /// Say warm-spawn claims, misses and refills (`-v`, `--report-placement`).
-    #[serde(default)]
-    pub warm_verbose: bool,
-    /// `--on-spawned-failure continue`: a failed spawned job ends alone.
-    #[serde(default)]
-    pub survive_spawned_failures: bool,
-    /// `-disable-auto-cleanup`: a failed rank ends no other.
-    #[serde(default)]
-    pub keep_others_on_failure: bool,
     /// The client was given neither `--pmi` nor `DPM_PMI` (its `pmi_mode`
     /// is auto's choice): the boot's `--pmi` default, if it has one, is
     /// applied to `apps` again on the server.
-    #[serde(default)]
     pub pmi_default: bool,
+}
+
+/// The part of a run's configuration that belongs to its jobs, not to its
+/// nodes or this process: the same for a run on its own and one through a
+/// boot (`dpm_launcher::config::RunConfig::job`, sent whole in [`Submit`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobSettings {
+    /// `-l`: output lines prefixed with their rank.
+    pub label: bool,
+    pub pmi_mode: PmiMode,
+    /// `--timeout`, else `MPIEXEC_TIMEOUT` (0: none).
+    pub timeout: Option<Duration>,
+    /// `--kill-grace`.
+    pub kill_grace: Duration,
+    /// `--usize`, as given.
+    pub universe_size: Option<i64>,
+    pub no_oversubscribe: bool,
+    /// `--on-spawned-failure`, `DPM_ON_SPAWNED_FAILURE`, `-disable-auto-cleanup`.
+    pub failure_policy: FailurePolicy,
+    pub report_placement: bool,
+    /// `--kvs`, else `DPM_KVS`, else auto.
+    pub kvs: dpm_kvs::KvsDesign,
+    /// `-ppn N` and `--map-by node`, applied to the nodes the run gets.
+    pub ppn: Option<u32>,
+    pub map_by_node: bool,
+    /// `--warm-spawn[=N]`, else `DPM_WARM_SPAWN`; `None`: not said (off, or
+    /// a boot's default).
+    pub warm_spawn: Option<usize>,
+    /// Say warm-spawn claims, misses and refills (`-v`, `--report-placement`).
+    pub warm_verbose: bool,
     /// `-bind-to`, `-map-by`, `--gpus-per-rank`… for every job of the run.
-    #[serde(default)]
     pub binding: dpm_binding::BindPolicy,
+}
+
+/// What a failure in a job does to the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FailurePolicy {
+    /// Any failure in any job ends every job of the run and decides the
+    /// exit status (jobs of one run are connected: spawn, connect/accept —
+    /// one left alone would wait forever). dpm's behaviour for `dpm run`.
+    #[default]
+    EndRun,
+    /// A failure in a *spawned* job ends that job only; it is logged and
+    /// reported to nobody else: the run, its first job and its status go on
+    /// (an elastic application whose workers come and go). A failure in the
+    /// first job, a lost node, a signal or the timeout still end the run.
+    SurviveSpawnedJobs,
+    /// Hydra's `-disable-auto-cleanup`: a failed rank (an exit or a signal),
+    /// in any job, ends nothing: the others run on to their own ends, and
+    /// the first failure still decides the exit status. An `MPI_Abort`, a
+    /// lost node, a signal or the timeout still end the run (as under Hydra).
+    KeepOthers,
+}
+
+impl FailurePolicy {
+    /// Whether a failure in `job` (spawned or not) ends the run (an abort
+    /// always does, except in a spawned job under `SurviveSpawnedJobs`).
+    pub fn ends_run(self, spawned: bool) -> bool {
+        match self {
+            FailurePolicy::EndRun | FailurePolicy::KeepOthers => true,
+            FailurePolicy::SurviveSpawnedJobs => !spawned,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -64,7 +64,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     // runs, N per shape, for `DPM_WARM_IDLE` (`run::Pool`).
     {
         let mut s = shared.borrow_mut();
-        s.tree.pool.set_policy(config.warm_spawn.unwrap_or(0), config.warm_idle);
+        s.tree.pool.set_policy(config.job.warm_spawn.unwrap_or(0), config.warm_idle);
         s.set_links(links.clone());
     }
     tokio::task::spawn_local(controller::drive_pool_timer(shared.clone()));
@@ -97,7 +97,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         nodes: node_list,
         slots_known,
         fanout,
-        warm_spawn: config.warm_spawn,
+        warm_spawn: config.job.warm_spawn,
         pmi: config.pmi,
         started: Instant::now(),
         runs: RefCell::new(HashMap::new()),
@@ -310,16 +310,16 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
 
     let last = match RunConfig::from_submit(&submit, server.fanout).and_then(|config| with_boot_pmi(config, server.pmi, &mut submit)) {
         Ok(mut config) => {
-            config.warm_spawn = config.warm_spawn.or(server.warm_spawn);
+            config.job.warm_spawn = config.job.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
             let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), sink);
-            controller.set_failure_policy(config.failure_policy);
+            controller.set_failure_policy(config.job.failure_policy);
             let (job, kvsname) = controller.new_job_id();
             make_room(server, submit.procs.len());
             let launch = launch_of(job, kvsname, submit, &server.shared.borrow().tree.nodes);
             controller.launch(launch);
             // Returns once the run's output is written to the client.
-            ToClient::Exit(controller.run(config.timeout, in_rx).await)
+            ToClient::Exit(controller.run(config.job.timeout, in_rx).await)
         }
         Err(e) => {
             // The writer ends when the sink is gone: without this drop a
@@ -376,10 +376,10 @@ type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> La
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
     let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
     let total = slots.iter().map(|&s| i64::from(s)).sum();
-    let universe_size = config::universe_size(config.universe_size, total, server.slots_known, submit.procs.len() as u32, config.no_oversubscribe);
+    let universe_size = config::universe_size(config.job.universe_size, total, server.slots_known, submit.procs.len() as u32, config.job.no_oversubscribe);
     let spawn = config::spawn_context(submit.spawn_env.clone(), PathBuf::from(&submit.cwd), submit.host.clone(), &server.nodes);
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
-    let (ppn, map_by_node, pmi_mode, kvs, binding) = (config.ppn, config.map_by_node, config.pmi_mode, config.kvs, Box::new(config.binding.clone()));
+    let (ppn, map_by_node, pmi_mode, kvs, binding) = (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));
     let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
         // Other runs' processes hold slots: the placer puts a run that fits
         // into the free ones. The run reserves the placement when it launches.

@@ -54,7 +54,7 @@ pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use kvsname::{kvsname, open_mpi_family};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
 pub use shared::TreeShared;
-pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
+pub use verdict::{parse_failure_policy, FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
 /// Job-independent settings the run needs to create jobs.

@@ -13,36 +13,9 @@ use dpm_kvs::{JobId, Rank};
 
 use super::signal_name;
 
-/// What a failure in a job does to the run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FailurePolicy {
-    /// Any failure in any job ends every job of the run and decides the
-    /// exit status (jobs of one run are connected: spawn, connect/accept —
-    /// one left alone would wait forever). dpm's behaviour for `dpm run`.
-    #[default]
-    EndRun,
-    /// A failure in a *spawned* job ends that job only; it is logged and
-    /// reported to nobody else: the run, its first job and its status go on
-    /// (an elastic application whose workers come and go). A failure in the
-    /// first job, a lost node, a signal or the timeout still end the run.
-    SurviveSpawnedJobs,
-    /// Hydra's `-disable-auto-cleanup`: a failed rank (an exit or a signal),
-    /// in any job, ends nothing: the others run on to their own ends, and
-    /// the first failure still decides the exit status. An `MPI_Abort`, a
-    /// lost node, a signal or the timeout still end the run (as under Hydra).
-    KeepOthers,
-}
-
-impl FailurePolicy {
-    /// Whether a failure in `job` (spawned or not) ends the run (an abort
-    /// always does, except in a spawned job under `SurviveSpawnedJobs`).
-    pub fn ends_run(self, spawned: bool) -> bool {
-        match self {
-            FailurePolicy::EndRun | FailurePolicy::KeepOthers => true,
-            FailurePolicy::SurviveSpawnedJobs => !spawned,
-        }
-    }
-}
+/// What a failure in a job does to the run: a job setting, sent whole to a
+/// boot ([`dpm_proto::control::JobSettings`]).
+pub use dpm_proto::control::FailurePolicy;
 
 /// A `--on-spawned-failure` value that is neither `end` nor `continue`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,15 +24,11 @@ pub struct UnknownPolicy(pub String);
 
 /// `end` ([`FailurePolicy::EndRun`]) or `continue`
 /// ([`FailurePolicy::SurviveSpawnedJobs`]): `dpm run --on-spawned-failure`.
-impl std::str::FromStr for FailurePolicy {
-    type Err = UnknownPolicy;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "end" => Ok(FailurePolicy::EndRun),
-            "continue" => Ok(FailurePolicy::SurviveSpawnedJobs),
-            _ => Err(UnknownPolicy(dpm_pmi::sanitize::quote(s))),
-        }
+pub fn parse_failure_policy(s: &str) -> Result<FailurePolicy, UnknownPolicy> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "end" => Ok(FailurePolicy::EndRun),
+        "continue" => Ok(FailurePolicy::SurviveSpawnedJobs),
+        _ => Err(UnknownPolicy(dpm_pmi::sanitize::quote(s))),
     }
 }
 
