@@ -171,9 +171,11 @@ impl RunConfig {
 
     /// The PMI flavour applied to the planned job's programs: its
     /// `pmi_mode` and KVS design for this run (a PMIx job's are fixed).
-    pub fn choose_pmi(&mut self, apps: &mut [dpm_proto::AppSpec]) -> Result<(), crate::plan::PlanError> {
-        (self.pmi_mode, self.kvs) = crate::pmi_choice::choose(self.pmi.unwrap_or_default(), self.pmi_mode == PmiMode::Port, self.kvs, apps)?;
-        Ok(())
+    /// True when the job needs the PMIx watch ([`crate::pmix_watch`]).
+    pub fn choose_pmi(&mut self, apps: &mut [dpm_proto::AppSpec]) -> Result<bool, crate::plan::PlanError> {
+        let choice = crate::pmi_choice::choose(self.pmi.unwrap_or_default(), self.pmi_mode == PmiMode::Port, self.kvs, apps)?;
+        (self.pmi_mode, self.kvs) = (choice.mode, choice.kvs);
+        Ok(choice.watch)
     }
 
     /// [`RunConfig::resolve`] in this process's environment.
