@@ -139,7 +139,8 @@ impl Watch {
 pub fn tripped_message(exe: &str) -> String {
     format!(
         "a rank of '{exe}' runs Open MPI, which needs PMIx: --pmi auto could not tell which MPI the program runs and served PMI-1/2, \
-         so it would have run as a singleton. Run it with --pmi pmix (or DPM_PMI=pmix)"
+         so it would have run as a singleton. Run it with --pmi pmix (or DPM_PMI=pmix), and for an Open MPI outside the system's \
+         libraries say where it is: -genv OPAL_PREFIX <its prefix> (or DPM_PMIX_LIBRARY=<its libpmix.so>)"
     )
 }
 
