@@ -101,3 +101,31 @@ fn an_mpich_program_or_none_named_by_a_variable_runs_as_before() {
     out.assert_success();
     assert_eq!(out.lines().iter().filter(|l| *l == "plain").count(), 2, "{}", out.describe());
 }
+
+/// Through a boot the client watches: it ends the run (SIGTERM to the
+/// boot's run) and exits 1 with the same message; MPICH runs as before.
+#[test]
+fn through_a_boot_an_unseen_open_mpi_program_is_refused_too() {
+    let Some(hello) = ompi_hello() else { return };
+    let tmp = TempDir::new("dpm-boot-unseen");
+    // The boot makes its runtime directory (0700) itself.
+    let runtime = tmp.path.join("run").display().to_string();
+    let dpm = |args: &[&str]| std::process::Command::new(common::dpm_bin()).args(args).env("DPM_RUNTIME_DIR", &runtime).env_remove("DPM_BOOT").output().unwrap();
+    let boot = dpm(&["boot"]);
+    assert!(boot.status.success(), "dpm boot: {boot:?}");
+    /// `dpm down` however the test ends.
+    struct Down<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = (self.0)(&["down"]);
+        }
+    }
+    let _down = Down(&dpm);
+    let through = |var: &str, value: &str, args: &[&str]| {
+        Dpm::run(args).env("DPM_NO_BOOT", "").env("DPM_RUNTIME_DIR", &runtime).env(var, value).env("OMPI_MCA_btl", "^ofi").output()
+    };
+    let out = through("PROG", &hello, &["-n", "2", "sh", "-c", "$PROG"]);
+    assert_refused(&out);
+    let out = through("PROG", &common::hello(), &["-n", "2", "sh", "-c", "$PROG"]);
+    out.assert_success().assert_stdout_contains("hello from rank 1 of 2 ");
+}

@@ -14,8 +14,10 @@
 //! Only connections of this process's uid count (the kernel says whose,
 //! [`dpm_daemon::peer`]); another user's are closed. Bounded: at most
 //! [`MAX_HELD`] connections are held, later ones closed; refusals are
-//! logged [`LOGGED_REFUSALS`] times. The listener lives as long as the run
-//! (one per run, in the launcher: ranks on another host cannot reach it).
+//! logged [`LOGGED_REFUSALS`] times. The listener lives as long as the run,
+//! one per run in the process of `dpm run` (also a run through a boot,
+//! whose client then ends the run with SIGTERM and exits 1); ranks on
+//! another host cannot reach it.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 
@@ -25,6 +27,8 @@ use crate::controller::Input;
 
 /// The variables OpenPMIx clients (v2.1 to v5) read a server's URI from.
 pub const URI_VARS: [&str; 5] = ["PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3", "PMIX_SERVER_URI21", "PMIX_SERVER_URI2"];
+/// How a watch's URI starts: OpenPMIx's "nspace.rank" of the server, then `;`.
+const URI_PREFIX: &str = "dpm-watch.0;";
 /// Connections held open at most; later ones are closed at once.
 pub const MAX_HELD: usize = 1024;
 /// Another user's connections logged one by one; later ones are counted.
@@ -81,7 +85,7 @@ impl Watch {
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
         // OpenPMIx's URI: the server's "nspace.rank", then its address.
-        let uri = format!("dpm-watch.0;tcp4://127.0.0.1:{port}");
+        let uri = format!("{URI_PREFIX}tcp4://127.0.0.1:{port}");
         Ok(Watch { listener, uri })
     }
 
@@ -135,6 +139,12 @@ impl Watch {
     }
 }
 
+/// Remove a watch's variables from `env` (a boot's own `--pmi` replaced
+/// the client's auto choice); a PMIx server the user named stays.
+pub fn disarm(env: &mut Vec<(String, String)>) {
+    env.retain(|(k, v)| !(URI_VARS.contains(&k.as_str()) && v.starts_with(URI_PREFIX)));
+}
+
 /// The run's message when the watch trips.
 pub fn tripped_message(exe: &str) -> String {
     format!(
@@ -177,5 +187,9 @@ mod tests {
         let mut own = vec![("PMIX_SERVER_URI41".to_string(), "mine".to_string())];
         watch.arm(&mut own);
         assert_eq!(own.len(), 1, "a URI the user set is kept alone");
+        disarm(&mut env);
+        disarm(&mut own);
+        assert_eq!(env, vec![("PATH".to_string(), "/bin".to_string())]);
+        assert_eq!(own.len(), 1, "disarming keeps a URI the user set");
     }
 }
