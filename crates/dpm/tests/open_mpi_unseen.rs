@@ -110,7 +110,8 @@ fn through_a_boot_an_unseen_open_mpi_program_is_refused_too() {
     let tmp = TempDir::new("dpm-boot-unseen");
     // The boot makes its runtime directory (0700) itself.
     let runtime = tmp.path.join("run").display().to_string();
-    let dpm = |args: &[&str]| std::process::Command::new(common::dpm_bin()).args(args).env("DPM_RUNTIME_DIR", &runtime).env_remove("DPM_BOOT").output().unwrap();
+    let dpm =
+        |args: &[&str]| std::process::Command::new(common::dpm_bin()).args(args).env("DPM_RUNTIME_DIR", &runtime).env_remove("DPM_BOOT").output().unwrap();
     let boot = dpm(&["boot"]);
     assert!(boot.status.success(), "dpm boot: {boot:?}");
     /// `dpm down` however the test ends.

@@ -85,7 +85,7 @@ pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &mut [AppSp
         }
     };
     if !pmix {
-        let unseen = found.iter().any(|f| *f == Mpi::Unknown);
+        let unseen = found.contains(&Mpi::Unknown);
         return Ok(Choice { mode: simple, kvs, watch: flavour == PmiFlavour::Auto && unseen });
     }
     if port {
