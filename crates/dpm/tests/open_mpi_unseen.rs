@@ -1,6 +1,7 @@
 //! Never silent singletons, where `--pmi auto` cannot see the program: a
 //! command named by a variable (`sh -c '$PROG'`, `env sh -c '$PY x.py'`)
-//! is served PMI-1/2 and watched (crates/launcher/src/pmix_watch.rs). An
+//! is served PMI-1/2 (`--pmi auto` or `simple`) and watched
+//! (crates/launcher/src/pmix_watch.rs). An
 //! Open MPI rank (C or mpi4py on `.venv-ompi`) makes the run fail with a
 //! message naming `--pmi pmix`, before any rank prints `rank 0 of 1`; with
 //! `--pmi pmix` the same command is one job. An MPICH program or a program
@@ -67,6 +68,9 @@ fn an_open_mpi_program_named_by_a_variable_is_refused_and_runs_with_pmi_pmix() {
         let mut args = vec!["-n", "2"];
         args.extend(command);
         assert_refused(&run_with("PROG", &hello, &args));
+        let mut simple = vec!["--pmi", "simple"];
+        simple.extend(&args);
+        assert_refused(&run_with("PROG", &hello, &simple));
         // `sh` tells the daemon nothing of the program's Open MPI: say where it is.
         let prefix = ompi_prefix();
         let mut pmix = vec!["--pmi", "pmix", "-genv", "OPAL_PREFIX", &prefix];

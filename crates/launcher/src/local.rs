@@ -69,7 +69,7 @@ pub fn watch(apps: &mut [AppSpec]) -> Option<(crate::pmix_watch::Watch, String)>
     let watch = match crate::pmix_watch::Watch::open() {
         Ok(w) => w,
         Err(e) => {
-            tracing::warn!("no PMIx watch for a program --pmi auto cannot classify: {e}");
+            tracing::warn!("no PMIx watch for a program dpm cannot classify: {e}");
             return None;
         }
     };

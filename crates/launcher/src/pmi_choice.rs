@@ -6,9 +6,10 @@
 //! MPI 5 — its program links `libmpi.so.40`, or a wrapper, script or Python
 //! interpreter leads to one that does ([`crate::mpi_probe`]) —, and `simple`
 //! refuses such a job with a message saying what to do. What the probe
-//! cannot see (a program named by a variable) gets `simple` under `auto`,
-//! watched ([`crate::pmix_watch`]): an Open MPI rank ends the run, saying to
-//! use `--pmi pmix`.
+//! cannot see (a program named by a variable) gets `simple` under `auto`;
+//! served PMI-1/2 (under `auto` or `simple`) it is watched
+//! ([`crate::pmix_watch`]): an Open MPI rank ends the run, saying to use
+//! `--pmi pmix`.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -51,8 +52,8 @@ impl FromStr for PmiFlavour {
 pub struct Choice {
     pub mode: PmiMode,
     pub kvs: KvsDesign,
-    /// `auto` served PMI-1/2 to a program the probe could not classify:
-    /// the job needs the PMIx watch ([`crate::pmix_watch`]).
+    /// PMI-1/2 served to a program the probe could not classify (under
+    /// `auto` or `simple`): the job needs the PMIx watch ([`crate::pmix_watch`]).
     pub watch: bool,
 }
 
@@ -86,7 +87,7 @@ pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &mut [AppSp
     };
     if !pmix {
         let unseen = found.contains(&Mpi::Unknown);
-        return Ok(Choice { mode: simple, kvs, watch: flavour == PmiFlavour::Auto && unseen });
+        return Ok(Choice { mode: simple, kvs, watch: unseen });
     }
     if port {
         return Err(PlanError::Invalid("--pmi-port serves PMI-1/PMI-2 only; a PMIx job's ranks reach their node's PMIx server".into()));
@@ -169,7 +170,7 @@ mod tests {
         assert_eq!(auto(&mpich), plain(PmiMode::Fd, KvsDesign::Auto));
         assert_eq!(choose(PmiFlavour::Auto, true, KvsDesign::Tree, &mut [app(&mpich)]).unwrap(), plain(PmiMode::Port, KvsDesign::Tree));
         assert_eq!(choose(PmiFlavour::Pmix, false, KvsDesign::Auto, &mut [app(&mpich)]).unwrap().mode, PmiMode::Pmix);
-        // What the probe cannot classify is watched under auto only.
+        // What the probe cannot classify is watched when served PMI-1/2.
         let unseen = dir.join("unseen");
         std::fs::write(&unseen, b"#!/bin/sh\nexec $PROG\n").unwrap();
         let unseen = unseen.display().to_string();
@@ -177,7 +178,8 @@ mod tests {
         assert!(auto(&mpich).mode == PmiMode::Fd && !auto(&mpich).watch, "a program seen to run MPICH is not watched");
         let mixed = choose(PmiFlavour::Auto, false, KvsDesign::Auto, &mut [app(&mpich), app(&unseen)]).unwrap();
         assert!(mixed.watch, "one unseen program is enough");
-        assert!(!choose(PmiFlavour::Simple, false, KvsDesign::Auto, &mut [app(&unseen)]).unwrap().watch, "--pmi simple is the user's word");
+        assert!(choose(PmiFlavour::Simple, false, KvsDesign::Auto, &mut [app(&unseen)]).unwrap().watch, "--pmi simple refuses an unseen Open MPI too");
+        assert!(!choose(PmiFlavour::Pmix, false, KvsDesign::Auto, &mut [app(&unseen)]).unwrap().watch, "a PMIx job needs no watch");
         let refused = choose(PmiFlavour::Simple, false, KvsDesign::Auto, &mut [app(&mpich), app(&ompi)]).unwrap_err();
         assert!(refused.to_string().contains("needs PMIx") && refused.to_string().contains("--pmi pmix"), "{refused}");
         assert!(choose(PmiFlavour::Pmix, true, KvsDesign::Auto, &mut [app(&ompi)]).is_err(), "no PMI port under PMIx");

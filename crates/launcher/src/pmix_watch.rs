@@ -1,7 +1,8 @@
-//! The PMIx watch: a `--pmi auto` job whose program the probe could not
-//! classify ([`crate::mpi_probe`]: `sh -c "$PROG"`, a script that builds its
-//! command) is served with PMI-1/2, and an Open MPI 5 program among its
-//! ranks would run as an unrelated singleton ("rank 0 of 1", exit 0). So
+//! The PMIx watch: a job whose program the probe could not classify
+//! ([`crate::mpi_probe`]: `sh -c "$PROG"`, a script that builds its
+//! command) is served with PMI-1/2 (`--pmi auto` or `simple`), and an Open
+//! MPI 5 program among its ranks would run as an unrelated singleton
+//! ("rank 0 of 1", exit 0). So
 //! such a job's ranks also get `PMIX_SERVER_URI*` naming a loopback port of
 //! this process, and no `PMIX_NAMESPACE` (MPICH refuses a job with both
 //! `PMI_SIZE` and `PMIX_NAMESPACE`; it ignores the URI variables). An Open
@@ -148,7 +149,7 @@ pub fn disarm(env: &mut Vec<(String, String)>) {
 /// The run's message when the watch trips.
 pub fn tripped_message(exe: &str) -> String {
     format!(
-        "a rank of '{exe}' runs Open MPI, which needs PMIx: --pmi auto could not tell which MPI the program runs and served PMI-1/2, \
+        "a rank of '{exe}' runs Open MPI, which needs PMIx: dpm could not tell which MPI the program runs and served PMI-1/2, \
          so it would have run as a singleton. Run it with --pmi pmix (or DPM_PMI=pmix), and for an Open MPI outside the system's \
          libraries say where it is: -genv OPAL_PREFIX <its prefix> (or DPM_PMIX_LIBRARY=<its libpmix.so>)"
     )
