@@ -153,10 +153,12 @@ impl RunConfig {
 
     /// The PMI flavour applied to the planned job's programs: its
     /// `pmi_mode` and KVS design for this run (a PMIx job's are fixed).
-    pub fn choose_pmi(&mut self, apps: &mut [dpm_proto::AppSpec]) -> Result<(), crate::plan::PlanError> {
+    /// True when the job needs the PMIx watch ([`crate::pmix_watch`]).
+    pub fn choose_pmi(&mut self, apps: &mut [dpm_proto::AppSpec]) -> Result<bool, crate::plan::PlanError> {
         let job = &mut self.job;
-        (job.pmi_mode, job.kvs) = crate::pmi_choice::choose(self.pmi.unwrap_or_default(), job.pmi_mode == PmiMode::Port, job.kvs, apps)?;
-        Ok(())
+        let choice = crate::pmi_choice::choose(self.pmi.unwrap_or_default(), job.pmi_mode == PmiMode::Port, job.kvs, apps)?;
+        (job.pmi_mode, job.kvs) = (choice.mode, choice.kvs);
+        Ok(choice.watch)
     }
 
     /// [`RunConfig::resolve`] in this process's environment.

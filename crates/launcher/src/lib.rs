@@ -47,6 +47,7 @@ pub mod outfile;
 pub mod output;
 pub mod plan;
 pub mod pmi_choice;
+pub mod pmix_watch;
 pub mod private_dir;
 pub mod run;
 pub mod runtime;
@@ -61,7 +62,7 @@ use config::RunConfig;
 use controller::Controller;
 pub use daemon_cmd::{daemon_command, DaemonArgs};
 pub use error::Error;
-use local::{drive, plan_here};
+use local::plan_here;
 use machine::this_host;
 use runtime::block_on_local;
 pub use runtime::raise_fd_limit;
@@ -128,7 +129,7 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let host = opts.localhost.clone().unwrap_or_else(this_host);
     let hosts::NodeChoice { nodes: mut node_list, bootstrap, slots_known } = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
     let (launcher_env, cwd, mut planned) = plan_here(&opts)?;
-    config.choose_pmi(&mut planned.apps)?;
+    let watch = if config.choose_pmi(&mut planned.apps)? { local::watch(&mut planned.apps) } else { None };
     let size = planned.procs.len() as u32;
     // On one node, an explicit universe size is its slot count.
     if let (Some(u), [only]) = (config.job.universe_size, node_list.as_mut_slice()) {
@@ -154,5 +155,5 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, ..launch });
     };
-    Ok(drive(daemons, settings, start, config.job.timeout, true).await)
+    Ok(local::drive_watched(daemons, settings, start, config.job.timeout, true, watch).await)
 }

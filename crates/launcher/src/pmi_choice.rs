@@ -6,8 +6,10 @@
 //! MPI 5 — its program links `libmpi.so.40`, or a wrapper, script or Python
 //! interpreter leads to one that does ([`crate::mpi_probe`]) —, and `simple`
 //! refuses such a job with a message saying what to do. What the probe
-//! cannot see (a program named by a variable) gets `simple` under `auto`:
-//! say `--pmi pmix`.
+//! cannot see (a program named by a variable) gets `simple` under `auto`;
+//! served PMI-1/2 (under `auto` or `simple`) it is watched
+//! ([`crate::pmix_watch`]): an Open MPI rank ends the run, saying to use
+//! `--pmi pmix`.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -45,13 +47,23 @@ impl FromStr for PmiFlavour {
     }
 }
 
+/// What [`choose`] decided for a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    pub mode: PmiMode,
+    pub kvs: KvsDesign,
+    /// PMI-1/2 served to a program the probe could not classify (under
+    /// `auto` or `simple`): the job needs the PMIx watch ([`crate::pmix_watch`]).
+    pub watch: bool,
+}
+
 /// How a job of `apps` reaches its PMI server, and its KVS design: PMIx
 /// jobs exchange each node's blob at the fence (allgather). Each program
 /// is followed through wrappers, scripts and Python ([`mpi_probe`]); an
 /// app whose Open MPI was found behind its program gets that Open MPI's
 /// PMIx library named (`DPM_PMIX_LIBRARY`, unless it names one) so the
 /// node's PMIx server matches its ranks.
-pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &mut [AppSpec]) -> Result<(PmiMode, KvsDesign), PlanError> {
+pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &mut [AppSpec]) -> Result<Choice, PlanError> {
     let simple = if port { PmiMode::Port } else { PmiMode::Fd };
     let found: Vec<Mpi> = apps.iter().map(mpi_probe::probe).collect();
     let open_mpi = |i: usize| matches!(found[i], Mpi::OpenMpi(_));
@@ -74,7 +86,8 @@ pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &mut [AppSp
         }
     };
     if !pmix {
-        return Ok((simple, kvs));
+        let unseen = found.contains(&Mpi::Unknown);
+        return Ok(Choice { mode: simple, kvs, watch: unseen });
     }
     if port {
         return Err(PlanError::Invalid("--pmi-port serves PMI-1/PMI-2 only; a PMIx job's ranks reach their node's PMIx server".into()));
@@ -89,7 +102,7 @@ pub fn choose(flavour: PmiFlavour, port: bool, kvs: KvsDesign, apps: &mut [AppSp
             name_library(app, elf);
         }
     }
-    Ok((PmiMode::Pmix, KvsDesign::Allgather))
+    Ok(Choice { mode: PmiMode::Pmix, kvs: KvsDesign::Allgather, watch: false })
 }
 
 /// For an app whose Open MPI program is not the app's program (a wrapper,
@@ -149,10 +162,21 @@ mod tests {
         assert!(!links_open_mpi(&dir.join("missing")));
 
         let auto = |exe: &str| choose(PmiFlavour::Auto, false, KvsDesign::Auto, &mut [app(exe)]).unwrap();
-        assert_eq!(auto(&ompi), (PmiMode::Pmix, KvsDesign::Allgather));
-        assert_eq!(auto(&mpich), (PmiMode::Fd, KvsDesign::Auto));
-        assert_eq!(choose(PmiFlavour::Auto, true, KvsDesign::Tree, &mut [app(&mpich)]).unwrap(), (PmiMode::Port, KvsDesign::Tree));
-        assert_eq!(choose(PmiFlavour::Pmix, false, KvsDesign::Auto, &mut [app(&mpich)]).unwrap().0, PmiMode::Pmix);
+        let plain = |mode, kvs| Choice { mode, kvs, watch: false };
+        assert_eq!(auto(&ompi), plain(PmiMode::Pmix, KvsDesign::Allgather));
+        assert_eq!(auto(&mpich), plain(PmiMode::Fd, KvsDesign::Auto));
+        assert_eq!(choose(PmiFlavour::Auto, true, KvsDesign::Tree, &mut [app(&mpich)]).unwrap(), plain(PmiMode::Port, KvsDesign::Tree));
+        assert_eq!(choose(PmiFlavour::Pmix, false, KvsDesign::Auto, &mut [app(&mpich)]).unwrap().mode, PmiMode::Pmix);
+        // What the probe cannot classify is watched when served PMI-1/2.
+        let unseen = dir.join("unseen");
+        std::fs::write(&unseen, b"#!/bin/sh\nexec $PROG\n").unwrap();
+        let unseen = unseen.display().to_string();
+        assert_eq!(auto(&unseen), Choice { mode: PmiMode::Fd, kvs: KvsDesign::Auto, watch: true });
+        assert!(auto(&mpich).mode == PmiMode::Fd && !auto(&mpich).watch, "a program seen to run MPICH is not watched");
+        let mixed = choose(PmiFlavour::Auto, false, KvsDesign::Auto, &mut [app(&mpich), app(&unseen)]).unwrap();
+        assert!(mixed.watch, "one unseen program is enough");
+        assert!(choose(PmiFlavour::Simple, false, KvsDesign::Auto, &mut [app(&unseen)]).unwrap().watch, "--pmi simple refuses an unseen Open MPI too");
+        assert!(!choose(PmiFlavour::Pmix, false, KvsDesign::Auto, &mut [app(&unseen)]).unwrap().watch, "a PMIx job needs no watch");
         let refused = choose(PmiFlavour::Simple, false, KvsDesign::Auto, &mut [app(&mpich), app(&ompi)]).unwrap_err();
         assert!(refused.to_string().contains("needs PMIx") && refused.to_string().contains("--pmi pmix"), "{refused}");
         assert!(choose(PmiFlavour::Pmix, true, KvsDesign::Auto, &mut [app(&ompi)]).is_err(), "no PMI port under PMIx");

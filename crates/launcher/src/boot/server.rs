@@ -365,7 +365,13 @@ async fn write_to_client(mut drain: output::Drain, mut wr: tokio::net::unix::Own
 fn with_boot_pmi(mut config: RunConfig, boot: Option<crate::pmi_choice::PmiFlavour>, submit: &mut Submit) -> Result<RunConfig, UsageError> {
     if let (true, Some(flavour)) = (submit.pmi_default, boot) {
         config.pmi = Some(flavour);
-        config.choose_pmi(&mut submit.apps).map_err(|e| UsageError(e.to_string()))?;
+        // The client's PMIx watch goes with its auto choice, unless the
+        // boot's choice wants one too.
+        if !config.choose_pmi(&mut submit.apps).map_err(|e| UsageError(e.to_string()))? {
+            for app in &mut submit.apps {
+                crate::pmix_watch::disarm(&mut app.env);
+            }
+        }
     }
     Ok(config)
 }
