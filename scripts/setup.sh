@@ -15,10 +15,13 @@
 #      source with the wheel's mpicc instead
 #   5. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
 #      (and tests/programs/ompi/ with Open MPI's mpicc)
-#   6. cargo build --release of the workspace, started in the background right
-#      after step 2 so that it runs while steps 3-5 download and compile
-#      (waited for last; the C programs are still usable when the Rust code
-#      does not build)
+#   6. cargo build --release of the workspace, the critical path: started in
+#      the background as soon as Rust and a C linker are there (before step 1
+#      when the machine already has both, else right after step 2), so that
+#      it runs while steps 1-5 download and compile; everything after its
+#      start runs at nice 10, so the build gets the cores first and the
+#      other steps fill the gaps (waited for last; the C programs are still
+#      usable when the Rust code does not build)
 # The summary line gives each step's seconds. All paths are relative to the
 # repository root.
 set -euo pipefail
@@ -227,6 +230,17 @@ cargo_build_start() {
     CARGO_START=$(date +%s.%N)
     cargo build --release &
     CARGO_PID=$!
+    # This shell and what it starts from now on (pip, make, apt) yield the
+    # cores to the build; the build itself keeps its niceness.
+    renice -n 10 -p $$ >/dev/null 2>&1 || true
+}
+
+# The build can start before the apt step when Rust and a C compiler (the
+# linker rustc calls) are already installed: nothing else the workspace
+# builds comes from apt.
+toolchain_present() {
+    command -v cc >/dev/null || return 1
+    command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ]
 }
 
 cargo_build_wait() {
@@ -277,9 +291,15 @@ step() {
     TIMES+=("$name $took s")
 }
 
-step apt apt_install
-step rust rust_install
-cargo_build_start
+if toolchain_present; then
+    step rust rust_install
+    cargo_build_start
+    step apt apt_install
+else
+    step apt apt_install
+    step rust rust_install
+    cargo_build_start
+fi
 step venv venv_install
 step ompi-venv ompi_venv_install
 step c-programs c_programs_build
