@@ -13,7 +13,8 @@ impl Run {
     /// the jobs `dpm status` lists for this run are its jobs, every pool
     /// entry is a pooled job of the run, every job handed over is the pool's
     /// and no longer the run's, and the pool's own invariants
-    /// ([`super::Pool::check_invariants`]).
+    /// ([`super::Pool::check_invariants`]) and those of the collectives
+    /// across runs ([`super::TreeConnects::check_invariants`]).
     pub fn check_invariants(&self, shared: &TreeShared) {
         for (job, j) in &self.jobs {
             let live = j.ranks.iter().filter(|r| r.end.is_none()).count();
@@ -32,6 +33,7 @@ impl Run {
             assert!(shared.pool.holds(*job), "{job} handed over, not in the pool");
         }
         shared.pool.check_invariants(&own);
+        shared.connects.check_invariants(&|job| shared.jobs.contains_key(&job));
     }
 
     /// Panics unless `routed` — the jobs whose messages the driver routes

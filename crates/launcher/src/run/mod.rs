@@ -21,7 +21,8 @@
 //! (failure policy, first failure, exit status), `jobs` (a job's ranks:
 //! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`,
 //! `warm` (pooled spawns), `pool` (the tree's kept pooled jobs), `connect`
-//! (PMIx connect/disconnect collectives), `invariants` (checked in tests).
+//! (PMIx connect/disconnect collectives), `tree_connect` (those naming
+//! jobs of other runs of the tree), `invariants` (checked in tests).
 
 mod connect;
 mod effects;
@@ -33,6 +34,7 @@ mod shared;
 mod spawn;
 #[cfg(test)]
 mod tests;
+mod tree_connect;
 mod verdict;
 mod warm;
 
@@ -52,6 +54,7 @@ pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use kvsname::{kvsname, open_mpi_family};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
 pub use shared::TreeShared;
+pub use tree_connect::{Contribution, TreeConnectEffects, TreeConnects};
 pub use verdict::{FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
@@ -289,9 +292,12 @@ impl Run {
                 appnums: launch.appnums.clone(),
             },
         );
-        // A pooled job's placement is reported when it is claimed.
+        // A pooled job's placement is reported when it is claimed; it
+        // serves only its own run's collectives.
         if !launch.awaiting_claim {
             self.report_placement(fx, launch.job);
+            let map = self.job_map(launch.job);
+            fx.shared().connects.register(map);
         }
     }
 
@@ -509,6 +515,10 @@ impl Run {
         for (id, _) in std::mem::take(&mut self.jobs) {
             fx.route(id, false);
             fx.shared().jobs.remove(&id);
+            let out = fx.shared().connects_job_ended(id);
+            for (node, msg) in out {
+                fx.send(node, msg);
+            }
         }
         self.warm_summary(fx);
         let (code, line) = self.verdict.conclude();

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use dpm_kvs::{JobId, NameService, NodeId};
-use dpm_proto::RequestId;
+use dpm_proto::{RequestId, ToDaemon};
 
 use super::kvsname::{self, open_mpi_family};
+use super::tree_connect::{Contribution, TreeConnects, TreeOutbox};
 use super::Pool;
 use crate::node_table::NodeTable;
 
@@ -26,6 +27,8 @@ pub struct TreeShared {
     issued: std::collections::VecDeque<String>,
     /// The last PMIx group context id handed out ([`Self::context_id`]).
     context_ids: u64,
+    /// PMIx collectives across runs and the live jobs they may name.
+    pub connects: TreeConnects,
 }
 
 impl TreeShared {
@@ -43,6 +46,7 @@ impl TreeShared {
             pool: Pool::new(fanout),
             issued: Default::default(),
             context_ids: 0,
+            connects: TreeConnects::default(),
         }
     }
 
@@ -52,8 +56,22 @@ impl TreeShared {
     /// whose id it agreed on itself). Open MPI derives the new
     /// communicator's extended id from it.
     pub fn context_id(&mut self) -> u64 {
-        self.context_ids += 1;
-        self.context_ids
+        next_context_id(&mut self.context_ids)
+    }
+
+    /// A node's part of a PMIx collective naming jobs of several runs
+    /// ([`TreeConnects::contribute`]): the messages to send.
+    pub fn connect_across(&mut self, c: Contribution) -> Vec<(NodeId, ToDaemon)> {
+        let mut out = TreeOutbox { sent: Vec::new(), context_ids: &mut self.context_ids };
+        self.connects.contribute(&mut out, c);
+        out.sent
+    }
+
+    /// `job` ended: it leaves [`Self::connects`]; the messages to send.
+    pub fn connects_job_ended(&mut self, job: JobId) -> Vec<(NodeId, ToDaemon)> {
+        let mut out = TreeOutbox { sent: Vec::new(), context_ids: &mut self.context_ids };
+        self.connects.job_ended(&mut out, job);
+        out.sent
     }
 
     /// A new job id and its kvsname (unique per daemon tree, short enough
@@ -77,4 +95,10 @@ impl TreeShared {
         self.issued.push_back(name.clone());
         (job, name)
     }
+}
+
+/// The next context id after `last` (never 0: see [`TreeShared::context_id`]).
+pub(super) fn next_context_id(last: &mut u64) -> u64 {
+    *last += 1;
+    *last
 }
