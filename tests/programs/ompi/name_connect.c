@@ -2,12 +2,15 @@
  * jobs of separate `dpm run`s of one boot meeting through the name service
  * (PMIx publish/lookup, then PMIx_Connect across the two runs' namespaces).
  *
- * Usage: name_connect server NAME | name_connect client NAME
+ * Usage: name_connect server|client NAME [GO-FILE]
  * Server: opens a port, publishes it as NAME, prints "server published
  * NAME", accepts one connection, receives an int and sends it back plus one.
  * Client: looks NAME up (retrying for up to 20 s), connects, sends 41,
  * expects 42. Prints "server ok" / "client ok"; a failed call prints
- * "FAIL <call>: <MPI error string>" and exits 1. */
+ * "FAIL <call>: <MPI error string>" and exits 1.
+ * With GO-FILE, the server exits once the file exists, without accepting,
+ * and the client prints "client found NAME" after its lookup and waits for
+ * the file before it connects (a connect to a job that has ended). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,13 +28,21 @@ static int check(int rc, const char *call)
     return rc != MPI_SUCCESS;
 }
 
+/* Waits until `path` exists. */
+static void wait_for(const char *path)
+{
+    while (access(path, F_OK) != 0)
+        usleep(20 * 1000);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
-        fprintf(stderr, "usage: name_connect server|client NAME\n");
+    if (argc < 3 || argc > 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) {
+        fprintf(stderr, "usage: name_connect server|client NAME [GO-FILE]\n");
         return 2;
     }
     const char *name = argv[2];
+    const char *go = argc > 3 ? argv[3] : NULL;
     char port[MPI_MAX_PORT_NAME];
     MPI_Comm peer;
     int value = 0;
@@ -45,6 +56,11 @@ int main(int argc, char **argv)
             return 1;
         printf("server published %s\n", name);
         fflush(stdout);
+        if (go) {
+            wait_for(go);
+            MPI_Finalize();
+            return 0;
+        }
         if (check(MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &peer), "MPI_Comm_accept")
             || check(MPI_Recv(&value, 1, MPI_INT, 0, 0, peer, MPI_STATUS_IGNORE), "MPI_Recv"))
             return 1;
@@ -62,8 +78,14 @@ int main(int argc, char **argv)
             if (rc != MPI_SUCCESS)
                 usleep(50 * 1000);
         }
-        if (check(rc, "MPI_Lookup_name")
-            || check(MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &peer), "MPI_Comm_connect"))
+        if (check(rc, "MPI_Lookup_name"))
+            return 1;
+        if (go) {
+            printf("client found %s\n", name);
+            fflush(stdout);
+            wait_for(go);
+        }
+        if (check(MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &peer), "MPI_Comm_connect"))
             return 1;
         value = 41;
         if (check(MPI_Send(&value, 1, MPI_INT, 0, 0, peer), "MPI_Send")

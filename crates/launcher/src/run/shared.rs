@@ -74,6 +74,13 @@ impl TreeShared {
         out.sent
     }
 
+    /// Whether a live job of the tree (listed, or kept in the pool) has
+    /// the Open MPI job family `family`. (A job is listed before any of its
+    /// ranks starts.)
+    pub fn open_mpi_family_live(&self, family: u16) -> bool {
+        self.jobs.values().map(|(_, name, _)| name.as_str()).chain(self.pool.kvsnames()).any(|n| open_mpi_family(n) == family)
+    }
+
     /// A new job id and its kvsname (unique per daemon tree, short enough
     /// for MPICH, and distinct from every live job's in Open MPI's eyes:
     /// see [`kvsname::fresh`]).
