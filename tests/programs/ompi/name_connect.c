@@ -8,9 +8,10 @@
  * Client: looks NAME up (retrying for up to 20 s), connects, sends 41,
  * expects 42. Prints "server ok" / "client ok"; a failed call prints
  * "FAIL <call>: <MPI error string>" and exits 1.
- * With GO-FILE, the server exits once the file exists, without accepting,
- * and the client prints "client found NAME" after its lookup and waits for
- * the file before it connects (a connect to a job that has ended). */
+ * With GO-FILE (a connect to a job that has ended): the server exits
+ * without accepting once GO-FILE exists; the client creates GO-FILE after
+ * its lookup, prints "client found NAME", and connects once GO-FILE.connect
+ * exists. */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,9 +82,16 @@ int main(int argc, char **argv)
         if (check(rc, "MPI_Lookup_name"))
             return 1;
         if (go) {
+            char then[4096];
+            FILE *found = fopen(go, "w");
+            if (!found || fclose(found) != 0) {
+                printf("FAIL create %s\n", go);
+                return 1;
+            }
             printf("client found %s\n", name);
             fflush(stdout);
-            wait_for(go);
+            snprintf(then, sizeof then, "%s.connect", go);
+            wait_for(then);
         }
         if (check(MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &peer), "MPI_Comm_connect"))
             return 1;
