@@ -370,7 +370,7 @@ impl Run {
             ToLauncher::Claimed { job, alive } => self.warm_claimed(fx, node, job, alive),
             ToLauncher::ParentAsked { job, rank } => self.warm_parent_asked(fx, job, rank),
             ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, group, data),
-            ToLauncher::Trace { line } => fx.say(&line),
+            ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
         }
     }
 
