@@ -7,7 +7,7 @@ use dpm_kvs::{JobId, NameService, NodeId};
 use dpm_proto::{RequestId, ToDaemon};
 
 use super::kvsname::{self, open_mpi_family};
-use super::tree_connect::{Contribution, TreeConnects, TreeOutbox};
+use super::tree_connect::{next_context_id, Contribution, TreeConnects, TreeOutbox};
 use super::Pool;
 use crate::node_table::NodeTable;
 
@@ -102,10 +102,4 @@ impl TreeShared {
         self.issued.push_back(name.clone());
         (job, name)
     }
-}
-
-/// The next context id after `last` (never 0: see [`TreeShared::context_id`]).
-pub(super) fn next_context_id(last: &mut u64) -> u64 {
-    *last += 1;
-    *last
 }

@@ -238,6 +238,13 @@ impl TreeConnectEffects for TreeOutbox<'_> {
         self.sent.push((node, msg));
     }
     fn context_id(&mut self) -> u64 {
-        super::shared::next_context_id(self.context_ids)
+        next_context_id(self.context_ids)
     }
+}
+
+/// The next context id after `last` (never 0: see
+/// [`TreeShared::context_id`](super::TreeShared::context_id)).
+pub(super) fn next_context_id(last: &mut u64) -> u64 {
+    *last += 1;
+    *last
 }
