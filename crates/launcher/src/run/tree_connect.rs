@@ -46,13 +46,15 @@ pub struct Contribution {
     pub data: Vec<u8>,
 }
 
+/// The jobs taking part with some ranks only, sorted; the others whole.
+type Parts = Vec<(JobId, Vec<u32>)>;
+
 /// One collective in flight across runs.
 #[derive(Debug)]
 struct Pending {
     /// The listed jobs, sorted.
     jobs: Vec<JobId>,
-    /// The jobs taking part with some ranks only, sorted; the others whole.
-    parts: Vec<(JobId, Vec<u32>)>,
+    parts: Parts,
     kind: CollectiveKind,
     group: Option<GroupSpec>,
     expect: BTreeSet<NodeId>,
@@ -97,7 +99,7 @@ impl TreeConnects {
     }
 
     /// The listed jobs (sorted) and their parts, or why not.
-    fn resolve(&self, c: &Contribution) -> Result<(Vec<JobId>, Vec<(JobId, Vec<u32>)>), String> {
+    fn resolve(&self, c: &Contribution) -> Result<(Vec<JobId>, Parts), String> {
         let named = |ns: &str| {
             self.directory.get(ns).ok_or_else(|| format!("namespace '{}' is not a live job of this boot", dpm_pmi::sanitize::escape(ns)))
         };
