@@ -6,97 +6,16 @@
 mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{dpm_bin, hello, leftovers_after, proc_state, program, send_signal, unique, Dpm};
+use common::boot::{running, Boot};
+use common::{dpm_bin, hello, leftovers_after, proc_state, program, send_signal, unique};
 use dpm_kvs::Rank;
 use dpm_proto::control::{JobSettings, Submit, ToClient, ToServer, CONTROL_VERSION};
 use dpm_proto::{AppSpec, PmiMode, ProcSpec};
 
 const OFI: [&str; 6] = ["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-genv", "FI_PROVIDER", "tcp"];
-
-/// A booted tree for one test; `dpm down` (and a check that it worked) on drop.
-struct Boot {
-    dir: PathBuf,
-    pid: u32,
-    /// Cleared once the test itself ran `dpm down`.
-    up: bool,
-}
-
-impl Boot {
-    fn start(args: &[&str]) -> Boot {
-        let dir = std::env::temp_dir().join(unique("dpm-boot-test"));
-        let out = Command::new(dpm_bin()).arg("boot").args(args).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "dpm boot failed: {}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
-        let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok());
-        let pid = pid.unwrap_or_else(|| panic!("dpm boot did not say its pid: {stdout}"));
-        Boot { dir, pid, up: true }
-    }
-
-    fn down(&mut self) -> std::process::Output {
-        self.up = false;
-        self.command("down")
-    }
-
-    /// `dpm run ARGS` through this boot.
-    fn run(&self, args: &[&str]) -> Dpm {
-        Dpm::run(args).env("DPM_NO_BOOT", "").env("DPM_RUNTIME_DIR", &self.dir.to_string_lossy())
-    }
-
-    /// `dpm SUBCOMMAND` (status, down) against this boot.
-    fn command(&self, sub: &str) -> std::process::Output {
-        Command::new(dpm_bin()).arg(sub).env("DPM_RUNTIME_DIR", &self.dir).output().expect("run dpm")
-    }
-
-    fn status(&self) -> String {
-        let out = self.command("status");
-        assert!(out.status.success(), "dpm status failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.join("default.sock")
-    }
-}
-
-/// Whether `pid` still runs (a zombie waiting for init to reap it does not)
-/// after a generous grace to end in: every caller expects it to end, and
-/// the wait returns as soon as it has.
-fn running(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from));
-        match state.as_deref() {
-            None | Some("Z") | Some("X") => return false,
-            _ if Instant::now() > deadline => return true,
-            _ => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-}
-
-impl Drop for Boot {
-    fn drop(&mut self) {
-        if !self.up {
-            let _ = std::fs::remove_dir_all(&self.dir);
-            return;
-        }
-        let out = self.command("down");
-        let alive = running(self.pid);
-        if alive {
-            send_signal(self.pid, "KILL");
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-        if !std::thread::panicking() {
-            assert!(out.status.success(), "dpm down failed: {}", String::from_utf8_lossy(&out.stderr));
-            assert!(!alive, "the boot server (pid {}) outlived dpm down", self.pid);
-        }
-    }
-}
 
 /// The pids of processes whose parent is `pid`.
 fn children_of(pid: u32) -> Vec<u32> {

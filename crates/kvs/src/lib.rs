@@ -280,6 +280,18 @@ impl<W> NameService<W> {
         before - self.names.len()
     }
 
+    /// The lookups parked for the services `gone` picks (whose publisher
+    /// can no longer exist), to be answered not-found.
+    pub fn cancel_services(&mut self, gone: impl Fn(&str) -> bool) -> Vec<W> {
+        let services: Vec<String> = self.parked.keys().filter(|s| gone(s)).cloned().collect();
+        let mut cancelled = Vec::new();
+        for service in services {
+            cancelled.extend(self.parked.remove(&service).unwrap_or_default().into_iter().map(|(w, _)| w));
+        }
+        self.parked_count -= cancelled.len();
+        cancelled
+    }
+
     /// The lookups a finished job left parked, to be answered not-found.
     pub fn cancel_waits(&mut self, job: JobId) -> Vec<W> {
         let mut gone = Vec::new();
@@ -396,5 +408,18 @@ mod tests {
         assert!(matches!(ns.lookup_or_park("never", 0, JobId(5)), Err(NameError::Full(_))));
         assert_eq!(ns.cancel_waits(JobId(4)).len(), limits::MAX_PARKED_LOOKUPS);
         assert_eq!(ns.lookup_or_park("never", 0, JobId(5)), Ok(None), "room again once the job ended");
+    }
+
+    #[test]
+    fn lookups_parked_for_a_service_that_can_no_longer_appear_are_cancelled() {
+        let mut ns: NameService<u32> = NameService::default();
+        assert_eq!(ns.lookup_or_park("a:1", 1, JobId(1)), Ok(None));
+        assert_eq!(ns.lookup_or_park("a:1", 2, JobId(2)), Ok(None));
+        assert_eq!(ns.lookup_or_park("b:1", 3, JobId(1)), Ok(None));
+        let mut gone = ns.cancel_services(|s| s.starts_with("a:"));
+        gone.sort_unstable();
+        assert_eq!(gone, vec![1, 2]);
+        assert!(ns.cancel_waits(JobId(2)).is_empty(), "no longer parked");
+        assert_eq!(ns.cancel_waits(JobId(1)), vec![3], "the other service still waits");
     }
 }

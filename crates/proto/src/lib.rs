@@ -400,6 +400,12 @@ pub enum ToLauncher {
     Trace {
         line: String,
     },
+    /// A line of dpm's own about `job`, for its run's stderr: the node's
+    /// PMIx server library's own log lines, while the job runs there.
+    Note {
+        job: JobId,
+        line: String,
+    },
 }
 
 impl ToLauncher {
@@ -417,7 +423,8 @@ impl ToLauncher {
             | ToLauncher::Spawn { job, .. }
             | ToLauncher::Claimed { job, .. }
             | ToLauncher::ParentAsked { job, .. }
-            | ToLauncher::Connect { job, .. } => Some(*job),
+            | ToLauncher::Connect { job, .. }
+            | ToLauncher::Note { job, .. } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,
         }

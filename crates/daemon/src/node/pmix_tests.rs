@@ -302,3 +302,27 @@ fn a_rank_that_connects_before_its_start_is_recorded_is_served() {
         fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited { rank, pmi, .. } = m { Some((rank, pmi)) } else { None }).collect();
     assert_eq!(exits, vec![(Rank(0), PmiProgress::Finalized), (Rank(1), PmiProgress::Active)]);
 }
+
+#[test]
+fn the_server_librarys_own_lines_reach_the_jobs_run_bounded() {
+    let (mut r, mut fx) = pmix_node();
+    fx.take_up();
+    let log = |text: &str| PmixEvent::Log { nspace: "pmix-server.42".into(), rank: 0, output: vec![(dpm_proto::Stream::Stderr, text.as_bytes().to_vec())] };
+    r.on_pmix(&mut fx, log("first line\n\nsecond \u{1b}[31mline\n"));
+    let notes = |up: Vec<ToLauncher>| up.into_iter().filter_map(|m| if let ToLauncher::Note { job, line } = m { Some((job, line)) } else { None }).collect::<Vec<_>>();
+    let got = notes(fx.take_up());
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().all(|(job, line)| *job == J && line.starts_with("dpm: PMIx server on ")), "{got:?}");
+    assert!(got[0].1.ends_with(": first line") && got[1].1.ends_with(r": second \u{1b}[31mline"), "escaped: {got:?}");
+    let long = "x".repeat(5_000);
+    for _ in 0..100 {
+        r.on_pmix(&mut fx, log(&long));
+    }
+    let got = notes(fx.take_up());
+    assert_eq!(got.len(), 19, "the rest of the 20 lines and one closing line: {got:?}");
+    assert!(got[..18].iter().all(|(_, line)| line.len() < 1_200 && line.ends_with('…')), "cut");
+    assert!(got[18].1.ends_with("further lines in dpm's log only"), "{:?}", got[18]);
+    // A rank's own log stays the rank's output.
+    r.on_pmix(&mut fx, PmixEvent::Log { nspace: NS.into(), rank: 1, output: vec![(dpm_proto::Stream::Stderr, b"mine\n".to_vec())] });
+    assert!(notes(fx.take_up()).is_empty());
+}

@@ -12,6 +12,7 @@
 
 #![allow(dead_code)]
 
+pub mod boot;
 pub mod mpi4py;
 pub mod pmi2_checks;
 

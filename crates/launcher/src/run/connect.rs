@@ -18,6 +18,9 @@
 //! (the maps) and, when a node's members asked, with a context id unique in
 //! the tree ([`TreeShared::context_id`](super::TreeShared::context_id)).
 //!
+//! A collective naming a job of another run of the tree (connect/accept
+//! between two `dpm run`s of one boot) is the tree's (`run::tree_connect`).
+//!
 //! Bounded: at most [`MAX_CONNECTS`] collectives wait at once per run; a
 //! collective whose job ends before it completes is answered with an error
 //! on the nodes that contributed (never a hang).
@@ -27,7 +30,7 @@ use std::collections::BTreeSet;
 use dpm_kvs::{JobId, NodeId};
 use dpm_proto::{CollectiveKind, GroupSpec, JobMap, RequestId, ToDaemon};
 
-use super::{Run, RunEffects};
+use super::{Contribution, Run, RunEffects};
 
 /// Collectives waiting at once in one run. Each is held by clients blocked
 /// in `PMIx_Connect`; a program has one per spawn or connect in flight.
@@ -101,6 +104,16 @@ impl Run {
         if (kind == CollectiveKind::Group) != group.is_some() {
             return refuse(fx, "a group collective names its group, no other does".to_string());
         }
+        // A namespace of another run of the tree: the tree holds the
+        // collective (`tree_connect`).
+        if nspaces.iter().any(|ns| self.job_named(ns).is_err() && fx.shared().connects.knows(ns)) {
+            let c = Contribution { node, request, nspaces: nspaces.to_vec(), ranks: ranks.to_vec(), kind, group, data };
+            let out = fx.shared().connect_across(c);
+            for (node, msg) in out {
+                fx.send(node, msg);
+            }
+            return;
+        }
         let mut jobs = Vec::with_capacity(nspaces.len());
         for ns in nspaces {
             match self.job_named(ns) {
@@ -168,7 +181,7 @@ impl Run {
     }
 
     /// Where `job`'s ranks run (it is live).
-    fn job_map(&self, job: JobId) -> JobMap {
+    pub(super) fn job_map(&self, job: JobId) -> JobMap {
         let j = &self.jobs[&job];
         JobMap {
             job,
@@ -179,8 +192,13 @@ impl Run {
         }
     }
 
-    /// `job` ended: the collectives over it fail on the nodes that contributed.
+    /// `job` ended: the collectives over it fail on the nodes that
+    /// contributed, the tree's (across runs) among them.
     pub(super) fn connects_job_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let out = fx.shared().connects_job_ended(job);
+        for (node, msg) in out {
+            fx.send(node, msg);
+        }
         let (gone, kept): (Vec<Collective>, Vec<Collective>) = std::mem::take(&mut self.connects).into_iter().partition(|c| c.jobs.contains(&job));
         self.connects = kept;
         for c in gone {

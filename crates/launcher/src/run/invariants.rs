@@ -12,7 +12,9 @@ impl Run {
     /// is being killed: a dropped pooled job gives its slots back at once),
     /// the jobs `dpm status` lists for this run are its jobs, every claim in
     /// flight is a claimed job of the run, no job is both the run's and the
-    /// pool's, and the pool's own invariants ([`super::Pool::check_invariants`]).
+    /// pool's, and the pool's own invariants ([`super::Pool::check_invariants`])
+    /// and those of the collectives across runs
+    /// ([`super::TreeConnects::check_invariants`]).
     pub fn check_invariants(&self, shared: &TreeShared) {
         for (job, j) in &self.jobs {
             let live = j.ranks.iter().filter(|r| r.end.is_none()).count();
@@ -31,6 +33,7 @@ impl Run {
             assert!(!j.pool || claiming || j.killing, "{job}: marked claimed, no claim in flight, not being killed");
         }
         shared.pool.check_invariants(&own);
+        shared.connects.check_invariants(&|job| shared.jobs.contains_key(&job));
     }
 
     /// Panics unless `routed` — the jobs whose messages the driver routes

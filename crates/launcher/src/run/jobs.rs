@@ -5,7 +5,8 @@
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{ExitStatus, NameRequest, PmiProgress, RequestId, ToDaemon};
 
-use super::{describe_rank, signal_name, FailurePolicy, Run, RunEffects};
+use super::kvsname::open_mpi_port_family;
+use super::{describe_rank, open_mpi_family, signal_name, FailurePolicy, Run, RunEffects};
 use dpm_kvs::FenceTally;
 use dpm_proto::LaunchJob;
 
@@ -291,25 +292,29 @@ impl Run {
     /// (with the port) or the asking job's end (not found).
     pub(super) fn name_op(&mut self, fx: &mut dyn RunEffects, node: NodeId, request: RequestId, job: JobId, op: NameRequest) {
         tracing::trace!(%job, ?op, "name service");
-        let names = &mut fx.shared().names;
         let result = match op {
-            NameRequest::Publish { service, port } => match names.publish(service, port.clone(), job) {
+            NameRequest::Publish { service, port } => match fx.shared().names.publish(service, port.clone(), job) {
                 Ok(woken) => {
                     for (at, waiting) in woken {
                         fx.send(at, ToDaemon::NameDone { request: waiting, result: Ok(Some(port.clone())) });
                     }
                     Ok(None)
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(e.to_string()),
             },
-            NameRequest::Unpublish { service } => names.unpublish(&service).map(|()| None),
-            NameRequest::Lookup { service } => names.lookup(&service).map(|p| Some(p.to_string())),
-            NameRequest::LookupWait { service } => match names.lookup_or_park(&service, (node, request), job) {
+            NameRequest::Unpublish { service } => fx.shared().names.unpublish(&service).map(|()| None).map_err(|e| e.to_string()),
+            NameRequest::Lookup { service } => fx.shared().names.lookup(&service).map(|p| Some(p.to_string())).map_err(|e| e.to_string()),
+            // Open MPI's connect/accept waits for names of the peer
+            // process; one whose job has ended will never publish.
+            NameRequest::LookupWait { service } if fx.shared().names.lookup(&service).is_err() && open_mpi_port_family(&service).is_some_and(|f| !fx.shared().open_mpi_family_live(f)) => {
+                Err(format!("the process that would publish '{}' belongs to a job that has ended", dpm_pmi::sanitize::escape(&service)))
+            }
+            NameRequest::LookupWait { service } => match fx.shared().names.lookup_or_park(&service, (node, request), job) {
                 Ok(None) => return tracing::debug!(%job, service = %dpm_pmi::sanitize::escape(&service), "lookup waits for its name"),
-                other => other,
+                other => other.map_err(|e| e.to_string()),
             },
         };
-        fx.send(node, ToDaemon::NameDone { request, result: result.map_err(|e| e.to_string()) });
+        fx.send(node, ToDaemon::NameDone { request, result });
     }
 
     /// A job whose every rank has ended is over: its daemons forget it, its
@@ -338,6 +343,12 @@ impl Run {
         let cancelled = shared.names.cancel_waits(job);
         for (node, request) in cancelled {
             fx.send(node, ToDaemon::NameDone { request, result: Err(format!("{job} ended while its lookup waited")) });
+        }
+        // Open MPI's rendezvous names of the job's processes: never published now.
+        let family = open_mpi_family(&j.kvsname);
+        let orphaned = fx.shared().names.cancel_services(|s| open_mpi_port_family(s) == Some(family));
+        for (node, request) in orphaned {
+            fx.send(node, ToDaemon::NameDone { request, result: Err(format!("{job}, whose process would publish the name, ended")) });
         }
         self.warm_parent_ended(fx, job);
         self.connects_job_ended(fx, job);

@@ -62,6 +62,22 @@ pub fn open_mpi_family(nspace: &str) -> u16 {
     ((h >> 16) ^ (h & 0xffff)) as u16
 }
 
+/// The job family of the Open MPI process a rendezvous name belongs to:
+/// Open MPI's connect/accept publishes and waits for names
+/// `<jobid>.<vpid>:<tag>` (`2689990656.0:1082420386:accept`), the job id
+/// being a family over a 0 local id. `None` for any other name.
+pub fn open_mpi_port_family(service: &str) -> Option<u16> {
+    let (proc_name, _) = service.split_once(':')?;
+    let (jobid, vpid) = proc_name.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(jobid) || !digits(vpid) {
+        return None;
+    }
+    let jobid: u32 = jobid.parse().ok()?;
+    vpid.parse::<u32>().ok()?;
+    (jobid & 0xffff == 0).then_some((jobid >> 16) as u16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +87,16 @@ mod tests {
         // Read from Open MPI's own MPI_Abort message under dpm.
         assert_eq!(open_mpi_family("kvs_5330_981e6345_0"), 38319);
         assert_eq!(open_mpi_family("kvs_5330_981e6345@7"), open_mpi_family("kvs_5330_981e6345"));
+    }
+
+    #[test]
+    fn a_rendezvous_name_names_its_family() {
+        // Seen under dpm: the accepting process of family 0xa056.
+        assert_eq!(open_mpi_port_family("2689990656.0:1082420386:accept"), Some(0xa056));
+        assert_eq!(open_mpi_port_family("45809664.3:853975976:nextcid:send:0"), Some((45809664_u32 >> 16) as u16));
+        for other in ["svc", "my.service:x", "12.0", "2689990657.0:1:accept", ".0:x", "1.:x", "99999999999.0:x", "+1.0:x"] {
+            assert_eq!(open_mpi_port_family(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -21,8 +21,9 @@
 //! (failure policy, first failure, exit status), `jobs` (a job's ranks:
 //! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`,
 //! `warm` (the run's warm-spawn policy and claims), `pool` (the tree's
-//! unclaimed pooled jobs), `connect`
-//! (PMIx connect/disconnect collectives), `invariants` (checked in tests).
+//! unclaimed pooled jobs), `connect` (PMIx connect/disconnect
+//! collectives), `tree_connect` (those naming jobs of other runs of the
+//! tree), `invariants` (checked in tests).
 
 mod connect;
 mod effects;
@@ -34,6 +35,7 @@ mod shared;
 mod spawn;
 #[cfg(test)]
 mod tests;
+mod tree_connect;
 mod verdict;
 mod warm;
 
@@ -54,6 +56,7 @@ pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use kvsname::{kvsname, open_mpi_family};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
 pub use shared::TreeShared;
+pub use tree_connect::{Contribution, TreeConnectEffects, TreeConnects};
 pub use verdict::{parse_failure_policy, FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
@@ -199,6 +202,8 @@ impl Run {
         fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), launch.size));
         self.jobs.insert(launch.job, job);
         self.report_placement(fx, launch.job);
+        let map = self.job_map(launch.job);
+        fx.shared().connects.register(map);
     }
 
     /// `node`'s index among `job`'s nodes, numbered from 0 in rank order (as
@@ -267,7 +272,7 @@ impl Run {
             ToLauncher::Claimed { job, alive } => self.warm_claimed(fx, node, job, alive),
             ToLauncher::ParentAsked { job, rank } => self.warm_parent_asked(fx, job, rank),
             ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, group, data),
-            ToLauncher::Trace { line } => fx.say(&line),
+            ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
         }
     }
 
@@ -414,6 +419,10 @@ impl Run {
         for (id, _) in std::mem::take(&mut self.jobs) {
             fx.route(id, false);
             fx.shared().jobs.remove(&id);
+            let out = fx.shared().connects_job_ended(id);
+            for (node, msg) in out {
+                fx.send(node, msg);
+            }
         }
         self.warm_summary(fx);
         let (code, line) = self.verdict.conclude();

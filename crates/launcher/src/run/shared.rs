@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use dpm_kvs::{JobId, NameService, NodeId};
-use dpm_proto::RequestId;
+use dpm_proto::{RequestId, ToDaemon};
 
 use super::kvsname::{self, open_mpi_family};
+use super::tree_connect::{next_context_id, Contribution, TreeConnects, TreeOutbox};
 use super::Pool;
 use crate::node_table::NodeTable;
 
@@ -26,6 +27,8 @@ pub struct TreeShared {
     issued: std::collections::VecDeque<String>,
     /// The last PMIx group context id handed out ([`Self::context_id`]).
     context_ids: u64,
+    /// PMIx collectives across runs and the live jobs they may name.
+    pub connects: TreeConnects,
 }
 
 impl TreeShared {
@@ -43,6 +46,7 @@ impl TreeShared {
             pool: Pool::new(fanout),
             issued: Default::default(),
             context_ids: 0,
+            connects: TreeConnects::default(),
         }
     }
 
@@ -52,8 +56,29 @@ impl TreeShared {
     /// whose id it agreed on itself). Open MPI derives the new
     /// communicator's extended id from it.
     pub fn context_id(&mut self) -> u64 {
-        self.context_ids += 1;
-        self.context_ids
+        next_context_id(&mut self.context_ids)
+    }
+
+    /// A node's part of a PMIx collective naming jobs of several runs
+    /// ([`TreeConnects::contribute`]): the messages to send.
+    pub fn connect_across(&mut self, c: Contribution) -> Vec<(NodeId, ToDaemon)> {
+        let mut out = TreeOutbox { sent: Vec::new(), context_ids: &mut self.context_ids };
+        self.connects.contribute(&mut out, c);
+        out.sent
+    }
+
+    /// `job` ended: it leaves [`Self::connects`]; the messages to send.
+    pub fn connects_job_ended(&mut self, job: JobId) -> Vec<(NodeId, ToDaemon)> {
+        let mut out = TreeOutbox { sent: Vec::new(), context_ids: &mut self.context_ids };
+        self.connects.job_ended(&mut out, job);
+        out.sent
+    }
+
+    /// Whether a live job of the tree (listed, or kept in the pool) has
+    /// the Open MPI job family `family`. (A job is listed before any of its
+    /// ranks starts.)
+    pub fn open_mpi_family_live(&self, family: u16) -> bool {
+        self.jobs.values().map(|(_, name, _)| name.as_str()).chain(self.pool.kvsnames()).any(|n| open_mpi_family(n) == family)
     }
 
     /// A new job id and its kvsname (unique per daemon tree, short enough

@@ -317,6 +317,11 @@ impl Run {
             return;
         }
         let Some(Claim { shape, held, kept, ask, want, .. }) = self.warm.take(job) else { return };
+        if self.jobs.contains_key(&job) {
+            // Reachable by other runs' connects from now on, as a cold spawn is.
+            let map = self.job_map(job);
+            fx.shared().connects.register(map);
+        }
         let Some(j) = self.jobs.get_mut(&job) else { return };
         j.pool = false;
         if j.ranks.iter().all(|r| r.pid.is_some()) {

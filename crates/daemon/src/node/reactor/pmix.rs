@@ -21,7 +21,8 @@
 //! where `PMIx_server_dmodex_request` fetches the data, and a
 //! `KvsMsg::Reply` (hex, or no value: not found) back to the asking node.
 //!
-//! Submodules: `namespace` (what a job is registered as), `spawn` (a spawn
+//! Submodules: `namespace` (what a job is registered as), `server_log`
+//! (the server library's own lines to the runs), `spawn` (a spawn
 //! upcall as the ordinary `ToLauncher::Spawn`)
 //! and `connect` (connect, disconnect and fences over several namespaces as
 //! the launcher's collective; other jobs' namespaces registered here).
@@ -40,6 +41,7 @@ use crate::node::NodeEffects;
 mod connect;
 mod group;
 mod namespace;
+mod server_log;
 mod spawn;
 mod timeout;
 pub use group::{GroupAnswer, GroupDirectives};
@@ -137,6 +139,8 @@ struct PmixJob {
     /// A fence whose upcall timed out still waits for its `FenceDone`: its
     /// `FenceIn` is up the tree, so another fence (same epoch) must wait.
     abandoned: bool,
+    /// The server library's own log lines passed to the job's run (`server_log`).
+    server_lines: u32,
 }
 
 /// Which jobs are PMIx jobs and their fences; see the module documentation.
@@ -242,7 +246,7 @@ impl PmixFront {
     /// A PMIx job is launched here with these local ranks.
     pub(super) fn add(&mut self, job: JobId, nspace: &str, node: usize, node_of: Vec<usize>, ranks: Vec<u32>) {
         self.by_nspace.insert(nspace.to_string(), job);
-        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, early: HashMap::new(), epoch: 0, fence: None, abandoned: false });
+        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, early: HashMap::new(), epoch: 0, fence: None, abandoned: false, server_lines: 0 });
     }
 
     /// Keeps `state` for `rank` of local `job` until its start is recorded;
@@ -330,16 +334,7 @@ impl NodeReactor {
                         self.on_output(fx, job, Rank(rank), stream, text);
                     }
                 }
-                // No job's: the server library's own lines (its namespace is
-                // `pmix-server.<pid>`), or a job's already forgotten; they
-                // reach the user as dpm's own warnings, a line each.
-                None => {
-                    for (_, text) in output {
-                        for line in String::from_utf8_lossy(&text).lines().filter(|l| !l.trim().is_empty()) {
-                            tracing::warn!(%nspace, rank, "PMIx: {line}");
-                        }
-                    }
-                }
+                None => self.pmix_server_log(fx, &nspace, rank, output),
             },
             PmixEvent::Abort { nspace, rank, status, message, req } => {
                 match self.pmix.by_nspace.get(&nspace) {

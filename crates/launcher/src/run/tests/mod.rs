@@ -520,6 +520,7 @@ fn rank_ranges_are_compact() {
 
 mod pmix;
 mod pool;
+mod tree_connect;
 mod warm;
 
 #[test]

@@ -256,3 +256,11 @@ fn a_group_of_some_ranks_waits_for_their_nodes_only_and_fails_when_its_job_ends(
     assert!(matches!(&group_done(&rec)[..], [(NodeId(2), 4, Err(_), None)]));
     assert!(run.connects.is_empty());
 }
+
+#[test]
+fn a_nodes_note_about_a_job_is_said_on_the_runs_stderr() {
+    let (mut run, mut rec) = fixture(&[2]);
+    let job = started(&mut run, &mut rec, &[0]);
+    run.on_message(&mut rec, NodeId(0), ToLauncher::Note { job, line: "dpm: PMIx server on h: text".into() });
+    assert_eq!(rec.said().last().map(|s| s.to_string()), Some("dpm: PMIx server on h: text".to_string()));
+}

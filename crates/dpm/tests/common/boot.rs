@@ -1,0 +1,89 @@
+//! A booted tree for one test (`dpm boot` in a private runtime directory,
+//! `dpm down` on drop), for the tests of runs submitted to a boot.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::{dpm_bin, send_signal, unique, Dpm};
+
+/// A booted tree for one test; `dpm down` (and a check that it worked) on drop.
+pub struct Boot {
+    pub dir: PathBuf,
+    pub pid: u32,
+    /// Cleared once the test itself ran `dpm down`.
+    pub up: bool,
+}
+
+impl Boot {
+    pub fn start(args: &[&str]) -> Boot {
+        let dir = std::env::temp_dir().join(unique("dpm-boot-test"));
+        let out = Command::new(dpm_bin()).arg("boot").args(args).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "dpm boot failed: {}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
+        let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok());
+        let pid = pid.unwrap_or_else(|| panic!("dpm boot did not say its pid: {stdout}"));
+        Boot { dir, pid, up: true }
+    }
+
+    pub fn down(&mut self) -> std::process::Output {
+        self.up = false;
+        self.command("down")
+    }
+
+    /// `dpm run ARGS` through this boot.
+    pub fn run(&self, args: &[&str]) -> Dpm {
+        Dpm::run(args).env("DPM_NO_BOOT", "").env("DPM_RUNTIME_DIR", &self.dir.to_string_lossy())
+    }
+
+    /// `dpm SUBCOMMAND` (status, down) against this boot.
+    pub fn command(&self, sub: &str) -> std::process::Output {
+        Command::new(dpm_bin()).arg(sub).env("DPM_RUNTIME_DIR", &self.dir).output().expect("run dpm")
+    }
+
+    pub fn status(&self) -> String {
+        let out = self.command("status");
+        assert!(out.status.success(), "dpm status failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("default.sock")
+    }
+}
+
+/// Whether `pid` still runs (a zombie waiting for init to reap it does not)
+/// after a generous grace to end in: every caller expects it to end, and
+/// the wait returns as soon as it has.
+pub fn running(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from));
+        match state.as_deref() {
+            None | Some("Z") | Some("X") => return false,
+            _ if Instant::now() > deadline => return true,
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+impl Drop for Boot {
+    fn drop(&mut self) {
+        if !self.up {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            return;
+        }
+        let out = self.command("down");
+        let alive = running(self.pid);
+        if alive {
+            send_signal(self.pid, "KILL");
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        if !std::thread::panicking() {
+            assert!(out.status.success(), "dpm down failed: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(!alive, "the boot server (pid {}) outlived dpm down", self.pid);
+        }
+    }
+}
