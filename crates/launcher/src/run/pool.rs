@@ -260,7 +260,7 @@ impl Pool {
             ToLauncher::FenceIn { epoch, count, puts, .. } => {
                 return super::jobs::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m))
             }
-            ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node.0, seq, segment)),
+            ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node, seq, segment)),
             ToLauncher::Kvs { to, msg } => return send_all(fx, self.kvs.route(to, msg)),
             ToLauncher::Output { rank, stream, data, .. } => {
                 if k.held_bytes + data.len() <= MAX_HELD_OUTPUT {
@@ -319,7 +319,7 @@ fn answer_unserved(fx: &mut dyn PoolEffects, node: NodeId, msg: ToLauncher) {
 
 fn send_all(fx: &mut dyn PoolEffects, out: crate::kvs_root::Outbox) {
     for (node, msg) in out {
-        fx.send(NodeId(node), msg);
+        fx.send(node, msg);
     }
 }
 
