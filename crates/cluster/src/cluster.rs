@@ -43,14 +43,14 @@ enum Event {
     /// A payload for node `to` arriving at `node` from its parent (`Down::To`).
     Down {
         node: usize,
-        to: usize,
+        to: NodeId,
         msg: ToDaemon,
     },
     /// A payload from `origin` (`Up::From`) arriving at `to` (`None`: the
     /// launcher) from a child link.
     Up {
         to: Option<usize>,
-        origin: usize,
+        origin: NodeId,
         msg: ToLauncher,
     },
     /// The loss of `node`'s link (`Up::Lost`), reaching the launcher.
@@ -186,9 +186,9 @@ impl Cluster {
         let table = NodeTable::new(hosts.iter().map(|h| (h.clone(), layout.slots)), layout.fanout);
         let nodes = (0..layout.nodes)
             .map(|i| {
-                let mut tree = TreeNode::new(i);
+                let mut tree = TreeNode::new(NodeId(i));
                 tree.set_fanout(layout.fanout);
-                for c in tree::children(Some(i), layout.nodes, layout.fanout) {
+                for c in tree::children(Some(NodeId(i)), layout.nodes, layout.fanout) {
                     tree.child_linked(c);
                 }
                 Node { reactor: NodeReactor::new(&DaemonConfig { host: hosts[i].clone(), trace: false }), fx: RecordingEffects::new(), tree, alive: true }
@@ -247,7 +247,7 @@ impl Cluster {
     fn launch_apps(&mut self, apps: &[(&str, u32)], ppn: Option<u32>) -> JobId {
         let n: u32 = apps.iter().map(|a| a.1).sum();
         let slots = vec![self.layout.slots; self.layout.nodes];
-        let node_of = fill(n as usize, &slots, ppn, false);
+        let node_of = fill(n as usize, &slots, ppn, false).into_iter().map(NodeId).collect();
         let mut planned = PlannedJob::new();
         for &(name, count) in apps.iter().filter(|a| a.1 > 0) {
             let app = AppSpec { exe: "/bin/true".into(), argv: vec!["/bin/true".into(), name.into()], env: Vec::new(), wdir: "/".into() };
@@ -404,7 +404,7 @@ impl Cluster {
     /// A node and its subtree go: their ranks die with their daemons (no exit
     /// is reported), and the link above reports the loss.
     fn lose_node(&mut self, node: usize) {
-        let gone: HashSet<usize> = tree::subtree(node, self.layout.nodes, self.layout.fanout).into_iter().collect();
+        let gone: HashSet<usize> = tree::subtree(NodeId(node), self.layout.nodes, self.layout.fanout).into_iter().map(|n| n.0).collect();
         for &n in &gone {
             self.nodes[n].alive = false;
         }
@@ -413,7 +413,7 @@ impl Cluster {
         }
         // The parent's link sees it; daemons on the way up relay the `Up::Lost`.
         let mut hops = 1;
-        let mut at = node;
+        let mut at = NodeId(node);
         while let Some(p) = tree::parent(at, self.layout.fanout) {
             hops += 1;
             at = p;
@@ -428,10 +428,10 @@ impl Cluster {
                 TreeAction::Own(msg) => self.with_node(node, |r, fx| r.on_message(fx, msg)),
                 TreeAction::Child { hop: child, node: to, msg } => {
                     let at = self.frame_arrival(Some(node), &msg);
-                    self.schedule_at(at, Event::Down { node: child, to, msg });
+                    self.schedule_at(at, Event::Down { node: child.0, to, msg });
                 }
                 TreeAction::Parent { origin, msg } => {
-                    let to = tree::parent(node, self.layout.fanout);
+                    let to = tree::parent(NodeId(node), self.layout.fanout).map(|p| p.0);
                     let at = self.frame_arrival(Some(node), &msg);
                     self.schedule_at(at, Event::Up { to, origin, msg });
                 }
@@ -478,7 +478,7 @@ impl Cluster {
     fn node_effect(&mut self, node: usize, effect: Recorded) {
         match effect {
             Recorded::Up(msg) => {
-                let actions = self.nodes[node].tree.from_below(node, msg);
+                let actions = self.nodes[node].tree.from_below(NodeId(node), msg);
                 self.tree_actions(node, actions);
             }
             Recorded::PmiWrite(conn, bytes) => {

@@ -10,7 +10,7 @@ use dpm_cluster::calibration::Calibration;
 use dpm_cluster::model::{answer, fanouts, predict, Query};
 use dpm_cluster::sim::{boot_time, costs, simulate, Bootstrap, Scenario, Workload, SPAWNS};
 use dpm_cluster::{get, put, Cluster, Layout, Step};
-use dpm_kvs::{JobId, KvsDesign};
+use dpm_kvs::{JobId, KvsDesign, NodeId};
 use dpm_launcher::run::FailurePolicy;
 use dpm_proto::tree;
 
@@ -56,9 +56,9 @@ fn a_fence_completes_after_the_last_node_entered_it_under_calibrated_costs() {
 }
 
 /// The tree's nodes in pre-order (a parent, then each child's subtree).
-fn pre_order(parent: Option<usize>, nodes: usize, fanout: usize, out: &mut Vec<usize>) {
+fn pre_order(parent: Option<NodeId>, nodes: usize, fanout: usize, out: &mut Vec<usize>) {
     for child in tree::children(parent, nodes, fanout) {
-        out.push(child);
+        out.push(child.0);
         pre_order(Some(child), nodes, fanout, out);
     }
 }

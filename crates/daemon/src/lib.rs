@@ -59,6 +59,7 @@ pub use link::{serve_link, LinkError, Uplink};
 pub use node::driver::run;
 pub use tasks::now_micros;
 
+use dpm_kvs::NodeId;
 use tracing::Instrument;
 
 /// How the daemon introduces itself.
@@ -73,8 +74,8 @@ pub struct DaemonConfig {
 /// The span every log line of a node's daemon is in. At the error level so
 /// that it is on whenever any of its lines is (an info span is off under the
 /// default filter, and its errors would lose the node).
-fn node_span(node: usize, host: &str) -> tracing::Span {
-    tracing::error_span!("node", node, host)
+fn node_span(node: NodeId, host: &str) -> tracing::Span {
+    tracing::error_span!("node", node = node.0, host)
 }
 
 /// `tokio::spawn` in the caller's span (in a daemon: the node's).

@@ -15,6 +15,7 @@ use std::rc::Rc;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use dpm_kvs::NodeId;
 use dpm_proto::frame::{handshake, heartbeat_timeout, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::ToLauncher;
@@ -25,7 +26,7 @@ use crate::{links, liveness, node, DaemonConfig};
 /// The daemon's side of its link to the launcher (or parent daemon).
 pub struct Uplink {
     /// The node index the launcher assigned.
-    pub node: usize,
+    pub node: NodeId,
     /// The run's secret, proved to the parent and passed on to the children.
     pub secret: dpm_proto::auth::Secret,
     /// Who is at the other end, for messages: "the parent on stdin", an address.
@@ -47,7 +48,7 @@ pub struct LinkError {
 /// The tree node and the links to the direct children.
 struct Tree {
     node: TreeNode,
-    children: HashMap<usize, mpsc::UnboundedSender<Down>>,
+    children: HashMap<NodeId, mpsc::UnboundedSender<Down>>,
 }
 
 impl Tree {
@@ -159,7 +160,7 @@ where
                     }
                     Ok(Down::Tree(spec)) => {
                         if let Err(error) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {
-                            tracing::error!("cannot start the daemons below node {node}: {error}");
+                            tracing::error!("cannot start the daemons below {node}: {error}");
                             let _ = tree_up.send(Up::Lost { node, error });
                         }
                     }

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+use dpm_kvs::NodeId;
 use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
 use dpm_proto::frame::{handshake, heartbeat_timeout, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
@@ -39,7 +40,7 @@ pub const SECRET_STDIN_FLAG: &str = "--secret-stdin";
 
 /// A child daemon's process and the two ends of its link.
 pub struct ChildDaemon {
-    pub node: usize,
+    pub node: NodeId,
     pub host: String,
     pub process: Child,
     stdin: ChildStdin,
@@ -51,9 +52,9 @@ pub struct ChildDaemon {
 
 /// Start the daemon for `node` on `host` (not yet greeted). A forked daemon
 /// gets `secret` in its environment now; the others on stdin when greeted.
-pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbose: u8, secret: &Secret) -> Result<ChildDaemon, String> {
+pub fn start(node: NodeId, host: &str, bootstrap: &Bootstrap, trace: bool, verbose: u8, secret: &Secret) -> Result<ChildDaemon, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the dpm executable: {e}"))?;
-    let mut args = vec!["daemon".to_string(), "--node".into(), node.to_string(), "--host".into(), host.to_string()];
+    let mut args = vec!["daemon".to_string(), "--node".into(), node.0.to_string(), "--host".into(), host.to_string()];
     if trace {
         args.push("--pmi-trace".into());
     }
@@ -99,7 +100,7 @@ pub fn start(node: usize, host: &str, bootstrap: &Bootstrap, trace: bool, verbos
     // Their own process group: a Ctrl-C at the terminal reaches the launcher,
     // which forwards it in order; not the daemons directly.
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).process_group(0).kill_on_drop(true);
-    let mut process = cmd.spawn().map_err(|e| format!("node {node} ({host}): cannot start its daemon: {e}"))?;
+    let mut process = cmd.spawn().map_err(|e| format!("{node} ({host}): cannot start its daemon: {e}"))?;
     let stdin = process.stdin.take().expect("piped");
     let stdout = process.stdout.take().expect("piped");
     Ok(ChildDaemon { node, host: host.to_string(), process, stdin, stdout, secret_on_stdin })
@@ -120,24 +121,24 @@ impl ChildDaemon {
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, greeting).await {
             Ok(Ok(hello)) if hello.node == node => Ok(()),
-            Ok(Ok(hello)) => Err(format!("node {node} ({host}): the daemon answered as node {}", hello.node)),
+            Ok(Ok(hello)) => Err(format!("{node} ({host}): the daemon answered as {}", hello.node)),
             // The daemon (or ssh) exited: our greeting hits a closed pipe, or
             // its answer never comes. ssh has printed its own reason.
             Ok(Err(FrameError::Closed | FrameError::Io(_))) => {
-                Err(format!("node {node} ({host}): the daemon exited before it was ready (unreachable host, or no dpm there?)"))
+                Err(format!("{node} ({host}): the daemon exited before it was ready (unreachable host, or no dpm there?)"))
             }
             Ok(Err(e @ (FrameError::PeerNotAuthenticated | FrameError::RefusedByPeer))) => {
-                tracing::error!(node, %host, "the daemon's link was refused: {e}");
-                Err(format!("node {node} ({host}): {e}"))
+                tracing::error!(node = node.0, %host, "the daemon's link was refused: {e}");
+                Err(format!("{node} ({host}): {e}"))
             }
-            Ok(Err(e)) => Err(format!("node {node} ({host}): {e}")),
-            Err(_) => Err(format!("node {node} ({host}): no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+            Ok(Err(e)) => Err(format!("{node} ({host}): {e}")),
+            Err(_) => Err(format!("{node} ({host}): no answer within {} s", CONNECT_TIMEOUT.as_secs())),
         }
     }
 
     /// Send one envelope before the link is bridged (the tree description).
     pub async fn send(&mut self, msg: &Down) -> Result<(), String> {
-        write_frame(&mut self.stdin, msg).await.map_err(|e| format!("node {} ({}): {e}", self.node, self.host))
+        write_frame(&mut self.stdin, msg).await.map_err(|e| format!("{} ({}): {e}", self.node, self.host))
     }
 
     /// Bridge the link: returns the sender for envelopes down; every envelope
@@ -169,7 +170,7 @@ impl ChildDaemon {
 /// [`liveness::Detector`], with the daemon's process (`local`: its pid when
 /// it runs on this host) probed when the link falls silent.
 pub fn bridge_link<R, W>(
-    node: usize,
+    node: NodeId,
     reader: R,
     writer: W,
     local: Option<u32>,
@@ -205,7 +206,7 @@ where
             // We were stopped (Ctrl-Z) meanwhile: a fresh clock.
             let frame = next_frame(reader.recv(), &mut detector, origin, || silence_counts(&mut stops), peer).await;
             if matches!(frame, Heard::Frame(_)) {
-                meter.heard(|| format!("node {node}"));
+                meter.heard(|| format!("{node}"));
                 stops = STOPS.load(Ordering::SeqCst); // heard since any stop
             }
             let error = match frame {
@@ -328,7 +329,7 @@ impl SilenceMeter {
 
 /// A child daemon whose link is up and bridged.
 pub struct LinkedChild {
-    pub node: usize,
+    pub node: NodeId,
     /// Envelopes for the child's subtree.
     pub down: mpsc::UnboundedSender<Down>,
     pub process: Child,
@@ -340,7 +341,7 @@ pub struct LinkedChild {
 /// so heartbeats flow while slower children are still connecting. On error,
 /// every child started is killed (when dropped).
 pub async fn start_children(
-    nodes: &[usize],
+    nodes: &[NodeId],
     spec: &dpm_proto::tree::TreeSpec,
     me: &str,
     secret: &Secret,
@@ -349,7 +350,7 @@ pub async fn start_children(
     dpm_proto::frame::configure_heartbeat_timeout().map_err(|e| format!("{}: {e}", dpm_proto::frame::HEARTBEAT_TIMEOUT_ENV))?;
     let mut greeting = tokio::task::JoinSet::new();
     for &node in nodes {
-        let mut child = start(node, &spec.hosts[node], &spec.bootstrap, spec.trace, spec.verbose, secret)?;
+        let mut child = start(node, &spec.hosts[node.0], &spec.bootstrap, spec.trace, spec.verbose, secret)?;
         let (me, secret, spec) = (me.to_string(), secret.clone(), spec.clone());
         let greet = async move {
             child.greet(&me, &secret).await?;

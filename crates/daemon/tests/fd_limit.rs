@@ -4,7 +4,7 @@
 //! process's `RLIMIT_NOFILE`.
 
 use dpm_daemon::DaemonConfig;
-use dpm_kvs::{JobId, KvsDesign, Rank};
+use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_proto::link::Down;
 use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec, ToDaemon, ToLauncher};
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
@@ -29,7 +29,7 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
         apps: vec![AppSpec { exe: "/bin/sleep".into(), argv: vec!["sleep".into(), "5".into()], env: vec![], wdir: "/".into() }],
         procs: (0..n).map(|r| ProcSpec { rank: Rank(r), app: 0 }).collect(),
         kvs: KvsDesign::Allgather,
-        node_of: vec![0; n as usize],
+        node_of: vec![NodeId(0); n as usize],
         awaiting_claim: false,
         report_parent_asks: false,
         binding: Default::default(),
@@ -39,7 +39,7 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
         let (down_tx, down_rx) = tokio::sync::mpsc::unbounded_channel();
         let (up_tx, mut up_rx) = tokio::sync::mpsc::unbounded_channel();
         let daemon = tokio::task::spawn_local(dpm_daemon::run(DaemonConfig { host: "here".into(), trace: false }, down_rx, up_tx));
-        down_tx.send(Down::To { node: 0, msg: ToDaemon::Launch(launch) }).unwrap();
+        down_tx.send(Down::To { node: NodeId(0), msg: ToDaemon::Launch(launch) }).unwrap();
         let mut failure = None;
         while let Some(msg) = up_rx.recv().await {
             if let ToLauncher::LaunchFailed { error, errno, .. } = msg {
@@ -48,7 +48,7 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
             }
         }
         // The ranks that did start go with the job.
-        down_tx.send(Down::To { node: 0, msg: ToDaemon::Forget { job: JobId(0) } }).unwrap();
+        down_tx.send(Down::To { node: NodeId(0), msg: ToDaemon::Forget { job: JobId(0) } }).unwrap();
         down_tx.send(Down::Shutdown).unwrap();
         daemon.await.unwrap();
         failure

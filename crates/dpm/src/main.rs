@@ -129,7 +129,7 @@ fn main() {
             if let Some(timeout) = heartbeat_timeout {
                 dpm_proto::frame::set_heartbeat_timeout(timeout);
             }
-            let args = dpm_launcher::DaemonArgs { node, host, pmi_trace, verbose, secret_stdin, connect };
+            let args = dpm_launcher::DaemonArgs { node: dpm_kvs::NodeId(node), host, pmi_trace, verbose, secret_stdin, connect };
             ("dpm daemon", dpm_launcher::daemon_command(args))
         }
         // A launcher (or boot server) makes its own secret; an inherited one

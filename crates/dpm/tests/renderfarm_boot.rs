@@ -73,12 +73,12 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
     }
     // Four slots; another run holds two of them until the farm (master +
     // one worker) has filled the other two and been refused more (seen in
-    // the load, then 2 s of refusals); once the other run ends the farm
-    // takes both freed slots in one soft spawn (a fixed 0.2 s between
-    // tries, no backoff, so the spawn comes while tiles wait): eight tiles, so
-    // that more than two still wait then (with four, one worker had rendered
-    // all but one by then when tiles took 1.3 s). Its idle
-    // workers are released before it ends: `dpm status` shows the load
+    // the load, then in two refusal lines it prints with --verbose); once
+    // the other run ends the farm takes both freed slots in one soft spawn
+    // (a fixed 0.2 s between tries, no backoff, so the spawn comes while
+    // tiles wait): eight tiles, so that more than two still wait then (with
+    // four, one worker had rendered all but one by then when tiles took
+    // 1.3 s). Its idle workers are released before it ends: `dpm status` shows the load
     // drop to the master alone while the farm still runs (--check).
     let boot = Boot::start(4);
     let other = boot.through(Dpm::run(["-n", "2", "sleep", "600"])).spawn();
@@ -95,7 +95,7 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
             samples
         })
     };
-    let farm = boot
+    let mut farm = boot
         .through(farm_cmd(
             &["--no-oversubscribe", "-n", "1"],
             &[
@@ -113,12 +113,13 @@ fn elastic_grows_into_slots_another_booted_run_frees_and_gives_them_back() {
                 "0.2",
                 "--grow-interval-max",
                 "0.2",
+                "--verbose",
                 "--check",
             ],
         ))
         .spawn();
     boot.wait_for_load(4, Duration::from_secs(60), "the farm did not fill the free slots");
-    std::thread::sleep(Duration::from_secs(2));
+    farm.wait_for_lines("farm: spawn refused (", 2);
     other.signal("TERM");
     let _ = other.wait_unchecked();
     let out = farm.wait();
@@ -158,7 +159,7 @@ fn elastic_growth_backs_off_and_grows_into_a_slot_freed_late() {
     let boot = Boot::start(3);
     let other = boot.through(Dpm::run(["-n", "1", "sleep", "600"])).spawn();
     boot.wait_for_load(1, Duration::from_secs(30), "the other run did not start");
-    let farm = boot
+    let mut farm = boot
         .through(farm_cmd(
             &["--no-oversubscribe", "-n", "1"],
             &[
@@ -182,10 +183,9 @@ fn elastic_growth_backs_off_and_grows_into_a_slot_freed_late() {
         ))
         .spawn();
     // The farm holds the two free slots, and is refused more than twice
-    // (each refusal is a line with --verbose; here the load is what the
-    // test can see while it runs): wait for the load, then a few retries.
+    // (each refusal is a line with --verbose, seen as it is printed).
     boot.wait_for_load(3, Duration::from_secs(60), "the farm did not fill the slots");
-    std::thread::sleep(Duration::from_secs(3));
+    farm.wait_for_lines("farm: spawn refused (", 3);
     other.signal("TERM");
     let _ = other.wait_unchecked();
     let out = farm.wait();

@@ -9,6 +9,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::NodeId;
+
 /// Where puts live and how non-local gets find them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum KvsDesign {
@@ -94,7 +96,7 @@ impl FromStr for KvsDesign {
 
 /// The daemon that owns `key` among `nodes` (the job's daemons, sorted).
 /// FNV-1a: stable across processes and hosts, unlike std's random hasher.
-pub fn owner(key: &str, nodes: &[usize]) -> Option<usize> {
+pub fn owner(key: &str, nodes: &[NodeId]) -> Option<NodeId> {
     if nodes.is_empty() {
         return None;
     }
@@ -122,10 +124,10 @@ mod tests {
 
     #[test]
     fn owners_are_stable_and_spread() {
-        let nodes = [0, 1, 2, 3];
+        let nodes = [NodeId(0), NodeId(1), NodeId(2), NodeId(3)];
         assert_eq!(owner("k", &nodes), owner("k", &nodes));
         assert_eq!(owner("k", &[]), None);
-        assert_eq!(owner("anything", &[7]), Some(7));
+        assert_eq!(owner("anything", &[NodeId(7)]), Some(NodeId(7)));
         let mut hit = std::collections::HashSet::new();
         for i in 0..64 {
             hit.insert(owner(&format!("key-{i}"), &nodes).unwrap());

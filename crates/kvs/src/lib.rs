@@ -41,7 +41,9 @@ pub struct JobId(pub u32);
 pub struct Rank(pub u32);
 
 /// A node of a daemon tree: its position in the run's (or boot's) node list,
-/// 0 being the launcher's first child. Messages still carry a bare `usize`.
+/// 0 being the launcher's first child. Used end to end: the wire (where it
+/// is serialised as the bare index), the tree's shape, the links, the node
+/// reactor and the launcher.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct NodeId(pub usize);
 
@@ -316,7 +318,7 @@ mod tests {
 
     #[test]
     fn puts_are_invisible_until_the_fence_completes() {
-        let mut node: NodeStore<u32> = NodeStore::new(JobId(0), KvsDesign::Allgather, 0, vec![], &[]);
+        let mut node: NodeStore<u32> = NodeStore::new(JobId(0), KvsDesign::Allgather, NodeId(0), vec![], &[]);
         node.put("a".into(), "1".into(), None).unwrap();
         assert_eq!(node.peek("a"), None);
         let mut tally = FenceTally::new(2);
@@ -345,7 +347,7 @@ mod tests {
 
     #[test]
     fn preput_keys_are_visible_at_once() {
-        let node: NodeStore<u32> = NodeStore::new(JobId(1), KvsDesign::Dkvs, 0, vec![], &[kv("PARENT_ROOT_PORT_NAME", "tag#0$")]);
+        let node: NodeStore<u32> = NodeStore::new(JobId(1), KvsDesign::Dkvs, NodeId(0), vec![], &[kv("PARENT_ROOT_PORT_NAME", "tag#0$")]);
         assert_eq!(node.peek("PARENT_ROOT_PORT_NAME").as_deref(), Some("tag#0$"));
     }
 

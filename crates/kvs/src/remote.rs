@@ -7,13 +7,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::JobId;
+use crate::{JobId, NodeId};
 
 /// Where a KVS message goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum KvsDest {
     /// The daemon of this node (routed through the tree).
-    Node(usize),
+    Node(NodeId),
     /// Up the tree: the first ancestor with a fresh copy answers, the
     /// launcher (which keeps every put of the job) at the latest.
     Up,
@@ -25,7 +25,7 @@ pub struct GetRequest {
     pub job: JobId,
     pub key: String,
     /// The node that asked (where the answer goes).
-    pub origin: usize,
+    pub origin: NodeId,
     /// The asking node's number for this request.
     pub id: u64,
     /// Fences the asking node had completed when it asked: a copy put
@@ -56,7 +56,7 @@ pub struct OwnerPut {
     pub value: String,
     /// The putting node's fence epoch (a later put of the key wins).
     pub epoch: u64,
-    pub origin: usize,
+    pub origin: NodeId,
     /// Acknowledged by a [`KvsMsg::PutAck`] with this id.
     pub id: u64,
 }

@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::NodeId;
+
 /// A contiguous stretch of the ring, as seen from above.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RingSegment {
@@ -73,13 +75,13 @@ pub fn root_slot(whole: &RingSegment) -> RingSlot {
 /// index, whose ascending order is the ring order.
 #[derive(Clone, Debug, Default)]
 pub struct RingGather {
-    got: BTreeMap<usize, RingSegment>,
+    got: BTreeMap<NodeId, RingSegment>,
 }
 
 impl RingGather {
     /// Record a part; a contributor heard twice keeps its first part (and the
     /// second is reported, as a protocol error, by `false`).
-    pub fn add(&mut self, from: usize, part: RingSegment) -> bool {
+    pub fn add(&mut self, from: NodeId, part: RingSegment) -> bool {
         if self.got.contains_key(&from) {
             return false;
         }
@@ -88,12 +90,12 @@ impl RingGather {
     }
 
     /// Whether every one of `expected` has contributed.
-    pub fn complete<'a>(&self, expected: impl IntoIterator<Item = &'a usize>) -> bool {
+    pub fn complete<'a>(&self, expected: impl IntoIterator<Item = &'a NodeId>) -> bool {
         expected.into_iter().all(|e| self.got.contains_key(e))
     }
 
     /// The contributors and their parts, in ring order.
-    pub fn parts(&self) -> Vec<(usize, RingSegment)> {
+    pub fn parts(&self) -> Vec<(NodeId, RingSegment)> {
         self.got.iter().map(|(k, v)| (*k, v.clone())).collect()
     }
 }
@@ -145,12 +147,12 @@ mod tests {
     #[test]
     fn gathers_complete_in_ring_order_and_refuse_duplicates() {
         let mut g = RingGather::default();
-        assert!(g.add(5, seg(&["e"])));
-        assert!(!g.complete(&[2, 5]));
-        assert!(g.add(2, seg(&["b"])));
-        assert!(!g.add(2, seg(&["zz"])));
-        assert!(g.complete(&[2, 5]));
-        assert_eq!(g.parts().iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![2, 5]);
+        assert!(g.add(NodeId(5), seg(&["e"])));
+        assert!(!g.complete(&[NodeId(2), NodeId(5)]));
+        assert!(g.add(NodeId(2), seg(&["b"])));
+        assert!(!g.add(NodeId(2), seg(&["zz"])));
+        assert!(g.complete(&[NodeId(2), NodeId(5)]));
+        assert_eq!(g.parts().iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![NodeId(2), NodeId(5)]);
         assert_eq!(g.parts()[0].1.first, "b");
     }
 }

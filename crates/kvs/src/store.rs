@@ -28,7 +28,7 @@ use crate::design::{owner, Hint, KvsDesign};
 use crate::fnv::{FnvMap, FnvSet};
 use crate::limits::MAX_NODE_KEYS;
 use crate::remote::{GetReply, GetRequest, KvsDest, KvsMsg, OwnerPut};
-use crate::{Full, JobId, KeyValues};
+use crate::{Full, JobId, KeyValues, NodeId};
 
 /// A value this node holds for others.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub struct Holder {
 impl Holder {
     /// Store a put (a later epoch wins; within one epoch, the last to arrive)
     /// and answer the gets that waited for it, as (origin node, reply).
-    pub fn insert(&mut self, key: String, value: String, epoch: u64, local: bool) -> Vec<(usize, KvsMsg)> {
+    pub fn insert(&mut self, key: String, value: String, epoch: u64, local: bool) -> Vec<(NodeId, KvsMsg)> {
         let woken = self.queued.remove(&key).unwrap_or_default();
         let value = match self.values.get_mut(&key) {
             Some(old) if old.epoch > epoch => old.value.clone(),
@@ -73,13 +73,13 @@ impl Holder {
     }
 
     /// A put seen passing by, not kept: answer the gets that waited for it.
-    pub fn wake(&mut self, key: &str, value: &str) -> Vec<(usize, KvsMsg)> {
+    pub fn wake(&mut self, key: &str, value: &str) -> Vec<(NodeId, KvsMsg)> {
         let woken = self.queued.remove(key).unwrap_or_default();
         woken.into_iter().map(|r| (r.origin, reply_to(&r, Some(value.to_string())))).collect()
     }
 
     /// A get from elsewhere: the answer now, or `None` if it waits (queued).
-    pub fn request(&mut self, req: GetRequest) -> Option<(usize, KvsMsg)> {
+    pub fn request(&mut self, req: GetRequest) -> Option<(NodeId, KvsMsg)> {
         match self.values.get(&req.key) {
             Some(h) => Some((req.origin, reply_to(&req, Some(h.value.clone())))),
             None if req.wait => {
@@ -161,11 +161,11 @@ struct Outstanding<W> {
 pub struct NodeStore<W> {
     job: JobId,
     design: KvsDesign,
-    me: usize,
+    me: NodeId,
     /// The node of each rank (for `srcid`).
-    node_of: Vec<usize>,
+    node_of: Vec<NodeId>,
     /// The job's nodes, sorted (for the owner hash).
-    nodes: Vec<usize>,
+    nodes: Vec<NodeId>,
     epoch: u64,
     fenced: FnvMap<String, String>,
     holder: Holder,
@@ -194,8 +194,8 @@ impl<W: Clone> NodeStore<W> {
     /// A store for `job` on node `me`; `node_of[r]` is rank r's node (empty:
     /// every rank is here). `preput` keys are visible at once (spawn's
     /// `PARENT_ROOT_PORT_NAME` must be readable before any fence).
-    pub fn new(job: JobId, design: KvsDesign, me: usize, node_of: Vec<usize>, preput: &[(String, String)]) -> Self {
-        let mut nodes: Vec<usize> = node_of.clone();
+    pub fn new(job: JobId, design: KvsDesign, me: NodeId, node_of: Vec<NodeId>, preput: &[(String, String)]) -> Self {
+        let mut nodes: Vec<NodeId> = node_of.clone();
         nodes.push(me);
         nodes.sort_unstable();
         nodes.dedup();
@@ -240,7 +240,7 @@ impl<W: Clone> NodeStore<W> {
         std::mem::take(&mut self.actions)
     }
 
-    fn owner_of(&self, key: &str) -> usize {
+    fn owner_of(&self, key: &str) -> NodeId {
         owner(key, &self.nodes).unwrap_or(self.me)
     }
 
@@ -358,7 +358,7 @@ impl<W: Clone> NodeStore<W> {
         self.lookup(key, false)
     }
 
-    fn route(&self, key: &str, source: Option<usize>, wait: bool) -> Route {
+    fn route(&self, key: &str, source: Option<NodeId>, wait: bool) -> Route {
         match (self.design, source) {
             // The source node holds its own puts from the moment they are
             // made, under every design: a waiting get naming it needs no fence.

@@ -38,7 +38,7 @@ pub use crate::run::{kvsname, signal_name, Settings};
 #[derive(Clone)]
 pub struct DaemonLink {
     pub via: mpsc::UnboundedSender<Down>,
-    pub node: usize,
+    pub node: NodeId,
     pub host: String,
 }
 
@@ -187,7 +187,7 @@ pub async fn drive_pool_timer(shared: SharedRef) {
 /// Hand each message from the daemons to the run owning its job. A lost node
 /// concerns every run (and `on_lost`, the boot server); when the daemons'
 /// stream ends, every run hears so.
-pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on_lost: Option<mpsc::UnboundedSender<(usize, String)>>) {
+pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on_lost: Option<mpsc::UnboundedSender<(NodeId, String)>>) {
     while let Some(envelope) = up.recv().await {
         let job = match &envelope {
             Up::From { msg, .. } => msg.job(),
@@ -206,7 +206,7 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
                     let _ = tx.send(envelope);
                 } else if let (Up::From { node, msg }, true) = (envelope, shared.tree.pool.holds(job)) {
                     // Served at once, in order: a run may claim it next.
-                    shared.with_pool(|pool, fx| pool.on_message(fx, NodeId(node), msg));
+                    shared.with_pool(|pool, fx| pool.on_message(fx, node, msg));
                 }
             }
             // Lost, trace lines: every run.
@@ -420,12 +420,12 @@ impl Controller {
         match envelope {
             Up::From { node, msg } => {
                 if let ToLauncher::Output { job, .. } = &msg {
-                    self.learn_place(*job, NodeId(node));
+                    self.learn_place(*job, node);
                 }
-                self.with_run(|run, fx| run.on_message(fx, NodeId(node), msg))
+                self.with_run(|run, fx| run.on_message(fx, node, msg))
             }
-            Up::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, NodeId(node), error)),
-            Up::ParentLost { node, error } => self.with_run(|run, fx| run.on_parent_lost(fx, NodeId(node), error)),
+            Up::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, node, error)),
+            Up::ParentLost { node, error } => self.with_run(|run, fx| run.on_parent_lost(fx, node, error)),
             Up::Ready { .. } | Up::Heartbeat => {}
         }
     }

@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, ReadBuf};
 
 use dpm_daemon::{serve_link, DaemonConfig, Uplink};
+use dpm_kvs::NodeId;
 use dpm_proto::auth::{Secret, SecretError};
 use dpm_proto::frame::{read_frame_limited, FrameError};
 
@@ -34,10 +35,10 @@ use crate::runtime::{block_on_local, raise_fd_limit};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The `dpm daemon` command line.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct DaemonArgs {
     /// The node index the launcher assigned.
-    pub node: usize,
+    pub node: NodeId,
     /// The node's name as the launcher knows it (unused: the daemon reports
     /// this host's real name, which the ranks can use).
     pub host: Option<String>,
@@ -68,7 +69,7 @@ pub fn daemon_command(args: DaemonArgs) -> Result<i32, Error> {
     })
 }
 
-async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
+async fn serve_stdio(config: DaemonConfig, node: NodeId, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
     let (mut stdin, stdout) = dpm_daemon::stdio::link();
     let secret = if secret_stdin { read_secret_frame(&mut stdin).await? } else { from_env?.ok_or(DaemonError::NoSecret)? };
     // Forked (the secret in the environment): the parent is this host's
@@ -83,7 +84,7 @@ async fn serve_stdio(config: DaemonConfig, node: usize, secret_stdin: bool, from
 /// such a daemon tries again (backing off) until [`CONNECT_TIMEOUT`] is up.
 /// A close after the launcher's hello is a real refusal (wrong node, node
 /// already in), said at once.
-async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
+async fn serve_tcp(config: DaemonConfig, node: NodeId, addr: &str, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
     let secret = from_env?.ok_or(DaemonError::NoSecretFile)?;
     let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
     let mut pause = Duration::from_millis(50);
@@ -108,7 +109,7 @@ async fn serve_tcp(config: DaemonConfig, node: usize, addr: &str, from_env: Resu
             _ => false,
         };
         if closed && !heard.get() && tokio::time::Instant::now() + pause < deadline {
-            tracing::info!(node, "the launcher at {addr} closed the connection before its hello (busy); trying again");
+            tracing::info!(node = node.0, "the launcher at {addr} closed the connection before its hello (busy); trying again");
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(1));
             continue;

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use dpm_daemon::LinkError;
+use dpm_kvs::NodeId;
 use dpm_proto::auth::{SecretError, SECRET_ENV, SECRET_FILE_ENV};
 use dpm_proto::frame::FrameError;
 
@@ -71,8 +72,8 @@ pub enum DaemonError {
     NoAnswer { addr: String, secs: u64 },
     /// The launcher hangs up without a word on a connection it refuses
     /// before the proofs (its log says why).
-    #[error("the launcher at {addr} closed the connection during the handshake: is node {node} already connected, or not a node of the run? (its log says)")]
-    Refused { addr: String, node: usize },
+    #[error("the launcher at {addr} closed the connection during the handshake: is {node} already connected, or not a node of the run? (its log says)")]
+    Refused { addr: String, node: NodeId },
     #[error(transparent)]
     Link(#[from] LinkError),
 }
@@ -98,8 +99,8 @@ pub enum Error {
     #[error("{0}")]
     Failed(String),
     /// `dpm daemon` could not serve its node: exit 1.
-    #[error("node {node}: {source}")]
-    Daemon { node: usize, source: DaemonError },
+    #[error("{node}: {source}")]
+    Daemon { node: NodeId, source: DaemonError },
     /// A signal while dpm itself waited (the manual bootstrap): 128 + N.
     #[error("{what} while waiting for the daemons")]
     Interrupted { what: &'static str, signal: i32 },

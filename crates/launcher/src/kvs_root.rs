@@ -19,20 +19,20 @@ use std::collections::{BTreeSet, HashMap};
 use dpm_kvs::design::owner;
 use dpm_kvs::remote::{KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, root_slot, split, RingGather, RingSegment};
-use dpm_kvs::{Holder, JobId, KeyValues, KvsDesign};
+use dpm_kvs::{Holder, JobId, KeyValues, KvsDesign, NodeId};
 use dpm_proto::tree::next_hop;
 use dpm_proto::ToDaemon;
 
 /// Messages for daemons, by node index.
-pub type Outbox = Vec<(usize, ToDaemon)>;
+pub type Outbox = Vec<(NodeId, ToDaemon)>;
 
 /// One job's state at the root (moved between runs with a kept job: `run::pool`).
 pub struct RootJob {
     design: KvsDesign,
     /// The job's daemons, sorted (for the owner hash).
-    nodes: Vec<usize>,
+    nodes: Vec<NodeId>,
     /// The top-level subtrees (by their root node) hosting ranks of the job.
-    parts: BTreeSet<usize>,
+    parts: BTreeSet<NodeId>,
     /// Every put that rode a fence up (`tree`, `direct`).
     store: Holder,
     rings: HashMap<u64, RingGather>,
@@ -50,7 +50,7 @@ impl KvsRoot {
     }
 
     /// A job starts on `daemons` (the nodes hosting its ranks).
-    pub fn add_job(&mut self, job: JobId, design: KvsDesign, daemons: &[usize]) {
+    pub fn add_job(&mut self, job: JobId, design: KvsDesign, daemons: &[NodeId]) {
         let parts = daemons.iter().filter_map(|&d| next_hop(None, d, self.fanout)).collect();
         let nodes = daemons.to_vec();
         self.jobs.insert(job, RootJob { design, nodes, parts, store: Holder::default(), rings: HashMap::new() });
@@ -110,17 +110,17 @@ impl KvsRoot {
     /// daemon to its children whose subtrees run the job, `kvs_node`), so
     /// the delta is written once per link instead of once per node and
     /// travels down the tree in parallel. `None` for a job not known here.
-    pub fn fence_targets(&self, job: JobId) -> Option<Vec<usize>> {
+    pub fn fence_targets(&self, job: JobId) -> Option<Vec<NodeId>> {
         self.jobs.get(&job).map(|j| j.parts.iter().copied().collect())
     }
 
     /// A subtree's stretch of ring `seq`; `from` is the node it came from.
-    pub fn ring_in(&mut self, job: JobId, from: usize, seq: u64, segment: RingSegment) -> Outbox {
+    pub fn ring_in(&mut self, job: JobId, from: NodeId, seq: u64, segment: RingSegment) -> Outbox {
         let Some(j) = self.jobs.get_mut(&job) else { return Vec::new() };
         let Some(part) = next_hop(None, from, self.fanout) else { return Vec::new() };
         let gather = j.rings.entry(seq).or_default();
         if !gather.add(part, segment) {
-            tracing::warn!(%job, seq, part, "a second ring entry from the same subtree ignored");
+            tracing::warn!(%job, seq, %part, "a second ring entry from the same subtree ignored");
         }
         if !gather.complete(&j.parts) {
             return Vec::new();
@@ -160,37 +160,41 @@ mod tests {
     use super::*;
     use dpm_kvs::remote::GetRequest;
 
+    fn ids(nodes: &[usize]) -> Vec<NodeId> {
+        nodes.iter().copied().map(NodeId).collect()
+    }
+
     #[test]
     fn tree_puts_stay_at_the_root_and_answer_waiting_gets() {
         let mut root = KvsRoot::new(2);
-        root.add_job(JobId(0), KvsDesign::Tree, &[0, 1, 2]);
-        let req = GetRequest { job: JobId(0), key: "k".into(), origin: 2, id: 7, epoch: 0, wait: true };
+        root.add_job(JobId(0), KvsDesign::Tree, &ids(&[0, 1, 2]));
+        let req = GetRequest { job: JobId(0), key: "k".into(), origin: NodeId(2), id: 7, epoch: 0, wait: true };
         assert!(root.route(KvsDest::Up, KvsMsg::Get(req)).is_empty(), "queued");
         let (broadcast, out) = root.fence_puts(JobId(0), 0, vec![("k".into(), "v".into())]);
         assert!(broadcast.is_empty());
-        assert!(matches!(&out[..], [(2, ToDaemon::Kvs(KvsMsg::Reply(r)))] if r.id == 7 && r.value.as_deref() == Some("v")));
+        assert!(matches!(&out[..], [(NodeId(2), ToDaemon::Kvs(KvsMsg::Reply(r)))] if r.id == 7 && r.value.as_deref() == Some("v")));
         // Allgather broadcasts instead, answering what waited for the put.
-        root.add_job(JobId(1), KvsDesign::Allgather, &[0, 1]);
-        let req = GetRequest { job: JobId(1), key: "a".into(), origin: 1, id: 3, epoch: 0, wait: true };
+        root.add_job(JobId(1), KvsDesign::Allgather, &ids(&[0, 1]));
+        let req = GetRequest { job: JobId(1), key: "a".into(), origin: NodeId(1), id: 3, epoch: 0, wait: true };
         assert!(root.route(KvsDest::Up, KvsMsg::Get(req)).is_empty(), "queued");
         let (broadcast, out) = root.fence_puts(JobId(1), 0, vec![("a".into(), "1".into())]);
         assert_eq!(broadcast.len(), 1);
-        assert!(matches!(&out[..], [(1, ToDaemon::Kvs(KvsMsg::Reply(r)))] if r.id == 3));
+        assert!(matches!(&out[..], [(NodeId(1), ToDaemon::Kvs(KvsMsg::Reply(r)))] if r.id == 3));
         // Auto also asks the owner, where a sparse put would be.
-        root.add_job(JobId(2), KvsDesign::Auto, &[0, 1]);
-        let req = GetRequest { job: JobId(2), key: "s".into(), origin: 1, id: 4, epoch: 0, wait: true };
+        root.add_job(JobId(2), KvsDesign::Auto, &ids(&[0, 1]));
+        let req = GetRequest { job: JobId(2), key: "s".into(), origin: NodeId(1), id: 4, epoch: 0, wait: true };
         let out = root.route(KvsDest::Up, KvsMsg::Get(req));
-        assert!(matches!(&out[..], [(n, ToDaemon::Kvs(KvsMsg::Get(r)))] if Some(*n) == owner("s", &[0, 1]) && r.id == 4));
+        assert!(matches!(&out[..], [(n, ToDaemon::Kvs(KvsMsg::Get(r)))] if Some(*n) == owner("s", &ids(&[0, 1])) && r.id == 4));
     }
 
     #[test]
     fn a_fence_completion_goes_to_the_top_of_each_subtree_running_the_job() {
         // Fan-out 2 over 4 nodes: subtrees {0, 2, 3} and {1}.
         let mut root = KvsRoot::new(2);
-        root.add_job(JobId(0), KvsDesign::Allgather, &[1, 2, 3]);
-        assert_eq!(root.fence_targets(JobId(0)), Some(vec![0, 1]), "node 0 passes it on to 2 and 3");
-        root.add_job(JobId(1), KvsDesign::Allgather, &[3]);
-        assert_eq!(root.fence_targets(JobId(1)), Some(vec![0]));
+        root.add_job(JobId(0), KvsDesign::Allgather, &ids(&[1, 2, 3]));
+        assert_eq!(root.fence_targets(JobId(0)), Some(ids(&[0, 1])), "node 0 passes it on to 2 and 3");
+        root.add_job(JobId(1), KvsDesign::Allgather, &ids(&[3]));
+        assert_eq!(root.fence_targets(JobId(1)), Some(ids(&[0])));
         assert_eq!(root.fence_targets(JobId(9)), None);
     }
 
@@ -198,14 +202,14 @@ mod tests {
     fn the_ring_closes_over_the_top_level_subtrees() {
         // Fan-out 2 over 4 nodes: subtrees {0, 2, 3} and {1}.
         let mut root = KvsRoot::new(2);
-        root.add_job(JobId(0), KvsDesign::Auto, &[0, 1, 2, 3]);
+        root.add_job(JobId(0), KvsDesign::Auto, &ids(&[0, 1, 2, 3]));
         let seg = |c: u32, f: &str, l: &str| RingSegment { count: c, first: f.into(), last: l.into() };
-        assert!(root.ring_in(JobId(0), 1, 0, seg(2, "e", "f")).is_empty());
-        let out = root.ring_in(JobId(0), 0, 0, seg(4, "a", "d"));
+        assert!(root.ring_in(JobId(0), NodeId(1), 0, seg(2, "e", "f")).is_empty());
+        let out = root.ring_in(JobId(0), NodeId(0), 0, seg(4, "a", "d"));
         let slots: Vec<(usize, u32, String, String)> = out
             .into_iter()
             .map(|(n, m)| match m {
-                ToDaemon::RingOut { slot, .. } => (n, slot.offset, slot.left, slot.right),
+                ToDaemon::RingOut { slot, .. } => (n.0, slot.offset, slot.left, slot.right),
                 other => panic!("{other:?}"),
             })
             .collect();

@@ -54,7 +54,7 @@ pub mod runtime;
 pub mod singleton;
 pub mod spawn;
 
-use dpm_kvs::Rank;
+use dpm_kvs::{NodeId, Rank};
 use dpm_proto::LaunchJob;
 
 use cli::{CliError, RunOptions};
@@ -138,7 +138,7 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
         }
     }
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
-    let node_of = node_table::fill(size as usize, &slots, config.job.ppn, config.job.map_by_node);
+    let node_of: Vec<NodeId> = node_table::fill(size as usize, &slots, config.job.ppn, config.job.map_by_node).into_iter().map(NodeId).collect();
 
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;

@@ -40,6 +40,7 @@ use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use dpm_daemon::links;
 use dpm_proto::link::{Down, Up};
 
+use dpm_kvs::NodeId;
 use dpm_proto::auth::{Secret, SECRET_FILE_ENV};
 use dpm_proto::frame::{answer_hello, authenticate, FrameError, Hello, Role, PROTOCOL_VERSION};
 
@@ -74,7 +75,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A daemon's authenticated connection, bridged.
 pub struct Connected {
-    pub node: usize,
+    pub node: NodeId,
     /// Messages for the daemon.
     pub down: mpsc::UnboundedSender<Down>,
     /// The task reading the link: ends when the daemon hangs up.
@@ -153,7 +154,7 @@ fn make_room(pending: &mut VecDeque<Pending>) -> bool {
 }
 
 /// A caller's handshake: its node, stream and hello, or why it was refused.
-type Handshake = Result<(usize, TcpStream, Hello), Refusal>;
+type Handshake = Result<(NodeId, TcpStream, Hello), Refusal>;
 async fn accept(
     listener: TcpListener,
     nodes: &[Node],
@@ -194,16 +195,16 @@ async fn accept(
                 }
             },
             Some(done) = handshakes.join_next() => match done {
-                Ok((_, Ok((node, stream, hello)))) if links[node].is_none() => {
+                Ok((_, Ok((node, stream, hello)))) if links[node.0].is_none() => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
-                    Console::Local.say(&format!("dpm: node {node} ({}) connected from {from} (host {})", nodes[node].host, hello.host));
+                    Console::Local.say(&format!("dpm: {node} ({}) connected from {from} (host {})", nodes[node.0].host, hello.host));
                     let (r, w) = stream.into_split();
                     let (down, reader) = links::bridge_link(node, r, w, None, || {}, up.clone());
-                    links[node] = Some(Connected { node, down, reader });
+                    links[node.0] = Some(Connected { node, down, reader });
                 }
                 Ok((_, Ok((node, stream, _)))) => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
-                    tracing::warn!("refused a connection from {from}: node {node} is already connected");
+                    tracing::warn!("refused a connection from {from}: {node} is already connected");
                 }
                 Ok((addr, Err(e))) => tracing::warn!("refused a connection from {addr}: {e}"),
                 // An evicted connection's task ends cancelled: said when evicted.
@@ -242,34 +243,34 @@ enum Refusal {
     Slow,
     #[error(transparent)]
     Frame(#[from] FrameError),
-    #[error("it claims node {node}, but this run has nodes 0 to {last}")]
-    NoSuchNode { node: usize, last: usize },
-    #[error("node {0} is already connected")]
-    Taken(usize),
-    #[error("node {node} (host {host}): {source}")]
-    Proof { node: usize, host: String, source: FrameError },
+    #[error("it claims {node}, but this run has nodes 0 to {last}")]
+    NoSuchNode { node: NodeId, last: usize },
+    #[error("{0} is already connected")]
+    Taken(NodeId),
+    #[error("{node} (host {host}): {source}")]
+    Proof { node: NodeId, host: String, source: FrameError },
     #[error(transparent)]
     Reunite(#[from] tokio::net::tcp::ReuniteError),
 }
 
-async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, me: &str, spoke: &Cell<bool>) -> Result<(usize, TcpStream, Hello), Refusal> {
+async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, me: &str, spoke: &Cell<bool>) -> Result<(NodeId, TcpStream, Hello), Refusal> {
     let _ = stream.set_nodelay(true);
     let (mut r, mut w) = stream.into_split();
-    let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: 0, host: me.to_string() };
+    let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: NodeId(0), host: me.to_string() };
     // A silent peer is dropped early; one that says a valid hello gets the
     // full handshake time and is no longer evicted for newcomers.
     let hello = tokio::time::timeout(HELLO_TIMEOUT, answer_hello(&mut r, &mut w, ours, Role::Daemon)).await.map_err(|_| Refusal::Silent)??;
     spoke.set(true);
     let node = hello.node;
     let n = taken.borrow().len();
-    if node >= n {
+    if node.0 >= n {
         return Err(Refusal::NoSuchNode { node, last: n - 1 });
     }
-    if taken.borrow()[node] {
+    if taken.borrow()[node.0] {
         return Err(Refusal::Taken(node));
     }
     authenticate(&mut r, &mut w, secret, Role::Launcher, node).await.map_err(|source| Refusal::Proof { node, host: hello.host.clone(), source })?;
-    taken.borrow_mut()[node] = true;
+    taken.borrow_mut()[node.0] = true;
     let stream = r.reunite(w)?;
     Ok((node, stream, hello))
 }

@@ -61,8 +61,8 @@ pub enum PlaceError {
     Full,
     #[error("spawning {size} processes would exceed the {slots} slots ({live} in use) and oversubscription is off")]
     OverUniverse { size: u32, slots: i64, live: i64 },
-    #[error("rank {rank} is placed on node {node}, but the tree has {nodes} nodes")]
-    NoSuchNode { rank: usize, node: usize, nodes: usize },
+    #[error("rank {rank} is placed on {node}, but the tree has {nodes} nodes")]
+    NoSuchNode { rank: usize, node: NodeId, nodes: usize },
 }
 
 impl PlaceError {
@@ -140,24 +140,24 @@ impl NodeTable {
 
     /// The node's parent in the tree (`None`: the launcher).
     pub fn parent(&self, node: NodeId) -> Option<NodeId> {
-        dpm_proto::tree::parent(node.0, self.fanout).map(NodeId)
+        dpm_proto::tree::parent(node, self.fanout)
     }
 
     pub fn children(&self, node: NodeId) -> Vec<NodeId> {
-        dpm_proto::tree::children(Some(node.0), self.len(), self.fanout).into_iter().map(NodeId).collect()
+        dpm_proto::tree::children(Some(node), self.len(), self.fanout)
     }
 
     /// The node and every node below it: what is lost with its link.
     pub fn subtree(&self, node: NodeId) -> Vec<NodeId> {
-        dpm_proto::tree::subtree(node.0, self.len(), self.fanout).into_iter().map(NodeId).collect()
+        dpm_proto::tree::subtree(node, self.len(), self.fanout)
     }
 
     /// Reserve a placement made elsewhere (rank `r` on `node_of[r]`).
-    pub fn reserve(&self, node_of: &[usize]) -> Result<Reservation, PlaceError> {
-        if let Some((rank, &node)) = node_of.iter().enumerate().find(|(_, &n)| n >= self.len()) {
+    pub fn reserve(&self, node_of: &[NodeId]) -> Result<Reservation, PlaceError> {
+        if let Some((rank, &node)) = node_of.iter().enumerate().find(|(_, n)| n.0 >= self.len()) {
             return Err(PlaceError::NoSuchNode { rank, node, nodes: self.len() });
         }
-        Ok(Reservation::new(self.load.clone(), node_of.iter().map(|&n| NodeId(n)).collect()))
+        Ok(Reservation::new(self.load.clone(), node_of.to_vec()))
     }
 
     /// A run's first job of `n` ranks (see [`fill`]).
@@ -303,7 +303,8 @@ impl Reservation {
         &self.node_of
     }
 
-    /// The node of each rank, as the messages carry it.
+    /// The node of each rank, as bare indices (for tables of them).
+    #[cfg(test)]
     pub fn node_indices(&self) -> Vec<usize> {
         self.node_of.iter().map(|n| n.0).collect()
     }
@@ -407,14 +408,14 @@ mod tests {
         drop(r);
         assert_eq!(t.loads(), vec![0, 0]);
         // A placement that cannot be reserved takes nothing.
-        assert_eq!(t.reserve(&[0, 5]).unwrap_err(), PlaceError::NoSuchNode { rank: 1, node: 5, nodes: 2 });
+        assert_eq!(t.reserve(&[0, 5].map(NodeId)).unwrap_err(), PlaceError::NoSuchNode { rank: 1, node: NodeId(5), nodes: 2 });
         assert_eq!(t.live(), 0);
     }
 
     #[test]
     fn a_booted_run_goes_into_free_slots_with_the_default_placement_only() {
         let t = table(&[2, 2, 2]);
-        let _busy = t.reserve(&[0, 0, 1]).unwrap();
+        let _busy = t.reserve(&[0, 0, 1].map(NodeId)).unwrap();
         assert_eq!(t.place_booted(3, None, false).node_indices(), vec![1, 2, 2]);
         assert_eq!(t.place_booted(3, Some(1), false).node_indices(), vec![0, 1, 2], "-ppn places as always");
         assert_eq!(t.place_booted(4, None, false).node_indices(), vec![0, 0, 1, 1], "does not fit: as a first job");
@@ -423,7 +424,7 @@ mod tests {
     #[test]
     fn spawns_go_to_the_most_free_allowed_node() {
         let t = table(&[2, 2, 2]);
-        let _busy = t.reserve(&[0, 0]).unwrap();
+        let _busy = t.reserve(&[0, 0].map(NodeId)).unwrap();
         let r = t.place_spawn(&[0, 0, 0], &[None], true, -1).unwrap();
         assert_eq!(r.node_indices(), vec![1, 2, 1]);
         drop(r);
@@ -435,7 +436,7 @@ mod tests {
     #[test]
     fn no_oversubscribe_refuses_full_nodes_and_the_universe() {
         let t = table(&[1, 1]);
-        let _busy = t.reserve(&[0]).unwrap();
+        let _busy = t.reserve(&[0].map(NodeId)).unwrap();
         assert_eq!(t.place_spawn(&[0], &[Some(vec![0])], false, -1).unwrap_err(), PlaceError::Full);
         assert_eq!(t.place_spawn(&[0, 0], &[None], false, 2).unwrap_err(), PlaceError::OverUniverse { size: 2, slots: 2, live: 1 });
         assert_eq!(t.live(), 1, "a refused spawn holds nothing");
@@ -445,7 +446,7 @@ mod tests {
     #[test]
     fn a_soft_spawn_takes_the_largest_allowed_count_that_fits() {
         let t = table(&[2, 2]);
-        let _busy = t.reserve(&[0]).unwrap();
+        let _busy = t.reserve(&[0].map(NodeId)).unwrap();
         // 3 slots free: of 1..=5 it starts 3, spread as a spawn of 3 would be.
         let (r, n) = t.place_spawn_soft(&[vec![5, 4, 3, 2, 1]], &[None], false, 4).unwrap();
         assert_eq!((r.node_indices(), n), (vec![1, 0, 1], vec![3]));

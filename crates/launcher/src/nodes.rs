@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use dpm_daemon::links;
+use dpm_kvs::NodeId;
 use dpm_proto::auth::Secret;
 use dpm_proto::link::Up;
 use dpm_proto::tree::{self, TreeSpec};
@@ -150,15 +151,15 @@ pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: us
         let (daemon_up_tx, mut daemon_up_rx) = mpsc::unbounded_channel();
         let config = dpm_daemon::DaemonConfig { host: nodes[0].host.clone(), trace };
         let handle = tokio::task::spawn_local(dpm_daemon::run(config, down_rx, daemon_up_tx));
-        let _ = up_tx.send(Up::Ready { node: 0, host: nodes[0].host.clone() });
+        let _ = up_tx.send(Up::Ready { node: NodeId(0), host: nodes[0].host.clone() });
         tokio::task::spawn_local(async move {
             while let Some(msg) = daemon_up_rx.recv().await {
-                if up_tx.send(Up::From { node: 0, msg }).is_err() {
+                if up_tx.send(Up::From { node: NodeId(0), msg }).is_err() {
                     return;
                 }
             }
         });
-        let links = vec![DaemonLink { via: down_tx, node: 0, host: nodes[0].host.clone() }];
+        let links = vec![DaemonLink { via: down_tx, node: NodeId(0), host: nodes[0].host.clone() }];
         return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle), tcp_links: Vec::new() });
     }
     if let Bootstrap::Manual(_) = bootstrap {
@@ -232,10 +233,10 @@ async fn start_tree(
     let deadline = tokio::time::Instant::now() + TREE_TIMEOUT;
     while ready.iter().any(|r| !r) {
         match tokio::time::timeout_at(deadline, up_rx.recv()).await {
-            Ok(Some(Up::Ready { node, .. })) if node < n => ready[node] = true,
+            Ok(Some(Up::Ready { node, .. })) if node.0 < n => ready[node.0] = true,
             Ok(Some(Up::Lost { node, error } | Up::ParentLost { node, error })) => {
-                let host = nodes.get(node).map_or("?", |h| h.host.as_str());
-                return Err(Error::failed(format!("node {node} ({host}): {error}")));
+                let host = nodes.get(node.0).map_or("?", |h| h.host.as_str());
+                return Err(Error::failed(format!("{node} ({host}): {error}")));
             }
             Ok(Some(other)) => early.push(other),
             Ok(None) => return Err(Error::failed("the daemon links closed while starting")),
@@ -252,7 +253,7 @@ async fn start_tree(
     // to the top-level child whose subtree holds d; the daemons on the way
     // pass them on.
     let mut node_links = Vec::with_capacity(n);
-    for (d, node) in nodes.iter().enumerate() {
+    for (d, node) in nodes.iter().enumerate().map(|(d, node)| (NodeId(d), node)) {
         let hop = tree::next_hop(None, d, spec.fanout).expect("every node is below the launcher");
         node_links.push(DaemonLink { via: top_links[&hop].clone(), node: d, host: node.host.clone() });
     }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use dpm_kvs::{JobId, KvsDesign, Rank};
+use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec};
 
 /// Why a program cannot be started; maps to the shell's exit codes.
@@ -224,7 +224,7 @@ impl PlannedJob {
 
     /// The job to launch with rank `r` on node `node_of[r]`: no parent, no
     /// preput keys, no stdin (callers set those that apply).
-    pub fn into_launch(self, job: JobId, kvsname: String, universe_size: i64, node_of: Vec<usize>, pmi_mode: PmiMode, kvs: KvsDesign) -> LaunchJob {
+    pub fn into_launch(self, job: JobId, kvsname: String, universe_size: i64, node_of: Vec<NodeId>, pmi_mode: PmiMode, kvs: KvsDesign) -> LaunchJob {
         LaunchJob {
             job,
             kvsname,
@@ -269,8 +269,8 @@ impl Default for PlannedJob {
 /// node 1 given `(vector,(1,1,2))` asks for a business card `bc--1` and
 /// aborts in `MPI_Init`); MPICH takes either. dpm itself places, routes
 /// and reports by the run-wide [`NodeId`](dpm_kvs::NodeId)s in `node_of`.
-pub fn job_node_numbers(node_of: &[usize]) -> Vec<u32> {
-    let mut seen: Vec<usize> = Vec::new();
+pub fn job_node_numbers(node_of: &[NodeId]) -> Vec<u32> {
+    let mut seen: Vec<NodeId> = Vec::new();
     node_of
         .iter()
         .map(|n| match seen.iter().position(|s| s == n) {
@@ -322,12 +322,12 @@ mod tests {
     #[test]
     fn a_job_numbers_its_own_nodes_from_0() {
         // A spawned job all on the run's node 1 (Intel MPI's case).
-        assert_eq!(process_mapping(&job_node_numbers(&[1, 1])), "(vector,(0,1,2))");
-        assert_eq!(job_node_numbers(&[3, 1, 3, 1]), [0, 1, 0, 1]);
-        assert_eq!(process_mapping(&job_node_numbers(&[2, 2, 3, 3])), "(vector,(0,2,2))");
-        assert_eq!(job_node_numbers(&[0, 0, 1]), [0, 0, 1], "the first job's numbers are unchanged");
-        let launch = PlannedJob::new().into_launch(JobId(2), "kvs".into(), -1, vec![1, 1], PmiMode::Fd, KvsDesign::default());
-        assert_eq!((launch.process_mapping.as_str(), launch.node_of.as_slice()), ("(vector,(0,1,2))", &[1usize, 1][..]), "dpm keeps its own node ids");
+        assert_eq!(process_mapping(&job_node_numbers(&[1, 1].map(NodeId))), "(vector,(0,1,2))");
+        assert_eq!(job_node_numbers(&[3, 1, 3, 1].map(NodeId)), [0, 1, 0, 1]);
+        assert_eq!(process_mapping(&job_node_numbers(&[2, 2, 3, 3].map(NodeId))), "(vector,(0,2,2))");
+        assert_eq!(job_node_numbers(&[0, 0, 1].map(NodeId)), [0, 0, 1], "the first job's numbers are unchanged");
+        let launch = PlannedJob::new().into_launch(JobId(2), "kvs".into(), -1, vec![NodeId(1), NodeId(1)], PmiMode::Fd, KvsDesign::default());
+        assert_eq!((launch.process_mapping.as_str(), launch.node_of.as_slice()), ("(vector,(0,1,2))", &[NodeId(1), NodeId(1)][..]), "dpm keeps its own node ids");
     }
 
     #[test]

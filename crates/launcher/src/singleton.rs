@@ -66,7 +66,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
                 apps: Vec::new(),
                 procs: Vec::new(),
                 kvs,
-                node_of: vec![0],
+                node_of: vec![dpm_kvs::NodeId(0)],
                 awaiting_claim: false,
                 report_parent_asks: false,
                 binding: Default::default(),

@@ -40,7 +40,7 @@ use std::collections::{HashMap, HashSet};
 use dpm_kvs::remote::{KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, RingSegment};
 use dpm_kvs::store::Lookup;
-use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeStore, Rank};
+use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeId, NodeStore, Rank};
 
 use crate::conn::{bind_refusal, Conn, Deferred, Queued};
 
@@ -91,9 +91,9 @@ pub struct JobSetup {
     /// Where the job's puts live and how gets find them.
     pub kvs: KvsDesign,
     /// This node's index in the daemon tree.
-    pub node: usize,
+    pub node: NodeId,
     /// The node of each rank of the job (index = rank; empty: all here).
-    pub node_of: Vec<usize>,
+    pub node_of: Vec<NodeId>,
 }
 
 /// Name-service operations, answered by the launcher.

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use dpm_kvs::{JobId, KvsDesign, Rank};
+use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 
 use crate::limits::{MAX_FRAME, MAX_LINE, MAX_SPAWN_ARGS, MAX_SPAWN_BLOCK, MAX_SPAWN_PROCS};
 use crate::reply::{KEYLEN_MAX, VALLEN_MAX};
@@ -114,7 +114,7 @@ fn job() -> JobSetup {
         spawner: None,
         preput: vec![],
         kvs: KvsDesign::Allgather,
-        node: 0,
+        node: NodeId(0),
         node_of: vec![],
     }
 }

@@ -129,6 +129,9 @@ pub struct Decoder {
     start: usize,
     /// `buf[start..start + scanned]` has no newline.
     scanned: usize,
+    /// Bytes the newline search has looked at, over the decoder's life: the
+    /// measure of its work (at most one look per byte fed).
+    searched: u64,
     /// After an over-long line: drop input up to its newline, so the
     /// stream stays in step.
     skip_line: bool,
@@ -180,6 +183,13 @@ impl Decoder {
         self.buf.extend_from_slice(data);
     }
 
+    /// Bytes the newline search has looked at so far. Each byte fed is
+    /// looked at no more than once, however the stream was cut into reads:
+    /// a count, not a clock, for the tests that hold the decoder linear.
+    pub fn bytes_searched(&self) -> u64 {
+        self.searched
+    }
+
     /// Bytes buffered and not yet consumed.
     pub fn buffered(&self) -> usize {
         self.buf.len() - self.start
@@ -200,8 +210,12 @@ impl Decoder {
     fn find_newline(&mut self) -> Option<usize> {
         let from = self.start + self.scanned;
         match self.buf[from..].iter().position(|&b| b == b'\n') {
-            Some(off) => Some(self.scanned + off),
+            Some(off) => {
+                self.searched += off as u64 + 1;
+                Some(self.scanned + off)
+            }
             None => {
+                self.searched += (self.buf.len() - from) as u64;
                 self.scanned = self.buf.len() - self.start;
                 None
             }

@@ -5,7 +5,7 @@
 
 use dpm_kvs::remote::{GetReply, KvsDest, KvsMsg, OwnerPut};
 use dpm_kvs::ring::{root_slot, RingSegment, RingSlot};
-use dpm_kvs::{Hint, JobId, KvsDesign, Rank};
+use dpm_kvs::{Hint, JobId, KvsDesign, NodeId, Rank};
 use dpm_pmi::limits::{EARLY_KVS_MAX, ENDED_JOBS_REMEMBERED};
 use dpm_pmi::reply::{encode, Reply};
 use dpm_pmi::wire::{parse_v2_body, Version};
@@ -77,8 +77,8 @@ fn setup(size: u32, design: KvsDesign, node: usize, node_of: Vec<usize>) -> JobS
         spawner: None,
         preput: vec![],
         kvs: design,
-        node,
-        node_of,
+        node: NodeId(node),
+        node_of: node_of.into_iter().map(NodeId).collect(),
     }
 }
 
@@ -183,13 +183,13 @@ fn a_waiting_get_on_the_node_is_answered_by_the_put() {
 fn a_remote_get_leaves_the_node_once_and_its_answer_serves_everyone() {
     // Dkvs over nodes 0 and 1: this is node 0, with ranks 0 and 1.
     let mut e = engine(4, KvsDesign::Dkvs, 0, vec![0, 0, 1, 1]);
-    let key = (0..).map(|i| format!("k{i}")).find(|k| dpm_kvs::design::owner(k, &[0, 1]) == Some(1)).unwrap();
+    let key = (0..).map(|i| format!("k{i}")).find(|k| dpm_kvs::design::owner(k, &[NodeId(0), NodeId(1)]) == Some(NodeId(1))).unwrap();
     e.on_bytes(ConnId(0), &frame(&format!("cmd=kvs-get;jobid=kvs_42_0;srcid=-1;key={key};")));
     e.on_bytes(ConnId(1), &frame(&format!("cmd=kvs-get;jobid=kvs_42_0;key={key};")));
     let effects = e.take_effects();
     let asks: Vec<_> = effects.iter().filter_map(|f| if let Effect::Kvs { to, msg: KvsMsg::Get(r) } = f { Some((*to, r.clone())) } else { None }).collect();
     assert_eq!(asks.len(), 1, "coalesced: {effects:?}");
-    assert_eq!(asks[0].0, KvsDest::Node(1), "asked of the owner");
+    assert_eq!(asks[0].0, KvsDest::Node(NodeId(1)), "asked of the owner");
     let req = &asks[0].1;
     e.kvs_msg(KvsMsg::Reply(GetReply { job: JobId(0), key: key.clone(), id: req.id, value: Some("v".into()), valid_through: 0 }));
     let effects = e.take_effects();
@@ -201,10 +201,10 @@ fn a_remote_get_leaves_the_node_once_and_its_answer_serves_everyone() {
 #[test]
 fn dkvs_enters_the_fence_only_once_the_owner_acknowledged() {
     let mut e = engine(2, KvsDesign::Dkvs, 0, vec![0, 1]);
-    let key = (0..).map(|i| format!("k{i}")).find(|k| dpm_kvs::design::owner(k, &[0, 1]) == Some(1)).unwrap();
+    let key = (0..).map(|i| format!("k{i}")).find(|k| dpm_kvs::design::owner(k, &[NodeId(0), NodeId(1)]) == Some(NodeId(1))).unwrap();
     e.on_bytes(ConnId(0), &frame(&format!("cmd=kvs-put;key={key};value=v;")));
     let effects = e.take_effects();
-    let id = effects.iter().find_map(|f| if let Effect::Kvs { to: KvsDest::Node(1), msg: KvsMsg::Put(p) } = f { Some(p.id) } else { None });
+    let id = effects.iter().find_map(|f| if let Effect::Kvs { to: KvsDest::Node(NodeId(1)), msg: KvsMsg::Put(p) } = f { Some(p.id) } else { None });
     let id = id.expect("the put goes to its owner");
     e.on_bytes(ConnId(0), &frame("cmd=kvs-fence;"));
     assert!(!e.take_effects().iter().any(|f| matches!(f, Effect::FenceIn { .. })), "not before the ack");
@@ -222,16 +222,16 @@ fn pmi1_gets_go_through_the_design_too() {
 
 /// A put for a key this node owns, from node 0, as an id-`id` [`KvsMsg::Put`].
 fn owner_put(key: &str, id: u64) -> KvsMsg {
-    KvsMsg::Put(OwnerPut { job: JobId(0), key: key.into(), value: format!("v{id}"), epoch: 0, origin: 0, id })
+    KvsMsg::Put(OwnerPut { job: JobId(0), key: key.into(), value: format!("v{id}"), epoch: 0, origin: NodeId(0), id })
 }
 
 fn acks(effects: &[Effect]) -> Vec<u64> {
-    effects.iter().filter_map(|f| if let Effect::Kvs { to: KvsDest::Node(0), msg: KvsMsg::PutAck { id, .. } } = f { Some(*id) } else { None }).collect()
+    effects.iter().filter_map(|f| if let Effect::Kvs { to: KvsDest::Node(NodeId(0)), msg: KvsMsg::PutAck { id, .. } } = f { Some(*id) } else { None }).collect()
 }
 
 /// A key node 1 owns under dkvs over nodes 0 and 1.
 fn owned_by_node_1() -> String {
-    (0..).map(|i| format!("k{i}")).find(|k| dpm_kvs::design::owner(k, &[0, 1]) == Some(1)).unwrap()
+    (0..).map(|i| format!("k{i}")).find(|k| dpm_kvs::design::owner(k, &[NodeId(0), NodeId(1)]) == Some(NodeId(1))).unwrap()
 }
 
 /// Node 0 of a tree starts its ranks and serves their puts before it reads

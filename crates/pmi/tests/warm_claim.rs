@@ -8,7 +8,7 @@ mod common;
 
 use common::{sent, setup};
 use dpm_kvs::remote::{GetReply, KvsMsg};
-use dpm_kvs::{JobId, KvsDesign, Rank};
+use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine};
 
 const PORT: (&str, &str) = ("PARENT_ROOT_PORT_NAME", "tag#0$connentry#0102$");
@@ -71,7 +71,7 @@ fn a_get_that_walks_up_and_misses_waits_for_the_claim() {
     let mut e = Engine::new(false);
     let mut s = setup(2);
     s.kvs = KvsDesign::Tree;
-    s.node_of = vec![0, 1];
+    s.node_of = vec![NodeId(0), NodeId(1)];
     s.local_ranks = vec![Rank(0)];
     e.add_job(s);
     e.await_claim(JobId(0));

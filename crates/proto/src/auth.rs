@@ -36,6 +36,7 @@
 //! client, a daemon of another run) off the links; links that cross an
 //! untrusted network still need one that is (ssh, a VPN).
 
+use dpm_kvs::NodeId;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -188,24 +189,24 @@ pub fn scrub_env() {
 
 /// The proof that `role`'s side knows `secret`, for the link of `node` whose
 /// launcher and daemon chose these nonces.
-pub fn proof(secret: &Secret, role: Role, node: usize, launcher_nonce: &Nonce, daemon_nonce: &Nonce) -> [u8; SECRET_LEN] {
+pub fn proof(secret: &Secret, role: Role, node: NodeId, launcher_nonce: &Nonce, daemon_nonce: &Nonce) -> [u8; SECRET_LEN] {
     mac(secret, role, node, launcher_nonce, daemon_nonce).finalize().into_bytes().into()
 }
 
 /// Check `claimed` against the proof `role`'s side should have made, in
 /// constant time.
-pub fn verify(secret: &Secret, role: Role, node: usize, launcher_nonce: &Nonce, daemon_nonce: &Nonce, claimed: &[u8]) -> bool {
+pub fn verify(secret: &Secret, role: Role, node: NodeId, launcher_nonce: &Nonce, daemon_nonce: &Nonce, claimed: &[u8]) -> bool {
     mac(secret, role, node, launcher_nonce, daemon_nonce).verify_slice(claimed).is_ok()
 }
 
-fn mac(secret: &Secret, role: Role, node: usize, launcher_nonce: &Nonce, daemon_nonce: &Nonce) -> Hmac<Sha256> {
+fn mac(secret: &Secret, role: Role, node: NodeId, launcher_nonce: &Nonce, daemon_nonce: &Nonce) -> Hmac<Sha256> {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&secret.0).expect("HMAC takes keys of any length");
     m.update(LABEL);
     m.update(match role {
         Role::Launcher => b"L",
         Role::Daemon => b"D",
     });
-    m.update(&(node as u64).to_be_bytes());
+    m.update(&(node.0 as u64).to_be_bytes());
     m.update(launcher_nonce);
     m.update(daemon_nonce);
     m
@@ -222,7 +223,7 @@ enum AuthFrame {
 /// Run the exchange on a link whose Hellos are done: `me` is this side's
 /// role, `node` the daemon's node number from its Hello. `Ok` only when both
 /// sides proved the secret.
-pub async fn authenticate<R, W>(r: &mut R, w: &mut W, secret: &Secret, me: Role, node: usize) -> Result<(), FrameError>
+pub async fn authenticate<R, W>(r: &mut R, w: &mut W, secret: &Secret, me: Role, node: NodeId) -> Result<(), FrameError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -310,7 +311,7 @@ mod tests {
     }
 
     /// Run both sides of the exchange over an in-memory pipe.
-    async fn exchange(launcher: &Secret, daemon: &Secret, node: usize) -> (Result<(), FrameError>, Result<(), FrameError>) {
+    async fn exchange(launcher: &Secret, daemon: &Secret, node: NodeId) -> (Result<(), FrameError>, Result<(), FrameError>) {
         let (a, b) = tokio::io::duplex(1 << 12);
         let (mut ar, mut aw) = tokio::io::split(a);
         let (mut br, mut bw) = tokio::io::split(b);
@@ -320,14 +321,14 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn the_same_secret_passes_both_ways() {
         let s = Secret::generate().unwrap();
-        let (l, d) = exchange(&s, &s.clone(), 3).await;
+        let (l, d) = exchange(&s, &s.clone(), NodeId(3)).await;
         l.unwrap();
         d.unwrap();
     }
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_wrong_secret_fails_on_both_sides() {
-        let (l, d) = exchange(&secret(1), &secret(2), 0).await;
+        let (l, d) = exchange(&secret(1), &secret(2), NodeId(0)).await;
         // Each side finds the other's proof wrong.
         assert!(matches!(l, Err(FrameError::PeerNotAuthenticated)), "{l:?}");
         assert!(matches!(d, Err(FrameError::PeerNotAuthenticated)), "{d:?}");
@@ -336,14 +337,14 @@ mod tests {
     #[test]
     fn a_proof_is_bound_to_the_secret_role_node_and_both_nonces() {
         let (s, ln, dn) = (secret(7), [1u8; 32], [2u8; 32]);
-        let p = proof(&s, Role::Daemon, 4, &ln, &dn);
-        assert!(verify(&s, Role::Daemon, 4, &ln, &dn, &p));
-        assert!(!verify(&secret(8), Role::Daemon, 4, &ln, &dn, &p), "another secret");
-        assert!(!verify(&s, Role::Launcher, 4, &ln, &dn, &p), "reflected as the other role");
-        assert!(!verify(&s, Role::Daemon, 5, &ln, &dn, &p), "another node");
-        assert!(!verify(&s, Role::Daemon, 4, &[9u8; 32], &dn, &p), "replayed against a fresh launcher nonce");
-        assert!(!verify(&s, Role::Daemon, 4, &ln, &[9u8; 32], &p), "another daemon nonce");
-        assert!(!verify(&s, Role::Daemon, 4, &ln, &dn, &p[..31]), "truncated");
+        let p = proof(&s, Role::Daemon, NodeId(4), &ln, &dn);
+        assert!(verify(&s, Role::Daemon, NodeId(4), &ln, &dn, &p));
+        assert!(!verify(&secret(8), Role::Daemon, NodeId(4), &ln, &dn, &p), "another secret");
+        assert!(!verify(&s, Role::Launcher, NodeId(4), &ln, &dn, &p), "reflected as the other role");
+        assert!(!verify(&s, Role::Daemon, NodeId(5), &ln, &dn, &p), "another node");
+        assert!(!verify(&s, Role::Daemon, NodeId(4), &[9u8; 32], &dn, &p), "replayed against a fresh launcher nonce");
+        assert!(!verify(&s, Role::Daemon, NodeId(4), &ln, &[9u8; 32], &p), "another daemon nonce");
+        assert!(!verify(&s, Role::Daemon, NodeId(4), &ln, &dn, &p[..31]), "truncated");
     }
 
     /// A peer that replays a daemon's frames recorded on an earlier link
@@ -353,7 +354,7 @@ mod tests {
         let s = secret(5);
         let old_launcher_nonce = [3u8; 32];
         let recorded_daemon_nonce = [4u8; 32];
-        let recorded = proof(&s, Role::Daemon, 0, &old_launcher_nonce, &recorded_daemon_nonce);
+        let recorded = proof(&s, Role::Daemon, NodeId(0), &old_launcher_nonce, &recorded_daemon_nonce);
 
         let (a, b) = tokio::io::duplex(1 << 12);
         let (mut ar, mut aw) = tokio::io::split(a);
@@ -367,7 +368,7 @@ mod tests {
             let verdict: AuthFrame = read_handshake_frame(&mut br).await.unwrap();
             verdict
         };
-        let (launcher, verdict) = tokio::join!(authenticate(&mut ar, &mut aw, &s, Role::Launcher, 0), replayer);
+        let (launcher, verdict) = tokio::join!(authenticate(&mut ar, &mut aw, &s, Role::Launcher, NodeId(0)), replayer);
         assert!(matches!(launcher, Err(FrameError::PeerNotAuthenticated)), "{launcher:?}");
         assert!(matches!(verdict, AuthFrame::Verdict { accepted: false }));
     }
@@ -378,7 +379,7 @@ mod tests {
         let (mut ar, mut aw) = tokio::io::split(a);
         let (_br, mut bw) = tokio::io::split(b);
         tokio::io::AsyncWriteExt::write_all(&mut bw, b"\0\0\0\x05hello").await.unwrap();
-        let r = authenticate(&mut ar, &mut aw, &secret(1), Role::Launcher, 0).await;
+        let r = authenticate(&mut ar, &mut aw, &secret(1), Role::Launcher, NodeId(0)).await;
         assert!(matches!(r, Err(FrameError::DecodeHandshake(_))), "{r:?}");
     }
 

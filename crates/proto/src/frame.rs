@@ -22,6 +22,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use dpm_kvs::NodeId;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -130,7 +131,7 @@ pub struct Hello {
     pub protocol: u32,
     pub role: Role,
     /// The node index the launcher gave the daemon (echoed back by the daemon).
-    pub node: usize,
+    pub node: NodeId,
     /// The sender's host name.
     pub host: String,
 }
@@ -301,7 +302,7 @@ mod tests {
         let old = br#"{"protocol":3,"role":"Daemon","node":2,"host":"old"}"#;
         b.write_all(&(old.len() as u32).to_be_bytes()).await.unwrap();
         b.write_all(old).await.unwrap();
-        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: 0, host: "l".into() };
+        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: NodeId(0), host: "l".into() };
         let r = answer_hello(&mut ar, &mut aw, ours, Role::Daemon).await;
         assert!(matches!(r, Err(FrameError::Handshake { theirs: 3, role: Role::Daemon, .. })), "{r:?}");
     }
@@ -311,7 +312,7 @@ mod tests {
         let (a, b) = tokio::io::duplex(1 << 16);
         let (mut ar, mut aw) = tokio::io::split(a);
         let (mut br, mut bw) = tokio::io::split(b);
-        let hello = |role, protocol| Hello { protocol, role, node: 0, host: "h".into() };
+        let hello = |role, protocol| Hello { protocol, role, node: NodeId(0), host: "h".into() };
         let secret = &Secret::from_bytes([1; 32]);
         // Each side owns its ends, so a side that gives up closes the link.
         let (left, right) =
@@ -332,15 +333,15 @@ mod tests {
         let (mut br, mut bw) = tokio::io::split(b);
         let secret = Secret::generate().unwrap();
         let launcher = async {
-            let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: usize::MAX, host: "l".into() };
+            let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: NodeId(usize::MAX), host: "l".into() };
             let theirs = answer_hello(&mut ar, &mut aw, ours, Role::Daemon).await?;
             authenticate(&mut ar, &mut aw, &secret, Role::Launcher, theirs.node).await?;
             Ok::<_, FrameError>(theirs.node)
         };
-        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Daemon, node: 5, host: "d".into() };
+        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Daemon, node: NodeId(5), host: "d".into() };
         let (l, d) = tokio::join!(launcher, handshake(&mut br, &mut bw, ours, Role::Launcher, &secret));
-        assert_eq!(l.unwrap(), 5);
-        assert_eq!(d.unwrap().node, 5, "the launcher's hello names the caller's node");
+        assert_eq!(l.unwrap(), NodeId(5));
+        assert_eq!(d.unwrap().node, NodeId(5), "the launcher's hello names the caller's node");
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -348,7 +349,7 @@ mod tests {
         let (a, mut b) = tokio::io::duplex(1 << 16);
         let (mut ar, mut aw) = tokio::io::split(a);
         b.write_all(&(100_000_000u32).to_be_bytes()).await.unwrap();
-        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: 0, host: "l".into() };
+        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: NodeId(0), host: "l".into() };
         let r = answer_hello(&mut ar, &mut aw, ours, Role::Daemon).await;
         assert!(matches!(r, Err(FrameError::TooLong(100_000_000, HANDSHAKE_MAX_FRAME))), "{r:?}");
     }

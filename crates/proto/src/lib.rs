@@ -23,7 +23,7 @@ pub mod tree;
 
 use dpm_kvs::remote::{KvsDest, KvsMsg};
 use dpm_kvs::ring::{RingSegment, RingSlot};
-use dpm_kvs::{JobId, KeyValues, KvsDesign, Rank};
+use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeId, Rank};
 use serde::{Deserialize, Serialize};
 
 /// Output flow control: a node stops reading a job's processes' pipes while
@@ -99,7 +99,7 @@ pub struct LaunchJob {
     /// The node of each rank of the job (index = rank): where `srcid` points,
     /// and the job's daemons among which keys are hashed to owners.
     #[serde(default)]
-    pub node_of: Vec<usize>,
+    pub node_of: Vec<NodeId>,
     /// A warm spawn's pooled job, started before any spawn asked for it: a
     /// get of a key that is not there waits (instead of failing) until
     /// [`ToDaemon::Claim`] brings the spawn's preputs.
@@ -202,7 +202,7 @@ pub struct JobMap {
     pub job: JobId,
     pub kvsname: String,
     /// The node of each rank (index = rank).
-    pub node_of: Vec<usize>,
+    pub node_of: Vec<NodeId>,
     /// The app of each rank.
     pub appnums: Vec<i64>,
     pub universe_size: i64,

@@ -19,6 +19,7 @@ use std::marker::PhantomData;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use dpm_kvs::NodeId;
 use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -30,7 +31,7 @@ use crate::{ToDaemon, ToLauncher};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Down {
     /// For the daemon of `node`: daemons on the way pass it down by next hop.
-    To { node: usize, msg: ToDaemon },
+    To { node: NodeId, msg: ToDaemon },
     /// Sent once, right after the handshake, to a daemon that has children in
     /// the tree: every node of the run, and how to start daemons.
     Tree(TreeSpec),
@@ -52,18 +53,18 @@ pub enum Down {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Up {
     /// From the daemon of `node`, passed up the tree.
-    From { node: usize, msg: ToLauncher },
+    From { node: NodeId, msg: ToLauncher },
     /// The daemon of `node` is up; `host` is its node's name.
-    Ready { node: usize, host: String },
+    Ready { node: NodeId, host: String },
     /// The link to the daemon of `node` broke (daemon killed, host lost,
     /// silent too long), or its subtree could not be started; reported by
     /// the side that saw it.
-    Lost { node: usize, error: String },
+    Lost { node: NodeId, error: String },
     /// The daemon of `node` took its parent (the launcher, or the daemon
     /// above it) for lost — silent, or its process stopped — and ends its
     /// ranks: its last word up, read when the parent runs again (a
     /// launcher stopped with SIGSTOP learns that it was the one silent).
-    ParentLost { node: usize, error: String },
+    ParentLost { node: NodeId, error: String },
     /// Sent on an idle link so that silence means a lost node.
     Heartbeat,
 }
@@ -142,9 +143,24 @@ mod tests {
         let (br, _bw) = tokio::io::split(b);
         let mut down: FrameSender<_, Down> = FrameSender::new(aw);
         let mut from_parent: FrameReceiver<_, Down> = FrameReceiver::new(br);
-        down.send(&Down::To { node: 3, msg: ToDaemon::Forget { job: JobId(2) } }).await.unwrap();
+        down.send(&Down::To { node: NodeId(3), msg: ToDaemon::Forget { job: JobId(2) } }).await.unwrap();
         let got = from_parent.recv().await.unwrap();
-        assert!(matches!(got, Down::To { node: 3, msg: ToDaemon::Forget { job: JobId(2) } }));
+        assert!(matches!(got, Down::To { node: NodeId(3), msg: ToDaemon::Forget { job: JobId(2) } }));
+    }
+
+    #[test]
+    fn a_node_id_is_the_bare_index_on_the_wire() {
+        // The frames as they were when envelopes carried a plain `usize`:
+        // variant index, then the node as a varint (300 = 0xac 0x02).
+        let up = postcard::to_allocvec(&Up::Ready { node: NodeId(300), host: "h".into() }).unwrap();
+        assert_eq!(up, [1, 0xac, 0x02, 1, b'h']);
+        let back: Up = postcard::from_bytes(&up).unwrap();
+        assert!(matches!(back, Up::Ready { node: NodeId(300), .. }));
+        let legacy = postcard::to_allocvec(&(1u8, 300usize, "h")).unwrap();
+        assert_eq!(up, legacy);
+        // The handshake's JSON has the number alone.
+        assert_eq!(serde_json::to_string(&NodeId(7)).unwrap(), "7");
+        assert_eq!(serde_json::from_str::<NodeId>("7").unwrap(), NodeId(7));
     }
 
     #[test]

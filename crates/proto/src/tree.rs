@@ -5,6 +5,7 @@
 //! children are nodes `(i + 1) * k ..= (i + 1) * k + k - 1`. Every daemon gets
 //! the whole node list and computes its part; nothing else describes the tree.
 
+use dpm_kvs::NodeId;
 use serde::{Deserialize, Serialize};
 
 /// How a daemon starts its children.
@@ -32,22 +33,22 @@ pub struct TreeSpec {
 }
 
 /// The direct children of `parent` (`None`: the launcher) among `n` nodes.
-pub fn children(parent: Option<usize>, n: usize, fanout: usize) -> Vec<usize> {
+pub fn children(parent: Option<NodeId>, n: usize, fanout: usize) -> Vec<NodeId> {
     let fanout = fanout.max(1);
-    let position = parent.map_or(0, |p| p + 1);
+    let position = parent.map_or(0, |p| p.0 + 1);
     let first = position * fanout; // node index of the first child
-    (first..(first + fanout).min(n)).collect()
+    (first..(first + fanout).min(n)).map(NodeId).collect()
 }
 
 /// The parent of node `i` (`None`: the launcher).
-pub fn parent(i: usize, fanout: usize) -> Option<usize> {
+pub fn parent(i: NodeId, fanout: usize) -> Option<NodeId> {
     let fanout = fanout.max(1);
-    let position = (i + 1 - 1) / fanout; // heap position of the parent
-    position.checked_sub(1)
+    let position = i.0 / fanout; // heap position of the parent (node i sits at i + 1)
+    position.checked_sub(1).map(NodeId)
 }
 
 /// Node `i` and everything below it.
-pub fn subtree(i: usize, n: usize, fanout: usize) -> Vec<usize> {
+pub fn subtree(i: NodeId, n: usize, fanout: usize) -> Vec<NodeId> {
     let mut out = vec![i];
     let mut next = 0;
     while next < out.len() {
@@ -59,7 +60,7 @@ pub fn subtree(i: usize, n: usize, fanout: usize) -> Vec<usize> {
 }
 
 /// The child of `from` (`None`: the launcher) whose subtree holds `node`.
-pub fn next_hop(from: Option<usize>, node: usize, fanout: usize) -> Option<usize> {
+pub fn next_hop(from: Option<NodeId>, node: NodeId, fanout: usize) -> Option<NodeId> {
     let mut hop = node;
     loop {
         let up = parent(hop, fanout);
@@ -74,27 +75,32 @@ pub fn next_hop(from: Option<usize>, node: usize, fanout: usize) -> Option<usize
 mod tests {
     use super::*;
 
+    fn ids(v: &[usize]) -> Vec<NodeId> {
+        v.iter().copied().map(NodeId).collect()
+    }
+
     #[test]
     fn binary_tree_of_seven() {
-        assert_eq!(children(None, 7, 2), vec![0, 1]);
-        assert_eq!(children(Some(0), 7, 2), vec![2, 3]);
-        assert_eq!(children(Some(1), 7, 2), vec![4, 5]);
-        assert_eq!(children(Some(2), 7, 2), vec![6]);
-        assert_eq!(children(Some(3), 7, 2), Vec::<usize>::new());
-        assert_eq!(parent(0, 2), None);
-        assert_eq!(parent(3, 2), Some(0));
-        assert_eq!(parent(6, 2), Some(2));
-        assert_eq!(subtree(0, 7, 2), vec![0, 2, 3, 6]);
-        assert_eq!(next_hop(None, 6, 2), Some(0));
-        assert_eq!(next_hop(Some(0), 6, 2), Some(2));
-        assert_eq!(next_hop(Some(2), 6, 2), Some(6));
-        assert_eq!(next_hop(Some(1), 6, 2), None);
+        let n = NodeId;
+        assert_eq!(children(None, 7, 2), ids(&[0, 1]));
+        assert_eq!(children(Some(n(0)), 7, 2), ids(&[2, 3]));
+        assert_eq!(children(Some(n(1)), 7, 2), ids(&[4, 5]));
+        assert_eq!(children(Some(n(2)), 7, 2), ids(&[6]));
+        assert_eq!(children(Some(n(3)), 7, 2), ids(&[]));
+        assert_eq!(parent(n(0), 2), None);
+        assert_eq!(parent(n(3), 2), Some(n(0)));
+        assert_eq!(parent(n(6), 2), Some(n(2)));
+        assert_eq!(subtree(n(0), 7, 2), ids(&[0, 2, 3, 6]));
+        assert_eq!(next_hop(None, n(6), 2), Some(n(0)));
+        assert_eq!(next_hop(Some(n(0)), n(6), 2), Some(n(2)));
+        assert_eq!(next_hop(Some(n(2)), n(6), 2), Some(n(6)));
+        assert_eq!(next_hop(Some(n(1)), n(6), 2), None);
     }
 
     #[test]
     fn flat_is_a_fanout_as_wide_as_the_nodes() {
-        assert_eq!(children(None, 4, 32), vec![0, 1, 2, 3]);
-        assert!((0..4).all(|i| parent(i, 32).is_none() && children(Some(i), 4, 32).is_empty()));
+        assert_eq!(children(None, 4, 32), ids(&[0, 1, 2, 3]));
+        assert!((0..4).map(NodeId).all(|i| parent(i, 32).is_none() && children(Some(i), 4, 32).is_empty()));
     }
 
     #[test]
@@ -102,14 +108,14 @@ mod tests {
         for fanout in 1..5 {
             let n = 23;
             let all = {
-                let mut v: Vec<usize> = children(None, n, fanout).into_iter().flat_map(|c| subtree(c, n, fanout)).collect();
+                let mut v: Vec<NodeId> = children(None, n, fanout).into_iter().flat_map(|c| subtree(c, n, fanout)).collect();
                 v.sort_unstable();
                 v
             };
-            assert_eq!(all, (0..n).collect::<Vec<_>>(), "fanout {fanout}");
-            for i in 0..n {
+            assert_eq!(all, (0..n).map(NodeId).collect::<Vec<_>>(), "fanout {fanout}");
+            for i in (0..n).map(NodeId) {
                 let p = parent(i, fanout);
-                assert!(children(p, n, fanout).contains(&i), "fanout {fanout} node {i}");
+                assert!(children(p, n, fanout).contains(&i), "fanout {fanout} {i}");
             }
         }
     }

@@ -82,12 +82,12 @@ impl Cluster {
 
     /// A message from the tree for the launcher: to the run if its job is
     /// routed there (or names no job), else to the pool if it holds it.
-    pub(super) fn up_to_launcher(&mut self, origin: usize, msg: ToLauncher) {
+    pub(super) fn up_to_launcher(&mut self, origin: NodeId, msg: ToLauncher) {
         match msg.job() {
             Some(job) if !self.routed.contains(&job) && self.run_fx.shared.pool.holds(job) => {
-                self.with_pool(|pool, fx| pool.on_message(fx, NodeId(origin), msg));
+                self.with_pool(|pool, fx| pool.on_message(fx, origin, msg));
             }
-            _ => self.with_run(|run, fx| run.on_message(fx, NodeId(origin), msg)),
+            _ => self.with_run(|run, fx| run.on_message(fx, origin, msg)),
         }
     }
 
@@ -140,9 +140,9 @@ impl Cluster {
         if let Some(job) = answer.filter(|j| !self.spawn_answers.contains(j)) {
             self.spawn_answers.push(job);
         }
-        let Some(top) = tree::next_hop(None, node.0, self.layout.fanout) else { return };
+        let Some(top) = tree::next_hop(None, node, self.layout.fanout) else { return };
         let at = self.frame_arrival(None, &msg);
-        self.schedule_at(at, Event::Down { node: top, to: node.0, msg });
+        self.schedule_at(at, Event::Down { node: top.0, to: node, msg });
     }
 
     pub(super) fn with_run(&mut self, call: impl FnOnce(&mut Run, &mut Recorder)) {

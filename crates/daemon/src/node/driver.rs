@@ -46,7 +46,7 @@ use crate::{cleaner, mpich_shm, ucx_shm, DaemonConfig};
 /// that lives as long as the daemon: ranks are started from it, and
 /// `PR_SET_PDEATHSIG` fires when the thread that started them exits.
 pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
-    let span = crate::node_span(0, &config.host);
+    let span = crate::node_span(dpm_kvs::NodeId(0), &config.host);
     serve(config, down, up).instrument(span).await
 }
 

@@ -6,7 +6,7 @@
 //! with the last local job that connected to it; `PMIX_TIMEOUT` on each
 //! kind of waiting request.
 
-use dpm_kvs::{JobId, Rank};
+use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_pmix::ffi::PMIX_ERR_TIMEOUT;
 use dpm_pmix::{Proc, PMIX_ERROR, PMIX_SUCCESS, RANK_WILDCARD};
 use dpm_proto::{CollectiveKind, JobMap, PmiMode, ToDaemon, ToLauncher};
@@ -76,7 +76,7 @@ fn a_connect_registers_the_other_job_and_a_two_job_fence_rides_the_collective() 
     let [ToLauncher::Connect { request, job: J, nspaces, kind: CollectiveKind::Connect, data, ranks, group: None }] = &up[..] else { panic!("{up:?}") };
     assert!(ranks.is_empty(), "every rank of each");
     assert_eq!((nspaces.clone(), data.is_empty()), (vec![NS.to_string(), OTHER.to_string()], true));
-    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1, 1, 2], appnums: vec![0; 3], universe_size: 4 };
+    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: [1, 1, 2].map(NodeId).to_vec(), appnums: vec![0; 3], universe_size: 4 };
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])), context_id: None });
     let specs = registered(&fx);
     let [spec] = &specs[..] else { panic!("{specs:?}") };
@@ -173,7 +173,7 @@ fn lookups_spawns_and_connects_past_their_timeout_are_answered_timeout_once() {
     let both = vec![(NS.to_string(), RANK_WILDCARD), (OTHER.to_string(), RANK_WILDCARD)];
     r.on_pmix(&mut fx, PmixEvent::Connect { procs: both, disconnect: false, timeout: None, req: PmixRequest(29) });
     let [ToLauncher::Connect { request, .. }] = &fx.take_up()[..] else { panic!() };
-    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1], appnums: vec![0], universe_size: 1 };
+    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![NodeId(1)], appnums: vec![0], universe_size: 1 };
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![])), context_id: None });
     assert_eq!(answers(&mut fx), vec![(PmixRequest(29), PmixAnswer::Status(PMIX_SUCCESS))]);
     r.on_pmix(&mut fx, PmixEvent::Lookup { nspace: NS.into(), keys: vec!["svc".into()], wait: true, timeout: Some(1), req: PmixRequest(30) });
@@ -232,7 +232,7 @@ fn a_group_construct_asking_for_a_context_id_is_the_launchers_collective() {
     // A namespace unknown here: every namespace goes as listed (the
     // launcher takes the local job's complete list as the whole job).
     assert_eq!(ranks, &vec![(NS.to_string(), vec![0, 1]), (OTHER.to_string(), vec![1])]);
-    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: vec![1, 1], appnums: vec![0; 2], universe_size: 4 };
+    let map = JobMap { job: JobId(4), kvsname: OTHER.into(), node_of: [1, 1].map(NodeId).to_vec(), appnums: vec![0; 2], universe_size: 4 };
     r.on_message(&mut fx, ToDaemon::ConnectDone { request: *request, result: Ok((vec![map], vec![1, 3, 4])), context_id: Some(7) });
     assert_eq!(registered(&fx).len(), 1, "the other member job is registered before the answer");
     let members = vec![(NS.to_string(), 0), (NS.to_string(), 1), (OTHER.to_string(), 1)];

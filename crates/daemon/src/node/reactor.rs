@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, PmiState};
-use dpm_proto::{ExitStatus, NameRequest, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
+use dpm_proto::{ExitStatus, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
 use super::output::OutputFlow;
 use super::{NodeEffects, StartError, Timer, DRAIN_GRACE};
@@ -49,8 +49,40 @@ impl Proc {
     }
 }
 
+/// The protocol front end that serves a job's processes, chosen once, from
+/// its launch's [`PmiMode`]: the PMI-1/2 engine, or the PMIx server's
+/// upcall layer (Open MPI 5). What the launcher says about a job goes to
+/// the job's front end and to no other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Frontend {
+    #[default]
+    Pmi,
+    Pmix,
+}
+
+impl Frontend {
+    fn of(mode: PmiMode) -> Self {
+        match mode {
+            PmiMode::Pmix => Frontend::Pmix,
+            _ => Frontend::Pmi,
+        }
+    }
+}
+
+/// Who asked the launcher a question ([`RequestId`]): the answer goes back
+/// to the same front end.
+#[derive(Clone, Copy, Debug)]
+enum Asker {
+    /// A PMI-1/2 connection (the engine answers it).
+    Pmi(ConnId),
+    /// The PMIx front end, which keeps the waiting upcall by request.
+    Pmix,
+}
+
 #[derive(Default)]
 struct JobProcs {
+    /// The front end serving its processes.
+    front: Frontend,
     /// Names the job's MPICH shared-memory segments (see [`crate::mpich_shm`]).
     kvsname: String,
     pgids: Vec<i32>,
@@ -115,7 +147,8 @@ pub struct NodeReactor {
     conns: HashMap<ConnId, JobId>,
     procs: HashMap<(JobId, Rank), Proc>,
     jobs: HashMap<JobId, JobProcs>,
-    requests: HashMap<RequestId, ConnId>,
+    /// Requests up to the launcher, by who asked.
+    requests: HashMap<RequestId, Asker>,
     /// Whole lines and the output window.
     output: OutputFlow,
     /// Group leaders started after their job ended, killed and waiting to be
@@ -156,28 +189,31 @@ impl NodeReactor {
     fn message(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: ToDaemon) {
         match msg {
             ToDaemon::Launch(job) => self.launch(fx, job),
-            ToDaemon::FenceDone { job, epoch, delta } if self.pmix.has(job) => self.pmix_fence_done(fx, job, epoch, &delta),
-            ToDaemon::FenceDone { job, epoch, delta } => self.engine.fence_done(job, epoch, delta),
+            ToDaemon::FenceDone { job, epoch, delta } => match self.front(job) {
+                Frontend::Pmi => self.engine.fence_done(job, epoch, delta),
+                Frontend::Pmix => self.pmix_fence_done(fx, job, epoch, &delta),
+            },
+            // Rings are PMI-2's (no PMIx call makes one).
             ToDaemon::RingOut { job, seq, slot } => self.engine.ring_out(job, seq, &slot),
-            ToDaemon::Kvs(msg) if self.pmix.has(msg.job()) => self.pmix_kvs(fx, msg),
-            ToDaemon::Kvs(msg) => self.engine.kvs_msg(msg),
-            ToDaemon::NameDone { request, result } if self.pmix.has_name_request(request) => self.pmix_name_done(fx, request, result),
-            ToDaemon::NameDone { request, result } => {
-                if let Some(conn) = self.requests.remove(&request) {
-                    self.engine.name_done(conn, result);
-                }
-            }
-            ToDaemon::SpawnDone { request, result, .. } if self.pmix.has_spawn_request(request) => self.pmix_spawn_done(fx, request, result),
-            ToDaemon::SpawnDone { request, result, errcodes } => {
-                if let Some(conn) = self.requests.remove(&request) {
-                    self.engine.spawn_done(conn, result.map(|jobid| dpm_pmi::Spawned { jobid, errcodes }));
-                }
-            }
-            ToDaemon::ConnectDone { request, result, context_id } => {
-                if self.pmix.has_connect_request(request) {
-                    self.pmix_connect_done(fx, request, result, context_id);
-                }
-            }
+            ToDaemon::Kvs(msg) => match self.front(msg.job()) {
+                Frontend::Pmi => self.engine.kvs_msg(msg),
+                Frontend::Pmix => self.pmix_kvs(fx, msg),
+            },
+            ToDaemon::NameDone { request, result } => match self.requests.remove(&request) {
+                Some(Asker::Pmi(conn)) => self.engine.name_done(conn, result),
+                Some(Asker::Pmix) => self.pmix_name_done(fx, request, result),
+                None => {}
+            },
+            ToDaemon::SpawnDone { request, result, errcodes } => match self.requests.remove(&request) {
+                Some(Asker::Pmi(conn)) => self.engine.spawn_done(conn, result.map(|jobid| dpm_pmi::Spawned { jobid, errcodes })),
+                Some(Asker::Pmix) => self.pmix_spawn_done(fx, request, result),
+                None => {}
+            },
+            // Connects are PMIx's (a PMI-1/2 client has no such request).
+            ToDaemon::ConnectDone { request, result, context_id } => match self.requests.remove(&request) {
+                Some(Asker::Pmix) => self.pmix_connect_done(fx, request, result, context_id),
+                Some(Asker::Pmi(_)) | None => {}
+            },
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),
             ToDaemon::Stdin { job, data } => {
                 let Some(j) = self.jobs.get_mut(&job) else { return };
@@ -296,6 +332,17 @@ impl NodeReactor {
         self.apply_engine(fx);
     }
 
+    /// The front end that serves `job`: its launch's, or for a job without
+    /// ranks here, PMIx's if a connect registered it (only PMIx jobs
+    /// connect), else the engine's (which drops what it does not know).
+    fn front(&self, job: JobId) -> Frontend {
+        match self.jobs.get(&job) {
+            Some(j) => j.front,
+            None if self.pmix.has(job) => Frontend::Pmix,
+            None => Frontend::Pmi,
+        }
+    }
+
     fn new_conn(&mut self) -> ConnId {
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
@@ -391,7 +438,7 @@ impl NodeReactor {
                 Effect::Kvs { to, msg } => fx.send_up(ToLauncher::Kvs { to, msg }),
                 Effect::Abort { job, rank, code, message } => fx.send_up(ToLauncher::Abort { job, rank, code, message }),
                 Effect::Name { conn, job, op } => {
-                    let request = self.new_request(conn);
+                    let request = self.new_request(Asker::Pmi(conn));
                     let op = match op {
                         dpm_pmi::NameOp::Publish { service, port } => NameRequest::Publish { service, port },
                         dpm_pmi::NameOp::Unpublish { service } => NameRequest::Unpublish { service },
@@ -402,7 +449,7 @@ impl NodeReactor {
                 Effect::ExportTopology => Self::start_export(fx),
                 Effect::ParentAsked { job, rank } => fx.send_up(ToLauncher::ParentAsked { job, rank }),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
-                    let request = self.new_request(conn);
+                    let request = self.new_request(Asker::Pmi(conn));
                     let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();
                     fx.send_up(ToLauncher::Spawn { request, job, rank, preput: spawn.preput, commands });
                 }
@@ -410,10 +457,11 @@ impl NodeReactor {
         }
     }
 
-    fn new_request(&mut self, conn: ConnId) -> RequestId {
+    /// A new request up to the launcher, answered to `asker`.
+    fn new_request(&mut self, asker: Asker) -> RequestId {
         let id = RequestId(self.next_request);
         self.next_request += 1;
-        self.requests.insert(id, conn);
+        self.requests.insert(id, asker);
         id
     }
 }

@@ -1,7 +1,7 @@
 //! The node reactor driven without a socket or a process: a recorder stands
 //! in for the world, fake processes speak PMI-1 by bytes.
 
-use dpm_kvs::{JobId, KvsDesign, Rank};
+use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_pmi::ConnId;
 use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, Stream, ToDaemon, ToLauncher};
 
@@ -32,7 +32,7 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         apps: vec![AppSpec { exe: "/bin/app".into(), argv: vec!["app".into(), "-x".into()], env: vec![("HOME".into(), "/h".into())], wdir: "/".into() }],
         procs: (0..local).map(|r| ProcSpec { rank: Rank(r), app: 0 }).collect(),
         kvs: KvsDesign::Allgather,
-        node_of: vec![0; size as usize],
+        node_of: vec![NodeId(0); size as usize],
         awaiting_claim: false,
         report_parent_asks: false,
         binding: Default::default(),

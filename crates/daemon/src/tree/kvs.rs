@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, split, RingGather, RingSegment, RingSlot};
 use dpm_kvs::store::Cached;
-use dpm_kvs::{JobId, KvsDesign};
+use dpm_kvs::{JobId, KvsDesign, NodeId};
 use dpm_proto::{ToDaemon, ToLauncher};
 
 use super::Router;
@@ -43,9 +43,9 @@ use super::TreeNode;
 #[derive(Debug)]
 pub(crate) enum Dispatch {
     /// To the parent, as coming from the node given.
-    Up(usize, ToLauncher),
+    Up(NodeId, ToLauncher),
     /// To a node of this subtree: this daemon's engine, or down the tree.
-    Down(usize, ToDaemon),
+    Down(NodeId, ToDaemon),
 }
 
 #[derive(Default)]
@@ -55,19 +55,19 @@ struct TreeJob {
     /// Rings being gathered, by number.
     rings: HashMap<u64, RingGather>,
     /// Rings sent up: the parts (contributor, stretch) to split the answer among.
-    sent: HashMap<u64, Vec<(usize, RingSegment)>>,
+    sent: HashMap<u64, Vec<(NodeId, RingSegment)>>,
     /// Waiting gets that walked up through here, by key.
     waiting: HashMap<String, Vec<GetRequest>>,
 }
 
 /// See the module documentation.
 pub(crate) struct TreeKvs {
-    me: usize,
+    me: NodeId,
     jobs: HashMap<JobId, TreeJob>,
 }
 
 impl TreeKvs {
-    pub(crate) fn new(me: usize) -> Self {
+    pub(crate) fn new(me: NodeId) -> Self {
         TreeKvs { me, jobs: HashMap::new() }
     }
 
@@ -104,7 +104,7 @@ impl TreeKvs {
     /// A message on its way up from `origin` (this node or one below): what
     /// to send where, and the message back if it still needs the usual
     /// handling (fence merging, or up as it is).
-    pub(crate) fn up(&mut self, router: &Router, origin: usize, msg: ToLauncher) -> (Vec<Dispatch>, Option<ToLauncher>) {
+    pub(crate) fn up(&mut self, router: &Router, origin: NodeId, msg: ToLauncher) -> (Vec<Dispatch>, Option<ToLauncher>) {
         match msg {
             ToLauncher::RingIn { job, seq, segment } => (self.ring_in(router, origin, job, seq, segment), None),
             ToLauncher::Kvs { to: KvsDest::Node(node), msg } if node == self.me || router.below(node) => (vec![Dispatch::Down(node, ToDaemon::Kvs(msg))], None),
@@ -141,7 +141,7 @@ impl TreeKvs {
         }
     }
 
-    fn ring_in(&mut self, router: &Router, origin: usize, job: JobId, seq: u64, segment: RingSegment) -> Vec<Dispatch> {
+    fn ring_in(&mut self, router: &Router, origin: NodeId, job: JobId, seq: u64, segment: RingSegment) -> Vec<Dispatch> {
         let expected = router.contributors(job);
         let from = router.hop(origin);
         if expected.is_empty() {
@@ -152,7 +152,7 @@ impl TreeKvs {
         let j = self.jobs.entry(job).or_default();
         let gather = j.rings.entry(seq).or_default();
         if !gather.add(from, segment) {
-            tracing::warn!(%job, seq, from, "a second ring entry from the same part ignored");
+            tracing::warn!(%job, seq, from = from.0, "a second ring entry from the same part ignored");
         }
         if !gather.complete(&expected) {
             return Vec::new();

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use dpm_kvs::{JobId, KeyValues};
+use dpm_kvs::{JobId, KeyValues, NodeId};
 use dpm_proto::{ToDaemon, ToLauncher};
 
 mod kvs;
@@ -31,9 +31,9 @@ use kvs::{Dispatch, TreeKvs};
 #[derive(Debug)]
 pub enum TreeAction {
     /// To the parent, as coming from node `origin` (`Up::From`).
-    Parent { origin: usize, msg: ToLauncher },
+    Parent { origin: NodeId, msg: ToLauncher },
     /// To the direct child `hop`, for node `node` below it (`Down::To`).
-    Child { hop: usize, node: usize, msg: ToDaemon },
+    Child { hop: NodeId, node: NodeId, msg: ToDaemon },
     /// To this node's own reactor.
     Own(ToDaemon),
 }
@@ -44,22 +44,22 @@ struct PartialFence {
     count: u32,
     puts: KeyValues,
     /// The contributors (this node, or a child) heard from.
-    seen: HashSet<usize>,
+    seen: HashSet<NodeId>,
 }
 
 /// Routing state of a daemon with children in the tree.
 pub(crate) struct Router {
-    me: usize,
+    me: NodeId,
     fanout: usize,
     /// The direct children linked.
-    children: BTreeSet<usize>,
+    children: BTreeSet<NodeId>,
     /// For each job, the nodes of this subtree that run its ranks (learnt from
     /// the launches passing through), so fence arrivals can be merged here.
-    job_nodes: HashMap<JobId, HashSet<usize>>,
+    job_nodes: HashMap<JobId, HashSet<NodeId>>,
 }
 
 impl Router {
-    fn observe(&mut self, to: usize, msg: &ToDaemon) {
+    fn observe(&mut self, to: NodeId, msg: &ToDaemon) {
         match msg {
             ToDaemon::Launch(l) if !l.procs.is_empty() => {
                 self.job_nodes.entry(l.job).or_default().insert(to);
@@ -72,7 +72,7 @@ impl Router {
     }
 
     /// Who speaks for `node` here: this daemon itself, or the child whose subtree holds it.
-    fn hop(&self, node: usize) -> usize {
+    fn hop(&self, node: NodeId) -> NodeId {
         if node == self.me {
             return node;
         }
@@ -80,26 +80,26 @@ impl Router {
     }
 
     /// Whether `node` lies below this daemon (in a linked child's subtree).
-    fn below(&self, node: usize) -> bool {
+    fn below(&self, node: NodeId) -> bool {
         node != self.me && dpm_proto::tree::next_hop(Some(self.me), node, self.fanout).is_some_and(|h| self.children.contains(&h))
     }
 
     /// Who contributes this subtree's part of a collective of `job`: this
     /// node if it runs ranks of the job, and each child whose subtree does.
-    fn contributors(&self, job: JobId) -> BTreeSet<usize> {
+    fn contributors(&self, job: JobId) -> BTreeSet<NodeId> {
         self.job_nodes.get(&job).map(|nodes| nodes.iter().map(|&n| self.hop(n)).collect()).unwrap_or_default()
     }
 
     /// `msg` towards `to`, through the linked child on the way.
-    fn forward(&self, to: usize, msg: ToDaemon, out: &mut Vec<TreeAction>) {
+    fn forward(&self, to: NodeId, msg: ToDaemon, out: &mut Vec<TreeAction>) {
         match dpm_proto::tree::next_hop(Some(self.me), to, self.fanout).filter(|h| self.children.contains(h)) {
             Some(hop) => out.push(TreeAction::Child { hop, node: to, msg }),
-            None => tracing::debug!(to, "a message for a node no longer linked below this one was dropped"),
+            None => tracing::debug!(%to, "a message for a node no longer linked below this one was dropped"),
         }
     }
 
     /// `msg` to this node's reactor, or down the tree towards `node`.
-    fn deliver(&self, node: usize, msg: ToDaemon, out: &mut Vec<TreeAction>) {
+    fn deliver(&self, node: NodeId, msg: ToDaemon, out: &mut Vec<TreeAction>) {
         if node == self.me {
             out.push(TreeAction::Own(msg));
         } else {
@@ -117,12 +117,12 @@ pub struct TreeNode {
 
 impl TreeNode {
     /// Node `me`, with no children linked yet.
-    pub fn new(me: usize) -> Self {
+    pub fn new(me: NodeId) -> Self {
         let router = Router { me, fanout: 1, children: BTreeSet::new(), job_nodes: HashMap::new() };
         TreeNode { router, fences: HashMap::new(), kvs: TreeKvs::new(me) }
     }
 
-    pub fn me(&self) -> usize {
+    pub fn me(&self) -> NodeId {
         self.router.me
     }
 
@@ -132,7 +132,7 @@ impl TreeNode {
     }
 
     /// The link to direct child `node` is up.
-    pub fn child_linked(&mut self, node: usize) {
+    pub fn child_linked(&mut self, node: NodeId) {
         self.router.children.insert(node);
     }
 
@@ -145,7 +145,7 @@ impl TreeNode {
     /// the tree description and shutdown are the link's business). Yields
     /// only [`TreeAction::Own`] and [`TreeAction::Child`]: nothing from above
     /// goes back up.
-    pub fn from_parent(&mut self, to: usize, msg: ToDaemon) -> Vec<TreeAction> {
+    pub fn from_parent(&mut self, to: NodeId, msg: ToDaemon) -> Vec<TreeAction> {
         let mut out = Vec::new();
         self.router.observe(to, &msg);
         if let ToDaemon::Forget { job } = msg {
@@ -165,7 +165,7 @@ impl TreeNode {
     /// A message addressed to `to` passing down: returned for the usual
     /// delivery, or `None` if it was handled here (a ring answer for this
     /// subtree, split and sent on).
-    fn pass_down(&mut self, to: usize, msg: ToDaemon, out: &mut Vec<TreeAction>) -> Option<ToDaemon> {
+    fn pass_down(&mut self, to: NodeId, msg: ToDaemon, out: &mut Vec<TreeAction>) -> Option<ToDaemon> {
         self.kvs.observe_down(&msg);
         let me = self.router.me;
         match msg {
@@ -195,7 +195,7 @@ impl TreeNode {
 
     /// A message on its way up from `origin`: this node's own reactor
     /// (`origin == me`) or a node below (as the child's link delivers it).
-    pub fn from_below(&mut self, origin: usize, msg: ToLauncher) -> Vec<TreeAction> {
+    pub fn from_below(&mut self, origin: NodeId, msg: ToLauncher) -> Vec<TreeAction> {
         let mut out = Vec::new();
         let (dispatch, rest) = self.kvs.up(&self.router, origin, msg);
         for d in dispatch {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use dpm_kvs::remote::{GetRequest, KvsDest, KvsMsg};
 use dpm_kvs::ring::{RingSegment, RingSlot};
-use dpm_kvs::{JobId, KvsDesign, Rank};
+use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_proto::{AppSpec, LaunchJob, PmiMode, ProcSpec, ToDaemon, ToLauncher};
 
 use super::{TreeAction, TreeNode};
@@ -27,7 +27,7 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
         apps: vec![AppSpec { exe: "a".into(), argv: vec![], env: vec![], wdir: "/".into() }],
         procs: vec![ProcSpec { rank: Rank(0), app: 0 }],
         kvs: design,
-        node_of: vec![0, 0, 2, 2, 3, 3],
+        node_of: [0, 0, 2, 2, 3, 3].map(NodeId).to_vec(),
         awaiting_claim: false,
         report_parent_asks: false,
         binding: Default::default(),
@@ -37,11 +37,11 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
 /// Node 0 of a fan-out-2 tree over 4 nodes (children 2 and 3), with the
 /// job on nodes 0, 2 and 3.
 fn node0(design: KvsDesign) -> TreeNode {
-    let mut t = TreeNode::new(0);
+    let mut t = TreeNode::new(NodeId(0));
     t.set_fanout(2);
-    t.child_linked(2);
-    t.child_linked(3);
-    for n in [0, 2, 3] {
+    t.child_linked(NodeId(2));
+    t.child_linked(NodeId(3));
+    for n in [0, 2, 3].map(NodeId) {
         t.from_parent(n, launch(J, design));
     }
     t
@@ -55,19 +55,19 @@ fn seg(c: u32, f: &str, l: &str) -> RingSegment {
 fn a_subtree_sends_one_ring_part_up_and_splits_the_answer() {
     let mut t = node0(KvsDesign::Auto);
     for (from, part) in [(3, seg(2, "e", "f")), (0, seg(2, "a", "b"))] {
-        let out = t.from_below(from, ToLauncher::RingIn { job: J, seq: 0, segment: part });
+        let out = t.from_below(NodeId(from), ToLauncher::RingIn { job: J, seq: 0, segment: part });
         assert!(out.is_empty(), "waits for node 2: {out:?}");
     }
-    let out = t.from_below(2, ToLauncher::RingIn { job: J, seq: 0, segment: seg(2, "c", "d") });
-    let [TreeAction::Parent { origin: 0, msg }] = &out[..] else { panic!("{out:?}") };
+    let out = t.from_below(NodeId(2), ToLauncher::RingIn { job: J, seq: 0, segment: seg(2, "c", "d") });
+    let [TreeAction::Parent { origin: NodeId(0), msg }] = &out[..] else { panic!("{out:?}") };
     assert!(matches!(msg, ToLauncher::RingIn { segment, .. } if *segment == seg(6, "a", "f")));
     // The root places the subtree at 4 in a ring of 8, between "z" and "y".
     let slot = RingSlot { offset: 4, left: "z".into(), right: "y".into() };
-    let got: Vec<(usize, u32, String, String)> = t
-        .from_parent(0, ToDaemon::RingOut { job: J, seq: 0, slot })
+    let got: Vec<(NodeId, u32, String, String)> = t
+        .from_parent(NodeId(0), ToDaemon::RingOut { job: J, seq: 0, slot })
         .into_iter()
         .map(|a| match a {
-            TreeAction::Own(ToDaemon::RingOut { slot, .. }) => (0, slot.offset, slot.left, slot.right),
+            TreeAction::Own(ToDaemon::RingOut { slot, .. }) => (NodeId(0), slot.offset, slot.left, slot.right),
             TreeAction::Child { hop, node, msg } if hop == node => match msg {
                 ToDaemon::RingOut { slot, .. } => (node, slot.offset, slot.left, slot.right),
                 other => panic!("{other:?}"),
@@ -76,7 +76,7 @@ fn a_subtree_sends_one_ring_part_up_and_splits_the_answer() {
         })
         .collect();
     let expected = [(0, 4, "z", "c"), (2, 6, "b", "e"), (3, 8, "d", "y")];
-    assert_eq!(got, expected.map(|(n, o, l, r)| (n, o, l.to_string(), r.to_string())));
+    assert_eq!(got, expected.map(|(n, o, l, r)| (NodeId(n), o, l.to_string(), r.to_string())));
 }
 
 /// Where each `FenceDone` went: the own node (`me`) or a child.
@@ -84,7 +84,7 @@ fn fence_done_targets(me: usize, out: &[TreeAction]) -> Vec<usize> {
     out.iter()
         .map(|a| match a {
             TreeAction::Own(ToDaemon::FenceDone { delta, .. }) if delta.len() == 1 => me,
-            TreeAction::Child { hop, node, msg } if hop == node && matches!(msg, ToDaemon::FenceDone { .. }) => *hop,
+            TreeAction::Child { hop, node, msg } if hop == node && matches!(msg, ToDaemon::FenceDone { .. }) => hop.0,
             other => panic!("{other:?}"),
         })
         .collect()
@@ -94,35 +94,35 @@ fn fence_done_targets(me: usize, out: &[TreeAction]) -> Vec<usize> {
 fn a_fence_completion_is_passed_to_each_child_subtree_running_the_job() {
     let mut t = node0(KvsDesign::Allgather);
     // Node 3 does not run the second job, nor does node 0.
-    t.from_parent(2, launch(JobId(1), KvsDesign::Allgather));
+    t.from_parent(NodeId(2), launch(JobId(1), KvsDesign::Allgather));
     let done = |job| ToDaemon::FenceDone { job, epoch: 4, delta: vec![("k".into(), "v".into())] };
-    let mut to = fence_done_targets(0, &t.from_parent(0, done(J)));
+    let mut to = fence_done_targets(0, &t.from_parent(NodeId(0), done(J)));
     to.sort();
     assert_eq!(to, [0, 2, 3], "one copy per child subtree, and node 0's own");
-    assert_eq!(fence_done_targets(0, &t.from_parent(0, done(JobId(1)))), [2]);
+    assert_eq!(fence_done_targets(0, &t.from_parent(NodeId(0), done(JobId(1)))), [2]);
     // A completion addressed to a node below passes through untouched.
-    assert_eq!(fence_done_targets(0, &t.from_parent(2, done(J))), [2]);
+    assert_eq!(fence_done_targets(0, &t.from_parent(NodeId(2), done(J))), [2]);
 }
 
 #[test]
 fn messages_for_the_subtree_go_down_and_the_rest_go_up() {
     let mut t = node0(KvsDesign::Dkvs);
-    let ack = |n| ToLauncher::Kvs { to: KvsDest::Node(n), msg: KvsMsg::PutAck { job: J, id: 1 } };
-    assert!(matches!(&t.from_below(2, ack(3))[..], [TreeAction::Child { hop: 3, node: 3, .. }]));
-    assert!(matches!(&t.from_below(2, ack(0))[..], [TreeAction::Own(ToDaemon::Kvs(_))]));
-    let out = t.from_below(2, ack(1));
-    assert!(matches!(&out[..], [TreeAction::Parent { origin: 2, .. }]), "node 1 is not below node 0: {out:?}");
+    let ack = |n| ToLauncher::Kvs { to: KvsDest::Node(NodeId(n)), msg: KvsMsg::PutAck { job: J, id: 1 } };
+    assert!(matches!(&t.from_below(NodeId(2), ack(3))[..], [TreeAction::Child { hop: NodeId(3), node: NodeId(3), .. }]));
+    assert!(matches!(&t.from_below(NodeId(2), ack(0))[..], [TreeAction::Own(ToDaemon::Kvs(_))]));
+    let out = t.from_below(NodeId(2), ack(1));
+    assert!(matches!(&out[..], [TreeAction::Parent { origin: NodeId(2), .. }]), "node 1 is not below node 0: {out:?}");
 }
 
 fn walk_up(key: &str, epoch: u64, wait: bool) -> ToLauncher {
-    let req = GetRequest { job: J, key: key.into(), origin: 3, id: 9, epoch, wait };
+    let req = GetRequest { job: J, key: key.into(), origin: NodeId(3), id: 9, epoch, wait };
     ToLauncher::Kvs { to: KvsDest::Up, msg: KvsMsg::Get(req) }
 }
 
 /// The value of the one KVS reply sent down to node 3.
 fn reply_to_3(out: &[TreeAction]) -> Option<(u64, Option<String>, u64)> {
     out.iter().find_map(|a| match a {
-        TreeAction::Child { hop: 3, node: 3, msg: ToDaemon::Kvs(KvsMsg::Reply(r)) } => Some((r.id, r.value.clone(), r.valid_through)),
+        TreeAction::Child { hop: NodeId(3), node: NodeId(3), msg: ToDaemon::Kvs(KvsMsg::Reply(r)) } => Some((r.id, r.value.clone(), r.valid_through)),
         _ => None,
     })
 }
@@ -131,48 +131,48 @@ fn reply_to_3(out: &[TreeAction]) -> Option<(u64, Option<String>, u64)> {
 fn puts_riding_up_answer_gets_walking_up_while_current() {
     let mut t = node0(KvsDesign::Tree);
     let fence = ToLauncher::FenceIn { job: J, epoch: 1, count: 2, puts: vec![("k".into(), "v".into())] };
-    assert!(t.from_below(2, fence).is_empty(), "the fence waits for nodes 0 and 3");
-    assert_eq!(reply_to_3(&t.from_below(3, walk_up("k", 2, false))), Some((9, Some("v".into()), 2)));
+    assert!(t.from_below(NodeId(2), fence).is_empty(), "the fence waits for nodes 0 and 3");
+    assert_eq!(reply_to_3(&t.from_below(NodeId(3), walk_up("k", 2, false))), Some((9, Some("v".into()), 2)));
     // Two fences later the copy may be stale: ask further up.
-    let out = t.from_below(3, walk_up("k", 3, false));
-    assert!(matches!(&out[..], [TreeAction::Parent { origin: 3, .. }]), "{out:?}");
+    let out = t.from_below(NodeId(3), walk_up("k", 3, false));
+    assert!(matches!(&out[..], [TreeAction::Parent { origin: NodeId(3), .. }]), "{out:?}");
 }
 
 #[test]
 fn a_waiting_get_walking_up_is_answered_by_a_put_riding_past() {
     let mut t = node0(KvsDesign::Allgather);
-    assert!(matches!(&t.from_below(3, walk_up("late", 0, true))[..], [TreeAction::Parent { .. }]), "passed on up");
+    assert!(matches!(&t.from_below(NodeId(3), walk_up("late", 0, true))[..], [TreeAction::Parent { .. }]), "passed on up");
     let fence = |key: &str, epoch| ToLauncher::FenceIn { job: J, epoch, count: 2, puts: vec![(key.into(), "here".into())] };
-    assert_eq!(reply_to_3(&t.from_below(2, fence("late", 0))), Some((9, Some("here".into()), 0)));
+    assert_eq!(reply_to_3(&t.from_below(NodeId(2), fence("late", 0))), Some((9, Some("here".into()), 0)));
     // Forgotten with the job.
-    t.from_below(3, walk_up("never", 1, true));
-    t.from_parent(0, ToDaemon::Forget { job: J });
-    assert_eq!(reply_to_3(&t.from_below(2, fence("never", 1))), None);
+    t.from_below(NodeId(3), walk_up("never", 1, true));
+    t.from_parent(NodeId(0), ToDaemon::Forget { job: J });
+    assert_eq!(reply_to_3(&t.from_below(NodeId(2), fence("never", 1))), None);
 }
 
 /// The daemons of nodes 0, 2, 3, 6 and 7 of a fan-out-2 tree over 8 nodes
 /// (0 → 2, 3; 2 → 6, 7), wired by a queue as their links would be.
 struct Subtree {
-    nodes: BTreeMap<usize, TreeNode>,
+    nodes: BTreeMap<NodeId, TreeNode>,
     /// What reached each node's own reactor.
-    own: Vec<(usize, ToDaemon)>,
+    own: Vec<(NodeId, ToDaemon)>,
     /// What node 0 sent to the launcher, with its node of origin.
-    launcher: Vec<(usize, ToLauncher)>,
+    launcher: Vec<(NodeId, ToLauncher)>,
 }
 
 enum Hop {
     /// At node `.0`, from its parent, for node `.1`.
-    Down(usize, usize, ToDaemon),
-    Up(usize, usize, ToLauncher),
+    Down(NodeId, NodeId, ToDaemon),
+    Up(NodeId, NodeId, ToLauncher),
 }
 
 impl Subtree {
     fn new() -> Self {
         let mut nodes = BTreeMap::new();
-        for n in [0, 2, 3, 6, 7] {
+        for n in [0, 2, 3, 6, 7].map(NodeId) {
             let mut t = TreeNode::new(n);
             t.set_fanout(2);
-            for c in dpm_proto::tree::children(Some(n), 8, 2).into_iter().filter(|c| [2, 3, 6, 7].contains(c)) {
+            for c in dpm_proto::tree::children(Some(n), 8, 2).into_iter().filter(|c| [2, 3, 6, 7].contains(&c.0)) {
                 t.child_linked(c);
             }
             nodes.insert(n, t);
@@ -180,7 +180,7 @@ impl Subtree {
         Subtree { nodes, own: Vec::new(), launcher: Vec::new() }
     }
 
-    fn parent_of(n: usize) -> Option<usize> {
+    fn parent_of(n: NodeId) -> Option<NodeId> {
         dpm_proto::tree::parent(n, 2)
     }
 
@@ -208,12 +208,12 @@ impl Subtree {
 
     /// The launcher sends `msg` for `node` to the top of its subtree.
     fn send(&mut self, node: usize, msg: ToDaemon) {
-        self.settle(Hop::Down(0, node, msg));
+        self.settle(Hop::Down(NodeId(0), NodeId(node), msg));
     }
 
     /// Node `n`'s own reactor sends `msg` up.
     fn report(&mut self, n: usize, msg: ToLauncher) {
-        self.settle(Hop::Up(n, n, msg));
+        self.settle(Hop::Up(NodeId(n), NodeId(n), msg));
     }
 }
 
@@ -223,14 +223,14 @@ fn routed_messages_reach_exactly_their_node_through_three_levels() {
     for n in [7, 3, 0, 6] {
         s.send(n, ToDaemon::Signal { job: J, signal: n as i32 });
     }
-    let got: Vec<(usize, i32)> = s.own.iter().map(|(n, m)| if let ToDaemon::Signal { signal, .. } = m { (*n, *signal) } else { panic!("{m:?}") }).collect();
+    let got: Vec<(usize, i32)> = s.own.iter().map(|(n, m)| if let ToDaemon::Signal { signal, .. } = m { (n.0, *signal) } else { panic!("{m:?}") }).collect();
     assert_eq!(got, [(7, 7), (3, 3), (0, 0), (6, 6)]);
     // Node 4 is under node 1, not here: dropped, not misdelivered.
     s.send(4, ToDaemon::Signal { job: J, signal: 4 });
     assert_eq!(s.own.len(), 4);
     // Messages from below go up as from their node of origin.
     s.report(6, ToLauncher::Abort { job: J, rank: Rank(5), code: 1, message: "x".into() });
-    assert!(matches!(&s.launcher[..], [(6, ToLauncher::Abort { .. })]));
+    assert!(matches!(&s.launcher[..], [(NodeId(6), ToLauncher::Abort { .. })]));
 }
 
 #[test]
@@ -246,7 +246,7 @@ fn a_fence_is_merged_per_subtree_and_its_completion_reaches_every_node_once() {
         let puts = vec![(format!("k{n}"), format!("v{i}"))];
         s.report(n, ToLauncher::FenceIn { job: J, epoch: 0, count: 1, puts });
     }
-    let [(0, msg)] = &s.launcher[..] else { panic!("{:?}", s.launcher) };
+    let [(NodeId(0), msg)] = &s.launcher[..] else { panic!("{:?}", s.launcher) };
     let ToLauncher::FenceIn { job: J, epoch: 0, count: 5, puts } = msg else { panic!("{msg:?}") };
     let mut keys: Vec<&str> = puts.iter().map(|(k, _)| k.as_str()).collect();
     keys.sort();
@@ -258,7 +258,7 @@ fn a_fence_is_merged_per_subtree_and_its_completion_reaches_every_node_once() {
         .map(|(n, m)| {
             if let ToDaemon::FenceDone { delta, .. } = m {
                 assert_eq!(delta.len(), 5);
-                *n
+                n.0
             } else {
                 panic!("{m:?}")
             }
@@ -279,18 +279,18 @@ fn a_job_on_one_node_of_a_child_subtree_passes_through_unmerged() {
     s.report(7, ToLauncher::FenceIn { job: J, epoch: 2, count: 1, puts: vec![] });
     assert!(s.launcher.is_empty());
     s.report(3, ToLauncher::FenceIn { job: J, epoch: 2, count: 1, puts: vec![] });
-    assert!(matches!(&s.launcher[..], [(0, ToLauncher::FenceIn { count: 2, .. })]));
+    assert!(matches!(&s.launcher[..], [(NodeId(0), ToLauncher::FenceIn { count: 2, .. })]));
 }
 
 #[test]
 fn a_forgotten_jobs_partial_fence_is_dropped() {
     let mut t = node0(KvsDesign::Allgather);
-    let arrive = |t: &mut TreeNode, from| t.from_below(from, ToLauncher::FenceIn { job: J, epoch: 5, count: 1, puts: vec![] });
+    let arrive = |t: &mut TreeNode, from| t.from_below(NodeId(from), ToLauncher::FenceIn { job: J, epoch: 5, count: 1, puts: vec![] });
     assert!(arrive(&mut t, 2).is_empty());
     // The job ends (its first Forget passes through here towards node 2).
-    t.from_parent(2, ToDaemon::Forget { job: J });
+    t.from_parent(NodeId(2), ToDaemon::Forget { job: J });
     assert!(arrive(&mut t, 0).is_empty());
     assert!(arrive(&mut t, 3).is_empty(), "node 2's arrival before the Forget no longer counts");
     let out = arrive(&mut t, 2);
-    assert!(matches!(&out[..], [TreeAction::Parent { origin: 0, msg: ToLauncher::FenceIn { count: 3, .. } }]), "{out:?}");
+    assert!(matches!(&out[..], [TreeAction::Parent { origin: NodeId(0), msg: ToLauncher::FenceIn { count: 3, .. } }]), "{out:?}");
 }

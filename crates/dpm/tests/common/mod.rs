@@ -22,6 +22,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::sync::mpsc::{self, Receiver};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -210,9 +211,10 @@ impl Dpm {
             })),
             _ => None,
         };
-        let stdout = collect(child.stdout.take().expect("stdout piped"));
-        let stderr = collect(child.stderr.take().expect("stderr piped"));
-        Running { child, args: self.args, marker: self.marker, watchdog: self.watchdog, started, stdout, stderr, stdin_writer }
+        let stdout_so_far = Arc::new(Mutex::new(Vec::new()));
+        let stdout = collect(child.stdout.take().expect("stdout piped"), stdout_so_far.clone());
+        let stderr = collect(child.stderr.take().expect("stderr piped"), Arc::default());
+        Running { child, args: self.args, marker: self.marker, watchdog: self.watchdog, started, stdout, stdout_so_far, stderr, stdin_writer }
     }
 
     /// Run dpm to the end, then check that none of its processes remain.
@@ -221,12 +223,21 @@ impl Dpm {
     }
 }
 
-fn collect<R: Read + Send + 'static>(mut pipe: R) -> Receiver<Vec<u8>> {
+/// Read `pipe` to its end in a thread: the whole of it comes on the
+/// receiver; what has come so far is in `so_far` meanwhile.
+fn collect<R: Read + Send + 'static>(mut pipe: R, so_far: Arc<Mutex<Vec<u8>>>) -> Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = pipe.read_to_end(&mut buf);
-        let _ = tx.send(buf);
+        let mut chunk = [0u8; 8192];
+        loop {
+            match pipe.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => so_far.lock().expect("output buffer").extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(std::mem::take(&mut *so_far.lock().expect("output buffer")));
     });
     rx
 }
@@ -239,6 +250,8 @@ pub struct Running {
     watchdog: Duration,
     started: Instant,
     stdout: Receiver<Vec<u8>>,
+    /// What dpm has written to stdout so far (while it runs).
+    stdout_so_far: Arc<Mutex<Vec<u8>>>,
     stderr: Receiver<Vec<u8>>,
     stdin_writer: Option<JoinHandle<()>>,
 }
@@ -274,6 +287,28 @@ impl Running {
             if Instant::now() > deadline {
                 self.kill_everything();
                 panic!("only {found} of {n} processes with marker {} started within 60 s: dpm {:?}", self.marker, self.args);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait until dpm has printed at least `n` stdout lines starting with
+    /// `prefix`, failing the test after 60 s (a hang guard) or if dpm exits
+    /// first.
+    pub fn wait_for_lines(&mut self, prefix: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let found = String::from_utf8_lossy(&self.stdout_so_far.lock().expect("output buffer")).lines().filter(|l| l.starts_with(prefix)).count();
+            if found >= n {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let out = self.finish_output(status);
+                panic!("dpm exited before printing {n} lines starting {prefix:?} (saw {found})\n{}", out.describe());
+            }
+            if Instant::now() > deadline {
+                self.kill_everything();
+                panic!("only {found} of {n} lines starting {prefix:?} within 60 s: dpm {:?}", self.args);
             }
             thread::sleep(Duration::from_millis(20));
         }

@@ -5,14 +5,18 @@ use super::*;
 
 const J: JobId = JobId(0);
 
+fn ids(nodes: &[usize]) -> Vec<NodeId> {
+    nodes.iter().copied().map(NodeId).collect()
+}
+
 fn kv(k: &str, v: &str) -> (String, String) {
     (k.to_string(), v.to_string())
 }
 
 /// Stores for nodes 0..n, ranks dealt two per node.
 fn cluster(design: KvsDesign, n: usize) -> Vec<NodeStore<u32>> {
-    let node_of: Vec<usize> = (0..2 * n).map(|r| r / 2).collect();
-    (0..n).map(|me| NodeStore::new(J, design, me, node_of.clone(), &[])).collect()
+    let node_of: Vec<NodeId> = (0..2 * n).map(|r| NodeId(r / 2)).collect();
+    (0..n).map(|me| NodeStore::new(J, design, NodeId(me), node_of.clone(), &[])).collect()
 }
 
 /// Answers to local waiters: (node, waiter, value).
@@ -30,7 +34,7 @@ fn settle(nodes: &mut [NodeStore<u32>]) -> (Answers, Vec<KvsMsg>) {
                 moved = true;
                 match a {
                     Action::Answer(w, v) => answers.push((i, w, v)),
-                    Action::Send(KvsDest::Node(to), msg) => nodes[to].on_msg(msg),
+                    Action::Send(KvsDest::Node(to), msg) => nodes[to.0].on_msg(msg),
                     Action::Send(KvsDest::Up, msg) => up.push(msg),
                 }
             }
@@ -65,7 +69,7 @@ fn allgather_keys_are_visible_after_the_fence_only() {
 fn dkvs_puts_are_acknowledged_before_the_fence_and_gets_ask_the_owner() {
     let mut nodes = cluster(KvsDesign::Dkvs, 4);
     // Find a key owned by node 3 and put it from node 0.
-    let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1, 2, 3]) == Some(3)).unwrap();
+    let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &ids(&[0, 1, 2, 3])) == Some(NodeId(3))).unwrap();
     nodes[0].put(key.clone(), "v".into(), None).unwrap();
     assert!(!nodes[0].fence_ready(), "the owner has not acknowledged yet");
     assert!(nodes[0].take_fence_puts().is_empty(), "dkvs fences carry no puts");
@@ -85,7 +89,7 @@ fn dkvs_puts_are_acknowledged_before_the_fence_and_gets_ask_the_owner() {
 #[test]
 fn identical_gets_from_one_node_are_coalesced() {
     let mut nodes = cluster(KvsDesign::Dkvs, 2);
-    let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(0)).unwrap();
+    let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &ids(&[0, 1])) == Some(NodeId(0))).unwrap();
     nodes[0].put(key.clone(), "v".into(), None).unwrap();
     fence_all(&mut nodes, &[]);
     for w in 0..3 {
@@ -116,13 +120,13 @@ fn a_waiting_get_is_answered_by_the_put_without_a_fence() {
 #[test]
 fn a_waiting_get_at_the_owner_is_answered_by_the_owner_put() {
     let mut nodes = cluster(KvsDesign::Dkvs, 3);
-    let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1, 2]) == Some(2)).unwrap();
+    let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &ids(&[0, 1, 2])) == Some(NodeId(2))).unwrap();
     assert_eq!(nodes[1].get(9, &key, None, true), Lookup::Pending);
     settle(&mut nodes);
     nodes[0].put(key.clone(), "v".into(), None).unwrap();
     assert_eq!(settle(&mut nodes).0, vec![(1, 9, Some("v".into()))]);
     // A plain get of a key nobody put is not found, and does not wait.
-    let nothing = (0..).map(|i| format!("none{i}")).find(|k| owner(k, &[0, 1, 2]) == Some(2)).unwrap();
+    let nothing = (0..).map(|i| format!("none{i}")).find(|k| owner(k, &ids(&[0, 1, 2])) == Some(NodeId(2))).unwrap();
     assert_eq!(nodes[1].get(10, &nothing, None, false), Lookup::Pending);
     assert_eq!(settle(&mut nodes).0, vec![(1, 10, None)]);
 }
@@ -130,7 +134,7 @@ fn a_waiting_get_at_the_owner_is_answered_by_the_owner_put() {
 #[test]
 fn local_waiters_are_woken_by_a_local_put_or_the_fence() {
     let answers = |node: &mut NodeStore<u32>| -> Vec<Action<u32>> { node.take_actions().into_iter().filter(|a| matches!(a, Action::Answer(..))).collect() };
-    let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, 0, vec![0, 0, 1], &[]);
+    let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, NodeId(0), ids(&[0, 0, 1]), &[]);
     assert_eq!(node.get(1, "x", None, true), Lookup::Pending);
     assert!(matches!(&node.take_actions()[..], [Action::Send(KvsDest::Up, KvsMsg::Get(r))] if r.wait), "walks up, waiting");
     node.put("x".into(), "local".into(), None).unwrap();
@@ -145,7 +149,7 @@ fn local_waiters_are_woken_by_a_local_put_or_the_fence() {
     assert!(answers(&mut node).is_empty());
     // The holder of a key answers from what it has, even an own put of
     // an old epoch (the source's value is the one asked for).
-    let mut src: NodeStore<u32> = NodeStore::new(J, KvsDesign::Direct, 0, vec![0, 1], &[]);
+    let mut src: NodeStore<u32> = NodeStore::new(J, KvsDesign::Direct, NodeId(0), ids(&[0, 1]), &[]);
     src.put("old".into(), "v".into(), None).unwrap();
     src.fence_done(vec![]);
     src.fence_done(vec![]);
@@ -160,7 +164,7 @@ fn local_waiters_are_woken_by_a_local_put_or_the_fence() {
 fn a_copy_from_an_earlier_fence_is_fetched_again_and_the_later_put_wins() {
     let mut nodes = cluster(KvsDesign::Auto, 2);
     // Owned by the source node, so node 1 holds no owner copy of it.
-    let k = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(0)).unwrap();
+    let k = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &ids(&[0, 1])) == Some(NodeId(0))).unwrap();
     let k = k.as_str();
     nodes[0].put(k.into(), "old".into(), Some(Hint::Sparse)).unwrap();
     settle(&mut nodes);
@@ -179,7 +183,7 @@ fn a_copy_from_an_earlier_fence_is_fetched_again_and_the_later_put_wins() {
 #[test]
 fn own_puts_are_served_locally_until_a_later_fence_could_have_overwritten_them() {
     let mut nodes = cluster(KvsDesign::Dkvs, 2);
-    let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &[0, 1]) == Some(1)).unwrap();
+    let key = (0..).map(|i| format!("k{i}")).find(|k| owner(k, &ids(&[0, 1])) == Some(NodeId(1))).unwrap();
     nodes[0].put(key.clone(), "mine".into(), None).unwrap();
     settle(&mut nodes);
     fence_all(&mut nodes, &[]);
@@ -200,7 +204,7 @@ fn tree_and_direct_without_srcid_walk_up_and_puts_ride_the_fence() {
         let (answers, up) = settle(&mut nodes);
         assert!(answers.is_empty());
         let KvsMsg::Get(req) = &up[0] else { panic!("{up:?}") };
-        assert_eq!((req.origin, req.epoch, req.wait), (1, 1, false), "{design}");
+        assert_eq!((req.origin, req.epoch, req.wait), (NodeId(1), 1, false), "{design}");
         nodes[1].on_msg(KvsMsg::Reply(GetReply { job: J, key: "k".into(), id: req.id, value: Some("v".into()), valid_through: 1 }));
         assert_eq!(nodes[1].take_actions(), vec![Action::Answer(1, Some("v".into()))]);
     }
@@ -215,7 +219,7 @@ fn tree_and_direct_without_srcid_walk_up_and_puts_ride_the_fence() {
 #[test]
 fn a_job_on_one_node_never_asks_anyone() {
     for design in [KvsDesign::Tree, KvsDesign::Dkvs, KvsDesign::Direct, KvsDesign::Auto] {
-        let mut node: NodeStore<u32> = NodeStore::new(J, design, 0, vec![0, 0], &[]);
+        let mut node: NodeStore<u32> = NodeStore::new(J, design, NodeId(0), ids(&[0, 0]), &[]);
         node.put("k".into(), "v".into(), Some(Hint::Sparse)).unwrap();
         for _ in 0..3 {
             node.fence_done(vec![]);
@@ -239,7 +243,7 @@ fn holders_keep_the_later_put() {
 #[test]
 fn a_key_put_in_a_loop_rides_the_fence_once_with_its_last_value() {
     for design in [KvsDesign::Allgather, KvsDesign::Tree, KvsDesign::Direct] {
-        let mut node: NodeStore<u32> = NodeStore::new(J, design, 0, vec![], &[]);
+        let mut node: NodeStore<u32> = NodeStore::new(J, design, NodeId(0), ids(&[]), &[]);
         for i in 0..10_000 {
             node.put("loop".into(), format!("v{i}"), None).unwrap();
         }
@@ -253,7 +257,7 @@ fn a_key_put_in_a_loop_rides_the_fence_once_with_its_last_value() {
 #[test]
 fn new_keys_beyond_the_node_bound_are_refused_and_replacements_still_work() {
     use crate::limits::MAX_NODE_KEYS;
-    let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, 0, vec![], &[]);
+    let mut node: NodeStore<u32> = NodeStore::new(J, KvsDesign::Allgather, NodeId(0), ids(&[]), &[]);
     for i in 0..MAX_NODE_KEYS {
         node.put(format!("k{i}"), "v".into(), None).unwrap();
     }

@@ -142,9 +142,9 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
                 break;
             }
             Some((node, error)) = lost_rx.recv() => {
-                let host = server.nodes.get(node).map_or("?", |n| n.host.as_str());
-                tracing::error!("node {node} ({host}) was lost: {error}; the boot ends");
-                lost = Some(format!("node {node} ({host}) of the boot was lost: {error}; the boot ends"));
+                let host = server.nodes.get(node.0).map_or("?", |n| n.host.as_str());
+                tracing::error!("{node} ({host}) was lost: {error}; the boot ends");
+                lost = Some(format!("{node} ({host}) of the boot was lost: {error}; the boot ends"));
                 break;
             }
             Some(Input::Signal(sig)) = inputs.recv() => {
@@ -389,7 +389,7 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
         // Other runs' processes hold slots: the placer puts a run that fits
         // into the free ones. The run reserves the placement when it launches.
-        let node_of = nodes.place_booted(submit.procs.len(), ppn, map_by_node).node_indices();
+        let node_of = nodes.place_booted(submit.procs.len(), ppn, map_by_node).node_of().to_vec();
         let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         LaunchJob { stdin_rank: Some(Rank(0)), binding: binding.clone(), ..launch }

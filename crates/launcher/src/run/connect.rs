@@ -186,7 +186,7 @@ impl Run {
         JobMap {
             job,
             kvsname: j.kvsname.clone(),
-            node_of: j.slots.node_of().iter().map(|n| n.0).collect(),
+            node_of: j.slots.node_of().to_vec(),
             appnums: j.appnums.clone(),
             universe_size: self.settings.universe_size,
         }

@@ -382,7 +382,7 @@ pub(super) fn serve_fence(
     // Under tree and direct the puts stay here instead of going down.
     let (puts, out) = kvs.fence_puts(job, epoch, puts);
     for (node, msg) in out {
-        send(NodeId(node), msg);
+        send(node, msg);
     }
     match j.fence.arrive(epoch, count, puts) {
         Ok(None) => {}
@@ -390,7 +390,7 @@ pub(super) fn serve_fence(
             tracing::debug!(%job, epoch = done.epoch, keys = done.delta.len(), "fence complete");
             // To the top of each subtree running the job; the daemons
             // pass it down (a job the KVS root does not know: to each node).
-            let targets = kvs.fence_targets(job).map_or_else(|| j.daemons.clone(), |t| t.into_iter().map(NodeId).collect());
+            let targets = kvs.fence_targets(job).unwrap_or_else(|| j.daemons.clone());
             if let Some((&last, rest)) = targets.split_last() {
                 for &d in rest {
                     send(d, ToDaemon::FenceDone { job, epoch: done.epoch, delta: done.delta.clone() });

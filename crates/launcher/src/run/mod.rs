@@ -196,8 +196,7 @@ impl Run {
             self.stdin_job = Some(launch.job);
         }
         let job = Job::new(launch, slots, spawn_request);
-        let indices: Vec<usize> = job.daemons.iter().map(|d| d.0).collect();
-        self.kvs.add_job(launch.job, launch.kvs, &indices);
+        self.kvs.add_job(launch.job, launch.kvs, &job.daemons);
         fx.route(launch.job, true);
         fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), launch.size));
         self.jobs.insert(launch.job, job);
@@ -209,9 +208,9 @@ impl Run {
     /// `node`'s index among `job`'s nodes, numbered from 0 in rank order (as
     /// in the job's `PMI_process_mapping`; Hydra's proxy id, `%p`).
     pub fn job_node_index(&self, job: JobId, node: NodeId) -> Option<usize> {
-        let node_of: Vec<usize> = self.jobs.get(&job)?.slots.node_of().iter().map(|n| n.0).collect();
-        let at = node_of.iter().position(|&n| n == node.0)?;
-        crate::plan::job_node_numbers(&node_of).get(at).map(|&i| i as usize)
+        let node_of = self.jobs.get(&job)?.slots.node_of();
+        let at = node_of.iter().position(|&n| n == node)?;
+        crate::plan::job_node_numbers(node_of).get(at).map(|&i| i as usize)
     }
 
     /// `--report-placement`: where the ranks of `job` run.
@@ -259,7 +258,7 @@ impl Run {
             ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(fx, job, rank, pid, status, pmi, at),
             ToLauncher::FenceIn { job, epoch, count, puts } => self.fence_in(fx, job, epoch, count, puts),
             ToLauncher::RingIn { job, seq, segment } => {
-                let out = self.kvs.ring_in(job, node.0, seq, segment);
+                let out = self.kvs.ring_in(job, node, seq, segment);
                 send_all(fx, out);
             }
             ToLauncher::Kvs { to, msg } => {
@@ -476,7 +475,7 @@ fn send_parts(launch: LaunchJob, node_of: &[NodeId], daemons: &[NodeId], send: &
 
 fn send_all(fx: &mut dyn RunEffects, out: crate::kvs_root::Outbox) {
     for (node, msg) in out {
-        fx.send(NodeId(node), msg);
+        fx.send(node, msg);
     }
 }
 

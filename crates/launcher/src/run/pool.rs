@@ -171,8 +171,7 @@ impl Pool {
     /// slots) and own it from now on.
     pub(super) fn launch(&mut self, fx: &mut dyn PoolEffects, maker: Maker, shape: Shape, launch: LaunchJob, state: Job) {
         let job = launch.job;
-        let indices: Vec<usize> = state.daemons.iter().map(|d| d.0).collect();
-        self.kvs.add_job(job, launch.kvs, &indices);
+        self.kvs.add_job(job, launch.kvs, &state.daemons);
         super::send_parts(launch, state.slots.node_of(), &state.daemons, &mut |d, m| fx.send(d, m));
         self.jobs.push((job, Pooled { shape, job: state, held: Vec::new(), held_bytes: 0, maker: Some(maker), since: 0 }));
     }
@@ -334,7 +333,7 @@ impl Pool {
             ToLauncher::FenceIn { epoch, count, puts, .. } => {
                 return super::jobs::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m))
             }
-            ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node.0, seq, segment)),
+            ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node, seq, segment)),
             ToLauncher::Kvs { to, msg } => return send_all(fx, self.kvs.route(to, msg)),
             ToLauncher::Output { rank, stream, data, .. } => {
                 if k.held_bytes + data.len() <= MAX_HELD_OUTPUT {
@@ -398,7 +397,7 @@ fn answer_unserved(fx: &mut dyn PoolEffects, node: NodeId, msg: ToLauncher) {
 
 fn send_all(fx: &mut dyn PoolEffects, out: crate::kvs_root::Outbox) {
     for (node, msg) in out {
-        fx.send(NodeId(node), msg);
+        fx.send(node, msg);
     }
 }
 

@@ -150,7 +150,7 @@ impl Run {
     ) -> LaunchJob {
         let (job, kvsname) = fx.shared().new_job_id();
         let design = self.kvs.design(parent).unwrap_or_default();
-        let job_plan = planned.into_launch(job, kvsname, self.settings.universe_size, slots.node_indices(), self.settings.pmi_mode, design);
+        let job_plan = planned.into_launch(job, kvsname, self.settings.universe_size, slots.node_of().to_vec(), self.settings.pmi_mode, design);
         LaunchJob { spawner: Some(parent_kvs), preput, binding: Box::new(self.settings.binding.clone()), ..job_plan }
     }
 }

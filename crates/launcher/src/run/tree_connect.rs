@@ -93,8 +93,8 @@ impl TreeConnects {
     /// The nodes hosting `job`'s ranks (all of them, or `some`).
     fn nodes_of(map: &JobMap, some: Option<&[u32]>) -> Vec<NodeId> {
         match some {
-            Some(ranks) => ranks.iter().map(|&r| NodeId(map.node_of[r as usize])).collect(),
-            None => map.node_of.iter().map(|&n| NodeId(n)).collect(),
+            Some(ranks) => ranks.iter().map(|&r| map.node_of[r as usize]).collect(),
+            None => map.node_of.clone(),
         }
     }
 
@@ -177,7 +177,7 @@ impl TreeConnects {
         let maps: Vec<&JobMap> = p.jobs.iter().filter_map(|j| self.map_of(*j)).collect();
         for (node, request, _) in p.arrived {
             let maps = match p.kind {
-                CollectiveKind::Connect | CollectiveKind::Group => maps.iter().filter(|m| !m.node_of.contains(&node.0)).map(|m| (*m).clone()).collect(),
+                CollectiveKind::Connect | CollectiveKind::Group => maps.iter().filter(|m| !m.node_of.contains(&node)).map(|m| (*m).clone()).collect(),
                 CollectiveKind::Disconnect | CollectiveKind::Fence => Vec::new(),
             };
             fx.send(node, ToDaemon::ConnectDone { request, result: Ok((maps, all.clone())), context_id });

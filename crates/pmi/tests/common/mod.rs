@@ -18,7 +18,7 @@ pub fn setup(size: u32) -> JobSetup {
         spawner: None,
         preput: vec![],
         kvs: KvsDesign::Allgather,
-        node: 0,
+        node: dpm_kvs::NodeId(0),
         node_of: vec![],
     }
 }

@@ -7,11 +7,11 @@
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use dpm_kvs::{JobId, Rank};
+use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_pmi::JobSetup;
 use dpm_proto::{LaunchJob, PmiMode, ToLauncher};
 
-use super::{JobProcs, Launching, NodeReactor, Proc};
+use super::{Frontend, JobProcs, Launching, NodeReactor, Proc};
 use crate::node::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, StartBy, StartError};
 
 impl NodeReactor {
@@ -29,7 +29,7 @@ impl NodeReactor {
             preput: spec.preput.clone(),
             kvs: spec.kvs,
             // A launch reaches only the daemons that host ranks of the job.
-            node: spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(0),
+            node: spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(NodeId(0)),
             node_of: spec.node_of.clone(),
         });
         if spec.awaiting_claim {
@@ -49,7 +49,7 @@ impl NodeReactor {
             self.export_topology_early(fx);
         }
         self.register_job(&spec);
-        let mut entry = JobProcs { kvsname: spec.kvsname.clone(), ..JobProcs::default() };
+        let mut entry = JobProcs { kvsname: spec.kvsname.clone(), front: Frontend::of(spec.pmi_mode), ..JobProcs::default() };
         if spec.pmi_mode == PmiMode::Port {
             match fx.open_pmi_port(job) {
                 Ok(port) => entry.port = Some(port),
@@ -75,7 +75,7 @@ impl NodeReactor {
         };
         let mut pmix_envs = match spec.pmi_mode {
             PmiMode::Pmix => {
-                let node = spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(0);
+                let node = spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(NodeId(0));
                 let places = spec.procs.iter().zip(&bound).map(|(p, b)| (p.rank.0, b.place.clone())).collect();
                 match self.pmix_register(fx, &spec, node, places) {
                     Ok(envs) => envs.into_iter(),
@@ -243,7 +243,7 @@ impl NodeReactor {
         }
         let mut proc = Proc::new(s.pid, s.pmi, true);
         // A PMIx rank has no connection here: its progress comes as upcalls.
-        proc.pmi_closed = self.pmix.has(job);
+        proc.pmi_closed = self.front(job) == Frontend::Pmix;
         if let Some(state) = self.pmix.take_early(job, rank.0) {
             proc.pmi = state;
         }

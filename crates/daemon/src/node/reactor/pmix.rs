@@ -30,12 +30,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use dpm_kvs::remote::{GetReply, GetRequest, KvsDest, KvsMsg};
-use dpm_kvs::{JobId, Rank};
+use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_pmi::PmiState;
 use dpm_pmix::{JobSpec, ProcPlace, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
 use dpm_proto::{CollectiveKind, LaunchJob, Stream, ToLauncher};
 
-use super::NodeReactor;
+use super::{Asker, NodeReactor};
 use crate::node::NodeEffects;
 
 mod connect;
@@ -126,9 +126,9 @@ struct PmixJob {
     /// This node's ranks (the namespace's registered clients here).
     ranks: Vec<u32>,
     /// This node's index among all nodes (the blob's key).
-    node: usize,
+    node: NodeId,
     /// The node of each rank.
-    node_of: Vec<usize>,
+    node_of: Vec<NodeId>,
     /// Progress the library reported for a rank of `ranks` before the
     /// rank's start was recorded (see [`NodeReactor::pmix_progress`]).
     early: HashMap<u32, PmiState>,
@@ -203,24 +203,12 @@ impl PmixFront {
     /// Where a direct modex for `rank` of `nspace` goes: the job, this
     /// node's index (the answer's address) and the rank's node, unless the
     /// rank is here or unknown.
-    fn rank_home(&self, nspace: &str, rank: u32) -> Option<(JobId, usize, usize)> {
+    fn rank_home(&self, nspace: &str, rank: u32) -> Option<(JobId, NodeId, NodeId)> {
         let (job, here, node_of) = match self.by_nspace.get(nspace).and_then(|job| self.jobs.get(job).map(|j| (*job, j))) {
             Some((job, j)) => (job, j.node, &j.node_of),
             None => self.foreign.get(nspace).map(|f| (f.map.job, f.node, &f.map.node_of))?,
         };
         node_of.get(rank as usize).filter(|&&n| n != here).map(|&owner| (job, here, owner))
-    }
-
-    pub(super) fn has_name_request(&self, request: dpm_proto::RequestId) -> bool {
-        self.names.contains_key(&request)
-    }
-
-    pub(super) fn has_spawn_request(&self, request: dpm_proto::RequestId) -> bool {
-        self.spawns.contains_key(&request)
-    }
-
-    pub(super) fn has_connect_request(&self, request: dpm_proto::RequestId) -> bool {
-        self.connects.contains_key(&request)
     }
 }
 
@@ -244,7 +232,7 @@ pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
 
 impl PmixFront {
     /// A PMIx job is launched here with these local ranks.
-    pub(super) fn add(&mut self, job: JobId, nspace: &str, node: usize, node_of: Vec<usize>, ranks: Vec<u32>) {
+    pub(super) fn add(&mut self, job: JobId, nspace: &str, node: NodeId, node_of: Vec<NodeId>, ranks: Vec<u32>) {
         self.by_nspace.insert(nspace.to_string(), job);
         self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, early: HashMap::new(), epoch: 0, fence: None, abandoned: false, server_lines: 0 });
     }
@@ -281,7 +269,7 @@ impl PmixFront {
             return Err(PMIX_ERROR);
         }
         j.fence = Some(req);
-        let puts = vec![(format!("{BLOB_KEY}{}", j.node), hex(data))];
+        let puts = vec![(format!("{BLOB_KEY}{}", j.node.0), hex(data))];
         Ok(ToLauncher::FenceIn { job, epoch: j.epoch, count: j.ranks.len() as u32, puts })
     }
 
@@ -345,7 +333,7 @@ impl NodeReactor {
             }
             PmixEvent::DirectModex { nspace, rank, req } => match self.pmix.rank_home(&nspace, rank) {
                 Some((job, origin, owner)) => {
-                    tracing::debug!(%job, rank, owner, "PMIx direct modex: asking the rank's node");
+                    tracing::debug!(%job, rank, owner = owner.0, "PMIx direct modex: asking the rank's node");
                     let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
                     fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(owner), msg: KvsMsg::Get(get) });
                 }
@@ -412,8 +400,7 @@ impl NodeReactor {
         let Some(&job) = self.pmix.by_nspace.get(nspace) else {
             return fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERROR, Vec::new()));
         };
-        let request = dpm_proto::RequestId(self.next_request);
-        self.next_request += 1;
+        let request = self.new_request(Asker::Pmix);
         self.pmix.names.insert(request, (req, key));
         fx.send_up(ToLauncher::Name { request, job, op });
     }
@@ -502,7 +489,7 @@ impl NodeReactor {
         &mut self,
         fx: &mut (impl NodeEffects + ?Sized),
         launch: &LaunchJob,
-        node: usize,
+        node: NodeId,
         places: BTreeMap<u32, ProcPlace>,
     ) -> Result<Vec<Vec<(String, String)>>, String> {
         let spec = JobSpec { places, ..job_spec(launch, node) };
@@ -534,7 +521,7 @@ mod tests {
     use super::*;
     use dpm_proto::{AppSpec, PmiMode, ProcSpec};
 
-    fn launch(node_of: Vec<usize>) -> LaunchJob {
+    fn launch(node_of: Vec<NodeId>) -> LaunchJob {
         let size = node_of.len() as u32;
         LaunchJob {
             job: JobId(3),
@@ -559,19 +546,19 @@ mod tests {
 
     #[test]
     fn the_namespace_has_every_node_in_node_order() {
-        let spec = job_spec(&launch(vec![2, 0, 2, 0]), 0);
+        let spec = job_spec(&launch([2, 0, 2, 0].map(NodeId).to_vec()), NodeId(0));
         let ranks: Vec<&[u32]> = spec.nodes.iter().map(|n| n.ranks.as_slice()).collect();
         assert_eq!(ranks, [&[1u32, 3][..], &[0, 2][..]]);
         assert_eq!((spec.this_node, spec.local_ranks()), (0, &[1u32, 3][..]));
         assert_eq!((spec.app_sizes.as_slice(), spec.universe_size, spec.nspace.as_str()), (&[4u32][..], 4, "kvs_1_2_3"));
-        assert_eq!(job_spec(&launch(vec![2, 0, 2, 0]), 2).this_node, 1);
+        assert_eq!(job_spec(&launch([2, 0, 2, 0].map(NodeId).to_vec()), NodeId(2)).this_node, 1);
         spec.validate().unwrap();
     }
 
     #[test]
     fn fence_blobs_travel_as_puts_and_come_back_in_node_order() {
         let mut front = PmixFront::default();
-        front.add(JobId(3), "ns", 1, vec![0, 0, 1, 1], vec![2, 3]);
+        front.add(JobId(3), "ns", NodeId(1), [0, 0, 1, 1].map(NodeId).to_vec(), vec![2, 3]);
         let wild = vec![("ns".to_string(), RANK_WILDCARD)];
         let up = front.fence_in(&wild, &[0xab, 0x01], PmixRequest(7)).unwrap();
         let ToLauncher::FenceIn { job, epoch, count, puts } = up else { panic!("{up:?}") };

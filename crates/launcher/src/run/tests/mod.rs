@@ -45,7 +45,7 @@ fn job(rec: &mut Recorder, node_of: &[usize]) -> LaunchJob {
     let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: Vec::new(), wdir: "/".into() };
     let mut planned = crate::plan::PlannedJob::new();
     planned.push_app(app, node_of.len() as u32);
-    LaunchJob { stdin_rank: Some(Rank(0)), ..planned.into_launch(id, kvsname, 4, node_of.to_vec(), PmiMode::Fd, Default::default()) }
+    LaunchJob { stdin_rank: Some(Rank(0)), ..planned.into_launch(id, kvsname, 4, node_of.iter().copied().map(NodeId).collect(), PmiMode::Fd, Default::default()) }
 }
 
 /// Launch a job and start its ranks (pid 100 + rank for job 0, 200 + rank for job 1…).
@@ -483,7 +483,7 @@ fn a_job_that_does_not_hold_together_is_refused_not_a_panic() {
             l.node_of.clear();
             l.appnums.clear();
         }),
-        ("nodes", |l| l.node_of[1] = 9),
+        ("nodes", |l| l.node_of[1] = NodeId(9)),
     ];
     for (what, spoil) in bad {
         let (mut run, mut rec) = fixture(&[2]);

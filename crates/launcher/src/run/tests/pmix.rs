@@ -51,7 +51,7 @@ fn a_connect_completes_when_every_node_of_every_job_has_called() {
             0 | 1 => assert_eq!((req, named), (10 + node.0 as u64 + 1, vec![b])),
             _ => {
                 assert_eq!((req, named), (10, vec![a]));
-                assert_eq!((maps[0].node_of.clone(), maps[0].appnums.clone(), maps[0].kvsname.clone()), (vec![0, 1], vec![0, 0], na.clone()));
+                assert_eq!((maps[0].node_of.clone(), maps[0].appnums.clone(), maps[0].kvsname.clone()), (vec![NodeId(0), NodeId(1)], vec![0, 0], na.clone()));
             }
         }
     }

@@ -39,7 +39,7 @@ fn answers(sent: &[(NodeId, ToDaemon)]) -> Vec<Answer> {
 }
 
 fn map(job: u32, node_of: &[usize]) -> JobMap {
-    JobMap { job: JobId(job), kvsname: format!("ns{job}"), node_of: node_of.to_vec(), appnums: vec![0; node_of.len()], universe_size: -1 }
+    JobMap { job: JobId(job), kvsname: format!("ns{job}"), node_of: node_of.iter().map(|&n| NodeId(n)).collect(), appnums: vec![0; node_of.len()], universe_size: -1 }
 }
 
 fn part(node: usize, request: u64, nspaces: &[&str], kind: CollectiveKind, data: &[u8]) -> Contribution {

@@ -14,11 +14,12 @@
 //! ranks of the namespaces that take part only in part; the answer is every
 //! participating node's blob in node order.
 
+use dpm_kvs::NodeId;
 use dpm_pmix::{PMIX_ERROR, PMIX_SUCCESS};
 use dpm_proto::{CollectiveKind, GroupSpec, JobMap, RequestId, ToLauncher};
 
 use super::{map_spec, GroupAnswer, PmixAnswer, PmixRequest};
-use crate::node::reactor::NodeReactor;
+use crate::node::reactor::{Asker, NodeReactor};
 use crate::node::NodeEffects;
 
 /// Another job's namespace registered here for a connect: its map, this
@@ -26,7 +27,7 @@ use crate::node::NodeEffects;
 #[derive(Debug)]
 pub(super) struct Foreign {
     pub(super) map: JobMap,
-    pub(super) node: usize,
+    pub(super) node: NodeId,
     users: Vec<dpm_kvs::JobId>,
 }
 
@@ -72,8 +73,7 @@ impl NodeReactor {
             tracing::warn!(?nspaces, "PMIx connect over no namespace of this node");
             return fx.pmix_answer(req, failed(kind, PMIX_ERROR));
         };
-        let request = RequestId(self.next_request);
-        self.next_request += 1;
+        let request = self.new_request(Asker::Pmix);
         let members = if group.is_some() { procs.to_vec() } else { Vec::new() };
         self.pmix.connects.insert(request, Connecting { req, kind, job, members });
         fx.send_up(ToLauncher::Connect { request, job, nspaces, kind, data, ranks, group });

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use dpm_kvs::NodeId;
 use dpm_pmix::{JobSpec, NodeRanks};
 use dpm_proto::{JobMap, LaunchJob};
 
@@ -13,7 +14,7 @@ use super::spawn::PARENT_RANK_KEY;
 /// in node order; this node's hostname and the directories are the driver's
 /// to fill in (the library compares with its own `gethostname`), the others
 /// are named `dpm-node<k>` (only distinctness matters to the library).
-pub fn job_spec(launch: &LaunchJob, node: usize) -> JobSpec {
+pub fn job_spec(launch: &LaunchJob, node: NodeId) -> JobSpec {
     let map = JobMap {
         job: launch.job,
         kvsname: launch.kvsname.clone(),
@@ -27,8 +28,8 @@ pub fn job_spec(launch: &LaunchJob, node: usize) -> JobSpec {
 /// The namespace of a job as `node` registers it (see [`job_spec`]); a node
 /// that hosts none of its ranks (a connect's other job) is an extra entry
 /// without ranks, last, so the other nodes keep their ids.
-pub(super) fn map_spec(map: &JobMap, size: u32, node: usize) -> JobSpec {
-    let mut nodes: Vec<(usize, Vec<u32>)> = Vec::new();
+pub(super) fn map_spec(map: &JobMap, size: u32, node: NodeId) -> JobSpec {
+    let mut nodes: Vec<(NodeId, Vec<u32>)> = Vec::new();
     for (rank, &n) in map.node_of.iter().enumerate() {
         match nodes.iter_mut().find(|(m, _)| *m == n) {
             Some((_, ranks)) => ranks.push(rank as u32),

@@ -16,7 +16,7 @@ use dpm_pmix::{PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS};
 use dpm_proto::{RequestId, SpawnCommand, ToLauncher};
 
 use super::{PmixAnswer, PmixRequest};
-use crate::node::reactor::NodeReactor;
+use crate::node::reactor::{Asker, NodeReactor};
 use crate::node::NodeEffects;
 
 /// The preput key that carries the spawning rank to the child's nodes.
@@ -133,8 +133,7 @@ impl NodeReactor {
             }
         };
         tracing::debug!(%nspace, rank, ?commands, "PMIx spawn");
-        let request = RequestId(self.next_request);
-        self.next_request += 1;
+        let request = self.new_request(Asker::Pmix);
         self.pmix.spawns.insert(request, req);
         let preput = vec![(PARENT_RANK_KEY.to_string(), rank.to_string())];
         fx.send_up(ToLauncher::Spawn { request, job, rank: Rank(rank), preput, commands });
