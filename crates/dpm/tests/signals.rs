@@ -45,7 +45,8 @@ fn ranks_ignoring_sigint_are_killed_after_the_grace() {
     // the rank itself): the run ends, nobody survived, and each rank had
     // noted the SIGINT before it died, so the SIGKILL did not come with it.
     let dir = TempDir::new("dpm-grace");
-    let script = format!("trap 'echo int >> {}/got-int.$$' INT; trap '' TERM; sleep 600 & while kill -0 $! 2>/dev/null; do wait; done; echo survived", dir.path_str());
+    let script =
+        format!("trap 'echo int >> {}/got-int.$$' INT; trap '' TERM; sleep 600 & while kill -0 $! 2>/dev/null; do wait; done; echo survived", dir.path_str());
     let args = ["--kill-grace", "1", "-n", "2", "/bin/sh", "-c", &script];
     let running = Dpm::run(args).spawn();
     common::wait_for_ranks(running.marker(), "sleep 600", 2);
@@ -66,7 +67,8 @@ fn second_sigint_kills_at_once() {
     // both ranks got the first, so dpm has taken the first, whatever the
     // load (two SIGINTs sent before dpm reads one would merge into one).
     let dir = TempDir::new("dpm-second-sigint");
-    let script = format!("trap 'touch {}/got-int.$$' INT; trap '' TERM; sleep 600 & while kill -0 $! 2>/dev/null; do wait; done; echo survived", dir.path_str());
+    let script =
+        format!("trap 'touch {}/got-int.$$' INT; trap '' TERM; sleep 600 & while kill -0 $! 2>/dev/null; do wait; done; echo survived", dir.path_str());
     let args = ["--kill-grace", "600", "-n", "2", "/bin/sh", "-c", &script];
     let running = Dpm::run(args).spawn();
     // Both `sleep`s run: each shell has its trap and its SIGINT-proof child

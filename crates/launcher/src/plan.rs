@@ -327,7 +327,11 @@ mod tests {
         assert_eq!(process_mapping(&job_node_numbers(&[2, 2, 3, 3].map(NodeId))), "(vector,(0,2,2))");
         assert_eq!(job_node_numbers(&[0, 0, 1].map(NodeId)), [0, 0, 1], "the first job's numbers are unchanged");
         let launch = PlannedJob::new().into_launch(JobId(2), "kvs".into(), -1, vec![NodeId(1), NodeId(1)], PmiMode::Fd, KvsDesign::default());
-        assert_eq!((launch.process_mapping.as_str(), launch.node_of.as_slice()), ("(vector,(0,1,2))", &[NodeId(1), NodeId(1)][..]), "dpm keeps its own node ids");
+        assert_eq!(
+            (launch.process_mapping.as_str(), launch.node_of.as_slice()),
+            ("(vector,(0,1,2))", &[NodeId(1), NodeId(1)][..]),
+            "dpm keeps its own node ids"
+        );
     }
 
     #[test]

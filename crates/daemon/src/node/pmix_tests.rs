@@ -309,7 +309,8 @@ fn the_server_librarys_own_lines_reach_the_jobs_run_bounded() {
     fx.take_up();
     let log = |text: &str| PmixEvent::Log { nspace: "pmix-server.42".into(), rank: 0, output: vec![(dpm_proto::Stream::Stderr, text.as_bytes().to_vec())] };
     r.on_pmix(&mut fx, log("first line\n\nsecond \u{1b}[31mline\n"));
-    let notes = |up: Vec<ToLauncher>| up.into_iter().filter_map(|m| if let ToLauncher::Note { job, line } = m { Some((job, line)) } else { None }).collect::<Vec<_>>();
+    let notes =
+        |up: Vec<ToLauncher>| up.into_iter().filter_map(|m| if let ToLauncher::Note { job, line } = m { Some((job, line)) } else { None }).collect::<Vec<_>>();
     let got = notes(fx.take_up());
     assert_eq!(got.len(), 2, "{got:?}");
     assert!(got.iter().all(|(job, line)| *job == J && line.starts_with("dpm: PMIx server on ")), "{got:?}");

@@ -385,7 +385,8 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     let universe_size = config::universe_size(config.job.universe_size, total, server.slots_known, submit.procs.len() as u32, config.job.no_oversubscribe);
     let spawn = config::spawn_context(submit.spawn_env.clone(), PathBuf::from(&submit.cwd), submit.host.clone(), &server.nodes);
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
-    let (ppn, map_by_node, pmi_mode, kvs, binding) = (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));
+    let (ppn, map_by_node, pmi_mode, kvs, binding) =
+        (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));
     let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
         // Other runs' processes hold slots: the placer puts a run that fits
         // into the free ones. The run reserves the placement when it launches.

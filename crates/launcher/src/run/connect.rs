@@ -183,13 +183,7 @@ impl Run {
     /// Where `job`'s ranks run (it is live).
     pub(super) fn job_map(&self, job: JobId) -> JobMap {
         let j = &self.jobs[&job];
-        JobMap {
-            job,
-            kvsname: j.kvsname.clone(),
-            node_of: j.slots.node_of().to_vec(),
-            appnums: j.appnums.clone(),
-            universe_size: self.settings.universe_size,
-        }
+        JobMap { job, kvsname: j.kvsname.clone(), node_of: j.slots.node_of().to_vec(), appnums: j.appnums.clone(), universe_size: self.settings.universe_size }
     }
 
     /// `job` ended: the collectives over it fail on the nodes that

@@ -306,7 +306,9 @@ impl Run {
             NameRequest::Lookup { service } => fx.shared().names.lookup(&service).map(|p| Some(p.to_string())).map_err(|e| e.to_string()),
             // Open MPI's connect/accept waits for names of the peer
             // process; one whose job has ended will never publish.
-            NameRequest::LookupWait { service } if fx.shared().names.lookup(&service).is_err() && open_mpi_port_family(&service).is_some_and(|f| !fx.shared().open_mpi_family_live(f)) => {
+            NameRequest::LookupWait { service }
+                if fx.shared().names.lookup(&service).is_err() && open_mpi_port_family(&service).is_some_and(|f| !fx.shared().open_mpi_family_live(f)) =>
+            {
                 Err(format!("the process that would publish '{}' belongs to a job that has ended", dpm_pmi::sanitize::escape(&service)))
             }
             NameRequest::LookupWait { service } => match fx.shared().names.lookup_or_park(&service, (node, request), job) {

@@ -100,9 +100,7 @@ impl TreeConnects {
 
     /// The listed jobs (sorted) and their parts, or why not.
     fn resolve(&self, c: &Contribution) -> Result<(Vec<JobId>, Parts), String> {
-        let named = |ns: &str| {
-            self.directory.get(ns).ok_or_else(|| format!("namespace '{}' is not a live job of this boot", dpm_pmi::sanitize::escape(ns)))
-        };
+        let named = |ns: &str| self.directory.get(ns).ok_or_else(|| format!("namespace '{}' is not a live job of this boot", dpm_pmi::sanitize::escape(ns)));
         let mut jobs = Vec::with_capacity(c.nspaces.len());
         for ns in &c.nspaces {
             jobs.push(named(ns)?.job);
@@ -130,7 +128,8 @@ impl TreeConnects {
 
     /// `c.node`'s part of a collective over jobs of several runs.
     pub fn contribute(&mut self, fx: &mut dyn TreeConnectEffects, c: Contribution) {
-        let refuse = |fx: &mut dyn TreeConnectEffects, why: String| fx.send(c.node, ToDaemon::ConnectDone { request: c.request, result: Err(why), context_id: None });
+        let refuse =
+            |fx: &mut dyn TreeConnectEffects, why: String| fx.send(c.node, ToDaemon::ConnectDone { request: c.request, result: Err(why), context_id: None });
         if (c.kind == CollectiveKind::Group) != c.group.is_some() {
             return refuse(fx, "a group collective names its group, no other does".to_string());
         }
@@ -148,7 +147,11 @@ impl TreeConnects {
         }
         let id = c.group.as_ref().map(|g| g.id.as_str());
         let existing = self.pending.iter().position(|p| {
-            p.jobs == jobs && p.parts == parts && p.kind == c.kind && p.group.as_ref().map(|g| g.id.as_str()) == id && !p.arrived.iter().any(|(n, _, _)| *n == c.node)
+            p.jobs == jobs
+                && p.parts == parts
+                && p.kind == c.kind
+                && p.group.as_ref().map(|g| g.id.as_str()) == id
+                && !p.arrived.iter().any(|(n, _, _)| *n == c.node)
         });
         let at = match existing {
             Some(at) => at,

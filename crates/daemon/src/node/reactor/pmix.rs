@@ -234,7 +234,10 @@ impl PmixFront {
     /// A PMIx job is launched here with these local ranks.
     pub(super) fn add(&mut self, job: JobId, nspace: &str, node: NodeId, node_of: Vec<NodeId>, ranks: Vec<u32>) {
         self.by_nspace.insert(nspace.to_string(), job);
-        self.jobs.insert(job, PmixJob { nspace: nspace.to_string(), ranks, node, node_of, early: HashMap::new(), epoch: 0, fence: None, abandoned: false, server_lines: 0 });
+        self.jobs.insert(
+            job,
+            PmixJob { nspace: nspace.to_string(), ranks, node, node_of, early: HashMap::new(), epoch: 0, fence: None, abandoned: false, server_lines: 0 },
+        );
     }
 
     /// Keeps `state` for `rank` of local `job` until its start is recorded;

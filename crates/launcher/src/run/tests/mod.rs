@@ -45,7 +45,10 @@ fn job(rec: &mut Recorder, node_of: &[usize]) -> LaunchJob {
     let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: Vec::new(), wdir: "/".into() };
     let mut planned = crate::plan::PlannedJob::new();
     planned.push_app(app, node_of.len() as u32);
-    LaunchJob { stdin_rank: Some(Rank(0)), ..planned.into_launch(id, kvsname, 4, node_of.iter().copied().map(NodeId).collect(), PmiMode::Fd, Default::default()) }
+    LaunchJob {
+        stdin_rank: Some(Rank(0)),
+        ..planned.into_launch(id, kvsname, 4, node_of.iter().copied().map(NodeId).collect(), PmiMode::Fd, Default::default())
+    }
 }
 
 /// Launch a job and start its ranks (pid 100 + rank for job 0, 200 + rank for job 1…).
@@ -73,7 +76,10 @@ fn exit(run: &mut Run, rec: &mut Recorder, node: usize, job: JobId, rank: u32, s
 fn deliver(run: &mut Run, rec: &mut Recorder, node: usize, msg: ToLauncher) {
     match msg.job() {
         Some(job) if rec.shared.pool.holds(job) => {
-            assert!(!rec.effects.iter().rev().find_map(|e| if let Effect::Route(j, on) = e { (*j == job).then_some(*on) } else { None }).unwrap_or(false), "{job} pooled and routed to the run");
+            assert!(
+                !rec.effects.iter().rev().find_map(|e| if let Effect::Route(j, on) = e { (*j == job).then_some(*on) } else { None }).unwrap_or(false),
+                "{job} pooled and routed to the run"
+            );
             crate::run::pool::with_pool(rec, |pool, pfx| pool.on_message(pfx, NodeId(node), msg));
             run.check_invariants(&rec.shared);
         }

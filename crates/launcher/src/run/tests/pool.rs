@@ -250,7 +250,8 @@ fn a_run_claims_its_own_pooled_job_before_a_kept_one() {
     assert!(kept.iter().all(|&j| rec.shared.pool.holds(j)), "both kept");
     let mut second = next_run(2);
     let parent = started(&mut second, &mut rec, &[0]);
-    let claims = |rec: &Recorder| rec.sent().iter().filter_map(|(_, m)| if let ToDaemon::Claim { job, .. } = m { Some(*job) } else { None }).collect::<Vec<_>>();
+    let claims =
+        |rec: &Recorder| rec.sent().iter().filter_map(|(_, m)| if let ToDaemon::Claim { job, .. } = m { Some(*job) } else { None }).collect::<Vec<_>>();
     rec.take();
     request(&mut second, &mut rec, parent, 1, 2);
     assert_eq!(claims(&rec), vec![kept[0]], "none of its own yet: the oldest kept one");

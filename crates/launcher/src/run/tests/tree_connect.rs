@@ -39,7 +39,13 @@ fn answers(sent: &[(NodeId, ToDaemon)]) -> Vec<Answer> {
 }
 
 fn map(job: u32, node_of: &[usize]) -> JobMap {
-    JobMap { job: JobId(job), kvsname: format!("ns{job}"), node_of: node_of.iter().map(|&n| NodeId(n)).collect(), appnums: vec![0; node_of.len()], universe_size: -1 }
+    JobMap {
+        job: JobId(job),
+        kvsname: format!("ns{job}"),
+        node_of: node_of.iter().map(|&n| NodeId(n)).collect(),
+        appnums: vec![0; node_of.len()],
+        universe_size: -1,
+    }
 }
 
 fn part(node: usize, request: u64, nspaces: &[&str], kind: CollectiveKind, data: &[u8]) -> Contribution {
@@ -135,7 +141,11 @@ fn a_job_that_ends_fails_the_collectives_over_it_on_every_node_that_called() {
 
 fn connect_from(run: &mut Run, rec: &mut Recorder, node: usize, req: u64, job: JobId, nspaces: &[&str]) {
     let nspaces = nspaces.iter().map(|s| s.to_string()).collect();
-    run.on_message(rec, NodeId(node), ToLauncher::Connect { request: RequestId(req), job, nspaces, kind: CollectiveKind::Connect, data: vec![], ranks: vec![], group: None });
+    run.on_message(
+        rec,
+        NodeId(node),
+        ToLauncher::Connect { request: RequestId(req), job, nspaces, kind: CollectiveKind::Connect, data: vec![], ranks: vec![], group: None },
+    );
     run.settle(rec);
 }
 
