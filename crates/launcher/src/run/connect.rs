@@ -40,17 +40,125 @@ pub const MAX_CONNECTS: usize = 1_024;
 #[derive(Debug)]
 pub(super) struct Collective {
     /// The listed jobs, sorted.
-    jobs: Vec<JobId>,
+    pub(super) jobs: Vec<JobId>,
     /// The jobs taking part with some ranks only, sorted; the others whole.
-    parts: Vec<(JobId, Vec<u32>)>,
+    pub(super) parts: Vec<(JobId, Vec<u32>)>,
     kind: CollectiveKind,
     /// A group construct's group (`kind` is `Group`); `context_id`: any
     /// node's members asked for one.
     group: Option<GroupSpec>,
     /// Every node hosting ranks of the listed jobs.
-    expect: BTreeSet<NodeId>,
+    pub(super) expect: BTreeSet<NodeId>,
     /// The nodes that contributed: the request to answer there, their data.
-    arrived: Vec<(NodeId, RequestId, Vec<u8>)>,
+    pub(super) arrived: Vec<(NodeId, RequestId, Vec<u8>)>,
+}
+
+/// A collective every expected node has contributed to.
+pub(super) struct Complete {
+    /// The listed jobs, sorted.
+    pub(super) jobs: Vec<JobId>,
+    pub(super) kind: CollectiveKind,
+    /// The nodes to answer, in node order, with their requests.
+    pub(super) answer: Vec<(NodeId, RequestId)>,
+    /// Every node's data, concatenated in node order.
+    pub(super) data: Vec<u8>,
+    /// Some node's members asked for a group context id.
+    pub(super) context_id: bool,
+}
+
+impl Complete {
+    /// The answer for each node: `maps(node)` (a connect's or group's maps
+    /// of the jobs `node` hosts no rank of; none for the other kinds), every
+    /// node's data, `context_id` if one was asked for.
+    pub(super) fn answers(self, context_id: Option<u64>, maps: &dyn Fn(NodeId) -> Vec<JobMap>) -> Vec<(NodeId, ToDaemon)> {
+        let wants_maps = matches!(self.kind, CollectiveKind::Connect | CollectiveKind::Group);
+        let data = self.data;
+        self.answer
+            .into_iter()
+            .map(|(node, request)| {
+                let maps = if wants_maps { maps(node) } else { Vec::new() };
+                (node, ToDaemon::ConnectDone { request, result: Ok((maps, data.clone())), context_id })
+            })
+            .collect()
+    }
+}
+
+/// The collectives in flight of one run, or of the tree across runs: at
+/// most [`MAX_CONNECTS`]. Each node hosting participants contributes once;
+/// a collective completes when every expected node has.
+#[derive(Debug, Default)]
+pub(super) struct Collectives(Vec<Collective>);
+
+impl Collectives {
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Collective> {
+        self.0.iter()
+    }
+
+    /// `node`'s part (`request`, `data`) of the collective of `kind` over
+    /// `jobs` (sorted; `parts` of them with some ranks only, sorted;
+    /// `group`: a group construct's) expecting `expect`: the collective once
+    /// complete. `Err(())` when it would be a new one beyond [`MAX_CONNECTS`].
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn join(
+        &mut self,
+        jobs: Vec<JobId>,
+        parts: Vec<(JobId, Vec<u32>)>,
+        kind: CollectiveKind,
+        group: Option<GroupSpec>,
+        expect: BTreeSet<NodeId>,
+        node: NodeId,
+        request: RequestId,
+        data: Vec<u8>,
+    ) -> Result<Option<Complete>, ()> {
+        let id = group.as_ref().map(|g| g.id.as_str());
+        let existing = self.0.iter().position(|c| {
+            c.jobs == jobs && c.parts == parts && c.kind == kind && c.group.as_ref().map(|g| g.id.as_str()) == id && !c.arrived.iter().any(|(n, _, _)| *n == node)
+        });
+        let at = match existing {
+            Some(at) => at,
+            None if self.0.len() >= MAX_CONNECTS => return Err(()),
+            None => {
+                self.0.push(Collective { jobs, parts, kind, group: None, expect, arrived: Vec::new() });
+                self.0.len() - 1
+            }
+        };
+        let c = &mut self.0[at];
+        if let Some(g) = group {
+            let asked = c.group.as_ref().is_some_and(|had| had.context_id);
+            c.group = Some(GroupSpec { context_id: g.context_id || asked, ..g });
+        }
+        c.arrived.push((node, request, data));
+        if c.arrived.len() < c.expect.len() {
+            return Ok(None);
+        }
+        let mut c = self.0.remove(at);
+        c.arrived.sort_by_key(|(n, _, _)| *n);
+        let data = c.arrived.iter().flat_map(|(_, _, d)| d.iter().copied()).collect();
+        let context_id = c.group.as_ref().is_some_and(|g| g.context_id);
+        let answer = c.arrived.into_iter().map(|(n, r, _)| (n, r)).collect();
+        Ok(Some(Complete { jobs: c.jobs, kind: c.kind, answer, data, context_id }))
+    }
+
+    /// `job` ended: the collectives over it go, each node that contributed
+    /// answered with an error (never a hang).
+    pub(super) fn job_ended(&mut self, job: JobId) -> Vec<(NodeId, ToDaemon)> {
+        let (gone, kept): (Vec<Collective>, Vec<Collective>) = std::mem::take(&mut self.0).into_iter().partition(|c| c.jobs.contains(&job));
+        self.0 = kept;
+        let why = format!("{job} ended before the collective completed");
+        gone.into_iter()
+            .flat_map(|c| c.arrived)
+            .map(|(node, request, _)| (node, ToDaemon::ConnectDone { request, result: Err(why.clone()), context_id: None }))
+            .collect()
+    }
 }
 
 impl Run {
@@ -137,46 +245,17 @@ impl Run {
         if !expect.contains(&node) {
             return refuse(fx, "a node that hosts no rank of the collective's namespaces".to_string());
         }
-        let id = group.as_ref().map(|g| g.id.as_str());
-        let existing = self.connects.iter().position(|c| {
-            c.jobs == jobs
-                && c.parts == parts
-                && c.kind == kind
-                && c.group.as_ref().map(|g| g.id.as_str()) == id
-                && !c.arrived.iter().any(|(n, _, _)| *n == node)
-        });
-        let at = match existing {
-            Some(at) => at,
-            None if self.connects.len() >= MAX_CONNECTS => {
-                return refuse(fx, format!("too many collectives waiting at once (limit {MAX_CONNECTS})"));
-            }
-            None => {
-                self.connects.push(Collective { jobs, parts, kind, group: None, expect, arrived: Vec::new() });
-                self.connects.len() - 1
-            }
+        let done = match self.connects.join(jobs, parts, kind, group, expect, node, request, data) {
+            Ok(Some(done)) => done,
+            Ok(None) => return,
+            Err(()) => return refuse(fx, format!("too many collectives waiting at once (limit {MAX_CONNECTS})")),
         };
-        let c = &mut self.connects[at];
-        if let Some(g) = group {
-            let asked = c.group.as_ref().is_some_and(|had| had.context_id);
-            c.group = Some(GroupSpec { context_id: g.context_id || asked, ..g });
-        }
-        c.arrived.push((node, request, data));
-        if c.arrived.len() < c.expect.len() {
-            return;
-        }
-        let mut c = self.connects.remove(at);
-        tracing::debug!(jobs = ?c.jobs, kind = ?c.kind, nodes = c.expect.len(), "PMIx collective complete");
-        c.arrived.sort_by_key(|(n, _, _)| *n);
-        let all: Vec<u8> = c.arrived.iter().flat_map(|(_, _, d)| d.iter().copied()).collect();
-        let context_id = c.group.as_ref().is_some_and(|g| g.context_id).then(|| fx.shared().context_id());
-        for (node, request, _) in c.arrived {
-            let maps = match c.kind {
-                CollectiveKind::Connect | CollectiveKind::Group => {
-                    c.jobs.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect()
-                }
-                CollectiveKind::Disconnect | CollectiveKind::Fence => Vec::new(),
-            };
-            fx.send(node, ToDaemon::ConnectDone { request, result: Ok((maps, all.clone())), context_id });
+        tracing::debug!(jobs = ?done.jobs, kind = ?done.kind, nodes = done.answer.len(), "PMIx collective complete");
+        let context_id = done.context_id.then(|| fx.shared().context_id());
+        let listed = done.jobs.clone();
+        let maps = |node: NodeId| listed.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect();
+        for (node, msg) in done.answers(context_id, &maps) {
+            fx.send(node, msg);
         }
     }
 
@@ -193,13 +272,8 @@ impl Run {
         for (node, msg) in out {
             fx.send(node, msg);
         }
-        let (gone, kept): (Vec<Collective>, Vec<Collective>) = std::mem::take(&mut self.connects).into_iter().partition(|c| c.jobs.contains(&job));
-        self.connects = kept;
-        for c in gone {
-            for (node, request, _) in c.arrived {
-                let why = format!("{job} ended before the collective completed");
-                fx.send(node, ToDaemon::ConnectDone { request, result: Err(why), context_id: None });
-            }
+        for (node, msg) in self.connects.job_ended(job) {
+            fx.send(node, msg);
         }
     }
 }

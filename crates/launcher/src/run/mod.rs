@@ -118,7 +118,7 @@ pub struct Run {
     /// [`OUTPUT_ACK_STEP`]).
     written: HashMap<(NodeId, JobId), u64>,
     /// PMIx connect/disconnect collectives in flight (`connect`).
-    connects: Vec<connect::Collective>,
+    connects: connect::Collectives,
 }
 
 impl Run {
@@ -134,7 +134,7 @@ impl Run {
             exit: None,
             warm: warm::WarmPool::default(),
             written: HashMap::new(),
-            connects: Vec::new(),
+            connects: connect::Collectives::default(),
         }
     }
 

@@ -3,7 +3,8 @@
 //! `MPI_Comm_accept` between jobs of two `dpm run`s of one boot, and the
 //! disconnect and fences that follow. A collective over jobs of one run
 //! stays in that run (`run::connect`); one that names a job of another run
-//! is held here, with the same rules: each node hosting participants
+//! is held here, with the same rules and the same bookkeeping
+//! ([`Collectives`]): each node hosting participants
 //! contributes once, the collective completes when every expected node has,
 //! and each is answered with the maps of the listed jobs it hosts no rank of
 //! (connect, group) and every node's data in node order.
@@ -23,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use dpm_kvs::{JobId, NodeId};
 use dpm_proto::{CollectiveKind, GroupSpec, JobMap, RequestId, ToDaemon};
 
-use super::connect::MAX_CONNECTS;
+use super::connect::{Collectives, MAX_CONNECTS};
 
 /// What [`TreeConnects`] does to the world.
 pub trait TreeConnectEffects {
@@ -49,25 +50,13 @@ pub struct Contribution {
 /// The jobs taking part with some ranks only, sorted; the others whole.
 type Parts = Vec<(JobId, Vec<u32>)>;
 
-/// One collective in flight across runs.
-#[derive(Debug)]
-struct Pending {
-    /// The listed jobs, sorted.
-    jobs: Vec<JobId>,
-    parts: Parts,
-    kind: CollectiveKind,
-    group: Option<GroupSpec>,
-    expect: BTreeSet<NodeId>,
-    arrived: Vec<(NodeId, RequestId, Vec<u8>)>,
-}
-
 /// The tree's live jobs that collectives may name, and the collectives
 /// across runs in flight (see the module documentation).
 #[derive(Debug, Default)]
 pub struct TreeConnects {
     /// Live jobs by kvsname.
     directory: BTreeMap<String, JobMap>,
-    pending: Vec<Pending>,
+    pending: Collectives,
 }
 
 impl TreeConnects {
@@ -145,45 +134,17 @@ impl TreeConnects {
         if !expect.contains(&c.node) {
             return refuse(fx, "a node that hosts no rank of the collective's namespaces".to_string());
         }
-        let id = c.group.as_ref().map(|g| g.id.as_str());
-        let existing = self.pending.iter().position(|p| {
-            p.jobs == jobs
-                && p.parts == parts
-                && p.kind == c.kind
-                && p.group.as_ref().map(|g| g.id.as_str()) == id
-                && !p.arrived.iter().any(|(n, _, _)| *n == c.node)
-        });
-        let at = match existing {
-            Some(at) => at,
-            None if self.pending.len() >= MAX_CONNECTS => {
-                return refuse(fx, format!("too many collectives across runs waiting at once (limit {MAX_CONNECTS})"));
-            }
-            None => {
-                self.pending.push(Pending { jobs, parts, kind: c.kind, group: None, expect, arrived: Vec::new() });
-                self.pending.len() - 1
-            }
+        let done = match self.pending.join(jobs, parts, c.kind, c.group, expect, c.node, c.request, c.data) {
+            Ok(Some(done)) => done,
+            Ok(None) => return,
+            Err(()) => return refuse(fx, format!("too many collectives across runs waiting at once (limit {MAX_CONNECTS})")),
         };
-        let p = &mut self.pending[at];
-        if let Some(g) = c.group {
-            let asked = p.group.as_ref().is_some_and(|had| had.context_id);
-            p.group = Some(GroupSpec { context_id: g.context_id || asked, ..g });
-        }
-        p.arrived.push((c.node, c.request, c.data));
-        if p.arrived.len() < p.expect.len() {
-            return;
-        }
-        let mut p = self.pending.remove(at);
-        tracing::debug!(jobs = ?p.jobs, kind = ?p.kind, nodes = p.expect.len(), "PMIx collective across runs complete");
-        p.arrived.sort_by_key(|(n, _, _)| *n);
-        let all: Vec<u8> = p.arrived.iter().flat_map(|(_, _, d)| d.iter().copied()).collect();
-        let context_id = p.group.as_ref().is_some_and(|g| g.context_id).then(|| fx.context_id());
-        let maps: Vec<&JobMap> = p.jobs.iter().filter_map(|j| self.map_of(*j)).collect();
-        for (node, request, _) in p.arrived {
-            let maps = match p.kind {
-                CollectiveKind::Connect | CollectiveKind::Group => maps.iter().filter(|m| !m.node_of.contains(&node)).map(|m| (*m).clone()).collect(),
-                CollectiveKind::Disconnect | CollectiveKind::Fence => Vec::new(),
-            };
-            fx.send(node, ToDaemon::ConnectDone { request, result: Ok((maps, all.clone())), context_id });
+        tracing::debug!(jobs = ?done.jobs, kind = ?done.kind, nodes = done.answer.len(), "PMIx collective across runs complete");
+        let context_id = done.context_id.then(|| fx.context_id());
+        let maps: Vec<&JobMap> = done.jobs.iter().filter_map(|j| self.map_of(*j)).collect();
+        let maps_for = |node: NodeId| maps.iter().filter(|m| !m.node_of.contains(&node)).map(|m| (*m).clone()).collect();
+        for (node, msg) in done.answers(context_id, &maps_for) {
+            fx.send(node, msg);
         }
     }
 
@@ -192,13 +153,8 @@ impl TreeConnects {
     /// contributed.
     pub fn job_ended(&mut self, fx: &mut dyn TreeConnectEffects, job: JobId) {
         self.directory.retain(|_, m| m.job != job);
-        let (gone, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending).into_iter().partition(|p| p.jobs.contains(&job));
-        self.pending = kept;
-        for p in gone {
-            for (node, request, _) in p.arrived {
-                let why = format!("{job} ended before the collective completed");
-                fx.send(node, ToDaemon::ConnectDone { request, result: Err(why), context_id: None });
-            }
+        for (node, msg) in self.pending.job_ended(job) {
+            fx.send(node, msg);
         }
     }
 
@@ -215,7 +171,7 @@ impl TreeConnects {
             assert!(seen.insert(m.job), "{}: registered twice", m.job);
         }
         assert!(self.pending.len() <= MAX_CONNECTS, "{} collectives waiting", self.pending.len());
-        for p in &self.pending {
+        for p in self.pending.iter() {
             let mut nodes = BTreeSet::new();
             for job in &p.jobs {
                 let map = self.map_of(*job).unwrap_or_else(|| panic!("{job}: waited for, not registered"));
