@@ -3,7 +3,7 @@
 //!
 //! Owns: following a command to the program that links MPI — the program
 //! itself (an ELF file needing `libmpi.so.40` — a `DT_NEEDED` entry,
-//! [`elf`] — is Open MPI 5, one needing another MPI library is not),
+//! read by `mpi_probe::elf` — is Open MPI 5, one needing another MPI library is not),
 //! through wrappers (`env ./hello`, `time`, `sh -c "exec ./hello"`: every
 //! argument that names a file, and the words of an argument that is shell
 //! text), scripts (the `#!` interpreter, and

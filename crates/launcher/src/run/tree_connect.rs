@@ -12,9 +12,8 @@
 //! The tree's runs register their jobs here ([`TreeConnects::register`])
 //! and report their ends ([`TreeConnects::job_ended`]): a collective naming
 //! a job that is not live fails at once, one whose job ends before it
-//! completes fails on every node that contributed — never a hang. Pooled
-//! jobs of warm spawn are not registered (they serve only their own run's
-//! collectives). Pure: acts only through [`TreeConnectEffects`].
+//! completes fails on every node that contributed — never a hang. A pooled
+//! job of warm spawn is registered once a run has claimed it. Pure: acts only through [`TreeConnectEffects`].
 //!
 //! Bounded: at most [`MAX_CONNECTS`](super::connect::MAX_CONNECTS)
 //! collectives wait here at once; the directory holds one map per live job.
