@@ -36,13 +36,44 @@ use super::{Contribution, Run, RunEffects};
 /// in `PMIx_Connect`; a program has one per spawn or connect in flight.
 pub const MAX_CONNECTS: usize = 1_024;
 
+/// The jobs taking part in a collective with some ranks only, sorted; the
+/// others take part whole.
+pub(super) type Parts = Vec<(JobId, Vec<u32>)>;
+
+/// A namespace's job and its size, or why it names none.
+pub(super) type JobSize<'a> = dyn Fn(&str) -> Result<(JobId, usize), String> + 'a;
+
+/// The jobs among `jobs` taking part with some ranks only, as `ranks`
+/// lists them (namespace, ranks; `sized` gives a namespace's job and size,
+/// or why not): sorted, each rank one of the job's and listed once; a job
+/// whose every rank is listed takes part whole (a node that does not know
+/// the job's size lists them all).
+pub(super) fn parts(jobs: &[JobId], ranks: &[(String, Vec<u32>)], sized: &JobSize<'_>) -> Result<Parts, String> {
+    let mut parts = Vec::with_capacity(ranks.len());
+    for (ns, some) in ranks {
+        let (job, size) = sized(ns)?;
+        if !jobs.contains(&job) || some.is_empty() || some.iter().any(|&r| r as usize >= size) {
+            return Err(format!("ranks {some:?} of namespace '{}' (size {size}) are not part of the collective", dpm_pmi::sanitize::escape(ns)));
+        }
+        let mut some = some.clone();
+        some.sort_unstable();
+        some.dedup();
+        if some.len() < size {
+            parts.push((job, some));
+        }
+    }
+    parts.sort_unstable();
+    parts.dedup_by_key(|(job, _)| *job);
+    Ok(parts)
+}
+
 /// One collective in flight.
 #[derive(Debug)]
 pub(super) struct Collective {
     /// The listed jobs, sorted.
     pub(super) jobs: Vec<JobId>,
     /// The jobs taking part with some ranks only, sorted; the others whole.
-    pub(super) parts: Vec<(JobId, Vec<u32>)>,
+    pub(super) parts: Parts,
     kind: CollectiveKind,
     /// A group construct's group (`kind` is `Group`); `context_id`: any
     /// node's members asked for one.
@@ -111,7 +142,7 @@ impl Collectives {
     pub(super) fn join(
         &mut self,
         jobs: Vec<JobId>,
-        parts: Vec<(JobId, Vec<u32>)>,
+        parts: Parts,
         kind: CollectiveKind,
         group: Option<GroupSpec>,
         expect: BTreeSet<NodeId>,
@@ -121,7 +152,11 @@ impl Collectives {
     ) -> Result<Option<Complete>, ()> {
         let id = group.as_ref().map(|g| g.id.as_str());
         let existing = self.0.iter().position(|c| {
-            c.jobs == jobs && c.parts == parts && c.kind == kind && c.group.as_ref().map(|g| g.id.as_str()) == id && !c.arrived.iter().any(|(n, _, _)| *n == node)
+            c.jobs == jobs
+                && c.parts == parts
+                && c.kind == kind
+                && c.group.as_ref().map(|g| g.id.as_str()) == id
+                && !c.arrived.iter().any(|(n, _, _)| *n == node)
         });
         let at = match existing {
             Some(at) => at,
@@ -170,30 +205,6 @@ impl Run {
         }
     }
 
-    /// The jobs taking part with some ranks only (sorted, each rank one of
-    /// the job's), or why not.
-    fn parts(&self, jobs: &[JobId], ranks: &[(String, Vec<u32>)]) -> Result<Vec<(JobId, Vec<u32>)>, String> {
-        let mut parts = Vec::with_capacity(ranks.len());
-        for (ns, some) in ranks {
-            let job = self.job_named(ns)?;
-            let size = self.jobs[&job].slots.node_of().len();
-            if !jobs.contains(&job) || some.is_empty() || some.iter().any(|&r| r as usize >= size) {
-                return Err(format!("ranks {some:?} of namespace '{}' (size {size}) are not part of the collective", dpm_pmi::sanitize::escape(ns)));
-            }
-            let mut some = some.clone();
-            some.sort_unstable();
-            some.dedup();
-            // Every rank listed is the whole job (a node that does not know
-            // the job's size lists them all).
-            if some.len() < size {
-                parts.push((job, some));
-            }
-        }
-        parts.sort_unstable();
-        parts.dedup_by_key(|(job, _)| *job);
-        Ok(parts)
-    }
-
     /// `node`'s part of a collective over the jobs named `nspaces` (only
     /// `ranks` of the jobs listed there; `group`: a group construct's).
     #[allow(clippy::too_many_arguments)]
@@ -231,7 +242,8 @@ impl Run {
         }
         jobs.sort_unstable();
         jobs.dedup();
-        let parts = match self.parts(&jobs, ranks) {
+        let sized = |ns: &str| self.job_named(ns).map(|job| (job, self.jobs[&job].slots.node_of().len()));
+        let parts = match parts(&jobs, ranks, &sized) {
             Ok(parts) => parts,
             Err(why) => return refuse(fx, why),
         };

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use dpm_kvs::{JobId, NodeId};
 use dpm_proto::{CollectiveKind, GroupSpec, JobMap, RequestId, ToDaemon};
 
-use super::connect::{Collectives, MAX_CONNECTS};
+use super::connect::{Collectives, Parts, MAX_CONNECTS};
 
 /// What [`TreeConnects`] does to the world.
 pub trait TreeConnectEffects {
@@ -45,9 +45,6 @@ pub struct Contribution {
     pub group: Option<GroupSpec>,
     pub data: Vec<u8>,
 }
-
-/// The jobs taking part with some ranks only, sorted; the others whole.
-type Parts = Vec<(JobId, Vec<u32>)>;
 
 /// The tree's live jobs that collectives may name, and the collectives
 /// across runs in flight (see the module documentation).
@@ -95,22 +92,7 @@ impl TreeConnects {
         }
         jobs.sort_unstable();
         jobs.dedup();
-        let mut parts = Vec::with_capacity(c.ranks.len());
-        for (ns, some) in &c.ranks {
-            let map = named(ns)?;
-            let size = map.node_of.len();
-            if !jobs.contains(&map.job) || some.is_empty() || some.iter().any(|&r| r as usize >= size) {
-                return Err(format!("ranks {some:?} of namespace '{}' (size {size}) are not part of the collective", dpm_pmi::sanitize::escape(ns)));
-            }
-            let mut some = some.clone();
-            some.sort_unstable();
-            some.dedup();
-            if some.len() < size {
-                parts.push((map.job, some));
-            }
-        }
-        parts.sort_unstable();
-        parts.dedup_by_key(|(job, _)| *job);
+        let parts = super::connect::parts(&jobs, &c.ranks, &|ns: &str| named(ns).map(|m| (m.job, m.node_of.len())))?;
         Ok((jobs, parts))
     }
 
