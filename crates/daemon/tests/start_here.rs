@@ -50,8 +50,11 @@ fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
     let (leak_r, _leak_w) = nix::unistd::pipe().unwrap();
     nix::fcntl::fcntl(leak_r.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty())).unwrap();
     // Fields 1 and 6 of /proc/self/stat (here the shell's): pid and session.
+    // A program the shell starts lists its own fds: what a program started
+    // there inherits (the shell keeps fds of its own while it redirects or
+    // builds a pipeline, close-on-exec).
     let script = "read pid comm state ppid pgrp sid rest < /proc/self/stat; echo \"$GREETING $PMI_RANK $(pwd) $sid\"; \
-                  ls /proc/$$/fd | sort -n | tr '\\n' ' ' >&2; exit 3";
+                  ls -l /proc/self/fd >&2; exit 3";
     let pmi = PmiEnv { socketpair: true, vars: vec![("PMI_RANK".into(), "5".into())], affinity: None };
     let s = start(&task("/bin/sh", script, "/tmp", pmi)).unwrap();
     assert_eq!(s.pgid, s.pid, "the child leads its own session and group");
@@ -61,7 +64,15 @@ fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
     assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["hello", "5", "/tmp", &s.pid.to_string()], "{out:?}");
     // stdio, and the PMI socket (PMI_FD) as the next free fd of the caller's
     // table; not the leaked pipe.
-    let fds: Vec<i32> = read_all(&s.stderr).split_whitespace().map(|f| f.parse().unwrap()).collect();
+    // `ls -l` lines end `<fd> -> <target>`; its own directory fd is left out.
+    let listing = read_all(&s.stderr);
+    let mut fds: Vec<i32> = listing
+        .lines()
+        .filter_map(|line| line.split_once(" -> "))
+        .filter(|(_, target)| !(target.starts_with("/proc/") && target.ends_with("/fd")))
+        .map(|(left, _)| left.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    fds.sort_unstable();
     assert_eq!(&fds[..3], [0, 1, 2]);
     assert!(!fds.contains(&leak_r.as_raw_fd()), "the caller's fd {} reached the child: {fds:?}", leak_r.as_raw_fd());
     assert_eq!(fds.len(), 4, "stdio and the PMI socket only: {fds:?}");
