@@ -3,14 +3,25 @@
 # Rust version builds (scripts/msrv.sh), then run the whole workspace's
 # tests in release mode.  Extra arguments go to cargo test,
 # e.g. scripts/test.sh -p dpm-pmi, or scripts/test.sh -- --nocapture.
+# The set-up's and the MSRV check's timing lines are repeated at the end,
+# where a CI log's tail shows them (what a fresh machine's set-up costs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/setup.sh
+timings=$(mktemp)
+trap 'rm -f "$timings"' EXIT
+./scripts/setup.sh 2>&1 | tee >(grep '^\[setup\] setup done in' >>"$timings")
 # setup.sh may have just installed rustup; its PATH change lives in this file.
 # shellcheck source=/dev/null
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 
 # The declared MSRV builds (rust-version in Cargo.toml): see scripts/msrv.sh.
+msrv_start=$(date +%s)
 ./scripts/msrv.sh
-exec cargo test --release --workspace "$@"
+echo "[test] msrv check $(($(date +%s) - msrv_start)) s" >>"$timings"
+tests_start=$(date +%s)
+rc=0
+cargo test --release --workspace "$@" || rc=$?
+echo "[test] cargo test $(($(date +%s) - tests_start)) s, exit $rc" >>"$timings"
+cat "$timings"
+exit "$rc"
