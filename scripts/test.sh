@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - set the machine up (scripts/setup.sh), check that the declared
 # Rust version builds (scripts/msrv.sh), then run the whole workspace's
-# tests in release mode.  Extra arguments go to cargo test,
+# tests in release mode, every test binary even after one fails (so one
+# failure does not hide another).  Extra arguments go to cargo test,
 # e.g. scripts/test.sh -p dpm-pmi, or scripts/test.sh -- --nocapture.
 # The set-up's and the MSRV check's timing lines are repeated at the end,
 # where a CI log's tail shows them (what a fresh machine's set-up costs).
@@ -21,7 +22,7 @@ msrv_start=$(date +%s)
 echo "[test] msrv check $(($(date +%s) - msrv_start)) s" >>"$timings"
 tests_start=$(date +%s)
 rc=0
-cargo test --release --workspace "$@" || rc=$?
+cargo test --release --workspace --no-fail-fast "$@" || rc=$?
 echo "[test] cargo test $(($(date +%s) - tests_start)) s, exit $rc" >>"$timings"
 cat "$timings"
 exit "$rc"
