@@ -272,7 +272,17 @@ impl Run {
             ToLauncher::ParentAsked { job, rank } => self.warm_parent_asked(fx, job, rank),
             ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, group, data),
             ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
+            ToLauncher::WatchTripped { job } => self.watch_tripped(fx, job),
         }
+    }
+
+    /// A node's PMIx watch saw a rank of `job` connect: an Open MPI rank
+    /// served PMI-1/2, a singleton if left alone. The run ends (as
+    /// [`Run::on_end`]) saying to use `--pmi pmix`; once, whichever node
+    /// says so first. A job launched without the watch is not ended.
+    fn watch_tripped(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let Some(exe) = self.jobs.get_mut(&job).and_then(|j| j.watched.take()) else { return };
+        self.end_with(fx, crate::pmi_choice::watch_tripped_message(&exe));
     }
 
     /// The link to `node` broke (its daemon killed, its host lost, silent too
@@ -313,10 +323,14 @@ impl Run {
     /// without claiming that dpm got a signal (issue 26: a booted run whose
     /// node was lost first said "got SIGTERM; forwarding it").
     pub fn on_end(&mut self, fx: &mut dyn RunEffects, why: String) {
+        self.end_with(fx, why);
+        self.settle(fx);
+    }
+
+    fn end_with(&mut self, fx: &mut dyn RunEffects, why: String) {
         self.verdict.record_node_lost(why);
         self.kill_all(fx, libc::SIGTERM);
         fx.arm(Timer::KillGrace, self.settings.kill_grace);
-        self.settle(fx);
     }
 
     /// dpm itself got `sig`: forward it to every process; a second signal
