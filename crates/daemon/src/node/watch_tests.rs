@@ -8,7 +8,7 @@ use dpm_proto::{LaunchJob, PmiMode, ToDaemon, ToLauncher};
 use super::recorder::{Recorded, RecordingEffects};
 use super::tests::{launch, node, J};
 use super::NodeReactor;
-use crate::pmix_watch::{URI_VARS, MAX_HELD};
+use crate::pmix_watch::{MAX_HELD, URI_VARS};
 
 fn watched(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
     LaunchJob { pmix_watch: true, ..launch(size, local, mode) }
