@@ -175,6 +175,8 @@ pub struct Cluster {
     pub output: BTreeMap<(JobId, Rank), Vec<u8>>,
     /// Jobs whose shared memory the nodes removed, per node.
     pub shm_removed: Vec<(usize, JobId)>,
+    /// The PMIx watches the nodes listen with: (node, port) → job.
+    watches: HashMap<(usize, u16), JobId>,
     pub exit: Option<i32>,
     /// When the run finished.
     pub finished_at: Option<Duration>,
@@ -216,6 +218,7 @@ impl Cluster {
             said: Vec::new(),
             output: BTreeMap::new(),
             shm_removed: Vec::new(),
+            watches: HashMap::new(),
             exit: None,
             finished_at: None,
             layout,
@@ -235,16 +238,23 @@ impl Cluster {
     /// The run's first job: `n` ranks of script `name`, placed like
     /// `dpm run -n N` (slots filled in node order, `ppn` per node if given).
     pub fn launch(&mut self, name: &str, n: u32, ppn: Option<u32>) -> JobId {
-        self.launch_apps(&[(name, n)], ppn)
+        self.launch_apps(&[(name, n)], ppn, false)
     }
 
     /// An MPMD first job (`dpm run -n A a : -n B b`): the apps' ranks in
     /// order, each app running its script (zero counts are skipped).
     pub fn launch_mixed(&mut self, apps: &[(&str, u32)]) -> JobId {
-        self.launch_apps(apps, None)
+        self.launch_apps(apps, None, false)
     }
 
-    fn launch_apps(&mut self, apps: &[(&str, u32)], ppn: Option<u32>) -> JobId {
+    /// [`Cluster::launch_mixed`] for programs `--pmi auto` could not
+    /// classify: served PMI-1/2 and watched by their nodes
+    /// (`LaunchJob::pmix_watch`), `ppn` per node if given.
+    pub fn launch_watched(&mut self, apps: &[(&str, u32)], ppn: Option<u32>) -> JobId {
+        self.launch_apps(apps, ppn, true)
+    }
+
+    fn launch_apps(&mut self, apps: &[(&str, u32)], ppn: Option<u32>, pmix_watch: bool) -> JobId {
         let n: u32 = apps.iter().map(|a| a.1).sum();
         let slots = vec![self.layout.slots; self.layout.nodes];
         let node_of = fill(n as usize, &slots, ppn, false).into_iter().map(NodeId).collect();
@@ -257,7 +267,7 @@ impl Cluster {
         let universe = i64::from(self.layout.slots) * self.layout.nodes as i64;
         let launch = planned.into_launch(job, kvsname, universe, node_of, PmiMode::Fd, self.layout.kvs);
         self.with_run(|run, fx| {
-            run.launch(fx, LaunchJob { stdin_rank: Some(Rank(0)), ..launch }).expect("a valid job");
+            run.launch(fx, LaunchJob { stdin_rank: Some(Rank(0)), pmix_watch, ..launch }).expect("a valid job");
             run.settle(fx);
         });
         job
@@ -548,6 +558,10 @@ impl Cluster {
             }
             Recorded::SetTimer(after, timer) => self.schedule(after, Event::NodeTimer { node, timer }),
             Recorded::RemoveShm { job, .. } => self.shm_removed.push((node, job)),
+            Recorded::OpenWatch(job, port) => {
+                self.watches.insert((node, port), job);
+            }
+            Recorded::CloseWatch(job) => self.watches.retain(|&(n, _), j| n != node || *j != job),
             _ => {} // ports, adopted processes, stdin, leaders: nothing to do here
         }
     }

@@ -74,6 +74,12 @@ pub enum Step {
     Hang,
     /// From now on SIGTERM (and SIGINT, SIGHUP) do not end the process: only SIGKILL does.
     IgnoreTerm,
+    /// Open MPI 5's `MPI_Init` served PMI-1/2 (no `PMIX_NAMESPACE`): it
+    /// connects to the PMIx server `PMIX_SERVER_URI41` names (a node's
+    /// watch, `dpm_daemon::pmix_watch`) and waits there for an answer that
+    /// never comes; a connection closed fails its init (exit 1). With no
+    /// server there it runs as a singleton: prints `rank 0 of 1`, exits 0.
+    OpenMpiInit,
 }
 
 /// A named list of steps.
@@ -108,6 +114,8 @@ pub enum Action {
     Accept,
     /// Only SIGKILL ends it from now on; then go on.
     IgnoreTerm,
+    /// Connect to the PMIx server at this URI, if any ([`Step::OpenMpiInit`]).
+    PmixConnect(Option<String>),
 }
 
 /// One scripted rank's progress.
@@ -133,6 +141,8 @@ pub struct Proc {
     pub errors: Vec<String>,
     /// It has come to its `Finalize`: whatever it did before (MPI_Init) is done.
     pub finalizing: bool,
+    /// `PMIX_SERVER_URI41` of its environment ([`Step::OpenMpiInit`]).
+    pmix_uri: Option<String>,
 }
 
 impl Proc {
@@ -152,6 +162,7 @@ impl Proc {
             values: HashMap::new(),
             errors: Vec::new(),
             finalizing: false,
+            pmix_uri: var("PMIX_SERVER_URI41").map(String::from),
         }
     }
 
@@ -228,6 +239,7 @@ impl Proc {
             Step::Hang => return Action::Wait,
             Step::Accept => return Action::Accept,
             Step::IgnoreTerm => return Action::IgnoreTerm,
+            Step::OpenMpiInit => return Action::PmixConnect(self.pmix_uri.clone()),
         };
         self.current = Some(step);
         self.pending = requests.into();

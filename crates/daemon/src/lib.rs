@@ -29,6 +29,8 @@
 //!   PMI port connection (its uid, from the kernel), so no other user gets in;
 //!   [`pmix_guard`]: the same check on the connections the PMIx server
 //!   library accepts, made in dpm's own `accept` before the library reads them;
+//!   [`pmix_watch`]: the policy of a watched job's loopback listener, which
+//!   turns an Open MPI rank served PMI-1/2 into a refusal, never a singleton;
 //!   [`topology`]: the node's hwloc topology file for `PMI_hwloc_xmlfile`
 //!   (kept across processes on one machine boot: `topology_cache`).
 //!
@@ -44,6 +46,7 @@ pub mod mpich_shm;
 pub mod node;
 pub mod peer;
 pub mod pmix_guard;
+pub mod pmix_watch;
 mod proc_stat;
 pub mod refusals;
 pub mod spawn;

@@ -34,9 +34,15 @@ pub(crate) fn parse(stat: &str) -> Option<Stat<'_>> {
     Some(Stat { state, pgrp })
 }
 
+/// `pid` is a zombie or gone (`/proc/<pid>/stat`'s state).
+pub(crate) fn has_exited(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
+    parse(&stat).is_none_or(|s| s.ended())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{has_exited, parse};
 
     #[test]
     fn the_fields_come_after_the_last_parenthesis() {
@@ -47,5 +53,22 @@ mod tests {
         assert!(!s.ended());
         assert_eq!(s.pgrp, Some(43));
         assert!(parse("garbage").is_none());
+    }
+
+    #[test]
+    fn a_running_process_has_not_exited_a_zombie_and_a_reaped_one_have() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        assert!(!has_exited(pid));
+        child.kill().unwrap();
+        // Killed but not reaped: a zombie.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !has_exited(pid) {
+            assert!(std::time::Instant::now() < deadline, "never became a zombie");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(has_exited(pid));
+        assert!(!has_exited(std::process::id() as i32));
     }
 }

@@ -22,6 +22,13 @@ pub enum Event {
         job: JobId,
         fd: OwnedFd,
     },
+    /// A connection on a job's PMIx watch ([`crate::pmix_watch`]);
+    /// `refused`: why its owner (the kernel's word) may not count.
+    WatchConn {
+        job: JobId,
+        stream: std::net::TcpStream,
+        refused: Option<String>,
+    },
     Output {
         job: JobId,
         rank: Rank,
@@ -92,6 +99,56 @@ pub fn listen_pmi_port(job: JobId, events: mpsc::UnboundedSender<Event>) -> std:
         }
     });
     Ok((port, handle.abort_handle()))
+}
+
+/// A job's PMIx watch on this node ([`crate::pmix_watch`]): its accept
+/// task and the connections it holds open, unanswered. Dropping it stops
+/// the task and closes them all.
+pub struct Watch {
+    listener: tokio::task::AbortHandle,
+    held: Vec<std::net::TcpStream>,
+}
+
+impl Watch {
+    /// Keep a connection open (its client waits in `PMIx_Init`).
+    pub fn hold(&mut self, stream: std::net::TcpStream) {
+        self.held.push(stream);
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// Listen for a job's PMIx watch on a free loopback port of this host:
+/// each connection goes to the reactor with the kernel's word on its owner
+/// (what to do with it is the job's `Watcher`'s decision).
+pub fn listen_pmix_watch(job: JobId, events: mpsc::UnboundedSender<Event>) -> std::io::Result<(u16, Watch)> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    listener.set_nonblocking(true)?;
+    let port = listener.local_addr()?.port();
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let handle = spawn_here(async move {
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                // Out of descriptors, say: try again shortly, never spin.
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let local = stream.local_addr().map_err(crate::peer::PeerError::from);
+            let refused = local.and_then(|local| crate::peer::check_same_user(local, peer)).err().map(|why| format!("{peer}: {why}"));
+            let Ok(stream) = stream.into_std() else { continue };
+            if events.send(Event::WatchConn { job, stream, refused }).is_err() {
+                break;
+            }
+        }
+    });
+    Ok((port, Watch { listener: handle.abort_handle(), held: Vec::new() }))
 }
 
 /// Write what the launcher sends to a rank's stdin; dropping the sender closes it.

@@ -355,6 +355,7 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
             warm_spawn: None,
             warm_verbose: false,
             binding: Default::default(),
+            pmix_watch: false,
         },
         spawn_env: vec![],
         cwd: "/".into(),

@@ -316,6 +316,65 @@ fn boot_over_ssh(fx: &Fixture) {
     assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h != "h1"), "children not on the idle hosts: {child_hosts:?}\n{stderr}");
 }
 
+/// Never silent singletons on other hosts: an Open MPI program behind
+/// `sh -c '$PROG'` (which `--pmi auto` cannot see, so it is served PMI-1/2
+/// and watched) on h1 and h2 is refused loudly — each host's daemon watches
+/// on its own loopback; the login node's port would be nothing there, and
+/// every rank would run as `rank 0 of 1` — and no process is left (checked
+/// after every scenario). With `--pmi pmix` it runs as one job; MPICH behind
+/// the same command runs as before.
+fn open_mpi_unseen_on_other_hosts(fx: &Fixture) {
+    let Some(ompi) = common::ompi_program("hello") else { return };
+    let prefix = repo_root().join(".venv-ompi").display().to_string();
+    let unseen = |extra: &[&str], prog: &str| {
+        let mut args = vec!["-hosts", "h1,h2", "-ppn", "1", "-genv", "PROG", prog, "-genv", "OMPI_MCA_btl", "^ofi"];
+        args.extend(extra);
+        args.extend(["-n", "2", "sh", "-c", "$PROG"]);
+        fx.dpm(&args).output()
+    };
+    let out = unseen(&[], &ompi);
+    out.assert_code(1);
+    out.assert_stderr_contains("a rank of 'sh' runs Open MPI, which needs PMIx").assert_stderr_contains("--pmi pmix");
+    out.assert_stdout_lacks(" of 1\n");
+    let out = unseen(&["--pmi", "pmix", "-genv", "OPAL_PREFIX", &prefix], &ompi);
+    out.assert_success().assert_stdout_lacks(" of 1\n");
+    for r in 0..2 {
+        out.assert_stdout_contains(&format!("rank {r} of 2\n"));
+    }
+    let out = unseen(&[], &hello());
+    out.assert_success();
+    for r in 0..2 {
+        out.assert_stdout_contains(&format!("hello from rank {r} of 2 on host h{}", r + 1));
+    }
+}
+
+/// The same through `dpm boot` over ssh: the boot's daemons on h1 and h2
+/// watch the unseen program's ranks; the run through the boot fails with
+/// the message, and an MPICH run through the same boot goes on.
+fn open_mpi_unseen_through_a_boot_over_ssh(fx: &Fixture) {
+    let Some(ompi) = common::ompi_program("hello") else { return };
+    let dir = std::env::temp_dir().join(common::unique("dpm-netns-boot-unseen"));
+    let dpm = dpm_bin();
+    let script = format!(
+        "export DPM_RUNTIME_DIR='{}'; {dpm} boot -launcher ssh -hosts h1,h2 || exit 9; \
+         PROG='{ompi}' OMPI_MCA_btl=^ofi {dpm} run -ppn 1 -n 2 sh -c '$PROG'; echo \"unseen rc=$?\"; \
+         PROG='{}' {dpm} run -ppn 1 -n 2 sh -c '$PROG'; echo \"mpich rc=$?\"; {dpm} down",
+        dir.display(),
+        hello(),
+    );
+    let out = Command::new("bash")
+        .arg(fixture_script())
+        .args(["exec", "h0", "env", &format!("DPM_SSH={}", fx.ssh_command), "DPM_NO_BOOT=", "sh", "-c", &script])
+        .output()
+        .expect("run the fixture");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    assert!(stdout.contains("unseen rc=1\n") && !stdout.contains(" of 1\n"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("a rank of 'sh' runs Open MPI, which needs PMIx"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("mpich rc=0\n") && stdout.contains("hello from rank 1 of 2 on host h2"), "{stdout}\n{stderr}");
+}
+
 fn spawn_info_host_names_another_host(fx: &Fixture) {
     let script = "from mpi4py import MPI; import sys, socket\n\
          info = MPI.Info.Create(); info.Set('host', 'h3')\n\
@@ -418,8 +477,10 @@ fn mpich_across_four_ssh_hosts() {
         Err(reason) => return common::fixture_unavailable("netns hosts fixture (ssh_hosts)", &reason),
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario); 12] = [
+    let scenarios: [(&str, Scenario); 14] = [
         ("hello on four hosts", hello_on_four_hosts),
+        ("Open MPI unseen on other hosts: refused, never singletons", open_mpi_unseen_on_other_hosts),
+        ("Open MPI unseen through a boot over ssh", open_mpi_unseen_through_a_boot_over_ssh),
         ("no secret on any command line", no_secret_on_any_command_line),
         ("ring, round robin over the hosts", ring_round_robin),
         ("KVS designs across the hosts (dkvs, direct)", kvs_designs_across_hosts),

@@ -138,6 +138,8 @@ impl RunConfig {
                 warm_spawn,
                 warm_verbose: opts.verbose > 0 || opts.report_placement,
                 binding: opts.binding.clone(),
+                // Set with the PMI flavour (`choose_pmi`).
+                pmix_watch: false,
             },
             verbose: opts.verbose,
             pmi_trace: opts.pmi_trace,
@@ -152,13 +154,14 @@ impl RunConfig {
     }
 
     /// The PMI flavour applied to the planned job's programs: its
-    /// `pmi_mode` and KVS design for this run (a PMIx job's are fixed).
-    /// True when the job needs the PMIx watch ([`crate::pmix_watch`]).
-    pub fn choose_pmi(&mut self, apps: &mut [dpm_proto::AppSpec]) -> Result<bool, crate::plan::PlanError> {
+    /// `pmi_mode` and KVS design for this run (a PMIx job's are fixed), and
+    /// whether its nodes watch it for Open MPI ranks (`pmix_watch`:
+    /// `dpm_daemon::pmix_watch`).
+    pub fn choose_pmi(&mut self, apps: &mut [dpm_proto::AppSpec]) -> Result<(), crate::plan::PlanError> {
         let job = &mut self.job;
         let choice = crate::pmi_choice::choose(self.pmi.unwrap_or_default(), job.pmi_mode == PmiMode::Port, job.kvs, apps)?;
-        (job.pmi_mode, job.kvs) = (choice.mode, choice.kvs);
-        Ok(choice.watch)
+        (job.pmi_mode, job.kvs, job.pmix_watch) = (choice.mode, choice.kvs, choice.watch);
+        Ok(())
     }
 
     /// [`RunConfig::resolve`] in this process's environment.

@@ -58,8 +58,7 @@ impl DaemonLink {
 pub enum Input {
     Signal(i32),
     /// End the run, saying why, without a signal of its own to report: the
-    /// boot this run belongs to ends (a node of its tree was lost), or the
-    /// PMIx watch found an Open MPI rank served PMI-1/2 (`crate::pmix_watch`).
+    /// boot this run belongs to ends (a node of its tree was lost).
     End(String),
     /// Empty: end of input.
     Stdin(Vec<u8>),
@@ -495,13 +494,7 @@ fn stdin_is_dev_null() -> bool {
 /// CONT, Ctrl-Z and `fg`) and, if `stdin`, its stdin, read on a thread of its
 /// own (a blocking read must not stall the event loop).
 pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<Input> {
-    local_input_channel(stdin, job_control).1
-}
-
-/// [`local_inputs`], and a sender of more inputs to the same run.
-pub fn local_input_channel(stdin: bool, job_control: bool) -> (mpsc::UnboundedSender<Input>, mpsc::UnboundedReceiver<Input>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let more = tx.clone();
     let mut kinds = vec![SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()];
     if job_control {
         kinds.extend([SignalKind::from_raw(libc::SIGTSTP), SignalKind::from_raw(libc::SIGCONT)]);
@@ -543,5 +536,5 @@ pub fn local_input_channel(stdin: bool, job_control: bool) -> (mpsc::UnboundedSe
             })
             .expect("stdin thread");
     }
-    (more, rx)
+    rx
 }

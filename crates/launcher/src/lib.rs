@@ -47,7 +47,6 @@ pub mod outfile;
 pub mod output;
 pub mod plan;
 pub mod pmi_choice;
-pub mod pmix_watch;
 pub mod private_dir;
 pub mod run;
 pub mod runtime;
@@ -129,7 +128,7 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let host = opts.localhost.clone().unwrap_or_else(this_host);
     let hosts::NodeChoice { nodes: mut node_list, bootstrap, slots_known } = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
     let (launcher_env, cwd, mut planned) = plan_here(&opts)?;
-    let watch = if config.choose_pmi(&mut planned.apps)? { local::watch(&mut planned.apps) } else { None };
+    config.choose_pmi(&mut planned.apps)?;
     let size = planned.procs.len() as u32;
     // On one node, an explicit universe size is its slot count.
     if let (Some(u), [only]) = (config.job.universe_size, node_list.as_mut_slice()) {
@@ -147,13 +146,14 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let spawn = config::spawn_context(local::segment_env(&opts, &opts.segments[0], &launcher_env), cwd, host, &node_list);
     let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
     let (pmi_mode, kvs, policy, binding) = (config.job.pmi_mode, config.job.kvs, config.job.failure_policy, Box::new(config.job.binding.clone()));
+    let pmix_watch = config.job.pmix_watch;
     let patterns = output::FilePatterns { stdout: opts.outfile_pattern.clone(), stderr: opts.errfile_pattern.clone() };
     let start = move |controller: &mut Controller| {
         controller.set_failure_policy(policy);
         controller.set_file_patterns(patterns);
         let (job, kvsname) = controller.new_job_id();
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
-        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, ..launch });
+        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, pmix_watch, ..launch });
     };
-    Ok(local::drive_watched(daemons, settings, start, config.job.timeout, true, watch).await)
+    Ok(local::drive(daemons, settings, start, config.job.timeout, true).await)
 }

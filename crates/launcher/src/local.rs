@@ -59,48 +59,14 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
 
 /// Drive one run on daemons started for it, to its end; then shut them down.
 pub async fn drive(daemons: nodes::Daemons, settings: Settings, start: impl FnOnce(&mut Controller), timeout: Option<std::time::Duration>, stdin: bool) -> i32 {
-    drive_watched(daemons, settings, start, timeout, stdin, None).await
-}
-
-/// A PMIx watch for a job's apps ([`crate::pmix_watch`]): their ranks get
-/// its variables, and the message the run ends with when it trips. None
-/// (said once) when no loopback port can be had.
-pub fn watch(apps: &mut [AppSpec]) -> Option<(crate::pmix_watch::Watch, String)> {
-    let watch = match crate::pmix_watch::Watch::open() {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!("no PMIx watch for a program dpm cannot classify: {e}");
-            return None;
-        }
-    };
-    for app in apps.iter_mut() {
-        watch.arm(&mut app.env);
-    }
-    let exe = apps.first().map_or("?", |a| a.argv.first().map_or(a.exe.as_str(), String::as_str));
-    Some((watch, crate::pmix_watch::tripped_message(exe)))
-}
-
-/// [`drive`], with a PMIx watch whose trip ends the run.
-pub async fn drive_watched(
-    daemons: nodes::Daemons,
-    settings: Settings,
-    start: impl FnOnce(&mut Controller),
-    timeout: Option<std::time::Duration>,
-    stdin: bool,
-    watch: Option<(crate::pmix_watch::Watch, String)>,
-) -> i32 {
     let (links, up, waiter) = daemons.split();
     let shared = Shared::for_run(&links, &settings);
     tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
     let mut controller = Controller::new(settings, links.clone(), shared.clone(), output::stdout_sink());
     start(&mut controller);
     controller.stops_itself();
-    let (tell, inputs) = controller::local_input_channel(stdin, true);
-    let watching = watch.map(|(w, why)| tokio::task::spawn_local(w.serve(tell, why)));
+    let inputs = controller::local_inputs(stdin, true);
     let code = controller.run(timeout, inputs).await;
-    if let Some(task) = watching {
-        task.abort();
-    }
     // The run's unclaimed pooled jobs (warm spawn) go with its tree.
     controller::drain_pool(&shared).await;
     // The daemons kill whatever is left when they shut down; wait for that.

@@ -243,6 +243,7 @@ impl PlannedJob {
             awaiting_claim: false,
             report_parent_asks: false,
             binding: Default::default(),
+            pmix_watch: false,
         }
     }
 

@@ -8,7 +8,7 @@
 //! refuses such a job with a message saying what to do. What the probe
 //! cannot see (a program named by a variable) gets `simple` under `auto`;
 //! served PMI-1/2 (under `auto` or `simple`) it is watched
-//! ([`crate::pmix_watch`]): an Open MPI rank ends the run, saying to use
+//! (`dpm_daemon::pmix_watch`): an Open MPI rank ends the run, saying to use
 //! `--pmi pmix`.
 
 use std::path::{Path, PathBuf};
@@ -53,7 +53,7 @@ pub struct Choice {
     pub mode: PmiMode,
     pub kvs: KvsDesign,
     /// PMI-1/2 served to a program the probe could not classify (under
-    /// `auto` or `simple`): the job needs the PMIx watch ([`crate::pmix_watch`]).
+    /// `auto` or `simple`): the job needs the PMIx watch (`dpm_daemon::pmix_watch`).
     pub watch: bool,
 }
 
@@ -124,6 +124,16 @@ fn name_library(app: &mut AppSpec, elf: &Path) {
 
 /// The daemon's setting for the PMIx library of a job's first program.
 const LIBRARY_VAR: &str = "DPM_PMIX_LIBRARY";
+
+/// Why a watched run ended: a node's PMIx watch saw a rank of `exe` (the
+/// job's first program as the user wrote it) connect (`ToLauncher::WatchTripped`).
+pub fn watch_tripped_message(exe: &str) -> String {
+    format!(
+        "a rank of '{exe}' runs Open MPI, which needs PMIx: dpm could not tell which MPI the program runs and served PMI-1/2, \
+         so it would have run as a singleton. Run it with --pmi pmix (or DPM_PMI=pmix), and for an Open MPI outside the system's \
+         libraries say where it is: -genv OPAL_PREFIX <its prefix> (or DPM_PMIX_LIBRARY=<its libpmix.so>)"
+    )
+}
 
 #[cfg(test)]
 mod tests {

@@ -70,6 +70,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
                 awaiting_claim: false,
                 report_parent_asks: false,
                 binding: Default::default(),
+                pmix_watch: false,
             };
             controller.adopt(launch, pid, stream.into());
         };

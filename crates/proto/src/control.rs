@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::{AppSpec, PmiMode, ProcSpec};
 
 /// Bumped whenever a control message changes shape (2: `Submit::pmi_default`,
-/// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`]).
-pub const CONTROL_VERSION: u32 = 3;
+/// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`];
+/// 4: [`JobSettings::pmix_watch`]).
+pub const CONTROL_VERSION: u32 = 4;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -67,6 +68,11 @@ pub struct JobSettings {
     pub warm_verbose: bool,
     /// `-bind-to`, `-map-by`, `--gpus-per-rank`… for every job of the run.
     pub binding: dpm_binding::BindPolicy,
+    /// The first job is served PMI-1/2 though its program could not be
+    /// classified: its nodes watch it for Open MPI ranks
+    /// ([`crate::LaunchJob::pmix_watch`]).
+    #[serde(default)]
+    pub pmix_watch: bool,
 }
 
 /// What a failure in a job does to the run.

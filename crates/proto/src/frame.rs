@@ -35,8 +35,9 @@ use crate::auth::Secret;
 /// 7: `ToLauncher::Claimed`; 8: `NameRequest::LookupWait`, `ToLauncher::Connect`,
 /// `ToDaemon::ConnectDone`; 9: `LaunchJob::report_parent_asks`,
 /// `ToLauncher::ParentAsked`; 10: `CollectiveKind::Group`,
-/// `ToLauncher::Connect::group`, `ToDaemon::ConnectDone::context_id`).
-pub const PROTOCOL_VERSION: u32 = 10;
+/// `ToLauncher::Connect::group`, `ToDaemon::ConnectDone::context_id`; 11:
+/// `LaunchJob::pmix_watch`, `ToLauncher::WatchTripped`).
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);

@@ -116,6 +116,14 @@ pub struct LaunchJob {
     /// carry the inactive default, and `ToDaemon` stays small.)
     #[serde(default)]
     pub binding: Box<dpm_binding::BindPolicy>,
+    /// Watch the job's ranks for Open MPI (`PmiMode::Fd` or `Port` only: a
+    /// program the launcher could not classify, served PMI-1/2): each node
+    /// listens on its own loopback for the job and names that listener in
+    /// its ranks' `PMIX_SERVER_URI*`; the first connection of the owner's
+    /// there is an Open MPI rank that would run as a singleton, reported
+    /// with [`ToLauncher::WatchTripped`] (`dpm_daemon::pmix_watch`).
+    #[serde(default)]
+    pub pmix_watch: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -406,6 +414,12 @@ pub enum ToLauncher {
         job: JobId,
         line: String,
     },
+    /// A rank of `job` (launched with [`LaunchJob::pmix_watch`]) connected
+    /// to the node's PMIx watch: it runs Open MPI, served PMI-1/2 it would be
+    /// a singleton. Once per job and node; the launcher ends the run.
+    WatchTripped {
+        job: JobId,
+    },
 }
 
 impl ToLauncher {
@@ -424,7 +438,8 @@ impl ToLauncher {
             | ToLauncher::Claimed { job, .. }
             | ToLauncher::ParentAsked { job, .. }
             | ToLauncher::Connect { job, .. }
-            | ToLauncher::Note { job, .. } => Some(*job),
+            | ToLauncher::Note { job, .. }
+            | ToLauncher::WatchTripped { job } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,
         }

@@ -55,6 +55,27 @@ impl Cluster {
                 self.procs[proc].ignores_term = true;
                 self.schedule(Duration::ZERO, Event::Wake { proc });
             }
+            Action::PmixConnect(uri) => self.pmix_connect(proc, uri),
+        }
+    }
+
+    /// An Open MPI rank's `PMIx_Init` ([`crate::Step::OpenMpiInit`]): the
+    /// watch its URI names on its own node takes the connection (held: it
+    /// waits until killed; closed: its init fails), or nothing listens
+    /// there and it runs as a singleton.
+    fn pmix_connect(&mut self, proc: usize, uri: Option<String>) {
+        let (node, job, rank) = (self.procs[proc].node, self.procs[proc].job, self.procs[proc].rank);
+        let port = uri.as_deref().and_then(|u| u.rsplit(':').next()).and_then(|p| p.parse::<u16>().ok());
+        let watch = port.and_then(|p| self.watches.get(&(node, p)).copied());
+        let Some(watched) = watch else {
+            let data = b"rank 0 of 1\n".to_vec();
+            self.with_node(node, |r, fx| r.on_output(fx, job, rank, Stream::Stdout, data));
+            return self.end(proc, ExitStatus::Code(0));
+        };
+        let mut held = false;
+        self.with_node(node, |r, fx| held = r.on_watch_connection(fx, watched, None));
+        if !held {
+            self.end(proc, ExitStatus::Code(1));
         }
     }
 

@@ -98,6 +98,7 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             conns: HashMap::new(),
             stdin: HashMap::new(),
             ports: HashMap::new(),
+            watches: HashMap::new(),
             pmix,
             pause: HashMap::new(),
             pause_swept: 64,
@@ -165,6 +166,13 @@ impl Node {
                     io.serve(conn, stream);
                 }
             }
+            Event::WatchConn { job, stream, refused } => {
+                if reactor.on_watch_connection(io, job, refused) {
+                    if let Some(watch) = io.watches.get_mut(&job) {
+                        watch.hold(stream);
+                    }
+                }
+            }
             Event::Output { job, rank, stream, data } => reactor.on_output(io, job, rank, stream, data),
             Event::OutputClosed { job, rank, stream } => reactor.on_output_closed(io, job, rank, stream),
             Event::Exited { job, rank, status, at } => reactor.on_exited(io, job, rank, status, at),
@@ -205,6 +213,8 @@ struct Io {
     conns: HashMap<ConnId, Conn>,
     stdin: HashMap<JobId, mpsc::UnboundedSender<Vec<u8>>>,
     ports: HashMap<JobId, tokio::task::AbortHandle>,
+    /// Each watched job's PMIx watch ([`crate::pmix_watch`]).
+    watches: HashMap<JobId, tasks::Watch>,
     /// The node's PMIx server, once a PMIx job came.
     pmix: PmixHost,
     /// Each watched process's output switch (`true`: do not read its pipes).
@@ -341,6 +351,16 @@ impl NodeEffects for Io {
         }
     }
 
+    fn open_pmix_watch(&mut self, job: JobId) -> io::Result<u16> {
+        let (port, watch) = tasks::listen_pmix_watch(job, self.events.clone())?;
+        self.watches.insert(job, watch);
+        Ok(port)
+    }
+
+    fn close_pmix_watch(&mut self, job: JobId) {
+        self.watches.remove(&job);
+    }
+
     fn start(&mut self, procs: Vec<ProcStart>) {
         for p in procs {
             let token = self.next_start;
@@ -386,7 +406,7 @@ impl NodeEffects for Io {
     }
 
     fn has_exited(&mut self, pid: i32) -> bool {
-        process_has_exited(pid)
+        crate::proc_stat::has_exited(pid)
     }
 
     fn is_runnable(&mut self, pid: i32) -> bool {
@@ -582,32 +602,4 @@ fn shut(stream: &UnixStream) {
     // SAFETY: shutdown(2) on a socket fd this stream owns and keeps open;
     // no memory is passed.
     unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_RDWR) };
-}
-
-/// `pid` is a zombie or gone (`/proc/<pid>/stat`'s state).
-fn process_has_exited(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return true };
-    crate::proc_stat::parse(&stat).is_none_or(|s| s.ended())
-}
-
-#[cfg(test)]
-mod exited_tests {
-    use super::process_has_exited;
-
-    #[test]
-    fn a_running_process_has_not_exited_a_zombie_and_a_reaped_one_have() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let pid = child.id() as i32;
-        assert!(!process_has_exited(pid));
-        child.kill().unwrap();
-        // Killed but not reaped: a zombie.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !process_has_exited(pid) {
-            assert!(std::time::Instant::now() < deadline, "never became a zombie");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        child.wait().unwrap();
-        assert!(process_has_exited(pid));
-        assert!(!process_has_exited(std::process::id() as i32));
-    }
 }

@@ -39,6 +39,8 @@ pub mod recorder;
 mod tests;
 #[cfg(test)]
 mod topology_tests;
+#[cfg(test)]
+mod watch_tests;
 
 pub use output::{BUSY_HOLD, HOLD_MAX, MAX_WAITS, QUIET};
 pub use reactor::{job_spec, GroupAnswer, GroupDirectives, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, TOPOLOGY_WAIT};
@@ -167,6 +169,13 @@ pub trait NodeEffects {
     /// come back through [`NodeReactor::on_port_connection`].
     fn open_pmi_port(&mut self, job: JobId) -> io::Result<String>;
     fn close_pmi_port(&mut self, job: JobId);
+    /// Listen on this host's loopback for a job's PMIx watch
+    /// ([`crate::pmix_watch`]): the port. Each connection comes back through
+    /// [`NodeReactor::on_watch_connection`] with the kernel's word on its
+    /// owner; the driver holds it open or closes it as that answers.
+    fn open_pmix_watch(&mut self, job: JobId) -> io::Result<u16>;
+    /// Stop listening for the job's watch and close what it holds.
+    fn close_pmix_watch(&mut self, job: JobId);
     /// Start processes (in parallel where possible) and return at once: each
     /// one's result comes back later, in any order, through
     /// [`NodeReactor::on_started`] (never from inside this call). A started

@@ -15,6 +15,7 @@ mod claim;
 mod launch;
 mod pmix;
 mod topology;
+mod watch;
 pub(crate) use pmix::{hex, unhex};
 pub use pmix::{job_spec, GroupAnswer, GroupDirectives, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 pub use topology::TOPOLOGY_WAIT;
@@ -101,6 +102,8 @@ struct JobProcs {
     /// UCX's create and unlink of a segment, so the job's end looks for
     /// UCX's orphans ([`NodeEffects::remove_shm`]).
     killed: bool,
+    /// Its PMIx watch's policy, while the watch listens (`watch`).
+    watch: Option<crate::pmix_watch::Watcher>,
 }
 
 impl JobProcs {
@@ -401,6 +404,7 @@ impl NodeReactor {
             if j.port.is_some() {
                 fx.close_pmi_port(job);
             }
+            Self::close_watch(fx, job, j.watch);
             if j.stdin {
                 fx.stdin_close(job);
             }

@@ -56,6 +56,9 @@ pub enum Recorded {
     },
     OpenPort(JobId),
     ClosePort(JobId),
+    /// A PMIx watch opened (on the port recorded) or closed.
+    OpenWatch(JobId, u16),
+    CloseWatch(JobId),
     /// One call of [`NodeEffects::start`] (a batch).
     Start(Vec<StartRecord>),
     WatchPid {
@@ -104,7 +107,7 @@ pub struct RecordingEffects {
     pub log: Vec<Recorded>,
     /// Starts of these ranks fail with this error.
     pub fail_start: HashMap<(JobId, Rank), StartError>,
-    /// Opening a PMI port fails with this errno.
+    /// Opening a PMI port or a PMIx watch fails with this errno.
     pub fail_port: Option<i32>,
     /// Serving a handed-over fd fails.
     pub fail_serve_fd: bool,
@@ -200,6 +203,19 @@ impl NodeEffects for RecordingEffects {
 
     fn close_pmi_port(&mut self, job: JobId) {
         self.log.push(Recorded::ClosePort(job));
+    }
+
+    fn open_pmix_watch(&mut self, job: JobId) -> io::Result<u16> {
+        if let Some(errno) = self.fail_port {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        self.next_port += 1;
+        self.log.push(Recorded::OpenWatch(job, self.next_port));
+        Ok(self.next_port)
+    }
+
+    fn close_pmix_watch(&mut self, job: JobId) {
+        self.log.push(Recorded::CloseWatch(job));
     }
 
     fn start(&mut self, procs: Vec<ProcStart>) {

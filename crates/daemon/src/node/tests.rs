@@ -36,6 +36,7 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         awaiting_claim: false,
         report_parent_asks: false,
         binding: Default::default(),
+        pmix_watch: false,
     }
 }
 

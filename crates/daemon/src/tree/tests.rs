@@ -31,6 +31,7 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
         awaiting_claim: false,
         report_parent_asks: false,
         binding: Default::default(),
+        pmix_watch: false,
     })
 }
 

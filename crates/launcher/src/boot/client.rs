@@ -77,19 +77,14 @@ fn remove_dead_boot(files: &super::BootFiles, pid: Option<u32>) {
 /// `dpm run` through the boot: plan here, run there, relay until the exit status.
 pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
     let (launcher_env, cwd, mut planned) = crate::local::plan_here(&opts)?;
-    let watch = if config.choose_pmi(&mut planned.apps)? { crate::local::watch(&mut planned.apps) } else { None };
+    config.choose_pmi(&mut planned.apps)?;
     let spawn_env = crate::local::segment_env(&opts, &opts.segments[0], &launcher_env);
     let submit = config.submit(planned, spawn_env, cwd.display().to_string(), opts.localhost.clone().unwrap_or_else(crate::machine::this_host));
     let (mut rd, mut wr) = to_tokio(stream)?;
     write_frame(&mut wr, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) })
         .await
         .map_err(|e| Error::failed(format!("cannot submit to the boot: {e}")))?;
-    let (tell, mut inputs) = controller::local_input_channel(true, true);
-    // The PMIx watch ends the run as a signal would; the client says why
-    // and exits 1 (the server's status would name the signal).
-    let tripped = std::rc::Rc::new(std::cell::Cell::new(false));
-    let watching = watch.map(|(w, why)| tokio::task::spawn_local(w.serve(tell, why)));
-    let trip = tripped.clone();
+    let mut inputs = controller::local_inputs(true, true);
     tokio::task::spawn_local(async move {
         while let Some(input) = inputs.recv().await {
             let (msg, stop) = match input {
@@ -98,14 +93,8 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
                 // on, which continues them.
                 Input::Signal(sig) => (ToServer::Signal(sig), sig == libc::SIGTSTP),
                 Input::Stdin(data) => (ToServer::Stdin(data), false),
-                // Here only the PMIx watch ends a run this way.
-                Input::End(why) => {
-                    if trip.replace(true) {
-                        continue;
-                    }
-                    output::emit(true, format!("dpm: job failed: {why}\n").as_bytes());
-                    (ToServer::Signal(libc::SIGTERM), false)
-                }
+                // Nothing here ends a run this way (the boot's run ends itself).
+                Input::End(_) => continue,
             };
             if write_frame(&mut wr, &msg).await.is_err() {
                 return;
@@ -128,13 +117,7 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
         }
     };
     out.finish().await;
-    if let Some(task) = watching {
-        task.abort();
-    }
-    match end {
-        Ok(code) if code != 0 && tripped.get() => Ok(1),
-        end => end,
-    }
+    end
 }
 
 /// The client's output: written by a thread ([`output::stdout_sink`]), with

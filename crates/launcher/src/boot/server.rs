@@ -365,13 +365,8 @@ async fn write_to_client(mut drain: output::Drain, mut wr: tokio::net::unix::Own
 fn with_boot_pmi(mut config: RunConfig, boot: Option<crate::pmi_choice::PmiFlavour>, submit: &mut Submit) -> Result<RunConfig, UsageError> {
     if let (true, Some(flavour)) = (submit.pmi_default, boot) {
         config.pmi = Some(flavour);
-        // The client's PMIx watch goes with its auto choice, unless the
-        // boot's choice wants one too.
-        if !config.choose_pmi(&mut submit.apps).map_err(|e| UsageError(e.to_string()))? {
-            for app in &mut submit.apps {
-                crate::pmix_watch::disarm(&mut app.env);
-            }
-        }
+        // The PMIx watch too: the boot's choice says whether the job is watched.
+        config.choose_pmi(&mut submit.apps).map_err(|e| UsageError(e.to_string()))?;
     }
     Ok(config)
 }
@@ -387,13 +382,14 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
     let (ppn, map_by_node, pmi_mode, kvs, binding) =
         (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));
+    let pmix_watch = config.job.pmix_watch;
     let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
         // Other runs' processes hold slots: the placer puts a run that fits
         // into the free ones. The run reserves the placement when it launches.
         let node_of = nodes.place_booted(submit.procs.len(), ppn, map_by_node).node_of().to_vec();
         let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
-        LaunchJob { stdin_rank: Some(Rank(0)), binding: binding.clone(), ..launch }
+        LaunchJob { stdin_rank: Some(Rank(0)), binding: binding.clone(), pmix_watch, ..launch }
     });
     (settings, launch_of)
 }

@@ -58,6 +58,9 @@ pub(super) struct Job {
     pub(super) spawn_errcodes: Vec<i32>,
     /// The app of each rank (a PMIx connect's job map).
     pub(super) appnums: Vec<i64>,
+    /// Launched with `pmix_watch`: each app's program as the user wrote
+    /// it, until a node's watch trips (`Run::watch_tripped`).
+    pub(super) watched: Option<Vec<String>>,
 }
 
 impl Job {
@@ -79,6 +82,7 @@ impl Job {
             pool: false,
             spawn_errcodes: Vec::new(),
             appnums: launch.appnums.clone(),
+            watched: launch.pmix_watch.then(|| launch.apps.iter().map(|a| a.argv.first().unwrap_or(&a.exe).clone()).collect()),
         }
     }
 

@@ -272,7 +272,22 @@ impl Run {
             ToLauncher::ParentAsked { job, rank } => self.warm_parent_asked(fx, job, rank),
             ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, group, data),
             ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
+            ToLauncher::WatchTripped { job } => self.watch_tripped(fx, node, job),
         }
+    }
+
+    /// The PMIx watch of `node` saw a rank of `job` connect: an Open MPI
+    /// rank served PMI-1/2, a singleton if left alone. The run ends (as
+    /// [`Run::on_end`]) saying to use `--pmi pmix`, naming the program of
+    /// the job's first rank on that node; once, whichever node says so
+    /// first. A job launched without the watch is not ended.
+    fn watch_tripped(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId) {
+        let Some(j) = self.jobs.get_mut(&job) else { return };
+        let Some(programs) = j.watched.take() else { return };
+        let first = (0..j.ranks.len()).find(|&r| j.slots.node(r) == Some(node)).unwrap_or(0);
+        let app = j.appnums.get(first).and_then(|&a| usize::try_from(a).ok()).unwrap_or(0);
+        let exe = programs.get(app).or(programs.first()).map_or("?", String::as_str);
+        self.end_with(fx, crate::pmi_choice::watch_tripped_message(exe));
     }
 
     /// The link to `node` broke (its daemon killed, its host lost, silent too
@@ -313,10 +328,14 @@ impl Run {
     /// without claiming that dpm got a signal (issue 26: a booted run whose
     /// node was lost first said "got SIGTERM; forwarding it").
     pub fn on_end(&mut self, fx: &mut dyn RunEffects, why: String) {
+        self.end_with(fx, why);
+        self.settle(fx);
+    }
+
+    fn end_with(&mut self, fx: &mut dyn RunEffects, why: String) {
         self.verdict.record_node_lost(why);
         self.kill_all(fx, libc::SIGTERM);
         fx.arm(Timer::KillGrace, self.settings.kill_grace);
-        self.settle(fx);
     }
 
     /// dpm itself got `sig`: forward it to every process; a second signal

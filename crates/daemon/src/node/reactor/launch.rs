@@ -62,6 +62,10 @@ impl NodeReactor {
                 }
             }
         }
+        let watch = self.open_watch(fx, &spec).map(|(watcher, vars)| {
+            entry.watch = Some(watcher);
+            vars
+        });
         self.jobs.insert(job, entry);
         fx.track_shm(job, &spec.kvsname);
         // Bound before a PMIx job's namespace is registered: it says where
@@ -105,6 +109,10 @@ impl NodeReactor {
             if let Some(bound) = bindings.next() {
                 env.vars.extend(bound.env);
                 env.affinity = bound.affinity;
+            }
+            // A PMIx server the user named stays the rank's.
+            if let Some(vars) = watch.as_ref().filter(|_| !crate::pmix_watch::names_a_server(&app.spec().env)) {
+                env.vars.extend(vars.iter().cloned());
             }
             let pmi_conn = (spec.pmi_mode == PmiMode::Fd).then(|| self.new_conn());
             let with_stdin = spec.stdin_rank == Some(proc.rank);

@@ -544,6 +544,7 @@ mod tests {
             awaiting_claim: false,
             report_parent_asks: false,
             binding: Default::default(),
+            pmix_watch: false,
         }
     }
 

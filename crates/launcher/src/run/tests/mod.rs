@@ -528,6 +528,7 @@ mod pmix;
 mod pool;
 mod tree_connect;
 mod warm;
+mod watch;
 
 #[test]
 fn written_output_is_acknowledged_to_its_node_in_steps_until_the_job_ends() {
