@@ -120,41 +120,45 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
     end
 }
 
-/// The client's output: written by a thread ([`output::stdout_sink`]), with
-/// at most [`OUTPUT_WINDOW`] bytes queued. At the bound the client stops
-/// reading its connection, so a stopped or slow stdout backs up to the
-/// server's writer for this run and from there, through the run's output
-/// windows, to its ranks.
+/// The client's output: written by a thread ([`output::stdout_sink`]),
+/// started with the first bytes to write (a run that prints nothing, such
+/// as `dpm run -n 1 /bin/true`, starts none), with at most
+/// [`OUTPUT_WINDOW`] bytes queued. At the bound the client stops reading
+/// its connection, so a stopped or slow stdout backs up to the server's
+/// writer for this run and from there, through the run's output windows,
+/// to its ranks.
 struct Relay {
-    sink: output::Sink,
+    sink: Option<output::Sink>,
     queued: u64,
 }
 
 impl Relay {
     fn new() -> Self {
-        Relay { sink: output::stdout_sink(), queued: 0 }
+        Relay { sink: None, queued: 0 }
     }
 
     fn write(&mut self, is_err: bool, data: Vec<u8>) {
         let bytes = data.len() as u64;
         self.queued += bytes;
-        self.sink.console.write(is_err, data, Some(Written { node: NodeId(0), job: JobId(0), bytes }));
+        let sink = self.sink.get_or_insert_with(output::stdout_sink);
+        sink.console.write(is_err, data, Some(Written { node: NodeId(0), job: JobId(0), bytes }));
     }
 
     /// Wait until the queue is below its bound.
     async fn room(&mut self) {
-        while let Ok(w) = self.sink.written.try_recv() {
+        let Some(sink) = self.sink.as_mut() else { return };
+        while let Ok(w) = sink.written.try_recv() {
             self.queued = self.queued.saturating_sub(w.bytes);
         }
         while self.queued >= OUTPUT_WINDOW {
-            let Some(w) = self.sink.written.recv().await else { return };
+            let Some(w) = sink.written.recv().await else { return };
             self.queued = self.queued.saturating_sub(w.bytes);
         }
     }
 
     /// Everything queued is written.
     async fn finish(self) {
-        let output::Sink { console, mut written } = self.sink;
+        let Some(output::Sink { console, mut written }) = self.sink else { return };
         drop(console);
         while written.recv().await.is_some() {}
     }
