@@ -9,6 +9,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod logging;
 mod man;
 mod model;
 
@@ -119,13 +120,13 @@ fn main() {
     }
     let outcome = match Cli::parse().command {
         Command::CleanUpAfter { pid } => {
-            init_logging(0);
+            logging::init(0);
             std::process::exit(dpm_daemon::cleaner::process::main(pid));
         }
         Command::Daemon { node, host, connect, secret_stdin, heartbeat_timeout, pmi_trace, verbose } => {
             // Logging starts no thread: the daemon still takes its secret
             // out of the environment of a single-threaded process.
-            init_logging(verbose);
+            logging::init(verbose);
             if let Some(timeout) = heartbeat_timeout {
                 dpm_proto::frame::set_heartbeat_timeout(timeout);
             }
@@ -140,11 +141,11 @@ fn main() {
                 Command::Run { args } => exit(run(&args)),
                 Command::Boot { args } => ("dpm boot", boot(&args)),
                 Command::Status => {
-                    init_logging(0);
+                    logging::init(0);
                     ("dpm status", dpm_launcher::boot::client::status_command())
                 }
                 Command::Down => {
-                    init_logging(0);
+                    logging::init(0);
                     ("dpm down", dpm_launcher::boot::client::down_command())
                 }
                 Command::Model(args) => ("dpm model", model::command(args)),
@@ -178,7 +179,7 @@ fn run(args: &[String]) -> (&'static str, Result<i32, Error>) {
         Ok(r) => r,
         Err(e) => return ("dpm run", Err(e)),
     };
-    init_logging(request.verbose());
+    logging::init(request.verbose());
     match request {
         RunRequest::Help => {
             print!("{}", dpm_launcher::options::run_help());
@@ -201,23 +202,8 @@ fn boot(args: &[String]) -> Result<i32, Error> {
             Ok(0)
         }
         BootRequest::Boot(boot) => {
-            init_logging(boot.opts.verbose);
+            logging::init(boot.opts.verbose);
             dpm_launcher::boot::cli::boot_command(boot)
         }
     }
-}
-
-/// Logging on stderr: `-v` (debug), `-vv` (trace), or a `DPM_LOG` filter
-/// such as `dpm_daemon=trace`; warnings only by default.
-fn init_logging(verbose: u8) {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let default = match verbose {
-        0 => "warn",
-        1 => "debug",
-        _ => "trace",
-    };
-    let filter = std::env::var("DPM_LOG").ok().and_then(|f| EnvFilter::try_new(f).ok()).unwrap_or_else(|| EnvFilter::new(default));
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal()).with_target(false).try_init();
 }
