@@ -23,8 +23,10 @@ pub struct TreeShared {
     pub jobs: BTreeMap<JobId, (u32, String, u32)>,
     /// Pooled jobs kept for later runs (`dpm boot --warm-spawn`; off by default).
     pub pool: Pool,
-    /// The last kvsnames handed out, live before their job is registered in `jobs`.
-    issued: std::collections::VecDeque<String>,
+    /// The Open MPI families of the last kvsnames handed out, live before
+    /// their job is registered in `jobs` (kept hashed: a boot hands out
+    /// names for ever, and each new one is checked against them all).
+    issued: std::collections::VecDeque<u16>,
     /// The last PMIx group context id handed out ([`Self::context_id`]).
     context_ids: u64,
     /// PMIx collectives across runs and the live jobs they may name.
@@ -87,19 +89,13 @@ impl TreeShared {
     pub fn new_job_id(&mut self) -> (JobId, String) {
         let job = JobId(self.next_job);
         self.next_job += 1;
-        let live: std::collections::HashSet<u16> = self
-            .jobs
-            .values()
-            .map(|(_, name, _)| name.as_str())
-            .chain(self.pool.kvsnames())
-            .chain(self.issued.iter().map(String::as_str))
-            .map(open_mpi_family)
-            .collect();
+        let live: std::collections::HashSet<u16> =
+            self.jobs.values().map(|(_, name, _)| name.as_str()).chain(self.pool.kvsnames()).map(open_mpi_family).chain(self.issued.iter().copied()).collect();
         let name = kvsname::fresh(self.run_tag, job, |family| live.contains(&family));
         if self.issued.len() >= kvsname::ISSUED_REMEMBERED {
             self.issued.pop_front();
         }
-        self.issued.push_back(name.clone());
+        self.issued.push_back(open_mpi_family(&name));
         (job, name)
     }
 }
