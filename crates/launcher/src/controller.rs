@@ -481,7 +481,7 @@ impl Controller {
 }
 
 /// Whether this process's stdin is `/dev/null` (the same character device).
-fn stdin_is_dev_null() -> bool {
+pub(crate) fn stdin_is_dev_null() -> bool {
     use nix::sys::stat::{fstat, stat, SFlag};
     let is_chr = |mode: u32| SFlag::from_bits_truncate(mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
     match (fstat(libc::STDIN_FILENO), stat("/dev/null")) {

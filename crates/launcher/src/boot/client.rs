@@ -4,6 +4,7 @@
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
@@ -81,10 +82,16 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
     let spawn_env = crate::local::segment_env(&opts, &opts.segments[0], &launcher_env);
     let submit = config.submit(planned, spawn_env, cwd.display().to_string(), opts.localhost.clone().unwrap_or_else(crate::machine::this_host));
     let (mut rd, mut wr) = to_tokio(stream)?;
-    write_frame(&mut wr, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) })
-        .await
-        .map_err(|e| Error::failed(format!("cannot submit to the boot: {e}")))?;
-    let mut inputs = controller::local_inputs(true, true);
+    // A stdin of /dev/null has ended already: its end goes with the
+    // submission, in one write (the server reads the two frames in turn).
+    let stdin_ended = controller::stdin_is_dev_null();
+    let mut first = Vec::new();
+    write_frame(&mut first, &ToServer::Run { version: CONTROL_VERSION, submit: Box::new(submit) }).await.map_err(submit_error)?;
+    if stdin_ended {
+        write_frame(&mut first, &ToServer::Stdin(Vec::new())).await.map_err(submit_error)?;
+    }
+    wr.write_all(&first).await.map_err(|e| submit_error(e.into()))?;
+    let mut inputs = controller::local_inputs(!stdin_ended, true);
     tokio::task::spawn_local(async move {
         while let Some(input) = inputs.recv().await {
             let (msg, stop) = match input {
@@ -118,6 +125,10 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
     };
     out.finish().await;
     end
+}
+
+fn submit_error(e: dpm_proto::frame::FrameError) -> Error {
+    Error::failed(format!("cannot submit to the boot: {e}"))
 }
 
 /// The client's output: written by a thread ([`output::stdout_sink`]),
