@@ -147,6 +147,37 @@ fn prediction(sc: &Scenario, o: Outcome, method: String) -> Prediction {
     }
 }
 
+/// `log2(n)`, without libm. `f64::log2` was the only libm function in the
+/// binary, and linking libm costs every dpm process one more shared
+/// library to map and relocate at its start (docs/benchmarks.md, "The
+/// booted path"). With `n = m·2^k`, `m` in [1, 2): `k + ln(m)/ln(2)`, and
+/// `ln(m) = 2·atanh(z)` with `z = (m - 1)/(m + 1)` at most 1/3: the
+/// series' 20 terms leave less than 1e-19.
+fn log2(n: f64) -> f64 {
+    if n.is_nan() || n < 0.0 {
+        return f64::NAN;
+    }
+    if n == 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if n.is_infinite() {
+        return f64::INFINITY;
+    }
+    // A subnormal is scaled into the normal range first (by 2^64).
+    let (x, scaled) = if n < f64::MIN_POSITIVE { (n * 18_446_744_073_709_551_616.0, 64) } else { (n, 0) };
+    let bits = x.to_bits();
+    let k = ((bits >> 52) & 0x7ff) as i64 - 1023 - scaled;
+    let m = f64::from_bits((bits & !(0x7ff << 52)) | (1023 << 52));
+    let z = (m - 1.0) / (m + 1.0);
+    let z2 = z * z;
+    let (mut power, mut sum) = (z, 0.0);
+    for i in 0..20 {
+        sum += power / f64::from(2 * i + 1);
+        power *= z2;
+    }
+    k as f64 + 2.0 * sum * std::f64::consts::LOG2_E
+}
+
 /// `a + b·log2(n) + c·n` through the samples (least squares; fewer samples
 /// drop terms from the right), evaluated at `at`.
 pub fn fit(samples: &[(f64, f64)], at: f64) -> f64 {
@@ -156,7 +187,7 @@ pub fn fit(samples: &[(f64, f64)], at: f64) -> f64 {
 /// [`fit`], its per-node term `c·n` evaluated at no more than `cap` nodes
 /// (a cost that reaches at most `cap` nodes saturates there).
 pub fn fit_capped(samples: &[(f64, f64)], at: f64, cap: f64) -> f64 {
-    let basis = |n: f64| [1.0, n.log2(), n];
+    let basis = |n: f64| [1.0, log2(n), n];
     let terms = samples.len().min(3);
     if terms == 0 {
         return 0.0;
@@ -288,5 +319,16 @@ mod tests {
         assert_eq!(fanouts(1), [2]);
         assert_eq!(fanouts(16), [2, 4, 8, 16]);
         assert_eq!(fanouts(17), [2, 4, 8, 16, 32]);
+    }
+
+    #[test]
+    fn log2_without_libm_matches_std() {
+        for n in [1.0, 1.5, 2.0, 3.0, 4.0, 7.0, 10.0, 16.0, 100.0, 1000.0, 4096.0, 1e6, 0.5, 0.1, 1e-300, 5e-324, f64::MAX] {
+            let (ours, std) = (log2(n), n.log2());
+            assert!((ours - std).abs() <= 1e-12 * std.abs().max(1.0), "log2({n}): {ours} against {std}");
+        }
+        assert_eq!(log2(0.0), f64::NEG_INFINITY);
+        assert_eq!(log2(f64::INFINITY), f64::INFINITY);
+        assert!(log2(-1.0).is_nan() && log2(f64::NAN).is_nan());
     }
 }
