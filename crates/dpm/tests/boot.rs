@@ -60,6 +60,9 @@ fn jobs_run_through_a_booted_tree_and_down_leaves_nothing() {
     boot.run(&["-n", "2", "sh", "-c", "exit 3"]).output().assert_code(3);
     let out = boot.run(&["-n", "1", "cat"]).stdin(b"through the boot\n").output();
     out.assert_success().assert_stdout_contains("through the boot");
+    // A stdin of /dev/null ends with the submission: `cat` reads its end.
+    let out = boot.run(&["-n", "1", "cat"]).output();
+    assert_eq!(out.assert_success().stdout_str(), "", "{}", out.describe());
 
     let down = boot.down();
     assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
