@@ -45,6 +45,7 @@ pub mod node;
 pub mod peer;
 pub mod pmix_guard;
 mod proc_stat;
+mod readbuf;
 pub mod refusals;
 pub mod spawn;
 pub mod spawner;
