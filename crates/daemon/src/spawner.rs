@@ -21,7 +21,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use tokio::io::unix::AsyncFd;
 
-use crate::spawn::{spawn_proc, PmiEnv, PreparedApp, Started};
+use crate::spawn::{spawn_proc, Ignored, PmiEnv, PreparedApp, Started};
 
 /// One process to start: its app, its extra variables, its group, its stdin.
 pub struct SpawnTask {
@@ -257,13 +257,22 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
         }
         Err(e) => tracing::warn!("spawner thread {index}: cannot use a private fd table: {e}"),
     }
+    // The signals the daemon ignores, learned again for each batch of
+    // starts: when this thread finds the queue empty, the batch is over.
+    let mut ignored = None;
     loop {
-        let next = rx.lock().map(|r| r.recv());
+        let next = rx.lock().map(|r| {
+            r.try_recv().or_else(|_| {
+                ignored = None;
+                r.recv()
+            })
+        });
         let Ok(Ok(q)) = next else { return }; // the daemon is gone
         if stopping.load(Ordering::SeqCst) {
             return; // nobody would watch what starts now
         }
-        send_answer(&socket, q.token, start(&q.task), MsgFlags::empty());
+        let ignored = *ignored.get_or_insert_with(Ignored::now);
+        send_answer(&socket, q.token, start_with(&q.task, ignored), MsgFlags::empty());
     }
 }
 
@@ -271,9 +280,15 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
 /// own for a small spawn: [`crate::node::StartBy`]), which sleeps until the
 /// child has exec'd or failed.
 pub fn start(t: &SpawnTask) -> io::Result<Started> {
-    match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin) {
+    start_with(t, Ignored::now())
+}
+
+/// [`start`], the signals this process ignores learned already (once per
+/// batch of starts).
+pub fn start_with(t: &SpawnTask, ignored: Ignored) -> io::Result<Started> {
+    match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin, ignored) {
         // The job's group vanishes when its leader exits early: start a new one.
-        Err(e) if t.pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => spawn_proc(&t.app, &t.env, 0, t.with_stdin),
+        Err(e) if t.pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => spawn_proc(&t.app, &t.env, 0, t.with_stdin, ignored),
         other => other,
     }
 }

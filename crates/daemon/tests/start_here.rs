@@ -89,3 +89,15 @@ fn a_step_that_fails_in_the_child_is_the_starts_error() {
     let ok = start(&task("/bin/sh", "exit 0", "/", none())).unwrap();
     assert_eq!(wait(&ok), ExitStatus::Code(0));
 }
+
+mod signals_at_start;
+
+#[test]
+fn a_started_program_has_default_dispositions_and_no_mask() {
+    signals_at_start::a_started_program_has_default_dispositions_and_no_mask();
+}
+
+#[test]
+fn no_handler_of_the_parent_runs_in_a_starting_child() {
+    signals_at_start::no_handler_of_the_parent_runs_in_a_starting_child();
+}

@@ -2,7 +2,8 @@
 //! (or a given process group), and death with its daemon.
 //!
 //! Processes are started the way glibc's `posix_spawn` does it — a
-//! `clone(CLONE_VM | CLONE_VFORK)` child that sets itself up and `execve`s —
+//! `clone(CLONE_VM | CLONE_VFORK)` child that sets itself up and `execve`s
+//! (with `clone3`'s `CLONE_CLEAR_SIGHAND` where it can: [`clone3`]) —
 //! and not with `fork`: after each `fork` the parent re-faults its pages
 //! copy-on-write, which made starting 256 ranks take twice as long as
 //! `posix_spawn`. `posix_spawn` itself cannot set `PR_SET_PDEATHSIG`, hence
@@ -23,6 +24,10 @@ use nix::unistd::Pid;
 use dpm_proto::AppSpec;
 
 use crate::node::StartError;
+
+pub mod clone3;
+
+pub use clone3::Ignored;
 
 /// A started process and the parent's ends of its channels (`pmi`,
 /// `stdout` and `stderr` already non-blocking, for the node's event loop).
@@ -109,6 +114,12 @@ struct ChildSetup<'a> {
     mems: (*const u64, usize),
     /// With `pgid` 0: found a session (`setsid`), else only a group.
     own_session: bool,
+    /// Set every signal to its default disposition: the kernel did not
+    /// clear the handlers (plain `clone`).
+    reset_all: bool,
+    /// The signals ignored in this process, for the child to reset (with
+    /// `clone3`, which leaves them ignored).
+    ignored: Ignored,
     /// errno of the step that failed in the child; 0 if it exec'd.
     error: AtomicI32,
 }
@@ -175,8 +186,9 @@ pub fn start_error(e: io::Error) -> StartError {
 }
 
 /// Start a process of `app` in process group `pgid` (0: a new session and
-/// group led by the child).
-pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) -> io::Result<Started> {
+/// group led by the child). `ignored`: the signals this process ignores
+/// (learned once per batch of starts: [`Ignored::now`]).
+pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, ignored: Ignored) -> io::Result<Started> {
     let (pmi_parent, pmi_child) = if pmi.socketpair { socketpair().map(|(a, b)| (Some(a), Some(b)))? } else { (None, None) };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -207,7 +219,7 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = app.env.iter().chain(own.iter()).map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let setup = ChildSetup {
+    let mut setup = ChildSetup {
         exe: &app.exe,
         argv,
         envp,
@@ -221,10 +233,12 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         cpus: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.cpus.as_deref())),
         mems: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.mems.as_deref())),
         own_session: rank_sessions(),
+        reset_all: true,
+        ignored,
         error: AtomicI32::new(0),
     };
 
-    let pid = clone_vfork(&setup)?;
+    let (pid, pidfd) = clone_vfork(&mut setup)?;
     // CLONE_VFORK: this thread resumes only once the child has exec'd or
     // failed, so its setsid/setpgid has happened.
     let pgid = if pgid == 0 { pid } else { pgid };
@@ -235,7 +249,11 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         return Err(io::Error::from_raw_os_error(error));
     }
     drop((in_r, out_w, err_w, pmi_child));
-    Ok(Started { pid, pgid, pidfd: pidfd_open(pid)?, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
+    let pidfd = match pidfd {
+        Some(fd) => fd,
+        None => pidfd_open(pid)?,
+    };
+    Ok(Started { pid, pgid, pidfd, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
 }
 
 /// A mask's address and length for the child (null: none).
@@ -263,30 +281,51 @@ pub fn block_signals_here() -> io::Result<()> {
     Ok(())
 }
 
-fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
-    let mut stack = vec![0u8; CHILD_STACK];
+/// Clone the child and wait for its exec: its pid, and its pidfd when the
+/// kernel made one ([`clone3`]).
+fn clone_vfork(setup: &mut ChildSetup) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    // The child's stack, uninitialised: only the child writes to it.
+    let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
     let blocked = ALL_BLOCKED.with(|b| b.get());
     let mut old = SigSet::empty();
     if !blocked {
         pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut old))?;
     }
     // SAFETY: all signals are blocked around the clone (here, or on this
-    // thread for good: `blocked`), so no handler of this
-    // process can run on the child's stack; the child unblocks them only after
-    // resetting every disposition. CLONE_VFORK suspends this thread until the
-    // child has exec'd or exited, so `setup` and `stack` outlive its use.
-    unsafe {
-        let top = stack.as_mut_ptr().add(CHILD_STACK) as *mut libc::c_void;
-        let pid = libc::clone(child_main, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, setup as *const ChildSetup as *mut libc::c_void);
-        let err = io::Error::last_os_error();
-        if !blocked {
-            let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    // thread for good: `blocked`), so no handler of this process can run on
+    // the child's stack; the child unblocks them only after its handlers
+    // are default (cleared by the kernel with `clone3`, else reset by the
+    // child: `reset_all`). CLONE_VFORK suspends this thread until the child
+    // has exec'd or exited, so `setup` and `stack` outlive its use; the
+    // child reads `setup` only.
+    let result = unsafe {
+        let base = stack.as_mut_ptr();
+        let cloned = if clone3::available() {
+            setup.reset_all = false;
+            clone3::clone_vfork(child_main, setup as *mut ChildSetup as *mut libc::c_void, base, CHILD_STACK)
+        } else {
+            Ok(None)
+        };
+        match cloned {
+            Ok(Some((pid, pidfd))) => Ok((pid, Some(pidfd))),
+            Err(e) => Err(e),
+            Ok(None) => {
+                setup.reset_all = true;
+                let arg = setup as *mut ChildSetup as *mut libc::c_void;
+                let top = base.add(CHILD_STACK) as *mut libc::c_void;
+                let pid = libc::clone(child_main, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, arg);
+                if pid < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok((pid, None))
+                }
+            }
         }
-        if pid < 0 {
-            return Err(err);
-        }
-        Ok(pid)
+    };
+    if !blocked {
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
     }
+    result
 }
 
 /// Runs in the child, sharing the parent's memory: raw syscalls only (no
@@ -300,9 +339,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             s.error.store(*libc::__errno_location(), Ordering::SeqCst);
             libc::_exit(127)
         };
-        // Default dispositions for every signal the daemon handles, then no mask.
-        for sig in 1..libc::SIGRTMIN() {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+        // Default dispositions for every signal the daemon handles, then no
+        // mask: with `clone3` the kernel cleared the handlers and the
+        // ignored ones are reset here; with `clone`, every one.
+        for sig in 1..=64 {
+            let reset = if s.reset_all { sig < libc::SIGRTMIN() } else { s.ignored.contains(sig) };
+            if reset && sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);
             }
         }
