@@ -68,6 +68,9 @@ pub struct PreparedApp {
     spec: AppSpec,
     exe: CString,
     wdir: CString,
+    /// `wdir` is this process's working directory (the same file when the
+    /// app was prepared): the child, which inherits it, need not `chdir`.
+    in_wdir: bool,
     args: Vec<CString>,
     env: Vec<CString>,
 }
@@ -78,6 +81,7 @@ impl PreparedApp {
             spec: app.clone(),
             exe: cstring(OsStr::new(&app.exe).as_bytes())?,
             wdir: cstring(app.wdir.as_bytes())?,
+            in_wdir: same_file(std::path::Path::new(&app.wdir), std::path::Path::new(".")),
             args: app.argv.iter().map(|a| cstring(a.as_bytes())).collect::<io::Result<_>>()?,
             // A link secret never reaches a rank, whatever the launcher sent.
             env: app
@@ -101,6 +105,8 @@ struct ChildSetup<'a> {
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
     wdir: &'a CString,
+    /// The child is there already: no `chdir`.
+    in_wdir: bool,
     pgid: libc::pid_t,
     parent: libc::pid_t,
     stdin: RawFd,
@@ -138,6 +144,34 @@ pub const RANK_SESSION_VAR: &str = "DPM_RANK_SESSION";
 fn rank_sessions() -> bool {
     static OWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OWN.get_or_init(|| std::env::var_os(RANK_SESSION_VAR).is_none_or(|v| v != "group"))
+}
+
+/// Both paths name one file now (device and inode); `false` when either
+/// cannot be read.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+thread_local! {
+    /// `/dev/null` for the starts of this thread's processes without
+    /// stdin, opened once (close-on-exec) in the thread's fd table.
+    static DEV_NULL: std::cell::OnceCell<OwnedFd> = const { std::cell::OnceCell::new() };
+}
+
+/// This thread's `/dev/null` ([`DEV_NULL`]).
+fn dev_null() -> io::Result<RawFd> {
+    DEV_NULL.with(|cell| {
+        if let Some(fd) = cell.get() {
+            return Ok(fd.as_raw_fd());
+        }
+        // std opens with O_CLOEXEC.
+        let fd = OwnedFd::from(std::fs::File::open("/dev/null")?);
+        Ok(cell.get_or_init(|| fd).as_raw_fd())
+    })
 }
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
@@ -194,10 +228,13 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, 
     let (err_r, err_w) = pipe()?;
     let (in_r, in_w) = if with_stdin {
         let (r, w) = pipe()?;
-        (r, Some(w))
+        (Some(r), Some(w))
     } else {
-        // std opens with O_CLOEXEC.
-        (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
+        (None, None)
+    };
+    let stdin = match &in_r {
+        Some(r) => r.as_raw_fd(),
+        None => dev_null()?,
     };
     // The parent's ends, here on the starting thread and not on the node's
     // loop: one fcntl each (the loop would check each pipe and read its
@@ -224,9 +261,10 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, 
         argv,
         envp,
         wdir: &app.wdir,
+        in_wdir: app.in_wdir,
         pgid,
         parent: std::process::id() as libc::pid_t,
-        stdin: in_r.as_raw_fd(),
+        stdin,
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         pmi: pmi_fd,
@@ -381,7 +419,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if s.pmi >= 0 && libc::fcntl(s.pmi, libc::F_SETFD, 0) != 0 {
             return fail(s);
         }
-        if libc::chdir(s.wdir.as_ptr()) != 0 {
+        if !s.in_wdir && libc::chdir(s.wdir.as_ptr()) != 0 {
             return fail(s);
         }
         // The binding (`-bind-to`, `-membind`): inherited through the exec.
