@@ -28,13 +28,16 @@ use std::sync::atomic::{AtomicU8, Ordering};
 pub struct Ignored(pub u64);
 
 impl Ignored {
-    /// Ask the kernel, signal by signal (a read-only `rt_sigaction` each).
-    /// Learned once per batch of starts: a signal ignored after this is
-    /// inherited ignored by the batch's processes, which is harmless
-    /// (nothing runs), and no library of the daemon ignores one at run time.
+    /// Ask the kernel, signal by signal (a read-only `rt_sigaction` each),
+    /// for the standard signals, the ones a child of plain `clone` resets
+    /// (real-time signals ignored here stay ignored in a rank, as they
+    /// always did). Learned once per batch of starts: a signal ignored
+    /// after this is inherited ignored by the batch's processes, which is
+    /// harmless (nothing runs), and no library of the daemon ignores one
+    /// at run time.
     pub fn now() -> Ignored {
         let mut mask = 0u64;
-        for sig in 1..=64 {
+        for sig in (1..libc::SIGRTMIN()).filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP) {
             // SAFETY: sigaction with a null new action only reads the
             // disposition into `old`, a plain C struct zeroed first.
             let ignored = unsafe {
