@@ -21,7 +21,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use tokio::io::unix::AsyncFd;
 
-use crate::spawn::{spawn_proc, Ignored, PmiEnv, PreparedApp, Started};
+use crate::spawn::{spawn_proc, Batch, PmiEnv, PreparedApp, Started};
 
 /// One process to start: its app, its extra variables, its group, its stdin.
 pub struct SpawnTask {
@@ -257,13 +257,14 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
         }
         Err(e) => tracing::warn!("spawner thread {index}: cannot use a private fd table: {e}"),
     }
-    // The signals the daemon ignores, learned again for each batch of
-    // starts: when this thread finds the queue empty, the batch is over.
-    let mut ignored = None;
+    // What a batch of starts shares (the signals the daemon ignores, its
+    // pid), learned again for each: when this thread finds the queue
+    // empty, the batch is over.
+    let mut batch = None;
     loop {
         let next = rx.lock().map(|r| {
             r.try_recv().or_else(|_| {
-                ignored = None;
+                batch = None;
                 r.recv()
             })
         });
@@ -271,8 +272,8 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
         if stopping.load(Ordering::SeqCst) {
             return; // nobody would watch what starts now
         }
-        let ignored = *ignored.get_or_insert_with(Ignored::now);
-        send_answer(&socket, q.token, start_with(&q.task, ignored), MsgFlags::empty());
+        let batch = *batch.get_or_insert_with(Batch::now);
+        send_answer(&socket, q.token, start_with(&q.task, batch), MsgFlags::empty());
     }
 }
 
@@ -280,15 +281,14 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
 /// own for a small spawn: [`crate::node::StartBy`]), which sleeps until the
 /// child has exec'd or failed.
 pub fn start(t: &SpawnTask) -> io::Result<Started> {
-    start_with(t, Ignored::now())
+    start_with(t, Batch::now())
 }
 
-/// [`start`], the signals this process ignores learned already (once per
-/// batch of starts).
-pub fn start_with(t: &SpawnTask, ignored: Ignored) -> io::Result<Started> {
-    match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin, ignored) {
+/// [`start`], with what its batch of starts learned once ([`Batch::now`]).
+pub fn start_with(t: &SpawnTask, batch: Batch) -> io::Result<Started> {
+    match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin, batch) {
         // The job's group vanishes when its leader exits early: start a new one.
-        Err(e) if t.pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => spawn_proc(&t.app, &t.env, 0, t.with_stdin, ignored),
+        Err(e) if t.pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => spawn_proc(&t.app, &t.env, 0, t.with_stdin, batch),
         other => other,
     }
 }

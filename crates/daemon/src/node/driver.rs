@@ -342,9 +342,9 @@ impl NodeEffects for Io {
     }
 
     fn start(&mut self, procs: Vec<ProcStart>) {
-        // The signals this process ignores, once for the batch (the ones
-        // the node's thread starts itself).
-        let mut ignored = None;
+        // What the batch's starts share, learned once (for the ones the
+        // node's thread starts itself).
+        let mut batch = None;
         for p in procs {
             let token = self.next_start;
             self.next_start += 1;
@@ -352,8 +352,8 @@ impl NodeEffects for Io {
             match p.by {
                 StartBy::SpawnerThreads => self.spawner.submit(token, task),
                 StartBy::NodeThread => {
-                    let ignored = *ignored.get_or_insert_with(spawn::Ignored::now);
-                    let _ = self.events.send(Event::Started { token, result: spawner::start_with(&task, ignored) });
+                    let batch = *batch.get_or_insert_with(spawn::Batch::now);
+                    let _ = self.events.send(Event::Started { token, result: spawner::start_with(&task, batch) });
                 }
             }
             self.starting.insert(token, p);

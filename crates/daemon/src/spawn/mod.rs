@@ -29,6 +29,21 @@ pub mod clone3;
 
 pub use clone3::Ignored;
 
+/// What the starts of one batch share, learned once for the batch: this
+/// process's id (each child checks that its parent is still this process)
+/// and the signals it ignores. (`getpid` a start was a system call a rank.)
+#[derive(Clone, Copy, Debug)]
+pub struct Batch {
+    pub pid: libc::pid_t,
+    pub ignored: Ignored,
+}
+
+impl Batch {
+    pub fn now() -> Batch {
+        Batch { pid: std::process::id() as libc::pid_t, ignored: Ignored::now() }
+    }
+}
+
 /// A started process and the parent's ends of its channels (`pmi`,
 /// `stdout` and `stderr` already non-blocking, for the node's event loop).
 pub struct Started {
@@ -220,9 +235,8 @@ pub fn start_error(e: io::Error) -> StartError {
 }
 
 /// Start a process of `app` in process group `pgid` (0: a new session and
-/// group led by the child). `ignored`: the signals this process ignores
-/// (learned once per batch of starts: [`Ignored::now`]).
-pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, ignored: Ignored) -> io::Result<Started> {
+/// group led by the child), with what its batch of starts learned ([`Batch::now`]).
+pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, batch: Batch) -> io::Result<Started> {
     let (pmi_parent, pmi_child) = if pmi.socketpair { socketpair().map(|(a, b)| (Some(a), Some(b)))? } else { (None, None) };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -263,7 +277,7 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, 
         wdir: &app.wdir,
         in_wdir: app.in_wdir,
         pgid,
-        parent: std::process::id() as libc::pid_t,
+        parent: batch.pid,
         stdin,
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
@@ -272,7 +286,7 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, 
         mems: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.mems.as_deref())),
         own_session: rank_sessions(),
         reset_all: true,
-        ignored,
+        ignored: batch.ignored,
         error: AtomicI32::new(0),
     };
 
