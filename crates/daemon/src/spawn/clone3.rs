@@ -57,6 +57,7 @@ impl Ignored {
 }
 
 /// `struct clone_args` as of Linux 5.3 (`CLONE_ARGS_SIZE_VER0`).
+#[cfg(target_arch = "x86_64")]
 #[repr(C)]
 #[derive(Default)]
 struct CloneArgs {
@@ -70,10 +71,13 @@ struct CloneArgs {
     tls: u64,
 }
 
+#[cfg(target_arch = "x86_64")]
 const CLONE_PIDFD: u64 = 0x1000;
+#[cfg(target_arch = "x86_64")]
 const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
 const UNKNOWN: u8 = 0;
+#[cfg(target_arch = "x86_64")]
 const WORKS: u8 = 1;
 const REFUSED: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
