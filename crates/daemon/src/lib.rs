@@ -48,6 +48,7 @@ pub mod peer;
 pub mod pmix_guard;
 pub mod pmix_watch;
 mod proc_stat;
+mod readbuf;
 pub mod refusals;
 pub mod spawn;
 pub mod spawner;

@@ -21,7 +21,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use tokio::io::unix::AsyncFd;
 
-use crate::spawn::{spawn_proc, PmiEnv, PreparedApp, Started};
+use crate::spawn::{spawn_proc, Batch, PmiEnv, PreparedApp, Started};
 
 /// One process to start: its app, its extra variables, its group, its stdin.
 pub struct SpawnTask {
@@ -257,13 +257,23 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
         }
         Err(e) => tracing::warn!("spawner thread {index}: cannot use a private fd table: {e}"),
     }
+    // What a batch of starts shares (the signals the daemon ignores, its
+    // pid), learned again for each: when this thread finds the queue
+    // empty, the batch is over.
+    let mut batch = None;
     loop {
-        let next = rx.lock().map(|r| r.recv());
+        let next = rx.lock().map(|r| {
+            r.try_recv().or_else(|_| {
+                batch = None;
+                r.recv()
+            })
+        });
         let Ok(Ok(q)) = next else { return }; // the daemon is gone
         if stopping.load(Ordering::SeqCst) {
             return; // nobody would watch what starts now
         }
-        send_answer(&socket, q.token, start(&q.task), MsgFlags::empty());
+        let batch = *batch.get_or_insert_with(Batch::now);
+        send_answer(&socket, q.token, start_with(&q.task, batch), MsgFlags::empty());
     }
 }
 
@@ -271,9 +281,14 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
 /// own for a small spawn: [`crate::node::StartBy`]), which sleeps until the
 /// child has exec'd or failed.
 pub fn start(t: &SpawnTask) -> io::Result<Started> {
-    match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin) {
+    start_with(t, Batch::now())
+}
+
+/// [`start`], with what its batch of starts learned once ([`Batch::now`]).
+pub fn start_with(t: &SpawnTask, batch: Batch) -> io::Result<Started> {
+    match spawn_proc(&t.app, &t.env, t.pgid, t.with_stdin, batch) {
         // The job's group vanishes when its leader exits early: start a new one.
-        Err(e) if t.pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => spawn_proc(&t.app, &t.env, 0, t.with_stdin),
+        Err(e) if t.pgid != 0 && e.raw_os_error() == Some(libc::EPERM) => spawn_proc(&t.app, &t.env, 0, t.with_stdin, batch),
         other => other,
     }
 }

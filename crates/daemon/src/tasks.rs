@@ -2,10 +2,10 @@
 //! bytes; all decisions are taken by the node reactor, which they feed
 //! through [`Event`]s.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, watch};
 
@@ -13,6 +13,7 @@ use dpm_kvs::{JobId, Rank};
 use dpm_proto::{ExitStatus, Stream};
 
 use crate::node::Timer;
+use crate::readbuf;
 use crate::spawn::reap;
 use crate::spawn_here;
 
@@ -194,8 +195,6 @@ pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pip
                 let _ = events.send(Event::OutputClosed { job, rank, stream });
             }
         }
-        let mut out_buf = vec![0u8; 16 * 1024];
-        let mut err_buf = vec![0u8; 16 * 1024];
         // Without a pidfd its exit is never known: only its output is forwarded.
         let mut reaped = pidfd.is_none();
         if pidfd.is_none() {
@@ -226,8 +225,8 @@ pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pip
                         }
                     }
                 }
-                n = read_opt(&mut out, &mut out_buf), if !paused => forward(&events, job, rank, Stream::Stdout, &mut out, &out_buf, n),
-                n = read_opt(&mut err, &mut err_buf), if !paused => forward(&events, job, rank, Stream::Stderr, &mut err, &err_buf, n),
+                ready = readable(&out), if !paused => forward(&events, job, rank, Stream::Stdout, &mut out, ready),
+                ready = readable(&err), if !paused => forward(&events, job, rank, Stream::Stderr, &mut err, ready),
             }
         }
     });
@@ -238,29 +237,37 @@ pub fn now_micros() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
-async fn read_opt(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> std::io::Result<usize> {
+/// A pipe's readiness to be read (never, once it is closed).
+async fn readable(pipe: &Option<pipe::Receiver>) -> std::io::Result<()> {
     match pipe {
-        Some(p) => p.read(buf).await,
+        Some(p) => p.readable().await,
         None => std::future::pending().await,
     }
 }
 
-fn forward(
-    events: &mpsc::UnboundedSender<Event>,
-    job: JobId,
-    rank: Rank,
-    stream: Stream,
-    pipe: &mut Option<pipe::Receiver>,
-    buf: &[u8],
-    n: std::io::Result<usize>,
-) {
-    match n {
-        Ok(0) | Err(_) => {
+/// Read a ready pipe once into the thread's buffer ([`readbuf`]) and pass
+/// on what came; end of file or an error closes it.
+fn forward(events: &mpsc::UnboundedSender<Event>, job: JobId, rank: Rank, stream: Stream, pipe: &mut Option<pipe::Receiver>, ready: std::io::Result<()>) {
+    let Some(p) = pipe.as_ref() else { return };
+    let read = ready.and_then(|()| {
+        readbuf::with_buffer(|buf| {
+            let mut short = None;
+            let read = p.try_io(|| readbuf::read_drained(p.as_raw_fd(), buf, &mut short));
+            readbuf::outcome(read, short).map(|n| buf[..n].to_vec())
+        })
+    });
+    match read {
+        Ok(data) if data.is_empty() => {
             *pipe = None;
             let _ = events.send(Event::OutputClosed { job, rank, stream });
         }
-        Ok(n) => {
-            let _ = events.send(Event::Output { job, rank, stream, data: buf[..n].to_vec() });
+        Ok(data) => {
+            let _ = events.send(Event::Output { job, rank, stream, data });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(_) => {
+            *pipe = None;
+            let _ = events.send(Event::OutputClosed { job, rank, stream });
         }
     }
 }

@@ -89,3 +89,25 @@ fn a_step_that_fails_in_the_child_is_the_starts_error() {
     let ok = start(&task("/bin/sh", "exit 0", "/", none())).unwrap();
     assert_eq!(wait(&ok), ExitStatus::Code(0));
 }
+
+mod signals_at_start;
+
+#[test]
+fn a_started_program_has_default_dispositions_and_no_mask() {
+    signals_at_start::a_started_program_has_default_dispositions_and_no_mask();
+}
+
+#[test]
+fn no_handler_of_the_parent_runs_in_a_starting_child() {
+    signals_at_start::no_handler_of_the_parent_runs_in_a_starting_child();
+}
+
+#[test]
+fn a_process_started_in_the_callers_own_directory_is_there() {
+    // The child inherits the directory instead of changing to it.
+    let here = std::env::current_dir().unwrap();
+    let none = PmiEnv { socketpair: false, vars: vec![], affinity: None };
+    let s = start(&task("/bin/sh", "pwd -P", here.to_str().unwrap(), none)).unwrap();
+    assert_eq!(read_all(&s.stdout).trim_end(), here.canonicalize().unwrap().to_str().unwrap());
+    assert_eq!(wait(&s), ExitStatus::Code(0));
+}

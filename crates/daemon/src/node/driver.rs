@@ -38,7 +38,7 @@ use super::{NodeEffects, NodeReactor, PmixAnswer, PmixRequest, ProcStart, ProcSt
 use crate::spawn;
 use crate::spawner::{self, SpawnTask, Spawner};
 use crate::tasks::{self, Event};
-use crate::{cleaner, mpich_shm, ucx_shm, DaemonConfig};
+use crate::{cleaner, mpich_shm, readbuf, ucx_shm, DaemonConfig};
 
 /// Serve until [`Down::Shutdown`] or until the launcher goes away, as
 /// node 0 (the launcher's in-process daemon; `dpm daemon` goes through
@@ -362,6 +362,9 @@ impl NodeEffects for Io {
     }
 
     fn start(&mut self, procs: Vec<ProcStart>) {
+        // What the batch's starts share, learned once (for the ones the
+        // node's thread starts itself).
+        let mut batch = None;
         for p in procs {
             let token = self.next_start;
             self.next_start += 1;
@@ -369,7 +372,8 @@ impl NodeEffects for Io {
             match p.by {
                 StartBy::SpawnerThreads => self.spawner.submit(token, task),
                 StartBy::NodeThread => {
-                    let _ = self.events.send(Event::Started { token, result: spawner::start(&task) });
+                    let batch = *batch.get_or_insert_with(spawn::Batch::now);
+                    let _ = self.events.send(Event::Started { token, result: spawner::start_with(&task, batch) });
                 }
             }
             self.starting.insert(token, p);
@@ -499,7 +503,6 @@ fn kill(pid: i32, signal: i32) {
 /// writes the replies), flush what the socket would not take.
 fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flush: Rc<Notify>) {
     crate::spawn_local_here(async move {
-        let mut buf = vec![0u8; 16 * 1024];
         loop {
             // Flushing first: while replies wait for the client to read them,
             // its requests are not read either (back-pressure, as a pipe
@@ -512,12 +515,20 @@ fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flu
                     if ready.is_err() {
                         break;
                     }
-                    match read_once(&stream, &mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            let Some(node) = me.upgrade() else { return };
+                    // The thread's one read buffer: the bytes are handed
+                    // on before this task yields.
+                    let read: io::Result<Option<usize>> = readbuf::with_buffer(|buf| {
+                        let n = read_once(&stream, buf)?;
+                        if n > 0 {
+                            let Some(node) = me.upgrade() else { return Ok(None) };
                             node.borrow_mut().with(|r, io| r.on_pmi_bytes(io, conn, &buf[..n]));
                         }
+                        Ok(Some(n))
+                    });
+                    match read {
+                        Ok(None) => return, // the node is gone
+                        Ok(Some(0)) => break,
+                        Ok(Some(_)) => {}
                         Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                         Err(_) => break,
                     }
@@ -533,35 +544,14 @@ fn serve_conn(me: Weak<RefCell<Node>>, conn: ConnId, stream: Rc<UnixStream>, flu
     });
 }
 
-/// One read of a PMI socket. A read that did not fill `buf` took all the
-/// socket held, so its readiness is cleared there and then, as tokio's own
-/// `AsyncRead` does on epoll: the task sleeps until the next request arrives
-/// instead of reading again only to be told `WouldBlock` — one read per
-/// request, not two. (Data that arrives after the read raises a new epoll
-/// event, which sets the readiness again: tokio clears only the readiness
-/// the read was made under.)
+/// One read of a PMI socket ([`readbuf::read_drained`]: a read that does
+/// not fill `buf` clears the socket's readiness; one read per request).
 fn read_once(stream: &UnixStream, buf: &mut [u8]) -> io::Result<usize> {
     use std::os::fd::AsRawFd;
     let fd = stream.as_raw_fd();
     let mut short = None;
-    let read = stream.try_io(tokio::io::Interest::READABLE, || {
-        // SAFETY: read(2) into `buf`, which is valid for `buf.len()` bytes,
-        // on a socket fd that `stream` owns and keeps open.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        match n {
-            n if n < 0 => Err(io::Error::last_os_error()),
-            n if n > 0 && (n as usize) < buf.len() => {
-                short = Some(n as usize);
-                // Drained: tokio clears the readiness on `WouldBlock`.
-                Err(ErrorKind::WouldBlock.into())
-            }
-            n => Ok(n as usize),
-        }
-    });
-    match short {
-        Some(n) => Ok(n),
-        None => read,
-    }
+    let read = stream.try_io(tokio::io::Interest::READABLE, || readbuf::read_drained(fd, buf, &mut short));
+    readbuf::outcome(read, short)
 }
 
 /// Write out what the socket would not take at once (a client slow to read).

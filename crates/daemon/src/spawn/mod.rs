@@ -2,7 +2,8 @@
 //! (or a given process group), and death with its daemon.
 //!
 //! Processes are started the way glibc's `posix_spawn` does it — a
-//! `clone(CLONE_VM | CLONE_VFORK)` child that sets itself up and `execve`s —
+//! `clone(CLONE_VM | CLONE_VFORK)` child that sets itself up and `execve`s
+//! (with `clone3`'s `CLONE_CLEAR_SIGHAND` where it can: [`clone3`]) —
 //! and not with `fork`: after each `fork` the parent re-faults its pages
 //! copy-on-write, which made starting 256 ranks take twice as long as
 //! `posix_spawn`. `posix_spawn` itself cannot set `PR_SET_PDEATHSIG`, hence
@@ -23,6 +24,25 @@ use nix::unistd::Pid;
 use dpm_proto::AppSpec;
 
 use crate::node::StartError;
+
+pub mod clone3;
+
+pub use clone3::Ignored;
+
+/// What the starts of one batch share, learned once for the batch: this
+/// process's id (each child checks that its parent is still this process)
+/// and the signals it ignores. (`getpid` a start was a system call a rank.)
+#[derive(Clone, Copy, Debug)]
+pub struct Batch {
+    pub pid: libc::pid_t,
+    pub ignored: Ignored,
+}
+
+impl Batch {
+    pub fn now() -> Batch {
+        Batch { pid: std::process::id() as libc::pid_t, ignored: Ignored::now() }
+    }
+}
 
 /// A started process and the parent's ends of its channels (`pmi`,
 /// `stdout` and `stderr` already non-blocking, for the node's event loop).
@@ -63,6 +83,9 @@ pub struct PreparedApp {
     spec: AppSpec,
     exe: CString,
     wdir: CString,
+    /// `wdir` is this process's working directory (the same file when the
+    /// app was prepared): the child, which inherits it, need not `chdir`.
+    in_wdir: bool,
     args: Vec<CString>,
     env: Vec<CString>,
 }
@@ -73,6 +96,7 @@ impl PreparedApp {
             spec: app.clone(),
             exe: cstring(OsStr::new(&app.exe).as_bytes())?,
             wdir: cstring(app.wdir.as_bytes())?,
+            in_wdir: same_file(std::path::Path::new(&app.wdir), std::path::Path::new(".")),
             args: app.argv.iter().map(|a| cstring(a.as_bytes())).collect::<io::Result<_>>()?,
             // A link secret never reaches a rank, whatever the launcher sent.
             env: app
@@ -96,6 +120,8 @@ struct ChildSetup<'a> {
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
     wdir: &'a CString,
+    /// The child is there already: no `chdir`.
+    in_wdir: bool,
     pgid: libc::pid_t,
     parent: libc::pid_t,
     stdin: RawFd,
@@ -109,6 +135,12 @@ struct ChildSetup<'a> {
     mems: (*const u64, usize),
     /// With `pgid` 0: found a session (`setsid`), else only a group.
     own_session: bool,
+    /// Set every signal to its default disposition: the kernel did not
+    /// clear the handlers (plain `clone`).
+    reset_all: bool,
+    /// The signals ignored in this process, for the child to reset (with
+    /// `clone3`, which leaves them ignored).
+    ignored: Ignored,
     /// errno of the step that failed in the child; 0 if it exec'd.
     error: AtomicI32,
 }
@@ -127,6 +159,34 @@ pub const RANK_SESSION_VAR: &str = "DPM_RANK_SESSION";
 fn rank_sessions() -> bool {
     static OWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OWN.get_or_init(|| std::env::var_os(RANK_SESSION_VAR).is_none_or(|v| v != "group"))
+}
+
+/// Both paths name one file now (device and inode); `false` when either
+/// cannot be read.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+thread_local! {
+    /// `/dev/null` for the starts of this thread's processes without
+    /// stdin, opened once (close-on-exec) in the thread's fd table.
+    static DEV_NULL: std::cell::OnceCell<OwnedFd> = const { std::cell::OnceCell::new() };
+}
+
+/// This thread's `/dev/null` ([`DEV_NULL`]).
+fn dev_null() -> io::Result<RawFd> {
+    DEV_NULL.with(|cell| {
+        if let Some(fd) = cell.get() {
+            return Ok(fd.as_raw_fd());
+        }
+        // std opens with O_CLOEXEC.
+        let fd = OwnedFd::from(std::fs::File::open("/dev/null")?);
+        Ok(cell.get_or_init(|| fd).as_raw_fd())
+    })
 }
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
@@ -175,17 +235,20 @@ pub fn start_error(e: io::Error) -> StartError {
 }
 
 /// Start a process of `app` in process group `pgid` (0: a new session and
-/// group led by the child).
-pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) -> io::Result<Started> {
+/// group led by the child), with what its batch of starts learned ([`Batch::now`]).
+pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, batch: Batch) -> io::Result<Started> {
     let (pmi_parent, pmi_child) = if pmi.socketpair { socketpair().map(|(a, b)| (Some(a), Some(b)))? } else { (None, None) };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (in_r, in_w) = if with_stdin {
         let (r, w) = pipe()?;
-        (r, Some(w))
+        (Some(r), Some(w))
     } else {
-        // std opens with O_CLOEXEC.
-        (OwnedFd::from(std::fs::File::open("/dev/null")?), None)
+        (None, None)
+    };
+    let stdin = match &in_r {
+        Some(r) => r.as_raw_fd(),
+        None => dev_null()?,
     };
     // The parent's ends, here on the starting thread and not on the node's
     // loop: one fcntl each (the loop would check each pipe and read its
@@ -207,24 +270,27 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = app.env.iter().chain(own.iter()).map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let setup = ChildSetup {
+    let mut setup = ChildSetup {
         exe: &app.exe,
         argv,
         envp,
         wdir: &app.wdir,
+        in_wdir: app.in_wdir,
         pgid,
-        parent: std::process::id() as libc::pid_t,
-        stdin: in_r.as_raw_fd(),
+        parent: batch.pid,
+        stdin,
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         pmi: pmi_fd,
         cpus: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.cpus.as_deref())),
         mems: mask_ptr(pmi.affinity.as_ref().and_then(|a| a.mems.as_deref())),
         own_session: rank_sessions(),
+        reset_all: true,
+        ignored: batch.ignored,
         error: AtomicI32::new(0),
     };
 
-    let pid = clone_vfork(&setup)?;
+    let (pid, pidfd) = clone_vfork(&mut setup)?;
     // CLONE_VFORK: this thread resumes only once the child has exec'd or
     // failed, so its setsid/setpgid has happened.
     let pgid = if pgid == 0 { pid } else { pgid };
@@ -235,7 +301,11 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool) 
         return Err(io::Error::from_raw_os_error(error));
     }
     drop((in_r, out_w, err_w, pmi_child));
-    Ok(Started { pid, pgid, pidfd: pidfd_open(pid)?, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
+    let pidfd = match pidfd {
+        Some(fd) => fd,
+        None => pidfd_open(pid)?,
+    };
+    Ok(Started { pid, pgid, pidfd, pmi: pmi_parent, stdin: in_w, stdout: out_r, stderr: err_r })
 }
 
 /// A mask's address and length for the child (null: none).
@@ -263,30 +333,51 @@ pub fn block_signals_here() -> io::Result<()> {
     Ok(())
 }
 
-fn clone_vfork(setup: &ChildSetup) -> io::Result<libc::pid_t> {
-    let mut stack = vec![0u8; CHILD_STACK];
+/// Clone the child and wait for its exec: its pid, and its pidfd when the
+/// kernel made one ([`clone3`]).
+fn clone_vfork(setup: &mut ChildSetup) -> io::Result<(libc::pid_t, Option<OwnedFd>)> {
+    // The child's stack, uninitialised: only the child writes to it.
+    let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
     let blocked = ALL_BLOCKED.with(|b| b.get());
     let mut old = SigSet::empty();
     if !blocked {
         pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::all()), Some(&mut old))?;
     }
     // SAFETY: all signals are blocked around the clone (here, or on this
-    // thread for good: `blocked`), so no handler of this
-    // process can run on the child's stack; the child unblocks them only after
-    // resetting every disposition. CLONE_VFORK suspends this thread until the
-    // child has exec'd or exited, so `setup` and `stack` outlive its use.
-    unsafe {
-        let top = stack.as_mut_ptr().add(CHILD_STACK) as *mut libc::c_void;
-        let pid = libc::clone(child_main, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, setup as *const ChildSetup as *mut libc::c_void);
-        let err = io::Error::last_os_error();
-        if !blocked {
-            let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    // thread for good: `blocked`), so no handler of this process can run on
+    // the child's stack; the child unblocks them only after its handlers
+    // are default (cleared by the kernel with `clone3`, else reset by the
+    // child: `reset_all`). CLONE_VFORK suspends this thread until the child
+    // has exec'd or exited, so `setup` and `stack` outlive its use; the
+    // child reads `setup` only.
+    let result = unsafe {
+        let base = stack.as_mut_ptr();
+        let cloned = if clone3::available() {
+            setup.reset_all = false;
+            clone3::clone_vfork(child_main, setup as *mut ChildSetup as *mut libc::c_void, base, CHILD_STACK)
+        } else {
+            Ok(None)
+        };
+        match cloned {
+            Ok(Some((pid, pidfd))) => Ok((pid, Some(pidfd))),
+            Err(e) => Err(e),
+            Ok(None) => {
+                setup.reset_all = true;
+                let arg = setup as *mut ChildSetup as *mut libc::c_void;
+                let top = base.add(CHILD_STACK) as *mut libc::c_void;
+                let pid = libc::clone(child_main, top, libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, arg);
+                if pid < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok((pid, None))
+                }
+            }
         }
-        if pid < 0 {
-            return Err(err);
-        }
-        Ok(pid)
+    };
+    if !blocked {
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
     }
+    result
 }
 
 /// Runs in the child, sharing the parent's memory: raw syscalls only (no
@@ -300,9 +391,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             s.error.store(*libc::__errno_location(), Ordering::SeqCst);
             libc::_exit(127)
         };
-        // Default dispositions for every signal the daemon handles, then no mask.
-        for sig in 1..libc::SIGRTMIN() {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+        // Default dispositions for every signal the daemon handles, then no
+        // mask: with `clone3` the kernel cleared the handlers and the
+        // ignored ones are reset here; with `clone`, every one.
+        for sig in 1..=64 {
+            let reset = if s.reset_all { sig < libc::SIGRTMIN() } else { s.ignored.contains(sig) };
+            if reset && sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);
             }
         }
@@ -339,7 +433,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if s.pmi >= 0 && libc::fcntl(s.pmi, libc::F_SETFD, 0) != 0 {
             return fail(s);
         }
-        if libc::chdir(s.wdir.as_ptr()) != 0 {
+        if !s.in_wdir && libc::chdir(s.wdir.as_ptr()) != 0 {
             return fail(s);
         }
         // The binding (`-bind-to`, `-membind`): inherited through the exec.
