@@ -1,5 +1,8 @@
-//! Logging on stderr: `-v` (debug), `-vv` (trace), or a `DPM_LOG` filter
-//! such as `dpm_daemon=trace`; warnings and errors only by default.
+//! Logging on stderr: `-v` (debug), `-vv` (trace), or a `DPM_LOG` filter,
+//! a comma-separated list of `target=level` and `level` such as
+//! `dpm_daemon=trace,warn` (tracing-subscriber's `Targets`, parsed without
+//! regex); warnings and errors only by default, and when `DPM_LOG` does not
+//! parse.
 //!
 //! The default is the common case (every `dpm run`, every cleaner), and
 //! most such processes log nothing at all, so its subscriber is built at
@@ -15,22 +18,25 @@ use std::sync::OnceLock;
 use tracing::level_filters::LevelFilter;
 use tracing::subscriber::Interest;
 use tracing::{span, Event, Level, Metadata, Subscriber};
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::EnvFilter;
 
 /// Install this process's logging (once; a second call changes nothing).
 pub(crate) fn init(verbose: u8) {
-    let custom = std::env::var("DPM_LOG").ok().and_then(|f| EnvFilter::try_new(f).ok());
+    let custom = std::env::var("DPM_LOG").ok().and_then(|f| f.parse::<Targets>().ok());
     let filter = match (custom, verbose) {
         (Some(filter), _) => filter,
         (None, 0) => {
             let _ = WarningsOnly::default().try_init();
             return;
         }
-        (None, 1) => EnvFilter::new("debug"),
-        (None, _) => EnvFilter::new("trace"),
+        (None, 1) => Targets::new().with_default(LevelFilter::DEBUG),
+        (None, _) => Targets::new().with_default(LevelFilter::TRACE),
     };
-    let _ = formatted().with_env_filter(filter).try_init();
+    // The builder's own ceiling (INFO unless set) would sit under the
+    // filter: open it, so that the filter alone decides.
+    let _ = formatted().with_max_level(LevelFilter::TRACE).finish().with(filter).try_init();
 }
 
 /// The format every subscriber here writes: stderr, colours on a terminal,

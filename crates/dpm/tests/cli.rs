@@ -161,3 +161,26 @@ fn the_open_file_limit_is_raised_to_the_hard_limit() {
     assert_ne!(hard, "256", "the hard limit itself is 256: the test proves nothing");
     assert!(stdout.contains(&format!("soft={hard}")), "{stdout}");
 }
+
+/// `DPM_LOG` is a comma-separated list of `target=level` and `level`: a
+/// target's events show at its level, other targets' only at the bare
+/// level; a list that does not parse leaves the default (warnings).
+#[test]
+fn dpm_log_selects_targets_and_levels() {
+    let stderr = |filter: &str| {
+        let out = Dpm::run(["-n", "1", "true"]).env("DPM_LOG", filter).output();
+        out.assert_success();
+        out.stderr_str()
+    };
+    // "launched" is the node's (dpm_daemon), "job ended" the launcher's.
+    let daemon = stderr("dpm_daemon=debug");
+    assert!(daemon.contains("launched job=job 0") && !daemon.contains("job ended"), "DPM_LOG=dpm_daemon=debug:\n{daemon}");
+    let launcher = stderr("dpm_launcher=debug,warn");
+    assert!(launcher.contains("job ended") && !launcher.contains("launched job"), "DPM_LOG=dpm_launcher=debug,warn:\n{launcher}");
+    let all = stderr("debug");
+    assert!(all.contains("launched job=job 0") && all.contains("job ended"), "DPM_LOG=debug:\n{all}");
+    for quiet in ["dpm_nothing=trace", "dpm_daemon[span]=debug"] {
+        let text = stderr(quiet);
+        assert!(!text.contains("DEBUG"), "DPM_LOG={quiet}:\n{text}");
+    }
+}
