@@ -33,6 +33,10 @@ APT_PACKAGES=(build-essential python3-venv python3-dev libpmi2-0-dev pkg-config 
 APT_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
 APT_PACKAGES+=(povray povray-examples)    # examples/renderfarm: the renderer and its glass chess scene
 APT_PACKAGES+=(groff-base)    # crates/dpm/tests/packaging.rs renders dpm man's page
+# What the Rust build needs before it can start on a machine without it:
+# curl for rustup, a C compiler for rustc's linker (53 of the 177 packages a
+# bare Debian 12 installs, ~57 of ~131 MB). The rest comes while it builds.
+APT_BUILD_PACKAGES=(curl ca-certificates gcc libc6-dev)
 RUSTUP_SCRIPT_URL=https://sh.rustup.rs
 RUSTUP_DIST_URL=https://static.rust-lang.org/rustup/dist
 VENV=.venv
@@ -45,6 +49,11 @@ START_TIME=$(date +%s.%N)
 
 log() { printf '[setup] %s\n' "$*"; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+# CPU seconds (user + system) of process $1 and of the children it has
+# waited for.
+cpu_seconds() {
+    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.1f", ($12 + $13 + $14 + $15) / hz }' "/proc/$1/stat"
+}
 elapsed_since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
 
 as_root() {
@@ -57,25 +66,41 @@ reachable() {
 
 # ---- 1. apt packages -------------------------------------------------------
 
+# The packages among $@ that are not installed.
 apt_missing() {
     local pkg
-    for pkg in "${APT_PACKAGES[@]}"; do
+    for pkg in "$@"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
             || printf '%s\n' "$pkg"
     done
 }
 
+APT_UPDATED=
+
+# apt_install PKG...: installs those of the packages that are missing.
 apt_install() {
     local missing
-    mapfile -t missing < <(apt_missing)
+    mapfile -t missing < <(apt_missing "$@")
     if [ "${#missing[@]}" -eq 0 ]; then
-        SUMMARY+=("apt ok")
         return
     fi
     log "installing apt packages: ${missing[*]}"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    if [ -z "$APT_UPDATED" ]; then
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        APT_UPDATED=1
+    fi
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-    SUMMARY+=("apt installed ${#missing[@]}")
+    APT_INSTALLED=$((APT_INSTALLED + ${#missing[@]}))
+}
+APT_INSTALLED=0
+
+apt_install_all() {
+    apt_install "${APT_PACKAGES[@]}"
+    if [ "$APT_INSTALLED" -eq 0 ]; then
+        SUMMARY+=("apt ok")
+    else
+        SUMMARY+=("apt installed $APT_INSTALLED")
+    fi
 }
 
 # ---- 2. Rust ---------------------------------------------------------------
@@ -117,10 +142,16 @@ version_at_least() {
     [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n 1)" = "$2" ]
 }
 
+cargo_present() {
+    command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ]
+}
+
+RUSTUP_TRIED=
+
 rust_install() {
-    if ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
-        if ! rustup_install; then
-            log "rustup servers unreachable; falling back to Debian's rustc and cargo"
+    if ! cargo_present; then
+        if [ -n "$RUSTUP_TRIED" ] || ! rustup_install; then
+            log "rustup did not install Rust; falling back to Debian's rustc and cargo"
             as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
             as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q cargo rustc
         fi
@@ -218,9 +249,15 @@ c_programs_build() {
 # ---- 6. Rust workspace -----------------------------------------------------
 
 # cargo_build_start runs `cargo build --release` in the background (its
-# output goes to the terminal as it comes); cargo_build_wait waits for it.
+# output goes to the terminal as it comes) in a subshell that writes the
+# build's exit status and CPU seconds to $CARGO_RECORD when it ends;
+# cargo_build_wait waits for it.
 CARGO_PID=
 CARGO_START=
+CARGO_RECORD=
+CARGO_STATUS=
+CARGO_CPU=0
+CARGO_REAPED=
 
 cargo_build_start() {
     if [ ! -f Cargo.toml ]; then
@@ -228,7 +265,16 @@ cargo_build_start() {
         return
     fi
     CARGO_START=$(date +%s.%N)
-    cargo build --release &
+    CARGO_RECORD=$(mktemp)
+    (
+        self=$BASHPID build=
+        trap '[ -z "$build" ] || kill "$build" 2>/dev/null' TERM
+        cargo build --release &
+        build=$!
+        status=0
+        wait "$build" || status=$?
+        printf '%s %s\n' "$status" "$(cpu_seconds "$self")" >"$CARGO_RECORD"
+    ) &
     CARGO_PID=$!
     # This shell and what it starts from now on (pip, make, apt) yield the
     # cores to the build; the build itself keeps its niceness.
@@ -239,25 +285,66 @@ cargo_build_start() {
 # linker rustc calls) are already installed: nothing else the workspace
 # builds comes from apt.
 toolchain_present() {
-    command -v cc >/dev/null || return 1
-    command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ]
+    command -v cc >/dev/null && cargo_present
+}
+
+# On a machine without them: curl first, then rustup downloads the toolchain
+# while apt installs the C compiler (a failed rustup leaves rust_install's
+# fallback to Debian's rustc, after apt has let go of its lock).
+toolchain_install() {
+    apt_install curl ca-certificates
+    local rustup_pid=
+    if ! cargo_present; then
+        RUSTUP_TRIED=1
+        rustup_install &
+        rustup_pid=$!
+        BACKGROUND_PIDS+=("$rustup_pid")
+    fi
+    apt_install "${APT_BUILD_PACKAGES[@]}"
+    if [ -n "$rustup_pid" ] && ! wait "$rustup_pid"; then
+        log "rustup failed"
+    fi
+}
+
+# Collects the build once it has ended (it has written its record), so
+# that the step during which its CPU seconds join this shell's is known
+# (CARGO_REAPED).
+cargo_reap() {
+    [ -n "$CARGO_PID" ] && [ -s "$CARGO_RECORD" ] || return 0
+    wait "$CARGO_PID" || true
+    read -r CARGO_STATUS CARGO_CPU <"$CARGO_RECORD"
+    rm -f "$CARGO_RECORD"
+    CARGO_PID=
+    CARGO_REAPED=1
 }
 
 cargo_build_wait() {
-    if [ -z "$CARGO_PID" ]; then
+    if [ -z "$CARGO_START" ]; then
         SUMMARY+=("cargo build skipped (no Cargo.toml)")
         return
     fi
-    local status=0
-    wait "$CARGO_PID" || status=$?
-    CARGO_PID=
-    [ "$status" -eq 0 ] || die "cargo build --release failed (exit $status)"
+    if [ -n "$CARGO_PID" ]; then
+        wait "$CARGO_PID" || true
+        [ -s "$CARGO_RECORD" ] || die "cargo build --release was killed"
+        cargo_reap
+    fi
+    [ "$CARGO_STATUS" -eq 0 ] || die "cargo build --release failed (exit $CARGO_STATUS)"
     SUMMARY+=("cargo build --release ok")
-    TIMES+=("cargo build $(elapsed_since "$CARGO_START") s in the background")
+    TIMES+=("cargo build $(elapsed_since "$CARGO_START") s $CARGO_CPU CPU-s in the background")
 }
 
-# A failed step (set -e) does not leave the background build running.
-trap '[ -z "$CARGO_PID" ] || kill "$CARGO_PID" 2>/dev/null || true' EXIT
+# A failed step (set -e) leaves nothing running in the background.
+BACKGROUND_PIDS=()
+on_exit() {
+    local pid
+    for pid in "${BACKGROUND_PIDS[@]}" $CARGO_PID; do
+        kill "$pid" 2>/dev/null || true
+    done
+    # The build's subshell writes its record as it ends.
+    [ -z "$CARGO_PID" ] || wait "$CARGO_PID" 2>/dev/null || true
+    [ -z "$CARGO_RECORD" ] || rm -f "$CARGO_RECORD"
+}
+trap on_exit EXIT
 
 # ---- 7. dpm as the venv's mpiexec ------------------------------------------
 # MPICH singletons (a program started without a launcher) run `mpiexec` from
@@ -278,27 +365,36 @@ mpiexec_shim() {
 
 # ---- main ------------------------------------------------------------------
 
-# Each step's seconds, for the summary: where the time went.
+# Each step's seconds and CPU seconds, for the summary: where the time went
+# (the CPU seconds also on a shared machine, where the wall time depends on
+# what else runs). A step's CPU seconds are those of what it ran; the
+# build's are counted apart, also when it ends during a step.
 TIMES=()
 
 step() {
-    local name=$1 start took
+    local name=$1 start cpu took
     shift
+    cargo_reap
+    CARGO_REAPED=
     start=$(date +%s.%N)
+    cpu=$(cpu_seconds $$)
     "$@"
+    cargo_reap
     took=$(elapsed_since "$start")
-    log "$name: $took s"
-    TIMES+=("$name $took s")
+    cpu=$(awk -v a="$cpu" -v b="$(cpu_seconds $$)" -v c="${CARGO_REAPED:+$CARGO_CPU}" 'BEGIN { printf "%.1f", b - a - c }')
+    log "$name: $took s, $cpu CPU-s"
+    TIMES+=("$name $took s $cpu CPU-s")
 }
 
 if toolchain_present; then
     step rust rust_install
     cargo_build_start
-    step apt apt_install
+    step apt apt_install_all
 else
-    step apt apt_install
+    step toolchain toolchain_install
     step rust rust_install
     cargo_build_start
+    step apt apt_install_all
 fi
 step venv venv_install
 step ompi-venv ompi_venv_install
@@ -308,5 +404,5 @@ step mpiexec-shim mpiexec_shim
 
 summary=$(printf '%s, ' "${SUMMARY[@]}")
 times=$(printf '%s, ' "${TIMES[@]}")
-log "setup done in $(elapsed_since "$START_TIME") s: ${summary%, }"
+log "setup done in $(elapsed_since "$START_TIME") s, $(cpu_seconds $$) CPU-s: ${summary%, }"
 log "time: ${times%, }"
