@@ -16,14 +16,17 @@
 #   5. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
 #      (and tests/programs/ompi/ with Open MPI's mpicc)
 #   6. cargo build --release of the workspace, the critical path: started in
-#      the background as soon as Rust and a C linker are there (before step 1
-#      when the machine already has both, else right after step 2), so that
-#      it runs while steps 1-5 download and compile; everything after its
-#      start runs at nice 10, so the build gets the cores first and the
-#      other steps fill the gaps (waited for last; the C programs are still
-#      usable when the Rust code does not build)
-# The summary line gives each step's seconds. All paths are relative to the
-# repository root.
+#      the background as soon as Rust and a C linker are there, so that it
+#      runs while steps 1-5 download and compile. On a machine that has both
+#      it starts before step 1; on one without them, apt first installs only
+#      curl and the C compiler (rustup downloads the toolchain meanwhile),
+#      the build starts, then step 1 installs the other packages. Everything
+#      after its start runs at nice 10, so the build gets the cores first and
+#      the other steps fill the gaps (waited for last; the C programs are
+#      still usable when the Rust code does not build)
+# The summary gives each step's seconds and CPU seconds (the build's apart),
+# and the whole run's: on a shared machine the CPU seconds are what compares.
+# All paths are relative to the repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
