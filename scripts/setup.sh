@@ -296,18 +296,21 @@ toolchain_present() {
 # On a machine without them: curl first, then rustup downloads the toolchain
 # while apt installs the C compiler (a failed rustup leaves rust_install's
 # fallback to Debian's rustc, after apt has let go of its lock).
+RUSTUP_PID=
+
 toolchain_install() {
     apt_install curl ca-certificates
-    local rustup_pid=
     if ! cargo_present; then
         RUSTUP_TRIED=1
         rustup_install &
-        rustup_pid=$!
-        BACKGROUND_PIDS+=("$rustup_pid")
+        RUSTUP_PID=$!
     fi
     apt_install "${APT_BUILD_PACKAGES[@]}"
-    if [ -n "$rustup_pid" ] && ! wait "$rustup_pid"; then
-        log "rustup failed"
+    if [ -n "$RUSTUP_PID" ]; then
+        local status=0
+        wait "$RUSTUP_PID" || status=$?
+        RUSTUP_PID=
+        [ "$status" -eq 0 ] || log "rustup failed (exit $status)"
     fi
 }
 
@@ -338,11 +341,11 @@ cargo_build_wait() {
     TIMES+=("cargo build $(elapsed_since "$CARGO_START") s $CARGO_CPU CPU-s in the background")
 }
 
-# A failed step (set -e) leaves nothing running in the background.
-BACKGROUND_PIDS=()
+# A failed step (set -e) leaves nothing running in the background (a pid
+# is cleared as soon as its process has been waited for).
 on_exit() {
     local pid
-    for pid in "${BACKGROUND_PIDS[@]}" $CARGO_PID; do
+    for pid in $RUSTUP_PID $CARGO_PID; do
         kill "$pid" 2>/dev/null || true
     done
     # The build's subshell writes its record as it ends.
