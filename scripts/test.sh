@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 timings=$(mktemp)
 trap 'rm -f "$timings"' EXIT
-./scripts/setup.sh 2>&1 | tee >(grep '^\[setup\] setup done in' >>"$timings")
+./scripts/setup.sh 2>&1 | tee >(grep -E '^\[setup\] (setup done in|time:)' >>"$timings")
 # setup.sh may have just installed rustup; its PATH change lives in this file.
 # shellcheck source=/dev/null
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
