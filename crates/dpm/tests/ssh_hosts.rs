@@ -295,20 +295,28 @@ fn spawn_onto_other_hosts(fx: &Fixture) {
     assert!(children.iter().all(|c| c.2 != "h1"), "a child landed on the parent's host: {children:?}\n{}", out.describe());
 }
 
+/// Run a `sh` script of `dpm boot` … `dpm down` on h0 with the fixture's ssh
+/// command (no boot of the test's own environment), remove its runtime
+/// `dir`, and return its stdout and stderr once it succeeded.
+fn boot_script_on_h0(fx: &Fixture, dir: &std::path::Path, script: &str) -> (String, String) {
+    let out = Command::new("bash")
+        .arg(fixture_script())
+        .args(["exec", "h0", "env", &format!("DPM_SSH={}", fx.ssh_command), "DPM_NO_BOOT=", "sh", "-c", script])
+        .output()
+        .expect("run the fixture");
+    let _ = std::fs::remove_dir_all(dir);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    (stdout, stderr)
+}
+
 /// `dpm boot` over ssh from h0: the daemons on h1..h4 start once and serve
 /// later runs (MPI across the hosts, a spawn onto the idle hosts); `dpm down`
 /// leaves nothing on any host (checked after every scenario).
 fn boot_over_ssh(fx: &Fixture) {
     let dir = std::env::temp_dir().join(common::unique("dpm-netns-boot"));
     let script = common::boot_session_script(&dir, "-launcher ssh -hosts h1,h2,h3,h4", 8, 3);
-    let out = Command::new("bash")
-        .arg(fixture_script())
-        .args(["exec", "h0", "env", &format!("DPM_SSH={}", fx.ssh_command), "DPM_NO_BOOT=", "sh", "-c", &script])
-        .output()
-        .expect("run the fixture");
-    let _ = std::fs::remove_dir_all(&dir);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    let (stdout, stderr) = boot_script_on_h0(fx, &dir, &script);
     assert!(stdout.contains("dpm boot: 4 nodes up"), "{stdout}\n{stderr}");
     assert!(stdout.contains("ring ok size=8 sum=288"), "{stdout}\n{stderr}");
     assert!(stdout.contains("spawn ok children=3 parents=1"), "{stdout}\n{stderr}");
@@ -362,14 +370,7 @@ fn open_mpi_unseen_through_a_boot_over_ssh(fx: &Fixture) {
         dir.display(),
         hello(),
     );
-    let out = Command::new("bash")
-        .arg(fixture_script())
-        .args(["exec", "h0", "env", &format!("DPM_SSH={}", fx.ssh_command), "DPM_NO_BOOT=", "sh", "-c", &script])
-        .output()
-        .expect("run the fixture");
-    let _ = std::fs::remove_dir_all(&dir);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{:?}\n{stdout}\n{stderr}", out.status);
+    let (stdout, stderr) = boot_script_on_h0(fx, &dir, &script);
     assert!(stdout.contains("unseen rc=1\n") && !stdout.contains(" of 1\n"), "{stdout}\n{stderr}");
     assert!(stderr.contains("a rank of 'sh' runs Open MPI, which needs PMIx"), "{stdout}\n{stderr}");
     assert!(stdout.contains("mpich rc=0\n") && stdout.contains("hello from rank 1 of 2 on host h2"), "{stdout}\n{stderr}");
