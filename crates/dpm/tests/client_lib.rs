@@ -92,7 +92,7 @@ fn libpmi2_abort() {
 fn libpmi2_under_hydra() {
     // The same library against Hydra's PMI-2 (its fence answers at once
     // and holds gets instead; the library does not care).
-    assert_putfence(&Dpm::mpiexec(&hydra(), ["-n", "3", &program("dpm_pmi2_putfence")]).output(), 3);
+    assert_putfence(&common::hydra_output(|| Dpm::mpiexec(&hydra(), ["-n", "3", &program("dpm_pmi2_putfence")])), 3);
 }
 
 // ---- libpmi2: the rest of the API ----
@@ -157,7 +157,7 @@ fn libpmi_clique_on_two_virtual_nodes() {
 #[test]
 fn libpmi_under_hydra() {
     // The same library against MPICH's own PMI-1 server.
-    let out = Dpm::mpiexec(&hydra(), ["-n", "3", &program("dpm_pmi1_api")]).output();
+    let out = common::hydra_output(|| Dpm::mpiexec(&hydra(), ["-n", "3", &program("dpm_pmi1_api")]));
     assert_each_rank(&out, 3, |r| format!("pmi1 api ok rank {r} size 3 server"));
     out.assert_stdout_contains("pmi1 rank 0 size 3 appnum 0 universe -1 kvsname kvs_");
 }

@@ -22,7 +22,7 @@ fn hydra() -> PathBuf {
 
 /// `mpiexec.hydra ARGS` under the harness (marker, watchdog, leftovers).
 fn under_hydra(args: &[&str]) -> Output {
-    Dpm::mpiexec(&hydra(), args).output()
+    common::hydra_output(|| Dpm::mpiexec(&hydra(), args))
 }
 
 /// A fresh directory under the system temporary one, removed when dropped.
@@ -97,7 +97,7 @@ fn a_zero_timeout_is_no_limit_as_under_hydra() {
     out.assert_success().assert_stdout_contains("finished");
     // Hydra runs it to its end too (and then exits 255, a Hydra quirk dpm does not copy).
     let args: Vec<&str> = ["-n", "1"].iter().chain(&prog).copied().collect();
-    let hydra = Dpm::mpiexec(&hydra(), &args).env("MPIEXEC_TIMEOUT", "0").output();
+    let hydra = common::hydra_output(|| Dpm::mpiexec(&hydra(), &args).env("MPIEXEC_TIMEOUT", "0"));
     hydra.assert_stdout_contains("finished");
 }
 
@@ -209,7 +209,7 @@ fn disable_auto_cleanup_lets_the_other_ranks_run_on_as_under_hydra() {
         let args = ["-disable-auto-cleanup", "-n", "2", "/bin/sh", "-c", SURVIVOR, "sh", &pid_file];
         let out = match &launcher {
             None => Dpm::run(args).output(),
-            Some(h) => Dpm::mpiexec(h, args).output(),
+            Some(h) => common::hydra_output(|| Dpm::mpiexec(h, args)),
         };
         out.assert_code(3).assert_stdout_contains("rank 1 survived");
     }

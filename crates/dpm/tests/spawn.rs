@@ -282,7 +282,7 @@ fn spawn1_style_programs_spawn_without_usize_as_under_hydra() {
         // multi-rank parent's spawn (`mm_posix.c` open ENOENT) under every launcher.
         let mut args: Vec<String> = OFI.iter().map(|s| s.to_string()).collect();
         args.extend(["-n".to_string(), n.to_string(), program("spawn_universe")]);
-        for out in [Dpm::run(&args).output(), Dpm::mpiexec(&hydra, &args).output()] {
+        for out in [Dpm::run(&args).output(), common::hydra_output(|| Dpm::mpiexec(&hydra, &args))] {
             assert_no_fail_lines(&out);
             out.assert_success();
             let mut got = out.lines();
