@@ -62,12 +62,26 @@ pub enum Event {
     },
 }
 
-/// Accept PMI connections for one job on a loopback TCP port.
-pub fn listen_pmi_port(job: JobId, events: mpsc::UnboundedSender<Event>) -> std::io::Result<(String, tokio::task::AbortHandle)> {
+/// A listener on a free loopback port of this host (the PMI port, a PMIx
+/// watch), for this thread's event loop: its port and itself.
+fn bind_loopback() -> std::io::Result<(u16, tokio::net::TcpListener)> {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
     listener.set_nonblocking(true)?;
-    let port = format!("127.0.0.1:{}", listener.local_addr()?.port());
-    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let port = listener.local_addr()?.port();
+    Ok((port, tokio::net::TcpListener::from_std(listener)?))
+}
+
+/// Why an accepted loopback connection may not count: its owner is not this
+/// daemon's user, by the kernel's word ([`crate::peer`]); `None` if it is.
+fn refusal(stream: &tokio::net::TcpStream, peer: std::net::SocketAddr) -> Option<String> {
+    let local = stream.local_addr().map_err(crate::peer::PeerError::from);
+    local.and_then(|local| crate::peer::check_same_user(local, peer)).err().map(|why| format!("{peer}: {why}"))
+}
+
+/// Accept PMI connections for one job on a loopback TCP port.
+pub fn listen_pmi_port(job: JobId, events: mpsc::UnboundedSender<Event>) -> std::io::Result<(String, tokio::task::AbortHandle)> {
+    let (port, listener) = bind_loopback()?;
+    let port = format!("127.0.0.1:{port}");
     let handle = spawn_here(async move {
         // Another user may connect as often as they like: a line a second.
         let origin = tokio::time::Instant::now();
@@ -86,9 +100,8 @@ pub fn listen_pmi_port(job: JobId, events: mpsc::UnboundedSender<Event>) -> std:
             let Ok((stream, peer)) = accepted else { break };
             // Another local user must not reach the job's PMI server (they
             // could spawn programs as its owner): the peer's uid, or nothing.
-            let local = stream.local_addr().map_err(crate::peer::PeerError::from);
-            if let Err(why) = local.and_then(|local| crate::peer::check_same_user(local, peer)) {
-                if let Some(line) = refusals.refused(origin.elapsed(), format!("{peer}: {why}")) {
+            if let Some(why) = refusal(&stream, peer) {
+                if let Some(line) = refusals.refused(origin.elapsed(), why) {
                     tracing::warn!(%job, "refused a PMI port connection: {line}");
                 }
                 continue; // dropping the stream closes it
@@ -127,10 +140,7 @@ impl Drop for Watch {
 /// each connection goes to the reactor with the kernel's word on its owner
 /// (what to do with it is the job's `Watcher`'s decision).
 pub fn listen_pmix_watch(job: JobId, events: mpsc::UnboundedSender<Event>) -> std::io::Result<(u16, Watch)> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-    listener.set_nonblocking(true)?;
-    let port = listener.local_addr()?.port();
-    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let (port, listener) = bind_loopback()?;
     let handle = spawn_here(async move {
         loop {
             let (stream, peer) = match listener.accept().await {
@@ -141,8 +151,7 @@ pub fn listen_pmix_watch(job: JobId, events: mpsc::UnboundedSender<Event>) -> st
                     continue;
                 }
             };
-            let local = stream.local_addr().map_err(crate::peer::PeerError::from);
-            let refused = local.and_then(|local| crate::peer::check_same_user(local, peer)).err().map(|why| format!("{peer}: {why}"));
+            let refused = refusal(&stream, peer);
             let Ok(stream) = stream.into_std() else { continue };
             if events.send(Event::WatchConn { job, stream, refused }).is_err() {
                 break;
