@@ -34,7 +34,8 @@ use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
 use super::warm::Shape;
-use super::{Job, RankEnd, RunEffects, MAX_HELD_OUTPUT};
+use super::job::{Job, RankEnd};
+use super::{RunEffects, MAX_HELD_OUTPUT};
 use crate::kvs_root::KvsRoot;
 
 /// What the pool does to the world.
@@ -172,7 +173,7 @@ impl Pool {
     pub(super) fn launch(&mut self, fx: &mut dyn PoolEffects, maker: Maker, shape: Shape, launch: LaunchJob, state: Job) {
         let job = launch.job;
         self.kvs.add_job(job, launch.kvs, &state.daemons);
-        super::send_parts(launch, state.slots.node_of(), &state.daemons, &mut |d, m| fx.send(d, m));
+        super::launch::send_parts(launch, state.slots.node_of(), &state.daemons, &mut |d, m| fx.send(d, m));
         self.jobs.push((job, Pooled { shape, job: state, held: Vec::new(), held_bytes: 0, maker: Some(maker), since: 0 }));
     }
 
@@ -331,7 +332,7 @@ impl Pool {
                 return;
             }
             ToLauncher::FenceIn { epoch, count, puts, .. } => {
-                return super::jobs::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m))
+                return super::job::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m))
             }
             ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node, seq, segment)),
             ToLauncher::Kvs { to, msg } => return send_all(fx, self.kvs.route(to, msg)),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, RequestId, SpawnCommand, ToDaemon, ToLauncher};
 
+use super::jobs::rank_ranges;
 use super::*;
 use crate::node_table::NodeTable;
 
