@@ -56,7 +56,7 @@ pub(super) struct Job {
     /// The app of each rank (a PMIx connect's job map).
     pub(super) appnums: Vec<i64>,
     /// Launched with `pmix_watch`: each app's program as the user wrote
-    /// it, until a node's watch trips (`Run::watch_tripped`).
+    /// it, until a node's watch trips (`Jobs::watch_tripped`).
     pub(super) watched: Option<Vec<String>>,
 }
 

@@ -89,4 +89,3 @@ pub(super) fn send_parts(launch: LaunchJob, node_of: &[NodeId], daemons: &[NodeI
         send(d, ToDaemon::Launch(part));
     }
 }
-

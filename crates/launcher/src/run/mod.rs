@@ -58,7 +58,7 @@ use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::link::InProcessFd;
-use dpm_proto::{CollectiveKind, ExitStatus, GroupSpec, LaunchJob, PmiProgress, RequestId, ToDaemon, ToLauncher};
+use dpm_proto::{ExitStatus, LaunchJob, PmiProgress, RequestId, ToDaemon, ToLauncher};
 
 use crate::kvs_root::KvsRoot;
 use crate::node_table::{NodeState, Reservation};
@@ -231,7 +231,10 @@ impl Run {
                 let (warm, cx) = self.warm_parts();
                 warm.parent_asked(&cx, fx, job, rank);
             }
-            ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, group, data),
+            ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => {
+                let universe = self.settings.universe_size;
+                self.connects.contribute(fx, &self.jobs, universe, node, request, &nspaces, &ranks, kind, group, data);
+            }
             ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
             // The PMIx watch of `node` saw a rank of `job` connect: an Open
             // MPI rank served PMI-1/2, a singleton if left alone. The run
@@ -244,12 +247,6 @@ impl Run {
                 }
             }
         }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn connect(&mut self, fx: &mut dyn RunEffects, node: NodeId, request: RequestId, nspaces: &[String], ranks: &[(String, Vec<u32>)], kind: CollectiveKind, group: Option<GroupSpec>, data: Vec<u8>) {
-        let universe = self.settings.universe_size;
-        self.connects.contribute(fx, &self.jobs, universe, node, request, nspaces, ranks, kind, group, data);
     }
 
     /// The warm-spawn policy and what it sees of the run.
@@ -311,7 +308,8 @@ impl Run {
     fn spawn(&mut self, fx: &mut dyn RunEffects, ask: SpawnAsk) {
         let (parent_node, request, parent, rank) = (ask.node, ask.request, ask.parent, ask.rank);
         let Some(parent_kvs) = self.jobs.get(parent).map(|j| j.kvsname.clone()) else { return };
-        let answer = |fx: &mut dyn RunEffects, result: Result<String, String>, errcodes| fx.send(parent_node, ToDaemon::SpawnDone { request, result, errcodes });
+        let answer =
+            |fx: &mut dyn RunEffects, result: Result<String, String>, errcodes| fx.send(parent_node, ToDaemon::SpawnDone { request, result, errcodes });
         if self.verdict.ending() {
             return answer(fx, Err("the run is ending; no new processes".into()), Vec::new());
         }

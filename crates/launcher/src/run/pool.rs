@@ -33,8 +33,8 @@ use std::time::Duration;
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
-use super::warm::Shape;
 use super::job::{Job, RankEnd};
+use super::warm::Shape;
 use super::{RunEffects, MAX_HELD_OUTPUT};
 use crate::kvs_root::KvsRoot;
 

@@ -466,7 +466,11 @@ impl WarmPool {
                     }
                     self.seen.push_back(shape.clone());
                     let n = self.unclaimed_shapes;
-                    say(settings, fx, &format!("not pooled: {} (the last {n} new shapes were never claimed; pooled if it comes again)", shape.describe(parent)));
+                    say(
+                        settings,
+                        fx,
+                        &format!("not pooled: {} (the last {n} new shapes were never claimed; pooled if it comes again)", shape.describe(parent)),
+                    );
                     return Miss::Remember;
                 }
             }
