@@ -240,7 +240,7 @@ impl Collectives {
         listed.sort_unstable();
         listed.dedup();
         let job = |id: &JobId| jobs.get(*id).expect("a listed job is live");
-        let sized = |ns: &str| jobs.named(ns).map(|id| (id, job(&id).slots.node_of().len()));
+        let sized = |ns: &str| jobs.named(ns).map(|id| (id, job(&id).size()));
         let parts = match parts(&listed, ranks, &sized) {
             Ok(parts) => parts,
             Err(why) => return refuse(fx, why),
@@ -248,8 +248,8 @@ impl Collectives {
         let expect: BTreeSet<NodeId> = listed
             .iter()
             .flat_map(|j| match parts.iter().find(|(p, _)| p == j) {
-                Some((_, some)) => some.iter().map(|&r| job(j).slots.node_of()[r as usize]).collect::<Vec<_>>(),
-                None => job(j).daemons.clone(),
+                Some((_, some)) => some.iter().map(|&r| job(j).node_of()[r as usize]).collect::<Vec<_>>(),
+                None => job(j).daemons().to_vec(),
             })
             .collect();
         if !expect.contains(&node) {
@@ -263,7 +263,7 @@ impl Collectives {
         tracing::debug!(jobs = ?done.jobs, kind = ?done.kind, nodes = done.answer.len(), "PMIx collective complete");
         let context_id = done.context_id.then(|| fx.shared().context_id());
         let listed = done.jobs.clone();
-        let maps = |node: NodeId| listed.iter().filter(|j| !job(j).daemons.contains(&node)).map(|&j| jobs.job_map(j, universe_size)).collect();
+        let maps = |node: NodeId| listed.iter().filter(|j| !job(j).daemons().contains(&node)).map(|&j| jobs.job_map(j, universe_size)).collect();
         for (node, msg) in done.answers(context_id, &maps) {
             fx.send(node, msg);
         }

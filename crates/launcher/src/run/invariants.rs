@@ -39,10 +39,10 @@ pub(super) fn check(p: &Parts<'_>, shared: &TreeShared) {
     let own = p.jobs.ids();
     assert_eq!(listed, own, "the jobs listed for this run are not its jobs");
     for job in p.warm.claimed_jobs() {
-        assert!(p.jobs.get(job).is_some_and(|j| j.pool), "claim of {job} is no claimed job of the run");
+        assert!(p.jobs.get(job).is_some_and(|j| j.pool()), "claim of {job} is no claimed job of the run");
     }
     for (job, j) in p.jobs.iter() {
-        assert!(!j.pool || p.warm.claiming(job) || j.killing, "{job}: marked claimed, no claim in flight, not being killed");
+        assert!(!j.pool() || p.warm.claiming(job) || j.killing(), "{job}: marked claimed, no claim in flight, not being killed");
     }
     shared.pool.check_invariants(&own);
     shared.connects.check_invariants(&|job| shared.jobs.contains_key(&job));

@@ -76,7 +76,7 @@ impl Jobs {
 
     /// The live job named `ns`, or why not.
     pub(super) fn named(&self, ns: &str) -> Result<JobId, String> {
-        match self.map.iter().find(|(_, j)| j.kvsname == ns) {
+        match self.map.iter().find(|(_, j)| j.kvsname() == ns) {
             Some((&id, _)) => Ok(id),
             None => Err(format!("namespace '{}' is not a live job of this run", dpm_pmi::sanitize::escape(ns))),
         }
@@ -85,12 +85,12 @@ impl Jobs {
     /// Where `job`'s ranks run (it is live).
     pub(super) fn job_map(&self, job: JobId, universe_size: i64) -> JobMap {
         let j = &self.map[&job];
-        JobMap { job, kvsname: j.kvsname.clone(), node_of: j.slots.node_of().to_vec(), appnums: j.appnums.clone(), universe_size }
+        JobMap { job, kvsname: j.kvsname().to_string(), node_of: j.node_of().to_vec(), appnums: j.appnums().to_vec(), universe_size }
     }
 
     /// `node`'s index among `job`'s nodes, numbered from 0 in rank order.
     pub(super) fn node_index(&self, job: JobId, node: NodeId) -> Option<usize> {
-        let node_of = self.map.get(&job)?.slots.node_of();
+        let node_of = self.map.get(&job)?.node_of();
         let at = node_of.iter().position(|&n| n == node)?;
         crate::plan::job_node_numbers(node_of).get(at).map(|&i| i as usize)
     }
@@ -98,11 +98,11 @@ impl Jobs {
     /// `--report-placement`: where the ranks of `job` run.
     pub(super) fn report_placement(&self, fx: &mut dyn RunEffects, job: JobId) {
         let Some(j) = self.map.get(&job) else { return };
-        let size = j.ranks.len() as u32;
-        for &d in &j.daemons {
-            let ranks: Vec<u32> = (0..size).filter(|&r| j.slots.node(r as usize) == Some(d)).collect();
+        let size = j.size() as u32;
+        for &d in j.daemons() {
+            let ranks: Vec<u32> = (0..size).filter(|&r| j.node(Rank(r)) == Some(d)).collect();
             let host = fx.shared().nodes.host(d).to_string();
-            fx.say(&format!("dpm: {job} ({}, {size} ranks): ranks {} on {host}", j.kvsname, rank_ranges(&ranks)));
+            fx.say(&format!("dpm: {job} ({}, {size} ranks): ranks {} on {host}", j.kvsname(), rank_ranges(&ranks)));
         }
     }
 
@@ -127,18 +127,16 @@ impl Jobs {
     /// rank there, once (`None`: the job is not watched, or it tripped).
     pub(super) fn watch_tripped(&mut self, node: NodeId, job: JobId) -> Option<String> {
         let j = self.map.get_mut(&job)?;
-        let programs = j.watched.take()?;
-        let first = (0..j.ranks.len()).find(|&r| j.slots.node(r) == Some(node)).unwrap_or(0);
-        let app = j.appnums.get(first).and_then(|&a| usize::try_from(a).ok()).unwrap_or(0);
+        let programs = j.take_watched()?;
+        let first = (0..j.size()).find(|&r| j.node(Rank(r as u32)) == Some(node)).unwrap_or(0);
+        let app = j.appnums().get(first).and_then(|&a| usize::try_from(a).ok()).unwrap_or(0);
         Some(programs.get(app).or(programs.first()).map_or("?", String::as_str).to_string())
     }
 
     /// Every process of every job gets `signal`; the jobs go on.
     pub(super) fn signal_all(&self, fx: &mut dyn RunEffects, signal: i32) {
         for (&job, j) in &self.map {
-            for &d in &j.daemons {
-                fx.send(d, ToDaemon::Signal { job, signal });
-            }
+            j.signal(job, signal, &mut |d, m| fx.send(d, m));
         }
     }
 
@@ -149,19 +147,15 @@ impl Jobs {
     }
 
     pub(super) fn kill_job(&mut self, fx: &mut dyn RunEffects, job: JobId, sig: i32) {
-        let Some(j) = self.map.get_mut(&job) else { return };
-        j.killing = true;
-        for &d in &j.daemons {
-            fx.send(d, ToDaemon::Signal { job, signal: sig });
+        if let Some(j) = self.map.get_mut(&job) {
+            j.kill(job, sig, &mut |d, m| fx.send(d, m));
         }
     }
 
     /// `job`'s slots are free at once (a claimed job dropped).
     pub(super) fn release_slots(&mut self, job: JobId) {
         if let Some(j) = self.map.get_mut(&job) {
-            for r in 0..j.ranks.len() {
-                j.slots.release(r);
-            }
+            j.release_slots();
         }
     }
 
@@ -175,21 +169,15 @@ impl Jobs {
     /// is answered once every child has one.
     pub(super) fn started(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, pid: u32) {
         let Some(j) = self.map.get_mut(&job) else { return };
-        if let Some(r) = j.ranks.get_mut(rank.0 as usize) {
-            r.pid = Some(pid);
-        }
-        if j.spawn_request.is_none() || j.ranks.iter().any(|r| r.pid.is_none()) {
-            return;
-        }
-        if let Some((node, request)) = j.spawn_request.take() {
-            fx.send(node, ToDaemon::SpawnDone { request, result: Ok(j.kvsname.clone()), errcodes: std::mem::take(&mut j.spawn_errcodes) });
+        if let Some(((node, request), errcodes)) = j.started(rank, pid) {
+            fx.send(node, ToDaemon::SpawnDone { request, result: Ok(j.kvsname().to_string()), errcodes });
         }
     }
 
     /// Rank `rank` of `job` (not a claimed pooled job) could not be started.
     pub(super) fn launch_failed(&mut self, fx: &mut dyn RunEffects, verdict: &mut Verdict, job: JobId, rank: Rank, error: String, errno: i32) {
         let who = describe_rank(job, rank, None, &self.host(fx, job, rank));
-        if let Some((node, request)) = self.map.get_mut(&job).and_then(|j| j.spawn_request.take()) {
+        if let Some((node, request)) = self.map.get_mut(&job).and_then(Job::take_spawn_request) {
             // A spawn that cannot start all its processes fails as a whole:
             // MPI_Comm_spawn returns an error in the parent, the run goes on.
             fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")), errcodes: Vec::new() });
@@ -197,7 +185,7 @@ impl Jobs {
             // are not failures of the run.
             let now = fx.now_micros();
             if let Some(j) = self.map.get_mut(&job) {
-                j.alone_since.get_or_insert(now);
+                j.fail_alone_at(now);
             }
             self.end_unstarted(job);
             self.kill_job(fx, job, libc::SIGKILL);
@@ -237,8 +225,8 @@ impl Jobs {
         // A process that ended before the teardown began was not ended by it,
         // even if its exit is read afterwards (the reads of several nodes and
         // connections race): judge it as a failure of its own.
-        let before_teardown = verdict.teardown_at.or(j.alone_since).is_none_or(|t| at < t);
-        let killing = j.killing && !before_teardown;
+        let before_teardown = verdict.teardown_at.or(j.alone_since()).is_none_or(|t| at < t);
+        let killing = j.killing() && !before_teardown;
         let who = describe_rank(job, rank, Some(pid), &host);
         let end = match status {
             ExitStatus::Code(0) if pmi == PmiProgress::Active && !killing => {
@@ -250,7 +238,7 @@ impl Jobs {
             ExitStatus::Signal(s) => RankEnd::Failed { why: format!("{who} was killed by signal {s} ({})", signal_name(s)), code: 128 + s },
         };
         j.end_rank(rank.0 as usize, end.clone());
-        let spawned = j.spawned;
+        let spawned = j.spawned();
         if let RankEnd::Failed { why, code } = end {
             if policy == FailurePolicy::KeepOthers {
                 tracing::warn!("{why}; the other ranks run on (-disable-auto-cleanup)");
@@ -271,8 +259,8 @@ impl Jobs {
     pub(super) fn abort(&mut self, fx: &mut dyn RunEffects, verdict: &mut Verdict, policy: FailurePolicy, job: JobId, rank: Rank, code: i32, message: String) {
         let host = self.host(fx, job, rank);
         let j = self.map.get(&job);
-        let pid = j.and_then(|j| j.ranks.get(rank.0 as usize)).and_then(|r| r.pid);
-        let spawned = j.is_some_and(|j| j.spawned);
+        let pid = j.and_then(|j| j.pid(rank));
+        let spawned = j.is_some_and(Job::spawned);
         let who = describe_rank(job, rank, pid, &host);
         // PMI-2 always says -1; an exit status is 0..255.
         let status = code & 0xff;
@@ -291,38 +279,23 @@ impl Jobs {
     fn fail_alone(&mut self, fx: &mut dyn RunEffects, job: JobId, why: &str) {
         let now = fx.now_micros();
         let Some(j) = self.map.get_mut(&job) else { return };
-        if j.alone_since.is_none() {
+        if j.fail_alone_at(now) {
             tracing::warn!(%job, "{why}; the job is ended, the run goes on (failure policy)");
-            j.alone_since = Some(now);
         }
         self.kill_job(fx, job, libc::SIGKILL);
     }
 
     /// Ranks that were never started will never report: end them here.
     pub(super) fn end_unstarted(&mut self, job: JobId) {
-        let Some(j) = self.map.get_mut(&job) else { return };
-        for r in 0..j.ranks.len() {
-            if j.ranks[r].pid.is_none() {
-                j.end_rank(r, RankEnd::Terminated);
-            }
+        if let Some(j) = self.map.get_mut(&job) {
+            j.end_unstarted();
         }
     }
 
     /// The nodes `lost` are gone: the ranks there have ended; the jobs that
     /// had ranks there come back.
     pub(super) fn lose_nodes(&mut self, lost: &[NodeId]) -> Vec<JobId> {
-        let affected: Vec<JobId> = self.map.iter().filter(|(_, j)| j.daemons.iter().any(|d| lost.contains(d))).map(|(id, _)| *id).collect();
-        for job in &affected {
-            if let Some(j) = self.map.get_mut(job) {
-                for r in 0..j.ranks.len() {
-                    if j.node(Rank(r as u32)).is_some_and(|n| lost.contains(&n)) {
-                        j.end_rank(r, RankEnd::Terminated);
-                    }
-                }
-                j.daemons.retain(|d| !lost.contains(d));
-            }
-        }
-        affected
+        self.map.iter_mut().filter_map(|(id, j)| j.lose_nodes(lost).then_some(*id)).collect()
     }
 
     /// A fence arrival of `job` (its KVS root state in `kvs`).
@@ -339,21 +312,14 @@ impl Jobs {
     /// it is being killed: a dropped claimed job gives its slots back at once).
     pub(super) fn check_invariants(&self) {
         for (job, j) in &self.map {
-            let live = j.ranks.iter().filter(|r| r.end.is_none()).count();
-            let held = j.slots.held();
+            let (live, held) = j.live_and_held();
             assert!(held <= live, "{job}: {held} slots held for {live} live ranks");
-            assert!(j.killing || held == live, "{job}: {held} slots held for {live} live ranks, not being killed");
+            assert!(j.killing() || held == live, "{job}: {held} slots held for {live} live ranks, not being killed");
         }
         for (node, job) in self.written.keys() {
             assert!(self.map.contains_key(job), "output credit of {job} from node {} outlives the job", node.0);
         }
     }
-}
-
-/// An ended job's ranks that dpm terminated (but the one whose failure is
-/// the run's): counted in the summary.
-pub(super) fn terminated(j: &Job, job: JobId, failed: Option<(JobId, Rank)>) -> usize {
-    (0..j.ranks.len()).filter(|&r| j.ranks[r].end == Some(RankEnd::Terminated) && failed != Some((job, Rank(r as u32)))).count()
 }
 
 fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {

@@ -155,13 +155,13 @@ impl Run {
         let node_of = slots.node_of().to_vec();
         let job = launch.job;
         self.register(fx, &launch, slots, spawn_request);
-        let daemons = self.jobs.get(job).map(|j| j.daemons.clone()).unwrap_or_default();
+        let daemons = self.jobs.get(job).map(|j| j.daemons().to_vec()).unwrap_or_default();
         launch::send_parts(launch, &node_of, &daemons, &mut |d, m| fx.send(d, m));
     }
 
     fn register(&mut self, fx: &mut dyn RunEffects, launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) {
         let job = Job::new(launch, slots, spawn_request);
-        self.kvs.add_job(launch.job, launch.kvs, &job.daemons);
+        self.kvs.add_job(launch.job, launch.kvs, job.daemons());
         fx.route(launch.job, true);
         fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), launch.size));
         self.jobs.insert(launch.job, job, launch.stdin_rank.is_some());
@@ -256,7 +256,7 @@ impl Run {
     }
 
     fn launch_failed(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, error: String, errno: i32) {
-        if self.jobs.get(job).is_some_and(|j| j.pool) {
+        if self.jobs.get(job).is_some_and(Job::pool) {
             self.jobs.end_unstarted(job);
             let why = format!("could not be started ({})", dpm_pmi::sanitize::escape(&error));
             self.warm_ended(fx, job, rank, &why, true);
@@ -307,7 +307,7 @@ impl Run {
     /// new job, and have warm spawn fill the pool its miss showed.
     fn spawn(&mut self, fx: &mut dyn RunEffects, ask: SpawnAsk) {
         let (parent_node, request, parent, rank) = (ask.node, ask.request, ask.parent, ask.rank);
-        let Some(parent_kvs) = self.jobs.get(parent).map(|j| j.kvsname.clone()) else { return };
+        let Some(parent_kvs) = self.jobs.get(parent).map(|j| j.kvsname().to_string()) else { return };
         let answer =
             |fx: &mut dyn RunEffects, result: Result<String, String>, errcodes| fx.send(parent_node, ToDaemon::SpawnDone { request, result, errcodes });
         if self.verdict.ending() {
@@ -350,7 +350,7 @@ impl Run {
             self.start_job(fx, launch, slots, Some((parent_node, request)));
             // Answered once every child has started (`Jobs::started`).
             if let Some(j) = self.jobs.get_mut(job) {
-                j.spawn_errcodes = errcodes;
+                j.set_spawn_errcodes(errcodes);
             }
         }
         match miss {
@@ -433,18 +433,18 @@ impl Run {
     /// names are withdrawn, its collectives fail, its slots are given back
     /// (its reservation dropped), and warm spawn hears of it.
     fn check_done(&mut self, fx: &mut dyn RunEffects, job: JobId) {
-        let Some(j) = self.jobs.remove_done(job) else { return };
+        let Some(mut j) = self.jobs.remove_done(job) else { return };
         self.kvs.remove_job(job);
         tracing::debug!(%job, "job ended");
-        if let Some((node, request)) = j.spawn_request {
+        if let Some((node, request)) = j.take_spawn_request() {
             fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")), errcodes: Vec::new() });
         }
-        for &d in &j.daemons {
+        for &d in j.daemons() {
             fx.send(d, ToDaemon::Forget { job });
         }
         fx.route(job, false);
         fx.shared().jobs.remove(&job);
-        names::job_ended(fx, job, &j.kvsname);
+        names::job_ended(fx, job, j.kvsname());
         // The claims its spawns were making go, then the pool made for them.
         for orphan in self.warm.claims_of(job) {
             self.warm_drop(fx, orphan, None);
@@ -453,14 +453,14 @@ impl Run {
         let out = fx.shared().connects_job_ended(job);
         send_all(fx, out);
         send_all(fx, self.connects.job_ended(job));
-        if j.spawned && !j.pool {
+        if j.spawned() && !j.pool() {
             let (warm, cx) = self.warm_parts();
             warm.topup(&cx, fx);
         }
-        if j.alone_since.is_some() || j.pool {
+        if j.alone_since().is_some() || j.pool() {
             return; // its failure was its own (or a pooled job's); its ranks are nobody's business
         }
-        let terminated = jobs::terminated(&j, job, self.verdict.failed_rank());
+        let terminated = j.terminated(job, self.verdict.failed_rank());
         if terminated > 0 {
             self.verdict.terminated.push((job, terminated));
         }

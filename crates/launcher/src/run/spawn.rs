@@ -63,7 +63,7 @@ pub(super) struct SpawnAsk {
 /// under Hydra, 2 of 120 under dpm answering after the start — but 4 of
 /// 60 answered this early; a one-process parent never failed (0 of 120).
 pub(super) fn answers_before_start(jobs: &Jobs, policy: FailurePolicy, settings: &Settings, parent: JobId) -> bool {
-    let single = jobs.get(parent).is_some_and(|j| j.ranks.len() == 1);
+    let single = jobs.get(parent).is_some_and(|j| j.size() == 1);
     single && policy == FailurePolicy::EndRun && settings.pmi_mode != PmiMode::Pmix
 }
 

@@ -338,13 +338,13 @@ impl WarmPool {
             cx.kvs.put_job(job, root);
         }
         fx.route(job, true);
-        let listed = (owner, state.kvsname.clone(), state.ranks.len() as u32);
+        let listed = (owner, state.kvsname().to_string(), state.size() as u32);
         fx.shared().jobs.insert(job, listed);
-        state.pool = true;
-        for &d in &state.daemons {
+        state.set_pool(true);
+        for &d in state.daemons() {
             fx.send(d, ToDaemon::Claim { job, preput: ask.preput.clone() });
         }
-        let waiting = state.daemons.clone();
+        let waiting = state.daemons().to_vec();
         cx.jobs.insert(job, state, false);
         self.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, want });
         None
@@ -372,11 +372,11 @@ impl WarmPool {
             fx.shared().connects.register(map);
         }
         let j = cx.jobs.get_mut(job)?;
-        j.pool = false;
-        if j.ranks.iter().all(|r| r.pid.is_some()) {
-            fx.send(ask.node, ToDaemon::SpawnDone { request: ask.request, result: Ok(j.kvsname.clone()), errcodes: Vec::new() });
+        j.set_pool(false);
+        if j.all_started() {
+            fx.send(ask.node, ToDaemon::SpawnDone { request: ask.request, result: Ok(j.kvsname().to_string()), errcodes: Vec::new() });
         } else {
-            j.spawn_request = Some((ask.node, ask.request));
+            j.answer_when_started((ask.node, ask.request), Vec::new());
         }
         for (node, rank, stream, data) in held {
             fx.output(node, job, rank, stream, &data);
@@ -402,7 +402,7 @@ impl WarmPool {
     pub(super) fn fill(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
         self.want(shape, want, parent);
         let settings = cx.settings;
-        let Some(parent_kvs) = cx.jobs.get(parent).map(|j| j.kvsname.clone()) else { return };
+        let Some(parent_kvs) = cx.jobs.get(parent).map(|j| j.kvsname().to_string()) else { return };
         let have = fx.shared().pool.count(shape, settings.owner);
         let maker = Maker { owner: settings.owner, origin: parent, verbose: settings.warm_verbose };
         for _ in have..want.min(MAX_WARM_SPAWN) {
@@ -537,7 +537,7 @@ impl WarmPool {
     /// Output of a claimed job is held until the claim is confirmed; that of
     /// an ordinary job comes back, to go out.
     pub(super) fn output(&mut self, jobs: &Jobs, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) -> Output {
-        if !jobs.get(job).is_some_and(|j| j.pool) {
+        if !jobs.get(job).is_some_and(Job::pool) {
             return Output::Pass(data);
         }
         let Some(e) = self.claims.iter_mut().find(|c| c.job == job) else { return Output::Held };
@@ -554,8 +554,8 @@ impl WarmPool {
     /// ends, quietly, and its spawn is made again; the run's verdict never
     /// hears of it. `ended`: the rank is gone (else it only asked to abort).
     pub(super) fn ended(&self, jobs: &mut Jobs, job: JobId, rank: Rank, why: &str, ended: bool) -> Ended {
-        let Some(j) = jobs.get_mut(job).filter(|j| j.pool) else { return Ended::NotClaimed };
-        let killing = j.killing;
+        let Some(j) = jobs.get_mut(job).filter(|j| j.pool()) else { return Ended::NotClaimed };
+        let killing = j.killing();
         if ended {
             j.end_rank(rank.0 as usize, RankEnd::Terminated);
         }
