@@ -10,12 +10,14 @@ use super::connect::Collectives;
 use super::jobs::Jobs;
 use super::warm::WarmPool;
 use super::TreeShared;
+use crate::kvs_root::KvsRoot;
 
 /// The run's parts, as the invariants see them.
 pub(super) struct Parts<'a> {
     pub(super) jobs: &'a Jobs,
     pub(super) warm: &'a WarmPool,
     pub(super) connects: &'a Collectives,
+    pub(super) kvs: &'a KvsRoot,
     /// The pid of the run's `dpm run` (whose jobs `dpm status` lists).
     pub(super) owner: u32,
     /// The run is over (its jobs forgotten, what waits on them moot).
@@ -24,7 +26,9 @@ pub(super) struct Parts<'a> {
 
 /// Panics if the run's parts do not hold together, nor with the tree's
 /// (`shared`): each part's own invariants (a slot per live rank, output
-/// credit only for live jobs, collectives over live jobs only), the jobs
+/// credit only for live jobs, collectives over live jobs only, claims,
+/// shapes and priming for live jobs), the KVS root's jobs are the run's
+/// (while it goes), the jobs
 /// `dpm status` lists for this run are its jobs, every claim in flight is
 /// a claimed job of the run and every claimed job has one (or is being
 /// killed), no job is both the run's and the pool's, and the pool's own
@@ -33,7 +37,12 @@ pub(super) struct Parts<'a> {
 pub(super) fn check(p: &Parts<'_>, shared: &TreeShared) {
     p.jobs.check_invariants();
     if !p.over {
-        p.connects.check_invariants(&|job| p.jobs.contains(job));
+        let live = |job| p.jobs.contains(job);
+        p.connects.check_invariants(&live);
+        p.warm.check_invariants(&live);
+        let mut held: Vec<JobId> = p.kvs.jobs().collect();
+        held.sort_unstable();
+        assert_eq!(held, p.jobs.ids(), "the KVS root's jobs are not the run's");
     }
     let listed: Vec<JobId> = shared.jobs.iter().filter(|(_, (owner, _, _))| *owner == p.owner).map(|(j, _)| *j).collect();
     let own = p.jobs.ids();

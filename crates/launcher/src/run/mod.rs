@@ -32,10 +32,8 @@
 //! - plain functions: `spawn` (plan, place, the job a spawn makes),
 //!   `names` (the name service), `launch` ([`Settings`], a job's checks),
 //!   `invariants` (over the parts, checked after every event in tests).
-//!
-//! What all runs of one tree share ([`TreeShared`]: the name service, job
-//! ids, the node table with its load, the jobs listed by `dpm status`, the
-//! pool) is reached through [`RunEffects::shared`].
+//! - What the runs of one tree share ([`TreeShared`]: names, job ids, the
+//!   node table, `dpm status`'s list, the pool): [`RunEffects::shared`].
 
 mod connect;
 mod effects;
@@ -73,7 +71,7 @@ pub use launch::{LaunchError, Settings};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
 pub use shared::TreeShared;
 pub use tree_connect::{Contribution, TreeConnectEffects, TreeConnects};
-pub use verdict::{parse_failure_policy, FailurePolicy, UnknownPolicy, Verdict};
+pub use verdict::{parse_failure_policy, signal_name, FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
 
 /// See the module documentation.
@@ -554,7 +552,14 @@ impl Run {
     /// Panics if the run's parts do not hold together, nor with the tree's
     /// (`shared`): see `invariants::check`.
     pub fn check_invariants(&self, shared: &TreeShared) {
-        let parts = invariants::Parts { jobs: &self.jobs, warm: &self.warm, connects: &self.connects, owner: self.settings.owner, over: self.exit.is_some() };
+        let parts = invariants::Parts {
+            jobs: &self.jobs,
+            warm: &self.warm,
+            connects: &self.connects,
+            kvs: &self.kvs,
+            owner: self.settings.owner,
+            over: self.exit.is_some(),
+        };
         invariants::check(&parts, shared);
     }
 
@@ -589,8 +594,4 @@ fn send_all(fx: &mut dyn RunEffects, out: Vec<(NodeId, ToDaemon)>) {
     for (node, msg) in out {
         fx.send(node, msg);
     }
-}
-
-pub fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }

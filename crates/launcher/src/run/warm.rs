@@ -568,6 +568,23 @@ impl WarmPool {
         Ended::Drop((!killing).then(|| format!("rank {} {why} before a claim; the spawn is made again", rank.0)))
     }
 
+    /// Panics unless every claim is of a job claimed once, for a spawn by a
+    /// live job of the run (`live`), and the shapes it fills and the jobs
+    /// it primes from are live jobs too (while the run goes).
+    pub(super) fn check_invariants(&self, live: &dyn Fn(JobId) -> bool) {
+        for (i, c) in self.claims.iter().enumerate() {
+            assert!(!self.claims[..i].iter().any(|o| o.job == c.job), "{} claimed twice", c.job);
+            assert!(live(c.ask.parent), "the claim of {} is for {}, not a live job", c.job, c.ask.parent);
+            assert!(c.held_bytes <= MAX_HELD_OUTPUT && c.held_bytes == c.held.iter().map(|h| h.3.len()).sum::<usize>(), "{}: held output miscounted", c.job);
+        }
+        for (_, _, parent) in &self.shapes {
+            assert!(live(*parent), "a shape is filled for {parent}, not a live job");
+        }
+        for p in &self.priming {
+            assert!(live(p.job), "priming from {}, not a live job", p.job);
+        }
+    }
+
     /// The summary line at the end of a run that used warm spawn.
     pub(super) fn summary(&self, settings: &Settings, fx: &mut dyn RunEffects) {
         if settings.warm_verbose && self.claimed + self.missed + self.refilled > 0 {
