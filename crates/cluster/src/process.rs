@@ -50,7 +50,7 @@ pub enum Step {
     /// `Spawn` started has come to its `Finalize` or ended. A child script's
     /// steps before `Finalize` stand for its `MPI_Init`, at whose end MPICH's
     /// children connect to the parent. dpm answers a spawn before the
-    /// children start (`Run::answers_before_start`), so without it a
+    /// children start (`run::spawn::answers_before_start`), so without it a
     /// scripted parent would go on long before a real one.
     Accept,
     /// PMI-2 `ring` with this value: records `ring-rank`, `ring-size`,

@@ -366,7 +366,7 @@ fn phases(c: &Cluster, job: JobId, boot: Duration, total: Duration) -> Vec<(&'st
 /// the fence, then one per spawn. A spawn as MPI_Comm_spawn sees it: from its request
 /// until its reply and its children's MPI_Init (their fence, the reply
 /// before their finalize) are both done: the reply alone comes before the
-/// children start (`Run::answers_before_start`); the parent's `Accept` waits
+/// children start (`run::spawn::answers_before_start`); the parent's `Accept` waits
 /// for them before the next spawn, as MPI_Comm_spawn's accept does.
 fn spawn_time(c: &Cluster, job: JobId, sc: &Scenario) -> Option<Duration> {
     if sc.workload != Workload::SpawnLoop {

@@ -83,7 +83,7 @@ fn the_ring_follows_the_trees_pre_order() {
 /// Under `continue` (and `-disable-auto-cleanup`) a spawn is answered once
 /// its children started (one that cannot start is the spawn's error); under
 /// `end` at once, and its children
-/// are forked after the answer left (`Run::answers_before_start`).
+/// are forked after the answer left (`run::spawn::answers_before_start`).
 #[test]
 fn each_spawn_is_answered_before_or_after_its_children_started_as_the_policy_says() {
     for policy in [FailurePolicy::EndRun, FailurePolicy::SurviveSpawnedJobs, FailurePolicy::KeepOthers] {

@@ -30,7 +30,8 @@ use std::collections::BTreeSet;
 use dpm_kvs::{JobId, NodeId};
 use dpm_proto::{CollectiveKind, GroupSpec, JobMap, RequestId, ToDaemon};
 
-use super::{Contribution, Run, RunEffects};
+use super::jobs::Jobs;
+use super::{Contribution, RunEffects};
 
 /// Collectives waiting at once in one run. Each is held by clients blocked
 /// in `PMIx_Connect`; a program has one per spawn or connect in flight.
@@ -196,21 +197,17 @@ impl Collectives {
     }
 }
 
-impl Run {
-    /// The live job named `ns`, or why not.
-    fn job_named(&self, ns: &str) -> Result<JobId, String> {
-        match self.jobs.iter().find(|(_, j)| j.kvsname == ns) {
-            Some((&id, _)) => Ok(id),
-            None => Err(format!("namespace '{}' is not a live job of this run", dpm_pmi::sanitize::escape(ns))),
-        }
-    }
-
+impl Collectives {
     /// `node`'s part of a collective over the jobs named `nspaces` (only
-    /// `ranks` of the jobs listed there; `group`: a group construct's).
+    /// `ranks` of the jobs listed there; `group`: a group construct's), the
+    /// run's jobs in `jobs` (maps sent with `universe_size`): answered on
+    /// every contributing node once complete, or refused at once.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn connect(
+    pub(super) fn contribute(
         &mut self,
         fx: &mut dyn RunEffects,
+        jobs: &Jobs,
+        universe_size: i64,
         node: NodeId,
         request: RequestId,
         nspaces: &[String],
@@ -225,7 +222,7 @@ impl Run {
         }
         // A namespace of another run of the tree: the tree holds the
         // collective (`tree_connect`).
-        if nspaces.iter().any(|ns| self.job_named(ns).is_err() && fx.shared().connects.knows(ns)) {
+        if nspaces.iter().any(|ns| jobs.named(ns).is_err() && fx.shared().connects.knows(ns)) {
             let c = Contribution { node, request, nspaces: nspaces.to_vec(), ranks: ranks.to_vec(), kind, group, data };
             let out = fx.shared().connect_across(c);
             for (node, msg) in out {
@@ -233,31 +230,32 @@ impl Run {
             }
             return;
         }
-        let mut jobs = Vec::with_capacity(nspaces.len());
+        let mut listed = Vec::with_capacity(nspaces.len());
         for ns in nspaces {
-            match self.job_named(ns) {
-                Ok(id) => jobs.push(id),
+            match jobs.named(ns) {
+                Ok(id) => listed.push(id),
                 Err(why) => return refuse(fx, why),
             }
         }
-        jobs.sort_unstable();
-        jobs.dedup();
-        let sized = |ns: &str| self.job_named(ns).map(|job| (job, self.jobs[&job].slots.node_of().len()));
-        let parts = match parts(&jobs, ranks, &sized) {
+        listed.sort_unstable();
+        listed.dedup();
+        let job = |id: &JobId| jobs.get(*id).expect("a listed job is live");
+        let sized = |ns: &str| jobs.named(ns).map(|id| (id, job(&id).size()));
+        let parts = match parts(&listed, ranks, &sized) {
             Ok(parts) => parts,
             Err(why) => return refuse(fx, why),
         };
-        let expect: BTreeSet<NodeId> = jobs
+        let expect: BTreeSet<NodeId> = listed
             .iter()
             .flat_map(|j| match parts.iter().find(|(p, _)| p == j) {
-                Some((_, some)) => some.iter().map(|&r| self.jobs[j].slots.node_of()[r as usize]).collect::<Vec<_>>(),
-                None => self.jobs[j].daemons.clone(),
+                Some((_, some)) => some.iter().map(|&r| job(j).node_of()[r as usize]).collect::<Vec<_>>(),
+                None => job(j).daemons().to_vec(),
             })
             .collect();
         if !expect.contains(&node) {
             return refuse(fx, "a node that hosts no rank of the collective's namespaces".to_string());
         }
-        let done = match self.connects.join(jobs, parts, kind, group, expect, node, request, data) {
+        let done = match self.join(listed, parts, kind, group, expect, node, request, data) {
             Ok(Some(done)) => done,
             Ok(None) => return,
             Err(()) => return refuse(fx, format!("too many collectives waiting at once (limit {MAX_CONNECTS})")),
@@ -265,27 +263,21 @@ impl Run {
         tracing::debug!(jobs = ?done.jobs, kind = ?done.kind, nodes = done.answer.len(), "PMIx collective complete");
         let context_id = done.context_id.then(|| fx.shared().context_id());
         let listed = done.jobs.clone();
-        let maps = |node: NodeId| listed.iter().filter(|j| !self.jobs[j].daemons.contains(&node)).map(|&j| self.job_map(j)).collect();
+        let maps = |node: NodeId| listed.iter().filter(|j| !job(j).daemons().contains(&node)).map(|&j| jobs.job_map(j, universe_size)).collect();
         for (node, msg) in done.answers(context_id, &maps) {
             fx.send(node, msg);
         }
     }
 
-    /// Where `job`'s ranks run (it is live).
-    pub(super) fn job_map(&self, job: JobId) -> JobMap {
-        let j = &self.jobs[&job];
-        JobMap { job, kvsname: j.kvsname.clone(), node_of: j.slots.node_of().to_vec(), appnums: j.appnums.clone(), universe_size: self.settings.universe_size }
-    }
-
-    /// `job` ended: the collectives over it fail on the nodes that
-    /// contributed, the tree's (across runs) among them.
-    pub(super) fn connects_job_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
-        let out = fx.shared().connects_job_ended(job);
-        for (node, msg) in out {
-            fx.send(node, msg);
-        }
-        for (node, msg) in self.connects.job_ended(job) {
-            fx.send(node, msg);
+    /// Panics unless every collective waits for live jobs of the run
+    /// (`live`) and has heard from expected nodes only, each once.
+    pub(super) fn check_invariants(&self, live: &dyn Fn(JobId) -> bool) {
+        for c in &self.0 {
+            assert!(c.jobs.iter().all(|&j| live(j)), "a collective over {:?} outlives one of its jobs", c.jobs);
+            let mut seen = BTreeSet::new();
+            for (n, _, _) in &c.arrived {
+                assert!(c.expect.contains(n) && seen.insert(*n), "a collective over {:?} heard node {} unexpected or twice", c.jobs, n.0);
+            }
         }
     }
 }

@@ -1,35 +1,48 @@
 //! One run as a plain state machine: the run reactor.
 //!
 //! A [`Run`] owns a `dpm run`'s jobs (its first job and every job it
-//! spawned): rank states, fence tallies ([`dpm_kvs::FenceTally`]), the KVS root,
-//! spawn requests, stdin routing, the failure policy, the first failure and
-//! the exit status. Each handler takes one event — a daemon message
+//! spawned) and reacts to one event at a time — a daemon message
 //! ([`Run::on_message`]), a signal, stdin data, a timer, the daemons going
-//! away — as plain data, and acts only through [`RunEffects`]: messages to
-//! nodes, console lines, timers, the end of the run. No I/O, no async, no
-//! shared cells: a spawn's programs, directories and host files are looked
-//! up in [`RunEffects::files`] (this machine's for a live run, a table in
-//! tests), the random part of the kvsnames comes in with [`TreeShared::new`];
-//! the async driver is [`crate::controller::Controller`]; tests drive a run
-//! with [`Recorder`] and a virtual clock, and need nothing from the host.
+//! away — given as plain data; it acts only through [`RunEffects`]:
+//! messages to nodes, console lines, timers, the end of the run. No I/O, no
+//! async, no shared cells: a spawn's programs, directories and host files
+//! are looked up in [`RunEffects::files`] (this machine's for a live run, a
+//! table in tests), the random part of the kvsnames comes in with
+//! [`TreeShared::new`]; the async driver is [`crate::controller::Controller`];
+//! tests drive a run with [`Recorder`] and a virtual clock, and need nothing
+//! from the host.
 //!
-//! What all runs of one tree share ([`TreeShared`]: the name service, job
-//! ids, the node table with its load, the jobs listed by `dpm status`) is
-//! reached through [`RunEffects::shared`].
+//! # Parts
 //!
-//! Submodules: `effects` (the trait, [`Timer`], [`Recorder`]), `verdict`
-//! (failure policy, first failure, exit status), `jobs` (a job's ranks:
-//! starts, exits, aborts, lost nodes, fences, the end of a job), `spawn`,
-//! `warm` (the run's warm-spawn policy and claims), `pool` (the tree's
-//! unclaimed pooled jobs), `connect` (PMIx connect/disconnect
-//! collectives), `tree_connect` (those naming jobs of other runs of the
-//! tree), `invariants` (checked in tests).
+//! `Run` is only a router: each part owns its state behind a small
+//! interface, and `impl Run` (this file) passes each exactly what it needs.
+//! - `jobs::Jobs`: the job table — each job's ranks (`job::Job`), the
+//!   output credit owed to nodes, the stdin job; rank starts, exits,
+//!   aborts, lost nodes and fences, judged into the [`Verdict`] passed in.
+//! - [`Verdict`] (`verdict`): the failure policy's outcome, the first
+//!   failure, the exit status.
+//! - [`KvsRoot`]: each job's KVS design at the root (ring, tree, routing).
+//! - `warm::WarmPool`: the run's warm-spawn policy (shapes, priming,
+//!   claims in flight, counts), given a `warm::WarmCx` of the settings,
+//!   the job table and the KVS root; the unclaimed pooled jobs are the
+//!   tree's [`Pool`]'s (`pool`).
+//! - `connect::Collectives`: PMIx connect/disconnect/fence/group
+//!   collectives in flight, given the job table (`tree_connect`: those
+//!   naming jobs of other runs of the tree).
+//! - plain functions: `spawn` (plan, place, the job a spawn makes),
+//!   `names` (the name service), `launch` ([`Settings`], a job's checks),
+//!   `invariants` (over the parts, checked after every event in tests).
+//! - What the runs of one tree share ([`TreeShared`]: names, job ids, the
+//!   node table, `dpm status`'s list, the pool): [`RunEffects::shared`].
 
 mod connect;
 mod effects;
 mod invariants;
+mod job;
 mod jobs;
 mod kvsname;
+mod launch;
+mod names;
 mod pool;
 mod shared;
 mod spawn;
@@ -39,85 +52,39 @@ mod tree_connect;
 mod verdict;
 mod warm;
 
-use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::link::InProcessFd;
-use dpm_proto::{LaunchJob, PmiMode, RequestId, ToDaemon, ToLauncher, OUTPUT_ACK_STEP};
+use dpm_proto::{ExitStatus, LaunchJob, PmiProgress, RequestId, ToDaemon, ToLauncher};
 
 use crate::kvs_root::KvsRoot;
-use crate::node_table::{PlaceError, Reservation};
-use crate::spawn::SpawnContext;
-use jobs::{Job, RankEnd};
+use crate::node_table::{NodeState, Reservation};
+use job::Job;
+use jobs::Jobs;
 use spawn::SpawnAsk;
+use warm::{Ended, Miss, Output, WarmCx, WarmPool};
 
 pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use kvsname::{kvsname, open_mpi_family};
+pub use launch::{LaunchError, Settings};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
 pub use shared::TreeShared;
 pub use tree_connect::{Contribution, TreeConnectEffects, TreeConnects};
-pub use verdict::{parse_failure_policy, FailurePolicy, UnknownPolicy, Verdict};
+pub use verdict::{parse_failure_policy, signal_name, FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
-
-/// Job-independent settings the run needs to create jobs.
-pub struct Settings {
-    pub label: bool,
-    pub kill_grace: Duration,
-    pub universe_size: i64,
-    pub pmi_mode: PmiMode,
-    /// Refuse spawns beyond the universe size instead of oversubscribing.
-    pub no_oversubscribe: bool,
-    pub report_placement: bool,
-    pub spawn: SpawnContext,
-    /// Slots of each node: the node table of a plain run's own tree is made
-    /// of them ([`crate::controller::Shared::for_run`]); a booted run uses
-    /// the boot's table.
-    pub node_slots: Vec<u32>,
-    /// The daemon tree's fan-out: losing a node loses its subtree.
-    pub fanout: usize,
-    /// The pid of the `dpm run` this run is for (shown by `dpm status`).
-    pub owner: u32,
-    /// Warm spawn: pooled jobs per spawn shape (0: off unless a spawn asks).
-    pub warm_spawn: usize,
-    /// Say each warm-spawn claim, miss and refill (`-v`, `--report-placement`).
-    pub warm_verbose: bool,
-    /// Every job's binding (`-bind-to`…), applied by the daemons.
-    pub binding: dpm_binding::BindPolicy,
-}
-
-/// A planned job that cannot be run as it is: refused before anything starts.
-#[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    #[error("{0} has no processes")]
-    Empty(JobId),
-    #[error("{job} has {size} ranks but {got} {what}")]
-    Mismatch { job: JobId, size: u32, what: &'static str, got: usize },
-    #[error("{job}: a process has rank {rank} (size {size}) or a rank twice")]
-    BadRank { job: JobId, rank: u32, size: u32 },
-    #[error("{job}: rank {rank} runs app {app}, but the job has {apps} apps")]
-    BadApp { job: JobId, rank: u32, app: usize, apps: usize },
-    #[error("{0}: {1}")]
-    Placement(JobId, PlaceError),
-}
 
 /// See the module documentation.
 pub struct Run {
     settings: Settings,
     policy: FailurePolicy,
-    jobs: BTreeMap<JobId, Job>,
     verdict: Verdict,
     timeout: Option<Duration>,
-    stdin_job: Option<JobId>,
-    /// Each job's KVS design at the root: ring, tree store, routing.
-    kvs: KvsRoot,
     /// Set once the run is over: dpm's exit status.
     exit: Option<i32>,
-    warm: warm::WarmPool,
-    /// Output written and not yet acknowledged, per node and job (below
-    /// [`OUTPUT_ACK_STEP`]).
-    written: HashMap<(NodeId, JobId), u64>,
-    /// PMIx connect/disconnect collectives in flight (`connect`).
+    jobs: Jobs,
+    kvs: KvsRoot,
+    warm: WarmPool,
     connects: connect::Collectives,
 }
 
@@ -127,13 +94,11 @@ impl Run {
             kvs: KvsRoot::new(settings.fanout),
             settings,
             policy: FailurePolicy::default(),
-            jobs: BTreeMap::new(),
             verdict: Verdict::default(),
             timeout: None,
-            stdin_job: None,
             exit: None,
-            warm: warm::WarmPool::default(),
-            written: HashMap::new(),
+            jobs: Jobs::default(),
+            warm: WarmPool::default(),
             connects: connect::Collectives::default(),
         }
     }
@@ -179,63 +144,45 @@ impl Run {
 
     /// Check a job and reserve its placement; a job refused fails the run.
     fn admit(&mut self, fx: &mut dyn RunEffects, launch: &LaunchJob) -> Result<Reservation, LaunchError> {
-        let slots = check(launch).and_then(|()| fx.shared().nodes.reserve(&launch.node_of).map_err(|e| LaunchError::Placement(launch.job, e)));
+        let slots = launch::check(launch).and_then(|()| fx.shared().nodes.reserve(&launch.node_of).map_err(|e| LaunchError::Placement(launch.job, e)));
         slots.inspect_err(|e| self.verdict.record(2, format!("invalid job: {e}"), None))
     }
 
     /// A checked, placed job: register it and send each node its part.
     fn start_job(&mut self, fx: &mut dyn RunEffects, launch: LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) {
         let node_of = slots.node_of().to_vec();
+        let job = launch.job;
         self.register(fx, &launch, slots, spawn_request);
-        let daemons = self.jobs[&launch.job].daemons.clone();
-        send_parts(launch, &node_of, &daemons, &mut |d, m| fx.send(d, m));
+        let daemons = self.jobs.get(job).map(|j| j.daemons().to_vec()).unwrap_or_default();
+        launch::send_parts(launch, &node_of, &daemons, &mut |d, m| fx.send(d, m));
     }
 
     fn register(&mut self, fx: &mut dyn RunEffects, launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) {
-        if launch.stdin_rank.is_some() {
-            self.stdin_job = Some(launch.job);
-        }
         let job = Job::new(launch, slots, spawn_request);
-        self.kvs.add_job(launch.job, launch.kvs, &job.daemons);
+        self.kvs.add_job(launch.job, launch.kvs, job.daemons());
         fx.route(launch.job, true);
         fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), launch.size));
-        self.jobs.insert(launch.job, job);
-        self.report_placement(fx, launch.job);
-        let map = self.job_map(launch.job);
+        self.jobs.insert(launch.job, job, launch.stdin_rank.is_some());
+        if self.settings.report_placement {
+            self.jobs.report_placement(fx, launch.job);
+        }
+        let map = self.jobs.job_map(launch.job, self.settings.universe_size);
         fx.shared().connects.register(map);
     }
 
     /// `node`'s index among `job`'s nodes, numbered from 0 in rank order (as
     /// in the job's `PMI_process_mapping`; Hydra's proxy id, `%p`).
     pub fn job_node_index(&self, job: JobId, node: NodeId) -> Option<usize> {
-        let node_of = self.jobs.get(&job)?.slots.node_of();
-        let at = node_of.iter().position(|&n| n == node)?;
-        crate::plan::job_node_numbers(node_of).get(at).map(|&i| i as usize)
-    }
-
-    /// `--report-placement`: where the ranks of `job` run.
-    fn report_placement(&self, fx: &mut dyn RunEffects, job: JobId) {
-        let Some(j) = self.jobs.get(&job).filter(|_| self.settings.report_placement) else { return };
-        let size = j.ranks.len() as u32;
-        for &d in &j.daemons {
-            let ranks: Vec<u32> = (0..size).filter(|&r| j.slots.node(r as usize) == Some(d)).collect();
-            let host = fx.shared().nodes.host(d).to_string();
-            fx.say(&format!("dpm: {job} ({}, {size} ranks): ranks {} on {host}", j.kvsname, rank_ranges(&ranks)));
-        }
+        self.jobs.node_index(job, node)
     }
 
     /// `bytes` of `job`'s output from `node` were written to their
     /// destination (the driver reports it for each [`RunEffects::output`]):
-    /// credit goes back to the node in steps of [`OUTPUT_ACK_STEP`], which
-    /// keeps its output window open (flow control, see `dpm_proto::OUTPUT_WINDOW`).
+    /// credit goes back to the node in steps of
+    /// [`dpm_proto::OUTPUT_ACK_STEP`], which keeps its output window open
+    /// (flow control, see `dpm_proto::OUTPUT_WINDOW`).
     pub fn on_output_written(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId, bytes: u64) {
-        if !self.jobs.contains_key(&job) {
-            return; // over: its nodes forgot it
-        }
-        let step = self.written.entry((node, job)).or_default();
-        *step += bytes;
-        if *step >= OUTPUT_ACK_STEP {
-            let bytes = std::mem::take(step);
+        if let Some(bytes) = self.jobs.output_written(node, job, bytes) {
             fx.send(node, ToDaemon::OutputAck { job, bytes });
         }
     }
@@ -248,15 +195,15 @@ impl Run {
 
     fn message(&mut self, fx: &mut dyn RunEffects, node: NodeId, msg: ToLauncher) {
         match msg {
-            ToLauncher::Started { job, rank, pid } => self.started(fx, job, rank, pid),
+            ToLauncher::Started { job, rank, pid } => self.jobs.started(fx, job, rank, pid),
             ToLauncher::LaunchFailed { job, rank, error, errno } => self.launch_failed(fx, job, rank, error, errno),
-            ToLauncher::Output { job, rank, stream, data } => {
-                if let Some(data) = self.warm_output(fx, node, job, rank, stream, data) {
-                    fx.output(node, job, rank, stream, &data);
-                }
-            }
+            ToLauncher::Output { job, rank, stream, data } => match self.warm.output(&self.jobs, node, job, rank, stream, data) {
+                Output::Pass(data) => fx.output(node, job, rank, stream, &data),
+                Output::Held => {}
+                Output::TooMuch => self.warm_drop(fx, job, Some(&format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim"))),
+            },
             ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(fx, job, rank, pid, status, pmi, at),
-            ToLauncher::FenceIn { job, epoch, count, puts } => self.fence_in(fx, job, epoch, count, puts),
+            ToLauncher::FenceIn { job, epoch, count, puts } => self.jobs.fence_in(fx, &mut self.kvs, job, epoch, count, puts),
             ToLauncher::RingIn { job, seq, segment } => {
                 let out = self.kvs.ring_in(job, node, seq, segment);
                 send_all(fx, out);
@@ -265,29 +212,153 @@ impl Run {
                 let out = self.kvs.route(to, msg);
                 send_all(fx, out);
             }
-            ToLauncher::Abort { job, rank, code, message } => self.abort(fx, job, rank, code, message),
-            ToLauncher::Name { request, job, op } => self.name_op(fx, node, request, job, op),
+            ToLauncher::Abort { job, rank, code, message } => {
+                if !self.warm_ended(fx, job, rank, &format!("called MPI_Abort ({code})"), false) {
+                    self.jobs.abort(fx, &mut self.verdict, self.policy, job, rank, code, message);
+                }
+            }
+            ToLauncher::Name { request, job, op } => names::serve(fx, node, request, job, op),
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, SpawnAsk { node, request, parent: job, rank, preput, commands }),
-            ToLauncher::Claimed { job, alive } => self.warm_claimed(fx, node, job, alive),
-            ToLauncher::ParentAsked { job, rank } => self.warm_parent_asked(fx, job, rank),
-            ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => self.connect(fx, node, request, &nspaces, &ranks, kind, group, data),
+            ToLauncher::Claimed { job, alive } => {
+                let (warm, mut cx) = self.warm_parts();
+                if let Some(why) = warm.claimed(&mut cx, fx, node, job, alive) {
+                    self.warm_drop(fx, job, Some(&why));
+                }
+            }
+            ToLauncher::ParentAsked { job, rank } => {
+                let (warm, cx) = self.warm_parts();
+                warm.parent_asked(&cx, fx, job, rank);
+            }
+            ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => {
+                let universe = self.settings.universe_size;
+                self.connects.contribute(fx, &self.jobs, universe, node, request, &nspaces, &ranks, kind, group, data);
+            }
             ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
-            ToLauncher::WatchTripped { job } => self.watch_tripped(fx, node, job),
+            // The PMIx watch of `node` saw a rank of `job` connect: an Open
+            // MPI rank served PMI-1/2, a singleton if left alone. The run
+            // ends (as `on_end`) saying to use `--pmi pmix`, naming the
+            // program of the job's first rank on that node; once, whichever
+            // node says so first. A job launched without the watch is not ended.
+            ToLauncher::WatchTripped { job } => {
+                if let Some(exe) = self.jobs.watch_tripped(node, job) {
+                    self.end_with(fx, crate::pmi_choice::watch_tripped_message(&exe));
+                }
+            }
         }
     }
 
-    /// The PMIx watch of `node` saw a rank of `job` connect: an Open MPI
-    /// rank served PMI-1/2, a singleton if left alone. The run ends (as
-    /// [`Run::on_end`]) saying to use `--pmi pmix`, naming the program of
-    /// the job's first rank on that node; once, whichever node says so
-    /// first. A job launched without the watch is not ended.
-    fn watch_tripped(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId) {
-        let Some(j) = self.jobs.get_mut(&job) else { return };
-        let Some(programs) = j.watched.take() else { return };
-        let first = (0..j.ranks.len()).find(|&r| j.slots.node(r) == Some(node)).unwrap_or(0);
-        let app = j.appnums.get(first).and_then(|&a| usize::try_from(a).ok()).unwrap_or(0);
-        let exe = programs.get(app).or(programs.first()).map_or("?", String::as_str);
-        self.end_with(fx, crate::pmi_choice::watch_tripped_message(exe));
+    /// The warm-spawn policy and what it sees of the run.
+    fn warm_parts(&mut self) -> (&mut WarmPool, WarmCx<'_>) {
+        let ending = self.verdict.ending();
+        (&mut self.warm, WarmCx { settings: &self.settings, jobs: &mut self.jobs, kvs: &mut self.kvs, ending })
+    }
+
+    fn launch_failed(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, error: String, errno: i32) {
+        if self.jobs.get(job).is_some_and(Job::pool) {
+            self.jobs.end_unstarted(job);
+            let why = format!("could not be started ({})", dpm_pmi::sanitize::escape(&error));
+            self.warm_ended(fx, job, rank, &why, true);
+            return;
+        }
+        self.jobs.launch_failed(fx, &mut self.verdict, job, rank, error, errno);
+        self.check_done(fx, job);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn exited(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
+        if self.warm_ended(fx, job, rank, &format!("ended ({status:?})"), true) {
+            return;
+        }
+        fx.flush_output(job, rank);
+        self.jobs.exited(fx, &mut self.verdict, self.policy, job, rank, pid, status, pmi, at);
+        self.check_done(fx, job);
+    }
+
+    /// A rank of a claimed job, its claim not confirmed, ended (`ended`) or
+    /// aborted: the job is dropped and its spawn made again. `false` if
+    /// `job` is not such a job.
+    fn warm_ended(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, why: &str, ended: bool) -> bool {
+        match self.warm.ended(&mut self.jobs, job, rank, why, ended) {
+            Ended::NotClaimed => return false,
+            Ended::Orphan => {
+                self.jobs.kill_job(fx, job, libc::SIGKILL);
+                self.check_done(fx, job);
+            }
+            Ended::Drop(said) => self.warm_drop(fx, job, said.as_deref()),
+        }
+        true
+    }
+
+    /// Take claimed `job` out of its claim and kill it; its slots are free
+    /// at once. `why` is said (`None`: a quiet end). The spawn that was
+    /// claiming it is made again (if its parent is still there).
+    fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
+        let Some(ask) = self.warm.unclaim(&self.settings, fx, job, why) else { return };
+        self.jobs.release_slots(job);
+        self.jobs.kill_job(fx, job, libc::SIGKILL);
+        self.check_done(fx, job);
+        self.spawn(fx, ask);
+    }
+
+    /// `MPI_Comm_spawn`: claim a pooled job of its shape (answered once its
+    /// nodes confirm, `WarmPool::claimed`), else plan, place and start a
+    /// new job, and have warm spawn fill the pool its miss showed.
+    fn spawn(&mut self, fx: &mut dyn RunEffects, ask: SpawnAsk) {
+        let (parent_node, request, parent, rank) = (ask.node, ask.request, ask.parent, ask.rank);
+        let Some(parent_kvs) = self.jobs.get(parent).map(|j| j.kvsname().to_string()) else { return };
+        let answer =
+            |fx: &mut dyn RunEffects, result: Result<String, String>, errcodes| fx.send(parent_node, ToDaemon::SpawnDone { request, result, errcodes });
+        if self.verdict.ending() {
+            return answer(fx, Err("the run is ending; no new processes".into()), Vec::new());
+        }
+        let (shape, choice) = warm::shape(&self.settings, &self.kvs, fx, parent, &ask.commands);
+        let want = warm::wanted(&self.settings, choice);
+        let ask = match want {
+            0 => ask,
+            _ => {
+                let (warm, mut cx) = self.warm_parts();
+                match warm.claim(&mut cx, fx, &shape, ask, want) {
+                    Some(missed) => missed,
+                    None => return,
+                }
+            }
+        };
+        let (planned, slots, errcodes) = match spawn::plan_and_place(&self.settings, fx, &ask.commands) {
+            Ok(placed) => placed,
+            Err(spawn::Refused { why, soft: true }) => {
+                tracing::info!(%parent, rank = rank.0, "soft spawn: no room: {why}");
+                return answer(fx, Err(why), Vec::new());
+            }
+            Err(spawn::Refused { why, soft: false }) => {
+                tracing::warn!(%parent, rank = rank.0, "spawn refused: {}", dpm_pmi::sanitize::escape(&why));
+                return answer(fx, Err(why), Vec::new());
+            }
+        };
+        let mut launch = spawn::launch_of(&self.settings, &self.kvs, fx, planned, &slots, parent, parent_kvs, ask.preput);
+        // The first miss of a shape fills its pool once its own children are
+        // up (`warm::Priming`); a shape that repeats refills at once.
+        let miss = (want > 0).then(|| self.warm.miss(&self.settings, fx, &shape, parent));
+        launch.report_parent_asks = miss == Some(Miss::Prime);
+        let (job, size) = (launch.job, launch.size);
+        tracing::debug!(%parent, %job, size, "spawn");
+        if spawn::answers_before_start(&self.jobs, self.policy, &self.settings, parent) {
+            answer(fx, Ok(launch.kvsname.clone()), errcodes);
+            self.start_job(fx, launch, slots, None);
+        } else {
+            self.start_job(fx, launch, slots, Some((parent_node, request)));
+            // Answered once every child has started (`Jobs::started`).
+            if let Some(j) = self.jobs.get_mut(job) {
+                j.set_spawn_errcodes(errcodes);
+            }
+        }
+        match miss {
+            Some(Miss::Prime) => self.warm.prime_after(job, size, shape, want, parent),
+            Some(Miss::Refill) => {
+                let (warm, cx) = self.warm_parts();
+                warm.fill(&cx, fx, &shape, want, parent);
+            }
+            Some(Miss::Remember) | None => {}
+        }
     }
 
     /// The link to `node` broke (its daemon killed, its host lost, silent too
@@ -322,6 +393,77 @@ impl Run {
         self.settle(fx);
     }
 
+    /// A daemon's link broke: its processes are gone — and those of every
+    /// node below it in the tree — and the jobs using them cannot go on.
+    fn node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
+        let nodes = &fx.shared().nodes;
+        if !nodes.contains(node) {
+            return;
+        }
+        let host = nodes.host(node).to_string();
+        self.node_lost_because(fx, node, format!("node {} ({host}) was lost: {error}", node.0));
+    }
+
+    /// `node` and its subtree are gone; `summary` says why (the run's
+    /// failure, if it is the first).
+    fn node_lost_because(&mut self, fx: &mut dyn RunEffects, node: NodeId, summary: String) {
+        let nodes = &mut fx.shared().nodes;
+        if !nodes.contains(node) {
+            return;
+        }
+        let lost = nodes.subtree(node);
+        for &n in &lost {
+            nodes.set_state(n, NodeState::Lost);
+        }
+        pool::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
+        let affected = self.jobs.lose_nodes(&lost);
+        if affected.is_empty() && self.jobs.is_empty() {
+            return; // the run is over; daemons going away is expected
+        }
+        self.verdict.record_node_lost(summary);
+        self.jobs.kill_all(fx, libc::SIGKILL);
+        for job in affected {
+            self.check_done(fx, job);
+        }
+    }
+
+    /// A job whose every rank has ended is over: its daemons forget it, its
+    /// names are withdrawn, its collectives fail, its slots are given back
+    /// (its reservation dropped), and warm spawn hears of it.
+    fn check_done(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let Some(mut j) = self.jobs.remove_done(job) else { return };
+        self.kvs.remove_job(job);
+        tracing::debug!(%job, "job ended");
+        if let Some((node, request)) = j.take_spawn_request() {
+            fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{job} ended before all its processes started")), errcodes: Vec::new() });
+        }
+        for &d in j.daemons() {
+            fx.send(d, ToDaemon::Forget { job });
+        }
+        fx.route(job, false);
+        fx.shared().jobs.remove(&job);
+        names::job_ended(fx, job, j.kvsname());
+        // The claims its spawns were making go, then the pool made for them.
+        for orphan in self.warm.claims_of(job) {
+            self.warm_drop(fx, orphan, None);
+        }
+        self.warm.parent_ended(&self.settings, fx, self.verdict.ending(), job);
+        let out = fx.shared().connects_job_ended(job);
+        send_all(fx, out);
+        send_all(fx, self.connects.job_ended(job));
+        if j.spawned() && !j.pool() {
+            let (warm, cx) = self.warm_parts();
+            warm.topup(&cx, fx);
+        }
+        if j.alone_since().is_some() || j.pool() {
+            return; // its failure was its own (or a pooled job's); its ranks are nobody's business
+        }
+        let terminated = j.terminated(job, self.verdict.failed_rank());
+        if terminated > 0 {
+            self.verdict.terminated.push((job, terminated));
+        }
+    }
+
     /// The tree this run uses is going away (`why`: a node of the boot was
     /// lost): the run ends as after a lost node — `why` is its failure if
     /// it has none yet, every process gets SIGTERM, SIGKILL after the grace —
@@ -334,7 +476,7 @@ impl Run {
 
     fn end_with(&mut self, fx: &mut dyn RunEffects, why: String) {
         self.verdict.record_node_lost(why);
-        self.kill_all(fx, libc::SIGTERM);
+        self.jobs.kill_all(fx, libc::SIGTERM);
         fx.arm(Timer::KillGrace, self.settings.kill_grace);
     }
 
@@ -344,11 +486,11 @@ impl Run {
         let name = signal_name(sig);
         if self.verdict.interrupted.is_some() {
             fx.say(&format!("dpm: got {name} again; killing every process now"));
-            self.kill_all(fx, libc::SIGKILL);
+            self.jobs.kill_all(fx, libc::SIGKILL);
         } else {
             self.verdict.interrupted = Some(sig);
             fx.say(&format!("dpm: got {name}; forwarding it to every process"));
-            self.kill_all(fx, sig);
+            self.jobs.kill_all(fx, sig);
             fx.arm(Timer::KillGrace, self.settings.kill_grace);
         }
         self.settle(fx);
@@ -358,11 +500,7 @@ impl Run {
     /// every process of the run gets SIGSTOP or SIGCONT; the jobs go on.
     pub fn on_stop(&mut self, fx: &mut dyn RunEffects, stop: bool) {
         let signal = if stop { libc::SIGSTOP } else { libc::SIGCONT };
-        for (&job, j) in &self.jobs {
-            for &d in &j.daemons {
-                fx.send(d, ToDaemon::Signal { job, signal });
-            }
-        }
+        self.jobs.signal_all(fx, signal);
         // And the pooled jobs made for it (the tree's pool holds them).
         let owner = self.settings.owner;
         pool::with_pool(fx, |pool, pfx| pool.signal_made_for(pfx, owner, signal));
@@ -370,8 +508,7 @@ impl Run {
 
     /// dpm's stdin: to the rank that reads it (empty: end of input).
     pub fn on_stdin(&mut self, fx: &mut dyn RunEffects, data: Vec<u8>) {
-        let Some(job) = self.stdin_job else { return };
-        if let Some(node) = self.jobs.get(&job).and_then(|j| j.node(Rank(0))) {
+        if let Some((job, node)) = self.jobs.stdin_target() {
             fx.send(node, ToDaemon::Stdin { job, data });
         }
     }
@@ -383,12 +520,15 @@ impl Run {
                 let Some(timeout) = self.timeout else { return };
                 self.verdict.timed_out = true;
                 fx.say(&format!("dpm: job timed out after {} s; killing it", timeout.as_secs_f64()));
-                self.kill_all(fx, libc::SIGTERM);
+                self.jobs.kill_all(fx, libc::SIGTERM);
                 fx.arm(Timer::KillGrace, self.settings.kill_grace);
             }
             Timer::Timeout => {}
-            Timer::KillGrace => self.kill_all(fx, libc::SIGKILL),
-            Timer::WarmRefill => self.warm_topup(fx),
+            Timer::KillGrace => self.jobs.kill_all(fx, libc::SIGKILL),
+            Timer::WarmRefill => {
+                let (warm, cx) = self.warm_parts();
+                warm.topup(&cx, fx);
+            }
         }
         self.settle(fx);
     }
@@ -409,40 +549,38 @@ impl Run {
         self.check_invariants(fx.shared());
     }
 
-    fn kill_all(&mut self, fx: &mut dyn RunEffects, sig: i32) {
-        let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
-        for job in jobs {
-            self.kill_job(fx, job, sig);
-        }
+    /// Panics if the run's parts do not hold together, nor with the tree's
+    /// (`shared`): see `invariants::check`.
+    pub fn check_invariants(&self, shared: &TreeShared) {
+        let parts = invariants::Parts {
+            jobs: &self.jobs,
+            warm: &self.warm,
+            connects: &self.connects,
+            kvs: &self.kvs,
+            owner: self.settings.owner,
+            over: self.exit.is_some(),
+        };
+        invariants::check(&parts, shared);
     }
 
-    fn kill_job(&mut self, fx: &mut dyn RunEffects, job: JobId, sig: i32) {
-        let Some(j) = self.jobs.get_mut(&job) else { return };
-        j.killing = true;
-        for &d in &j.daemons {
-            fx.send(d, ToDaemon::Signal { job, signal: sig });
-        }
-    }
-
-    /// The host a rank runs on.
-    fn host(&self, fx: &mut dyn RunEffects, job: JobId, rank: Rank) -> String {
-        let node = self.jobs.get(&job).and_then(|j| j.node(rank));
-        node.map_or_else(|| "?".to_string(), |n| fx.shared().nodes.host(n).to_string())
+    /// Panics unless `routed` — the jobs whose messages the driver routes
+    /// to this run (its [`RunEffects::route`]s) — are its jobs: a pooled
+    /// job is routed to no run until a claim moves it.
+    pub fn check_routes(&self, routed: &std::collections::BTreeSet<JobId>) {
+        invariants::check_routes(&self.jobs, routed);
     }
 
     /// The exit status, after the final word on stderr. Jobs the daemons
     /// never reported the end of (they went away) give back their slots here.
     fn finish(&mut self, fx: &mut dyn RunEffects) {
-        self.warm_release(fx);
-        for (id, _) in std::mem::take(&mut self.jobs) {
+        warm::release(&self.settings, fx, self.verdict.ending());
+        for id in self.jobs.take_all() {
             fx.route(id, false);
             fx.shared().jobs.remove(&id);
             let out = fx.shared().connects_job_ended(id);
-            for (node, msg) in out {
-                fx.send(node, msg);
-            }
+            send_all(fx, out);
         }
-        self.warm_summary(fx);
+        self.warm.summary(&self.settings, fx);
         let (code, line) = self.verdict.conclude();
         if let Some(line) = line {
             fx.say(&line);
@@ -452,75 +590,8 @@ impl Run {
     }
 }
 
-/// The checks a job must pass before anything of it is sent.
-fn check(launch: &LaunchJob) -> Result<(), LaunchError> {
-    let (job, size) = (launch.job, launch.size);
-    if size == 0 {
-        return Err(LaunchError::Empty(job));
-    }
-    let mismatch = |what, got| LaunchError::Mismatch { job, size, what, got };
-    if launch.node_of.len() != size as usize {
-        return Err(mismatch("places", launch.node_of.len()));
-    }
-    if launch.appnums.len() != size as usize {
-        return Err(mismatch("appnums", launch.appnums.len()));
-    }
-    let mut seen = vec![false; size as usize];
-    for p in &launch.procs {
-        let r = p.rank.0;
-        match seen.get_mut(r as usize) {
-            Some(s) if !*s => *s = true,
-            _ => return Err(LaunchError::BadRank { job, rank: r, size }),
-        }
-        if p.app >= launch.apps.len() {
-            return Err(LaunchError::BadApp { job, rank: r, app: p.app, apps: launch.apps.len() });
-        }
-    }
-    if let Some(r) = launch.stdin_rank.filter(|r| r.0 >= size) {
-        return Err(LaunchError::BadRank { job, rank: r.0, size });
-    }
-    Ok(())
-}
-
-/// Send each node in `daemons` its part of `launch` (rank `r` runs on `node_of[r]`).
-fn send_parts(launch: LaunchJob, node_of: &[NodeId], daemons: &[NodeId], send: &mut dyn FnMut(NodeId, ToDaemon)) {
-    for &d in daemons {
-        let mut part = launch.clone();
-        part.procs.retain(|p| node_of.get(p.rank.0 as usize) == Some(&d));
-        part.stdin_rank = launch.stdin_rank.filter(|r| node_of.get(r.0 as usize) == Some(&d));
-        send(d, ToDaemon::Launch(part));
-    }
-}
-
-fn send_all(fx: &mut dyn RunEffects, out: crate::kvs_root::Outbox) {
+fn send_all(fx: &mut dyn RunEffects, out: Vec<(NodeId, ToDaemon)>) {
     for (node, msg) in out {
         fx.send(node, msg);
     }
-}
-
-fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {
-    let job_part = if job.0 == 0 { String::new() } else { format!(" of job {}", job.0) };
-    match pid {
-        Some(pid) => format!("rank {}{job_part} (pid {pid} on {host})", rank.0),
-        None => format!("rank {}{job_part} (on {host})", rank.0),
-    }
-}
-
-/// `0,1,2,5,7,8` → `0-2,5,7-8`.
-fn rank_ranges(ranks: &[u32]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ranks.len() {
-        let mut j = i;
-        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j { ranks[i].to_string() } else { format!("{}-{}", ranks[i], ranks[j]) });
-        i = j + 1;
-    }
-    parts.join(",")
-}
-
-pub fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }

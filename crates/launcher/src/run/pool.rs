@@ -33,8 +33,9 @@ use std::time::Duration;
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
+use super::job::{Job, RankEnd};
 use super::warm::Shape;
-use super::{Job, RankEnd, RunEffects, MAX_HELD_OUTPUT};
+use super::{RunEffects, MAX_HELD_OUTPUT};
 use crate::kvs_root::KvsRoot;
 
 /// What the pool does to the world.
@@ -133,12 +134,12 @@ impl Pool {
     /// The pooled jobs (not dying), for `dpm status`: (job, kvsname, size,
     /// the run it was made for; `None`: kept for later runs).
     pub fn listed(&self) -> Vec<(JobId, String, u32, Option<u32>)> {
-        self.jobs.iter().map(|(id, k)| (*id, k.job.kvsname.clone(), k.job.ranks.len() as u32, k.maker.map(|m| m.owner))).collect()
+        self.jobs.iter().map(|(id, k)| (*id, k.job.kvsname().to_string(), k.job.size() as u32, k.maker.map(|m| m.owner))).collect()
     }
 
     /// The kvsnames of the jobs pooled and dying (live names: see `TreeShared::new_job_id`).
     pub fn kvsnames(&self) -> impl Iterator<Item = &str> {
-        self.jobs.iter().map(|(_, k)| k.job.kvsname.as_str()).chain(self.dying.values().map(|j| j.kvsname.as_str()))
+        self.jobs.iter().map(|(_, k)| k.job.kvsname()).chain(self.dying.values().map(Job::kvsname))
     }
 
     /// Messages about `job` are this one's.
@@ -171,8 +172,8 @@ impl Pool {
     /// slots) and own it from now on.
     pub(super) fn launch(&mut self, fx: &mut dyn PoolEffects, maker: Maker, shape: Shape, launch: LaunchJob, state: Job) {
         let job = launch.job;
-        self.kvs.add_job(job, launch.kvs, &state.daemons);
-        super::send_parts(launch, state.slots.node_of(), &state.daemons, &mut |d, m| fx.send(d, m));
+        self.kvs.add_job(job, launch.kvs, state.daemons());
+        super::launch::send_parts(launch, state.node_of(), state.daemons(), &mut |d, m| fx.send(d, m));
         self.jobs.push((job, Pooled { shape, job: state, held: Vec::new(), held_bytes: 0, maker: Some(maker), since: 0 }));
     }
 
@@ -218,13 +219,8 @@ impl Pool {
         let Some(i) = self.jobs.iter().position(|(j, _)| *j == job) else { return };
         let (_, mut k) = self.jobs.remove(i);
         self.kvs.remove_job(job);
-        for r in 0..k.job.ranks.len() {
-            k.job.slots.release(r);
-        }
-        for &d in &k.job.daemons {
-            fx.send(d, ToDaemon::Signal { job, signal: libc::SIGKILL });
-        }
-        k.job.killing = true;
+        k.job.release_slots();
+        k.job.kill(job, libc::SIGKILL, &mut |d, m| fx.send(d, m));
         self.dying.insert(job, k.job);
     }
 
@@ -249,35 +245,28 @@ impl Pool {
     /// Send `signal` to the jobs made for the run of `owner` (Ctrl-Z, `fg`).
     pub(super) fn signal_made_for(&self, fx: &mut dyn PoolEffects, owner: u32, signal: i32) {
         for (job, k) in self.jobs.iter().filter(|(_, k)| k.maker.is_some_and(|m| m.owner == owner)) {
-            for &d in &k.job.daemons {
-                fx.send(d, ToDaemon::Signal { job: *job, signal });
-            }
+            k.job.signal(*job, signal, &mut |d, m| fx.send(d, m));
         }
     }
 
     /// Nodes `lost` are gone with their ranks: the pooled jobs they ran are
     /// killed, and a dying job whose ranks are all gone is forgotten.
     pub(super) fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, lost: &[NodeId]) {
-        let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons.iter().any(|d| lost.contains(d))).map(|(j, _)| *j).collect();
+        let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons().iter().any(|d| lost.contains(d))).map(|(j, _)| *j).collect();
         for job in hit {
             self.drop_job(fx, job);
         }
         let dying: Vec<JobId> = self.dying.keys().copied().collect();
         for job in dying {
             let Some(j) = self.dying.get_mut(&job) else { continue };
-            for r in 0..j.ranks.len() {
-                if j.node(Rank(r as u32)).is_some_and(|n| lost.contains(&n)) {
-                    j.end_rank(r, RankEnd::Terminated);
-                }
-            }
-            j.daemons.retain(|d| !lost.contains(d));
+            j.lose_nodes(lost);
             self.forget_if_done(fx, job);
         }
     }
 
     fn forget_if_done(&mut self, fx: &mut dyn PoolEffects, job: JobId) {
         let Some(j) = self.dying.get(&job).filter(|j| j.done()) else { return };
-        for &d in &j.daemons {
+        for &d in j.daemons() {
             fx.send(d, ToDaemon::Forget { job });
         }
         self.dying.remove(&job);
@@ -304,18 +293,8 @@ impl Pool {
         if let Some(j) = self.dying.get_mut(&job) {
             match msg {
                 ToLauncher::Exited { rank, .. } => j.end_rank(rank.0 as usize, RankEnd::Terminated),
-                ToLauncher::LaunchFailed { .. } => {
-                    for r in 0..j.ranks.len() {
-                        if j.ranks[r].pid.is_none() {
-                            j.end_rank(r, RankEnd::Terminated);
-                        }
-                    }
-                }
-                ToLauncher::Started { rank, pid, .. } => {
-                    if let Some(r) = j.ranks.get_mut(rank.0 as usize) {
-                        r.pid = Some(pid);
-                    }
-                }
+                ToLauncher::LaunchFailed { .. } => j.end_unstarted(),
+                ToLauncher::Started { rank, pid, .. } => drop(j.started(rank, pid)),
                 other => answer_unserved(fx, node, other),
             }
             return self.forget_if_done(fx, job);
@@ -324,14 +303,9 @@ impl Pool {
         // Its end is heard again as a dying job's.
         let end = matches!(msg, ToLauncher::Exited { .. } | ToLauncher::LaunchFailed { .. }).then(|| msg.clone());
         let why = match msg {
-            ToLauncher::Started { rank, pid, .. } => {
-                if let Some(r) = k.job.ranks.get_mut(rank.0 as usize) {
-                    r.pid = Some(pid);
-                }
-                return;
-            }
+            ToLauncher::Started { rank, pid, .. } => return drop(k.job.started(rank, pid)),
             ToLauncher::FenceIn { epoch, count, puts, .. } => {
-                return super::jobs::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m))
+                return super::job::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m))
             }
             ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node, seq, segment)),
             ToLauncher::Kvs { to, msg } => return send_all(fx, self.kvs.route(to, msg)),
@@ -371,12 +345,12 @@ impl Pool {
             assert!(!run_jobs.contains(job), "{job} both pooled and a run's");
             assert!(k.held_bytes <= MAX_HELD_OUTPUT, "{job} holds {} bytes", k.held_bytes);
             assert_eq!(k.held_bytes, k.held.iter().map(|h| h.3.len()).sum::<usize>(), "{job}: held bytes miscounted");
-            let live = k.job.ranks.iter().filter(|r| r.end.is_none()).count();
-            assert_eq!(k.job.slots.held(), live, "{job}: slots held ≠ live ranks");
+            let (live, held) = k.job.live_and_held();
+            assert_eq!(held, live, "{job}: slots held ≠ live ranks");
         }
         for (job, j) in &self.dying {
             assert!(!run_jobs.contains(job), "{job} both dying here and a run's");
-            assert_eq!(j.slots.held(), 0, "{job} dying with slots held");
+            assert_eq!(j.live_and_held().1, 0, "{job} dying with slots held");
         }
         for job in self.kvs.jobs() {
             assert!(seen.contains(&job), "the pool's KVS root holds {job}, not pooled");

@@ -11,8 +11,6 @@
 
 use dpm_kvs::{JobId, Rank};
 
-use super::signal_name;
-
 /// What a failure in a job does to the run: a job setting, sent whole to a
 /// boot ([`dpm_proto::control::JobSettings`]).
 pub use dpm_proto::control::FailurePolicy;
@@ -135,4 +133,9 @@ impl Verdict {
             None => (0, None),
         }
     }
+}
+
+/// A signal's name (`SIGTERM`), or its number.
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }

@@ -36,12 +36,14 @@ use std::sync::Arc;
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_proto::{LaunchJob, PmiMode, SpawnCommand, Stream, ToDaemon};
 
+use super::job::{Job, RankEnd};
+use super::jobs::Jobs;
 use super::pool::{with_pool, Maker, Taken};
 use super::spawn::SpawnAsk;
-use super::{Run, RunEffects};
-use crate::node_table::{PlaceError, Reservation};
+use super::{RunEffects, Settings, Timer};
+use crate::kvs_root::KvsRoot;
 use crate::plan::ProgramId;
-use crate::spawn::{plan_spawn, SpawnPlan};
+use crate::spawn::plan_spawn;
 
 /// Pooled jobs per spawn shape of a bare `--warm-spawn` (and of a spawn
 /// asking `dpm_warm=true` when warm spawn is off).
@@ -154,7 +156,7 @@ impl Shape {
 /// ([`dpm_proto::ToLauncher::Claimed`]). The job is the run's from the claim on.
 pub(super) struct Claim {
     shape: Shape,
-    pub(super) job: JobId,
+    job: JobId,
     /// Taken from the jobs the tree kept ([`super::Pool`]), not made for this run.
     kept: bool,
     /// Its output so far, in order, and how many bytes that is.
@@ -179,7 +181,7 @@ pub const UNCLAIMED_SHAPES_MAX: u32 = 2;
 /// (the oldest forgotten first).
 pub const SEEN_SHAPES_MAX: usize = 64;
 
-/// What a missed spawn does for its shape's pool ([`Run::warm_miss`]).
+/// What a missed spawn does for its shape's pool ([`WarmPool::miss`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Miss {
     /// A new shape: its pool is filled once the cold children are up.
@@ -195,7 +197,7 @@ pub(super) enum Miss {
 #[derive(Default)]
 pub(super) struct WarmPool {
     /// Claims in flight, oldest first.
-    pub(super) claims: Vec<Claim>,
+    claims: Vec<Claim>,
     /// Every shape pooled so far, how many jobs it wants and the job whose
     /// spawns it is filled for: filled again when a spawned job ends and
     /// gives its slots back.
@@ -206,7 +208,7 @@ pub(super) struct WarmPool {
     unclaimed_shapes: u32,
     /// New shapes missed once and not pooled ([`SEEN_SHAPES_MAX`]).
     seen: VecDeque<Shape>,
-    pub(super) claimed: u64,
+    claimed: u64,
     missed: u64,
     refilled: u64,
 }
@@ -227,225 +229,245 @@ struct Priming {
     shape: Shape,
 }
 
+/// What warm spawn reads and changes of the run besides its own state: the
+/// settings, the job table (a claimed job joins it), the KVS root (a claimed
+/// job's state moves there), and whether the run is ending (then no pool
+/// is filled).
+pub(super) struct WarmCx<'a> {
+    pub(super) settings: &'a Settings,
+    pub(super) jobs: &'a mut Jobs,
+    pub(super) kvs: &'a mut KvsRoot,
+    pub(super) ending: bool,
+}
+
+/// What becomes of a claimed job's output ([`WarmPool::output`]).
+pub(super) enum Output {
+    /// Not a claimed job's: it goes out.
+    Pass(Vec<u8>),
+    /// Held for the claim's confirmation (or dropped: the claim failed).
+    Held,
+    /// Beyond [`MAX_HELD_OUTPUT`]: the job is dropped.
+    TooMuch,
+}
+
+/// What a rank's end (or abort) does to a claimed job ([`WarmPool::ended`]).
+pub(super) enum Ended {
+    /// Not a claimed job: the run judges it.
+    NotClaimed,
+    /// Its claim had failed already: its other ranks are killed.
+    Orphan,
+    /// Its claim fails: the job is dropped, saying `why` (if anything).
+    Drop(Option<String>),
+}
+
+/// Pooled jobs wanted for a spawn whose [`WARM_INFO_KEY`] said `choice`.
+pub(super) fn wanted(settings: &Settings, choice: Option<bool>) -> usize {
+    match choice {
+        // A PMIx child's namespace names its parent (`PMIX_PARENT_ID`)
+        // and is registered at launch, before any spawn asks: a pooled
+        // job cannot know its parent, so PMIx spawns are always cold.
+        _ if settings.pmi_mode == PmiMode::Pmix => 0,
+        Some(false) => 0,
+        Some(true) if settings.warm_spawn == 0 => DEFAULT_WARM_SPAWN,
+        _ => settings.warm_spawn,
+    }
+}
+
+/// The shape of a spawn by `parent`, and its [`WARM_INFO_KEY`] choice.
+pub(super) fn shape(settings: &Settings, kvs: &KvsRoot, fx: &mut dyn RunEffects, parent: JobId, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
+    let spawn = &settings.spawn;
+    let context = Context {
+        env: spawn.base_env.clone(),
+        cwd: spawn.cwd.clone(),
+        host: spawn.host.clone(),
+        nodes: spawn.nodes.clone(),
+        pmi_mode: settings.pmi_mode,
+        universe_size: settings.universe_size,
+        design: kvs.design(parent).unwrap_or_default(),
+    };
+    let programs = crate::spawn::program_ids(spawn, fx.files(), commands);
+    Shape::of(Arc::new(context), commands, programs)
+}
+
+fn say(settings: &Settings, fx: &mut dyn RunEffects, line: &str) {
+    if settings.warm_verbose {
+        fx.say(&format!("dpm: warm spawn: {line}"));
+    } else {
+        tracing::debug!("warm spawn: {line}");
+    }
+}
+
+/// The run is over: the pooled jobs made for it are kept for later runs if
+/// the tree keeps them (and the run did not fail), else killed.
+pub(super) fn release(settings: &Settings, fx: &mut dyn RunEffects, ending: bool) {
+    let (now, owner) = (fx.now_micros(), settings.owner);
+    with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, None, !ending));
+}
+
 impl WarmPool {
     fn take(&mut self, job: JobId) -> Option<Claim> {
         let i = self.claims.iter().position(|c| c.job == job)?;
         Some(self.claims.remove(i))
     }
-}
 
-impl Run {
-    /// Pooled jobs wanted for a spawn whose [`WARM_INFO_KEY`] said `choice`.
-    pub(super) fn warm_wanted(&self, choice: Option<bool>) -> usize {
-        match choice {
-            // A PMIx child's namespace names its parent (`PMIX_PARENT_ID`)
-            // and is registered at launch, before any spawn asks: a pooled
-            // job cannot know its parent, so PMIx spawns are always cold.
-            _ if self.settings.pmi_mode == dpm_proto::PmiMode::Pmix => 0,
-            Some(false) => 0,
-            Some(true) if self.settings.warm_spawn == 0 => DEFAULT_WARM_SPAWN,
-            _ => self.settings.warm_spawn,
-        }
+    /// Whether a claim of `job` is in flight.
+    pub(super) fn claiming(&self, job: JobId) -> bool {
+        self.claims.iter().any(|c| c.job == job)
     }
 
-    /// The shape of a spawn by `parent`, and its [`WARM_INFO_KEY`] choice.
-    pub(super) fn shape(&self, fx: &mut dyn RunEffects, parent: JobId, commands: &[SpawnCommand]) -> (Shape, Option<bool>) {
-        let spawn = &self.settings.spawn;
-        let context = Context {
-            env: spawn.base_env.clone(),
-            cwd: spawn.cwd.clone(),
-            host: spawn.host.clone(),
-            nodes: spawn.nodes.clone(),
-            pmi_mode: self.settings.pmi_mode,
-            universe_size: self.settings.universe_size,
-            design: self.kvs.design(parent).unwrap_or_default(),
-        };
-        let programs = crate::spawn::program_ids(spawn, fx.files(), commands);
-        Shape::of(Arc::new(context), commands, programs)
-    }
-
-    pub(super) fn warm_say(&self, fx: &mut dyn RunEffects, line: &str) {
-        if self.settings.warm_verbose {
-            fx.say(&format!("dpm: warm spawn: {line}"));
-        } else {
-            tracing::debug!("warm spawn: {line}");
-        }
+    /// The jobs whose claims are in flight.
+    pub(super) fn claimed_jobs(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.claims.iter().map(|c| c.job)
     }
 
     /// A spawn of `shape`: claim a pooled job of it from the tree's pool,
     /// if there is one (this run's oldest, else the oldest kept): it moves
-    /// here in this one event — its state as the pool served it, its KVS
-    /// root state, its held output — and its route is this run's now. Its
-    /// nodes get the preputs, and the spawn waits for them to confirm
-    /// (`warm_claimed`). The spawn comes back if there is nothing to claim
-    /// (a miss, counted here).
-    pub(super) fn warm_claim(&mut self, fx: &mut dyn RunEffects, shape: &Shape, ask: SpawnAsk, want: usize) -> Option<SpawnAsk> {
-        let Some(Taken { job, mut state, root, held, held_bytes, kept }) = fx.shared().pool.take(shape, self.settings.owner) else {
-            self.warm.missed += 1;
-            self.warm_say(fx, &format!("miss for {}: started cold", shape.describe(ask.parent)));
+    /// into the run's jobs in this one event — its state as the pool served
+    /// it, its KVS root state, its held output — and its route is this
+    /// run's now. Its nodes get the preputs, and the spawn waits for them
+    /// to confirm ([`WarmPool::claimed`]). The spawn comes back if there is
+    /// nothing to claim (a miss, counted here).
+    pub(super) fn claim(&mut self, cx: &mut WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, ask: SpawnAsk, want: usize) -> Option<SpawnAsk> {
+        let owner = cx.settings.owner;
+        let Some(Taken { job, mut state, root, held, held_bytes, kept }) = fx.shared().pool.take(shape, owner) else {
+            self.missed += 1;
+            say(cx.settings, fx, &format!("miss for {}: started cold", shape.describe(ask.parent)));
             return Some(ask);
         };
         if let Some(root) = root {
-            self.kvs.put_job(job, root);
+            cx.kvs.put_job(job, root);
         }
         fx.route(job, true);
-        let listed = (self.settings.owner, state.kvsname.clone(), state.ranks.len() as u32);
+        let listed = (owner, state.kvsname().to_string(), state.size() as u32);
         fx.shared().jobs.insert(job, listed);
-        state.pool = true;
-        for &d in &state.daemons {
+        state.set_pool(true);
+        for &d in state.daemons() {
             fx.send(d, ToDaemon::Claim { job, preput: ask.preput.clone() });
         }
-        let waiting = state.daemons.clone();
-        self.jobs.insert(job, state);
-        self.warm.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, want });
+        let waiting = state.daemons().to_vec();
+        cx.jobs.insert(job, state, false);
+        self.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, want });
         None
     }
 
     /// `node` confirmed the claim of `job` (`alive`) or refused it (a rank
-    /// there had ended). Once every node has confirmed, the parent gets its
-    /// answer (or, for a job still starting, once the last child has
-    /// started), the held output goes out, and the pool is filled again a
-    /// moment later.
-    pub(super) fn warm_claimed(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId, alive: bool) {
-        let Some(claim) = self.warm.claims.iter_mut().find(|c| c.job == job) else { return };
+    /// there had ended: `Some(why)`, the job is to be dropped). Once every
+    /// node has confirmed, the parent gets its answer (or, for a job still
+    /// starting, once the last child has started), the held output goes
+    /// out, and the pool is filled again a moment later.
+    pub(super) fn claimed(&mut self, cx: &mut WarmCx<'_>, fx: &mut dyn RunEffects, node: NodeId, job: JobId, alive: bool) -> Option<String> {
+        let claim = self.claims.iter_mut().find(|c| c.job == job)?;
         if !alive {
             let host = fx.shared().nodes.host(node).to_string();
-            return self.warm_drop(fx, job, Some(&format!("a rank on {host} ended before a claim reached it; the spawn is made again")));
+            return Some(format!("a rank on {host} ended before a claim reached it; the spawn is made again"));
         }
         claim.waiting.retain(|&d| d != node);
         if !claim.waiting.is_empty() {
-            return;
+            return None;
         }
-        let Some(Claim { shape, held, kept, ask, want, .. }) = self.warm.take(job) else { return };
-        if self.jobs.contains_key(&job) {
+        let Claim { shape, held, kept, ask, want, .. } = self.take(job)?;
+        if cx.jobs.contains(job) {
             // Reachable by other runs' connects from now on, as a cold spawn is.
-            let map = self.job_map(job);
+            let map = cx.jobs.job_map(job, cx.settings.universe_size);
             fx.shared().connects.register(map);
         }
-        let Some(j) = self.jobs.get_mut(&job) else { return };
-        j.pool = false;
-        if j.ranks.iter().all(|r| r.pid.is_some()) {
-            fx.send(ask.node, ToDaemon::SpawnDone { request: ask.request, result: Ok(j.kvsname.clone()), errcodes: Vec::new() });
+        let j = cx.jobs.get_mut(job)?;
+        j.set_pool(false);
+        if j.all_started() {
+            fx.send(ask.node, ToDaemon::SpawnDone { request: ask.request, result: Ok(j.kvsname().to_string()), errcodes: Vec::new() });
         } else {
-            j.spawn_request = Some((ask.node, ask.request));
+            j.answer_when_started((ask.node, ask.request), Vec::new());
         }
         for (node, rank, stream, data) in held {
             fx.output(node, job, rank, stream, &data);
         }
-        self.warm.claimed += 1;
-        self.warm.unclaimed_shapes = 0;
+        self.claimed += 1;
+        self.unclaimed_shapes = 0;
         let kept = if kept { " (kept from an earlier run)" } else { "" };
-        self.warm_say(fx, &format!("claimed {job} for {}{kept}", shape.describe(ask.parent)));
-        self.report_placement(fx, job);
-        self.warm_want(&shape, want, ask.parent);
+        say(cx.settings, fx, &format!("claimed {job} for {}{kept}", shape.describe(ask.parent)));
+        if cx.settings.report_placement {
+            cx.jobs.report_placement(fx, job);
+        }
+        self.want(&shape, want, ask.parent);
         // Every claim pushes the refill back: a burst of claims is served
         // from the pool before any replacement competes with it for the CPU.
-        fx.arm(super::Timer::WarmRefill, REFILL_DELAY);
+        fx.arm(Timer::WarmRefill, REFILL_DELAY);
+        None
     }
 
     /// Have the tree's pool hold `want` jobs of `shape` made for this run's
     /// spawns by `parent` (as many as fit in the free slots): each planned
     /// and placed as a cold spawn of the shape would be, then launched and
     /// owned by the pool.
-    pub(super) fn warm_fill(&mut self, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
-        self.warm_want(shape, want, parent);
-        let Some(parent_kvs) = self.jobs.get(&parent).map(|j| j.kvsname.clone()) else { return };
-        let have = fx.shared().pool.count(shape, self.settings.owner);
-        let maker = Maker { owner: self.settings.owner, origin: parent, verbose: self.settings.warm_verbose };
+    pub(super) fn fill(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
+        self.want(shape, want, parent);
+        let settings = cx.settings;
+        let Some(parent_kvs) = cx.jobs.get(parent).map(|j| j.kvsname().to_string()) else { return };
+        let have = fx.shared().pool.count(shape, settings.owner);
+        let maker = Maker { owner: settings.owner, origin: parent, verbose: settings.warm_verbose };
         for _ in have..want.min(MAX_WARM_SPAWN) {
             // The same plan a cold spawn of this shape gets (the files it
             // names may have changed since: then no pooled job).
-            let plan = match plan_spawn(&self.settings.spawn, fx.files(), &shape.commands) {
+            let plan = match plan_spawn(&settings.spawn, fx.files(), &shape.commands) {
                 Ok(p) => p,
                 Err(e) => return tracing::debug!("warm spawn: no pooled job for {}: {e}", shape.describe(parent)),
             };
             let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
-            let universe = self.settings.universe_size;
-            let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe) {
+            let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, settings.universe_size) {
                 Ok(s) => s,
-                Err(e) => return self.warm_say(fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe(parent))),
+                Err(e) => return say(settings, fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe(parent))),
             };
-            let launch = self.spawn_launch(fx, plan.job, &slots, parent, parent_kvs.clone(), Vec::new());
+            let launch = super::spawn::launch_of(settings, cx.kvs, fx, plan.job, &slots, parent, parent_kvs.clone(), Vec::new());
             let (job, kvsname) = (launch.job, launch.kvsname.clone());
             let launch = LaunchJob { awaiting_claim: true, ..launch };
-            let state = super::Job::new(&launch, slots, None);
+            let state = Job::new(&launch, slots, None);
             with_pool(fx, |pool, pfx| pool.launch(pfx, maker, shape.clone(), launch, state));
-            self.warm.refilled += 1;
-            self.warm_say(fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe(parent)));
-        }
-    }
-
-    /// Place a spawn with the node table's placer: `oversubscribe` as the run
-    /// and the spawn's info allow. Pooled jobs never take a slot a spawn
-    /// needs: while it does not fit in the free slots, the oldest pooled job
-    /// is killed and its slots given back at once.
-    /// A `soft` spawn is placed with as many processes as fit (the counts
-    /// started per command come back with the reservation), after pooled jobs
-    /// made room for all it asked for.
-    pub(super) fn place(&mut self, fx: &mut dyn RunEffects, plan: &SpawnPlan, oversubscribe: bool) -> Result<(Reservation, Option<Vec<u32>>), PlaceError> {
-        let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
-        let universe = self.settings.universe_size;
-        // The pool's jobs made for this run first, then those kept for
-        // later runs (a job being claimed is the run's: its spawn holds it).
-        let owner = Some(self.settings.owner);
-        while fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
-            if !with_pool(fx, |pool, pfx| pool.drop_oldest(pfx, owner)) {
-                break;
-            }
-        }
-        let nodes = &fx.shared().nodes;
-        if plan.is_soft() {
-            nodes.place_spawn_soft(&plan.counts, &plan.nodes, oversubscribe, universe).map(|(slots, started)| (slots, Some(started)))
-        } else {
-            nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe).map(|slots| (slots, None))
+            self.refilled += 1;
+            say(settings, fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe(parent)));
         }
     }
 
     /// Remember that `shape` wants `want` pooled jobs, for spawns by `parent`.
-    fn warm_want(&mut self, shape: &Shape, want: usize, parent: JobId) {
-        match self.warm.shapes.iter_mut().find(|(s, _, _)| s == shape) {
+    fn want(&mut self, shape: &Shape, want: usize, parent: JobId) {
+        match self.shapes.iter_mut().find(|(s, _, _)| s == shape) {
             Some((_, n, p)) => (*n, *p) = (want, parent),
-            None => self.warm.shapes.push((shape.clone(), want, parent)),
+            None => self.shapes.push((shape.clone(), want, parent)),
         }
     }
 
     /// A spawned job ended and gave its slots back: fill the pools that
     /// lacked the room (never after a pooled job's own end, so a shape whose
     /// jobs crash is not restarted in a loop; never while the run ends).
-    pub(super) fn warm_topup(&mut self, fx: &mut dyn RunEffects) {
-        if self.verdict.ending() || self.warm.shapes.is_empty() {
+    pub(super) fn topup(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects) {
+        if cx.ending || self.shapes.is_empty() {
             return;
         }
-        self.warm.shapes.retain(|(_, _, p)| self.jobs.contains_key(p));
-        for (shape, want, parent) in self.warm.shapes.clone() {
-            if !self.warm.priming.iter().any(|p| p.shape == shape) {
-                self.warm_fill(fx, &shape, want, parent);
+        self.shapes.retain(|(_, _, p)| cx.jobs.contains(*p));
+        for (shape, want, parent) in self.shapes.clone() {
+            if !self.priming.iter().any(|p| p.shape == shape) {
+                self.fill(cx, fx, &shape, want, parent);
             }
         }
-    }
-
-    /// Whether `shape` has been pooled already (a miss of it refills at once).
-    pub(super) fn warm_known(&self, shape: &Shape) -> bool {
-        self.warm.shapes.iter().any(|(s, _, _)| s == shape)
     }
 
     /// A spawn of `shape` by `parent` missed: what it does for the pool
     /// ([`Miss`]; a shape missed once while new shapes go unclaimed is only
     /// remembered, [`UNCLAIMED_SHAPES_MAX`]).
-    pub(super) fn warm_miss(&mut self, fx: &mut dyn RunEffects, shape: &Shape, parent: JobId) -> Miss {
-        if self.warm_known(shape) {
+    pub(super) fn miss(&mut self, settings: &Settings, fx: &mut dyn RunEffects, shape: &Shape, parent: JobId) -> Miss {
+        if self.shapes.iter().any(|(s, _, _)| s == shape) {
             return Miss::Refill;
         }
-        if self.warm.unclaimed_shapes >= UNCLAIMED_SHAPES_MAX {
-            match self.warm.seen.iter().position(|s| s == shape) {
-                Some(i) => drop(self.warm.seen.remove(i)),
+        if self.unclaimed_shapes >= UNCLAIMED_SHAPES_MAX {
+            match self.seen.iter().position(|s| s == shape) {
+                Some(i) => drop(self.seen.remove(i)),
                 None => {
-                    if self.warm.seen.len() >= SEEN_SHAPES_MAX {
-                        self.warm.seen.pop_front();
+                    if self.seen.len() >= SEEN_SHAPES_MAX {
+                        self.seen.pop_front();
                     }
-                    self.warm.seen.push_back(shape.clone());
-                    let n = self.warm.unclaimed_shapes;
-                    self.warm_say(
+                    self.seen.push_back(shape.clone());
+                    let n = self.unclaimed_shapes;
+                    say(
+                        settings,
                         fx,
                         &format!("not pooled: {} (the last {n} new shapes were never claimed; pooled if it comes again)", shape.describe(parent)),
                     );
@@ -453,124 +475,120 @@ impl Run {
                 }
             }
         }
-        self.warm.unclaimed_shapes = self.warm.unclaimed_shapes.saturating_add(1);
+        self.unclaimed_shapes = self.unclaimed_shapes.saturating_add(1);
         Miss::Prime
     }
 
     /// A spawn of `shape` missed and runs cold as `job` of `size` ranks: its
     /// pool is filled once they are up ([`Priming`]).
-    pub(super) fn warm_prime_after(&mut self, job: JobId, size: u32, shape: Shape, want: usize, parent: JobId) {
-        self.warm_want(&shape, want, parent);
-        self.warm.priming.push(Priming { job, size, asked: HashSet::new(), shape });
+    pub(super) fn prime_after(&mut self, job: JobId, size: u32, shape: Shape, want: usize, parent: JobId) {
+        self.want(&shape, want, parent);
+        self.priming.push(Priming { job, size, asked: HashSet::new(), shape });
     }
 
     /// `rank` of `job` asked for its parent's port: once all have, the
     /// pool its spawn missed is filled.
-    pub(super) fn warm_parent_asked(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank) {
-        let Some(i) = self.warm.priming.iter().position(|p| p.job == job) else { return };
-        let p = &mut self.warm.priming[i];
+    pub(super) fn parent_asked(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, job: JobId, rank: Rank) {
+        let Some(i) = self.priming.iter().position(|p| p.job == job) else { return };
+        let p = &mut self.priming[i];
         if rank.0 < p.size {
             p.asked.insert(rank);
         }
         if p.asked.len() < p.size as usize {
             return;
         }
-        let shape = self.warm.priming.remove(i).shape;
-        let wanted = self.warm.shapes.iter().find(|(s, _, _)| *s == shape).map(|&(_, want, parent)| (want, parent));
-        if let Some((want, parent)) = wanted.filter(|_| !self.verdict.ending()) {
-            self.warm_fill(fx, &shape, want, parent);
+        let shape = self.priming.remove(i).shape;
+        let wanted = self.shapes.iter().find(|(s, _, _)| *s == shape).map(|&(_, want, parent)| (want, parent));
+        if let Some((want, parent)) = wanted.filter(|_| !cx.ending) {
+            self.fill(cx, fx, &shape, want, parent);
         }
     }
 
-    /// `job` ended: the pooled jobs made for its spawns are kept for later
-    /// runs if the tree keeps them (`pool`), else killed, quietly (as at
-    /// the end of the run); a claim its spawn was making goes too.
-    pub(super) fn warm_parent_ended(&mut self, fx: &mut dyn RunEffects, job: JobId) {
-        let orphans: Vec<JobId> = self.warm.claims.iter().filter(|c| c.ask.parent == job).map(|c| c.job).collect();
-        for orphan in orphans {
-            self.warm_drop(fx, orphan, None);
-        }
-        let (now, owner, keep) = (fx.now_micros(), self.settings.owner, !self.verdict.ending());
-        with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, Some(job), keep));
-        self.warm.shapes.retain(|(_, _, p)| *p != job);
+    /// The claims that spawns of `parent` are making (dropped when it ends).
+    pub(super) fn claims_of(&self, parent: JobId) -> Vec<JobId> {
+        self.claims.iter().filter(|c| c.ask.parent == parent).map(|c| c.job).collect()
+    }
+
+    /// `job` ended (its claims dropped already, [`WarmPool::claims_of`]):
+    /// the pooled jobs made for its spawns are kept for later runs if the
+    /// tree keeps them (`pool`), else killed, quietly (as at the end of the run).
+    pub(super) fn parent_ended(&mut self, settings: &Settings, fx: &mut dyn RunEffects, ending: bool, job: JobId) {
+        let (now, owner) = (fx.now_micros(), settings.owner);
+        with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, Some(job), !ending));
+        self.shapes.retain(|(_, _, p)| *p != job);
         // A priming job that ended without every rank asking: its shape is
         // filled by the top-up at its end, as after any spawned job's end.
         // (A priming for an ended parent's shape, gone just above, is dropped
         // with its job or when its ranks have asked: it then fills nothing.)
-        self.warm.priming.retain(|p| p.job != job);
+        self.priming.retain(|p| p.job != job);
     }
 
-    /// The run is over: the pooled jobs made for it are kept for later
-    /// runs if the tree keeps them, else killed.
-    pub(super) fn warm_release(&mut self, fx: &mut dyn RunEffects) {
-        let (now, owner, keep) = (fx.now_micros(), self.settings.owner, !self.verdict.ending());
-        with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, None, keep));
-    }
-
-    /// Take claimed `job` out of the claims and kill it; its slots are free
-    /// at once. `why` is said (`None`: a quiet end, nothing to report). The
-    /// spawn that was claiming it is made again (if its parent is still there).
-    pub(super) fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
-        let Some(claim) = self.warm.take(job) else { return };
+    /// Take claimed `job` out of the claims, saying `why` (`None`: a quiet
+    /// end): the spawn that was claiming it comes back, to be made again
+    /// (the run kills the job and gives its slots back).
+    pub(super) fn unclaim(&mut self, settings: &Settings, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) -> Option<SpawnAsk> {
+        let claim = self.take(job)?;
         if let Some(why) = why {
-            self.warm_say(fx, &format!("dropped {job}: {why}"));
+            say(settings, fx, &format!("dropped {job}: {why}"));
         }
-        if let Some(j) = self.jobs.get_mut(&job) {
-            for r in 0..j.ranks.len() {
-                j.slots.release(r);
-            }
-        }
-        self.kill_job(fx, job, libc::SIGKILL);
-        self.check_done(fx, job);
-        self.spawn(fx, claim.ask);
+        Some(claim.ask)
     }
 
-    /// Output of a pooled (or discarded) job is held or dropped; that of an
-    /// ordinary job comes back, to go out.
-    pub(super) fn warm_output(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) -> Option<Vec<u8>> {
-        if !self.jobs.get(&job).is_some_and(|j| j.pool) {
-            return Some(data);
+    /// Output of a claimed job is held until the claim is confirmed; that of
+    /// an ordinary job comes back, to go out.
+    pub(super) fn output(&mut self, jobs: &Jobs, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) -> Output {
+        if !jobs.get(job).is_some_and(Job::pool) {
+            return Output::Pass(data);
         }
-        let e = self.warm.claims.iter_mut().find(|c| c.job == job)?;
+        let Some(e) = self.claims.iter_mut().find(|c| c.job == job) else { return Output::Held };
         if e.held_bytes + data.len() > MAX_HELD_OUTPUT {
-            self.warm_drop(fx, job, Some(&format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim")));
-        } else {
-            e.held_bytes += data.len();
-            e.held.push((node, rank, stream, data));
+            return Output::TooMuch;
         }
-        None
+        e.held_bytes += data.len();
+        e.held.push((node, rank, stream, data));
+        Output::Held
     }
 
     /// A rank of a claimed job whose claim is not confirmed yet ended
     /// (crashed, aborted, could not start, or was killed by dpm): the job
     /// ends, quietly, and its spawn is made again; the run's verdict never
-    /// hears of it. `false` if `job` is not such a job. `ended`: the rank
-    /// is gone (else it only asked to abort).
-    pub(super) fn warm_ended(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, why: &str, ended: bool) -> bool {
-        let Some(j) = self.jobs.get_mut(&job).filter(|j| j.pool) else { return false };
-        let killing = j.killing;
+    /// hears of it. `ended`: the rank is gone (else it only asked to abort).
+    pub(super) fn ended(&self, jobs: &mut Jobs, job: JobId, rank: Rank, why: &str, ended: bool) -> Ended {
+        let Some(j) = jobs.get_mut(job).filter(|j| j.pool()) else { return Ended::NotClaimed };
+        let killing = j.killing();
         if ended {
-            j.end_rank(rank.0 as usize, super::RankEnd::Terminated);
+            j.end_rank(rank.0 as usize, RankEnd::Terminated);
         }
-        if !self.warm.claims.iter().any(|c| c.job == job) {
-            // Its claim failed already: its other ranks go too.
-            self.kill_job(fx, job, libc::SIGKILL);
-            self.check_done(fx, job);
-            return true;
+        if !self.claiming(job) {
+            return Ended::Orphan;
         }
-        let said = format!("rank {} {why} before a claim; the spawn is made again", rank.0);
         if !killing {
             tracing::warn!(%job, rank = rank.0, "warm spawn: a pooled job {why} before its claim; dropped from the pool");
         }
-        self.warm_drop(fx, job, (!killing).then_some(said.as_str()));
-        true
+        Ended::Drop((!killing).then(|| format!("rank {} {why} before a claim; the spawn is made again", rank.0)))
+    }
+
+    /// Panics unless every claim is of a job claimed once, for a spawn by a
+    /// live job of the run (`live`), and the shapes it fills and the jobs
+    /// it primes from are live jobs too (while the run goes).
+    pub(super) fn check_invariants(&self, live: &dyn Fn(JobId) -> bool) {
+        for (i, c) in self.claims.iter().enumerate() {
+            assert!(!self.claims[..i].iter().any(|o| o.job == c.job), "{} claimed twice", c.job);
+            assert!(live(c.ask.parent), "the claim of {} is for {}, not a live job", c.job, c.ask.parent);
+            assert!(c.held_bytes <= MAX_HELD_OUTPUT && c.held_bytes == c.held.iter().map(|h| h.3.len()).sum::<usize>(), "{}: held output miscounted", c.job);
+        }
+        for (_, _, parent) in &self.shapes {
+            assert!(live(*parent), "a shape is filled for {parent}, not a live job");
+        }
+        for p in &self.priming {
+            assert!(live(p.job), "priming from {}, not a live job", p.job);
+        }
     }
 
     /// The summary line at the end of a run that used warm spawn.
-    pub(super) fn warm_summary(&self, fx: &mut dyn RunEffects) {
-        let w = &self.warm;
-        if self.settings.warm_verbose && w.claimed + w.missed + w.refilled > 0 {
-            fx.say(&format!("dpm: warm spawn: {} claimed, {} missed, {} refilled", w.claimed, w.missed, w.refilled));
+    pub(super) fn summary(&self, settings: &Settings, fx: &mut dyn RunEffects) {
+        if settings.warm_verbose && self.claimed + self.missed + self.refilled > 0 {
+            fx.say(&format!("dpm: warm spawn: {} claimed, {} missed, {} refilled", self.claimed, self.missed, self.refilled));
         }
     }
 }

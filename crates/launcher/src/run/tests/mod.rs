@@ -7,6 +7,7 @@ use std::time::Duration;
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, RequestId, SpawnCommand, ToDaemon, ToLauncher};
 
+use super::jobs::rank_ranges;
 use super::*;
 use crate::node_table::NodeTable;
 
@@ -268,7 +269,7 @@ fn a_spawn_is_answered_before_its_children_are_launched() {
 }
 
 /// A parent job of two processes is answered once its children started
-/// (`Run::answers_before_start`: MPICH's race with a non-root parent rank).
+/// (`run::spawn::answers_before_start`: MPICH's race with a non-root parent rank).
 #[test]
 fn a_spawn_from_a_two_rank_parent_is_answered_once_every_child_started() {
     let (mut run, mut rec) = fixture(&[4]);

@@ -27,7 +27,7 @@ fn connect_done(rec: &Recorder) -> Vec<(NodeId, u64, ConnectResult)> {
 }
 
 fn kvsname(run: &Run, job: JobId) -> String {
-    run.jobs[&job].kvsname.clone()
+    run.jobs.get(job).unwrap().kvsname().to_string()
 }
 
 #[test]

@@ -163,7 +163,7 @@ fn two_runs() -> (Run, Run, Recorder, JobId, JobId, String, String) {
     b.settings.owner = 2;
     let ja = started(&mut a, &mut rec, &[0]);
     let jb = started(&mut b, &mut rec, &[1]);
-    let (na, nb) = (a.jobs[&ja].kvsname.clone(), b.jobs[&jb].kvsname.clone());
+    let (na, nb) = (a.jobs.get(ja).unwrap().kvsname().to_string(), b.jobs.get(jb).unwrap().kvsname().to_string());
     (a, b, rec, ja, jb, na, nb)
 }
 
