@@ -143,7 +143,7 @@ fn name_text(value: Value) -> Option<String> {
     Some(match value {
         Value::String(s) if s.starts_with(NAME_TAG) => format!("{NAME_TAG}s:{s}"),
         Value::String(s) => s,
-        Value::Bytes(b) => format!("{NAME_TAG}b:{}", super::reactor::hex(&b)),
+        Value::Bytes(b) => format!("{NAME_TAG}b:{}", super::pmix_front::hex(&b)),
         Value::U32(n) => format!("{NAME_TAG}u32:{n}"),
         Value::U64(n) => format!("{NAME_TAG}u64:{n}"),
         Value::I64(n) => format!("{NAME_TAG}i64:{n}"),
@@ -160,7 +160,7 @@ fn name_value(text: String) -> Value {
     let Some(tagged) = text.strip_prefix(NAME_TAG) else { return Value::String(text) };
     let value = match tagged.split_once(':') {
         Some(("s", s)) => Some(Value::String(s.to_string())),
-        Some(("b", hex)) => super::reactor::unhex(hex).map(Value::Bytes),
+        Some(("b", hex)) => super::pmix_front::unhex(hex).map(Value::Bytes),
         Some(("u32", n)) => n.parse().ok().map(Value::U32),
         Some(("u64", n)) => n.parse().ok().map(Value::U64),
         Some(("i64", n)) => n.parse().ok().map(Value::I64),
