@@ -51,12 +51,14 @@ mod requests;
 mod tests;
 #[cfg(test)]
 mod topology_tests;
+mod upward;
 #[cfg(test)]
 mod watch_tests;
 
 pub use output::{BUSY_HOLD, HOLD_MAX, MAX_WAITS, QUIET};
 pub use pmix_front::{job_spec, GroupAnswer, GroupDirectives, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 pub use reactor::{NodeReactor, TOPOLOGY_WAIT};
+pub use upward::UpSender;
 
 /// How long an exited process's PMI connection and pipes may stay open (held
 /// by a grandchild) before its exit is reported anyway.

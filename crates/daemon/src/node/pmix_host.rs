@@ -4,8 +4,8 @@
 //! PMIx job leaves on the node (the server's directory, the ranks'
 //! shared-memory segments).
 //!
-//! Upcalls arrive on the library's thread as owned [`Upcall`]s; a task
-//! forwards them into the driver's event channel, where [`PmixHost::accept`]
+//! Upcalls arrive on the library's thread as owned [`Upcall`]s, sent from
+//! there straight into the driver's event channel, where [`PmixHost::accept`]
 //! keeps each handle under a [`PmixRequest`] and hands the reactor plain
 //! data (info values as text).
 //!
@@ -250,15 +250,15 @@ impl PmixHost {
             let api = Api::load(&library).map_err(|e| e.to_string())?;
             self.prefix = install_prefix(&library);
             let dir = std::env::temp_dir().join(format!("dpm-pmix.{}", std::process::id()));
-            let (server, mut upcalls) = PmixServer::init(api, &dir).map_err(|e| e.to_string())?;
+            // The library's thread sends into the driver's channel itself.
             let events = self.events.clone();
-            crate::spawn_local_here(async move {
-                while let Some(upcall) = upcalls.recv().await {
-                    if events.send(Event::Pmix(upcall)).is_err() {
-                        break;
-                    }
-                }
+            let sink = Box::new(move |upcall| match events.send(Event::Pmix(upcall)) {
+                Ok(()) => Ok(()),
+                Err(mpsc::error::SendError(Event::Pmix(upcall))) => Err(upcall),
+                // Never: only upcalls are sent here.
+                Err(_) => Ok(()),
             });
+            let server = PmixServer::init_with(api, &dir, sink).map_err(|e| e.to_string())?;
             self.server = Some(server);
         }
         Ok(self.server.as_ref().expect("started above"))
