@@ -39,6 +39,8 @@ pub mod driver;
 mod node_binding;
 mod output;
 #[cfg(test)]
+mod binding_tests;
+#[cfg(test)]
 mod output_tests;
 mod pmix_front;
 mod pmix_host;
