@@ -35,11 +35,11 @@ use dpm_proto::{Stream, ToLauncher};
 
 pub use crate::spawn::{PmiEnv, PreparedApp};
 
+#[cfg(test)]
+mod binding_tests;
 pub mod driver;
 mod node_binding;
 mod output;
-#[cfg(test)]
-mod binding_tests;
 #[cfg(test)]
 mod output_tests;
 mod pmix_front;
