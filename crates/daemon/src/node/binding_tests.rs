@@ -23,7 +23,7 @@ fn bound_job(job: JobId, n: u32) -> LaunchJob {
 /// Each start of `job`'s CPU mask, in launch order.
 fn masks(fx: &RecordingEffects, job: JobId) -> Vec<Vec<u64>> {
     let cpus = |s: &&StartRecord| s.env.affinity.as_ref().and_then(|a| a.cpus.clone()).expect("bound");
-    fx.starts().iter().filter(|s| s.job == job).map(|s| cpus(&s)).collect()
+    fx.starts().iter().filter(|s| s.job == job).map(cpus).collect()
 }
 
 fn bound_node() -> (NodeReactor, RecordingEffects) {
