@@ -331,7 +331,7 @@ impl NodeReactor {
     }
 
     /// An upcall of the node's PMIx server: the PMIx front end's, but for
-    /// what it hands back ([`ForNode`]).
+    /// what it hands back (`ForNode`).
     pub fn on_pmix(&mut self, fx: &mut (impl NodeEffects + ?Sized), event: PmixEvent) {
         let cx = PmixCtx { host: &self.host, requests: &mut self.requests };
         match self.pmix.on_event(fx, cx, event) {
