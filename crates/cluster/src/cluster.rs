@@ -180,6 +180,10 @@ pub struct Cluster {
     pub exit: Option<i32>,
     /// When the run finished.
     pub finished_at: Option<Duration>,
+    /// Check each node reactor's invariants after every event it handles
+    /// (a broken one panics); on unless a caller turns it off (the startup
+    /// model, sized for thousands of ranks: the check walks a node's ranks).
+    pub check_nodes: bool,
 }
 
 impl Cluster {
@@ -222,6 +226,7 @@ impl Cluster {
             exit: None,
             finished_at: None,
             layout,
+            check_nodes: true,
         }
     }
 
@@ -475,6 +480,12 @@ impl Cluster {
     fn with_node(&mut self, node: usize, call: impl FnOnce(&mut NodeReactor, &mut RecordingEffects)) {
         let n = &mut self.nodes[node];
         call(&mut n.reactor, &mut n.fx);
+        // Each node's parts agree after every event it handles.
+        if self.check_nodes {
+            if let Err(broken) = n.reactor.check_invariants() {
+                panic!("node {node}: a node reactor invariant is broken: {broken}");
+            }
+        }
         let now = self.now;
         n.fx.started.clear(); // answered by Event::Started, in simulated time
         for effect in n.fx.take() {

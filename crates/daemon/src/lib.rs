@@ -61,6 +61,7 @@ pub mod ucx_shm;
 
 pub use link::{serve_link, LinkError, Uplink};
 pub use node::driver::run;
+pub use node::UpSender;
 pub use tasks::now_micros;
 
 use dpm_kvs::NodeId;

@@ -148,17 +148,10 @@ pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: us
     let (up_tx, up_rx) = mpsc::unbounded_channel();
     if *bootstrap == Bootstrap::InProcess {
         let (down_tx, down_rx) = mpsc::unbounded_channel();
-        let (daemon_up_tx, mut daemon_up_rx) = mpsc::unbounded_channel();
         let config = dpm_daemon::DaemonConfig { host: nodes[0].host.clone(), trace };
-        let handle = tokio::task::spawn_local(dpm_daemon::run(config, down_rx, daemon_up_tx));
         let _ = up_tx.send(Up::Ready { node: NodeId(0), host: nodes[0].host.clone() });
-        tokio::task::spawn_local(async move {
-            while let Some(msg) = daemon_up_rx.recv().await {
-                if up_tx.send(Up::From { node: NodeId(0), msg }).is_err() {
-                    return;
-                }
-            }
-        });
+        // The node sends into the controller's channel itself, as node 0's.
+        let handle = tokio::task::spawn_local(dpm_daemon::run(config, down_rx, up_tx));
         let links = vec![DaemonLink { via: down_tx, node: NodeId(0), host: nodes[0].host.clone() }];
         return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle), tcp_links: Vec::new() });
     }

@@ -2,7 +2,7 @@
 //! `PMIx_Group_destruct` of the node's clients, handed to the host as
 //! [`Upcall::Group`] once every local member has called; the host answers
 //! with infos ([`crate::InfoDone`]). What the answer holds and when: dpm's
-//! node reactor (`node/reactor/pmix/group.rs`).
+//! node reactor (`node/pmix_front/group.rs`).
 use crate::ffi::*;
 use crate::info::{read_infos, Value};
 use crate::server::{cstr, procs, send};

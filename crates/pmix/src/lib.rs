@@ -1,7 +1,8 @@
 //! dpm-pmix: dpm's PMIx host. OpenPMIx's server library (`libpmix.so.2`)
 //! is loaded at run time ([`library`]), started once per process
 //! ([`PmixServer`]), fed jobs as plain Rust data ([`JobSpec`]), and its
-//! upcalls arrive as owned [`Upcall`] values on a channel, each with a
+//! upcalls reach the host as owned [`Upcall`] values (on its own channel,
+//! or on one the server makes), each with a
 //! completion handle that answers the library exactly once.
 //! Design, threads and what remains for dpm's integration: `docs/pmix.md`.
 pub mod error;
@@ -17,7 +18,7 @@ pub use error::PmixError;
 pub use info::{Proc, Value};
 pub use job::{JobSpec, NodeRanks, ProcPlace};
 pub use library::{Api, LibrarySearch};
-pub use server::PmixServer;
+pub use server::{PmixServer, UpcallSink};
 pub use upcall::{App, GroupOp, InfoDone, LookupDone, ModexDone, OpDone, SpawnDone, Upcall};
 
 /// `PMIX_RANK_WILDCARD`: "every rank" in a `Proc`.

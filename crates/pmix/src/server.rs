@@ -3,11 +3,13 @@
 //! Owns: [`PmixServer`] (init/finalize, namespace and client registration,
 //! `setup_fork`, direct-modex requests) and the `extern "C"` upcalls.
 //! Threading: the library runs its own progress thread and calls the
-//! upcalls there; each one copies its arguments into an [`Upcall`], pushes
-//! it on an unbounded channel and returns at once — it never blocks
-//! (flux-core #3536/#3858, ompi#11938). The channel is unbounded because a
-//! bound would have to block or drop in the upcall; its length is bounded
-//! by the clients' outstanding requests (each blocks until answered).
+//! upcalls there; each one copies its arguments into an [`Upcall`], hands
+//! it to the host's [`UpcallSink`] (the host's own unbounded channel,
+//! straight from the library's thread, or [`PmixServer::init`]'s) and
+//! returns at once — it never blocks (flux-core #3536/#3858, ompi#11938).
+//! The channel is unbounded because a bound would have to block or drop in
+//! the upcall; its length is bounded by the clients' outstanding requests
+//! (each blocks until answered).
 //! The host calls (`register_*`, `setup_fork`) are made from the event
 //! loop's side and wait for the library's completion callback (at most
 //! [`CALL_TIMEOUT`]); they must never be made inside an upcall.
@@ -31,7 +33,12 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// `PMIx_server_init` per process (not even after finalize).
 static STARTED: AtomicBool = AtomicBool::new(false);
 /// Where the upcalls go; `None` before init and after finalize.
-static SINK: Mutex<Option<UnboundedSender<Upcall>>> = Mutex::new(None);
+static SINK: Mutex<Option<UpcallSink>> = Mutex::new(None);
+
+/// Takes each upcall on the library's thread, without blocking: `Ok`
+/// once the host has it (it answers it later, or its handle's drop
+/// does), or the upcall back when no host listens any more.
+pub type UpcallSink = Box<dyn Fn(Upcall) -> Result<(), Upcall> + Send>;
 
 /// The running server. Dropping it finalizes the library: do that only
 /// after every client has exited.
@@ -52,12 +59,19 @@ impl PmixServer {
     /// under `dir` (created 0700 if missing; must be private to the user).
     /// Returns the server and the upcall queue.
     pub fn init(api: Api, dir: &Path) -> Result<(PmixServer, UnboundedReceiver<Upcall>), PmixError> {
+        let (tx, rx) = unbounded_channel();
+        let server = Self::init_with(api, dir, channel_sink(tx))?;
+        Ok((server, rx))
+    }
+
+    /// [`PmixServer::init`] with the upcalls handed to `sink` on the
+    /// library's thread (a host's own event channel: no second queue).
+    pub fn init_with(api: Api, dir: &Path, sink: UpcallSink) -> Result<PmixServer, PmixError> {
         if STARTED.swap(true, Ordering::SeqCst) {
             return Err(PmixError::AlreadyRunning);
         }
         private_dir(dir)?;
-        let (tx, rx) = unbounded_channel();
-        *SINK.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        *SINK.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
         let mut module = Box::new(host_module());
         let dir_s = dir.to_string_lossy().into_owned();
         let mut infos = InfoList::new();
@@ -79,7 +93,7 @@ impl PmixServer {
             return Err(call_error(&api, "PMIx_server_init", status));
         }
         tracing::info!(library = %api.path.display(), dir = %dir.display(), "PMIx server started");
-        Ok((PmixServer { api, dir: dir.to_owned(), finalized: false }, rx))
+        Ok(PmixServer { api, dir: dir.to_owned(), finalized: false })
     }
 
     /// The directory holding the server's rendezvous files.
@@ -346,8 +360,13 @@ fn deliver(upcall: Upcall) -> pmix_status_t {
 /// Hands an upcall to the host, or gives it back when no host listens.
 pub(crate) fn send(upcall: Upcall) -> Result<(), Upcall> {
     let guard = SINK.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(tx) = guard.as_ref() else { return Err(upcall) };
-    tx.send(upcall).map_err(|tokio::sync::mpsc::error::SendError(upcall)| upcall)
+    let Some(sink) = guard.as_ref() else { return Err(upcall) };
+    sink(upcall)
+}
+
+/// A sink that queues the upcalls on `tx`.
+fn channel_sink(tx: UnboundedSender<Upcall>) -> UpcallSink {
+    Box::new(move |upcall| tx.send(upcall).map_err(|tokio::sync::mpsc::error::SendError(upcall)| upcall))
 }
 
 /// # Safety (all upcalls): the library passes valid arrays of the given

@@ -34,6 +34,7 @@ use dpm_proto::link::Down;
 use dpm_proto::ToLauncher;
 
 use super::pmix_host::PmixHost;
+use super::upward::UpSender;
 use super::{NodeEffects, NodeReactor, PmixAnswer, PmixRequest, ProcStart, ProcStarted, StartBy, Timer};
 use crate::spawn;
 use crate::spawner::{self, SpawnTask, Spawner};
@@ -45,9 +46,10 @@ use crate::{cleaner, mpich_shm, readbuf, ucx_shm, DaemonConfig};
 /// [`crate::serve_link`]). Must run inside a tokio `LocalSet`, on a thread
 /// that lives as long as the daemon: ranks are started from it, and
 /// `PR_SET_PDEATHSIG` fires when the thread that started them exits.
-pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
+/// `up`: the launcher's channel of `Up`s, or one of plain messages.
+pub async fn run(config: DaemonConfig, down: mpsc::UnboundedReceiver<Down>, up: impl Into<UpSender>) {
     let span = crate::node_span(dpm_kvs::NodeId(0), &config.host);
-    serve(config, down, up).instrument(span).await
+    serve(config, down, up.into()).instrument(span).await
 }
 
 /// [`serve`] on a thread of its own with its own event loop, so that nothing
@@ -60,7 +62,7 @@ pub(crate) async fn serve_apart(config: DaemonConfig, down: mpsc::UnboundedRecei
     let (done, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new().name("dpm-node".into()).spawn(move || {
         match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(runtime) => runtime.block_on(tokio::task::LocalSet::new().run_until(serve(config, down, up).instrument(span))),
+            Ok(runtime) => runtime.block_on(tokio::task::LocalSet::new().run_until(serve(config, down, up.into()).instrument(span))),
             Err(e) => tracing::error!(parent: &span, "cannot start the node's event loop: {e}"),
         }
         // Its tasks (and their fds) are gone with the runtime.
@@ -75,7 +77,7 @@ pub(crate) async fn serve_apart(config: DaemonConfig, down: mpsc::UnboundedRecei
 }
 
 /// [`run`] inside the caller's span.
-pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<Down>, up: mpsc::UnboundedSender<ToLauncher>) {
+pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceiver<Down>, up: UpSender) {
     let (events, mut events_rx) = mpsc::unbounded_channel();
     let mut reactor = NodeReactor::new(&config);
     reactor.serve_topology(crate::topology::TopologySource::Export);
@@ -208,7 +210,7 @@ struct Io {
     /// Starts submitted, by token, until their answer.
     starting: HashMap<u64, ProcStart>,
     next_start: u64,
-    up: mpsc::UnboundedSender<ToLauncher>,
+    up: UpSender,
     events: mpsc::UnboundedSender<Event>,
     conns: HashMap<ConnId, Conn>,
     stdin: HashMap<JobId, mpsc::UnboundedSender<Vec<u8>>>,
@@ -298,7 +300,7 @@ impl Io {
 
 impl NodeEffects for Io {
     fn send_up(&mut self, msg: ToLauncher) {
-        let _ = self.up.send(msg);
+        self.up.send(msg);
     }
 
     /// Write a reply now if the socket takes it; otherwise queue it, in order.

@@ -11,6 +11,15 @@
 //! clocks and makes no syscalls, so a test (or an in-process cluster) drives
 //! it with a recorder ([`recorder::RecordingEffects`]).
 //!
+//! Parts with state of their own sit beside it, each a field of the reactor
+//! whose maps only its own module reaches, told what it needs of the node
+//! per call: `pmix_front` (the PMIx front end: its jobs, namespaces,
+//! fences and requests in flight), `node_binding` (the binder and what each
+//! rank holds), `output` (whole lines and the output window) and
+//! `requests` (the questions up to the launcher, by who asked). After every
+//! input the reactor's invariants hold across them
+//! ([`NodeReactor::check_invariants`]; checked by the unit tests).
+//!
 //! [`driver`] is the async side for a real node: it owns the sockets, pidfds,
 //! pipes, timers and spawner threads, implements [`NodeEffects`] and feeds
 //! the reactor.
@@ -26,24 +35,32 @@ use dpm_proto::{Stream, ToLauncher};
 
 pub use crate::spawn::{PmiEnv, PreparedApp};
 
+#[cfg(test)]
+mod binding_tests;
 pub mod driver;
+mod node_binding;
 mod output;
 #[cfg(test)]
 mod output_tests;
+mod pmix_front;
 mod pmix_host;
 #[cfg(test)]
 mod pmix_tests;
 mod reactor;
 pub mod recorder;
+mod requests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod topology_tests;
+mod upward;
 #[cfg(test)]
 mod watch_tests;
 
 pub use output::{BUSY_HOLD, HOLD_MAX, MAX_WAITS, QUIET};
-pub use reactor::{job_spec, GroupAnswer, GroupDirectives, NodeReactor, PmixAnswer, PmixApp, PmixEvent, PmixRequest, TOPOLOGY_WAIT};
+pub use pmix_front::{job_spec, GroupAnswer, GroupDirectives, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
+pub use reactor::{NodeReactor, TOPOLOGY_WAIT};
+pub use upward::UpSender;
 
 /// How long an exited process's PMI connection and pipes may stay open (held
 /// by a grandchild) before its exit is reported anyway.

@@ -4,8 +4,8 @@
 //! PMIx job leaves on the node (the server's directory, the ranks'
 //! shared-memory segments).
 //!
-//! Upcalls arrive on the library's thread as owned [`Upcall`]s; a task
-//! forwards them into the driver's event channel, where [`PmixHost::accept`]
+//! Upcalls arrive on the library's thread as owned [`Upcall`]s, sent from
+//! there straight into the driver's event channel, where [`PmixHost::accept`]
 //! keeps each handle under a [`PmixRequest`] and hands the reactor plain
 //! data (info values as text).
 //!
@@ -143,7 +143,7 @@ fn name_text(value: Value) -> Option<String> {
     Some(match value {
         Value::String(s) if s.starts_with(NAME_TAG) => format!("{NAME_TAG}s:{s}"),
         Value::String(s) => s,
-        Value::Bytes(b) => format!("{NAME_TAG}b:{}", super::reactor::hex(&b)),
+        Value::Bytes(b) => format!("{NAME_TAG}b:{}", super::pmix_front::hex(&b)),
         Value::U32(n) => format!("{NAME_TAG}u32:{n}"),
         Value::U64(n) => format!("{NAME_TAG}u64:{n}"),
         Value::I64(n) => format!("{NAME_TAG}i64:{n}"),
@@ -160,7 +160,7 @@ fn name_value(text: String) -> Value {
     let Some(tagged) = text.strip_prefix(NAME_TAG) else { return Value::String(text) };
     let value = match tagged.split_once(':') {
         Some(("s", s)) => Some(Value::String(s.to_string())),
-        Some(("b", hex)) => super::reactor::unhex(hex).map(Value::Bytes),
+        Some(("b", hex)) => super::pmix_front::unhex(hex).map(Value::Bytes),
         Some(("u32", n)) => n.parse().ok().map(Value::U32),
         Some(("u64", n)) => n.parse().ok().map(Value::U64),
         Some(("i64", n)) => n.parse().ok().map(Value::I64),
@@ -250,15 +250,15 @@ impl PmixHost {
             let api = Api::load(&library).map_err(|e| e.to_string())?;
             self.prefix = install_prefix(&library);
             let dir = std::env::temp_dir().join(format!("dpm-pmix.{}", std::process::id()));
-            let (server, mut upcalls) = PmixServer::init(api, &dir).map_err(|e| e.to_string())?;
+            // The library's thread sends into the driver's channel itself.
             let events = self.events.clone();
-            crate::spawn_local_here(async move {
-                while let Some(upcall) = upcalls.recv().await {
-                    if events.send(Event::Pmix(upcall)).is_err() {
-                        break;
-                    }
-                }
+            let sink = Box::new(move |upcall| match events.send(Event::Pmix(upcall)) {
+                Ok(()) => Ok(()),
+                Err(mpsc::error::SendError(Event::Pmix(upcall))) => Err(upcall),
+                // Never: only upcalls are sent here.
+                Err(_) => Ok(()),
             });
+            let server = PmixServer::init_with(api, &dir, sink).map_err(|e| e.to_string())?;
             self.server = Some(server);
         }
         Ok(self.server.as_ref().expect("started above"))

@@ -4,20 +4,21 @@ use std::collections::HashMap;
 
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, PmiState};
-use dpm_proto::{ExitStatus, NameRequest, PmiMode, PmiProgress, RequestId, SpawnCommand, Stream, ToDaemon, ToLauncher};
+use dpm_pmix::{PMIX_ERROR, PMIX_SUCCESS};
+use dpm_proto::{ExitStatus, NameRequest, PmiMode, PmiProgress, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
+use super::node_binding::NodeBinding;
 use super::output::OutputFlow;
-use super::{NodeEffects, StartError, Timer, DRAIN_GRACE};
+use super::pmix_front::{ForNode, PmixCtx, PmixFront};
+use super::requests::{Asker, Requests};
+use super::{NodeEffects, PmixAnswer, PmixEvent, StartError, Timer, DRAIN_GRACE};
+use crate::topology::TopologySource;
 use crate::DaemonConfig;
 
-mod binding;
-mod claim;
+mod invariants;
 mod launch;
-mod pmix;
 mod topology;
 mod watch;
-pub(crate) use pmix::{hex, unhex};
-pub use pmix::{job_spec, GroupAnswer, GroupDirectives, PmixAnswer, PmixApp, PmixEvent, PmixRequest};
 pub use topology::TOPOLOGY_WAIT;
 
 /// One process of a job on this node, until its exit is reported.
@@ -68,16 +69,6 @@ impl Frontend {
             _ => Frontend::Pmi,
         }
     }
-}
-
-/// Who asked the launcher a question ([`RequestId`]): the answer goes back
-/// to the same front end.
-#[derive(Clone, Copy, Debug)]
-enum Asker {
-    /// A PMI-1/2 connection (the engine answers it).
-    Pmi(ConnId),
-    /// The PMIx front end, which keeps the waiting upcall by request.
-    Pmix,
 }
 
 #[derive(Default)]
@@ -145,22 +136,21 @@ pub struct NodeReactor {
     host: String,
     engine: Engine,
     /// The PMIx front end's jobs (Open MPI 5); the engine serves the rest.
-    pmix: pmix::PmixFront,
+    pmix: PmixFront,
     /// Open PMI connections and their jobs.
     conns: HashMap<ConnId, JobId>,
     procs: HashMap<(JobId, Rank), Proc>,
     jobs: HashMap<JobId, JobProcs>,
     /// Requests up to the launcher, by who asked.
-    requests: HashMap<RequestId, Asker>,
+    requests: Requests,
     /// Whole lines and the output window.
     output: OutputFlow,
     /// Group leaders started after their job ended, killed and waiting to be
     /// seen exit before they are released.
     strays: HashMap<(JobId, Rank), i32>,
     /// CPU, memory and GPU binding (`-bind-to`…): the node's binder and holds.
-    binding: binding::NodeBinding,
+    binding: NodeBinding,
     next_conn: u64,
-    next_request: u64,
 }
 
 impl NodeReactor {
@@ -168,16 +158,15 @@ impl NodeReactor {
         NodeReactor {
             host: config.host.clone(),
             engine: Engine::new(config.trace),
-            pmix: pmix::PmixFront::default(),
+            pmix: PmixFront::default(),
             conns: HashMap::new(),
             procs: HashMap::new(),
             jobs: HashMap::new(),
-            requests: HashMap::new(),
+            requests: Requests::default(),
             output: OutputFlow::default(),
             strays: HashMap::new(),
-            binding: binding::NodeBinding::default(),
+            binding: NodeBinding::default(),
             next_conn: 0,
-            next_request: 0,
         }
     }
 
@@ -187,6 +176,7 @@ impl NodeReactor {
     pub fn on_message(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: ToDaemon) {
         self.message(fx, msg);
         self.apply_engine(fx);
+        self.checked();
     }
 
     fn message(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: ToDaemon) {
@@ -194,27 +184,27 @@ impl NodeReactor {
             ToDaemon::Launch(job) => self.launch(fx, job),
             ToDaemon::FenceDone { job, epoch, delta } => match self.front(job) {
                 Frontend::Pmi => self.engine.fence_done(job, epoch, delta),
-                Frontend::Pmix => self.pmix_fence_done(fx, job, epoch, &delta),
+                Frontend::Pmix => self.pmix.on_fence_done(fx, job, epoch, &delta),
             },
             // Rings are PMI-2's (no PMIx call makes one).
             ToDaemon::RingOut { job, seq, slot } => self.engine.ring_out(job, seq, &slot),
             ToDaemon::Kvs(msg) => match self.front(msg.job()) {
                 Frontend::Pmi => self.engine.kvs_msg(msg),
-                Frontend::Pmix => self.pmix_kvs(fx, msg),
+                Frontend::Pmix => self.pmix.on_kvs(fx, msg),
             },
-            ToDaemon::NameDone { request, result } => match self.requests.remove(&request) {
+            ToDaemon::NameDone { request, result } => match self.requests.answered(request) {
                 Some(Asker::Pmi(conn)) => self.engine.name_done(conn, result),
-                Some(Asker::Pmix) => self.pmix_name_done(fx, request, result),
+                Some(Asker::Pmix) => self.pmix.name_done(fx, request, result),
                 None => {}
             },
-            ToDaemon::SpawnDone { request, result, errcodes } => match self.requests.remove(&request) {
+            ToDaemon::SpawnDone { request, result, errcodes } => match self.requests.answered(request) {
                 Some(Asker::Pmi(conn)) => self.engine.spawn_done(conn, result.map(|jobid| dpm_pmi::Spawned { jobid, errcodes })),
-                Some(Asker::Pmix) => self.pmix_spawn_done(fx, request, result),
+                Some(Asker::Pmix) => self.pmix.spawn_done(fx, request, result),
                 None => {}
             },
             // Connects are PMIx's (a PMI-1/2 client has no such request).
-            ToDaemon::ConnectDone { request, result, context_id } => match self.requests.remove(&request) {
-                Some(Asker::Pmix) => self.pmix_connect_done(fx, request, result, context_id),
+            ToDaemon::ConnectDone { request, result, context_id } => match self.requests.answered(request) {
+                Some(Asker::Pmix) => self.pmix.connect_done(fx, request, result, context_id),
                 Some(Asker::Pmi(_)) | None => {}
             },
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),
@@ -238,6 +228,7 @@ impl NodeReactor {
     pub fn on_pmi_bytes(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId, bytes: &[u8]) {
         self.engine.on_bytes(conn, bytes);
         self.apply_engine(fx);
+        self.checked();
     }
 
     /// PMI connection `conn` closed: its process's PMI state is final.
@@ -253,6 +244,7 @@ impl NodeReactor {
             p.pmi_closed = true;
             self.report_exit_if_due(fx, job, rank);
         }
+        self.checked();
     }
 
     /// A connection on a job's PMI port: the id to serve it as, or `None`
@@ -263,6 +255,7 @@ impl NodeReactor {
         }
         let conn = self.new_conn();
         self.attach(conn, job, None);
+        self.checked();
         Some(conn)
     }
 
@@ -271,6 +264,7 @@ impl NodeReactor {
     pub fn on_output(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream, data: Vec<u8>) {
         let live = self.procs.contains_key(&(job, rank));
         self.output.on_output(fx, job, rank, stream, data, live);
+        self.checked();
     }
 
     /// A process's stdout or stderr reached end of file.
@@ -285,11 +279,12 @@ impl NodeReactor {
         }
         self.output.flush(fx, job, rank, stream);
         self.report_exit_if_due(fx, job, rank);
+        self.checked();
     }
 
     /// A process was reaped at `at` (µs since the epoch).
     pub fn on_exited(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, status: ExitStatus, at: u64) {
-        self.release_binding(job, rank);
+        self.binding.release(job, rank);
         if let Some(pid) = self.strays.remove(&(job, rank)) {
             return fx.release_leader(pid);
         }
@@ -306,9 +301,15 @@ impl NodeReactor {
         self.output.reaped(fx, job, rank);
         fx.set_timer(DRAIN_GRACE, Timer::DrainGrace { job, rank });
         self.report_exit_if_due(fx, job, rank);
+        self.checked();
     }
 
     pub fn on_timer(&mut self, fx: &mut (impl NodeEffects + ?Sized), timer: Timer) {
+        self.timer(fx, timer);
+        self.checked();
+    }
+
+    fn timer(&mut self, fx: &mut (impl NodeEffects + ?Sized), timer: Timer) {
         match timer {
             Timer::DrainGrace { job, rank } => {
                 let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
@@ -321,9 +322,72 @@ impl NodeReactor {
                 let busy = pid.is_some_and(|pid| fx.is_runnable(pid));
                 self.output.on_quiet(fx, job, rank, stream, busy)
             }
-            Timer::TopologyWait => self.topology_wait_over(fx),
-            Timer::PmixTimeout(req) => self.pmix_timeout(fx, req),
+            Timer::TopologyWait => {
+                topology::wait_over(&mut self.engine);
+                self.apply_engine(fx);
+            }
+            Timer::PmixTimeout(req) => self.pmix.on_timeout(fx, req),
         }
+    }
+
+    /// An upcall of the node's PMIx server: the PMIx front end's, but for
+    /// what it hands back (`ForNode`).
+    pub fn on_pmix(&mut self, fx: &mut (impl NodeEffects + ?Sized), event: PmixEvent) {
+        let cx = PmixCtx { host: &self.host, requests: &mut self.requests };
+        match self.pmix.on_event(fx, cx, event) {
+            Some(ForNode::Progress { job, rank, state, req }) => self.pmix_progress(fx, job, rank, state, req),
+            Some(ForNode::Output { job, rank, output }) => {
+                for (stream, text) in output {
+                    self.on_output(fx, job, rank, stream, text);
+                }
+            }
+            None => {}
+        }
+        self.checked();
+    }
+
+    /// A PMIx rank's progress as its exit is judged (connected, finalized).
+    ///
+    /// A rank may connect before its start is recorded here: a spawner
+    /// thread's answer (pid, fds) reaches this loop after the child has
+    /// exec'd, and a loaded machine lets the child get through `PMIx_Init`
+    /// first. Its progress is then kept until [`Self::on_started`] records the
+    /// process. Refusing it (as once) made the library close the client's
+    /// connection during its handshake: the rank fell back to a world of one
+    /// and, if spawned, had no parent (`MPI_ERR_COMM` on `parent.Barrier()`
+    /// in mpi4py's `test_spawn` under `stress-ng`, docs/pmix.md).
+    fn pmix_progress(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, state: PmiState, req: super::PmixRequest) {
+        let status = match self.procs.get_mut(&(job, rank)) {
+            Some(p) => {
+                p.pmi = state;
+                PMIX_SUCCESS
+            }
+            None if self.pmix.note_early(job, rank.0, state) => PMIX_SUCCESS,
+            None => PMIX_ERROR,
+        };
+        fx.pmix_answer(req, PmixAnswer::Status(status));
+    }
+
+    /// A connection on `job`'s watch; `refused`: why the kernel's word on
+    /// its owner bars it, if it does. Whether to hold it open (else the
+    /// driver closes it). The first of the owner's is reported up.
+    pub fn on_watch_connection(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, refused: Option<String>) -> bool {
+        let Some(watcher) = self.jobs.get_mut(&job).and_then(|j| j.watch.as_mut()) else { return false };
+        watch::on_connection(fx, job, watcher, refused)
+    }
+
+    /// Serve `PMI_hwloc_xmlfile` from `topology` (`Off`: the key stays absent).
+    pub fn serve_topology(&mut self, topology: TopologySource) {
+        if topology != TopologySource::Off {
+            self.engine.export_topology_on_demand();
+        }
+    }
+
+    /// The topology export ended: its file's path, or `None` if it failed.
+    pub fn on_topology(&mut self, fx: &mut (impl NodeEffects + ?Sized), path: Option<&str>) {
+        topology::exported(&mut self.engine, path);
+        self.apply_engine(fx);
+        self.checked();
     }
 
     /// The node stops: every job goes as if forgotten.
@@ -333,6 +397,7 @@ impl NodeReactor {
             self.forget(fx, job);
         }
         self.apply_engine(fx);
+        self.checked();
     }
 
     /// The front end that serves `job`: its launch's, or for a job without
@@ -404,7 +469,7 @@ impl NodeReactor {
             if j.port.is_some() {
                 fx.close_pmi_port(job);
             }
-            Self::close_watch(fx, job, j.watch);
+            watch::close(fx, job, j.watch);
             if j.stdin {
                 fx.stdin_close(job);
             }
@@ -415,8 +480,8 @@ impl NodeReactor {
             }
             fx.remove_shm(job, &j.kvsname, j.killed || killed_now);
         }
-        self.pmix_forget(fx, job);
-        self.release_job_bindings(job);
+        self.pmix.forget(fx, job);
+        self.binding.release_job(job);
         self.engine.remove_job(job);
         self.output.forget(job);
         let mut gone: Vec<ConnId> = self.conns.iter().filter(|(_, j)| **j == job).map(|(c, _)| *c).collect();
@@ -442,7 +507,7 @@ impl NodeReactor {
                 Effect::Kvs { to, msg } => fx.send_up(ToLauncher::Kvs { to, msg }),
                 Effect::Abort { job, rank, code, message } => fx.send_up(ToLauncher::Abort { job, rank, code, message }),
                 Effect::Name { conn, job, op } => {
-                    let request = self.new_request(Asker::Pmi(conn));
+                    let request = self.requests.open(Asker::Pmi(conn));
                     let op = match op {
                         dpm_pmi::NameOp::Publish { service, port } => NameRequest::Publish { service, port },
                         dpm_pmi::NameOp::Unpublish { service } => NameRequest::Unpublish { service },
@@ -450,22 +515,14 @@ impl NodeReactor {
                     };
                     fx.send_up(ToLauncher::Name { request, job, op });
                 }
-                Effect::ExportTopology => Self::start_export(fx),
+                Effect::ExportTopology => topology::start_export(fx),
                 Effect::ParentAsked { job, rank } => fx.send_up(ToLauncher::ParentAsked { job, rank }),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
-                    let request = self.new_request(Asker::Pmi(conn));
+                    let request = self.requests.open(Asker::Pmi(conn));
                     let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();
                     fx.send_up(ToLauncher::Spawn { request, job, rank, preput: spawn.preput, commands });
                 }
             }
         }
-    }
-
-    /// A new request up to the launcher, answered to `asker`.
-    fn new_request(&mut self, asker: Asker) -> RequestId {
-        let id = RequestId(self.next_request);
-        self.next_request += 1;
-        self.requests.insert(id, asker);
-        id
     }
 }

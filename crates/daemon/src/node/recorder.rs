@@ -98,6 +98,8 @@ pub enum Recorded {
     PmixRegister(dpm_pmix::JobSpec),
     PmixAnswer(super::PmixRequest, super::PmixAnswer),
     PmixForget(String),
+    /// A `--report-bindings` line or a binding's warning.
+    BindingNote(String),
 }
 
 /// See the module documentation.
@@ -120,6 +122,9 @@ pub struct RecordingEffects {
     pub runnable: std::collections::HashSet<i32>,
     /// Results of the starts asked so far, not yet handed to the reactor.
     pub started: Vec<(JobId, Rank, Result<ProcStarted, StartError>)>,
+    /// The node's hwloc topology (XML) that binding works on; `None`: the
+    /// host's ([`NodeEffects::binder`]'s default).
+    pub topology: Option<String>,
     next_pid: i32,
     next_port: u16,
 }
@@ -324,5 +329,16 @@ impl NodeEffects for RecordingEffects {
 
     fn pmix_forget(&mut self, nspace: &str, _ranks: &[u32]) {
         self.log.push(Recorded::PmixForget(nspace.to_string()));
+    }
+
+    fn binder(&mut self) -> Result<dpm_binding::Binder, String> {
+        let Some(xml) = &self.topology else { return crate::binding::node_binder() };
+        let topology = dpm_binding::Topology::from_xml(xml).map_err(|e| e.to_string())?;
+        let pus = topology.pus();
+        dpm_binding::Binder::new(topology, &pus, None).map_err(|e| e.to_string())
+    }
+
+    fn binding_note(&mut self, line: &str) {
+        self.log.push(Recorded::BindingNote(line.to_string()));
     }
 }

@@ -3,6 +3,17 @@
 //! once, each answered by [`NodeReactor::on_started`]), a launch's failure
 //! and what starts for a job that ended meanwhile, and adopting a process
 //! that is already running (an MPICH singleton).
+//!
+//! A warm spawn's claim ([`dpm_proto::ToDaemon::Claim`]) ends a pooled
+//! job's launch: the spawn's preputs go to the job's ranks here, unless one
+//! of them has already ended, and the launcher hears which it was
+//! ([`ToLauncher::Claimed`]). It answers the spawning parent only once every
+//! node of the job said `alive`. A rank that ended before the claim reached
+//! its node — its exit reported, read but not yet reported (output still
+//! draining), or not even read yet (only the kernel knows:
+//! [`NodeEffects::has_exited`]) — makes the claim fail: the launcher drops
+//! the job and spawns again, so a child that crashed while it waited in the
+//! pool is never handed to a parent.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -11,7 +22,7 @@ use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_pmi::JobSetup;
 use dpm_proto::{LaunchJob, PmiMode, ToLauncher};
 
-use super::{Frontend, JobProcs, Launching, NodeReactor, Proc};
+use super::{topology, watch, Frontend, JobProcs, Launching, NodeReactor, Proc};
 use crate::node::{NodeEffects, PmiEnv, PreparedApp, ProcStart, ProcStarted, StartBy, StartError};
 
 impl NodeReactor {
@@ -46,7 +57,7 @@ impl NodeReactor {
         // from the PMIx library (PMIX_SERVER_SHARE_TOPOLOGY), and the export's
         // 20-45 ms of CPU would compete with the spawned child's start.
         if spec.spawner.is_some() && spec.pmi_mode != PmiMode::Pmix {
-            self.export_topology_early(fx);
+            topology::export_early(&mut self.engine, fx);
         }
         self.register_job(&spec);
         let mut entry = JobProcs { kvsname: spec.kvsname.clone(), front: Frontend::of(spec.pmi_mode), ..JobProcs::default() };
@@ -62,7 +73,7 @@ impl NodeReactor {
                 }
             }
         }
-        let watch = self.open_watch(fx, &spec).map(|(watcher, vars)| {
+        let watch = watch::open(fx, &spec).map(|(watcher, vars)| {
             entry.watch = Some(watcher);
             vars
         });
@@ -70,7 +81,7 @@ impl NodeReactor {
         fx.track_shm(job, &spec.kvsname);
         // Bound before a PMIx job's namespace is registered: it says where
         // each local rank runs (`PMIX_CPUSET`, `PMIX_LOCALITY_STRING`).
-        let bound = match self.bind_launch(fx, &spec) {
+        let bound = match self.binding.bind_launch(fx, &self.host, &spec) {
             Ok(b) => b,
             Err(error) => {
                 let rank = spec.procs.first().map_or(Rank(0), |p| p.rank);
@@ -81,7 +92,7 @@ impl NodeReactor {
             PmiMode::Pmix => {
                 let node = spec.procs.first().and_then(|p| spec.node_of.get(p.rank.0 as usize)).copied().unwrap_or(NodeId(0));
                 let places = spec.procs.iter().zip(&bound).map(|(p, b)| (p.rank.0, b.place.clone())).collect();
-                match self.pmix_register(fx, &spec, node, places) {
+                match self.pmix.register(fx, &spec, node, places) {
                     Ok(envs) => envs.into_iter(),
                     Err(error) => {
                         let rank = spec.procs.first().map_or(Rank(0), |p| p.rank);
@@ -141,8 +152,13 @@ impl NodeReactor {
 
     /// The result of a start asked through [`NodeEffects::start`].
     pub fn on_started(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, result: Result<ProcStarted, StartError>) {
+        self.start_result(fx, job, rank, result);
+        self.checked();
+    }
+
+    fn start_result(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, result: Result<ProcStarted, StartError>) {
         if result.is_err() {
-            self.release_binding(job, rank);
+            self.binding.release(job, rank);
         }
         let Some(launching) = self.jobs.get_mut(&job).and_then(|j| j.launching.as_mut()) else {
             // The job ended while it was starting: the process goes at once.
@@ -278,5 +294,21 @@ impl NodeReactor {
         }
         self.procs.insert((job, rank), Proc::new(pid as i32, Some(conn), false));
         fx.send_up(ToLauncher::Started { job, rank, pid });
+    }
+
+    pub(super) fn claim(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, preput: &[(String, String)]) {
+        // A rank whose exit was reported has left `procs`: `rank_ended` says so.
+        let reported = self.jobs.get(&job).is_some_and(|j| j.rank_ended);
+        let alive = !reported && !self.procs.iter().any(|((j, _), p)| *j == job && (p.exit.is_some() || fx.has_exited(p.pid)));
+        if alive {
+            // Moved before its ranks hear of the claim (and long before
+            // their parent is answered, which waits for `Claimed`).
+            let procs = &self.procs;
+            self.binding.rebind_claimed(fx, &self.host, job, |rank| procs.get(&(job, rank)).map(|p| p.pid));
+            self.engine.claim(job, preput);
+        } else {
+            tracing::debug!(%job, "claim of a pooled job with an ended rank: not delivered");
+        }
+        fx.send_up(ToLauncher::Claimed { job, alive });
     }
 }

@@ -2,57 +2,47 @@
 //! exported once, when a rank first asks for it (the engine's
 //! [`Effect::ExportTopology`](dpm_pmi::Effect::ExportTopology)) or when the
 //! node launches its first spawned job, whichever comes first; the asks wait
-//! for it, at most [`TOPOLOGY_WAIT`].
+//! for it, at most [`TOPOLOGY_WAIT`]. The engine keeps the export's state;
+//! these are the node's steps on it.
 
 use std::time::Duration;
 
-use super::NodeReactor;
+use dpm_pmi::Engine;
+
 use crate::node::{NodeEffects, Timer};
-use crate::topology::TopologySource;
 
 /// How long the asks wait for the export before they are answered "absent"
 /// (and MPICH discovers the topology itself). An export takes 20–45 ms of
 /// CPU; this only bounds a stuck one.
 pub const TOPOLOGY_WAIT: Duration = Duration::from_secs(5);
 
-impl NodeReactor {
-    /// Serve `PMI_hwloc_xmlfile` from `topology` (`Off`: the key stays absent).
-    pub fn serve_topology(&mut self, topology: TopologySource) {
-        if topology != TopologySource::Off {
-            self.engine.export_topology_on_demand();
-        }
+/// A spawned job came: start the export unless it is started (or there
+/// is none to make; the engine keeps that state).
+pub(super) fn export_early(engine: &mut Engine, fx: &mut (impl NodeEffects + ?Sized)) {
+    if engine.topology_export_started() {
+        start_export(fx);
     }
+}
 
-    /// A spawned job came: start the export unless it is started (or there
-    /// is none to make; the engine keeps that state).
-    pub(super) fn export_topology_early(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
-        if self.engine.topology_export_started() {
-            Self::start_export(fx);
-        }
+/// The engine asked for the export (a rank's first ask): start it.
+pub(super) fn start_export(fx: &mut (impl NodeEffects + ?Sized)) {
+    fx.export_topology();
+    fx.set_timer(TOPOLOGY_WAIT, Timer::TopologyWait);
+}
+
+/// The export ended: its file's path, or `None` if it failed.
+pub(super) fn exported(engine: &mut Engine, path: Option<&str>) {
+    match path {
+        Some(path) => engine.set_topology_file(path),
+        None => engine.topology_unavailable(),
     }
+}
 
-    /// The engine asked for the export (a rank's first ask): start it.
-    pub(super) fn start_export(fx: &mut (impl NodeEffects + ?Sized)) {
-        fx.export_topology();
-        fx.set_timer(TOPOLOGY_WAIT, Timer::TopologyWait);
-    }
-
-    /// The export ended: its file's path, or `None` if it failed.
-    pub fn on_topology(&mut self, fx: &mut (impl NodeEffects + ?Sized), path: Option<&str>) {
-        match path {
-            Some(path) => self.engine.set_topology_file(path),
-            None => self.engine.topology_unavailable(),
-        }
-        self.apply_engine(fx);
-    }
-
-    /// [`TOPOLOGY_WAIT`] after the export started: whoever still waits is
-    /// answered "absent" (a file that comes later serves later asks).
-    pub(super) fn topology_wait_over(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
-        if self.engine.topology_exporting() {
-            tracing::debug!("the topology export takes too long: its waiting asks are answered 'absent'");
-            self.engine.topology_unavailable();
-            self.apply_engine(fx);
-        }
+/// [`TOPOLOGY_WAIT`] after the export started: whoever still waits is
+/// answered "absent" (a file that comes later serves later asks).
+pub(super) fn wait_over(engine: &mut Engine) {
+    if engine.topology_exporting() {
+        tracing::debug!("the topology export takes too long: its waiting asks are answered 'absent'");
+        engine.topology_unavailable();
     }
 }

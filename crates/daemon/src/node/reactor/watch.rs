@@ -1,59 +1,54 @@
 //! A watched job's PMIx watch on this node ([`crate::pmix_watch`]): opened
 //! at its launch when it has ranks here, its connections judged by the
-//! job's [`Watcher`], the launcher told at the first of the owner's, closed
-//! when the job is forgotten.
+//! job's [`Watcher`] (kept with the job), the launcher told at the first of
+//! the owner's, closed when the job is forgotten.
 
 use dpm_kvs::JobId;
 use dpm_proto::{LaunchJob, PmiMode, ToLauncher};
 
-use super::NodeReactor;
 use crate::node::NodeEffects;
 use crate::pmix_watch::{self, Verdict, Watcher, LOGGED_REFUSALS};
 
-impl NodeReactor {
-    /// Open the job's watch if its launch asks for one (a PMI-1/2 job with
-    /// ranks here): the [`Watcher`] for its entry and the variables its
-    /// ranks get. No loopback port to be had: the job runs unwatched, said
-    /// once (as a job whose program the probe saw).
-    pub(super) fn open_watch(&self, fx: &mut (impl NodeEffects + ?Sized), spec: &LaunchJob) -> Option<(Watcher, Vec<(String, String)>)> {
-        if !spec.pmix_watch || spec.pmi_mode == PmiMode::Pmix || spec.procs.is_empty() {
-            return None;
-        }
-        match fx.open_pmix_watch(spec.job) {
-            Ok(port) => Some((Watcher::default(), pmix_watch::vars(port))),
-            Err(e) => {
-                tracing::warn!(job = %spec.job, "no PMIx watch for a program dpm cannot classify: {e}");
-                None
-            }
+/// Open the job's watch if its launch asks for one (a PMI-1/2 job with
+/// ranks here): the [`Watcher`] for its entry and the variables its
+/// ranks get. No loopback port to be had: the job runs unwatched, said
+/// once (as a job whose program the probe saw).
+pub(super) fn open(fx: &mut (impl NodeEffects + ?Sized), spec: &LaunchJob) -> Option<(Watcher, Vec<(String, String)>)> {
+    if !spec.pmix_watch || spec.pmi_mode == PmiMode::Pmix || spec.procs.is_empty() {
+        return None;
+    }
+    match fx.open_pmix_watch(spec.job) {
+        Ok(port) => Some((Watcher::default(), pmix_watch::vars(port))),
+        Err(e) => {
+            tracing::warn!(job = %spec.job, "no PMIx watch for a program dpm cannot classify: {e}");
+            None
         }
     }
+}
 
-    /// A connection on `job`'s watch; `refused`: why the kernel's word on
-    /// its owner bars it, if it does. Whether to hold it open (else the
-    /// driver closes it). The first of the owner's is reported up.
-    pub fn on_watch_connection(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, refused: Option<String>) -> bool {
-        let Some(watcher) = self.jobs.get_mut(&job).and_then(|j| j.watch.as_mut()) else { return false };
-        let verdict = watcher.on_connection(refused.is_none());
-        match verdict {
-            Verdict::Trip => {
-                tracing::debug!(%job, "an Open MPI rank connected to the PMIx watch");
-                fx.send_up(ToLauncher::WatchTripped { job });
-            }
-            Verdict::Close { log: true } => {
-                tracing::warn!(%job, "the PMIx watch closed a connection: {}", refused.unwrap_or_default());
-            }
-            Verdict::Hold | Verdict::Close { log: false } => {}
+/// A connection on `job`'s watch, judged by its `watcher`: whether to hold
+/// it open. The first of the owner's is reported up.
+pub(super) fn on_connection(fx: &mut (impl NodeEffects + ?Sized), job: JobId, watcher: &mut Watcher, refused: Option<String>) -> bool {
+    let verdict = watcher.on_connection(refused.is_none());
+    match verdict {
+        Verdict::Trip => {
+            tracing::debug!(%job, "an Open MPI rank connected to the PMIx watch");
+            fx.send_up(ToLauncher::WatchTripped { job });
         }
-        verdict.holds()
+        Verdict::Close { log: true } => {
+            tracing::warn!(%job, "the PMIx watch closed a connection: {}", refused.unwrap_or_default());
+        }
+        Verdict::Hold | Verdict::Close { log: false } => {}
     }
+    verdict.holds()
+}
 
-    /// The job is forgotten: its watch, if it had one, closes (with the
-    /// connections it holds); refusals beyond the logged ones are counted.
-    pub(super) fn close_watch(fx: &mut (impl NodeEffects + ?Sized), job: JobId, watch: Option<Watcher>) {
-        let Some(watcher) = watch else { return };
-        fx.close_pmix_watch(job);
-        if watcher.refused() > LOGGED_REFUSALS {
-            tracing::warn!(%job, "the PMIx watch closed {} connections of other users in all", watcher.refused());
-        }
+/// The job is forgotten: its watch, if it had one, closes (with the
+/// connections it holds); refusals beyond the logged ones are counted.
+pub(super) fn close(fx: &mut (impl NodeEffects + ?Sized), job: JobId, watch: Option<Watcher>) {
+    let Some(watcher) = watch else { return };
+    fx.close_pmix_watch(job);
+    if watcher.refused() > LOGGED_REFUSALS {
+        tracing::warn!(%job, "the PMIx watch closed {} connections of other users in all", watcher.refused());
     }
 }

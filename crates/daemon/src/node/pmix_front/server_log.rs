@@ -9,7 +9,7 @@
 use dpm_kvs::JobId;
 use dpm_proto::{Stream, ToLauncher};
 
-use super::NodeReactor;
+use super::PmixFront;
 use crate::node::NodeEffects;
 
 /// Server lines passed to one job's run; the rest go to dpm's log only.
@@ -18,21 +18,21 @@ pub const MAX_SERVER_LINES: u32 = 20;
 /// Bytes of one server line passed on (a longer one is cut, `…` marking it).
 pub const MAX_SERVER_LINE: usize = 1024;
 
-impl NodeReactor {
+impl PmixFront {
     /// `output` logged by `nspace` (no job's) `rank`.
-    pub(super) fn pmix_server_log(&mut self, fx: &mut (impl NodeEffects + ?Sized), nspace: &str, rank: u32, output: Vec<(Stream, Vec<u8>)>) {
-        let mut jobs: Vec<JobId> = self.pmix.jobs.keys().copied().collect();
+    pub(super) fn server_log(&mut self, fx: &mut (impl NodeEffects + ?Sized), host: &str, nspace: &str, rank: u32, output: Vec<(Stream, Vec<u8>)>) {
+        let mut jobs: Vec<JobId> = self.jobs.keys().copied().collect();
         jobs.sort_unstable();
         for (_, text) in output {
             for line in String::from_utf8_lossy(&text).lines().filter(|l| !l.trim().is_empty()) {
                 let line = cut(&dpm_pmi::sanitize::escape(line));
                 let mut told = false;
                 for &job in &jobs {
-                    let Some(j) = self.pmix.jobs.get_mut(&job) else { continue };
+                    let Some(j) = self.jobs.get_mut(&job) else { continue };
                     j.server_lines += 1;
                     let note = match j.server_lines {
-                        n if n <= MAX_SERVER_LINES => format!("dpm: PMIx server on {}: {line}", self.host),
-                        n if n == MAX_SERVER_LINES + 1 => format!("dpm: PMIx server on {}: further lines in dpm's log only", self.host),
+                        n if n <= MAX_SERVER_LINES => format!("dpm: PMIx server on {host}: {line}"),
+                        n if n == MAX_SERVER_LINES + 1 => format!("dpm: PMIx server on {host}: further lines in dpm's log only"),
                         _ => continue,
                     };
                     told = true;

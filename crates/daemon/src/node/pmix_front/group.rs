@@ -24,8 +24,8 @@
 use dpm_pmix::{PMIX_SUCCESS, RANK_WILDCARD};
 use dpm_proto::{CollectiveKind, GroupSpec};
 
-use super::{PmixAnswer, PmixRequest};
-use crate::node::reactor::NodeReactor;
+use super::{PmixAnswer, PmixFront, PmixRequest};
+use crate::node::requests::Requests;
 use crate::node::NodeEffects;
 
 /// The directives of a group construct that decide how it is served.
@@ -68,12 +68,13 @@ pub(super) fn listed(members: &[(String, u32)]) -> Vec<(String, Vec<u32>)> {
         .collect()
 }
 
-impl NodeReactor {
+impl PmixFront {
     /// Group `id`'s operation; every local member of `members` has called.
     #[allow(clippy::too_many_arguments)]
-    pub(in crate::node::reactor) fn pmix_group(
+    pub(super) fn group(
         &mut self,
         fx: &mut (impl NodeEffects + ?Sized),
+        requests: &mut Requests,
         construct: bool,
         id: String,
         members: Vec<(String, u32)>,
@@ -86,9 +87,9 @@ impl NodeReactor {
             tracing::debug!(group = %dpm_pmi::sanitize::escape(&id), construct, "PMIx group operation complete on this node");
             return fx.pmix_answer(req, PmixAnswer::Group(PMIX_SUCCESS, GroupAnswer::default()));
         }
-        let parts = self.pmix.participants(&members).unwrap_or_else(|| listed(&members));
+        let parts = self.participants(&members).unwrap_or_else(|| listed(&members));
         let group = GroupSpec { id, context_id: d.context_id };
-        self.pmix_connect(fx, &members, CollectiveKind::Group, data, parts, Some(group), req);
+        self.connect(fx, requests, &members, CollectiveKind::Group, data, parts, Some(group), req);
     }
 }
 

@@ -18,8 +18,8 @@ use dpm_kvs::NodeId;
 use dpm_pmix::{PMIX_ERROR, PMIX_SUCCESS};
 use dpm_proto::{CollectiveKind, GroupSpec, JobMap, RequestId, ToLauncher};
 
-use super::{map_spec, GroupAnswer, PmixAnswer, PmixRequest};
-use crate::node::reactor::{Asker, NodeReactor};
+use super::{map_spec, GroupAnswer, PmixAnswer, PmixFront, PmixRequest};
+use crate::node::requests::{Asker, Requests};
 use crate::node::NodeEffects;
 
 /// Another job's namespace registered here for a connect: its map, this
@@ -28,7 +28,7 @@ use crate::node::NodeEffects;
 pub(super) struct Foreign {
     pub(super) map: JobMap,
     pub(super) node: NodeId,
-    users: Vec<dpm_kvs::JobId>,
+    pub(super) users: Vec<dpm_kvs::JobId>,
 }
 
 /// A connect sent up: the upcall, whether it is a disconnect, and the
@@ -51,14 +51,15 @@ pub(super) fn failed(kind: CollectiveKind, status: i32) -> PmixAnswer {
     }
 }
 
-impl NodeReactor {
+impl PmixFront {
     /// This node's part of a collective over `procs`' namespaces (`ranks`:
     /// those taking part in part, see [`ToLauncher::Connect`]; `group`: a
     /// group construct's, whose members are `procs`).
     #[allow(clippy::too_many_arguments)]
-    pub(in crate::node::reactor) fn pmix_connect(
+    pub(super) fn connect(
         &mut self,
         fx: &mut (impl NodeEffects + ?Sized),
+        requests: &mut Requests,
         procs: &[(String, u32)],
         kind: CollectiveKind,
         data: Vec<u8>,
@@ -69,27 +70,27 @@ impl NodeReactor {
         let mut nspaces: Vec<String> = procs.iter().map(|(ns, _)| ns.clone()).collect();
         nspaces.sort_unstable();
         nspaces.dedup();
-        let Some(job) = nspaces.iter().find_map(|ns| self.pmix.by_nspace.get(ns).copied()) else {
+        let Some(job) = nspaces.iter().find_map(|ns| self.by_nspace.get(ns).copied()) else {
             tracing::warn!(?nspaces, "PMIx connect over no namespace of this node");
             return fx.pmix_answer(req, failed(kind, PMIX_ERROR));
         };
-        let request = self.new_request(Asker::Pmix);
+        let request = requests.open(Asker::Pmix);
         let members = if group.is_some() { procs.to_vec() } else { Vec::new() };
-        self.pmix.connects.insert(request, Connecting { req, kind, job, members });
+        self.connects.insert(request, Connecting { req, kind, job, members });
         fx.send_up(ToLauncher::Connect { request, job, nspaces, kind, data, ranks, group });
     }
 
-    /// The launcher's answer to [`Self::pmix_connect`].
-    pub(in crate::node::reactor) fn pmix_connect_done(
+    /// The launcher's answer to [`Self::connect`].
+    pub(in crate::node) fn connect_done(
         &mut self,
         fx: &mut (impl NodeEffects + ?Sized),
         request: RequestId,
         result: Result<(Vec<JobMap>, Vec<u8>), String>,
         context_id: Option<u64>,
     ) {
-        let Some(c) = self.pmix.connects.remove(&request) else { return };
+        let Some(c) = self.connects.remove(&request) else { return };
         let answer = match (c.kind, result) {
-            (kind @ (CollectiveKind::Connect | CollectiveKind::Group), Ok((maps, data))) => match self.pmix_register_maps(fx, c.job, &maps) {
+            (kind @ (CollectiveKind::Connect | CollectiveKind::Group), Ok((maps, data))) => match self.register_maps(fx, c.job, &maps) {
                 Ok(()) if kind == CollectiveKind::Group => PmixAnswer::Group(PMIX_SUCCESS, GroupAnswer { members: c.members, context_id, data }),
                 Ok(()) => PmixAnswer::Status(PMIX_SUCCESS),
                 Err(e) => {
@@ -108,17 +109,17 @@ impl NodeReactor {
     }
 
     /// Register the namespaces of `maps` not known here, on behalf of local `job`.
-    fn pmix_register_maps(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: dpm_kvs::JobId, maps: &[JobMap]) -> Result<(), String> {
-        let Some(node) = self.pmix.jobs.get(&job).map(|j| j.node) else { return Err("the connecting job is gone".into()) };
+    fn register_maps(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: dpm_kvs::JobId, maps: &[JobMap]) -> Result<(), String> {
+        let Some(node) = self.jobs.get(&job).map(|j| j.node) else { return Err("the connecting job is gone".into()) };
         for map in maps {
-            if self.pmix.by_nspace.contains_key(&map.kvsname) {
+            if self.by_nspace.contains_key(&map.kvsname) {
                 continue;
             }
-            if !self.pmix.foreign.contains_key(&map.kvsname) {
+            if !self.foreign.contains_key(&map.kvsname) {
                 fx.pmix_register_remote(map_spec(map, map.node_of.len() as u32, node))?;
-                self.pmix.foreign.insert(map.kvsname.clone(), Foreign { map: map.clone(), node, users: Vec::new() });
+                self.foreign.insert(map.kvsname.clone(), Foreign { map: map.clone(), node, users: Vec::new() });
             }
-            let users = &mut self.pmix.foreign.get_mut(&map.kvsname).expect("inserted above").users;
+            let users = &mut self.foreign.get_mut(&map.kvsname).expect("inserted above").users;
             if !users.contains(&job) {
                 users.push(job);
             }
@@ -128,16 +129,16 @@ impl NodeReactor {
 
     /// Local `job` is over: the other jobs' namespaces only it connected to
     /// are deregistered.
-    pub(in crate::node::reactor) fn pmix_forget_foreign(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: dpm_kvs::JobId) {
+    pub(super) fn forget_foreign(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: dpm_kvs::JobId) {
         let mut gone = Vec::new();
-        for (nspace, f) in &mut self.pmix.foreign {
+        for (nspace, f) in &mut self.foreign {
             f.users.retain(|j| *j != job);
             if f.users.is_empty() {
                 gone.push(nspace.clone());
             }
         }
         for nspace in gone {
-            self.pmix.foreign.remove(&nspace);
+            self.foreign.remove(&nspace);
             fx.pmix_forget(&nspace, &[]);
         }
     }

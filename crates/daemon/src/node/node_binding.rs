@@ -1,6 +1,9 @@
-//! Binding a launch's ranks: the node's [`Binder`] (made when a job first
-//! asks) gives each local rank its CPUs, NUMA nodes and GPUs; they are held
-//! until the rank exits or its job is forgotten. `--report-bindings` and the
+//! [`NodeBinding`]: binding a launch's ranks, a part of the node reactor
+//! that owns its state (the node's [`Binder`] and what each rank holds) and
+//! is told the rest (the host name, a claimed rank's pid). The binder, made
+//! when a job first asks, gives each local rank its CPUs, NUMA nodes and
+//! GPUs; they are held until the rank exits or its job is forgotten.
+//! `--report-bindings` and the
 //! binder's warnings go to the daemon's stderr ([`NodeEffects::binding_note`]).
 //!
 //! A warm spawn's pooled job is bound when it starts, like any spawned job,
@@ -21,7 +24,6 @@ use dpm_kvs::{JobId, Rank};
 use dpm_pmix::ProcPlace;
 use dpm_proto::LaunchJob;
 
-use super::NodeReactor;
 use crate::node::NodeEffects;
 use crate::spawn::Affinity;
 
@@ -44,18 +46,19 @@ pub(super) struct Bound {
     pub place: ProcPlace,
 }
 
-impl NodeReactor {
+impl NodeBinding {
     /// Bind the launch's local ranks (in `spec.procs` order), or say why not.
-    pub(super) fn bind_launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: &LaunchJob) -> Result<Vec<Bound>, String> {
+    /// `host`: the node's name, in reports and errors.
+    pub(super) fn bind_launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), host: &str, spec: &LaunchJob) -> Result<Vec<Bound>, String> {
         let policy = &spec.binding;
         if !policy.is_active() || spec.procs.is_empty() {
             return Ok(spec.procs.iter().map(|_| Bound { env: Vec::new(), affinity: None, place: ProcPlace::Unbound }).collect());
         }
-        let binder = match self.binding.binder.get_or_insert_with(|| fx.binder()) {
+        let binder = match self.binder.get_or_insert_with(|| fx.binder()) {
             Ok(b) => b,
-            Err(e) => return Err(format!("cannot bind ranks on {}: {e}", self.host)),
+            Err(e) => return Err(format!("cannot bind ranks on {host}: {e}")),
         };
-        let bound = binder.bind(policy, spec.procs.len(), spec.spawner.is_some()).map_err(|e| format!("cannot bind ranks on {}: {e}", self.host))?;
+        let bound = binder.bind(policy, spec.procs.len(), spec.spawner.is_some()).map_err(|e| format!("cannot bind ranks on {host}: {e}"))?;
         let park = spec.awaiting_claim && policy.membind.is_none() && policy.gpus_per_rank == 0;
         let places: Vec<ProcPlace> = bound
             .ranks
@@ -68,21 +71,21 @@ impl NodeReactor {
         let pid = std::process::id();
         // A parked job shares nothing yet: its claim warns if it must.
         for w in bound.warnings.iter().filter(|_| !park) {
-            fx.binding_note(&format!("dpm: warning: {}: job {}: {w}", self.host, spec.kvsname));
+            fx.binding_note(&format!("dpm: warning: {host}: job {}: {w}", spec.kvsname));
         }
         let mut out = Vec::with_capacity(bound.ranks.len());
         for ((p, b), place) in spec.procs.iter().zip(bound.ranks).zip(places) {
             if policy.report {
                 let who = if spec.spawner.is_some() { format!("{}.{}", spec.job.0, p.rank.0) } else { p.rank.0.to_string() };
-                fx.binding_note(&format!("[{}:{pid}] Rank {who} {}", self.host, b.report));
+                fx.binding_note(&format!("[{host}:{pid}] Rank {who} {}", b.report));
             }
             let affinity = (b.cpus.is_some() || b.mems.is_some())
                 .then(|| Affinity { cpus: b.cpus.as_ref().map(|c| c.to_mask()), mems: b.mems.as_ref().map(|m| m.to_mask()) });
             out.push(Bound { env: b.env.clone(), affinity, place });
             if park {
                 binder.release(&b);
-                self.binding.parked.entry(spec.job).or_insert_with(|| ((**policy).clone(), Vec::new())).1.push((p.rank, b));
-            } else if let Some(old) = self.binding.held.insert((spec.job, p.rank), b) {
+                self.parked.entry(spec.job).or_insert_with(|| ((**policy).clone(), Vec::new())).1.push((p.rank, b));
+            } else if let Some(old) = self.held.insert((spec.job, p.rank), b) {
                 // A rank launched twice (never by the launcher): the first goes back.
                 binder.release(&old);
             }
@@ -91,10 +94,11 @@ impl NodeReactor {
     }
 
     /// A pooled job was claimed here: bind its ranks against the ranks
-    /// live now and hold that (see the module documentation).
-    pub(super) fn rebind_claimed(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
-        let Some((policy, parked)) = self.binding.parked.remove(&job) else { return };
-        let Some(Ok(binder)) = self.binding.binder.as_mut() else { return };
+    /// live now and hold that (see the module documentation); `pid_of`:
+    /// the pid of a rank of the job, to move it.
+    pub(super) fn rebind_claimed(&mut self, fx: &mut (impl NodeEffects + ?Sized), host: &str, job: JobId, pid_of: impl Fn(Rank) -> Option<i32>) {
+        let Some((policy, parked)) = self.parked.remove(&job) else { return };
+        let Some(Ok(binder)) = self.binder.as_mut() else { return };
         let bound = match binder.bind(&policy, parked.len(), true) {
             Ok(b) => b,
             Err(e) => {
@@ -102,41 +106,56 @@ impl NodeReactor {
                 tracing::warn!(%job, "cannot bind a claimed job again: {e}");
                 for (rank, b) in parked {
                     binder.hold(&b);
-                    self.binding.held.insert((job, rank), b);
+                    self.held.insert((job, rank), b);
                 }
                 return;
             }
         };
         for w in &bound.warnings {
-            fx.binding_note(&format!("dpm: warning: {}: job {}: {w}", self.host, job.0));
+            fx.binding_note(&format!("dpm: warning: {host}: job {}: {w}", job.0));
         }
         let pid = std::process::id();
         for ((rank, old), new) in parked.into_iter().zip(bound.ranks) {
             if new.cpus != old.cpus {
-                if let (Some(cpus), Some(p)) = (&new.cpus, self.procs.get(&(job, rank))) {
-                    fx.rebind(p.pid, &cpus.to_mask());
+                if let (Some(cpus), Some(pid)) = (&new.cpus, pid_of(rank)) {
+                    fx.rebind(pid, &cpus.to_mask());
                 }
             }
             if policy.report {
-                fx.binding_note(&format!("[{}:{pid}] Rank {}.{} {} (claimed)", self.host, job.0, rank.0, new.report));
+                fx.binding_note(&format!("[{host}:{pid}] Rank {}.{} {} (claimed)", job.0, rank.0, new.report));
             }
-            self.binding.held.insert((job, rank), new);
+            self.held.insert((job, rank), new);
         }
     }
 
     /// A rank is gone (exited, or never started): its objects are free again.
-    pub(super) fn release_binding(&mut self, job: JobId, rank: Rank) {
-        if let (Some(b), Some(Ok(binder))) = (self.binding.held.remove(&(job, rank)), self.binding.binder.as_mut()) {
+    pub(super) fn release(&mut self, job: JobId, rank: Rank) {
+        if let (Some(b), Some(Ok(binder))) = (self.held.remove(&(job, rank)), self.binder.as_mut()) {
             binder.release(&b);
         }
     }
 
     /// Every rank of a forgotten job.
-    pub(super) fn release_job_bindings(&mut self, job: JobId) {
-        self.binding.parked.remove(&job);
-        let ranks: Vec<Rank> = self.binding.held.keys().filter(|(j, _)| *j == job).map(|(_, r)| *r).collect();
+    pub(super) fn release_job(&mut self, job: JobId) {
+        self.parked.remove(&job);
+        let ranks: Vec<Rank> = self.held.keys().filter(|(j, _)| *j == job).map(|(_, r)| *r).collect();
         for rank in ranks {
-            self.release_binding(job, rank);
+            self.release(job, rank);
+        }
+    }
+
+    /// Its part of the node's invariants: whatever is held or parked is a
+    /// job's of the node (`is_job`), and no rank whose exit is recorded
+    /// holds anything (`exited`).
+    pub(super) fn check(&self, is_job: impl Fn(JobId) -> bool, exited: impl Fn(JobId, Rank) -> bool) -> Result<(), String> {
+        for &(job, rank) in self.held.keys() {
+            if !is_job(job) || exited(job, rank) {
+                return Err(format!("rank {} of {job} holds a binding, its job gone or itself exited", rank.0));
+            }
+        }
+        match self.parked.keys().find(|job| !is_job(**job)) {
+            Some(job) => Err(format!("{job} parked in the binder is no job of the node")),
+            None => Ok(()),
         }
     }
 }

@@ -16,13 +16,12 @@
 
 use dpm_pmix::ffi::PMIX_ERR_TIMEOUT;
 
-use super::{PmixAnswer, PmixEvent, PmixRequest};
-use crate::node::reactor::NodeReactor;
+use super::{PmixAnswer, PmixEvent, PmixFront, PmixRequest};
 use crate::node::NodeEffects;
 
 impl PmixEvent {
     /// The request and its `PMIX_TIMEOUT`, for the requests that honour one.
-    pub(in crate::node::reactor) fn timeout(&self) -> Option<(PmixRequest, u32)> {
+    pub(super) fn timeout(&self) -> Option<(PmixRequest, u32)> {
         match self {
             PmixEvent::Fence { timeout, req, .. }
             | PmixEvent::Lookup { timeout, req, .. }
@@ -34,11 +33,11 @@ impl PmixEvent {
     }
 }
 
-impl NodeReactor {
+impl PmixFront {
     /// `req`'s `PMIX_TIMEOUT` expired: answer it `PMIX_ERR_TIMEOUT` if it
     /// still waits (see the module documentation).
-    pub(in crate::node::reactor) fn pmix_timeout(&mut self, fx: &mut (impl NodeEffects + ?Sized), req: PmixRequest) {
-        let p = &mut self.pmix;
+    pub(in crate::node) fn on_timeout(&mut self, fx: &mut (impl NodeEffects + ?Sized), req: PmixRequest) {
+        let p = self;
         let answer = if let Some(j) = p.jobs.values_mut().find(|j| j.fence == Some(req)) {
             j.fence = None;
             j.abandoned = true;

@@ -1,10 +1,15 @@
-//! The node reactor's PMIx front end (Open MPI 5): the second front end
-//! beside the PMI-1/2 [`dpm_pmi::Engine`], over the same node services — the
-//! tree's fences, the launcher's abort and exit judgement. It owns which
-//! jobs are PMIx jobs, their namespaces, and their fences in flight; the
-//! node's PMIx server itself (OpenPMIx, `dpm-pmix`) lives in the driver,
-//! which turns each library upcall into a plain [`PmixEvent`] with a
-//! [`PmixRequest`] id, and completes it when the reactor answers through
+//! [`PmixFront`], the node reactor's PMIx front end (Open MPI 5): the second
+//! front end beside the PMI-1/2 [`dpm_pmi::Engine`], over the same node
+//! services — the tree's fences, the launcher's abort and exit judgement.
+//! It owns which jobs are PMIx jobs, their namespaces, their fences, and
+//! its requests in flight (names, spawns, connects, direct modex, other
+//! jobs' namespaces); the node reactor holds it as one field and reaches
+//! none of its maps. What it uses of the node comes as a [`PmixCtx`] (the
+//! host name, the node's [`Requests`]); what of an upcall is the node's (a
+//! rank's progress, its output) it hands back ([`ForNode`]). The node's
+//! PMIx server itself (OpenPMIx, `dpm-pmix`) lives in the driver, which
+//! turns each library upcall into a plain [`PmixEvent`] with a
+//! [`PmixRequest`] id, and completes it when the front end answers through
 //! [`NodeEffects::pmix_answer`].
 //!
 //! A fence upcall is this node's part of a job-wide fence: its blob rides
@@ -35,85 +40,21 @@ use dpm_pmi::PmiState;
 use dpm_pmix::{JobSpec, ProcPlace, PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS, RANK_WILDCARD};
 use dpm_proto::{CollectiveKind, LaunchJob, Stream, ToLauncher};
 
-use super::{Asker, NodeReactor};
+use super::requests::{Asker, Requests};
 use crate::node::NodeEffects;
 
 mod connect;
+mod event;
 mod group;
 mod namespace;
 mod server_log;
 mod spawn;
 mod timeout;
+pub use event::{PmixAnswer, PmixEvent, PmixRequest};
 pub use group::{GroupAnswer, GroupDirectives};
 pub use namespace::job_spec;
 use namespace::map_spec;
 pub use spawn::PmixApp;
-
-/// One library upcall awaiting the reactor's answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PmixRequest(pub u64);
-
-/// A PMIx upcall as plain data (the driver keeps its completion handle).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PmixEvent {
-    /// A rank called `PMIx_Init`.
-    Connected { nspace: String, rank: u32, req: PmixRequest },
-    /// A rank called `PMIx_Finalize`.
-    Finalized { nspace: String, rank: u32, req: PmixRequest },
-    /// `PMIx_Abort` (`MPI_Abort`).
-    Abort { nspace: String, rank: u32, status: i32, message: String, req: PmixRequest },
-    /// `PMIx_Log` to stderr or stdout (Open MPI's help and error messages):
-    /// printed as the rank's own output. Already answered.
-    Log { nspace: String, rank: u32, output: Vec<(Stream, Vec<u8>)> },
-    /// A fence across nodes: the participants (rank [`RANK_WILDCARD`]: the
-    /// whole namespace) and this node's blob. `timeout` (here and below):
-    /// the client's `PMIX_TIMEOUT` in seconds, answered `PMIX_ERR_TIMEOUT`
-    /// when it expires first (`pmix/timeout.rs`).
-    Fence { procs: Vec<(String, u32)>, data: Vec<u8>, timeout: Option<u32>, req: PmixRequest },
-    /// A local client wants a rank's data that another node holds.
-    DirectModex { nspace: String, rank: u32, req: PmixRequest },
-    /// The local library's answer to [`NodeEffects::pmix_dmodex`] `token`.
-    DmodexAnswer { token: u64, status: i32, data: Vec<u8> },
-    /// `PMIx_Publish` (`MPI_Publish_name`): the (key, string value) pairs.
-    Publish { nspace: String, pairs: Vec<(String, String)>, req: PmixRequest },
-    /// `PMIx_Lookup` (`MPI_Lookup_name`); `wait`: `PMIX_WAIT`, answered
-    /// once the name is published.
-    Lookup { nspace: String, keys: Vec<String>, wait: bool, timeout: Option<u32>, req: PmixRequest },
-    /// `PMIx_Connect` (or `PMIx_Disconnect`) over `procs`' namespaces: every
-    /// local participant has called.
-    Connect { procs: Vec<(String, u32)>, disconnect: bool, timeout: Option<u32>, req: PmixRequest },
-    /// `PMIx_Spawn` (`MPI_Comm_spawn`) by `rank` of `nspace`.
-    Spawn { nspace: String, rank: u32, job_info: Vec<(String, String)>, apps: Vec<PmixApp>, timeout: Option<u32>, req: PmixRequest },
-    /// `PMIx_Unpublish` (`MPI_Unpublish_name`).
-    Unpublish { nspace: String, keys: Vec<String>, req: PmixRequest },
-    /// `PMIx_Group_construct` (or destruct: `construct` false) of group
-    /// `id`: every local member has called; `data`: this node's
-    /// `PMIX_GROUP_ENDPT_DATA` (`pmix/group.rs`).
-    Group { construct: bool, id: String, members: Vec<(String, u32)>, directives: GroupDirectives, data: Vec<u8>, timeout: Option<u32>, req: PmixRequest },
-}
-
-/// The answer to a [`PmixRequest`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PmixAnswer {
-    Status(i32),
-    /// A fence's or modex's status and bytes.
-    Data(i32, Vec<u8>),
-    /// A lookup's status and the (key, value) pairs found.
-    Found(i32, Vec<(String, String)>),
-    /// A spawn's status and the new namespace (empty on failure).
-    Spawned(i32, String),
-    /// A group operation's status and result.
-    Group(i32, GroupAnswer),
-}
-
-impl PmixAnswer {
-    /// The answer's status.
-    pub fn status(&self) -> i32 {
-        match self {
-            PmixAnswer::Status(s) | PmixAnswer::Data(s, _) | PmixAnswer::Found(s, _) | PmixAnswer::Spawned(s, _) | PmixAnswer::Group(s, _) => *s,
-        }
-    }
-}
 
 /// The put a node's fence blob rides under: `pmix-blob-<node>`.
 const BLOB_KEY: &str = "pmix-blob-";
@@ -130,7 +71,7 @@ struct PmixJob {
     /// The node of each rank.
     node_of: Vec<NodeId>,
     /// Progress the library reported for a rank of `ranks` before the
-    /// rank's start was recorded (see [`NodeReactor::pmix_progress`]).
+    /// rank's start was recorded (see [`ForNode::Progress`]).
     early: HashMap<u32, PmiState>,
     /// Fences completed (the epoch of the next `FenceIn`).
     epoch: u64,
@@ -232,7 +173,7 @@ pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
 
 impl PmixFront {
     /// A PMIx job is launched here with these local ranks.
-    pub(super) fn add(&mut self, job: JobId, nspace: &str, node: NodeId, node_of: Vec<NodeId>, ranks: Vec<u32>) {
+    fn add(&mut self, job: JobId, nspace: &str, node: NodeId, node_of: Vec<NodeId>, ranks: Vec<u32>) {
         self.by_nspace.insert(nspace.to_string(), job);
         self.jobs.insert(
             job,
@@ -242,7 +183,7 @@ impl PmixFront {
 
     /// Keeps `state` for `rank` of local `job` until its start is recorded;
     /// false unless the rank is one of the job's registered clients here.
-    fn note_early(&mut self, job: JobId, rank: u32, state: PmiState) -> bool {
+    pub(super) fn note_early(&mut self, job: JobId, rank: u32, state: PmiState) -> bool {
         let Some(j) = self.jobs.get_mut(&job).filter(|j| j.ranks.contains(&rank)) else { return false };
         j.early.insert(rank, state);
         true
@@ -254,7 +195,7 @@ impl PmixFront {
     }
 
     /// Forget a job: its namespace, its ranks here and a fence still waiting.
-    pub(super) fn remove(&mut self, job: JobId) -> Option<(String, Vec<u32>, Option<PmixRequest>)> {
+    fn remove(&mut self, job: JobId) -> Option<(String, Vec<u32>, Option<PmixRequest>)> {
         let j = self.jobs.remove(&job)?;
         self.by_nspace.remove(&j.nspace);
         self.dmodex.retain(|_, r| r.job != job);
@@ -310,31 +251,44 @@ fn dmodex_reply(fx: &mut (impl NodeEffects + ?Sized), get: GetRequest, value: Op
     fx.send_up(ToLauncher::Kvs { to: KvsDest::Node(get.origin), msg: KvsMsg::Reply(reply) });
 }
 
-impl NodeReactor {
-    /// An upcall of the node's PMIx server.
-    pub fn on_pmix(&mut self, fx: &mut (impl NodeEffects + ?Sized), event: PmixEvent) {
+/// What the PMIx front end uses of the node besides its own maps.
+pub(super) struct PmixCtx<'a> {
+    /// The node's host name (in the server library's lines to the runs).
+    pub host: &'a str,
+    /// The node's requests up to the launcher.
+    pub requests: &'a mut Requests,
+}
+
+/// The part of an upcall that is the node's: a rank's progress (answered
+/// by the node, which knows the rank's process) or its output.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum ForNode {
+    Progress { job: JobId, rank: Rank, state: PmiState, req: PmixRequest },
+    Output { job: JobId, rank: Rank, output: Vec<(Stream, Vec<u8>)> },
+}
+
+impl PmixFront {
+    /// An upcall of the node's PMIx server: served here, or handed back
+    /// with its job when it is the node's ([`ForNode`]).
+    pub(super) fn on_event(&mut self, fx: &mut (impl NodeEffects + ?Sized), cx: PmixCtx<'_>, event: PmixEvent) -> Option<ForNode> {
         if let Some((req, secs)) = event.timeout() {
             fx.set_timer(std::time::Duration::from_secs(secs.into()), crate::node::Timer::PmixTimeout(req));
         }
         match event {
-            PmixEvent::Connected { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Active, req),
-            PmixEvent::Finalized { nspace, rank, req } => self.pmix_progress(fx, &nspace, rank, PmiState::Finalized, req),
-            PmixEvent::Log { nspace, rank, output } => match self.pmix.by_nspace.get(&nspace) {
-                Some(&job) => {
-                    for (stream, text) in output {
-                        self.on_output(fx, job, Rank(rank), stream, text);
-                    }
-                }
-                None => self.pmix_server_log(fx, &nspace, rank, output),
+            PmixEvent::Connected { nspace, rank, req } => return self.progress(fx, &nspace, rank, PmiState::Active, req),
+            PmixEvent::Finalized { nspace, rank, req } => return self.progress(fx, &nspace, rank, PmiState::Finalized, req),
+            PmixEvent::Log { nspace, rank, output } => match self.by_nspace.get(&nspace) {
+                Some(&job) => return Some(ForNode::Output { job, rank: Rank(rank), output }),
+                None => self.server_log(fx, cx.host, &nspace, rank, output),
             },
             PmixEvent::Abort { nspace, rank, status, message, req } => {
-                match self.pmix.by_nspace.get(&nspace) {
+                match self.by_nspace.get(&nspace) {
                     Some(&job) => fx.send_up(ToLauncher::Abort { job, rank: Rank(rank), code: status, message }),
                     None => tracing::warn!(%nspace, rank, "PMIx abort from an unknown namespace"),
                 }
                 fx.pmix_answer(req, PmixAnswer::Status(PMIX_SUCCESS));
             }
-            PmixEvent::DirectModex { nspace, rank, req } => match self.pmix.rank_home(&nspace, rank) {
+            PmixEvent::DirectModex { nspace, rank, req } => match self.rank_home(&nspace, rank) {
                 Some((job, origin, owner)) => {
                     tracing::debug!(%job, rank, owner = owner.0, "PMIx direct modex: asking the rank's node");
                     let get = GetRequest { job, key: format!("{DMODEX_KEY}{rank}"), origin, id: req.0, epoch: 0, wait: false };
@@ -346,19 +300,19 @@ impl NodeReactor {
                 }
             },
             PmixEvent::DmodexAnswer { token, status, data } => {
-                if let Some(get) = self.pmix.dmodex.remove(&token) {
+                if let Some(get) = self.dmodex.remove(&token) {
                     dmodex_reply(fx, get, (status == PMIX_SUCCESS).then(|| hex(&data)));
                 }
             }
             PmixEvent::Publish { nspace, pairs, req } => match pairs.as_slice() {
                 [(service, port)] => {
                     let op = dpm_proto::NameRequest::Publish { service: service.clone(), port: port.clone() };
-                    self.pmix_name(fx, &nspace, op, req, None);
+                    self.name(fx, cx.requests, &nspace, op, req, None);
                 }
                 _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
             },
             PmixEvent::Unpublish { nspace, keys, req } => match keys.as_slice() {
-                [service] => self.pmix_name(fx, &nspace, dpm_proto::NameRequest::Unpublish { service: service.clone() }, req, None),
+                [service] => self.name(fx, cx.requests, &nspace, dpm_proto::NameRequest::Unpublish { service: service.clone() }, req, None),
                 _ => fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERR_NOT_SUPPORTED)),
             },
             PmixEvent::Lookup { nspace, keys, wait, req, .. } => match keys.as_slice() {
@@ -368,16 +322,16 @@ impl NodeReactor {
                         true => dpm_proto::NameRequest::LookupWait { service: service.clone() },
                         false => dpm_proto::NameRequest::Lookup { service: service.clone() },
                     };
-                    self.pmix_name(fx, &nspace, op, req, Some(service));
+                    self.name(fx, cx.requests, &nspace, op, req, Some(service));
                 }
                 _ => fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERR_NOT_SUPPORTED, Vec::new())),
             },
-            PmixEvent::Spawn { nspace, rank, job_info, apps, req, .. } => self.pmix_spawn(fx, &nspace, rank, &apps, &job_info, req),
+            PmixEvent::Spawn { nspace, rank, job_info, apps, req, .. } => self.spawn(fx, cx.requests, &nspace, rank, &apps, &job_info, req),
             PmixEvent::Connect { procs, disconnect, req, .. } => {
                 let kind = if disconnect { CollectiveKind::Disconnect } else { CollectiveKind::Connect };
-                self.pmix_connect(fx, &procs, kind, Vec::new(), Vec::new(), None, req)
+                self.connect(fx, cx.requests, &procs, kind, Vec::new(), Vec::new(), None, req)
             }
-            PmixEvent::Fence { procs, data, req, .. } => match self.pmix.fence_in(&procs, &data, req) {
+            PmixEvent::Fence { procs, data, req, .. } => match self.fence_in(&procs, &data, req) {
                 Ok(up) => fx.send_up(up),
                 // Several namespaces, or part of one: the launcher's
                 // collective. A namespace or rank this node does not know
@@ -385,32 +339,56 @@ impl NodeReactor {
                 // refuses it on every node alike (refused here alone, the
                 // other nodes' parts would wait for ever).
                 Err(PMIX_ERR_NOT_SUPPORTED) if !procs.is_empty() => {
-                    let parts = self.pmix.participants(&procs).unwrap_or_else(|| group::listed(&procs));
-                    self.pmix_connect(fx, &procs, CollectiveKind::Fence, data, parts, None, req)
+                    let parts = self.participants(&procs).unwrap_or_else(|| group::listed(&procs));
+                    self.connect(fx, cx.requests, &procs, CollectiveKind::Fence, data, parts, None, req)
                 }
                 Err(status) => {
                     tracing::warn!(?procs, "PMIx fence refused (a namespace or rank not known here)");
                     fx.pmix_answer(req, PmixAnswer::Data(status, Vec::new()));
                 }
             },
-            PmixEvent::Group { construct, id, members, directives, data, req, .. } => self.pmix_group(fx, construct, id, members, directives, data, req),
+            PmixEvent::Group { construct, id, members, directives, data, req, .. } => {
+                self.group(fx, cx.requests, construct, id, members, directives, data, req)
+            }
+        }
+        None
+    }
+
+    /// A rank's PMI progress (connected, finalized): the node's to record
+    /// and answer ([`ForNode::Progress`]), or refused here for a namespace
+    /// not known.
+    fn progress(&mut self, fx: &mut (impl NodeEffects + ?Sized), nspace: &str, rank: u32, state: PmiState, req: PmixRequest) -> Option<ForNode> {
+        match self.by_nspace.get(nspace) {
+            Some(&job) => Some(ForNode::Progress { job, rank: Rank(rank), state, req }),
+            None => {
+                fx.pmix_answer(req, PmixAnswer::Status(PMIX_ERROR));
+                None
+            }
         }
     }
 
     /// A name-service request up to the launcher: the run's `NameService`,
     /// shared with the PMI-1/2 jobs of the run (or boot).
-    fn pmix_name(&mut self, fx: &mut (impl NodeEffects + ?Sized), nspace: &str, op: dpm_proto::NameRequest, req: PmixRequest, key: Option<String>) {
-        let Some(&job) = self.pmix.by_nspace.get(nspace) else {
+    fn name(
+        &mut self,
+        fx: &mut (impl NodeEffects + ?Sized),
+        requests: &mut Requests,
+        nspace: &str,
+        op: dpm_proto::NameRequest,
+        req: PmixRequest,
+        key: Option<String>,
+    ) {
+        let Some(&job) = self.by_nspace.get(nspace) else {
             return fx.pmix_answer(req, PmixAnswer::Found(PMIX_ERROR, Vec::new()));
         };
-        let request = self.new_request(Asker::Pmix);
-        self.pmix.names.insert(request, (req, key));
+        let request = requests.open(Asker::Pmix);
+        self.names.insert(request, (req, key));
         fx.send_up(ToLauncher::Name { request, job, op });
     }
 
-    /// The launcher's answer to [`Self::pmix_name`].
-    pub(super) fn pmix_name_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), request: dpm_proto::RequestId, result: Result<Option<String>, String>) {
-        let Some((req, key)) = self.pmix.names.remove(&request) else { return };
+    /// The launcher's answer to [`Self::name`].
+    pub(super) fn name_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), request: dpm_proto::RequestId, result: Result<Option<String>, String>) {
+        let Some((req, key)) = self.names.remove(&request) else { return };
         let answer = match (key, result) {
             (Some(key), Ok(Some(port))) => PmixAnswer::Found(PMIX_SUCCESS, vec![(key, port)]),
             (Some(_), _) => PmixAnswer::Found(dpm_pmix::PMIX_ERR_NOT_FOUND, Vec::new()),
@@ -423,44 +401,19 @@ impl NodeReactor {
         fx.pmix_answer(req, answer);
     }
 
-    /// A rank's PMI progress as its exit is judged (connected, finalized).
-    ///
-    /// A rank may connect before its start is recorded here: a spawner
-    /// thread's answer (pid, fds) reaches this loop after the child has
-    /// exec'd, and a loaded machine lets the child get through `PMIx_Init`
-    /// first. Its progress is then kept until [`Self::started`] records the
-    /// process. Refusing it (as once) made the library close the client's
-    /// connection during its handshake: the rank fell back to a world of one
-    /// and, if spawned, had no parent (`MPI_ERR_COMM` on `parent.Barrier()`
-    /// in mpi4py's `test_spawn` under `stress-ng`, docs/pmix.md).
-    fn pmix_progress(&mut self, fx: &mut (impl NodeEffects + ?Sized), nspace: &str, rank: u32, state: PmiState, req: PmixRequest) {
-        let status = match self.pmix.by_nspace.get(nspace).copied() {
-            Some(job) => match self.procs.get_mut(&(job, Rank(rank))) {
-                Some(p) => {
-                    p.pmi = state;
-                    PMIX_SUCCESS
-                }
-                None if self.pmix.note_early(job, rank, state) => PMIX_SUCCESS,
-                None => PMIX_ERROR,
-            },
-            None => PMIX_ERROR,
-        };
-        fx.pmix_answer(req, PmixAnswer::Status(status));
-    }
-
     /// A KVS message for a PMIx job: a direct-modex request from another
     /// node, or the answer to one of ours.
-    pub(super) fn pmix_kvs(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: KvsMsg) {
+    pub(super) fn on_kvs(&mut self, fx: &mut (impl NodeEffects + ?Sized), msg: KvsMsg) {
         match msg {
             KvsMsg::Get(get) => {
                 let rank = get.key.strip_prefix(DMODEX_KEY).and_then(|r| r.parse::<u32>().ok());
-                let nspace = self.pmix.jobs.get(&get.job).map(|j| j.nspace.clone());
+                let nspace = self.jobs.get(&get.job).map(|j| j.nspace.clone());
                 let (Some(rank), Some(nspace)) = (rank, nspace) else { return dmodex_reply(fx, get, None) };
-                let token = self.pmix.next_token;
-                self.pmix.next_token += 1;
+                let token = self.next_token;
+                self.next_token += 1;
                 match fx.pmix_dmodex(&nspace, rank, token) {
                     Ok(()) => {
-                        self.pmix.dmodex.insert(token, get);
+                        self.dmodex.insert(token, get);
                     }
                     Err(e) => {
                         tracing::warn!(%nspace, rank, "direct modex: {e}");
@@ -480,15 +433,15 @@ impl NodeReactor {
     }
 
     /// `FenceDone` for a PMIx job.
-    pub(super) fn pmix_fence_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, epoch: u64, delta: &[(String, String)]) {
-        if let Some((req, answer)) = self.pmix.fence_done(job, epoch, delta) {
+    pub(super) fn on_fence_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, epoch: u64, delta: &[(String, String)]) {
+        if let Some((req, answer)) = self.fence_done(job, epoch, delta) {
             fx.pmix_answer(req, answer);
         }
     }
 
     /// A PMIx job's namespace and clients, registered before its ranks
     /// start: each local rank's variables, in launch order.
-    pub(super) fn pmix_register(
+    pub(super) fn register(
         &mut self,
         fx: &mut (impl NodeEffects + ?Sized),
         launch: &LaunchJob,
@@ -500,7 +453,7 @@ impl NodeReactor {
         let app = launch.apps.first().ok_or("a job without programs")?;
         // Known before it is registered: a failed launch is forgotten too,
         // which removes whatever the registration left.
-        self.pmix.add(launch.job, &launch.kvsname, node, launch.node_of.clone(), ranks.clone());
+        self.add(launch.job, &launch.kvsname, node, launch.node_of.clone(), ranks.clone());
         let envs = fx.pmix_register(spec, app)?;
         // The driver answers in the namespace's rank order; the launch's
         // order may differ.
@@ -509,13 +462,50 @@ impl NodeReactor {
     }
 
     /// The job is over here: deregister it and fail a fence still waiting.
-    pub(super) fn pmix_forget(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
-        let Some((nspace, ranks, fence)) = self.pmix.remove(job) else { return };
+    pub(super) fn forget(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId) {
+        let Some((nspace, ranks, fence)) = self.remove(job) else { return };
         if let Some(req) = fence {
             fx.pmix_answer(req, PmixAnswer::Data(PMIX_ERROR, Vec::new()));
         }
         fx.pmix_forget(&nspace, &ranks);
-        self.pmix_forget_foreign(fx, job);
+        self.forget_foreign(fx, job);
+    }
+
+    /// The front end's own invariants, and its part of the node's: its jobs
+    /// are jobs of the node (`is_job`), every request it waits on is open
+    /// and its own (`requests`).
+    pub(super) fn check(&self, is_job: impl Fn(JobId) -> bool, requests: &Requests) -> Result<(), String> {
+        for (job, j) in &self.jobs {
+            if !is_job(*job) {
+                return Err(format!("PMIx {job} is no job of the node"));
+            }
+            if self.by_nspace.get(&j.nspace) != Some(job) {
+                return Err(format!("PMIx {job}'s namespace does not name it"));
+            }
+            if j.early.keys().any(|r| !j.ranks.contains(r)) {
+                return Err(format!("PMIx {job} keeps progress of a rank not its own"));
+            }
+        }
+        if self.by_nspace.len() != self.jobs.len() {
+            return Err(format!("{} namespaces for {} PMIx jobs", self.by_nspace.len(), self.jobs.len()));
+        }
+        let waiting = self.names.keys().chain(self.spawns.keys()).chain(self.connects.keys()).chain(self.late_spawns.iter());
+        for id in waiting {
+            if requests.asker(*id) != Some(Asker::Pmix) {
+                return Err(format!("the PMIx front end waits on request {id:?}, which is not its open request"));
+            }
+        }
+        for (token, get) in &self.dmodex {
+            if !self.jobs.contains_key(&get.job) {
+                return Err(format!("direct modex {token} for {}, no PMIx job here", get.job));
+            }
+        }
+        for (nspace, f) in &self.foreign {
+            if f.users.is_empty() {
+                return Err(format!("foreign namespace {nspace} without users"));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -15,8 +15,8 @@ use dpm_kvs::Rank;
 use dpm_pmix::{PMIX_ERROR, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS};
 use dpm_proto::{RequestId, SpawnCommand, ToLauncher};
 
-use super::{PmixAnswer, PmixRequest};
-use crate::node::reactor::{Asker, NodeReactor};
+use super::{PmixAnswer, PmixFront, PmixRequest};
+use crate::node::requests::{Asker, Requests};
 use crate::node::NodeEffects;
 
 /// The preput key that carries the spawning rank to the child's nodes.
@@ -111,18 +111,20 @@ pub fn spawn_commands(apps: &[PmixApp], job_info: &[(String, String)]) -> Result
     Ok(commands)
 }
 
-impl NodeReactor {
+impl PmixFront {
     /// `PMIx_Spawn` by `rank` of `nspace`: up to the launcher's spawn path.
-    pub(in crate::node::reactor) fn pmix_spawn(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn spawn(
         &mut self,
         fx: &mut (impl NodeEffects + ?Sized),
+        requests: &mut Requests,
         nspace: &str,
         rank: u32,
         apps: &[PmixApp],
         job_info: &[(String, String)],
         req: PmixRequest,
     ) {
-        let Some(&job) = self.pmix.by_nspace.get(nspace) else {
+        let Some(&job) = self.by_nspace.get(nspace) else {
             return fx.pmix_answer(req, PmixAnswer::Spawned(PMIX_ERROR, String::new()));
         };
         let commands = match spawn_commands(apps, job_info) {
@@ -133,16 +135,16 @@ impl NodeReactor {
             }
         };
         tracing::debug!(%nspace, rank, ?commands, "PMIx spawn");
-        let request = self.new_request(Asker::Pmix);
-        self.pmix.spawns.insert(request, req);
+        let request = requests.open(Asker::Pmix);
+        self.spawns.insert(request, req);
         let preput = vec![(PARENT_RANK_KEY.to_string(), rank.to_string())];
         fx.send_up(ToLauncher::Spawn { request, job, rank: Rank(rank), preput, commands });
     }
 
-    /// The launcher's answer to [`Self::pmix_spawn`]: the child's namespace.
-    pub(in crate::node::reactor) fn pmix_spawn_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), request: RequestId, result: Result<String, String>) {
-        let Some(req) = self.pmix.spawns.remove(&request) else {
-            if self.pmix.late_spawns.remove(&request) {
+    /// The launcher's answer to [`Self::spawn`]: the child's namespace.
+    pub(in crate::node) fn spawn_done(&mut self, fx: &mut (impl NodeEffects + ?Sized), request: RequestId, result: Result<String, String>) {
+        let Some(req) = self.spawns.remove(&request) else {
+            if self.late_spawns.remove(&request) {
                 match result {
                     Ok(nspace) => {
                         tracing::warn!(%nspace, "a PMIx spawn answered after its PMIX_TIMEOUT: the caller got PMIX_ERR_TIMEOUT, the child job runs on")
