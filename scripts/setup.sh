@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# setup.sh - prepare a Debian 12 machine to build and test dpm.
+# setup.sh [--tests] - prepare a Debian 12 machine to build and run dpm;
+# with --tests (what scripts/test.sh runs) also what the test suite needs
+# besides: the fixtures' apt packages (Slurm, munge, sshd, iproute2, Slurm's
+# libpmi2, groff), the C test programs and the benchmark plots' matplotlib.
 #
 # Idempotent: every step first checks whether its work is already done, so a
 # second run takes a few seconds.  Steps, in order:
-#   1. apt packages (C toolchain, Python venv, Slurm's libpmi2, curl, POV-Ray)
+#   1. apt packages (C toolchain, Python venv, curl, POV-Ray; --tests: the
+#      fixtures' packages)
 #   2. Rust toolchain: rustup, else Debian's rustc as a last resort
 #   3. .venv/ with the pinned MPICH wheel (mpicc, Hydra mpiexec) and mpi4py
 #   4. .venv-ompi/ with the pinned Open MPI wheel (its own mpicc/mpirun and
@@ -13,8 +17,8 @@
 #      venv it runs in (lib/libmpi.so, Open MPI's here), so nothing is
 #      compiled; if it ever does not load Open MPI, mpi4py is built from
 #      source with the wheel's mpicc instead
-#   5. the C programs: client/ (dpm's PMI libraries), examples/, tests/programs/
-#      (and tests/programs/ompi/ with Open MPI's mpicc)
+#   5. the C programs: client/ (dpm's PMI libraries), examples/; --tests:
+#      tests/programs/ (and tests/programs/ompi/ with Open MPI's mpicc)
 #   6. cargo build --release of the workspace, the critical path: started in
 #      the background as soon as Rust and a C linker are there, so that it
 #      runs while steps 1-5 download and compile. On a machine that has both
@@ -30,12 +34,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+TESTS=
+case "${1:-}" in
+    --tests) TESTS=1 ;;
+    "") ;;
+    *) printf 'usage: %s [--tests]\n' "$0" >&2; exit 2 ;;
+esac
+
 MPICH_VERSION=5.0.2
 MPI4PY_VERSION=4.1.2    # binary wheel on PyPI for CPython 3.11; loads the libmpi of the venv it is in
-APT_PACKAGES=(build-essential python3-venv python3-dev libpmi2-0-dev pkg-config curl ca-certificates iproute2 openssh-server)
-APT_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
+APT_PACKAGES=(build-essential python3-venv python3-dev pkg-config curl ca-certificates)
 APT_PACKAGES+=(povray povray-examples)    # examples/renderfarm: the renderer and its glass chess scene
-APT_PACKAGES+=(groff-base)    # crates/dpm/tests/packaging.rs renders dpm man's page
+# Only the test suite's (--tests): 28 packages a bare Debian 12 would install
+# for them, ~25 MB, kept out of a plain set-up.
+APT_TEST_PACKAGES=(libpmi2-0-dev)    # tests/programs: Slurm's own PMI-2 client
+APT_TEST_PACKAGES+=(iproute2 openssh-server)    # tests/fixtures/netns_hosts.sh: hosts in network namespaces, reached by ssh
+APT_TEST_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
+APT_TEST_PACKAGES+=(groff-base)    # crates/dpm/tests/packaging.rs renders dpm man's page
+[ -z "$TESTS" ] || APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 # What the Rust build needs before it can start on a machine without it:
 # curl for rustup, a C compiler for rustc's linker (53 of the 177 packages a
 # bare Debian 12 installs, ~57 of ~131 MB). The rest comes while it builds.
@@ -200,9 +216,12 @@ venv_install() {
         # MPICC only matters if pip falls back to building from source.
         MPICC="$PWD/$VENV/bin/mpicc" "${pip[@]}" "mpi4py==$MPI4PY_VERSION"
     fi
-    # bench/run's plots; its modules are compiled when first imported, not
-    # all of them here (half of this install's CPU seconds)
-    [ "$(venv_version matplotlib)" = 3.11.2 ] || "${pip[@]}" --no-compile matplotlib==3.11.2
+    # bench/run's plots (crates/dpm/tests/bench_smoke.rs draws them); its
+    # modules are compiled when first imported, not all of them here (half
+    # of this install's CPU seconds)
+    if [ -n "$TESTS" ] && [ "$(venv_version matplotlib)" != 3.11.2 ]; then
+        "${pip[@]}" --no-compile matplotlib==3.11.2
+    fi
     SUMMARY+=("mpich $MPICH_VERSION + mpi4py $MPI4PY_VERSION in $VENV")
 }
 
@@ -246,9 +265,13 @@ c_programs_build() {
     local mpicc="$PWD/$VENV/bin/mpicc"
     make -s -C client      # dpm's libpmi/libpmi2 (target/client/lib); tests/programs links with them
     make -s -C examples MPICC="$mpicc"
-    make -s -C tests/programs MPICC="$mpicc"
-    make -s -C tests/programs/ompi OMPI_PREFIX="$PWD/$OMPI_VENV"   # Open MPI's mpicc (crates/pmix tests)
-    SUMMARY+=("C programs built")
+    if [ -n "$TESTS" ]; then
+        make -s -C tests/programs MPICC="$mpicc"
+        make -s -C tests/programs/ompi OMPI_PREFIX="$PWD/$OMPI_VENV"   # Open MPI's mpicc (crates/pmix tests)
+        SUMMARY+=("C programs and test programs built")
+    else
+        SUMMARY+=("C programs built")
+    fi
 }
 
 # ---- 6. Rust workspace -----------------------------------------------------

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test.sh - set the machine up (scripts/setup.sh), check that the declared
+# test.sh - set the machine up (scripts/setup.sh --tests), check that the declared
 # Rust version builds (scripts/msrv.sh), then run the whole workspace's
 # tests in release mode, every test binary even after one fails (so one
 # failure does not hide another).  Extra arguments go to cargo test,
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 timings=$(mktemp)
 trap 'rm -f "$timings"' EXIT
-./scripts/setup.sh 2>&1 | tee >(grep -E '^\[setup\] (setup done in|time:)' >>"$timings")
+./scripts/setup.sh --tests 2>&1 | tee >(grep -E '^\[setup\] (setup done in|time:)' >>"$timings")
 # setup.sh may have just installed rustup; its PATH change lives in this file.
 # shellcheck source=/dev/null
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"

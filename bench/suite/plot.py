@@ -14,7 +14,7 @@ writes, for the sets present:
   onesided_sync.png        the synchronisation-cost table (4-byte put) as bars
   onesided_bandwidth.png   put/get/accumulate bandwidth vs size per sync
   onesided_extra.png       derived datatypes, n puts vs one, overlap
-It prints the name of every file written. Needs matplotlib (scripts/setup.sh
+It prints the name of every file written. Needs matplotlib (scripts/setup.sh --tests
 puts it in .venv); renders with the Agg backend.
 """
 
