@@ -203,12 +203,8 @@ fn the_same_cpus_as_hydra() {
     let hydra = repo_root().join(".venv/bin/mpiexec.hydra");
     assert!(hydra.is_file(), "{} is missing: run ./scripts/setup.sh", hydra.display());
     for (bind, n) in [("hwthread", 2), ("core", 2), ("socket", 2), ("numa", 1), ("user:0+1,1", 3), ("none", 2)] {
-        // Hydra's mpiexec can die of SIGPIPE under load (its own race, see
-        // `common::hydra_output`): run it again, as that does.
-        let out = (0..common::HYDRA_RUNS)
-            .map(|_| std::process::Command::new(&hydra).args(["-bind-to", bind, "-n", &n.to_string(), "sh", "-c", SHOW]).output().unwrap())
-            .find(|o| std::os::unix::process::ExitStatusExt::signal(&o.status) != Some(13))
-            .expect("Hydra's mpiexec died of SIGPIPE every time");
+        // Hydra's mpiexec can die of SIGPIPE under load (its own race).
+        let out = common::hydra_rerun(|| std::process::Command::new(&hydra).args(["-bind-to", bind, "-n", &n.to_string(), "sh", "-c", SHOW]).output().unwrap());
         assert!(out.status.success(), "hydra -bind-to {bind}: {}", String::from_utf8_lossy(&out.stderr));
         let mut theirs = BTreeMap::new();
         for l in String::from_utf8_lossy(&out.stdout).lines() {

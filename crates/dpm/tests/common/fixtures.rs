@@ -34,15 +34,46 @@ pub const HYDRA_RUNS: usize = 5;
 /// (66 of 300 with a pipe), Hydra not ignoring the signal. That race is
 /// Hydra's own, not what a test comparing dpm with Hydra is about.
 pub fn hydra_output(make: impl Fn() -> Dpm) -> Output {
+    hydra_rerun(|| make().output())
+}
+
+/// `run` (a run of Hydra's mpiexec however the test starts it), run again
+/// as [`hydra_output`] does when it died of SIGPIPE.
+pub fn hydra_rerun<O: Ran>(run: impl Fn() -> O) -> O {
     const SIGPIPE: i32 = 13;
     for _ in 1..HYDRA_RUNS {
-        let out = make().output();
-        if out.status.signal() != Some(SIGPIPE) {
+        let out = run();
+        if out.exit_status().signal() != Some(SIGPIPE) {
             return out;
         }
-        eprintln!("Hydra's mpiexec died of SIGPIPE (its own race under load): running it again\n{}", out.describe());
+        eprintln!("Hydra's mpiexec died of SIGPIPE (its own race under load): running it again\n{}", out.account());
     }
-    make().output()
+    run()
+}
+
+/// What [`hydra_rerun`] reads of a finished run: the harness's [`Output`]
+/// or the standard library's.
+pub trait Ran {
+    fn exit_status(&self) -> std::process::ExitStatus;
+    fn account(&self) -> String;
+}
+
+impl Ran for Output {
+    fn exit_status(&self) -> std::process::ExitStatus {
+        self.status
+    }
+    fn account(&self) -> String {
+        self.describe()
+    }
+}
+
+impl Ran for std::process::Output {
+    fn exit_status(&self) -> std::process::ExitStatus {
+        self.status
+    }
+    fn account(&self) -> String {
+        format!("{self:?}")
+    }
 }
 
 /// A machine-wide fixture could not be built: say so loudly, and fail under
