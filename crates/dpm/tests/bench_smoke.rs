@@ -153,7 +153,7 @@ fn bench_suite_smoke_under_dpm() {
         assert!(summary.contains(heading), "summary.md lacks {heading:?}");
     }
     for png in PLOTS {
-        let data = fs::read(out.join(png)).unwrap_or_else(|e| panic!("{png} missing ({e}); is matplotlib in .venv? (scripts/setup.sh installs it)"));
+        let data = fs::read(out.join(png)).unwrap_or_else(|e| panic!("{png} missing ({e}); is matplotlib in .venv? (scripts/setup.sh --tests installs it)"));
         assert!(data.starts_with(b"\x89PNG") && data.len() > 5000, "{png} is not a real PNG");
     }
 

