@@ -302,6 +302,20 @@ pub enum ToDaemon {
     },
 }
 
+/// A rank's end, as its node saw it ([`ToLauncher::Exited`]). On the wire
+/// exactly as the fields of a struct variant would be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankExit {
+    pub job: JobId,
+    pub rank: Rank,
+    pub pid: u32,
+    pub status: ExitStatus,
+    pub pmi: PmiProgress,
+    /// When it was reaped, in µs since the Unix epoch (the node's clock),
+    /// so the launcher can tell which of several failures came first.
+    pub at: u64,
+}
+
 /// Daemon → launcher.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ToLauncher {
@@ -324,16 +338,7 @@ pub enum ToLauncher {
         data: Vec<u8>,
     },
     /// A rank ended; its output and PMI traffic have been forwarded before this.
-    /// `at`: when it was reaped, in µs since the Unix epoch (the node's clock),
-    /// so the launcher can tell which of several failures came first.
-    Exited {
-        job: JobId,
-        rank: Rank,
-        pid: u32,
-        status: ExitStatus,
-        pmi: PmiProgress,
-        at: u64,
-    },
+    Exited(RankExit),
     FenceIn {
         job: JobId,
         epoch: u64,
@@ -429,7 +434,7 @@ impl ToLauncher {
             ToLauncher::Started { job, .. }
             | ToLauncher::LaunchFailed { job, .. }
             | ToLauncher::Output { job, .. }
-            | ToLauncher::Exited { job, .. }
+            | ToLauncher::Exited(RankExit { job, .. })
             | ToLauncher::FenceIn { job, .. }
             | ToLauncher::RingIn { job, .. }
             | ToLauncher::Abort { job, .. }

@@ -164,6 +164,26 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_exit_is_the_struct_variant_s_fields_on_the_wire() {
+        use crate::{ExitStatus, PmiProgress, RankExit, ToLauncher};
+        use dpm_kvs::Rank;
+        // `Exited` carried its fields inline before it carried a `RankExit`:
+        // the bytes are those of the inline fields, in the same order.
+        #[derive(serde::Serialize)]
+        enum Inline {
+            _Started,
+            _LaunchFailed,
+            _Output,
+            Exited { job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64 },
+        }
+        let exit = RankExit { job: JobId(2), rank: Rank(5), pid: 4242, status: ExitStatus::Signal(9), pmi: PmiProgress::Finalized, at: 1 << 40 };
+        let bytes = postcard::to_allocvec(&ToLauncher::Exited(exit)).unwrap();
+        let inline = Inline::Exited { job: exit.job, rank: exit.rank, pid: exit.pid, status: exit.status, pmi: exit.pmi, at: exit.at };
+        assert_eq!(bytes, postcard::to_allocvec(&inline).unwrap());
+        assert!(matches!(postcard::from_bytes(&bytes).unwrap(), ToLauncher::Exited(back) if back == exit));
+    }
+
+    #[test]
     fn a_descriptor_does_not_cross_a_process_boundary() {
         let (fd, _other) = std::os::unix::net::UnixStream::pair().unwrap();
         let fd = InProcessFd::new(fd.into());

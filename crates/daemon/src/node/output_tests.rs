@@ -95,7 +95,7 @@ fn held_lines_go_up_when_the_stream_closes_and_before_the_exit() {
     r.on_exited(&mut fx, J, Rank(0), ExitStatus::Code(0), 1);
     r.on_timer(&mut fx, Timer::DrainGrace { job: J, rank: Rank(0) });
     let ups = fx.take_up();
-    assert!(matches!(&ups[..], [ToLauncher::Output { data, stream: Stream::Stderr, .. }, ToLauncher::Exited { .. }] if data == b"err"), "{ups:?}");
+    assert!(matches!(&ups[..], [ToLauncher::Output { data, stream: Stream::Stderr, .. }, ToLauncher::Exited(_)] if data == b"err"), "{ups:?}");
 }
 
 #[test]

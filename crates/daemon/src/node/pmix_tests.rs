@@ -277,7 +277,7 @@ fn a_group_destruct_and_a_construct_without_id_or_barrier_complete_on_the_node()
 /// refused.
 #[test]
 fn a_rank_that_connects_before_its_start_is_recorded_is_served() {
-    use dpm_proto::{ExitStatus, PmiProgress, Stream};
+    use dpm_proto::{ExitStatus, PmiProgress, RankExit, Stream};
     let (mut r, mut fx) = node();
     fx.serve_pmix = true;
     r.on_message(&mut fx, ToDaemon::Launch(launch(2, 2, PmiMode::Pmix)));
@@ -299,7 +299,7 @@ fn a_rank_that_connects_before_its_start_is_recorded_is_served() {
         r.on_output_closed(&mut fx, J, Rank(rank), Stream::Stderr);
     }
     let exits: Vec<(Rank, PmiProgress)> =
-        fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited { rank, pmi, .. } = m { Some((rank, pmi)) } else { None }).collect();
+        fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited(RankExit { rank, pmi, .. }) = m { Some((rank, pmi)) } else { None }).collect();
     assert_eq!(exits, vec![(Rank(0), PmiProgress::Finalized), (Rank(1), PmiProgress::Active)]);
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::{ConnId, Effect, Engine, PmiState};
 use dpm_pmix::{PMIX_ERROR, PMIX_SUCCESS};
-use dpm_proto::{ExitStatus, NameRequest, PmiMode, PmiProgress, SpawnCommand, Stream, ToDaemon, ToLauncher};
+use dpm_proto::{ExitStatus, NameRequest, PmiMode, PmiProgress, RankExit, SpawnCommand, Stream, ToDaemon, ToLauncher};
 
 use super::node_binding::NodeBinding;
 use super::output::OutputFlow;
@@ -441,7 +441,7 @@ impl NodeReactor {
             PmiState::Active => PmiProgress::Active,
             PmiState::Finalized => PmiProgress::Finalized,
         };
-        fx.send_up(ToLauncher::Exited { job, rank, pid: proc.pid as u32, status, pmi, at });
+        fx.send_up(ToLauncher::Exited(RankExit { job, rank, pid: proc.pid as u32, status, pmi, at }));
     }
 
     fn signal_job(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, signal: i32) {

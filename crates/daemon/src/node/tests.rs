@@ -3,7 +3,7 @@
 
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 use dpm_pmi::ConnId;
-use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, Stream, ToDaemon, ToLauncher};
+use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, RankExit, Stream, ToDaemon, ToLauncher};
 
 use super::recorder::{Recorded, RecordingEffects, FIRST_PID};
 use super::*;
@@ -150,7 +150,7 @@ fn a_fence_goes_up_once_for_the_node_and_its_completion_releases_every_rank() {
 }
 
 fn exited(fx: &mut RecordingEffects) -> Vec<(Rank, ExitStatus, PmiProgress)> {
-    fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited { rank, status, pmi, .. } = m { Some((rank, status, pmi)) } else { None }).collect()
+    fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited(RankExit { rank, status, pmi, .. }) = m { Some((rank, status, pmi)) } else { None }).collect()
 }
 
 #[test]
@@ -169,7 +169,7 @@ fn an_exit_is_reported_only_after_its_pmi_connection_and_output_closed() {
     r.on_pmi_closed(&mut fx, c[0]);
     let ups = fx.take_up();
     assert!(
-        matches!(&ups[..], [ToLauncher::Exited { job: J, rank: Rank(0), pid, status: ExitStatus::Code(0), pmi: PmiProgress::Finalized, at: 42 }] if *pid == FIRST_PID as u32),
+        matches!(&ups[..], [ToLauncher::Exited(RankExit { job: J, rank: Rank(0), pid, status: ExitStatus::Code(0), pmi: PmiProgress::Finalized, at: 42 })] if *pid == FIRST_PID as u32),
         "{ups:?}"
     );
     // The grace timer firing later changes nothing.

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_proto::{ExitStatus, JobMap, PmiProgress, ToDaemon, OUTPUT_ACK_STEP};
+use dpm_proto::{ExitStatus, JobMap, PmiProgress, RankExit, ToDaemon, OUTPUT_ACK_STEP};
 
 use super::job::{serve_fence, Job, RankEnd};
 use super::{signal_name, FailurePolicy, RunEffects, Verdict};
@@ -204,21 +204,10 @@ impl Jobs {
         }
     }
 
-    /// Rank `rank` of `job` (not a claimed pooled job) ended: judged under
+    /// A rank of a job (not a claimed pooled job) ended: judged under
     /// `policy`, a failure recorded in `verdict`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn exited(
-        &mut self,
-        fx: &mut dyn RunEffects,
-        verdict: &mut Verdict,
-        policy: FailurePolicy,
-        job: JobId,
-        rank: Rank,
-        pid: u32,
-        status: ExitStatus,
-        pmi: PmiProgress,
-        at: u64,
-    ) {
+    pub(super) fn exited(&mut self, fx: &mut dyn RunEffects, verdict: &mut Verdict, policy: FailurePolicy, exit: RankExit) {
+        let RankExit { job, rank, pid, status, pmi, at } = exit;
         let host = self.host(fx, job, rank);
         let interrupted = verdict.interrupted.is_some() || verdict.timed_out;
         let Some(j) = self.map.get_mut(&job) else { return };

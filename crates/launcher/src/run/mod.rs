@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::link::InProcessFd;
-use dpm_proto::{ExitStatus, LaunchJob, PmiProgress, RequestId, ToDaemon, ToLauncher};
+use dpm_proto::{LaunchJob, RankExit, RequestId, ToDaemon, ToLauncher};
 
 use crate::kvs_root::KvsRoot;
 use crate::node_table::{NodeState, Reservation};
@@ -202,7 +202,7 @@ impl Run {
                 Output::Held => {}
                 Output::TooMuch => self.warm_drop(fx, job, Some(&format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim"))),
             },
-            ToLauncher::Exited { job, rank, pid, status, pmi, at } => self.exited(fx, job, rank, pid, status, pmi, at),
+            ToLauncher::Exited(exit) => self.exited(fx, exit),
             ToLauncher::FenceIn { job, epoch, count, puts } => self.jobs.fence_in(fx, &mut self.kvs, job, epoch, count, puts),
             ToLauncher::RingIn { job, seq, segment } => {
                 let out = self.kvs.ring_in(job, node, seq, segment);
@@ -264,13 +264,13 @@ impl Run {
         self.check_done(fx, job);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn exited(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, pid: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
+    fn exited(&mut self, fx: &mut dyn RunEffects, exit: RankExit) {
+        let RankExit { job, rank, status, .. } = exit;
         if self.warm_ended(fx, job, rank, &format!("ended ({status:?})"), true) {
             return;
         }
         fx.flush_output(job, rank);
-        self.jobs.exited(fx, &mut self.verdict, self.policy, job, rank, pid, status, pmi, at);
+        self.jobs.exited(fx, &mut self.verdict, self.policy, exit);
         self.check_done(fx, job);
     }
 

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
+use dpm_proto::{LaunchJob, RankExit, Stream, ToDaemon, ToLauncher};
 
 use super::job::{Job, RankEnd};
 use super::warm::Shape;
@@ -292,7 +292,7 @@ impl Pool {
         let Some(job) = msg.job() else { return };
         if let Some(j) = self.dying.get_mut(&job) {
             match msg {
-                ToLauncher::Exited { rank, .. } => j.end_rank(rank.0 as usize, RankEnd::Terminated),
+                ToLauncher::Exited(RankExit { rank, .. }) => j.end_rank(rank.0 as usize, RankEnd::Terminated),
                 ToLauncher::LaunchFailed { .. } => j.end_unstarted(),
                 ToLauncher::Started { rank, pid, .. } => drop(j.started(rank, pid)),
                 other => answer_unserved(fx, node, other),
@@ -301,7 +301,7 @@ impl Pool {
         }
         let Some((_, k)) = self.jobs.iter_mut().find(|(j, _)| *j == job) else { return };
         // Its end is heard again as a dying job's.
-        let end = matches!(msg, ToLauncher::Exited { .. } | ToLauncher::LaunchFailed { .. }).then(|| msg.clone());
+        let end = matches!(msg, ToLauncher::Exited(_) | ToLauncher::LaunchFailed { .. }).then(|| msg.clone());
         let why = match msg {
             ToLauncher::Started { rank, pid, .. } => return drop(k.job.started(rank, pid)),
             ToLauncher::FenceIn { epoch, count, puts, .. } => {
@@ -317,7 +317,7 @@ impl Pool {
                 }
                 format!("it wrote more than {MAX_HELD_OUTPUT} bytes before a claim")
             }
-            ToLauncher::Exited { rank, status, .. } => format!("rank {} ended ({status:?}) before a claim", rank.0),
+            ToLauncher::Exited(RankExit { rank, status, .. }) => format!("rank {} ended ({status:?}) before a claim", rank.0),
             ToLauncher::LaunchFailed { rank, error, .. } => {
                 format!("rank {} could not be started ({}) before a claim", rank.0, dpm_pmi::sanitize::escape(&error))
             }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, RequestId, SpawnCommand, ToDaemon, ToLauncher};
+use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, ProcSpec, RankExit, RequestId, SpawnCommand, ToDaemon, ToLauncher};
 
 use super::jobs::rank_ranges;
 use super::*;
@@ -68,7 +68,7 @@ fn started(run: &mut Run, rec: &mut Recorder, node_of: &[usize]) -> JobId {
 #[allow(clippy::too_many_arguments)]
 fn exit(run: &mut Run, rec: &mut Recorder, node: usize, job: JobId, rank: u32, status: ExitStatus, pmi: PmiProgress, at: u64) {
     let pid = 100 * (job.0 + 1) + rank;
-    deliver(run, rec, node, ToLauncher::Exited { job, rank: Rank(rank), pid, status, pmi, at });
+    deliver(run, rec, node, ToLauncher::Exited(RankExit { job, rank: Rank(rank), pid, status, pmi, at }));
 }
 
 /// A message from `node` for the launcher, routed as `controller::dispatch`
@@ -562,7 +562,7 @@ fn written_output_is_acknowledged_to_its_node_in_steps_until_the_job_ends() {
     // Once the job has ended, its nodes forgot it: no more credit.
     run.on_signal(&mut rec, libc::SIGKILL);
     for (node, rank) in [(0, 0), (1, 1)] {
-        let exited = ToLauncher::Exited { job: j, rank: Rank(rank), pid: 1, status: ExitStatus::Signal(9), pmi: PmiProgress::Active, at: 1 };
+        let exited = ToLauncher::Exited(RankExit { job: j, rank: Rank(rank), pid: 1, status: ExitStatus::Signal(9), pmi: PmiProgress::Active, at: 1 });
         run.on_message(&mut rec, NodeId(node), exited);
     }
     assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Forget { .. })), "the job ended");

@@ -159,7 +159,7 @@ fn kept_jobs_are_bounded_per_shape_and_killed_after_their_idle_time() {
     assert_eq!(again, None, "nothing left to wake for");
     assert_eq!(rec.shared.nodes.live(), 0, "its slot is free at once");
     assert!(rec.shared.pool.holds(pooled[0]), "dying: its end is still to come");
-    let exited = ToLauncher::Exited { job: pooled[0], rank: Rank(0), pid: 1, status: ExitStatus::Signal(9), pmi: DONE, at: LATER };
+    let exited = ToLauncher::Exited(RankExit { job: pooled[0], rank: Rank(0), pid: 1, status: ExitStatus::Signal(9), pmi: DONE, at: LATER });
     let out = to_pool(&mut rec, 0, exited);
     assert!(matches!(out.as_slice(), [(_, ToDaemon::Forget { job })] if *job == pooled[0]), "{out:?}");
     assert!(rec.shared.pool.is_empty());
@@ -168,7 +168,7 @@ fn kept_jobs_are_bounded_per_shape_and_killed_after_their_idle_time() {
 #[test]
 fn a_kept_job_that_ends_is_forgotten_and_one_whose_slots_are_needed_is_killed() {
     let (_, mut rec, pooled) = first_run_kept();
-    let exited = ToLauncher::Exited { job: pooled, rank: Rank(0), pid: 1, status: ExitStatus::Code(3), pmi: DONE, at: LATER };
+    let exited = ToLauncher::Exited(RankExit { job: pooled, rank: Rank(0), pid: 1, status: ExitStatus::Code(3), pmi: DONE, at: LATER });
     let out = to_pool(&mut rec, 0, exited);
     assert!(out.iter().any(|(_, m)| matches!(m, ToDaemon::Forget { .. })), "{out:?}");
     assert!(rec.shared.pool.is_empty());

@@ -92,7 +92,7 @@ pub(super) fn claimed(run: &mut Run, rec: &mut Recorder, job: JobId, alive: bool
 pub(super) fn ended(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32, status: ExitStatus) {
     for r in 0..n {
         let pid = 300 + 10 * job.0 + r;
-        deliver(run, rec, 0, ToLauncher::Exited { job, rank: Rank(r), pid, status, pmi: DONE, at: LATER });
+        deliver(run, rec, 0, ToLauncher::Exited(RankExit { job, rank: Rank(r), pid, status, pmi: DONE, at: LATER }));
     }
 }
 
