@@ -1,8 +1,8 @@
-//! dpm installed the ways users install things (README, "Install"):
+//! dpm installed the ways users install things (README, "Install"; docs/reference.md):
 //!
 //! - `dpm --version` names the commit and the build date; `dpm man` is the
 //!   manual page, generated from the option table, and renders cleanly;
-//! - `cargo install --path crates/dpm` into a scratch root gives a binary
+//! - `cargo install --locked --path crates/dpm` into a scratch root gives a binary
 //!   that needs nothing of the tree: run in a private mount namespace with
 //!   the tree's sources and build outputs hidden (empty tmpfs over
 //!   `crates/`, `bench/`, `target/`), it runs MPICH's hello and `dpm model`

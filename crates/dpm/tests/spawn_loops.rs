@@ -100,7 +100,7 @@ fn every_rank_leads_its_own_session() {
 
 #[test]
 fn rank_session_group_makes_each_rank_lead_a_group_in_dpms_session() {
-    // `DPM_RANK_SESSION=group` (README, "Troubleshooting"): the same group per
+    // `DPM_RANK_SESSION=group` (docs/guide.md, "Troubleshooting"): the same group per
     // rank, no session of its own; the ranks' session is dpm's.
     let script = "read pid comm state ppid pgrp sid rest < /proc/self/stat; echo \"pgrp=$((pgrp == pid)) sid=$((sid == pid)) $sid\"";
     let dpm = Dpm::run(["-n", "3", "/bin/sh", "-c", script]).env("DPM_RANK_SESSION", "group");

@@ -146,7 +146,7 @@ struct ChildSetup<'a> {
 }
 
 /// The session layout (`bench/startup/sessions`, docs/benchmarks.md "Session
-/// layout: results", README "Troubleshooting"):
+/// layout: results", docs/guide.md "Troubleshooting"):
 /// `DPM_RANK_SESSION=group` in the environment of the process that runs the
 /// node makes each rank that would found a session of its own lead only a
 /// process group of its own, in the node's session (the same groups, so the

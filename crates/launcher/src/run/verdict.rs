@@ -1,5 +1,5 @@
 //! How a run ends: the failure policy, the first failure, and the exit
-//! status with its summary line (README "Exit status").
+//! status with its summary line (docs/guide.md, "Exit status").
 //!
 //! - The first failure decides; an earlier exit (by the nodes' clocks)
 //!   replaces a later one read first; an `MPI_Abort` replaces any failure

@@ -1,5 +1,5 @@
 //! The run reactor under a recorder and a virtual clock: the exit-status
-//! rules of README "Exit status" and `crates/dpm/tests/failures.rs`, the
+//! rules of docs/guide.md "Exit status" and `crates/dpm/tests/failures.rs`, the
 //! failure policy, fences, spawns, lost nodes and the defects fixed here.
 
 use std::time::Duration;
