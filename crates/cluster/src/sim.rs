@@ -15,9 +15,13 @@
 //!   launcher's own task (no start). Booted: the daemons are up; the run's
 //!   client link costs `link_auth`.
 //! - each frame on a link: `link_hop`, plus `link_byte` per byte queued on
-//!   the sender's NIC, plus the receiver's daemon CPU (`frame_cpu`, else
-//!   `fence_per_node`: the per-node slope of a fence is the launcher taking
-//!   one more frame);
+//!   the sender's NIC, plus the receiver's thread ([`frame_cost`]: on
+//!   dedicated nodes `frame_cpu`, the launcher thread's measured CPU per
+//!   frame; on one host, and without it, `fence_per_node`: the per-node
+//!   slope of a fence is the launcher taking one more frame, waking on
+//!   shared cores). Each rank's start and end are one frame each to the
+//!   launcher, unmerged: at scale the launcher's serial `frame_cpu` per
+//!   rank is the exit phase;
 //! - each PMI request: `pmi_local_request` of the daemon's CPU (a remote
 //!   get is built from frames; `pmi_remote_get` stays for validation), and
 //!   the rest of its `cpu_us` (the host's CPU per get) on a core for the
@@ -224,10 +228,22 @@ pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
         pmi_serve: cal.required("pmi_local_request"),
         // The host's CPU per get beyond the daemon's service: the client's.
         pmi_client: cal.field("pmi_local_request", "cpu_us").map_or(Duration::ZERO, |all| all.saturating_sub(cal.required("pmi_local_request"))),
-        frame_cpu: cal.get("frame_cpu").unwrap_or_else(|| cal.required("fence_per_node")),
+        frame_cpu: frame_cost(cal, one_host),
         spawn_delay: cal.required("spawn_base"),
         cores,
         one_host,
+    }
+}
+
+/// What one frame costs its receiver (a daemon relaying it, the launcher
+/// taking it). On one host, a wake-up on cores every other daemon and rank
+/// takes: the fence's wall per node (`fence_per_node`) measures that. On a
+/// dedicated node, the thread's CPU (`frame_cpu`: the launcher thread's
+/// CPU per frame, `bench/model/frame_cpu`), the fence's slope without one.
+pub fn frame_cost(cal: &Calibration, one_host: bool) -> Duration {
+    match cal.get("frame_cpu") {
+        Some(cpu) if !one_host => cpu,
+        _ => cal.required("fence_per_node"),
     }
 }
 
