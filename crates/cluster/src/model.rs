@@ -339,6 +339,33 @@ pub fn answer(cal: &Calibration, q: &Query) -> Result<Answer, SimError> {
     })
 }
 
+/// The fan-out `dpm run` takes when the user gave none: the one the model
+/// predicts fastest for `sc`'s size and bootstrap (its design and fan-out
+/// ignored), unless `default`'s prediction is within the model's error of
+/// it ([`MODEL_ERROR`]): then the default. Cheap enough for every run of
+/// several nodes: above a few nodes the search extrapolates from flat trees
+/// of at most 4 nodes ([`predict_with`]), simulated once, and a fan-out only
+/// changes the bootstrap and the tree's depth. The line says why.
+pub fn choose_fanout(cal: &Calibration, sc: &Scenario, default: usize) -> Result<(usize, String), SimError> {
+    let mut sims = Sims::default();
+    let limit = sc.ppn as usize * 4;
+    let mut fans = fanouts(sc.nodes);
+    if !fans.contains(&default) {
+        fans.push(default);
+    }
+    let mut predicted = Vec::new();
+    for &fanout in &fans {
+        predicted.push((fanout, predict_with(&mut sims, cal, &Scenario { fanout, ..sc.clone() }, limit)?.startup_s));
+    }
+    let (fast, fast_s) = predicted.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0))).expect("at least one fan-out");
+    let default_s = predicted.iter().find(|p| p.0 == default).map_or(f64::INFINITY, |p| p.1);
+    let size = format!("{} nodes x {} ranks, {}", sc.nodes, sc.ppn, sc.bootstrap.name());
+    if default_s <= fast_s * (1.0 + MODEL_ERROR) {
+        return Ok((default, format!("tree fan-out {default} (the default): the model predicts {default_s:.3} s for {size}, within its ±{:.0} % of the fastest (fan-out {fast}, {fast_s:.3} s)", MODEL_ERROR * 100.0)));
+    }
+    Ok((fast, format!("tree fan-out {fast} chosen by the model: {fast_s:.3} s predicted for {size}, against {default_s:.3} s with the default {default} (beyond its ±{:.0} %)", MODEL_ERROR * 100.0)))
+}
+
 /// The answer for people.
 pub fn render(a: &Answer) -> String {
     let mut s = format!(

@@ -134,3 +134,47 @@ fn a_best_is_named_only_beyond_the_models_error() {
         assert_eq!(within, listed, "{} {}: {} s against the fastest {fastest} s", c.kvs, c.fanout, c.startup_s);
     }
 }
+
+#[test]
+fn dpm_runs_own_start_and_end_make_the_one_client_run_what_the_calibration_measured() {
+    // The calibration's whole run of one raw PMI client is predicted as
+    // measured: dpm's own start and end (`run_fixed`) are the rest.
+    let cal = built_in();
+    let whole = cal.field("pmi_client_start", "wall_one_us").unwrap();
+    let one = Scenario { fanout: 1, workload: Workload::PmiNeighbours, cores: cal.machine.cpus as usize, one_host: true, ..scenario(1, 1, Bootstrap::Fork) };
+    let t = dpm_cluster::sim::simulate(&cal, &one).unwrap();
+    assert!(t.total.abs_diff(whole) < std::time::Duration::from_micros(2), "{:?} against {whole:?}", t.total);
+    let fixed = dpm_cluster::sim::run_fixed(&cal);
+    assert!(fixed > std::time::Duration::ZERO && fixed < whole, "{fixed:?}");
+    assert_eq!(t.phases[0], ("bootstrap", fixed), "one forked node: the bootstrap is dpm's own start");
+    // Every scenario's bootstrap carries it.
+    let booted = Scenario { booted: true, ..scenario(8, 4, Bootstrap::Ssh) };
+    assert_eq!(dpm_cluster::sim::boot_time(&cal, &booted).unwrap(), fixed + cal.get("link_auth").unwrap());
+    // Without the one-client run measured, nothing is added.
+    let mut bare = Calibration::sample();
+    if let Some(c) = bare.costs.get_mut("pmi_client_start") {
+        c.extra.remove("wall_one_us");
+    }
+    assert_eq!(dpm_cluster::sim::run_fixed(&bare), std::time::Duration::ZERO);
+}
+
+#[test]
+fn the_model_chooses_a_fanout_only_beyond_its_error() {
+    let cal = built_in();
+    // Over ssh a parent starts its children one after another: at 256
+    // nodes a flat-ish tree of 32 is slower than 4 by far more than 10 %.
+    let ssh = Scenario { ppn: 16, ..scenario(256, 16, Bootstrap::Ssh) };
+    let (k, why) = dpm_cluster::model::choose_fanout(&cal, &ssh, 32).unwrap();
+    assert_eq!(k, 4, "{why}");
+    assert!(why.contains("chosen by the model") && why.contains("with the default 32"), "{why}");
+    // Its prediction is the search's: every other fan-out is slower.
+    let a = answer(&cal, &Query { scenario: ssh.clone(), kvs: Some(KvsDesign::Auto), fanout: None, limit: 64 }).unwrap();
+    assert_eq!((a.best.fanout, a.best.clear), (4, true));
+    // Virtual nodes of this 2-core host: the fan-outs tie, the default stays.
+    for nodes in [2, 4, 16, 64] {
+        let fork = Scenario { cores: 2, one_host: true, ..scenario(nodes, 4, Bootstrap::Fork) };
+        let (k, why) = dpm_cluster::model::choose_fanout(&cal, &fork, 32).unwrap();
+        assert_eq!(k, 32, "{nodes} virtual nodes: {why}");
+        assert!(why.contains("(the default)") && why.contains("within its ±10 %"), "{why}");
+    }
+}

@@ -91,3 +91,22 @@ fn the_text_answer_names_the_method_and_the_best() {
     out.assert_stdout_contains("best: --kvs allgather --tree-fanout 4 (");
     out.assert_stdout_contains("every other is slower by more than the model's ±10 %");
 }
+
+/// `dpm run` without a fan-out asks the model and says why under `-v`; a
+/// given fan-out is not questioned.
+#[test]
+fn a_run_without_a_fanout_takes_the_models_and_says_why_under_v() {
+    let out = Dpm::run(["-v", "--virtual-nodes", "4", "-ppn", "1", "-n", "4", "true"]).output();
+    out.assert_success();
+    let why: Vec<String> = out.err_lines().into_iter().filter(|l| l.contains("tree fan-out")).collect();
+    assert_eq!(why.len(), 1, "{}", out.describe());
+    // Four virtual nodes of this host: the fan-outs tie, the default stays.
+    assert!(why[0].contains("tree fan-out 32 (the default): the model predicts") && why[0].contains("4 nodes x 1 ranks, fork"), "{why:?}");
+    let given = Dpm::run(["-v", "--virtual-nodes", "4", "--tree-fanout", "2", "-ppn", "1", "-n", "4", "true"]).output();
+    given.assert_success();
+    assert!(!given.stderr_str().contains("tree fan-out"), "{}", given.describe());
+    // One node has no tree: nothing to ask.
+    let one = Dpm::run(["-v", "-n", "2", "true"]).output();
+    one.assert_success();
+    assert!(!one.stderr_str().contains("tree fan-out"), "{}", one.describe());
+}
