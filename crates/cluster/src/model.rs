@@ -23,7 +23,7 @@ use dpm_kvs::KvsDesign;
 use serde::Serialize;
 
 use crate::calibration::Calibration;
-use crate::sim::{boot_time, frame_cost, simulate, Outcome, Scenario, SimError, Workload, MAX_RANKS, MAX_RANKS_ALL};
+use crate::sim::{frame_cost, run, run_fixed, tree_up, Outcome, Scenario, SimError, Workload, MAX_RANKS, MAX_RANKS_ALL};
 
 /// Full simulation up to this many ranks by default. Measured here
 /// (`examples/simspeed`, `hello`, ssh, auto, fan-out 32): 1,024 ranks
@@ -114,6 +114,8 @@ pub fn fanouts(nodes: usize) -> Vec<usize> {
 #[derive(Default)]
 pub struct Sims {
     done: HashMap<SimKey, Outcome>,
+    /// `dpm run`'s own start and end ([`run_fixed`]), once.
+    fixed: Option<Duration>,
 }
 
 type SimKey = (KvsDesign, usize, usize, u32, &'static str, bool, &'static str, usize, bool);
@@ -124,9 +126,18 @@ impl Sims {
         if let Some(o) = self.done.get(&key) {
             return Ok(o.clone());
         }
-        let o = simulate(cal, sc)?;
+        let o = run(cal, sc, self.fixed(cal))?;
         self.done.insert(key, o.clone());
         Ok(o)
+    }
+
+    fn fixed(&mut self, cal: &Calibration) -> Duration {
+        *self.fixed.get_or_insert_with(|| run_fixed(cal))
+    }
+
+    /// [`crate::sim::boot_time`], `dpm run`'s own start computed once.
+    fn boot_time(&mut self, cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError> {
+        Ok(self.fixed(cal) + tree_up(cal, sc)?)
     }
 }
 
@@ -201,7 +212,7 @@ fn line(samples: &[(f64, f64)], at: f64) -> f64 {
 ///   it, and every rank's `Exited` frame before the run ends: the PMI phase
 ///   ends no sooner than the launch plus the ranks' start frames, the exit
 ///   phase lasts no less than their end frames;
-/// - the bootstrap exactly ([`boot_time`]).
+/// - the bootstrap exactly ([`crate::sim::boot_time`]).
 ///
 /// So a fan-out changes an extrapolated prediction only through the tree's
 /// depth and the bootstrap: smooth in the fan-out, with the bootstrap's
@@ -238,7 +249,7 @@ pub fn predict_with(sims: &mut Sims, cal: &Calibration, sc: &Scenario, limit: us
     let mut phases = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let at = if *name == "bootstrap" {
-            boot_time(cal, sc)?.as_secs_f64()
+            sims.boot_time(cal, sc)?.as_secs_f64()
         } else {
             scaled(name, runs.iter().map(|(n, o)| (*n, o.phases[i].1.as_secs_f64())).collect(), f64::INFINITY)
         };
@@ -347,6 +358,9 @@ pub fn answer(cal: &Calibration, q: &Query) -> Result<Answer, SimError> {
 /// of at most 4 nodes ([`predict_with`]), simulated once, and a fan-out only
 /// changes the bootstrap and the tree's depth. The line says why.
 pub fn choose_fanout(cal: &Calibration, sc: &Scenario, default: usize) -> Result<(usize, String), SimError> {
+    if sc.nodes <= 2 {
+        return Ok((default, format!("tree fan-out {default} (the default): {} nodes make the same flat tree under every fan-out", sc.nodes)));
+    }
     let mut sims = Sims::default();
     let limit = sc.ppn as usize * 4;
     let mut fans = fanouts(sc.nodes);

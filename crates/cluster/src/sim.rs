@@ -277,7 +277,7 @@ pub fn boot_time(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError>
 }
 
 /// When every daemon is up, from `dpm run`'s start.
-fn tree_up(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError> {
+pub fn tree_up(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError> {
     sc.check()?;
     let auth = cal.required("link_auth");
     if sc.booted {
@@ -330,8 +330,9 @@ pub fn simulate(cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
     run(cal, sc, run_fixed(cal))
 }
 
-/// [`simulate`] with `dpm run`'s own start and end taken as `fixed`.
-fn run(cal: &Calibration, sc: &Scenario, fixed: Duration) -> Result<Outcome, SimError> {
+/// [`simulate`] with `dpm run`'s own start and end taken as `fixed` (a
+/// search computes [`run_fixed`] once).
+pub fn run(cal: &Calibration, sc: &Scenario, fixed: Duration) -> Result<Outcome, SimError> {
     sc.check()?;
     let ranks = sc.ranks();
     let max = if sc.workload == Workload::PmiAll { MAX_RANKS_ALL } else { MAX_RANKS };
