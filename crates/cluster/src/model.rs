@@ -409,7 +409,9 @@ pub fn render(a: &Answer) -> String {
         }
     }
     let b = &a.best;
-    if b.clear {
+    if a.candidates.len() <= 1 {
+        s += &format!("best: --kvs {} --tree-fanout {} ({:.3} s; the only candidate asked)\n", b.kvs, b.fanout, b.startup_s);
+    } else if b.clear {
         s += &format!(
             "best: --kvs {} --tree-fanout {} ({:.3} s; every other is slower by more than the model's ±{:.0} %)\n",
             b.kvs,

@@ -90,6 +90,10 @@ fn the_text_answer_names_the_method_and_the_best() {
     out.assert_success();
     out.assert_stdout_contains("best: --kvs allgather --tree-fanout 4 (");
     out.assert_stdout_contains("every other is slower by more than the model's ±10 %");
+    let one = Dpm::raw(["model", "--nodes", "64", "--ppn", "16", "--kvs", "auto", "--tree-fanout", "32"]).output();
+    one.assert_success();
+    one.assert_stdout_contains("best: --kvs auto --tree-fanout 32 (");
+    one.assert_stdout_contains("; the only candidate asked)");
 }
 
 /// `dpm run` without a fan-out asks the model and says why under `-v`; a
