@@ -3,26 +3,27 @@
 //! simulator ([`crate::sim`]), on dpm's own reactors.
 //!
 //! Up to a limit ([`FULL_RANKS`] by default, `dpm model --sim-ranks`) the
-//! configuration is simulated in full. Above,
-//! the same ranks per node are simulated on 3 smaller node counts (the
-//! largest within the limit, its half and its quarter) and each phase is
-//! fitted, in paper 002's form, as `a + b·log2(nodes) + c·nodes` (a fixed
-//! part, one per tree level, one per node) and evaluated at the asked node
-//! count; the bootstrap is computed exactly at any scale. A spawn's
-//! per-node term saturates at its children's count (`ppn`: a spawn cannot
-//! reach more nodes than it starts children). The answer says
-//! which method answered. The search for the best design and fan-out uses
-//! the same method and limit, so the asked prediction is one of the
-//! candidates compared.
+//! configuration is simulated in full. Above, the same ranks per node are
+//! simulated in flat trees of up to 3 smaller node counts and each phase is
+//! scaled by its mechanism ([`predict_with`]): what grows with the nodes as
+//! the samples' line, the tree's further levels analytically, the
+//! launcher's thread as a queue of every rank's start and end frames, the
+//! bootstrap exactly. A fan-out then changes a prediction only through the
+//! tree's depth and the bootstrap. The answer says which method answered.
+//! The search for the best design and fan-out uses the same method and
+//! limit (each small simulation once: [`Sims`]), so the asked prediction is
+//! one of the candidates compared, and it names a best only when every
+//! other candidate is slower by more than the model's error
+//! ([`MODEL_ERROR`]); else it lists the ties.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use dpm_kvs::KvsDesign;
 use serde::Serialize;
 
 use crate::calibration::Calibration;
-use crate::sim::{boot_time, simulate, Outcome, Scenario, SimError, Workload, MAX_RANKS, MAX_RANKS_ALL};
+use crate::sim::{frame_cost, run, run_fixed, tree_up, Outcome, Scenario, SimError, Workload, MAX_RANKS, MAX_RANKS_ALL};
 
 /// Full simulation up to this many ranks by default. Measured here
 /// (`examples/simspeed`, `hello`, ssh, auto, fan-out 32): 1,024 ranks
@@ -72,8 +73,20 @@ pub struct Answer {
     pub calibration: CalibrationInfo,
 }
 
+/// The fastest candidate; `clear` when every other is slower by more than
+/// the model's error ([`MODEL_ERROR`]), else `tied` lists those within it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Best {
+    pub kvs: String,
+    pub fanout: usize,
+    pub startup_s: f64,
+    pub clear: bool,
+    pub tied: Vec<Choice>,
+}
+
+/// A design and fan-out, and its prediction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Choice {
     pub kvs: String,
     pub fanout: usize,
     pub startup_s: f64,
@@ -95,42 +108,169 @@ pub fn fanouts(nodes: usize) -> Vec<usize> {
     v
 }
 
+/// Simulations already run, by everything that makes one differ: a fan-out
+/// of at least a sample's node count is the same flat tree, so a search
+/// over fan-outs simulates each small flat tree once.
+#[derive(Default)]
+pub struct Sims {
+    done: HashMap<SimKey, Outcome>,
+    /// `dpm run`'s own start and end ([`run_fixed`]), once.
+    fixed: Option<Duration>,
+}
+
+type SimKey = (KvsDesign, usize, usize, u32, &'static str, bool, &'static str, usize, bool);
+
+impl Sims {
+    fn simulate(&mut self, cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
+        let key = (sc.kvs, sc.fanout.min(sc.nodes), sc.nodes, sc.ppn, sc.bootstrap.name(), sc.booted, sc.workload.name(), sc.cores, sc.one_host);
+        if let Some(o) = self.done.get(&key) {
+            return Ok(o.clone());
+        }
+        let o = run(cal, sc, self.fixed(cal))?;
+        self.done.insert(key, o.clone());
+        Ok(o)
+    }
+
+    fn fixed(&mut self, cal: &Calibration) -> Duration {
+        *self.fixed.get_or_insert_with(|| run_fixed(cal))
+    }
+
+    /// [`crate::sim::boot_time`], `dpm run`'s own start computed once.
+    fn boot_time(&mut self, cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError> {
+        Ok(self.fixed(cal) + tree_up(cal, sc)?)
+    }
+}
+
 /// Predict one scenario: simulated, or extrapolated above `limit` ranks.
 pub fn predict(cal: &Calibration, sc: &Scenario, limit: usize) -> Result<Prediction, SimError> {
+    predict_with(&mut Sims::default(), cal, sc, limit)
+}
+
+/// The levels of daemons under the launcher in dpm's tree of `nodes` nodes
+/// (`dpm_proto::tree`: the launcher's `fanout` children, theirs, ...).
+pub fn depth(nodes: usize, fanout: usize) -> u32 {
+    let k = fanout.max(1);
+    let (mut covered, mut level, mut d) = (0usize, 1usize, 0u32);
+    while covered < nodes {
+        level = level.saturating_mul(k);
+        covered = covered.saturating_add(level);
+        d += 1;
+    }
+    d
+}
+
+/// Link traversals per tree level on a phase's critical path: the launch
+/// goes down once, the fence up and down, a get of a key held elsewhere up
+/// to its owner and back (every design but allgather; `auto` is allgather
+/// for unhinted keys, direct for the sparse pattern's hinted ones), each
+/// rank's exit up once; a spawn's request up, launch down, reports up,
+/// answer down.
+fn traversals(phase: &str, sc: &Scenario) -> u32 {
+    let fetches = match sc.kvs {
+        KvsDesign::Allgather => false,
+        KvsDesign::Auto => sc.workload == Workload::PmiNeighbours,
+        _ => true,
+    };
+    match phase {
+        "launch" | "exit" => 1,
+        "pmi" => 2 + 2 * u32::from(fetches),
+        "spawn" => 4,
+        _ => 0,
+    }
+}
+
+/// Least-squares line `a + c·n` through the samples, its slope at least 0
+/// (more nodes never make a cost smaller), evaluated at `at`.
+fn line(samples: &[(f64, f64)], at: f64) -> f64 {
+    let n = samples.len() as f64;
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let (mx, my) = (samples.iter().map(|s| s.0).sum::<f64>() / n, samples.iter().map(|s| s.1).sum::<f64>() / n);
+    let sxx: f64 = samples.iter().map(|s| (s.0 - mx).powi(2)).sum();
+    let c = if sxx > 0.0 { (samples.iter().map(|s| (s.0 - mx) * (s.1 - my)).sum::<f64>() / sxx).max(0.0) } else { 0.0 };
+    my + c * (at - mx)
+}
+
+/// [`predict`], reusing (and adding to) `sims`.
+///
+/// Above the limit, the same design and ranks per node are simulated in
+/// flat trees of up to 3 smaller node counts (the largest within the
+/// limit, its half and its quarter), and each phase is scaled by its
+/// mechanism:
+/// - what grows with the nodes (the launcher's frames: one per rank's
+///   start and end, a fence's one per node, the fetches the design routes
+///   between nodes) as the samples' least-squares line per node, never
+///   falling; measured on flat trees, every frame through the launcher: a
+///   design whose traffic between nodes a deeper tree keeps below the
+///   root is bounded by its flat tree's;
+/// - the asked tree's further levels ([`depth`]) analytically: each level
+///   a phase's critical path crosses ([`traversals`]) costs a hop and a
+///   frame (`link_hop` and [`frame_cost`]);
+/// - the launcher's thread as the queue it is: every rank's `Started` frame
+///   (`frame_cost` each) is taken before the fence it carries on can pass
+///   it, and every rank's `Exited` frame before the run ends: the PMI phase
+///   ends no sooner than the launch plus the ranks' start frames, the exit
+///   phase lasts no less than their end frames;
+/// - the bootstrap exactly ([`crate::sim::boot_time`]).
+///
+/// So a fan-out changes an extrapolated prediction only through the tree's
+/// depth and the bootstrap: smooth in the fan-out, with the bootstrap's
+/// one minimum.
+///
+/// A spawn's per-node part saturates at its children's count (`ppn`: a
+/// spawn cannot reach more nodes than it starts children).
+pub fn predict_with(sims: &mut Sims, cal: &Calibration, sc: &Scenario, limit: usize) -> Result<Prediction, SimError> {
     let limit = limit.min(if sc.workload == Workload::PmiAll { MAX_RANKS_ALL } else { MAX_RANKS });
     let named = |method: String, o: Outcome| prediction(sc, o, method);
     if sc.ranks() <= limit {
-        return Ok(named("simulated".into(), simulate(cal, sc)?));
+        return Ok(named("simulated".into(), sims.simulate(cal, sc)?));
     }
     let per = sc.ppn as usize;
     if per > limit {
         return Err(SimError::Scenario(format!("{per} ranks per node is beyond simulation ({limit} ranks)")));
     }
     let top = 1usize << (limit / per).ilog2();
-    let points: Vec<usize> = [top, top / 2, top / 4].into_iter().filter(|&n| n >= 1).collect();
-    let runs = points
-        .iter()
-        .map(|&nodes| {
-            let small = Scenario { nodes, ..sc.clone() };
-            Ok((nodes, simulate(cal, &small)?, boot_time(cal, &small)?))
-        })
-        .collect::<Result<Vec<_>, SimError>>()?;
+    let mut points: Vec<usize> = [top, top / 2, top / 4].into_iter().filter(|&n| n >= 1).collect();
+    points.dedup();
+    // Flat samples: what grows with the nodes is measured with every frame
+    // through the launcher; the asked tree's levels are added below.
+    let flat = |nodes: usize| Scenario { nodes, fanout: nodes, ..sc.clone() };
+    let runs = points.iter().map(|&nodes| Ok((nodes, sims.simulate(cal, &flat(nodes))?))).collect::<Result<Vec<_>, SimError>>()?;
+    let frame = frame_cost(cal, sc.one_host);
+    let level = (cal.required("link_hop") + frame).as_secs_f64();
+    let levels = f64::from(depth(sc.nodes, sc.fanout));
+    let scaled = |phase: &str, samples: Vec<(usize, f64)>, cap: f64| {
+        let per_level = level * f64::from(traversals(phase, sc));
+        let samples: Vec<(f64, f64)> = samples.iter().map(|&(n, y)| ((n as f64).min(cap), y)).collect();
+        (line(&samples, (sc.nodes as f64).min(cap)) + per_level * (levels - 1.0)).max(0.0)
+    };
     let names: Vec<&'static str> = runs[0].1.phases.iter().map(|p| p.0).collect();
     let mut phases = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let at = if *name == "bootstrap" {
-            boot_time(cal, sc)?
+            sims.boot_time(cal, sc)?.as_secs_f64()
         } else {
-            let samples: Vec<(f64, f64)> = runs.iter().map(|(n, o, _)| (*n as f64, o.phases[i].1.as_secs_f64())).collect();
-            Duration::from_secs_f64(fit(&samples, sc.nodes as f64).max(0.0))
+            scaled(name, runs.iter().map(|(n, o)| (*n, o.phases[i].1.as_secs_f64())).collect(), f64::INFINITY)
         };
         phases.push((*name, at));
     }
-    // A spawn of `ppn` children reaches at most `ppn` nodes, whatever the
-    // job's: its per-node term stops growing there (its per-level term,
-    // the tree's depth, does not).
-    let spawns: Vec<(f64, f64)> = runs.iter().filter_map(|(n, o, _)| Some((*n as f64, o.spawn?.as_secs_f64()))).collect();
-    let spawn = (!spawns.is_empty()).then(|| Duration::from_secs_f64(fit_capped(&spawns, sc.nodes as f64, f64::from(sc.ppn)).max(0.0)));
+    // The launcher's thread: every rank's start frame before the fence
+    // passes, every rank's end frame before the run ends.
+    let frames = sc.ranks() as f64 * frame.as_secs_f64();
+    let down = level * levels;
+    let sum = |upto: &str| phases.iter().take_while(|p| p.0 != upto).map(|p| p.1).sum::<f64>();
+    let launched = sum("library");
+    if let Some(i) = phases.iter().position(|p| p.0 == "pmi") {
+        let pmi_end = sum("pmi") + phases[i].1;
+        phases[i].1 += (launched + frames + down - pmi_end).max(0.0);
+    }
+    if let Some(exit) = phases.iter_mut().find(|p| p.0 == "exit") {
+        exit.1 = exit.1.max(frames + down);
+    }
+    let spawns: Vec<(usize, f64)> = runs.iter().filter_map(|(n, o)| Some((*n, o.spawn?.as_secs_f64()))).collect();
+    let spawn = (!spawns.is_empty()).then(|| Duration::from_secs_f64(scaled("spawn", spawns, f64::from(sc.ppn))));
+    let phases: Vec<(&'static str, Duration)> = phases.into_iter().map(|(n, s)| (n, Duration::from_secs_f64(s))).collect();
     let total = phases.iter().map(|p| p.1).sum();
     let list: Vec<String> = points.iter().map(usize::to_string).collect();
     Ok(named(format!("extrapolated from {} nodes", list.join(",")), Outcome { total, phases, spawn }))
@@ -147,81 +287,6 @@ fn prediction(sc: &Scenario, o: Outcome, method: String) -> Prediction {
     }
 }
 
-/// `log2(n)`, without libm. `f64::log2` was the only libm function in the
-/// binary, and linking libm costs every dpm process one more shared
-/// library to map and relocate at its start (docs/benchmarks.md, "The
-/// booted path"). With `n = m·2^k`, `m` in [1, 2): `k + ln(m)/ln(2)`, and
-/// `ln(m) = 2·atanh(z)` with `z = (m - 1)/(m + 1)` at most 1/3: the
-/// series' 20 terms leave less than 1e-19.
-fn log2(n: f64) -> f64 {
-    if n.is_nan() || n < 0.0 {
-        return f64::NAN;
-    }
-    if n == 0.0 {
-        return f64::NEG_INFINITY;
-    }
-    if n.is_infinite() {
-        return f64::INFINITY;
-    }
-    // A subnormal is scaled into the normal range first (by 2^64).
-    let (x, scaled) = if n < f64::MIN_POSITIVE { (n * 18_446_744_073_709_551_616.0, 64) } else { (n, 0) };
-    let bits = x.to_bits();
-    let k = ((bits >> 52) & 0x7ff) as i64 - 1023 - scaled;
-    let m = f64::from_bits((bits & !(0x7ff << 52)) | (1023 << 52));
-    let z = (m - 1.0) / (m + 1.0);
-    let z2 = z * z;
-    let (mut power, mut sum) = (z, 0.0);
-    for i in 0..20 {
-        sum += power / f64::from(2 * i + 1);
-        power *= z2;
-    }
-    k as f64 + 2.0 * sum * std::f64::consts::LOG2_E
-}
-
-/// `a + b·log2(n) + c·n` through the samples (least squares; fewer samples
-/// drop terms from the right), evaluated at `at`.
-pub fn fit(samples: &[(f64, f64)], at: f64) -> f64 {
-    fit_capped(samples, at, f64::INFINITY)
-}
-
-/// [`fit`], its per-node term `c·n` evaluated at no more than `cap` nodes
-/// (a cost that reaches at most `cap` nodes saturates there).
-pub fn fit_capped(samples: &[(f64, f64)], at: f64, cap: f64) -> f64 {
-    let basis = |n: f64| [1.0, log2(n), n];
-    let terms = samples.len().min(3);
-    if terms == 0 {
-        return 0.0;
-    }
-    // The normal equations, solved by Gaussian elimination.
-    let mut m = vec![vec![0.0; terms + 1]; terms];
-    for &(n, y) in samples {
-        let b = basis(n);
-        for r in 0..terms {
-            for c in 0..terms {
-                m[r][c] += b[r] * b[c];
-            }
-            m[r][terms] += b[r] * y;
-        }
-    }
-    for col in 0..terms {
-        let pivot = (col..terms).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs())).unwrap_or(col);
-        m.swap(col, pivot);
-        if m[col][col].abs() < 1e-12 {
-            return samples.iter().map(|s| s.1).sum::<f64>() / samples.len() as f64;
-        }
-        let pivot_row = m[col].clone();
-        for (_, row) in m.iter_mut().enumerate().filter(|(r, _)| *r != col) {
-            let f = row[col] / pivot_row[col];
-            for (x, p) in row.iter_mut().zip(&pivot_row).skip(col) {
-                *x -= f * p;
-            }
-        }
-    }
-    let b = basis(at);
-    let b = [b[0], b[1], at.min(cap)];
-    (0..terms).map(|i| m[i][terms] / m[i][i] * b[i]).sum()
-}
-
 /// The designs and fan-outs a query asks about (`None`: all).
 #[derive(Clone, Debug)]
 pub struct Query {
@@ -232,27 +297,45 @@ pub struct Query {
     pub limit: usize,
 }
 
+/// The model's own error: the bound its predictions keep against held-out
+/// measured runs (`bench/model/validate`, docs/model.md). One candidate is
+/// the best only if every other is slower by more than this.
+pub const MODEL_ERROR: f64 = 0.10;
+
+/// The fastest candidate and those it cannot be told from (slower by no
+/// more than [`MODEL_ERROR`]): `clear` if there are none.
+pub fn best_of(candidates: &[Prediction]) -> Option<Best> {
+    // Ties go to the earlier candidate: the simpler design, the narrower tree.
+    let fastest = candidates.iter().min_by(|a, b| a.startup_s.total_cmp(&b.startup_s))?;
+    let tied: Vec<Choice> = candidates
+        .iter()
+        .filter(|c| !std::ptr::eq(*c, fastest) && c.startup_s <= fastest.startup_s * (1.0 + MODEL_ERROR))
+        .map(|c| Choice { kvs: c.kvs.clone(), fanout: c.fanout, startup_s: c.startup_s })
+        .collect();
+    Some(Best { kvs: fastest.kvs.clone(), fanout: fastest.fanout, startup_s: fastest.startup_s, clear: tied.is_empty(), tied })
+}
+
 /// Answer a query: the asked (or default) design and fan-out, and the best
 /// over the search.
 pub fn answer(cal: &Calibration, q: &Query) -> Result<Answer, SimError> {
     let sc = &q.scenario;
+    let mut sims = Sims::default();
     let chosen = Scenario { kvs: q.kvs.unwrap_or_default(), fanout: q.fanout.unwrap_or(DEFAULT_FANOUT), ..sc.clone() };
     let designs: Vec<KvsDesign> = q.kvs.map_or(DESIGNS.to_vec(), |d| vec![d]);
     let fans: Vec<usize> = q.fanout.map_or_else(|| fanouts(sc.nodes), |f| vec![f]);
     let mut candidates = Vec::new();
     for &kvs in &designs {
         for &fanout in &fans {
-            candidates.push(predict(cal, &Scenario { kvs, fanout, ..sc.clone() }, q.limit)?);
+            candidates.push(predict_with(&mut sims, cal, &Scenario { kvs, fanout, ..sc.clone() }, q.limit)?);
         }
     }
     let asked = candidates.iter().find(|c| c.kvs == chosen.kvs.name() && c.fanout == chosen.fanout).cloned();
     let main = match asked {
         Some(c) => c,
-        None => predict(cal, &chosen, q.limit)?,
+        None => predict_with(&mut sims, cal, &chosen, q.limit)?,
     };
-    // Ties go to the earlier candidate: the simpler design, the narrower tree.
-    let best = candidates.iter().min_by(|a, b| a.startup_s.total_cmp(&b.startup_s)).unwrap_or(&main);
-    let best = Best { kvs: best.kvs.clone(), fanout: best.fanout, startup_s: best.startup_s };
+    let best =
+        best_of(&candidates).unwrap_or_else(|| Best { kvs: main.kvs.clone(), fanout: main.fanout, startup_s: main.startup_s, clear: true, tied: Vec::new() });
     Ok(Answer {
         nodes: sc.nodes,
         ppn: sc.ppn,
@@ -265,6 +348,36 @@ pub fn answer(cal: &Calibration, q: &Query) -> Result<Answer, SimError> {
         candidates,
         calibration: CalibrationInfo { host: cal.machine.host.clone(), commit: cal.commit.clone(), date: cal.date.clone() },
     })
+}
+
+/// The fan-out `dpm run` takes when the user gave none: the one the model
+/// predicts fastest for `sc`'s size and bootstrap (its design and fan-out
+/// ignored), unless `default`'s prediction is within the model's error of
+/// it ([`MODEL_ERROR`]): then the default. Cheap enough for every run of
+/// several nodes: above a few nodes the search extrapolates from flat trees
+/// of at most 4 nodes ([`predict_with`]), simulated once, and a fan-out only
+/// changes the bootstrap and the tree's depth. The line says why.
+pub fn choose_fanout(cal: &Calibration, sc: &Scenario, default: usize) -> Result<(usize, String), SimError> {
+    if sc.nodes <= 2 {
+        return Ok((default, format!("tree fan-out {default} (the default): {} nodes make the same flat tree under every fan-out", sc.nodes)));
+    }
+    let mut sims = Sims::default();
+    let limit = sc.ppn as usize * 4;
+    let mut fans = fanouts(sc.nodes);
+    if !fans.contains(&default) {
+        fans.push(default);
+    }
+    let mut predicted = Vec::new();
+    for &fanout in &fans {
+        predicted.push((fanout, predict_with(&mut sims, cal, &Scenario { fanout, ..sc.clone() }, limit)?.startup_s));
+    }
+    let (fast, fast_s) = predicted.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0))).expect("at least one fan-out");
+    let default_s = predicted.iter().find(|p| p.0 == default).map_or(f64::INFINITY, |p| p.1);
+    let size = format!("{} nodes x {} ranks, {}", sc.nodes, sc.ppn, sc.bootstrap.name());
+    if default_s <= fast_s * (1.0 + MODEL_ERROR) {
+        return Ok((default, format!("tree fan-out {default} (the default): the model predicts {default_s:.3} s for {size}, within its ±{:.0} % of the fastest (fan-out {fast}, {fast_s:.3} s)", MODEL_ERROR * 100.0)));
+    }
+    Ok((fast, format!("tree fan-out {fast} chosen by the model: {fast_s:.3} s predicted for {size}, against {default_s:.3} s with the default {default} (beyond its ±{:.0} %)", MODEL_ERROR * 100.0)))
 }
 
 /// The answer for people.
@@ -295,7 +408,30 @@ pub fn render(a: &Answer) -> String {
             s += &format!("{:<10} {:>6} {:>13.3}  {}\n", c.kvs, c.fanout, c.startup_s, c.method);
         }
     }
-    s += &format!("best: --kvs {} --tree-fanout {} ({:.3} s)\n", a.best.kvs, a.best.fanout, a.best.startup_s);
+    let b = &a.best;
+    if a.candidates.len() <= 1 {
+        s += &format!("best: --kvs {} --tree-fanout {} ({:.3} s; the only candidate asked)\n", b.kvs, b.fanout, b.startup_s);
+    } else if b.clear {
+        s += &format!(
+            "best: --kvs {} --tree-fanout {} ({:.3} s; every other is slower by more than the model's ±{:.0} %)\n",
+            b.kvs,
+            b.fanout,
+            b.startup_s,
+            MODEL_ERROR * 100.0
+        );
+    } else {
+        let others: Vec<String> = b.tied.iter().map(|c| format!("{}/{}", c.kvs, c.fanout)).collect();
+        s += &format!(
+            "no clear best: the fastest, --kvs {} --tree-fanout {} ({:.3} s), ties within the model's ±{:.0} % with {} other{}: {}\n",
+            b.kvs,
+            b.fanout,
+            b.startup_s,
+            MODEL_ERROR * 100.0,
+            b.tied.len(),
+            if b.tied.len() == 1 { "" } else { "s" },
+            others.join(" ")
+        );
+    }
     s
 }
 
@@ -304,31 +440,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_fit_goes_through_its_samples_and_degrades_gracefully() {
-        let f = |n: f64| 0.5 + 0.25 * n.log2() + 0.01 * n;
-        let samples: Vec<(f64, f64)> = [4.0, 8.0, 16.0].iter().map(|&n| (n, f(n))).collect();
-        for at in [4.0, 64.0, 16384.0] {
-            assert!((fit(&samples, at) - f(at)).abs() < 1e-6 * f(at).max(1.0), "at {at}");
+    fn the_depth_is_dpm_trees_levels() {
+        for (nodes, fanout) in [(1, 2), (2, 2), (3, 2), (6, 2), (7, 2), (2000, 2), (2000, 4), (2000, 16), (2000, 2048), (17, 16), (272, 16), (273, 16), (5, 1)]
+        {
+            // The deepest node's distance from the launcher, by dpm_proto::tree.
+            let mut d = 0;
+            let mut at = Some(dpm_kvs::NodeId(nodes - 1));
+            while let Some(n) = at {
+                d += 1;
+                at = dpm_proto::tree::parent(n, fanout);
+            }
+            assert_eq!(depth(nodes, fanout), d, "{nodes} nodes, fan-out {fanout}");
         }
-        assert_eq!(fit(&[(8.0, 3.0)], 1000.0), 3.0, "one sample: a constant");
-        let capped = |n: f64| 0.5 + 0.25 * n.log2() + 0.01 * n.min(64.0);
-        for at in [16.0, 64.0, 4096.0] {
-            assert!((fit_capped(&samples, at, 64.0) - capped(at)).abs() < 1e-6, "capped at {at}");
-        }
-        assert_eq!(fit(&[], 10.0), 0.0);
-        assert_eq!(fanouts(1), [2]);
-        assert_eq!(fanouts(16), [2, 4, 8, 16]);
-        assert_eq!(fanouts(17), [2, 4, 8, 16, 32]);
     }
 
     #[test]
-    fn log2_without_libm_matches_std() {
-        for n in [1.0, 1.5, 2.0, 3.0, 4.0, 7.0, 10.0, 16.0, 100.0, 1000.0, 4096.0, 1e6, 0.5, 0.1, 1e-300, 5e-324, f64::MAX] {
-            let (ours, std) = (log2(n), n.log2());
-            assert!((ours - std).abs() <= 1e-12 * std.abs().max(1.0), "log2({n}): {ours} against {std}");
-        }
-        assert_eq!(log2(0.0), f64::NEG_INFINITY);
-        assert_eq!(log2(f64::INFINITY), f64::INFINITY);
-        assert!(log2(-1.0).is_nan() && log2(f64::NAN).is_nan());
+    fn the_line_is_least_squares_and_never_falls() {
+        let samples = [(4.0, 1.0), (8.0, 2.0), (16.0, 4.0)];
+        let at = line(&samples, 2000.0);
+        assert!((at - (2000.0 * 0.25)).abs() < 1e-9, "{at}");
+        assert_eq!(line(&[(4.0, 3.0), (8.0, 2.0), (16.0, 1.0)], 2000.0), 2.0, "a falling cost stays at its mean");
+        assert_eq!(line(&[(8.0, 3.0)], 1000.0), 3.0, "one sample: a constant");
+        assert_eq!(line(&[], 10.0), 0.0);
+        assert_eq!(fanouts(1), [2]);
+        assert_eq!(fanouts(16), [2, 4, 8, 16]);
+        assert_eq!(fanouts(17), [2, 4, 8, 16, 32]);
     }
 }

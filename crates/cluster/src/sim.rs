@@ -15,9 +15,13 @@
 //!   launcher's own task (no start). Booted: the daemons are up; the run's
 //!   client link costs `link_auth`.
 //! - each frame on a link: `link_hop`, plus `link_byte` per byte queued on
-//!   the sender's NIC, plus the receiver's daemon CPU (`frame_cpu`, else
-//!   `fence_per_node`: the per-node slope of a fence is the launcher taking
-//!   one more frame);
+//!   the sender's NIC, plus the receiver's thread ([`frame_cost`]: on
+//!   dedicated nodes `frame_cpu`, the launcher thread's measured CPU per
+//!   frame; on one host, and without it, `fence_per_node`: the per-node
+//!   slope of a fence is the launcher taking one more frame, waking on
+//!   shared cores). Each rank's start and end are one frame each to the
+//!   launcher, unmerged: at scale the launcher's serial `frame_cpu` per
+//!   rank is the exit phase;
 //! - each PMI request: `pmi_local_request` of the daemon's CPU (a remote
 //!   get is built from frames; `pmi_remote_get` stays for validation), and
 //!   the rest of its `cpu_us` (the host's CPU per get) on a core for the
@@ -224,15 +228,56 @@ pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
         pmi_serve: cal.required("pmi_local_request"),
         // The host's CPU per get beyond the daemon's service: the client's.
         pmi_client: cal.field("pmi_local_request", "cpu_us").map_or(Duration::ZERO, |all| all.saturating_sub(cal.required("pmi_local_request"))),
-        frame_cpu: cal.get("frame_cpu").unwrap_or_else(|| cal.required("fence_per_node")),
+        frame_cpu: frame_cost(cal, one_host),
         spawn_delay: cal.required("spawn_base"),
         cores,
         one_host,
     }
 }
 
-/// When every daemon is up (see the module documentation).
+/// What one frame costs its receiver (a daemon relaying it, the launcher
+/// taking it). On one host, a wake-up on cores every other daemon and rank
+/// takes: the fence's wall per node (`fence_per_node`) measures that. On a
+/// dedicated node, the thread's CPU (`frame_cpu`: the launcher thread's
+/// CPU per frame, `bench/model/frame_cpu`), the fence's slope without one.
+pub fn frame_cost(cal: &Calibration, one_host: bool) -> Duration {
+    match cal.get("frame_cpu") {
+        Some(cpu) if !one_host => cpu,
+        _ => cal.required("fence_per_node"),
+    }
+}
+
+/// `dpm run`'s own start and end, beyond what the simulator charges: the
+/// exec of its binary, its runtime and set-up before the first daemon or
+/// rank, its teardown after the last. Measured as the calibration's whole
+/// run of one raw PMI client (`pmi_client_start`'s `wall_one_us`) less the
+/// same run simulated without it on the calibrating host; zero without
+/// that field. (Without it every validation row was short by this much:
+/// 2.5 ms of the committed calibration's 4.2 ms one-client run.)
+pub fn run_fixed(cal: &Calibration) -> Duration {
+    let Some(whole) = cal.field("pmi_client_start", "wall_one_us") else { return Duration::ZERO };
+    let one = Scenario {
+        nodes: 1,
+        ppn: 1,
+        kvs: KvsDesign::Auto,
+        fanout: 1,
+        bootstrap: Bootstrap::Fork,
+        booted: false,
+        workload: Workload::PmiNeighbours,
+        cores: cal.machine.cpus.max(1) as usize,
+        one_host: true,
+    };
+    run(cal, &one, Duration::ZERO).map_or(Duration::ZERO, |o| whole.saturating_sub(o.total))
+}
+
+/// When every daemon is up, from the command (see the module
+/// documentation): `dpm run`'s own start ([`run_fixed`]) included.
 pub fn boot_time(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError> {
+    Ok(run_fixed(cal) + tree_up(cal, sc)?)
+}
+
+/// When every daemon is up, from `dpm run`'s start.
+pub fn tree_up(cal: &Calibration, sc: &Scenario) -> Result<Duration, SimError> {
     sc.check()?;
     let auth = cal.required("link_auth");
     if sc.booted {
@@ -282,13 +327,19 @@ fn scripts(sc: &Scenario) -> Vec<(&'static str, Script)> {
 
 /// Run one scenario.
 pub fn simulate(cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
+    run(cal, sc, run_fixed(cal))
+}
+
+/// [`simulate`] with `dpm run`'s own start and end taken as `fixed` (a
+/// search computes [`run_fixed`] once).
+pub fn run(cal: &Calibration, sc: &Scenario, fixed: Duration) -> Result<Outcome, SimError> {
     sc.check()?;
     let ranks = sc.ranks();
     let max = if sc.workload == Workload::PmiAll { MAX_RANKS_ALL } else { MAX_RANKS };
     if ranks > max {
         return Err(SimError::Scenario(format!("{ranks} ranks is beyond full simulation ({max} for {})", sc.workload.name())));
     }
-    let boot = boot_time(cal, sc)?;
+    let boot = fixed + tree_up(cal, sc)?;
     let mut costs = costs(cal, sc.cores(), sc.one_host);
     if let (Some(per_rank), false) = (cal.get("mpi_rank_cpu"), matches!(sc.workload, Workload::PmiAll | Workload::PmiNeighbours)) {
         // An MPI rank's CPU grows with the ranks on its host (MPICH's
@@ -326,7 +377,7 @@ pub fn simulate(cal: &Calibration, sc: &Scenario) -> Result<Outcome, SimError> {
         let own = cal.field("daemon_start_fork", "cpu_us").unwrap_or_default().saturating_sub(cal.required("rank_fork_exec"));
         let first = usize::from(sc.bootstrap == Bootstrap::Fork);
         for node in first..sc.nodes {
-            c.charge_cpu(node, Duration::ZERO, own);
+            c.charge_cpu(node, fixed, own);
         }
     }
     c.advance_to(boot);

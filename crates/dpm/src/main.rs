@@ -190,7 +190,11 @@ fn run(args: &[String]) -> (&'static str, Result<i32, Error>) {
             ("dpm run", Ok(0))
         }
         RunRequest::Singleton { args, .. } => ("mpiexec", dpm_launcher::singleton::run(&args)),
-        RunRequest::Run(opts) => ("dpm run", dpm_launcher::run_command(*opts)),
+        RunRequest::Run(opts) => {
+            // The startup model picks the fan-out a run was not given.
+            dpm_launcher::advice::set_advisor(model::advise);
+            ("dpm run", dpm_launcher::run_command(*opts))
+        }
     }
 }
 

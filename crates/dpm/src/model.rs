@@ -105,3 +105,25 @@ pub fn command(a: ModelArgs) -> Result<i32, Error> {
         _ => Ok(0),
     }
 }
+
+/// `dpm run`'s fan-out when none was given ([`dpm_launcher::advice`]): the
+/// built-in calibration's choice for the run's size and bootstrap.
+/// Virtual nodes share this host's cores, as the validation's runs do.
+pub fn advise(shape: &dpm_launcher::advice::Shape) -> Option<dpm_launcher::advice::Advice> {
+    let cal = Calibration::built_in().ok()?;
+    let one_host = shape.bootstrap == "fork";
+    let cores = if one_host { std::thread::available_parallelism().map_or(1, usize::from) } else { 0 };
+    let scenario = Scenario {
+        nodes: shape.nodes,
+        ppn: shape.ppn,
+        kvs: KvsDesign::default(),
+        fanout: shape.fanout,
+        bootstrap: shape.bootstrap.parse::<Bootstrap>().ok()?,
+        booted: false,
+        workload: Workload::Hello,
+        cores,
+        one_host,
+    };
+    let (fanout, why) = dpm_cluster::model::choose_fanout(&cal, &scenario, shape.fanout).ok()?;
+    Some(dpm_launcher::advice::Advice { fanout, why })
+}

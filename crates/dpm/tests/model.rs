@@ -29,6 +29,10 @@ fn the_json_answer_has_its_breakdown_and_best_and_is_stable() {
     let candidates = a["candidates"].as_array().unwrap();
     let fastest = candidates.iter().map(|c| c["startup_s"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
     assert_eq!(a["best"]["startup_s"].as_f64(), Some(fastest));
+    // Clear only when nothing else is within the model's error (10 %).
+    let within = candidates.iter().filter(|c| c["startup_s"].as_f64().unwrap() <= fastest * 1.1).count();
+    assert_eq!(a["best"]["clear"].as_bool(), Some(within == 1), "{}", a["best"]);
+    assert_eq!(a["best"]["tied"].as_array().map(Vec::len), Some(within - 1));
     // Booted skips the bootstrap; ssh comes up slower than fork.
     let booted = json(&["--nodes", "8", "--ppn", "4", "--bootstrap", "fork", "--booted", "--kvs", "auto", "--tree-fanout", "32", "--json"]);
     assert!(booted["startup_s"].as_f64().unwrap() < startup);
@@ -78,5 +82,35 @@ fn the_text_answer_names_the_method_and_the_best() {
     out.assert_success();
     out.assert_stdout_contains("predicted startup with --kvs auto --tree-fanout 32");
     out.assert_stdout_contains("(simulated)");
-    out.assert_stdout_contains("best: --kvs ");
+    // 4 nodes of 2 ranks: the candidates are within the model's error of each other.
+    out.assert_stdout_contains("no clear best: the fastest, --kvs ");
+    assert!(!out.stdout_str().contains("\nbest:"), "{}", out.stdout_str());
+    // Over ssh the fan-out matters (serial ssh starts): one wins beyond the error.
+    let out = Dpm::raw(["model", "--nodes", "64", "--ppn", "16", "--bootstrap", "ssh", "--kvs", "allgather"]).output();
+    out.assert_success();
+    out.assert_stdout_contains("best: --kvs allgather --tree-fanout 4 (");
+    out.assert_stdout_contains("every other is slower by more than the model's ±10 %");
+    let one = Dpm::raw(["model", "--nodes", "64", "--ppn", "16", "--kvs", "auto", "--tree-fanout", "32"]).output();
+    one.assert_success();
+    one.assert_stdout_contains("best: --kvs auto --tree-fanout 32 (");
+    one.assert_stdout_contains("; the only candidate asked)");
+}
+
+/// `dpm run` without a fan-out asks the model and says why under `-v`; a
+/// given fan-out is not questioned.
+#[test]
+fn a_run_without_a_fanout_takes_the_models_and_says_why_under_v() {
+    let out = Dpm::run(["-v", "--virtual-nodes", "4", "-ppn", "1", "-n", "4", "true"]).output();
+    out.assert_success();
+    let why: Vec<String> = out.err_lines().into_iter().filter(|l| l.contains("tree fan-out")).collect();
+    assert_eq!(why.len(), 1, "{}", out.describe());
+    // Four virtual nodes of this host: the fan-outs tie, the default stays.
+    assert!(why[0].contains("tree fan-out 32 (the default): the model predicts") && why[0].contains("4 nodes x 1 ranks, fork"), "{why:?}");
+    let given = Dpm::run(["-v", "--virtual-nodes", "4", "--tree-fanout", "2", "-ppn", "1", "-n", "4", "true"]).output();
+    given.assert_success();
+    assert!(!given.stderr_str().contains("tree fan-out"), "{}", given.describe());
+    // One node has no tree: nothing to ask.
+    let one = Dpm::run(["-v", "-n", "2", "true"]).output();
+    one.assert_success();
+    assert!(!one.stderr_str().contains("tree fan-out"), "{}", one.describe());
 }

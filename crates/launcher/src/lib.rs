@@ -27,6 +27,7 @@
 //! and talks to it over channels carrying the same [`dpm_proto`] messages a
 //! remote daemon would get.
 
+pub mod advice;
 pub mod boot;
 pub mod cli;
 pub mod config;
@@ -139,7 +140,21 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
     let node_of: Vec<NodeId> = node_table::fill(size as usize, &slots, config.job.ppn, config.job.map_by_node).into_iter().map(NodeId).collect();
 
-    let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
+    let given = opts.fanout.is_some() || std::env::var_os("DPM_FANOUT").is_some();
+    let fanout = advice::fanout(given, config.fanout, || {
+        let kind = match &bootstrap {
+            nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Fork) => "fork",
+            nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Ssh(_)) => "ssh",
+            nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Slurm) => "slurm",
+            _ => return None, // one node, or daemons started by hand: no tree to shape
+        };
+        let mut per = vec![0u32; node_list.len()];
+        for n in &node_of {
+            per[n.0] += 1;
+        }
+        Some(advice::Shape { nodes: node_list.len(), ppn: per.into_iter().max().unwrap_or(1).max(1), bootstrap: kind, fanout: config.fanout })
+    });
+    let fanout = bootstrap.effective_fanout(fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
     let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
     let universe_size = config::universe_size(config.job.universe_size, total, slots_known, size, config.job.no_oversubscribe);

@@ -263,7 +263,9 @@ pub const OPTIONS: &[Opt] = &[
         1,
         S::Nodes,
         "daemons form a K-ary tree under dpm (default 32,\n\
-         so up to 32 nodes are flat); each daemon starts\n\
+         so up to 32 nodes are flat, unless the startup\n\
+         model predicts another faster beyond its error:\n\
+         -v says which and why); each daemon starts\n\
          its children and merges their fence traffic;\n\
          also DPM_FANOUT",
     ),
