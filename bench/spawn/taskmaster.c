@@ -5,7 +5,11 @@
  * child, which does its "work" (returns a value computed from its task
  * number), and exits at once. Written for dpm's benchmark, not copied.
  *
- * Usage: taskmaster TASKS [WINDOW]         (WINDOW defaults to 2, as MPICH's)
+ * Usage: taskmaster TASKS [WINDOW [msg]]   (WINDOW defaults to 2, as MPICH's)
+ *
+ * With `msg`, every child gets the same argument (`msg`) and its task number
+ * as a message from the parent instead: every spawn has one shape, so warm
+ * spawn can claim pooled children (issue 37's spawn-work-repeat loop).
  *
  * The parent job (any size; rank 0 is the root of every spawn over
  * MPI_COMM_WORLD) repeats, until TASKS tasks are done:
@@ -29,7 +33,7 @@
 
 #include <string.h>
 
-#define USAGE "usage: taskmaster TASKS [WINDOW]"
+#define USAGE "usage: taskmaster TASKS [WINDOW [msg]]"
 #define TAG 1
 
 static int answer(int task)
@@ -39,7 +43,11 @@ static int answer(int task)
 
 static void child_run(MPI_Comm parent, const char *task_arg)
 {
-    int value = answer(atoi(task_arg));
+    int task = atoi(task_arg);
+
+    if (strcmp(task_arg, "msg") == 0)
+        mpi_check(MPI_Recv(&task, 1, MPI_INT, 0, TAG, parent, MPI_STATUS_IGNORE), "child MPI_Recv task");
+    int value = answer(task);
 
     mpi_check(MPI_Send(&value, 1, MPI_INT, 0, TAG, parent), "child MPI_Send");
     mpi_check(MPI_Recv(NULL, 0, MPI_CHAR, 0, TAG, parent, MPI_STATUS_IGNORE), "child MPI_Recv");
@@ -69,12 +77,13 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    if (argc < 2 || argc > 3) {
+    if (argc < 2 || argc > 4 || (argc == 4 && strcmp(argv[3], "msg") != 0)) {
         fprintf(stderr, "%s\n", USAGE);
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
     int tasks = arg_int(argv[1], USAGE);
-    int window = argc == 3 ? arg_int(argv[2], USAGE) : 2;
+    int window = argc >= 3 ? arg_int(argv[2], USAGE) : 2;
+    int by_msg = argc == 4;
     int windows = (tasks + window - 1) / window;
     MPI_Comm *inters = calloc((size_t)window, sizeof *inters);
     double *times = calloc((size_t)windows, sizeof *times);
@@ -94,7 +103,10 @@ int main(int argc, char **argv)
             char arg[16];
             char *child_argv[] = {arg, NULL};
 
-            snprintf(arg, sizeof arg, "%d", task);
+            if (by_msg)
+                snprintf(arg, sizeof arg, "msg");
+            else
+                snprintf(arg, sizeof arg, "%d", task);
             mpi_check(MPI_Comm_spawn(self_path(), child_argv, 1, MPI_INFO_NULL, 0,
                                      MPI_COMM_WORLD, &inters[j], MPI_ERRCODES_IGNORE),
                       "MPI_Comm_spawn");
@@ -102,7 +114,10 @@ int main(int argc, char **argv)
         spawns[w] = MPI_Wtime() - ts;
         for (int j = 0; j < count; j++) {
             if (rank == 0) {
-                int value = -1;
+                int value = -1, task_no = first + j;
+
+                if (by_msg)
+                    mpi_check(MPI_Send(&task_no, 1, MPI_INT, 0, TAG, inters[j]), "MPI_Send task");
 
                 mpi_check(MPI_Recv(&value, 1, MPI_INT, 0, TAG, inters[j], MPI_STATUS_IGNORE),
                           "MPI_Recv");

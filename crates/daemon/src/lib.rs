@@ -47,6 +47,7 @@ pub mod node;
 pub mod peer;
 pub mod pmix_guard;
 pub mod pmix_watch;
+pub mod pool_priority;
 mod proc_stat;
 mod readbuf;
 pub mod refusals;

@@ -118,6 +118,17 @@ fn main() {
         dpm_proto::auth::scrub_env();
         exit(run(&argv[2..]));
     }
+    // The cleaner every `dpm run` starts (`dpm clean-up-after <pid>`, from
+    // dpm itself): straight there too. Through clap it cost a third of its
+    // CPU (issue 37: ~1.4 ms a run, beside the rank).
+    if let [_, sub, pid] = argv.as_slice() {
+        if sub == dpm_daemon::cleaner::process::SUBCOMMAND {
+            if let Ok(pid) = pid.parse::<u32>() {
+                logging::init(0);
+                std::process::exit(dpm_daemon::cleaner::process::main(pid));
+            }
+        }
+    }
     let outcome = match Cli::parse().command {
         Command::CleanUpAfter { pid } => {
             logging::init(0);

@@ -35,11 +35,13 @@ fn venv_python() -> String {
 /// Children print `PRE-INIT` on stderr before `MPI_Init` (held until their
 /// claim, and delivered whenever that is: on stderr it cannot split the
 /// parent's lines on stdout), and
-/// crash there (exit 3) once if the flag file exists: the parent creates it
-/// after its first iteration, when the pool is already started, so the
-/// first job to start afterwards — a refill — crashes; the parent waits for
-/// that crash before its third spawn, so it comes before any claim of the
-/// crashed job (whose claim, if there is one, fails and is made again).
+/// crash there (exit 3) once if the flag file exists (taking it: renamed
+/// with the child's pid): the parent creates it
+/// after its first iteration (a miss, which starts nothing but its own
+/// child), so the first job to start afterwards — the pool dpm fills once
+/// that child has ended and the parent lives on — crashes; the parent waits
+/// until that child is gone (or a zombie) before its second spawn, so a
+/// claim of the crashed job fails and is made again.
 /// The parent leaves 50 ms between spawns for the pool to refill.
 const LOOP: &str = r#"
 import os, sys
@@ -48,7 +50,7 @@ if sys.argv[1] == "child":
     flag = os.environ.get("WARM_CRASH_FLAG", "")
     if flag:
         try:
-            os.remove(flag)
+            os.rename(flag, flag + ".%d" % os.getpid())
             os._exit(3)
         except FileNotFoundError:
             pass
@@ -75,11 +77,23 @@ info.Set("env", "WARM_X=42\nWARM_CRASH_FLAG=" + crash_flag)
 if os.environ.get("WARM_INFO"):
     info.Set("dpm_warm", os.environ["WARM_INFO"])
 for i in range(iters):
-    if i == 2 and crash_flag:
+    if i == 1 and crash_flag:
+        # Until the child that took the flag (renamed with its pid) is gone
+        # or a zombie: a claim reaching it is then refused.
+        import glob
         deadline = time.monotonic() + 60
-        while os.path.exists(crash_flag) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            taken = glob.glob(crash_flag + ".*")
+            if taken:
+                pid = taken[0].rsplit(".", 1)[1]
+                try:
+                    with open("/proc/%s/stat" % pid) as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                            break
+                except FileNotFoundError:
+                    break
             time.sleep(0.01)
-        if os.path.exists(crash_flag):
+        else:
             print("FAIL: no child crashed", flush=True)
     last = "w" if mode == "other" else "z"
     if mode == "multi":
@@ -104,8 +118,8 @@ for i in range(iters):
     if i == 0 and crash_flag:
         open(crash_flag, "w").close()
     # Idle time between spawns, which warm spawn is for: the pool refills
-    # REFILL_DELAY (10 ms) after a claim. Back to back, a warm iteration can
-    # end sooner, and the next spawn then rightly misses.
+    # REFILL_DELAY (50 ms) after a claim, and a first miss's shape is pooled
+    # LEARN_DELAY (100 ms) after its job's end: the second spawn may miss too.
     time.sleep(0.05)
 print("loop done", flush=True)
 "#;
@@ -165,13 +179,16 @@ fn assert_loop_ok(out: &Output, iters: u32) {
     out.assert_stdout_contains("loop done");
 }
 
-/// Every iteration after the first claimed a pooled job; one miss; the summary says so.
+/// Every iteration after the first two claimed a pooled job (the first
+/// misses; the second claims the pool filled after the first's end, or —
+/// the parent was quicker than `LEARN_DELAY` — misses and fills it); the
+/// summary says so.
 fn assert_warm(out: &Output, iters: u32) {
-    let claimed = warm_lines(out, "claimed");
-    assert_eq!(claimed.len(), iters as usize - 1, "claims: {claimed:?}\n{}", out.describe());
-    assert_eq!(warm_lines(out, "miss for").len(), 1, "{}", out.describe());
+    let claimed = warm_lines(out, "claimed").len();
+    let missed = warm_lines(out, "miss for").len();
+    assert!((1..=2).contains(&missed) && claimed + missed == iters as usize, "{claimed} claims, {missed} misses\n{}", out.describe());
     let refilled = warm_lines(out, "refilled").len();
-    let summary = format!("dpm: warm spawn: {} claimed, 1 missed, {refilled} refilled", iters - 1);
+    let summary = format!("dpm: warm spawn: {claimed} claimed, {missed} missed, {refilled} refilled");
     out.assert_stderr_contains(&summary);
 }
 
@@ -259,6 +276,8 @@ fn a_pooled_job_that_crashes_before_its_claim_is_only_dropped() {
     let out = scene.run(&["-v", "--warm-spawn=2", HOSTS[0], HOSTS[1]], 4, 1, "single", Some(&flag));
     assert_loop_ok(&out, 4);
     assert!(!flag.exists(), "no child started after the first iteration\n{}", out.describe());
+    let taken = fs::read_dir(&scene.dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("crash-once.")).count();
+    assert_eq!(taken, 1, "one child took the flag\n{}", out.describe());
     let dropped = warm_lines(&out, "dropped");
     assert!(dropped.iter().any(|l| l.contains("before a claim")), "no pooled job was dropped: {dropped:?}\n{}", out.describe());
     assert_eq!(warm_lines(&out, "claimed").len(), 3, "{}", out.describe());
@@ -352,8 +371,9 @@ fn warm_spawn_through_a_boot() {
     for i in 0..3 {
         assert!(stdout.contains(&format!("iteration {i} ok")), "{stdout}\n{stderr}");
     }
-    assert_eq!(stderr.lines().filter(|l| l.starts_with("dpm: warm spawn: claimed ")).count(), 2, "{stdout}\n{stderr}");
-    assert!(stderr.contains("dpm: warm spawn: 2 claimed, 1 missed"), "{stderr}");
+    let claimed = stderr.lines().filter(|l| l.starts_with("dpm: warm spawn: claimed ")).count();
+    assert!((1..=2).contains(&claimed), "{stdout}\n{stderr}");
+    assert!(stderr.contains(&format!("dpm: warm spawn: {claimed} claimed, {} missed", 3 - claimed)), "{stderr}");
 }
 
 #[test]
@@ -375,7 +395,31 @@ if __name__ == "__main__":
     for round in 0..3 {
         out.assert_stdout_contains(&format!("round {round} [32, 243, 1024]"));
     }
-    assert_eq!(warm_lines(&out, "claimed").len(), 2, "{}", out.describe());
+    // The first round misses; the second claims, or misses and fills the pool.
+    let claimed = warm_lines(&out, "claimed").len();
+    assert!((1..=2).contains(&claimed), "{}", out.describe());
+}
+
+/// Issue 37: a one-shot run (one `MPIPoolExecutor`, used once) starts its
+/// workers and nothing else: no pooled process after its only spawn.
+#[test]
+fn a_one_shot_run_starts_no_extra_processes_after_its_spawn() {
+    const SCRIPT: &str = r#"
+from mpi4py.futures import MPIPoolExecutor
+if __name__ == "__main__":
+    with MPIPoolExecutor(max_workers=2) as ex:
+        print("result", sorted(ex.map(pow, [2, 3], [5, 5])), flush=True)
+"#;
+    let scene = Scene::new();
+    let script = scene.dir.join("once.py");
+    fs::write(&script, SCRIPT).unwrap();
+    let out = Dpm::run(["-v", "--warm-spawn=2", HOSTS[0], HOSTS[1], "-n", "1", &venv_python(), &script.display().to_string()])
+        .watchdog(Duration::from_secs(120))
+        .output();
+    out.assert_success();
+    out.assert_stdout_contains("result [32, 243]");
+    out.assert_stderr_contains("dpm: warm spawn: 0 claimed, 1 missed, 0 refilled");
+    assert!(warm_lines(&out, "refilled").is_empty(), "{}", out.describe());
 }
 
 /// A boot of its own (`dpm boot -hosts localhost:32 --warm-spawn=1`, kept

@@ -108,11 +108,17 @@ impl Link {
     }
 
     /// A normal end: close the pipe (the cleaner, with every job ended, has
-    /// nothing to do and exits) and reap the process that started it.
+    /// nothing to do and exits) and reap the process that started it if it
+    /// is done. One still starting is not waited for: this process is about
+    /// to exit, and a short run (`dpm run -n 1 /bin/true`) ended several
+    /// milliseconds after its rank only because it waited here for the
+    /// cleaner's exec of this 37 MB binary (issue 37). The cleaner reads
+    /// the notes left in the pipe and its end of file as it would have, and
+    /// the process that started it, orphaned, is reaped by init.
     pub fn finish(mut self) {
         self.release();
         drop(self.pipe.take());
-        if let Some(starter) = self.starter.take() {
+        if let Some(starter) = self.starter.take().filter(|s| s.is_finished()) {
             let _ = starter.join();
         }
     }

@@ -258,6 +258,17 @@ pub trait NodeEffects {
     fn rebind(&mut self, pid: i32, cpus: &[u64]) {
         crate::binding::rebind(pid, cpus);
     }
+    /// The nice value of a pooled rank's session until its claim (0: none;
+    /// [`crate::pool_priority`]).
+    fn pooled_nice(&mut self) -> u8 {
+        crate::pool_priority::pooled_nice()
+    }
+    /// Put the session that rank `pid` leads at `nice`: a pooled rank's in
+    /// the background until its claim, then back at 0
+    /// ([`crate::pool_priority`]).
+    fn session_nice(&mut self, pid: i32, nice: u8) {
+        crate::pool_priority::set_session_nice(pid, nice);
+    }
     /// Say a line on this daemon's stderr (`--report-bindings`, a binding's
     /// warning), which reaches the user's terminal under every bootstrap.
     /// One write per line, so that lines of several daemons sharing the

@@ -89,6 +89,9 @@ struct JobProcs {
     launching: Option<Launching>,
     /// A rank of it has ended here (a warm spawn's claim then fails: `claim`).
     rank_ended: bool,
+    /// A warm spawn's pooled job not claimed yet: its ranks run in the
+    /// background ([`crate::pool_priority`]) until the claim.
+    pooled: bool,
     /// A rank of it ended by a signal here: it may have been killed between
     /// UCX's create and unlink of a segment, so the job's end looks for
     /// UCX's orphans ([`NodeEffects::remove_shm`]).
@@ -451,10 +454,16 @@ impl NodeReactor {
             // The processes still starting get it as they start.
             launching.signals.push(signal);
         }
+        // A pooled rank ends as quickly as any: a process in the background
+        // would wait for a CPU to run its own exit on a busy machine.
+        let pooled = std::mem::take(&mut j.pooled) && fx.pooled_nice() > 0;
         for &pgid in &j.pgids {
             fx.kill_group(pgid, signal);
         }
         for ((_, _), p) in self.procs.iter().filter(|((j, _), _)| *j == job) {
+            if pooled {
+                fx.session_nice(p.pid, 0);
+            }
             // A rank that left the group (setsid) still gets it.
             fx.kill_process(p.pid, signal);
         }

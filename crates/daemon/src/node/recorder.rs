@@ -100,6 +100,11 @@ pub enum Recorded {
     PmixForget(String),
     /// A `--report-bindings` line or a binding's warning.
     BindingNote(String),
+    /// The session led by `pid` put at `nice` (a pooled rank's background).
+    SessionNice {
+        pid: i32,
+        nice: u8,
+    },
 }
 
 /// See the module documentation.
@@ -125,6 +130,8 @@ pub struct RecordingEffects {
     /// The node's hwloc topology (XML) that binding works on; `None`: the
     /// host's ([`NodeEffects::binder`]'s default).
     pub topology: Option<String>,
+    /// [`NodeEffects::pooled_nice`] (default 0: pooled ranks stay in the foreground).
+    pub pooled_nice: u8,
     next_pid: i32,
     next_port: u16,
 }
@@ -178,6 +185,14 @@ impl RecordingEffects {
 impl NodeEffects for RecordingEffects {
     fn send_up(&mut self, msg: ToLauncher) {
         self.log.push(Recorded::Up(msg));
+    }
+
+    fn pooled_nice(&mut self) -> u8 {
+        self.pooled_nice
+    }
+
+    fn session_nice(&mut self, pid: i32, nice: u8) {
+        self.log.push(Recorded::SessionNice { pid, nice });
     }
 
     fn pmi_write(&mut self, conn: ConnId, bytes: &[u8]) {

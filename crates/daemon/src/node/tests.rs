@@ -150,7 +150,10 @@ fn a_fence_goes_up_once_for_the_node_and_its_completion_releases_every_rank() {
 }
 
 fn exited(fx: &mut RecordingEffects) -> Vec<(Rank, ExitStatus, PmiProgress)> {
-    fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited(RankExit { rank, status, pmi, .. }) = m { Some((rank, status, pmi)) } else { None }).collect()
+    fx.take_up()
+        .into_iter()
+        .filter_map(|m| if let ToLauncher::Exited(RankExit { rank, status, pmi, .. }) = m { Some((rank, status, pmi)) } else { None })
+        .collect()
 }
 
 #[test]
@@ -347,18 +350,37 @@ fn a_small_spawn_is_started_by_the_nodes_own_thread() {
 #[test]
 fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
     let (mut r, mut fx) = node();
+    fx.pooled_nice = 19;
     let spec = LaunchJob { spawner: Some("kvs_7_0".into()), awaiting_claim: true, ..launch(1, 1, PmiMode::Fd) };
     r.on_message(&mut fx, ToDaemon::Launch(spec));
     fx.settle(&mut r);
     let conn = fx.starts()[0].pmi_conn.expect("PMI_FD mode");
     assert_eq!(fx.starts()[0].var("PMI_SPAWNED"), Some("1"), "launched as a spawned job");
+    let pid = fx.starts()[0].result.as_ref().expect("started").pid;
+    let nice = |fx: &RecordingEffects| -> Vec<(i32, u8)> {
+        fx.log.iter().filter_map(|r| if let Recorded::SessionNice { pid, nice } = r { Some((*pid, *nice)) } else { None }).collect()
+    };
+    assert_eq!(nice(&fx), vec![(pid, 19)], "a pooled rank starts in the background (DPM_WARM_NICE=19)");
     fx.take();
     init(&mut r, &mut fx, &[conn]);
     let get = format!("cmd=get kvsname={KVS} key=PARENT_ROOT_PORT_NAME\n");
     assert_eq!(talk(&mut r, &mut fx, conn, &get), "", "parked until the claim");
     r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: vec![("PARENT_ROOT_PORT_NAME".into(), "port#1$".into())] });
+    assert_eq!(nice(&fx), vec![(pid, 0)], "claimed: out of the background");
     assert_eq!(fx.take_written(conn), "cmd=get_result rc=0 value=port#1$\n");
     assert!(matches!(fx.take_up()[..], [ToLauncher::Claimed { job: J, alive: true }]));
+}
+
+/// A job launched as any other (a cold spawn's) never leaves the foreground.
+#[test]
+fn a_cold_job_is_never_put_in_the_background() {
+    let (mut r, mut fx) = node();
+    fx.pooled_nice = 19;
+    let spec = LaunchJob { spawner: Some("kvs_7_0".into()), ..launch(2, 2, PmiMode::Fd) };
+    r.on_message(&mut fx, ToDaemon::Launch(spec));
+    fx.settle(&mut r);
+    assert_eq!(fx.starts().len(), 2);
+    assert!(!fx.log.iter().any(|r| matches!(r, Recorded::SessionNice { .. })), "{:?}", fx.log.len());
 }
 
 /// Warm spawn: a missed spawn's cold job, launched to report its ranks'

@@ -20,6 +20,9 @@ pub enum Timer {
     KillGrace,
     /// Warm spawn: fill the pools again, a moment after a claim.
     WarmRefill,
+    /// Warm spawn: pool the shapes missed once, a moment after a spawned
+    /// job's end (if their parent is still there).
+    WarmLearn,
 }
 
 /// Everything a [`super::Run`] does besides changing its own state.

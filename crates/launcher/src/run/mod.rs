@@ -225,10 +225,9 @@ impl Run {
                     self.warm_drop(fx, job, Some(&why));
                 }
             }
-            ToLauncher::ParentAsked { job, rank } => {
-                let (warm, cx) = self.warm_parts();
-                warm.parent_asked(&cx, fx, job, rank);
-            }
+            // Asked for by no launch of this version (a pooled shape is no
+            // longer filled at its cold children's `MPI_Init`, `warm`).
+            ToLauncher::ParentAsked { .. } => {}
             ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => {
                 let universe = self.settings.universe_size;
                 self.connects.contribute(fx, &self.jobs, universe, node, request, &nspaces, &ranks, kind, group, data);
@@ -334,11 +333,10 @@ impl Run {
                 return answer(fx, Err(why), Vec::new());
             }
         };
-        let mut launch = spawn::launch_of(&self.settings, &self.kvs, fx, planned, &slots, parent, parent_kvs, ask.preput);
-        // The first miss of a shape fills its pool once its own children are
-        // up (`warm::Priming`); a shape that repeats refills at once.
-        let miss = (want > 0).then(|| self.warm.miss(&self.settings, fx, &shape, parent));
-        launch.report_parent_asks = miss == Some(Miss::Prime);
+        let launch = spawn::launch_of(&self.settings, &self.kvs, fx, planned, &slots, parent, parent_kvs, ask.preput);
+        // The first miss of a shape starts only its own children (`Miss::Learn`);
+        // a shape that repeats fills its pool at once.
+        let miss = (want > 0).then(|| self.warm.miss(&self.settings, fx, &shape, want, (parent, launch.spawner.as_deref().unwrap_or_default())));
         let (job, size) = (launch.job, launch.size);
         tracing::debug!(%parent, %job, size, "spawn");
         if spawn::answers_before_start(&self.jobs, self.policy, &self.settings, parent) {
@@ -351,13 +349,9 @@ impl Run {
                 j.set_spawn_errcodes(errcodes);
             }
         }
-        match miss {
-            Some(Miss::Prime) => self.warm.prime_after(job, size, shape, want, parent),
-            Some(Miss::Refill) => {
-                let (warm, cx) = self.warm_parts();
-                warm.fill(&cx, fx, &shape, want, parent);
-            }
-            Some(Miss::Remember) | None => {}
+        if miss == Some(Miss::Refill) {
+            let (warm, cx) = self.warm_parts();
+            warm.fill(&cx, fx, &shape, want, parent);
         }
     }
 
@@ -447,13 +441,14 @@ impl Run {
         for orphan in self.warm.claims_of(job) {
             self.warm_drop(fx, orphan, None);
         }
-        self.warm.parent_ended(&self.settings, fx, self.verdict.ending(), job);
+        let (warm, cx) = self.warm_parts();
+        warm.parent_ended(&cx, fx, job);
         let out = fx.shared().connects_job_ended(job);
         send_all(fx, out);
         send_all(fx, self.connects.job_ended(job));
         if j.spawned() && !j.pool() {
             let (warm, cx) = self.warm_parts();
-            warm.topup(&cx, fx);
+            warm.job_ended(&cx, fx);
         }
         if j.alone_since().is_some() || j.pool() {
             return; // its failure was its own (or a pooled job's); its ranks are nobody's business
@@ -527,7 +522,11 @@ impl Run {
             Timer::KillGrace => self.jobs.kill_all(fx, libc::SIGKILL),
             Timer::WarmRefill => {
                 let (warm, cx) = self.warm_parts();
-                warm.topup(&cx, fx);
+                warm.on_refill_timer(&cx, fx);
+            }
+            Timer::WarmLearn => {
+                let (warm, cx) = self.warm_parts();
+                warm.on_learn_timer(&cx, fx);
             }
         }
         self.settle(fx);

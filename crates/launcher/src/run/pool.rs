@@ -142,6 +142,21 @@ impl Pool {
         self.jobs.iter().map(|(_, k)| k.job.kvsname()).chain(self.dying.values().map(Job::kvsname))
     }
 
+    /// It keeps jobs for later runs (a boot's `--warm-spawn`).
+    pub(super) fn keeps(&self) -> bool {
+        self.limit > 0
+    }
+
+    /// The most jobs it keeps per shape.
+    pub(super) fn keep_limit(&self) -> usize {
+        self.limit
+    }
+
+    /// A pooled job of `shape` is there, made for any run or kept.
+    pub(super) fn has(&self, shape: &Shape) -> bool {
+        self.jobs.iter().any(|(_, k)| k.shape == *shape)
+    }
+
     /// Messages about `job` are this one's.
     pub fn holds(&self, job: JobId) -> bool {
         self.jobs.iter().any(|(j, _)| *j == job) || self.dying.contains_key(&job)

@@ -16,8 +16,15 @@
 //! next pooled job or running cold); the replacements start
 //! [`REFILL_DELAY`] after the last claim (each claim pushes them back), or as
 //! soon as a spawned job ends and gives slots back; a spawn that finds none
-//! runs cold and fills the pool for the next one — the first miss of a shape
-//! once its own children are up ([`Priming`]), a later one at once.
+//! runs cold, exactly as without warm spawn, and starts nothing else
+//! ([`Miss`]): the first miss of a shape only *learns* it, and its pool is
+//! filled once the missed job has ended and its parent is still there
+//! [`LEARN_DELAY`] later (a one-shot run — `MPIPoolExecutor` used once —
+//! ends first and never starts a pooled process), or at the shape's second
+//! miss. So a pool starts when the job leaves CPU to it — between its
+//! spawns, not beside the children a miss started — at the job's priority
+//! (`DPM_WARM_NICE` puts pooled ranks in the background until their claim:
+//! `dpm_daemon::pool_priority`, which says why that is not the default).
 //!
 //! What a run keeps here is its *policy*: which shapes it pools, how many
 //! jobs each wants, when to fill them, its claims in flight and its counts.
@@ -30,7 +37,7 @@
 //! that does not fit in the free slots kills pooled jobs (oldest first) and
 //! gets their slots back at once.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
@@ -75,6 +82,13 @@ pub const MAX_HELD_OUTPUT: usize = 64 * 1024;
 /// is well above a claimed spawn's slowest (~8 ms). A spawn loop's claimed
 /// child ends (and refills at once) long before.
 pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long after a spawned job's end a shape missed only once is pooled,
+/// if the spawning job is still there ([`Miss::Learn`]). A one-shot run's
+/// parent (one `MPIPoolExecutor`, one spawn) ends right after its children
+/// — its pool would never be claimed, and starting it would only take CPU
+/// and memory at the run's end; a parent that lives on (a workflow's next
+/// pool, a loop's next spawn) gets its pool while it does other work.
+pub const LEARN_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What a pooled job must match to be claimed: the spawn's commands
 /// (program, arguments, `maxprocs`, info — `host`/`hosts`, `wdir`, `path`,
@@ -184,9 +198,10 @@ pub const SEEN_SHAPES_MAX: usize = 64;
 /// What a missed spawn does for its shape's pool ([`WarmPool::miss`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Miss {
-    /// A new shape: its pool is filled once the cold children are up.
-    Prime,
-    /// A shape pooled before: refilled at once.
+    /// A new shape: learned; pooled once a spawned job has ended and its
+    /// parent lives on ([`LEARN_DELAY`]), or at its next miss.
+    Learn,
+    /// A shape learned or pooled before: filled at once.
     Refill,
     /// A new shape in a run whose new shapes go unclaimed: remembered, and
     /// pooled if it misses again.
@@ -198,12 +213,10 @@ pub(super) enum Miss {
 pub(super) struct WarmPool {
     /// Claims in flight, oldest first.
     claims: Vec<Claim>,
-    /// Every shape pooled so far, how many jobs it wants and the job whose
+    /// Every shape spawned so far, how many jobs it wants and the job whose
     /// spawns it is filled for: filled again when a spawned job ends and
     /// gives its slots back.
-    shapes: Vec<(Shape, usize, JobId)>,
-    /// Missed spawns whose pool is filled once their own children are up.
-    priming: Vec<Priming>,
+    shapes: Vec<Wanted>,
     /// New shapes pooled since the last claim ([`UNCLAIMED_SHAPES_MAX`]).
     unclaimed_shapes: u32,
     /// New shapes missed once and not pooled ([`SEEN_SHAPES_MAX`]).
@@ -213,20 +226,20 @@ pub(super) struct WarmPool {
     refilled: u64,
 }
 
-/// The first miss of a shape: its pool is filled once each rank of the cold
-/// job asked for its parent's port (the end of its `MPI_Init`,
-/// [`dpm_proto::ToLauncher::ParentAsked`]) or when the job ends — not at the
-/// miss, where the pooled children's start took the cores the cold children
-/// needed (`MPIPoolExecutor`'s first result: 662 → 469 ms, docs/warm-spawn.md).
-/// A later miss of a shape already pooled (a spawn loop that outran its
-/// pool) refills at once: waiting there cost the sustained rate a third
-/// (47 → 33 spawns/s).
-/// How many it wants and for whom are its shape's (`WarmPool::shapes`).
-struct Priming {
-    job: JobId,
-    size: u32,
-    asked: HashSet<Rank>,
+/// A shape's pool: how many jobs it wants and for whose spawns. `proven`:
+/// spawned again (claimed, or missed a second time) — its pool is filled
+/// at once from then on; a shape seen once ([`Miss::Learn`]) is filled only
+/// [`LEARN_DELAY`] after a spawned job's end (a miss never costs more than
+/// a cold spawn: MPIPoolExecutor's first result was 2.2× Hydra's when the
+/// pool started 4 processes while the missed children computed it).
+struct Wanted {
     shape: Shape,
+    want: usize,
+    parent: JobId,
+    /// The parent's kvsname, a pooled job's `spawner` (also once it ended:
+    /// [`WarmPool::parent_ended`]).
+    parent_kvs: String,
+    proven: bool,
 }
 
 /// What warm spawn reads and changes of the run besides its own state: the
@@ -388,7 +401,9 @@ impl WarmPool {
         if cx.settings.report_placement {
             cx.jobs.report_placement(fx, job);
         }
-        self.want(&shape, want, ask.parent);
+        if let Some(kvs) = cx.jobs.get(ask.parent).map(|j| j.kvsname().to_string()) {
+            self.want(&shape, want, (ask.parent, &kvs), true);
+        }
         // Every claim pushes the refill back: a burst of claims is served
         // from the pool before any replacement competes with it for the CPU.
         fx.arm(Timer::WarmRefill, REFILL_DELAY);
@@ -400,9 +415,16 @@ impl WarmPool {
     /// and placed as a cold spawn of the shape would be, then launched and
     /// owned by the pool.
     pub(super) fn fill(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
-        self.want(shape, want, parent);
-        let settings = cx.settings;
         let Some(parent_kvs) = cx.jobs.get(parent).map(|j| j.kvsname().to_string()) else { return };
+        self.want(shape, want, (parent, &parent_kvs), true);
+        self.launch_pooled(cx, fx, shape, want, (parent, &parent_kvs));
+    }
+
+    /// Launch pooled jobs of `shape` made for this run's spawns by `parent`
+    /// (its id and kvsname) until the pool holds `want` of them (or the free
+    /// slots run out).
+    fn launch_pooled(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: (JobId, &str)) {
+        let ((parent, parent_kvs), settings) = (parent, cx.settings);
         let have = fx.shared().pool.count(shape, settings.owner);
         let maker = Maker { owner: settings.owner, origin: parent, verbose: settings.warm_verbose };
         for _ in have..want.min(MAX_WARM_SPAWN) {
@@ -417,9 +439,10 @@ impl WarmPool {
                 Ok(s) => s,
                 Err(e) => return say(settings, fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe(parent))),
             };
-            let launch = super::spawn::launch_of(settings, cx.kvs, fx, plan.job, &slots, parent, parent_kvs.clone(), Vec::new());
+            let launch = super::spawn::launch_of(settings, cx.kvs, fx, plan.job, &slots, parent, parent_kvs.to_string(), Vec::new());
             let (job, kvsname) = (launch.job, launch.kvsname.clone());
-            let launch = LaunchJob { awaiting_claim: true, ..launch };
+            // The design the shape was spawned with (its parent may be gone).
+            let launch = LaunchJob { awaiting_claim: true, kvs: shape.context.design, ..launch };
             let state = Job::new(&launch, slots, None);
             with_pool(fx, |pool, pfx| pool.launch(pfx, maker, shape.clone(), launch, state));
             self.refilled += 1;
@@ -427,36 +450,67 @@ impl WarmPool {
         }
     }
 
-    /// Remember that `shape` wants `want` pooled jobs, for spawns by `parent`.
-    fn want(&mut self, shape: &Shape, want: usize, parent: JobId) {
-        match self.shapes.iter_mut().find(|(s, _, _)| s == shape) {
-            Some((_, n, p)) => (*n, *p) = (want, parent),
-            None => self.shapes.push((shape.clone(), want, parent)),
+    /// Remember that `shape` wants `want` pooled jobs, for spawns by
+    /// `parent` (`proven`: spawned more than once; never unlearned).
+    fn want(&mut self, shape: &Shape, want: usize, parent: (JobId, &str), proven: bool) {
+        let (parent, kvs) = parent;
+        match self.shapes.iter_mut().find(|w| w.shape == *shape) {
+            Some(w) => {
+                (w.want, w.proven) = (want, w.proven || proven);
+                if w.parent != parent {
+                    (w.parent, w.parent_kvs) = (parent, kvs.to_string());
+                }
+            }
+            None => self.shapes.push(Wanted { shape: shape.clone(), want, parent, parent_kvs: kvs.to_string(), proven }),
         }
     }
 
-    /// A spawned job ended and gave its slots back: fill the pools that
-    /// lacked the room (never after a pooled job's own end, so a shape whose
-    /// jobs crash is not restarted in a loop; never while the run ends).
-    pub(super) fn topup(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects) {
+    /// Fill the pools that lack jobs (`all`: the learned shapes too, else
+    /// only the proven ones); never while the run ends, and only for live
+    /// parents.
+    fn topup(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, all: bool) {
         if cx.ending || self.shapes.is_empty() {
             return;
         }
-        self.shapes.retain(|(_, _, p)| cx.jobs.contains(*p));
-        for (shape, want, parent) in self.shapes.clone() {
-            if !self.priming.iter().any(|p| p.shape == shape) {
-                self.fill(cx, fx, &shape, want, parent);
-            }
+        self.shapes.retain(|w| cx.jobs.contains(w.parent));
+        let due: Vec<(Shape, usize, JobId)> = self.shapes.iter().filter(|w| all || w.proven).map(|w| (w.shape.clone(), w.want, w.parent)).collect();
+        for (shape, want, parent) in due {
+            self.fill(cx, fx, &shape, want, parent);
         }
     }
 
-    /// A spawn of `shape` by `parent` missed: what it does for the pool
-    /// ([`Miss`]; a shape missed once while new shapes go unclaimed is only
-    /// remembered, [`UNCLAIMED_SHAPES_MAX`]).
-    pub(super) fn miss(&mut self, settings: &Settings, fx: &mut dyn RunEffects, shape: &Shape, parent: JobId) -> Miss {
-        if self.shapes.iter().any(|(s, _, _)| s == shape) {
+    /// A spawned job ended and gave its slots back: the proven shapes' pools
+    /// are filled at once (never after a pooled job's own end, so a shape
+    /// whose jobs crash is not restarted in a loop), the learned ones
+    /// [`LEARN_DELAY`] later if their parent is still there
+    /// ([`WarmPool::on_learn_timer`]).
+    pub(super) fn job_ended(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects) {
+        self.topup(cx, fx, false);
+        if !cx.ending && self.shapes.iter().any(|w| !w.proven) {
+            fx.arm(Timer::WarmLearn, LEARN_DELAY);
+        }
+    }
+
+    /// [`REFILL_DELAY`] after the last claim: the proven shapes' pools are filled.
+    pub(super) fn on_refill_timer(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects) {
+        self.topup(cx, fx, false);
+    }
+
+    /// [`LEARN_DELAY`] after a spawned job's end: every pool is filled, the
+    /// learned shapes' too (those whose parent ended meanwhile are gone).
+    pub(super) fn on_learn_timer(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects) {
+        self.topup(cx, fx, true);
+    }
+
+    /// A spawn of `shape` by `parent` (wanting `want` pooled jobs) missed:
+    /// what it does for the pool ([`Miss`]; a shape missed once while new
+    /// shapes go unclaimed is only remembered, [`UNCLAIMED_SHAPES_MAX`]).
+    pub(super) fn miss(&mut self, settings: &Settings, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: (JobId, &str)) -> Miss {
+        if self.shapes.iter().any(|w| w.shape == *shape) {
+            self.want(shape, want, parent, true);
             return Miss::Refill;
         }
+        let (parent, parent_kvs) = parent;
         if self.unclaimed_shapes >= UNCLAIMED_SHAPES_MAX {
             match self.seen.iter().position(|s| s == shape) {
                 Some(i) => drop(self.seen.remove(i)),
@@ -476,32 +530,8 @@ impl WarmPool {
             }
         }
         self.unclaimed_shapes = self.unclaimed_shapes.saturating_add(1);
-        Miss::Prime
-    }
-
-    /// A spawn of `shape` missed and runs cold as `job` of `size` ranks: its
-    /// pool is filled once they are up ([`Priming`]).
-    pub(super) fn prime_after(&mut self, job: JobId, size: u32, shape: Shape, want: usize, parent: JobId) {
-        self.want(&shape, want, parent);
-        self.priming.push(Priming { job, size, asked: HashSet::new(), shape });
-    }
-
-    /// `rank` of `job` asked for its parent's port: once all have, the
-    /// pool its spawn missed is filled.
-    pub(super) fn parent_asked(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, job: JobId, rank: Rank) {
-        let Some(i) = self.priming.iter().position(|p| p.job == job) else { return };
-        let p = &mut self.priming[i];
-        if rank.0 < p.size {
-            p.asked.insert(rank);
-        }
-        if p.asked.len() < p.size as usize {
-            return;
-        }
-        let shape = self.priming.remove(i).shape;
-        let wanted = self.shapes.iter().find(|(s, _, _)| *s == shape).map(|&(_, want, parent)| (want, parent));
-        if let Some((want, parent)) = wanted.filter(|_| !cx.ending) {
-            self.fill(cx, fx, &shape, want, parent);
-        }
+        self.want(shape, want, (parent, parent_kvs), false);
+        Miss::Learn
     }
 
     /// The claims that spawns of `parent` are making (dropped when it ends).
@@ -511,16 +541,27 @@ impl WarmPool {
 
     /// `job` ended (its claims dropped already, [`WarmPool::claims_of`]):
     /// the pooled jobs made for its spawns are kept for later runs if the
-    /// tree keeps them (`pool`), else killed, quietly (as at the end of the run).
-    pub(super) fn parent_ended(&mut self, settings: &Settings, fx: &mut dyn RunEffects, ending: bool, job: JobId) {
-        let (now, owner) = (fx.now_micros(), settings.owner);
-        with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, Some(job), !ending));
-        self.shapes.retain(|(_, _, p)| *p != job);
-        // A priming job that ended without every rank asking: its shape is
-        // filled by the top-up at its end, as after any spawned job's end.
-        // (A priming for an ended parent's shape, gone just above, is dropped
-        // with its job or when its ranks have asked: it then fills nothing.)
-        self.priming.retain(|p| p.job != job);
+    /// tree keeps them (a boot's), else killed, quietly (as at the end of
+    /// the run). What the run learned is kept too: a shape `job` spawned
+    /// that has no pooled job (a one-shot run's only spawn) gets one now,
+    /// kept, so that the next run's first spawn of it is warm.
+    pub(super) fn parent_ended(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, job: JobId) {
+        let (now, owner, keep) = (fx.now_micros(), cx.settings.owner, !cx.ending);
+        if keep && fx.shared().pool.keeps() {
+            let learned: Vec<(Shape, usize, String)> = self
+                .shapes
+                .iter()
+                .filter(|w| w.parent == job && w.shape.movable() && !fx.shared().pool.has(&w.shape))
+                .map(|w| (w.shape.clone(), w.want, w.parent_kvs.clone()))
+                .collect();
+            for (shape, want, kvs) in learned {
+                say(cx.settings, fx, &format!("learned {}: pooled for later runs", shape.describe(job)));
+                let want = want.min(fx.shared().pool.keep_limit());
+                self.launch_pooled(cx, fx, &shape, want, (job, &kvs));
+            }
+        }
+        with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, Some(job), keep));
+        self.shapes.retain(|w| w.parent != job);
     }
 
     /// Take claimed `job` out of the claims, saying `why` (`None`: a quiet
@@ -577,11 +618,8 @@ impl WarmPool {
             assert!(live(c.ask.parent), "the claim of {} is for {}, not a live job", c.job, c.ask.parent);
             assert!(c.held_bytes <= MAX_HELD_OUTPUT && c.held_bytes == c.held.iter().map(|h| h.3.len()).sum::<usize>(), "{}: held output miscounted", c.job);
         }
-        for (_, _, parent) in &self.shapes {
-            assert!(live(*parent), "a shape is filled for {parent}, not a live job");
-        }
-        for p in &self.priming {
-            assert!(live(p.job), "priming from {}, not a live job", p.job);
+        for w in &self.shapes {
+            assert!(live(w.parent), "a shape is filled for {}, not a live job", w.parent);
         }
     }
 

@@ -60,7 +60,7 @@ impl NodeReactor {
             topology::export_early(&mut self.engine, fx);
         }
         self.register_job(&spec);
-        let mut entry = JobProcs { kvsname: spec.kvsname.clone(), front: Frontend::of(spec.pmi_mode), ..JobProcs::default() };
+        let mut entry = JobProcs { kvsname: spec.kvsname.clone(), front: Frontend::of(spec.pmi_mode), pooled: spec.awaiting_claim, ..JobProcs::default() };
         if spec.pmi_mode == PmiMode::Port {
             match fx.open_pmi_port(job) {
                 Ok(port) => entry.port = Some(port),
@@ -253,6 +253,10 @@ impl NodeReactor {
         if s.pgid == s.pid {
             j.leaders.push(s.pid);
         }
+        let nice = fx.pooled_nice();
+        if j.pooled && nice > 0 {
+            fx.session_nice(s.pid, nice);
+        }
         j.stdin |= s.stdin;
         if s.stdin {
             for data in j.launching.as_mut().and_then(|l| l.stdin.take()).unwrap_or_default() {
@@ -305,6 +309,15 @@ impl NodeReactor {
             // their parent is answered, which waits for `Claimed`).
             let procs = &self.procs;
             self.binding.rebind_claimed(fx, &self.host, job, |rank| procs.get(&(job, rank)).map(|p| p.pid));
+            // Out of the background before its ranks hear of the claim.
+            if let Some(j) = self.jobs.get_mut(&job).filter(|j| j.pooled) {
+                j.pooled = false;
+                if fx.pooled_nice() > 0 {
+                    for ((_, _), p) in procs.iter().filter(|((j, _), _)| *j == job) {
+                        fx.session_nice(p.pid, 0);
+                    }
+                }
+            }
             self.engine.claim(job, preput);
         } else {
             tracing::debug!(%job, "claim of a pooled job with an ended rank: not delivered");

@@ -52,6 +52,43 @@ fn first_run_kept() -> (Run, Recorder, JobId) {
     (run, rec, pooled)
 }
 
+/// Issue 37: a one-shot run of a tree that keeps jobs (a boot) starts
+/// nothing while it goes, but what it learned is kept: at its spawning
+/// job's end, the shape it spawned once gets a pooled job, kept, and the
+/// next run's first spawn of it claims it. A plain run keeps nothing.
+#[test]
+fn a_one_shot_runs_spawn_is_learned_by_a_tree_that_keeps_jobs() {
+    for keeps in [true, false] {
+        let (mut run, mut rec) = warm_fixture(&[8], 2);
+        if keeps {
+            rec.shared.pool.set_policy(1, IDLE);
+        }
+        let parent = started(&mut run, &mut rec, &[0]);
+        rec.take();
+        let (cold, _) = super::warm::request_cold(&mut run, &mut rec, parent, 1, 1, "a").expect("a miss");
+        start_all(&mut run, &mut rec, cold, 1);
+        ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+        assert_eq!(launches(&rec).len(), 1, "keeps {keeps}: nothing while the run goes");
+        exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Code(0), DONE, LATER);
+        assert_eq!(run.exit_code(), Some(0));
+        let pooled: Vec<JobId> = launches(&rec).into_iter().filter(|l| l.1).map(|l| l.0).collect();
+        if !keeps {
+            assert!(pooled.is_empty(), "a plain run keeps nothing: {:?}", launches(&rec));
+            continue;
+        }
+        assert_eq!(pooled.len(), 1, "one, as many as the tree keeps per shape: {:?}", launches(&rec));
+        assert!(rec.shared.pool.holds(pooled[0]) && signals(&rec, pooled[0]).is_empty(), "kept");
+        assert!(rec.said().iter().any(|l| l.starts_with("dpm: warm spawn: learned ")), "{:?}", rec.said());
+        start_all(&mut run, &mut rec, pooled[0], 1);
+        rec.take();
+        let mut second = next_run(2);
+        let parent = started(&mut second, &mut rec, &[0]);
+        rec.take();
+        assert!(super::warm::request_cold(&mut second, &mut rec, parent, 1, 7, "a").is_none(), "the next run's first spawn claims it");
+        assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled[0])));
+    }
+}
+
 #[test]
 fn a_runs_unclaimed_pooled_job_is_kept_and_claimed_by_the_next_run() {
     let (first, mut rec, pooled) = first_run_kept();

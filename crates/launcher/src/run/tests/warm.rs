@@ -1,12 +1,13 @@
-//! Warm spawn in the run reactor: pools filled after a miss and after a
-//! claim, claims answered at once with the preputs sent to the job's nodes,
+//! Warm spawn in the run reactor: a miss that starts only its own children,
+//! pools filled once a missed shape's job ended and its parent lives on (or
+//! at its second miss) and after a claim, claims answered at once with the preputs sent to the job's nodes,
 //! held output, quiet ends of pooled jobs, free slots only, eviction, and the
 //! end of a run with a full pool.
 
 use super::*;
 use dpm_proto::Stream;
 
-use crate::run::warm::REFILL_DELAY;
+use crate::run::warm::{LEARN_DELAY, REFILL_DELAY};
 
 /// A run whose spawns keep `n` pooled jobs per shape, saying its warm lines.
 pub(super) fn warm_fixture(slots: &[u32], n: usize) -> (Run, Recorder) {
@@ -17,28 +18,27 @@ pub(super) fn warm_fixture(slots: &[u32], n: usize) -> (Run, Recorder) {
 }
 
 /// Rank 0 of `parent` spawns `n` copies of `true` (request `req`, preput
-/// `PARENT_ROOT_PORT_NAME=port<req>`).
+/// `PARENT_ROOT_PORT_NAME=port<req>`); a miss's shape is then pooled, as
+/// [`LEARN_DELAY`] after a spawned job's end while its parent lives on.
 pub(super) fn request(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64) {
     request_arg(run, rec, parent, n, req, "a");
 }
 
-/// The same with `true`'s argument `arg` (another shape than `a`). A miss's
-/// cold children come up at once (see [`request_cold`] for the time between).
+/// The same with `true`'s argument `arg` (another shape than `a`).
 pub(super) fn request_arg(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64, arg: &str) {
-    if let Some((job, size)) = request_cold(run, rec, parent, n, req, arg) {
-        up(run, rec, job, size);
+    if request_cold(run, rec, parent, n, req, arg).is_some() {
+        run.on_timer(rec, Timer::WarmLearn);
     }
 }
 
-/// The spawn alone: the cold job it launched to report its children's
-/// parent asks (a miss that fills the pool once they are up), if any.
+/// The spawn alone: the cold job it launched (a miss), if any, and its size.
 pub(super) fn request_cold(run: &mut Run, rec: &mut Recorder, parent: JobId, n: u32, req: u64, arg: &str) -> Option<(JobId, u32)> {
     let commands = vec![SpawnCommand { exe: "true".into(), args: vec![arg.into()], maxprocs: n, info: Vec::new() }];
     let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), format!("port{req}"))];
     let before = rec.sent().len();
     deliver(run, rec, 0, ToLauncher::Spawn { request: RequestId(req), job: parent, rank: Rank(0), preput, commands });
     rec.sent()[before..].iter().find_map(|(_, m)| match m {
-        ToDaemon::Launch(l) if l.report_parent_asks => Some((l.job, l.size)),
+        ToDaemon::Launch(l) if !l.awaiting_claim => Some((l.job, l.size)),
         _ => None,
     })
 }
@@ -56,24 +56,10 @@ pub(super) fn launches(rec: &Recorder) -> Vec<(JobId, bool, usize)> {
     out
 }
 
-/// Every rank of `job` starts, and (a cold job, as its node reports
-/// `report_parent_asks`) asks for its parent's port at the end of MPI_Init.
+/// Every rank of `job` starts.
 pub(super) fn start_all(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
-    start_all_quietly(run, rec, job, n);
-    up(run, rec, job, n);
-}
-
-/// Every rank of `job` starts; none has asked for its parent's port yet.
-fn start_all_quietly(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
     for r in 0..n {
         deliver(run, rec, 0, ToLauncher::Started { job, rank: Rank(r), pid: 300 + 10 * job.0 + r });
-    }
-}
-
-/// Every rank of `job` asks for its parent's port (`ToLauncher::ParentAsked`).
-pub(super) fn up(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32) {
-    for r in 0..n {
-        deliver(run, rec, 0, ToLauncher::ParentAsked { job, rank: Rank(r) });
     }
 }
 
@@ -227,6 +213,7 @@ fn pools_take_only_free_slots_and_give_them_to_a_spawn_that_needs_them() {
     let cold = launches(&rec)[1].0;
     start_all(&mut run, &mut rec, cold, 1);
     ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    run.on_timer(&mut rec, Timer::WarmLearn);
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 2, "the cold job's slot went to the pool");
     assert_eq!(rec.shared.nodes.live(), 3);
     rec.take();
@@ -258,49 +245,69 @@ fn a_spawners_pool_goes_with_it() {
     assert_eq!(rec.shared.nodes.live(), 3, "the parent, its own pooled job and the child's cold job are left");
 }
 
-/// A miss runs cold and its pool waits until the cold children are up
-/// (each asked for its parent's port): pooled children started with them
-/// would take the cores they need. A cold job that ends first fills it too.
+/// A miss starts its own children and nothing else; once the missed job
+/// ended, the pool waits [`LEARN_DELAY`] for the parent: a one-shot run
+/// (its parent ends first) never starts a pooled process.
 #[test]
-fn a_miss_fills_the_pool_only_once_its_own_children_are_up() {
+fn a_one_shot_runs_only_spawn_starts_nothing_else() {
     let (mut run, mut rec) = warm_fixture(&[16], 2);
     let parent = started(&mut run, &mut rec, &[0]);
     rec.take();
-    let (cold, size) = request_cold(&mut run, &mut rec, parent, 2, 1, "a").expect("a miss reports its children");
+    let (cold, size) = request_cold(&mut run, &mut rec, parent, 2, 1, "a").expect("a miss");
     assert_eq!((launches(&rec).len(), size), (1, 2), "the cold job alone");
-    start_all_quietly(&mut run, &mut rec, cold, 2);
-    deliver(&mut run, &mut rec, 0, ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
-    deliver(&mut run, &mut rec, 0, ToLauncher::ParentAsked { job: cold, rank: Rank(0) });
-    deliver(&mut run, &mut rec, 0, ToLauncher::ParentAsked { job: cold, rank: Rank(2) });
-    run.on_timer(&mut rec, Timer::WarmRefill);
-    assert_eq!(launches(&rec).len(), 1, "one child is not up yet (asking twice counts once, a rank beyond the job not at all)");
-    deliver(&mut run, &mut rec, 0, ToLauncher::ParentAsked { job: cold, rank: Rank(1) });
-    let l = launches(&rec);
-    assert_eq!(l.len(), 3, "then the pool: {l:?}");
-    assert!(l[1..].iter().all(|&(_, awaiting, _)| awaiting), "{l:?}");
-    assert!(rec.sent().iter().all(|(_, m)| !matches!(m, ToDaemon::Launch(l) if l.awaiting_claim && l.report_parent_asks)), "pooled jobs report nothing");
-    // Another shape: its cold job ends before its children asked.
-    rec.take();
-    let (other, _) = request_cold(&mut run, &mut rec, parent, 1, 2, "b").expect("a miss");
-    start_all_quietly(&mut run, &mut rec, other, 1);
-    assert_eq!(launches(&rec).len(), 1);
-    ended(&mut run, &mut rec, other, 1, ExitStatus::Code(0));
-    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 2, "filled at its end: {:?}", launches(&rec));
+    assert!(matches!(answer(&rec, 1), Some(Ok(_))));
+    start_all(&mut run, &mut rec, cold, 2);
+    ended(&mut run, &mut rec, cold, 2, ExitStatus::Code(0));
+    assert_eq!(launches(&rec).len(), 1, "nothing at the job's end");
+    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Arm(Timer::WarmLearn, d) if *d == LEARN_DELAY)), "the pool waits for the parent");
+    ended(&mut run, &mut rec, parent, 1, ExitStatus::Code(0));
+    run.on_timer(&mut rec, Timer::WarmLearn);
+    assert_eq!(launches(&rec).len(), 1, "the parent ended first: no pooled job");
+    assert_eq!(run.exit_code(), Some(0));
+    assert!(rec.said().contains(&"dpm: warm spawn: 0 claimed, 1 missed, 0 refilled"), "{:?}", rec.said());
 }
 
-/// A miss of a shape already pooled (a loop that outran its pool) refills
-/// at once, without waiting for its children.
+/// A parent that lives on after its spawned job's end gets its pool
+/// [`LEARN_DELAY`] later; the next spawn claims it.
+#[test]
+fn a_parent_that_lives_on_gets_its_pool_after_the_missed_job_ended() {
+    let (mut run, mut rec) = warm_fixture(&[16], 1);
+    let parent = started(&mut run, &mut rec, &[0]);
+    rec.take();
+    let (cold, _) = request_cold(&mut run, &mut rec, parent, 1, 1, "a").expect("a miss");
+    start_all(&mut run, &mut rec, cold, 1);
+    run.on_timer(&mut rec, Timer::WarmRefill);
+    assert_eq!(launches(&rec).len(), 1, "the refill timer does not pool a shape seen once");
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    run.on_timer(&mut rec, Timer::WarmLearn);
+    let pooled: Vec<JobId> = launches(&rec).into_iter().filter(|l| l.1).map(|l| l.0).collect();
+    assert_eq!(pooled.len(), 1, "{:?}", launches(&rec));
+    start_all(&mut run, &mut rec, pooled[0], 1);
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 2, "a").is_none(), "claimed, no cold job");
+    claimed(&mut run, &mut rec, pooled[0], true);
+    assert!(matches!(answer(&rec, 2), Some(Ok(k)) if k.ends_with(&format!("_{}", pooled[0].0))));
+}
+
+/// A second miss of a shape (a spawn loop faster than its children's end,
+/// or than its pool) fills the pool at once.
 #[test]
 fn a_later_miss_of_a_known_shape_refills_at_once() {
     let (mut run, mut rec) = warm_fixture(&[16], 1);
     let parent = started(&mut run, &mut rec, &[0]);
-    request(&mut run, &mut rec, parent, 1, 1);
-    let pooled = launches(&rec).into_iter().find(|l| l.1).expect("primed").0;
+    rec.take();
+    let (first, _) = request_cold(&mut run, &mut rec, parent, 1, 1, "a").expect("a miss");
+    assert_eq!(launches(&rec).len(), 1, "the first miss: cold only");
+    start_all(&mut run, &mut rec, first, 1);
+    rec.take();
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 2, "a").is_some(), "a second miss");
+    let l = launches(&rec);
+    assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), [false, true], "cold, and the pool with it: {l:?}");
+    let pooled = l[1].0;
     start_all(&mut run, &mut rec, pooled, 1);
-    assert!(request_cold(&mut run, &mut rec, parent, 1, 2, "a").is_none(), "claimed, no cold job");
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 3, "a").is_none(), "claimed, no cold job");
     claimed(&mut run, &mut rec, pooled, true);
     rec.take();
-    assert!(request_cold(&mut run, &mut rec, parent, 1, 3, "a").is_none(), "a miss that reports nothing");
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 4, "a").is_some(), "the pool is used up: a miss");
     let l = launches(&rec);
     assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), [false, true], "cold, and the refill with it: {l:?}");
 }
@@ -312,15 +319,13 @@ fn the_info_key_refuses_or_asks_for_warm_spawn() {
     let info = |v: &str| vec![(WARM_INFO_KEY.to_string(), v.to_string())];
     let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("true") }];
     deliver(&mut run, &mut rec, 0, ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
-    let cold = launches(&rec)[1].0;
-    up(&mut run, &mut rec, cold, 1);
+    run.on_timer(&mut rec, Timer::WarmLearn);
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), DEFAULT_WARM_SPAWN, "asked for: the default pool");
     let (mut run, mut rec) = warm_fixture(&[8], 2);
     let parent = started(&mut run, &mut rec, &[0]);
     let commands = vec![SpawnCommand { exe: "true".into(), args: Vec::new(), maxprocs: 1, info: info("false") }];
     deliver(&mut run, &mut rec, 0, ToLauncher::Spawn { request: RequestId(1), job: parent, rank: Rank(0), preput: Vec::new(), commands });
-    let cold = launches(&rec)[1].0;
-    up(&mut run, &mut rec, cold, 1);
+    run.on_timer(&mut rec, Timer::WarmLearn);
     assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 0, "refused: cold only");
 }
 
@@ -411,10 +416,11 @@ fn new_shapes_that_go_unclaimed_are_pooled_only_from_their_second_miss() {
         assert_eq!(pooled(&rec).len(), 1, "new shape {i} is pooled at its first miss");
     }
     rec.take();
-    assert!(request_cold(&mut run, &mut rec, parent, 1, 10, "task10").is_none(), "the cold job reports nothing");
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 10, "task10").is_some(), "a miss");
+    run.on_timer(&mut rec, Timer::WarmLearn);
     assert!(pooled(&rec).is_empty(), "a third unclaimed new shape is not pooled: {:?}", launches(&rec));
     assert!(rec.said().iter().any(|l| l.contains("not pooled")), "{:?}", rec.said());
-    // It comes again: pooled now, once its children are up.
+    // It comes again: pooled now.
     request_arg(&mut run, &mut rec, parent, 1, 11, "task10");
     let again = pooled(&rec);
     assert_eq!(again.len(), 1, "{:?}", launches(&rec));
@@ -423,6 +429,9 @@ fn new_shapes_that_go_unclaimed_are_pooled_only_from_their_second_miss() {
     assert!(request_cold(&mut run, &mut rec, parent, 1, 12, "task10").is_none(), "claimed");
     claimed(&mut run, &mut rec, again[0], true);
     assert!(matches!(answer(&rec, 12), Some(Ok(_))), "the claim answered the spawn");
+    rec.take();
+    run.on_timer(&mut rec, Timer::WarmRefill);
+    assert_eq!(pooled(&rec).len(), 1, "task10's refill after its claim");
     rec.take();
     request_arg(&mut run, &mut rec, parent, 1, 13, "task13");
     assert_eq!(pooled(&rec).len(), 1, "after a claim, a new shape is pooled at its first miss: {:?}", launches(&rec));
