@@ -48,6 +48,16 @@ impl BatchSystem {
         }
     }
 
+    /// Its name in messages.
+    pub fn title(self) -> &'static str {
+        match self {
+            BatchSystem::Slurm => "Slurm",
+            BatchSystem::Lsf => "LSF",
+            BatchSystem::Sge => "Grid Engine",
+            BatchSystem::Pbs => "PBS",
+        }
+    }
+
     /// The variables that must all be set for Hydra to find it.
     pub fn detection_vars(self) -> &'static [&'static str] {
         match self {
@@ -101,7 +111,7 @@ impl FromStr for Rmk {
 /// Why an allocation cannot be read: a usage error (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BatchError {
-    #[error("-rmk {system}: not inside a {system} allocation ({} not set)", .missing.join(", "))]
+    #[error("-rmk {system}: no {} allocation here ({} not set)", system.title(), .missing.join(", "))]
     NotInside { system: BatchSystem, missing: Vec<&'static str> },
     #[error("{var}={path}: cannot read it: {reason}")]
     Unreadable { var: &'static str, path: String, reason: String },
@@ -357,6 +367,6 @@ mod tests {
         let missing = read(BatchSystem::Pbs, &env_of(&[("PBS_NODEFILE", "/gone")]), &reader).unwrap_err();
         assert!(missing.to_string().starts_with("PBS_NODEFILE=/gone: cannot read it: "), "{missing}");
         let outside = read(BatchSystem::Sge, &env_of(&[]), &reader).unwrap_err();
-        assert_eq!(outside.to_string(), "-rmk sge: not inside a sge allocation (PE_HOSTFILE not set)");
+        assert_eq!(outside.to_string(), "-rmk sge: no Grid Engine allocation here (PE_HOSTFILE not set)");
     }
 }
