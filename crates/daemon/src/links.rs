@@ -66,7 +66,7 @@ pub fn start(node: NodeId, host: &str, bootstrap: &Bootstrap, trace: bool, verbo
     args.push(heartbeat_timeout().as_secs_f64().to_string());
     // An agent's host that is this machine gets its daemon by fork.
     let bootstrap = match bootstrap {
-        Bootstrap::Agent(_) if is_this_machine(host) => &Bootstrap::Fork,
+        Bootstrap::Agent { autofork: true, .. } if is_this_machine(host) => &Bootstrap::Fork,
         other => other,
     };
     let secret_on_stdin = *bootstrap != Bootstrap::Fork;
@@ -79,7 +79,7 @@ pub fn start(node: NodeId, host: &str, bootstrap: &Bootstrap, trace: bool, verbo
             c.args(&args).env(SECRET_ENV, secret.to_hex());
             c
         }
-        Bootstrap::Ssh(ssh) | Bootstrap::Agent(ssh) => {
+        Bootstrap::Ssh(ssh) | Bootstrap::Agent { command: ssh, .. } => {
             let mut c = Command::new(&ssh[0]);
             c.args(&ssh[1..]).arg(host).arg(exe.display().to_string()).args(&args);
             c
@@ -387,4 +387,17 @@ pub async fn start_children(
         linked.push(LinkedChild { node, down, process });
     }
     Ok(linked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_this_machine;
+
+    #[test]
+    fn this_machine_by_name_and_loopback_but_not_127_0_0_2() {
+        let me = nix::unistd::gethostname().unwrap().to_string_lossy().into_owned();
+        assert!(is_this_machine(&me) && is_this_machine("localhost") && is_this_machine("127.0.0.1"));
+        assert!(!is_this_machine("127.0.0.2"), "Hydra counts 127.0.0.2 as another host");
+        assert!(!is_this_machine(&format!("{me}x")) && !is_this_machine("other.example.org"));
+    }
 }

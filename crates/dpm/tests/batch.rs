@@ -297,4 +297,13 @@ fn a_launcher_by_name_or_variable_uses_that_agent() {
     out.assert_success();
     let log = batch.take_log();
     assert!(log.len() == 1 && log[0].starts_with("pbs_tmrsh -inherit -V 127.0.0.2 "), "{log:?}");
+    // HYDRA_LAUNCHER_AUTOFORK=0: this machine's daemon through the agent too,
+    // even for a one-node allocation.
+    let me = hostname();
+    let hosts = format!("{me} 2");
+    let vars = [("LSF_BINDIR", bindir.as_str()), ("LSB_MCPU_HOSTS", hosts.as_str()), ("HYDRA_LAUNCHER_AUTOFORK", "0")];
+    let out = batch.env(Dpm::run([hello()]), &vars).output();
+    out.assert_success();
+    assert_eq!(hello_lines(&out), 2, "{}", out.describe());
+    assert_eq!(agent_hosts(&batch.take_log(), "blaunch"), [me]);
 }

@@ -64,7 +64,8 @@ impl NodeChoice {
         let how = match &self.bootstrap {
             Bootstrap::InProcess => "one node, no daemon to start".to_string(),
             Bootstrap::Tree(tree::Bootstrap::Slurm) => "daemons through srun".to_string(),
-            Bootstrap::Tree(tree::Bootstrap::Agent(c)) => format!("daemons through {} (this host's by fork)", c.join(" ")),
+            Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork: true }) => format!("daemons through {} (this host's by fork)", command.join(" ")),
+            Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork: false }) => format!("daemons through {}", command.join(" ")),
             Bootstrap::Tree(tree::Bootstrap::Ssh(c)) => format!("daemons through {}", c.join(" ")),
             Bootstrap::Tree(tree::Bootstrap::Fork) => "daemons by fork".to_string(),
             Bootstrap::Manual(_) => "daemons started by hand".to_string(),
@@ -153,8 +154,12 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoic
     let env = |k: &str| std::env::var(k).ok();
     let path = std::env::var("PATH").ok();
     let find = |name: &str| crate::agent::find_in_path(name, path.as_deref());
-    let agent =
-        |l: Launcher| Bootstrap::Tree(tree::Bootstrap::Agent(crate::agent::command(l, config.launcher_exec.as_deref(), &config.ssh_command, &env, &find)));
+    // Hydra's HYDRA_LAUNCHER_AUTOFORK=0: this machine's daemons through the agent too.
+    let autofork = !env("HYDRA_LAUNCHER_AUTOFORK").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "no" | "false" | "off"));
+    let agent = |l: Launcher| {
+        let command = crate::agent::command(l, config.launcher_exec.as_deref(), &config.ssh_command, &env, &find);
+        Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork })
+    };
     let all_local = virtual_nodes || list.iter().all(|n| is_this_host(&n.host, host));
     let bootstrap = match config.launcher {
         Some(Launcher::Ssh | Launcher::Slurm | Launcher::Manual | Launcher::Lsf | Launcher::Sge | Launcher::Pbs) if virtual_nodes => {
@@ -171,6 +176,8 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoic
         Some(Launcher::Manual) => {
             Bootstrap::Manual(manual::Manual { bind: config.bind, timeout: config.connect_timeout, connect_host: opts.localhost.clone() })
         }
+        // Asked to: even a node that is this machine gets its daemon through the agent.
+        None if !autofork && from.is_some_and(|s| s != BatchSystem::Slurm) => agent(crate::agent::of(from.expect("checked"))),
         None if list.len() == 1 && (all_local || from_slurm) && (is_this_host(&list[0].host, host) || is_this_host_or_slurm_node(&list[0].host, host)) => {
             Bootstrap::InProcess
         }
