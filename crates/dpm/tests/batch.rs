@@ -307,3 +307,35 @@ fn a_launcher_by_name_or_variable_uses_that_agent() {
     assert_eq!(hello_lines(&out), 2, "{}", out.describe());
     assert_eq!(agent_hosts(&batch.take_log(), "blaunch"), [me]);
 }
+
+#[test]
+fn dpm_boot_inside_an_allocation_takes_its_hosts_and_status_names_it() {
+    let batch = Batch::new();
+    let me = hostname();
+    let nodefile = batch.file("nodes", &format!("{me}\n{me}\n127.0.0.2\n127.0.0.2\n"));
+    let dir = std::env::temp_dir().join(common::unique("dpm-boot-test"));
+    let out = std::process::Command::new(common::dpm_bin())
+        .arg("boot")
+        .env("DPM_RUNTIME_DIR", &dir)
+        .env_remove("DPM_BOOT")
+        .env("PBS_NODEFILE", &nodefile)
+        .env("PATH", batch.path_var())
+        .env("AGENT_LOG", batch.log_path())
+        .output()
+        .expect("run dpm boot");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "dpm boot failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok()).expect("dpm boot's pid");
+    let mut boot = common::boot::Boot { dir, pid, up: true };
+    let status = boot.status();
+    let expected = format!("nodes from the pbs allocation (PBS_NODEFILE={nodefile}): 2 nodes, 4 slots; daemons through {}/pbs_tmrsh", batch.dir.path_str());
+    assert!(status.contains(&expected), "{status}");
+    assert!(status.lines().any(|l| l.starts_with("1 ") && l.contains("127.0.0.2") && l.contains(" 2 ")), "{status}");
+    assert_eq!(agent_hosts(&batch.take_log(), "pbs_tmrsh"), ["127.0.0.2"]);
+    // A run through the boot uses the allocation's nodes (and starts no agent).
+    let out = boot.run(&["--report-placement", "-n", "4", &hello()]).output();
+    out.assert_success();
+    assert_eq!(dpm_placement(&out), [(me, vec![0, 1]), ("127.0.0.2".to_string(), vec![2, 3])]);
+    assert!(batch.take_log().is_empty());
+    assert!(boot.down().status.success());
+}

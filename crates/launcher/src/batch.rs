@@ -22,7 +22,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::UsageError;
 use crate::machine::Node;
 
 /// A batch system dpm reads allocations from.
@@ -95,15 +94,15 @@ pub enum Rmk {
 }
 
 impl FromStr for Rmk {
-    type Err = UsageError;
-    fn from_str(s: &str) -> Result<Self, UsageError> {
+    type Err = BatchError;
+    fn from_str(s: &str) -> Result<Self, BatchError> {
         Ok(match s {
             "user" => Rmk::User,
             "slurm" => Rmk::Batch(BatchSystem::Slurm),
             "lsf" => Rmk::Batch(BatchSystem::Lsf),
             "sge" => Rmk::Batch(BatchSystem::Sge),
             "pbs" => Rmk::Batch(BatchSystem::Pbs),
-            other => return Err(UsageError(format!("unknown resource manager '{other}' (pbs, lsf, sge, slurm or user)"))),
+            other => return Err(BatchError::UnknownRmk(other.to_string())),
         })
     }
 }
@@ -111,6 +110,8 @@ impl FromStr for Rmk {
 /// Why an allocation cannot be read: a usage error (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BatchError {
+    #[error("unknown resource manager '{0}' (pbs, lsf, sge, slurm or user)")]
+    UnknownRmk(String),
     #[error("-rmk {system}: no {} allocation here ({} not set)", system.title(), .missing.join(", "))]
     NotInside { system: BatchSystem, missing: Vec<&'static str> },
     #[error("{var}={path}: cannot read it: {reason}")]
@@ -349,7 +350,7 @@ mod tests {
     fn rmk_names() {
         assert_eq!("pbs".parse::<Rmk>().unwrap(), Rmk::Batch(BatchSystem::Pbs));
         assert_eq!("user".parse::<Rmk>().unwrap(), Rmk::User);
-        assert!("ll".parse::<Rmk>().unwrap_err().0.contains("unknown resource manager 'll'"));
+        assert!("ll".parse::<Rmk>().unwrap_err().to_string().contains("unknown resource manager 'll'"));
     }
 
     #[test]

@@ -414,7 +414,7 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         }
         Key::Rmk => {
             let v = value();
-            opts.rmk = Some(v.parse().map_err(|e: UsageError| usage(format!("'{arg} {v}': {}", e.0)))?);
+            opts.rmk = Some(v.parse().map_err(|e: crate::batch::BatchError| usage(format!("'{arg} {v}': {e}")))?);
         }
         Key::Bind => {
             let v = value();

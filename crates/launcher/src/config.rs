@@ -106,9 +106,10 @@ impl RunConfig {
         };
         let rmk = match opts.rmk {
             Some(r) => Some(r),
-            None => {
-                env("HYDRA_RMK").filter(|v| !v.is_empty()).map(|v| v.parse().map_err(|e: UsageError| UsageError(format!("HYDRA_RMK: {}", e.0)))).transpose()?
-            }
+            None => env("HYDRA_RMK")
+                .filter(|v| !v.is_empty())
+                .map(|v| v.parse().map_err(|e: crate::batch::BatchError| UsageError(format!("HYDRA_RMK: {e}"))))
+                .transpose()?,
         };
         let launcher_exec = opts
             .ssh_command
