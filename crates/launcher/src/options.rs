@@ -239,7 +239,8 @@ pub const OPTIONS: &[Opt] = &[
          lsf: $LSF_BINDIR/blaunch HOST; sge:\n\
          $SGE_ROOT/bin/$ARC/qrsh -inherit -V HOST; pbs:\n\
          pbs_tmrsh HOST if on PATH, else ssh; hosts that\n\
-         are this machine are forked. manual: dpm listens\n\
+         are this machine are forked (not with\n\
+         HYDRA_LAUNCHER_AUTOFORK=0). manual: dpm listens\n\
          on TCP and prints one command per node to run\n\
          by hand; each daemon connects back and proves\n\
          the run's secret (kept in a private 0600 file,\n\
