@@ -186,6 +186,10 @@ fn pbs_nodefile_places_ranks_as_hydra_and_starts_remote_daemons_through_pbs_tmrs
     let (out, ours, _) = compare(&batch, &vars, &["-n", "3", &hello]);
     assert_eq!(hello_lines(&out), 3, "{}", out.describe());
     assert_eq!(agent_hosts(&ours, "pbs_tmrsh"), ["127.0.0.2"]);
+    // A documented difference (docs/batch.md): the allocated slots are the
+    // universe size (Hydra leaves it unset without -usize).
+    let out = batch.env(Dpm::run(["-n", "2", &common::program("universe")]), &vars).output();
+    out.assert_success().assert_stdout_contains("rank 0 universe flag=1 size=4");
 }
 
 #[test]
