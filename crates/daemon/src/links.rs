@@ -64,6 +64,11 @@ pub fn start(node: NodeId, host: &str, bootstrap: &Bootstrap, trace: bool, verbo
     // Both ends of every link must agree on when silence means loss.
     args.push(HEARTBEAT_TIMEOUT_FLAG.into());
     args.push(heartbeat_timeout().as_secs_f64().to_string());
+    // An agent's host that is this machine gets its daemon by fork.
+    let bootstrap = match bootstrap {
+        Bootstrap::Agent { autofork: true, .. } if is_this_machine(host) => &Bootstrap::Fork,
+        other => other,
+    };
     let secret_on_stdin = *bootstrap != Bootstrap::Fork;
     if secret_on_stdin {
         args.push(SECRET_STDIN_FLAG.into());
@@ -74,7 +79,7 @@ pub fn start(node: NodeId, host: &str, bootstrap: &Bootstrap, trace: bool, verbo
             c.args(&args).env(SECRET_ENV, secret.to_hex());
             c
         }
-        Bootstrap::Ssh(ssh) => {
+        Bootstrap::Ssh(ssh) | Bootstrap::Agent { command: ssh, .. } => {
             let mut c = Command::new(&ssh[0]);
             c.args(&ssh[1..]).arg(host).arg(exe.display().to_string()).args(&args);
             c
@@ -104,6 +109,18 @@ pub fn start(node: NodeId, host: &str, bootstrap: &Bootstrap, trace: bool, verbo
     let stdin = process.stdin.take().expect("piped");
     let stdout = process.stdout.take().expect("piped");
     Ok(ChildDaemon { node, host: host.to_string(), process, stdin, stdout, secret_on_stdin })
+}
+
+/// Whether `host` names this machine (its host name, short or long, or a
+/// loopback name Hydra counts as local: `localhost`, `127.0.0.1`, `::1`;
+/// `127.0.0.2` is another host, as for Hydra).
+pub fn is_this_machine(host: &str) -> bool {
+    if matches!(host, "localhost" | "127.0.0.1" | "::1") {
+        return true;
+    }
+    let me = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+    let short = |name: &str| name.split('.').next().unwrap_or_default().to_string();
+    !me.is_empty() && (host == me || (short(host) == short(&me) && (host == short(host) || me == short(&me))))
 }
 
 impl ChildDaemon {
@@ -370,4 +387,17 @@ pub async fn start_children(
         linked.push(LinkedChild { node, down, process });
     }
     Ok(linked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_this_machine;
+
+    #[test]
+    fn this_machine_by_name_and_loopback_but_not_127_0_0_2() {
+        let me = nix::unistd::gethostname().unwrap().to_string_lossy().into_owned();
+        assert!(is_this_machine(&me) && is_this_machine("localhost") && is_this_machine("127.0.0.1"));
+        assert!(!is_this_machine("127.0.0.2"), "Hydra counts 127.0.0.2 as another host");
+        assert!(!is_this_machine(&format!("{me}x")) && !is_this_machine("other.example.org"));
+    }
 }

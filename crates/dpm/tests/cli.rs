@@ -98,11 +98,15 @@ fn compatibility_options_are_accepted() {
 #[test]
 fn ignored_options_print_a_warning() {
     // RUN_HELP: "Accepted for compatibility and ignored, with a warning".
-    let out = Dpm::run(["-iface", "eth0", "-rmk", "user", "-n", "1", "/bin/true"]).output();
+    let out = Dpm::run(["-iface", "eth0", "-disable-x", "-n", "1", "/bin/true"]).output();
     out.assert_success();
     out.assert_stderr_contains("-iface");
-    out.assert_stderr_contains("-rmk");
+    out.assert_stderr_contains("-disable-x");
     out.assert_stderr_contains("ignored");
+    // -rmk is no longer among them (it chooses the allocation: tests/batch.rs).
+    let rmk = Dpm::run(["-rmk", "user", "-n", "1", "/bin/true"]).output();
+    rmk.assert_success();
+    assert!(!rmk.stderr_str().contains("ignored"), "{}", rmk.describe());
     // -bind-to is no longer among them (it binds: tests/binding.rs).
     let bound = Dpm::run(["-bind-to", "core", "-n", "1", "/bin/true"]).output();
     bound.assert_success();

@@ -70,6 +70,8 @@ pub struct RunOptions {
     pub virtual_nodes: Option<u32>,
     /// `-launcher fork|ssh|slurm|manual`.
     pub launcher: Option<Launcher>,
+    /// `-rmk pbs|lsf|sge|slurm|user`: where the nodes come from without a host list.
+    pub rmk: Option<crate::batch::Rmk>,
     /// `--bind ADDR[:PORT]`: where `-launcher manual` listens.
     pub bind: Option<std::net::SocketAddr>,
     /// `--connect-timeout SECS`: how long `-launcher manual` waits for its daemons.
@@ -120,6 +122,7 @@ impl Default for RunOptions {
             hostfile: None,
             virtual_nodes: None,
             launcher: None,
+            rmk: None,
             bind: None,
             connect_timeout: None,
             ssh_command: None,
@@ -279,7 +282,8 @@ fn what(key: Key, k: u8) -> &'static str {
         (Key::Hosts, _) => "a host list",
         (Key::Hostfile, _) => "a file",
         (Key::VirtualNodes, _) => "a node count",
-        (Key::Launcher, _) => "fork, ssh, slurm or manual",
+        (Key::Launcher, _) => crate::nodes::LAUNCHERS,
+        (Key::Rmk, _) => "pbs, lsf, sge, slurm or user",
         (Key::Bind, _) => "an address",
         (Key::SshCommand, _) => "a command",
         (Key::ConfigFile, _) => "a file",
@@ -406,7 +410,11 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         }
         Key::Launcher => {
             let v = value();
-            opts.launcher = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': this dpm starts daemons with fork, ssh, slurm or manual")))?);
+            opts.launcher = Some(v.parse().map_err(|_| usage(format!("'{arg} {v}': this dpm starts daemons with {}", crate::nodes::LAUNCHERS)))?);
+        }
+        Key::Rmk => {
+            let v = value();
+            opts.rmk = Some(v.parse().map_err(|e: crate::batch::BatchError| usage(format!("'{arg} {v}': {e}")))?);
         }
         Key::Bind => {
             let v = value();

@@ -1,6 +1,7 @@
 //! A run's configuration, resolved once: [`RunConfig`] from the parsed
 //! options and the environment (`MPIEXEC_TIMEOUT`, `DPM_FANOUT`, `DPM_KVS`,
-//! `DPM_LAUNCHER`, `DPM_SSH`, `DPM_CONNECT_TIMEOUT`, `DPM_WARM_SPAWN`, `DPM_HEARTBEAT_TIMEOUT` checked; flag before variable
+//! `DPM_LAUNCHER`, `DPM_SSH`, Hydra's `HYDRA_RMK`, `HYDRA_LAUNCHER`,
+//! `HYDRA_LAUNCHER_EXEC` (and their `HYDRA_BOOTSTRAP*` aliases), `DPM_CONNECT_TIMEOUT`, `DPM_WARM_SPAWN`, `DPM_HEARTBEAT_TIMEOUT` checked; flag before variable
 //! before default), validated at this boundary so that nothing later can
 //! overflow or panic on a value. Cold runs and booted submissions both use
 //! it, and the controller's [`Settings`] are built from it in one place
@@ -43,9 +44,15 @@ pub struct RunConfig {
     pub pmi: Option<PmiFlavour>,
     /// `--tree-fanout`, else `DPM_FANOUT`, else [`DEFAULT_FANOUT`].
     pub fanout: usize,
-    /// `-launcher`, else `DPM_LAUNCHER`; `None`: chosen from the nodes.
+    /// `-launcher`, else `DPM_LAUNCHER`, `HYDRA_LAUNCHER`, `HYDRA_BOOTSTRAP`;
+    /// `None`: chosen from the nodes.
     pub launcher: Option<Launcher>,
-    /// `--ssh-command`, else `DPM_SSH`, else `ssh -o BatchMode=yes`, split in words.
+    /// `-rmk`, else `HYDRA_RMK`; `None`: detected ([`crate::batch::detect`]).
+    pub rmk: Option<crate::batch::Rmk>,
+    /// `--ssh-command`/`-launcher-exec`, else `DPM_SSH`, `HYDRA_LAUNCHER_EXEC`,
+    /// `HYDRA_BOOTSTRAP_EXEC`, split in words; `None`: the launcher's own.
+    pub launcher_exec: Option<Vec<String>>,
+    /// [`RunConfig::launcher_exec`], else `ssh -o BatchMode=yes`.
     pub ssh_command: Vec<String>,
     /// `--bind` (manual bootstrap).
     pub bind: Option<SocketAddr>,
@@ -92,9 +99,24 @@ impl RunConfig {
         };
         let launcher = match opts.launcher {
             Some(l) => Some(l),
-            None => env("DPM_LAUNCHER").map(|v| v.parse()).transpose()?,
+            None => match ["DPM_LAUNCHER", "HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP"].into_iter().find_map(|n| env(n).filter(|v| !v.is_empty()).map(|v| (n, v))) {
+                Some((name, v)) => Some(v.parse().map_err(|e: UsageError| UsageError(format!("{name}: {}", e.0)))?),
+                None => None,
+            },
         };
-        let ssh = opts.ssh_command.clone().or_else(|| env("DPM_SSH")).unwrap_or_else(|| "ssh -o BatchMode=yes".into());
+        let rmk = match opts.rmk {
+            Some(r) => Some(r),
+            None => env("HYDRA_RMK")
+                .filter(|v| !v.is_empty())
+                .map(|v| v.parse().map_err(|e: crate::batch::BatchError| UsageError(format!("HYDRA_RMK: {e}"))))
+                .transpose()?,
+        };
+        let launcher_exec = opts
+            .ssh_command
+            .clone()
+            .or_else(|| ["DPM_SSH", "HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC"].into_iter().find_map(|n| env(n).filter(|v| !v.trim().is_empty())))
+            .map(|c| c.split_whitespace().map(String::from).collect::<Vec<_>>());
+        let ssh = launcher_exec.clone().unwrap_or_else(|| ["ssh", "-o", "BatchMode=yes"].map(String::from).to_vec());
         let connect_timeout = match opts.connect_timeout {
             Some(t) => Some(t),
             None => env_secs(env, "DPM_CONNECT_TIMEOUT")?,
@@ -146,7 +168,9 @@ impl RunConfig {
             pmi,
             fanout,
             launcher,
-            ssh_command: ssh.split_whitespace().map(String::from).collect(),
+            rmk,
+            launcher_exec,
+            ssh_command: ssh,
             bind: opts.bind,
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
             warm_idle: env_secs(env, "DPM_WARM_IDLE")?.map_or(DEFAULT_WARM_IDLE, Duration::from_secs),
@@ -204,6 +228,8 @@ impl RunConfig {
             pmi: None,
             fanout,
             launcher: None,
+            rmk: None,
+            launcher_exec: None,
             ssh_command: Vec::new(),
             bind: None,
             connect_timeout: crate::manual::DEFAULT_TIMEOUT,
@@ -304,6 +330,26 @@ mod tests {
     }
 
     #[test]
+    fn hydras_launcher_rmk_and_exec_variables() {
+        use crate::batch::{BatchSystem, Rmk};
+        let c = resolve("./p", &[("HYDRA_LAUNCHER", "lsf"), ("HYDRA_RMK", "pbs"), ("HYDRA_LAUNCHER_EXEC", "/opt/lsf/blaunch")]).unwrap();
+        assert_eq!((c.launcher, c.rmk), (Some(Launcher::Lsf), Some(Rmk::Batch(BatchSystem::Pbs))));
+        assert_eq!(
+            (c.launcher_exec.as_deref(), c.ssh_command.as_slice()),
+            (Some(&["/opt/lsf/blaunch".to_string()][..]), &["/opt/lsf/blaunch".to_string()][..])
+        );
+        let c = resolve("-launcher sge -rmk user ./p", &[("HYDRA_LAUNCHER", "lsf"), ("HYDRA_RMK", "pbs"), ("HYDRA_BOOTSTRAP_EXEC", "/q")]).unwrap();
+        assert_eq!((c.launcher, c.rmk, c.launcher_exec), (Some(Launcher::Sge), Some(Rmk::User), Some(vec!["/q".to_string()])));
+        // DPM's own variables first; HYDRA_BOOTSTRAP is HYDRA_LAUNCHER's old name.
+        let c = resolve("./p", &[("DPM_LAUNCHER", "ssh"), ("HYDRA_LAUNCHER", "sge"), ("DPM_SSH", "myssh")]).unwrap();
+        assert_eq!((c.launcher, c.ssh_command), (Some(Launcher::Ssh), vec!["myssh".to_string()]));
+        assert_eq!(resolve("./p", &[("HYDRA_BOOTSTRAP", "pbs")]).unwrap().launcher, Some(Launcher::Pbs));
+        assert!(resolve("./p", &[("HYDRA_RMK", "cobalt")]).unwrap_err().0.starts_with("HYDRA_RMK: unknown resource manager 'cobalt'"));
+        assert!(resolve("./p", &[("HYDRA_LAUNCHER", "rsh")]).unwrap_err().0.starts_with("HYDRA_LAUNCHER: unknown launcher 'rsh'"));
+        assert_eq!(resolve("./p", &[]).unwrap().launcher_exec, None);
+    }
+
+    #[test]
     fn out_of_range_values_are_usage_errors() {
         let err = resolve("./p", &[("MPIEXEC_TIMEOUT", "18446744073709551615")]).unwrap_err();
         assert!(err.0.contains("MPIEXEC_TIMEOUT=18446744073709551615: not a number of seconds"), "{err}");
@@ -375,7 +421,7 @@ mod tests {
         let c = resolve("--timeout 9 --kill-grace 0.5 --usize 6 -l --pmi-port -ppn 2 ./p", &[]).unwrap();
         let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
         let back = RunConfig::from_submit(&submit, c.fanout).unwrap();
-        assert_eq!(back, RunConfig { verbose: 0, launcher: None, ssh_command: Vec::new(), ..c });
+        assert_eq!(back, RunConfig { verbose: 0, launcher: None, rmk: None, launcher_exec: None, ssh_command: Vec::new(), ..c });
         let mut bad = submit.clone();
         bad.job.kill_grace = Duration::from_secs(MAX_SECS + 1);
         assert!(RunConfig::from_submit(&bad, 32).is_err());

@@ -36,6 +36,9 @@ pub enum ConfigError {
     Scontrol(std::io::Error),
     #[error("scontrol show hostnames {nodelist}: {stderr}")]
     ScontrolFailed { nodelist: String, stderr: String },
+    /// A batch allocation's files or variables (`crate::batch`).
+    #[error(transparent)]
+    Batch(#[from] crate::batch::BatchError),
 }
 
 /// The runtime directory or a boot's files.

@@ -1,11 +1,14 @@
 //! Where a run's nodes come from, and how its daemons start there: the node
-//! list (`-hosts`, `-f`, `--virtual-nodes`, `DPM_HOSTS`, the Slurm
-//! allocation, else this machine alone) and the [`Bootstrap`] (from
-//! `-launcher`/`DPM_LAUNCHER` as resolved in [`RunConfig`], else chosen from
-//! the nodes).
+//! list (`-hosts`, `-f`, `--virtual-nodes`, `DPM_HOSTS`, the batch
+//! allocation of `-rmk`/`HYDRA_RMK` or detected — Slurm here, the others in
+//! [`crate::batch`] —, else this machine alone) and the [`Bootstrap`] (from
+//! `-launcher`/`DPM_LAUNCHER`/`HYDRA_LAUNCHER` as resolved in [`RunConfig`],
+//! else the allocation's agent ([`crate::agent`]), else chosen from the
+//! nodes).
 
 use dpm_proto::tree;
 
+use crate::batch::{self, Allocation, BatchSystem, Rmk};
 use crate::cli::{self, RunOptions};
 use crate::config::{Launcher, RunConfig};
 use crate::error::{ConfigError, UsageError};
@@ -49,17 +52,59 @@ pub struct NodeChoice {
     /// allocation), not guessed from this machine's CPUs: the universe
     /// size is then known (see [`crate::config::universe_size`]).
     pub slots_known: bool,
+    /// The batch allocation the nodes came from.
+    pub allocation: Option<Allocation>,
+}
+
+impl NodeChoice {
+    /// Where the nodes came from and how daemons start, for
+    /// `--report-placement` and `dpm status` (`None`: no batch system).
+    pub fn describe_allocation(&self) -> Option<String> {
+        let a = self.allocation.as_ref()?;
+        let how = match &self.bootstrap {
+            Bootstrap::InProcess => "one node, no daemon to start".to_string(),
+            Bootstrap::Tree(tree::Bootstrap::Slurm) => "daemons through srun".to_string(),
+            Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork: true }) => format!("daemons through {} (this host's by fork)", command.join(" ")),
+            Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork: false }) => format!("daemons through {}", command.join(" ")),
+            Bootstrap::Tree(tree::Bootstrap::Ssh(c)) => format!("daemons through {}", c.join(" ")),
+            Bootstrap::Tree(tree::Bootstrap::Fork) => "daemons by fork".to_string(),
+            Bootstrap::Manual(_) => "daemons started by hand".to_string(),
+        };
+        Some(format!("{}; {how}", a.describe()))
+    }
+}
+
+/// The allocation `-rmk`/`HYDRA_RMK` names, else the one detected; with
+/// whether it gave every node's slots.
+fn find_allocation(rmk: Option<Rmk>) -> Result<Option<(Allocation, bool)>, ConfigError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let system = match rmk {
+        Some(Rmk::User) => return Ok(None),
+        Some(Rmk::Batch(s)) => s,
+        None => match batch::detect(&env) {
+            Some(s) => s,
+            None => return Ok(None),
+        },
+    };
+    if system == BatchSystem::Slurm {
+        let Some(nodelist) = env("SLURM_JOB_NODELIST").filter(|v| !v.is_empty()) else {
+            return Err(batch::BatchError::NotInside { system, missing: vec!["SLURM_JOB_NODELIST"] }.into());
+        };
+        let (nodes, known) = slurm_nodes(&nodelist)?;
+        return Ok(Some((Allocation { system, source: "SLURM_JOB_NODELIST".into(), nodes }, known)));
+    }
+    let allocation = batch::read(system, &env, &|path| std::fs::read_to_string(path))?;
+    Ok(Some((allocation, true)))
 }
 
 /// The node list (flag → environment → default) and how to start daemons
 /// there. `host` is this machine's name for the run (`-localhost`, else its
 /// host name); entries naming it, or the real host name, are this machine.
 pub fn nodes_and_bootstrap(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoice, ConfigError> {
-    let (nodes, bootstrap, slots_known) = choose(opts, config, host)?;
-    Ok(NodeChoice { nodes, bootstrap, slots_known })
+    choose(opts, config, host)
 }
 
-fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<(Vec<Node>, Bootstrap, bool), ConfigError> {
+fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoice, ConfigError> {
     let cpus = cli::cpus().max(1) as u32;
     let real_host = crate::machine::this_host();
     let is_this_host = |name: &str, host: &str| is_this_host(name, host) || is_this_host(name, &real_host);
@@ -83,7 +128,7 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<(Vec<Node
     if virtual_nodes && !list.is_empty() {
         return Err(usage("--virtual-nodes and -hosts/-f exclude each other"));
     }
-    let mut from_slurm = false;
+    let mut allocation = None;
     if let Some(n) = opts.virtual_nodes {
         list = (0..n).map(|k| Node { host: format!("{host}-v{k}"), slots: cpus }).collect();
         slots_known = false;
@@ -93,42 +138,58 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<(Vec<Node
                 slots_known &= gives_slots(h);
                 list.push(parse_entry(h, cpus)?);
             }
-        } else if let Ok(nodelist) = std::env::var("SLURM_JOB_NODELIST") {
-            (list, slots_known) = slurm_nodes(&nodelist)?;
-            from_slurm = true;
+        } else if let Some((a, known)) = find_allocation(config.rmk)? {
+            (list, slots_known) = (a.nodes.clone(), known);
+            allocation = Some(a);
         }
     }
+    let from = allocation.as_ref().map(|a| a.system);
+    let from_slurm = from == Some(BatchSystem::Slurm);
     if list.is_empty() {
         if config.launcher == Some(Launcher::Manual) {
             return Err(usage("-launcher manual needs the nodes: -hosts, -f or DPM_HOSTS"));
         }
-        return Ok((vec![Node { host: host.to_string(), slots: cpus }], Bootstrap::InProcess, false));
+        return Ok(NodeChoice { nodes: vec![Node { host: host.to_string(), slots: cpus }], bootstrap: Bootstrap::InProcess, slots_known: false, allocation });
     }
+    let env = |k: &str| std::env::var(k).ok();
+    let path = std::env::var("PATH").ok();
+    let find = |name: &str| crate::agent::find_in_path(name, path.as_deref());
+    // Hydra's HYDRA_LAUNCHER_AUTOFORK=0: this machine's daemons through the agent too.
+    let autofork = !env("HYDRA_LAUNCHER_AUTOFORK").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "no" | "false" | "off"));
+    let agent = |l: Launcher| {
+        let command = crate::agent::command(l, config.launcher_exec.as_deref(), &config.ssh_command, &env, &find);
+        Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork })
+    };
     let all_local = virtual_nodes || list.iter().all(|n| is_this_host(&n.host, host));
     let bootstrap = match config.launcher {
-        Some(Launcher::Ssh | Launcher::Slurm | Launcher::Manual) if virtual_nodes => {
+        Some(Launcher::Ssh | Launcher::Slurm | Launcher::Manual | Launcher::Lsf | Launcher::Sge | Launcher::Pbs) if virtual_nodes => {
             return Err(usage("--virtual-nodes run on this machine; they start with fork"))
         }
         Some(Launcher::Slurm) if std::env::var_os("SLURM_JOB_ID").is_none() => {
             return Err(usage("-launcher slurm works inside a Slurm allocation (salloc, sbatch) only"))
         }
         Some(Launcher::Slurm) => Bootstrap::Tree(tree::Bootstrap::Slurm),
+        Some(l @ (Launcher::Lsf | Launcher::Sge | Launcher::Pbs)) => agent(l),
         Some(Launcher::Ssh) => Bootstrap::Tree(tree::Bootstrap::Ssh(config.ssh_command.clone())),
         Some(Launcher::Fork) if all_local => Bootstrap::Tree(tree::Bootstrap::Fork),
         Some(Launcher::Fork) => return Err(usage("-launcher fork starts daemons on this machine only; use ssh for other hosts")),
         Some(Launcher::Manual) => {
             Bootstrap::Manual(manual::Manual { bind: config.bind, timeout: config.connect_timeout, connect_host: opts.localhost.clone() })
         }
+        // Asked to: even a node that is this machine gets its daemon through the agent.
+        None if !autofork && from.is_some_and(|s| s != BatchSystem::Slurm) => agent(crate::agent::of(from.expect("checked"))),
         None if list.len() == 1 && (all_local || from_slurm) && (is_this_host(&list[0].host, host) || is_this_host_or_slurm_node(&list[0].host, host)) => {
             Bootstrap::InProcess
         }
         None if from_slurm => Bootstrap::Tree(tree::Bootstrap::Slurm),
         // --virtual-nodes N promises N daemon processes, even for N = 1.
         None if all_local && list.len() == 1 && !virtual_nodes => Bootstrap::InProcess,
+        // Another batch system's allocation: its own agent.
+        None if from.is_some() => agent(crate::agent::of(from.expect("checked"))),
         None if all_local => Bootstrap::Tree(tree::Bootstrap::Fork),
         None => Bootstrap::Tree(tree::Bootstrap::Ssh(config.ssh_command.clone())),
     };
-    Ok((list, bootstrap, slots_known))
+    Ok(NodeChoice { nodes: list, bootstrap, slots_known, allocation })
 }
 
 /// A one-node Slurm allocation on the node dpm runs on needs no srun step.

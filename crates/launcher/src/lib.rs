@@ -28,6 +28,8 @@
 //! remote daemon would get.
 
 pub mod advice;
+pub mod agent;
+pub mod batch;
 pub mod boot;
 pub mod cli;
 pub mod config;
@@ -125,9 +127,22 @@ pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
 }
 
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
-async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
+async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
     let host = opts.localhost.clone().unwrap_or_else(this_host);
-    let hosts::NodeChoice { nodes: mut node_list, bootstrap, slots_known } = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
+    let choice = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
+    if let Some(a) = &choice.allocation {
+        // As Hydra: in an allocation, a program without -n runs on every slot.
+        let slots = a.nodes.iter().fold(0u32, |t, n| t.saturating_add(n.slots));
+        for seg in &mut opts.segments {
+            seg.nprocs.get_or_insert(slots);
+        }
+    }
+    if config.job.report_placement {
+        if let Some(what) = choice.describe_allocation() {
+            eprintln!("dpm: nodes from the {what}");
+        }
+    }
+    let hosts::NodeChoice { nodes: mut node_list, bootstrap, slots_known, .. } = choice;
     let (launcher_env, cwd, mut planned) = plan_here(&opts)?;
     config.choose_pmi(&mut planned.apps)?;
     let size = planned.procs.len() as u32;

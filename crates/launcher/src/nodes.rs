@@ -6,8 +6,9 @@
 //! - the bootstrap: `InProcess` (one node: the daemon is a task of the
 //!   launcher), `Fork` (a `dpm daemon` child process per node on this machine
 //!   — virtual nodes), `Ssh` (`ssh HOST dpm daemon`), `Slurm` (an `srun` step
-//!   per daemon), `Manual` (daemons started by hand connect by TCP; see
-//!   [`crate::manual`]).
+//!   per daemon), `Agent` (a batch system's launch agent: `blaunch`,
+//!   `qrsh -inherit -V`, `pbs_tmrsh`; see [`crate::agent`]), `Manual`
+//!   (daemons started by hand connect by TCP; see [`crate::manual`]).
 //!
 //! A fork, ssh or srun daemon speaks the framed protocol on its stdin/stdout,
 //! so the link is a pipe the launcher owns or a channel ssh or Slurm set up;
@@ -43,6 +44,12 @@ pub enum Launcher {
     Ssh,
     Slurm,
     Manual,
+    /// LSF's `blaunch` ([`crate::agent`]).
+    Lsf,
+    /// Grid Engine's `qrsh -inherit -V`.
+    Sge,
+    /// PBS's `pbs_tmrsh` where it is found, else ssh.
+    Pbs,
 }
 
 impl FromStr for Launcher {
@@ -53,10 +60,16 @@ impl FromStr for Launcher {
             "ssh" => Ok(Launcher::Ssh),
             "slurm" => Ok(Launcher::Slurm),
             "manual" => Ok(Launcher::Manual),
-            other => Err(UsageError(format!("unknown launcher '{other}' (fork, ssh, slurm or manual)"))),
+            "lsf" => Ok(Launcher::Lsf),
+            "sge" => Ok(Launcher::Sge),
+            "pbs" => Ok(Launcher::Pbs),
+            other => Err(UsageError(format!("unknown launcher '{other}' ({LAUNCHERS})"))),
         }
     }
 }
+
+/// The launchers `-launcher` takes, for messages.
+pub const LAUNCHERS: &str = "fork, ssh, slurm, manual, lsf, sge or pbs";
 
 /// How the launcher gets its daemons: the tree's own ways (fork, ssh, srun:
 /// [`tree::Bootstrap`], which daemons use for their children too), or the

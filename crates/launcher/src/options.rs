@@ -36,6 +36,7 @@ pub enum Key {
     Hostfile,
     VirtualNodes,
     Launcher,
+    Rmk,
     SshCommand,
     Bind,
     ConnectTimeout,
@@ -228,16 +229,34 @@ pub const OPTIONS: &[Opt] = &[
     opt(
         K::Launcher,
         &["-launcher", "-bootstrap"],
-        "fork|ssh|slurm|manual",
+        "fork|ssh|slurm|manual|lsf|sge|pbs",
         1,
         S::Nodes,
-        "how daemons start (default: slurm inside a Slurm\n\
-         allocation, ssh for other hosts, fork for this\n\
-         machine); also DPM_LAUNCHER. manual: dpm listens\n\
+        "how daemons start (default: the allocation's own\n\
+         agent: srun, blaunch, qrsh -inherit -V, pbs_tmrsh\n\
+         or else ssh; ssh for other hosts, fork for this\n\
+         machine); also DPM_LAUNCHER, HYDRA_LAUNCHER.\n\
+         lsf: $LSF_BINDIR/blaunch HOST; sge:\n\
+         $SGE_ROOT/bin/$ARC/qrsh -inherit -V HOST; pbs:\n\
+         pbs_tmrsh HOST if on PATH, else ssh; hosts that\n\
+         are this machine are forked (not with\n\
+         HYDRA_LAUNCHER_AUTOFORK=0). manual: dpm listens\n\
          on TCP and prints one command per node to run\n\
          by hand; each daemon connects back and proves\n\
          the run's secret (kept in a private 0600 file,\n\
          never on a command line); a flat tree",
+    ),
+    opt(
+        K::Rmk,
+        &["-rmk"],
+        "pbs|lsf|sge|slurm|user",
+        1,
+        S::Nodes,
+        "where the nodes come from without -hosts/-f: that\n\
+         batch system's allocation (user: none, this\n\
+         machine); also HYDRA_RMK. Default: detected\n\
+         (SLURM_JOB_NODELIST; LSF_BINDIR+LSB_MCPU_HOSTS;\n\
+         SGE_ROOT+ARC+PE_HOSTFILE; PBS_NODEFILE)",
     ),
     opt(
         K::SshCommand,
@@ -245,7 +264,7 @@ pub const OPTIONS: &[Opt] = &[
         "CMD",
         1,
         S::Nodes,
-        "the ssh command (default 'ssh -o BatchMode=yes');\nalso DPM_SSH",
+        "the ssh command (default 'ssh -o BatchMode=yes'),\nor the agent of -launcher lsf|sge|pbs; also\nDPM_SSH, HYDRA_LAUNCHER_EXEC, HYDRA_BOOTSTRAP_EXEC",
     ),
     opt(K::Bind, &["--bind"], "ADDR[:PORT]", 1, S::Nodes, "where -launcher manual listens (default: every\nIPv4 address, a free port)"),
     opt(
@@ -400,7 +419,6 @@ pub const OPTIONS: &[Opt] = &[
     ),
     opt(K::Ignored, &["-binding"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-iface"], "X", 1, S::Ignored, ""),
-    opt(K::Ignored, &["-rmk"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-prepend-pattern"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-print-all-exitcodes"], "", 0, S::Ignored, ""),
     opt(K::Ignored, &["-info"], "", 0, S::Ignored, ""),
@@ -425,10 +443,15 @@ MPICH Hydra's mpiexec; one or two dashes both work.
 
 const RUN_NODES: &str = "\
 Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else the
-Slurm allocation (SLURM_JOB_NODELIST, slots from SLURM_TASKS_PER_NODE), else
-this machine alone (then the daemon runs inside dpm itself). With a booted
-tree (dpm boot), jobs go to its daemons instead, unless -hosts, -f,
---virtual-nodes, -launcher or --pmi-trace is given or DPM_NO_BOOT=1.
+batch allocation named by -rmk/HYDRA_RMK or detected as Hydra does (Slurm:
+SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; LSF: LSB_MCPU_HOSTS, or
+LSB_DJOB_HOSTFILE; Grid Engine: PE_HOSTFILE; PBS/Torque: PBS_NODEFILE, a
+line per slot), else this machine alone (then the daemon runs inside dpm
+itself). In an allocation a program without -n gets one rank per slot, and
+daemons start through its agent (srun, blaunch, qrsh -inherit -V, pbs_tmrsh
+or ssh); see docs/batch.md. With a booted tree (dpm boot), jobs go to its
+daemons instead, unless -hosts, -f, --virtual-nodes, -launcher, -rmk or
+--pmi-trace is given or DPM_NO_BOOT=1.
 ";
 
 const RUN_TAIL: &str = "\
@@ -462,17 +485,19 @@ Start a persistent daemon tree in the background and return. Later
 ";
 
 const BOOT_TAIL: &str = "\
-The nodes default to this machine (inside a Slurm allocation: its nodes).
+The nodes default to this machine (inside a batch allocation, Slurm, LSF,
+Grid Engine or PBS: its nodes, started through its agent).
 -launcher manual needs --foreground: it prints the daemons' command lines
 and waits for them.
 
 Files live in $DPM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/dpm, else
 /tmp/dpm-<uid> (mode 0700): NAME.sock (control socket, owner only),
 NAME.json (rendezvous: pid, nodes), NAME.log. NAME is $DPM_BOOT, else
-slurm-<jobid> inside a Slurm allocation, else 'default'.
+slurm-<jobid>, lsf-<jobid>, sge-<jobid> or pbs-<jobid> inside such an
+allocation, else 'default'.
 
 `dpm run` uses the boot unless it is given nodes or a launcher of its own
-(-hosts, -f, --virtual-nodes, -launcher), --pmi-trace, or DPM_NO_BOOT=1.
+(-hosts, -f, --virtual-nodes, -launcher, -rmk), --pmi-trace, or DPM_NO_BOOT=1.
 ";
 
 /// Column where an option's help starts.

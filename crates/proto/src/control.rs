@@ -12,8 +12,8 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 
 /// Bumped whenever a control message changes shape (2: `Submit::pmi_default`,
 /// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`];
-/// 4: [`JobSettings::pmix_watch`]).
-pub const CONTROL_VERSION: u32 = 4;
+/// 4: [`JobSettings::pmix_watch`]; 5: [`BootStatus::allocation`]).
+pub const CONTROL_VERSION: u32 = 5;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -140,6 +140,9 @@ pub struct BootStatus {
     pub fanout: usize,
     pub nodes: Vec<NodeStatus>,
     pub runs: Vec<RunStatus>,
+    /// The batch allocation the nodes came from and how the daemons
+    /// started (`None`: no batch system).
+    pub allocation: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -18,6 +18,12 @@ pub enum Bootstrap {
     /// One `srun` step per daemon, inside the job's Slurm allocation: the step's
     /// single task has srun's stdin and stdout, which carry the link.
     Slurm,
+    /// A batch system's launch agent (`blaunch`, `qrsh -inherit -V`,
+    /// `pbs_tmrsh`, or ssh inside a PBS allocation without it): this command,
+    /// then the host, then `dpm daemon …`, as for ssh; a host that is this
+    /// machine gets its daemon by fork instead, as Hydra does, unless
+    /// `autofork` is off (Hydra's `HYDRA_LAUNCHER_AUTOFORK=0`).
+    Agent { command: Vec<String>, autofork: bool },
 }
 
 /// What a daemon needs to start its part of the tree.

@@ -214,6 +214,9 @@ fn format_status(s: &BootStatus) -> String {
         if s.nodes.len() == 1 { "" } else { "s" },
         s.fanout
     );
+    if let Some(a) = &s.allocation {
+        out.push_str(&format!("nodes from the {a}\n"));
+    }
     out.push_str("node  host                  slots  load\n");
     for (i, n) in s.nodes.iter().enumerate() {
         out.push_str(&format!("{i:<5} {:<21} {:>5}  {:>4}\n", n.host, n.slots, n.load));

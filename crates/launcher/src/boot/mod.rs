@@ -41,10 +41,13 @@ pub(crate) struct BootFiles {
 
 pub(crate) fn boot_files() -> Result<BootFiles, DirError> {
     let dir = private_dir::runtime_dir()?;
-    let name = match (std::env::var("DPM_BOOT"), std::env::var("SLURM_JOB_ID")) {
-        (Ok(n), _) if !n.is_empty() => n,
-        (_, Ok(id)) if !id.is_empty() => format!("slurm-{id}"),
-        _ => "default".into(),
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let name = match env("DPM_BOOT") {
+        Some(n) => n,
+        None => crate::batch::BatchSystem::DETECTION_ORDER
+            .into_iter()
+            .find_map(|s| env(s.job_id_var()).map(|id| format!("{s}-{id}")))
+            .unwrap_or_else(|| "default".into()),
     };
     if name.contains('/') {
         return Err(DirError::BootName(name));
@@ -64,6 +67,7 @@ pub fn wants_boot(opts: &RunOptions) -> bool {
         && opts.hostfile.is_none()
         && opts.virtual_nodes.is_none()
         && opts.launcher.is_none()
+        && opts.rmk.is_none()
         && !opts.pmi_trace
         && std::env::var_os("DPM_NO_BOOT").is_none_or(|v| v.is_empty() || v == "0")
 }

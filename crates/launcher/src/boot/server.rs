@@ -37,6 +37,8 @@ struct Server {
     nodes: Vec<nodes::Node>,
     /// The nodes' slots were given (see [`hosts::NodeChoice`]).
     slots_known: bool,
+    /// The batch allocation the nodes came from, for `dpm status`.
+    allocation: Option<String>,
     fanout: usize,
     /// `dpm boot --warm-spawn[=N]`: the default of its runs.
     warm_spawn: Option<usize>,
@@ -55,7 +57,9 @@ struct Server {
 /// Serve until `dpm down`, a signal or a lost node; 0 after a clean stop.
 pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles, ready_on_stdout: bool) -> Result<i32, Error> {
     let host = opts.localhost.clone().unwrap_or_else(crate::machine::this_host);
-    let hosts::NodeChoice { nodes: node_list, bootstrap, slots_known } = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
+    let choice = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
+    let allocation = choice.describe_allocation();
+    let hosts::NodeChoice { nodes: node_list, bootstrap, slots_known, .. } = choice;
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, false, config.verbose).await?;
     let (links, up, waiter) = daemons.split();
@@ -96,6 +100,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         links: links.clone(),
         nodes: node_list,
         slots_known,
+        allocation,
         fanout,
         warm_spawn: config.job.warm_spawn,
         pmi: config.pmi,
@@ -275,7 +280,14 @@ fn status(server: &Server) -> BootStatus {
     }
     let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
     runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));
-    BootStatus { server_pid: std::process::id(), uptime_secs: server.started.elapsed().as_secs_f64(), fanout: server.fanout, nodes, runs }
+    BootStatus {
+        server_pid: std::process::id(),
+        uptime_secs: server.started.elapsed().as_secs_f64(),
+        fanout: server.fanout,
+        nodes,
+        runs,
+        allocation: server.allocation.clone(),
+    }
 }
 
 /// Run a submitted job for its client: its output goes back over the
