@@ -52,11 +52,12 @@ fn run_with(library: &Path) -> Output {
         .output()
 }
 
-/// Refused: a non-zero exit, a `dpm:` line naming `why`, and no rank ran.
+/// Refused: a non-zero exit, one `dpm:` line naming `why`, and no rank ran.
 fn assert_refused(out: &Output, why: &str) {
     assert_ne!(out.code(), 0, "{}", out.describe());
     out.assert_stderr_contains(why).assert_stderr_contains("refusing --pmi pmix").assert_stdout_lacks("RANK RAN");
     assert!(out.stderr_str().lines().any(|l| l.starts_with("dpm: ") && l.contains(why)), "{}", out.describe());
+    assert_eq!(out.stderr_str().matches(why).count(), 1, "said once\n{}", out.describe());
 }
 
 #[test]
