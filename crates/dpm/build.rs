@@ -5,20 +5,12 @@
 //! marked, so that editing never relinks dpm), else `unknown`: a build
 //! without `.git` works. The date is `SOURCE_DATE_EPOCH`'s (reproducible
 //! builds) if set, else the day (UTC) this script ran: when `HEAD` moved.
-//!
-//! It also exports dpm's own `accept` and `read` (`dpm_daemon::pmix_guard`)
-//! in the binary's dynamic symbol table, so that the PMIx server library dpm
-//! loads at run time binds its calls to them before libc's: every connection
-//! the library accepts is checked against the kernel's word on its owner,
-//! and reads on those connections re-arm `TCP_QUICKACK`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 fn main() {
-    println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=accept");
-    println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=read");
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     println!("cargo:rerun-if-env-changed=DPM_COMMIT");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");

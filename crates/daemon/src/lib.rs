@@ -28,7 +28,8 @@
 //!   when the process running the node dies without doing so; [`peer`]: who is on the other end of a
 //!   PMI port connection (its uid, from the kernel), so no other user gets in;
 //!   [`pmix_guard`]: the same check on the connections the PMIx server
-//!   library accepts, made in dpm's own `accept` before the library reads them;
+//!   library accepts, made in dpm's own `accept` bound to the library's GOT
+//!   slot, checked at load and proven by a canary connection;
 //!   [`pmix_watch`]: the policy of a watched job's loopback listener, which
 //!   turns an Open MPI rank served PMI-1/2 into a refusal, never a singleton;
 //!   [`topology`]: the node's hwloc topology file for `PMI_hwloc_xmlfile`

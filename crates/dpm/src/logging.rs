@@ -4,6 +4,12 @@
 //! regex); warnings and errors only by default, and when `DPM_LOG` does not
 //! parse.
 //!
+//! What a user sees by default is one style, dpm's own: `dpm: warning: …`
+//! and `dpm: error: …` lines ([`Plain`]: no timestamp, level column or
+//! span fields; an event's own fields follow the message in parentheses),
+//! like the lines dpm prints itself. `-v` or `DPM_LOG` asks for the
+//! diagnostic format: timestamps, levels, spans (`node{node=0 host=…}`).
+//!
 //! The default is the common case (every `dpm run`, every cleaner), and
 //! most such processes log nothing at all, so its subscriber is built at
 //! its first warning ([`WarningsOnly`]): a process that says nothing never
@@ -60,7 +66,87 @@ struct WarningsOnly {
 
 impl WarningsOnly {
     fn inner(&self) -> &(dyn Subscriber + Send + Sync) {
-        self.inner.get_or_init(|| Box::new(formatted().with_max_level(Level::WARN).finish())).as_ref()
+        self.inner
+            .get_or_init(|| {
+                Box::new(
+                    tracing_subscriber::fmt()
+                        .with_writer(std::io::stderr as fn() -> std::io::Stderr)
+                        .with_ansi(false)
+                        .event_format(Plain)
+                        .with_max_level(Level::WARN)
+                        .finish(),
+                )
+            })
+            .as_ref()
+    }
+}
+
+/// dpm's own style for what it tells a user: `dpm: warning: MESSAGE` /
+/// `dpm: error: MESSAGE`, then the event's fields, if any, as
+/// `(key value, …)` (a value that already starts with its key's name, such
+/// as `job=job 1`, alone). Spans are not shown.
+pub(crate) struct Plain;
+
+/// An event's message and its other fields, as text.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    rest: Vec<String>,
+}
+
+impl Fields {
+    fn push(&mut self, field: &tracing::field::Field, value: String) {
+        if field.name() == "message" {
+            self.message = value;
+        } else if value.starts_with(field.name()) {
+            self.rest.push(value);
+        } else {
+            self.rest.push(format!("{} {value}", field.name()));
+        }
+    }
+}
+
+impl tracing::field::Visit for Fields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.push(field, value.to_string());
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.push(field, format!("{value:?}"));
+    }
+}
+
+impl Plain {
+    /// The line for an event of `level` with these fields (no newline).
+    fn line(level: Level, fields: Fields) -> String {
+        let level = match level {
+            Level::ERROR => "error",
+            Level::WARN => "warning",
+            Level::INFO => "note",
+            _ => "debug",
+        };
+        let mut line = format!("dpm: {level}: {}", fields.message);
+        if !fields.rest.is_empty() {
+            line.push_str(&format!(" ({})", fields.rest.join(", ")));
+        }
+        line
+    }
+}
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Plain
+where
+    S: Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        writeln!(writer, "{}", Plain::line(*event.metadata().level(), fields))
     }
 }
 
@@ -141,5 +227,13 @@ mod tests {
         tracing::dispatcher::with_default(&dispatch, || tracing::warn!("a warning"));
         assert!(lazy.inner.get().is_some(), "the first warning builds the subscriber");
         assert_eq!(lazy.max_level_hint(), Some(LevelFilter::WARN));
+    }
+
+    #[test]
+    fn a_plain_line_is_dpms_style_with_the_events_fields_after_the_message() {
+        let f = Fields { message: "a rank's PMI connection closed".into(), rest: vec!["job 1".into(), "rank 0".into()] };
+        assert_eq!(Plain::line(Level::WARN, f), "dpm: warning: a rank's PMI connection closed (job 1, rank 0)");
+        let f = Fields { message: "cannot serve PMIx".into(), rest: Vec::new() };
+        assert_eq!(Plain::line(Level::ERROR, f), "dpm: error: cannot serve PMIx");
     }
 }

@@ -184,6 +184,7 @@ fn gpus_by_vendor_and_a_clear_error_without() {
     let out = Dpm::run(["--gpus-per-rank", "1", "-n", "1", "true"]).env("HWLOC_XMLFILE", &topology(INTER)).output();
     assert_ne!(out.code(), 0, "{}", out.describe());
     out.assert_stderr_contains("--gpus-per-rank 1: this node's topology shows no GPU");
+    assert_eq!(out.stderr_str().matches("shows no GPU").count(), 1, "said once\n{}", out.describe());
 }
 
 #[test]

@@ -232,8 +232,7 @@ fn a_stale_socket_is_ignored_and_replaced() {
 
 #[test]
 fn other_users_cannot_reach_the_control_socket() {
-    if !nix_is_root() {
-        eprintln!("SKIPPED: other_users_cannot_reach_the_control_socket needs root to act as another user");
+    if !common::root_to_act_as_another_user("other_users_cannot_reach_the_control_socket") {
         return;
     }
     let boot = Boot::start(&[]);
@@ -263,10 +262,6 @@ fn other_users_cannot_reach_the_control_socket() {
     std::fs::set_permissions(&boot.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let log = std::fs::read_to_string(boot.dir.join("default.log")).unwrap_or_default();
     assert!(log.contains("another user"), "no log line for the refused connection: {log}");
-}
-
-fn nix_is_root() -> bool {
-    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
 #[test]

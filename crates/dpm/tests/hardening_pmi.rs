@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -56,10 +55,6 @@ except (ConnectionResetError, BrokenPipeError, socket.timeout):
 print(repr(got))
 "#;
 
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
-}
-
 fn wait_for(path: &Path, limit: Duration) -> String {
     let start = Instant::now();
     loop {
@@ -79,8 +74,7 @@ fn python(cmd: &mut Command, script: &str, args: &[&str]) -> String {
 
 #[test]
 fn another_user_cannot_use_a_jobs_pmi_port_nor_a_second_connection_a_bound_rank() {
-    if !is_root() {
-        eprintln!("SKIPPED: another_user_cannot_use_a_jobs_pmi_port needs root to act as another user");
+    if !common::root_to_act_as_another_user("another_user_cannot_use_a_jobs_pmi_port_nor_a_second_connection_a_bound_rank") {
         return;
     }
     let dir = std::env::temp_dir().join(unique("dpm-pmiport"));

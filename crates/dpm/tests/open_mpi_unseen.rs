@@ -199,9 +199,7 @@ print(closed)
 /// with the message. Needs no Open MPI.
 #[test]
 fn another_users_connections_are_closed_and_the_owners_trips_the_watch() {
-    use std::os::unix::fs::MetadataExt;
-    if !std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
-        eprintln!("SKIPPED: another_users_connections_are_closed needs root to act as another user");
+    if !common::root_to_act_as_another_user("another_users_connections_are_closed_and_the_owners_trips_the_watch") {
         return;
     }
     let dir = TempDir::new("ompi-unseen-stranger");

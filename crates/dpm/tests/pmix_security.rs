@@ -16,7 +16,6 @@
 
 mod common;
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -32,8 +31,7 @@ struct Tools {
 }
 
 fn tools() -> Option<Tools> {
-    if std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) != 0 {
-        eprintln!("SKIPPED: the PMIx stranger tests need root to act as another user");
+    if !common::root_to_act_as_another_user("the PMIx stranger tests (pmix_security.rs)") {
         return None;
     }
     let bin = repo_root().join("tests/programs/bin/ompi");

@@ -561,8 +561,8 @@ fn timeout_kills_spawned_jobs_too() {
 fn sigint_reaches_spawned_jobs() {
     let (_script, dpm) = spawn_modes("sleep", &[]);
     let mut running = dpm.spawn();
-    running.wait_for_procs(3);
-    thread::sleep(Duration::from_millis(500)); // let the children finish MPI_Init
+    // Both children print their line after MPI_Init, then sleep.
+    running.wait_for_lines("child ", 2);
     running.signal("INT");
     let out = running.wait();
     out.assert_code(130);

@@ -368,7 +368,14 @@ pub const OPTIONS: &[Opt] = &[
          by default: a pooled child runs the program's\n\
          code before MPI_Init ahead of the spawn",
     ),
-    opt(K::Verbose, &["-v", "--verbose"], "", 0, S::Common, "log what dpm does (repeat for more; or DPM_LOG)"),
+    opt(
+        K::Verbose,
+        &["-v", "--verbose"],
+        "",
+        0,
+        S::Common,
+        "log what dpm does, with timestamps and levels (repeat for more; or DPM_LOG); without it dpm says only warnings and errors, as dpm: lines",
+    ),
     opt(K::VeryVerbose, &["-vv"], "", 0, S::Hidden, ""),
     opt(K::Help, &["-h", "--help"], "", 0, S::Common, "show this help"),
     opt(K::Version, &["--version"], "", 0, S::Global, "print dpm's version"),

@@ -5,8 +5,10 @@
 //! or on one the server makes), each with a
 //! completion handle that answers the library exactly once.
 //! Design, threads and what remains for dpm's integration: `docs/pmix.md`.
+pub mod elf;
 pub mod error;
 pub mod ffi;
+pub mod got;
 mod group;
 pub mod info;
 pub mod job;

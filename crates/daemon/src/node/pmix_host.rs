@@ -183,6 +183,9 @@ pub(super) struct PmixHost {
     /// The Open MPI installation the server's library belongs to, for the
     /// ranks' `OPAL_PREFIX`/`PMIX_PREFIX` ([`install_prefix`]).
     prefix: Option<PathBuf>,
+    /// Why this process runs no PMIx job: its server failed the guard's
+    /// canary (`pmix_guard::Canary`); said again to every later job.
+    refused: Option<String>,
 }
 
 /// The Open MPI installation a PMIx library sits in (`PREFIX/lib[64]/…`
@@ -236,18 +239,22 @@ fn register_nspace(server: &PmixServer, job: &mut JobSpec) -> Result<(), String>
 
 impl PmixHost {
     pub(super) fn new(events: mpsc::UnboundedSender<Event>) -> Self {
-        PmixHost { server: None, events, pending: HashMap::new(), next: 0, shm_dirs: HashMap::new(), local_ranks: HashMap::new(), prefix: None }
+        PmixHost { server: None, events, pending: HashMap::new(), next: 0, shm_dirs: HashMap::new(), local_ranks: HashMap::new(), prefix: None, refused: None }
     }
 
     /// The server, started for `app`'s Open MPI if none runs yet.
     fn server(&mut self, app: &AppSpec) -> Result<&PmixServer, String> {
+        if let Some(why) = &self.refused {
+            return Err(why.clone());
+        }
         if self.server.is_none() {
             let var = |name: &str| app.env.iter().find(|(k, _)| k == name).map(|(_, v)| PathBuf::from(v));
             let search = LibrarySearch { explicit: var("DPM_PMIX_LIBRARY"), program: Some(PathBuf::from(&app.exe)), opal_prefix: var("OPAL_PREFIX") };
             let library = search.choose();
-            // Only the owner's connections reach the library (pmix_guard).
-            crate::pmix_guard::keep();
             let api = Api::load(&library).map_err(|e| e.to_string())?;
+            // Only the owner's connections reach the library (pmix_guard):
+            // its accept and read are bound to the guard's, or it is refused.
+            crate::pmix_guard::install(api.server_init as usize).map_err(|e| e.to_string())?;
             self.prefix = install_prefix(&library);
             let dir = std::env::temp_dir().join(format!("dpm-pmix.{}", std::process::id()));
             // The library's thread sends into the driver's channel itself.
@@ -258,7 +265,15 @@ impl PmixHost {
                 // Never: only upcalls are sent here.
                 Err(_) => Ok(()),
             });
+            let canary = crate::pmix_guard::Canary::before_server();
             let server = PmixServer::init_with(api, &dir, sink).map_err(|e| e.to_string())?;
+            if let Err(e) = canary.prove() {
+                // An unchecked server stays unused (one init per process):
+                // every later PMIx job here gets the same answer.
+                drop(server);
+                self.refused = Some(e.to_string());
+                return Err(e.to_string());
+            }
             self.server = Some(server);
         }
         Ok(self.server.as_ref().expect("started above"))

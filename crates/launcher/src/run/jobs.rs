@@ -180,6 +180,7 @@ impl Jobs {
         if let Some((node, request)) = self.map.get_mut(&job).and_then(Job::take_spawn_request) {
             // A spawn that cannot start all its processes fails as a whole:
             // MPI_Comm_spawn returns an error in the parent, the run goes on.
+            tracing::warn!("{who} could not be started: {error}; the spawn fails");
             fx.send(node, ToDaemon::SpawnDone { request, result: Err(format!("{who} could not be started: {error}")), errcodes: Vec::new() });
             // Its children that did start are killed with it; their deaths
             // are not failures of the run.

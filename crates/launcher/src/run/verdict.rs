@@ -45,6 +45,14 @@ pub struct Failure {
     pub at: Option<u64>,
 }
 
+impl Failure {
+    /// A rank's own exit with a non-zero code (not a signal, an abort, a
+    /// missing `MPI_Finalize`, a start that failed or a lost node).
+    pub fn own_code(&self) -> bool {
+        self.at.is_some() && !self.abort && self.summary.ends_with(&format!(" exited with code {}", self.code))
+    }
+}
+
 /// The run's judgement so far (see the module documentation).
 #[derive(Default)]
 pub struct Verdict {
@@ -128,7 +136,11 @@ impl Verdict {
                     let s = if total == 1 { "" } else { "s" };
                     format!("; {total} other rank{s} terminated ({})", per_job.join(", "))
                 };
-                (f.code, Some(format!("dpm: job failed: {}{detail}", f.summary)))
+                // A rank that exited with a code of its own said what it
+                // meant by it (the render farm's 4: image complete, a
+                // worker lost): dpm reports the code, not a judgement.
+                let head = if f.own_code() { "dpm: " } else { "dpm: job failed: " };
+                (f.code, Some(format!("{head}{}{detail}", f.summary)))
             }
             None => (0, None),
         }

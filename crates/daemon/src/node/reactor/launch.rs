@@ -217,7 +217,9 @@ impl NodeReactor {
     }
 
     pub(super) fn launch_failed(&self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, error: String, errno: i32) {
-        tracing::error!(%job, rank = rank.0, "{error}");
+        // The launcher tells the user (once): the run's closing line, or
+        // the failed spawn's warning.
+        tracing::debug!(%job, rank = rank.0, "{error}");
         fx.send_up(ToLauncher::LaunchFailed { job, rank, error, errno });
     }
 

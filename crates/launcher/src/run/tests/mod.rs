@@ -132,7 +132,7 @@ fn first_failing_rank_decides_names_it_and_others_are_killed() {
     exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(libc::SIGKILL), DONE, LATER);
     exit(&mut run, &mut rec, 1, j, 2, ExitStatus::Signal(libc::SIGKILL), DONE, LATER);
     assert_eq!(run.exit_code(), Some(3));
-    assert_eq!(summary(&rec), "dpm: job failed: rank 1 (pid 101 on h1) exited with code 3; 2 other ranks terminated (2 of job 0)");
+    assert_eq!(summary(&rec), "dpm: rank 1 (pid 101 on h1) exited with code 3; 2 other ranks terminated (2 of job 0)");
 }
 
 #[test]
@@ -380,7 +380,7 @@ fn by_default_a_failure_in_a_spawned_job_ends_every_job() {
     exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
     exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
     assert_eq!(run.exit_code(), Some(4));
-    assert_eq!(summary(&rec), "dpm: job failed: rank 1 of job 1 (pid 201 on h0) exited with code 4; 2 other ranks terminated (1 of job 1, 1 of job 0)");
+    assert_eq!(summary(&rec), "dpm: rank 1 of job 1 (pid 201 on h0) exited with code 4; 2 other ranks terminated (1 of job 1, 1 of job 0)");
 }
 
 #[test]
