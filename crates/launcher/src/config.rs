@@ -140,6 +140,8 @@ impl RunConfig {
                 binding: opts.binding.clone(),
                 // Set with the PMI flavour (`choose_pmi`).
                 pmix_watch: false,
+                prepend: opts.prepend_pattern.clone(),
+                print_all_exitcodes: opts.print_all_exitcodes,
             },
             verbose: opts.verbose,
             pmi_trace: opts.pmi_trace,
@@ -260,8 +262,9 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
 
 /// What spawned jobs inherit: the first segment's environment, the
 /// directory and host the run was started from, the nodes' names.
-pub fn spawn_context(base_env: Vec<(String, String)>, cwd: PathBuf, host: String, nodes: &[crate::nodes::Node]) -> SpawnContext {
-    SpawnContext { base_env, cwd, host, nodes: nodes.iter().map(|n| n.host.clone()).collect() }
+/// `node_env`: the first app's [`dpm_proto::AppSpec::node_env`].
+pub fn spawn_context(base_env: Vec<(String, String)>, cwd: PathBuf, host: String, nodes: &[crate::nodes::Node], node_env: bool) -> SpawnContext {
+    SpawnContext { base_env, cwd, host, nodes: nodes.iter().map(|n| n.host.clone()).collect(), node_env }
 }
 
 #[cfg(test)]

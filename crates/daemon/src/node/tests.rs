@@ -29,7 +29,13 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         preput: vec![],
         pmi_mode: mode,
         stdin_rank: Some(Rank(0)),
-        apps: vec![AppSpec { exe: "/bin/app".into(), argv: vec!["app".into(), "-x".into()], env: vec![("HOME".into(), "/h".into())], wdir: "/".into() }],
+        apps: vec![AppSpec {
+            exe: "/bin/app".into(),
+            argv: vec!["app".into(), "-x".into()],
+            env: vec![("HOME".into(), "/h".into())],
+            wdir: "/".into(),
+            node_env: false,
+        }],
         procs: (0..local).map(|r| ProcSpec { rank: Rank(r), app: 0 }).collect(),
         kvs: KvsDesign::Allgather,
         node_of: vec![NodeId(0); size as usize],
@@ -150,7 +156,10 @@ fn a_fence_goes_up_once_for_the_node_and_its_completion_releases_every_rank() {
 }
 
 fn exited(fx: &mut RecordingEffects) -> Vec<(Rank, ExitStatus, PmiProgress)> {
-    fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited(RankExit { rank, status, pmi, .. }) = m { Some((rank, status, pmi)) } else { None }).collect()
+    fx.take_up()
+        .into_iter()
+        .filter_map(|m| if let ToLauncher::Exited(RankExit { rank, status, pmi, .. }) = m { Some((rank, status, pmi)) } else { None })
+        .collect()
 }
 
 #[test]
