@@ -239,6 +239,18 @@ pub fn universe_size(explicit: Option<i64>, total_slots: i64, slots_known: bool,
     }
 }
 
+/// [`universe_size`] for a run of `config`: under PMIx (Open MPI) a universe
+/// left unset is the nodes' slots, never below `world`, as `mpirun` (PRRTE)
+/// registers it (Open MPI's `MPI_UNIVERSE_SIZE`, `OMPI_UNIVERSE_SIZE`).
+pub fn run_universe(config: &RunConfig, total_slots: i64, slots_known: bool, world: u32) -> i64 {
+    let job = &config.job;
+    let u = universe_size(job.universe_size, total_slots, slots_known, world, job.no_oversubscribe);
+    if u < 0 && job.universe_size.is_none() && job.pmi_mode == PmiMode::Pmix {
+        return total_slots.max(i64::from(world));
+    }
+    u
+}
+
 /// The controller's settings for a run of this configuration (cold or
 /// booted: the one place they are built).
 pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, node_slots: Vec<u32>, fanout: usize, owner: u32) -> Settings {

@@ -155,7 +155,7 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
     let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
-    let universe_size = config::universe_size(config.job.universe_size, total, slots_known, size, config.job.no_oversubscribe);
+    let universe_size = config::run_universe(&config, total, slots_known, size);
     let spawn = config::spawn_context(
         local::segment_env(&opts, &opts.segments[0], &launcher_env),
         cwd,

@@ -378,7 +378,7 @@ type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> La
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
     let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
     let total = slots.iter().map(|&s| i64::from(s)).sum();
-    let universe_size = config::universe_size(config.job.universe_size, total, server.slots_known, submit.procs.len() as u32, config.job.no_oversubscribe);
+    let universe_size = config::run_universe(config, total, server.slots_known, submit.procs.len() as u32);
     let spawn = config::spawn_context(
         submit.spawn_env.clone(),
         PathBuf::from(&submit.cwd),
