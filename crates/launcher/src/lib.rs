@@ -150,11 +150,20 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
         Some((text, map)) => map.place(text, size as usize, slots.len()).map_err(|e| error::UsageError(e.to_string()))?,
         None => node_table::fill(size as usize, &slots, config.job.ppn, config.job.map_by_node),
     };
+    // The universe is the whole list's; a long list starts daemons only
+    // where the first job has ranks (`node_order::keep_used`).
+    let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
+    let (node_list, node_of, slots) = if node_order::starts_used_only(&bootstrap, opts.virtual_nodes.is_some(), node_list.len(), config.fanout) {
+        let (kept, node_of) = node_order::keep_used(node_list, &node_of);
+        let slots = kept.iter().map(|n| n.slots).collect();
+        (kept, node_of, slots)
+    } else {
+        (node_list, node_of, slots)
+    };
     let node_of: Vec<NodeId> = node_of.into_iter().map(NodeId).collect();
 
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
-    let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
     let universe_size = config::run_universe(&config, total, slots_known, size);
     let spawn = config::spawn_context(
         local::segment_env(&opts, &opts.segments[0], &launcher_env),
