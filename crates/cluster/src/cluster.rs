@@ -265,7 +265,7 @@ impl Cluster {
         let node_of = fill(n as usize, &slots, ppn, false).into_iter().map(NodeId).collect();
         let mut planned = PlannedJob::new();
         for &(name, count) in apps.iter().filter(|a| a.1 > 0) {
-            let app = AppSpec { exe: "/bin/true".into(), argv: vec!["/bin/true".into(), name.into()], env: Vec::new(), wdir: "/".into() };
+            let app = AppSpec { exe: "/bin/true".into(), argv: vec!["/bin/true".into(), name.into()], env: Vec::new(), wdir: "/".into(), node_env: false };
             planned.push_app(app, count);
         }
         let (job, kvsname) = self.run_fx.shared.new_job_id();

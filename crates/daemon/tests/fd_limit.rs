@@ -26,7 +26,7 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
         preput: vec![],
         pmi_mode: PmiMode::Fd,
         stdin_rank: None,
-        apps: vec![AppSpec { exe: "/bin/sleep".into(), argv: vec!["sleep".into(), "5".into()], env: vec![], wdir: "/".into() }],
+        apps: vec![AppSpec { exe: "/bin/sleep".into(), argv: vec!["sleep".into(), "5".into()], env: vec![], wdir: "/".into(), node_env: false }],
         procs: (0..n).map(|r| ProcSpec { rank: Rank(r), app: 0 }).collect(),
         kvs: KvsDesign::Allgather,
         node_of: vec![NodeId(0); n as usize],

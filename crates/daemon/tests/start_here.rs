@@ -16,7 +16,7 @@ use dpm_proto::{AppSpec, ExitStatus};
 
 fn task(exe: &str, script: &str, wdir: &str, pmi: PmiEnv) -> SpawnTask {
     let argv = vec!["sh".to_string(), "-c".into(), script.into()];
-    let spec = AppSpec { exe: exe.into(), argv, env: vec![("GREETING".into(), "hello".into())], wdir: wdir.into() };
+    let spec = AppSpec { exe: exe.into(), argv, env: vec![("GREETING".into(), "hello".into())], wdir: wdir.into(), node_env: false };
     SpawnTask { app: Arc::new(PreparedApp::new(&spec).unwrap()), env: pmi, pgid: 0, with_stdin: false }
 }
 

@@ -200,6 +200,10 @@ fn run(args: &[String]) -> (&'static str, Result<i32, Error>) {
             println!("dpm {VERSION}");
             ("dpm run", Ok(0))
         }
+        RunRequest::Info => {
+            print!("{}", dpm_launcher::info::build_details(VERSION));
+            ("dpm run", Ok(0))
+        }
         RunRequest::Singleton { args, .. } => ("mpiexec", dpm_launcher::singleton::run(&args)),
         RunRequest::Run(opts) => {
             // The startup model picks the fan-out a run was not given.

@@ -333,7 +333,7 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
 /// protocol's 4-byte length); `dpm run`'s exit status and stderr.
 fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, String) {
     use std::io::{Read, Write};
-    let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: vec![], wdir: "/".into() };
+    let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: vec![], wdir: "/".into(), node_env: false };
     let submit = Submit {
         apps: vec![app],
         procs,
@@ -353,6 +353,8 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
             warm_spawn: None,
             warm_verbose: false,
             binding: Default::default(),
+            prepend: None,
+            print_all_exitcodes: false,
             pmix_watch: false,
         },
         spawn_env: vec![],

@@ -61,42 +61,66 @@ fn genv_overrides_the_launcher_environment() {
     assert_eq!(value(&env_of(&out), 0, "DPM_T_X").as_deref(), Some("from-genv"), "{}", out.describe());
 }
 
+/// `dpm run` with its daemon on another node (a made-up host reached
+/// through [`common::LOCAL_SSH`], whose environment is a login's:
+/// `DPM_T_NODE=login`, `PATH`, `HOME`).
+/// The script goes with the returned file: keep it until the run's end.
+fn on_a_node(args: &[&str]) -> (common::TempFile, Dpm) {
+    let ssh = common::local_ssh();
+    let mut all = vec!["-launcher".to_string(), "ssh".into(), "--ssh-command".into(), ssh.path_str(), "-hosts".into(), "dpm-env-node:4".into()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    (ssh, Dpm::run(all))
+}
+
+/// Hydra's meaning: -genvnone stops dpm's environment from travelling to the
+/// ranks; a node's own (its daemon's: a login's over ssh) stays theirs.
 #[test]
-fn genvnone_hides_the_launcher_environment() {
-    let out = Dpm::run(["-genvnone", "-genv", "DPM_T_X", "1", "-n", "2", &program("env_print"), "DPM_T_X", "DPM_T_OUTSIDE", "PATH", "HOME"])
-        .env("DPM_T_OUTSIDE", "outside")
-        .output();
+fn genvnone_passes_none_of_the_launcher_environment_and_keeps_the_node_s() {
+    let (_ssh, dpm) = on_a_node(&["-genvnone", "-genv", "DPM_T_X", "1", "-n", "2", &program("env_print"), "DPM_T_X", "DPM_T_OUTSIDE", "DPM_T_NODE", "PATH"]);
+    let out = dpm.env("DPM_T_OUTSIDE", "outside").output();
     let env = env_of(&out);
+    let path = std::env::var("PATH").ok();
     for r in 0..2 {
         assert_eq!(value(&env, r, "DPM_T_X").as_deref(), Some("1"), "{}", out.describe());
-        assert_eq!(value(&env, r, "DPM_T_OUTSIDE"), None, "-genvnone leaked a variable\n{}", out.describe());
-        assert_eq!(value(&env, r, "PATH"), None, "-genvnone leaked PATH\n{}", out.describe());
-        assert_eq!(value(&env, r, "HOME"), None, "-genvnone leaked HOME\n{}", out.describe());
+        assert_eq!(value(&env, r, "DPM_T_OUTSIDE"), None, "-genvnone passed a variable on\n{}", out.describe());
+        assert_eq!(value(&env, r, "DPM_T_NODE").as_deref(), Some("login"), "-genvnone lost the node's environment\n{}", out.describe());
+        assert_eq!(value(&env, r, "PATH"), path, "{}", out.describe());
     }
+    // By default the ranks get dpm's environment (exactly: see docs/hydra.md).
+    let (_ssh, dpm) = on_a_node(&["-n", "1", &program("env_print"), "DPM_T_OUTSIDE", "DPM_T_NODE"]);
+    let out = dpm.env("DPM_T_OUTSIDE", "outside").output();
+    let env = env_of(&out);
+    assert_eq!(value(&env, 0, "DPM_T_OUTSIDE").as_deref(), Some("outside"), "{}", out.describe());
 }
 
 #[test]
 fn genvlist_passes_only_the_listed_variables() {
-    let out = Dpm::run(["-genvlist", "DPM_T_A,DPM_T_C", "-n", "2", &program("env_print"), "DPM_T_A", "DPM_T_B", "DPM_T_C", "PATH"])
-        .env("DPM_T_A", "aa")
-        .env("DPM_T_B", "bb")
-        .env("DPM_T_C", "cc")
-        .output();
+    let (_ssh, dpm) = on_a_node(&["-genvlist", "DPM_T_A,DPM_T_C", "-n", "2", &program("env_print"), "DPM_T_A", "DPM_T_B", "DPM_T_C", "DPM_T_NODE"]);
+    let out = dpm.env("DPM_T_A", "aa").env("DPM_T_B", "bb").env("DPM_T_C", "cc").output();
     let env = env_of(&out);
     for r in 0..2 {
         assert_eq!(value(&env, r, "DPM_T_A").as_deref(), Some("aa"), "{}", out.describe());
         assert_eq!(value(&env, r, "DPM_T_B"), None, "{}", out.describe());
         assert_eq!(value(&env, r, "DPM_T_C").as_deref(), Some("cc"), "{}", out.describe());
-        assert_eq!(value(&env, r, "PATH"), None, "{}", out.describe());
+        assert_eq!(value(&env, r, "DPM_T_NODE").as_deref(), Some("login"), "{}", out.describe());
     }
 }
 
 #[test]
 fn genvlist_single_name() {
-    let out = Dpm::run(["-genvlist", "DPM_T_A", "-n", "1", &program("env_print"), "DPM_T_A", "DPM_T_B"]).env("DPM_T_A", "aa").env("DPM_T_B", "bb").output();
+    let (_ssh, dpm) = on_a_node(&["-genvlist", "DPM_T_A", "-n", "1", &program("env_print"), "DPM_T_A", "DPM_T_B"]);
+    let out = dpm.env("DPM_T_A", "aa").env("DPM_T_B", "bb").output();
     let env = env_of(&out);
     assert_eq!(value(&env, 0, "DPM_T_A").as_deref(), Some("aa"), "{}", out.describe());
     assert_eq!(value(&env, 0, "DPM_T_B"), None, "{}", out.describe());
+}
+
+/// On dpm's own machine the node's environment is dpm's: -genvnone hides
+/// nothing there (as under Hydra, whose local proxy inherits mpiexec's).
+#[test]
+fn genvnone_on_this_machine_keeps_its_environment_as_under_hydra() {
+    let out = Dpm::run(["-genvnone", "-n", "1", &program("env_print"), "DPM_T_OUTSIDE"]).env("DPM_T_OUTSIDE", "outside").output();
+    assert_eq!(value(&env_of(&out), 0, "DPM_T_OUTSIDE").as_deref(), Some("outside"), "{}", out.describe());
 }
 
 #[test]
@@ -121,7 +145,7 @@ fn per_segment_env_stays_in_its_segment() {
 #[test]
 fn per_segment_envnone_envlist_envall() {
     let p = program("env_print");
-    let out = Dpm::run([
+    let (_ssh, dpm) = on_a_node(&[
         "-l",
         "-genvnone",
         "-n",
@@ -144,10 +168,8 @@ fn per_segment_envnone_envlist_envall() {
         &p,
         "DPM_T_A",
         "DPM_T_B",
-    ])
-    .env("DPM_T_A", "aa")
-    .env("DPM_T_B", "bb")
-    .output();
+    ]);
+    let out = dpm.env("DPM_T_A", "aa").env("DPM_T_B", "bb").output();
     let env = env_of(&out);
     assert_eq!(value(&env, 0, "DPM_T_A").as_deref(), Some("aa"), "-envlist\n{}", out.describe());
     assert_eq!(value(&env, 0, "DPM_T_B"), None, "-envlist\n{}", out.describe());
@@ -160,7 +182,8 @@ fn per_segment_envnone_envlist_envall() {
 #[test]
 fn per_segment_envnone() {
     let p = program("env_print");
-    let out = Dpm::run(["-l", "-n", "1", "-envnone", &p, "DPM_T_A", ":", "-n", "1", &p, "DPM_T_A"]).env("DPM_T_A", "aa").output();
+    let (_ssh, dpm) = on_a_node(&["-l", "-n", "1", "-envnone", &p, "DPM_T_A", ":", "-n", "1", &p, "DPM_T_A"]);
+    let out = dpm.env("DPM_T_A", "aa").output();
     let env = env_of(&out);
     assert_eq!(value(&env, 0, "DPM_T_A"), None, "{}", out.describe());
     assert_eq!(value(&env, 1, "DPM_T_A").as_deref(), Some("aa"), "{}", out.describe());

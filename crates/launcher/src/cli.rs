@@ -13,6 +13,7 @@ use dpm_kvs::design::UnknownDesign;
 use dpm_kvs::KvsDesign;
 
 use crate::error::UsageError;
+use crate::node_order::{RankMap, SortOrder};
 use crate::nodes::Launcher;
 use crate::options::{self, Command, Key, MAX_SECS};
 use crate::pmi_choice::PmiFlavour;
@@ -97,6 +98,16 @@ pub struct RunOptions {
     pub localhost: Option<String>,
     /// `-disable-auto-cleanup`: a failed rank does not end the others.
     pub disable_auto_cleanup: bool,
+    /// `-prepend-pattern`: each output line's prefix (checked; `%r`…).
+    pub prepend_pattern: Option<String>,
+    /// `-print-all-exitcodes`: every rank's wait status at the end.
+    pub print_all_exitcodes: bool,
+    /// `-skip-launch-node`: this machine's entries leave the node list.
+    pub skip_launch_node: bool,
+    /// `-order-nodes`: the node list sorted by slots.
+    pub order_nodes: Option<SortOrder>,
+    /// `-rankmap`: the first job's ranks on these nodes (as written, parsed).
+    pub rankmap: Option<(String, RankMap)>,
 }
 
 impl Default for RunOptions {
@@ -135,6 +146,11 @@ impl Default for RunOptions {
             errfile_pattern: None,
             localhost: None,
             disable_auto_cleanup: false,
+            prepend_pattern: None,
+            print_all_exitcodes: false,
+            skip_launch_node: false,
+            order_nodes: None,
+            rankmap: None,
         }
     }
 }
@@ -143,6 +159,8 @@ impl Default for RunOptions {
 pub enum CliError {
     Help,
     Version,
+    /// `-info`: build details, nothing run.
+    Info,
     Usage(String),
 }
 
@@ -153,6 +171,7 @@ impl From<CliError> for crate::error::Error {
             CliError::Usage(m) => crate::error::UsageError(m).into(),
             CliError::Help => crate::error::UsageError("help requested".into()).into(),
             CliError::Version => crate::error::UsageError("version requested".into()).into(),
+            CliError::Info => crate::error::UsageError("build details requested".into()).into(),
         }
     }
 }
@@ -290,6 +309,9 @@ fn what(key: Key, k: u8) -> &'static str {
         (Key::OutfilePattern | Key::ErrfilePattern, _) => "a file name pattern",
         (Key::Localhost, _) => "a host name",
         (Key::Topolib, _) => "a topology library (hwloc)",
+        (Key::PrependPattern, _) => "a prefix pattern",
+        (Key::OrderNodes, _) => "ASCENDING or DESCENDING",
+        (Key::Rankmap, _) => "a rank map",
         _ => "a value",
     }
 }
@@ -449,6 +471,26 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
             }
         }
         Key::DisableAutoCleanup => opts.disable_auto_cleanup = true,
+        Key::PrependPattern => {
+            let v = value();
+            // Empty is allowed: Hydra then prefixes nothing.
+            if !v.is_empty() {
+                crate::outfile::check(&v).map_err(|e| usage(format!("'{arg} {v}': {e}")))?;
+            }
+            opts.prepend_pattern = Some(v);
+        }
+        Key::PrintAllExitcodes => opts.print_all_exitcodes = true,
+        Key::Info => return Err(CliError::Info),
+        Key::SkipLaunchNode => opts.skip_launch_node = true,
+        Key::OrderNodes => {
+            let v = value();
+            opts.order_nodes = Some(v.parse().map_err(|()| usage(format!("'{arg} {v}': not a sort order (ASCENDING or DESCENDING)")))?);
+        }
+        Key::Rankmap => {
+            let v = value();
+            let map = RankMap::parse(&v).map_err(|e| usage(e.to_string()))?;
+            opts.rankmap = Some((v, map));
+        }
         Key::Foreground => boot.foreground = true,
         Key::ReadyOnStdout => boot.ready_on_stdout = true,
         Key::Ignored => {

@@ -162,6 +162,8 @@ impl RunConfig {
                 binding: opts.binding.clone(),
                 // Set with the PMI flavour (`choose_pmi`).
                 pmix_watch: false,
+                prepend: opts.prepend_pattern.clone(),
+                print_all_exitcodes: opts.print_all_exitcodes,
             },
             verbose: opts.verbose,
             pmi_trace: opts.pmi_trace,
@@ -263,6 +265,18 @@ pub fn universe_size(explicit: Option<i64>, total_slots: i64, slots_known: bool,
     }
 }
 
+/// [`universe_size`] for a run of `config`: under PMIx (Open MPI) a universe
+/// left unset is the nodes' slots, never below `world`, as `mpirun` (PRRTE)
+/// registers it (Open MPI's `MPI_UNIVERSE_SIZE`, `OMPI_UNIVERSE_SIZE`).
+pub fn run_universe(config: &RunConfig, total_slots: i64, slots_known: bool, world: u32) -> i64 {
+    let job = &config.job;
+    let u = universe_size(job.universe_size, total_slots, slots_known, world, job.no_oversubscribe);
+    if u < 0 && job.universe_size.is_none() && job.pmi_mode == PmiMode::Pmix {
+        return total_slots.max(i64::from(world));
+    }
+    u
+}
+
 /// The controller's settings for a run of this configuration (cold or
 /// booted: the one place they are built).
 pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, node_slots: Vec<u32>, fanout: usize, owner: u32) -> Settings {
@@ -286,8 +300,9 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
 
 /// What spawned jobs inherit: the first segment's environment, the
 /// directory and host the run was started from, the nodes' names.
-pub fn spawn_context(base_env: Vec<(String, String)>, cwd: PathBuf, host: String, nodes: &[crate::nodes::Node]) -> SpawnContext {
-    SpawnContext { base_env, cwd, host, nodes: nodes.iter().map(|n| n.host.clone()).collect() }
+/// `node_env`: the first app's [`dpm_proto::AppSpec::node_env`].
+pub fn spawn_context(base_env: Vec<(String, String)>, cwd: PathBuf, host: String, nodes: &[crate::nodes::Node], node_env: bool) -> SpawnContext {
+    SpawnContext { base_env, cwd, host, nodes: nodes.iter().map(|n| n.host.clone()).collect(), node_env }
 }
 
 #[cfg(test)]

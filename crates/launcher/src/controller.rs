@@ -303,6 +303,8 @@ pub struct Controller {
     /// The credit of output written by the console's writer.
     written: mpsc::UnboundedReceiver<Written>,
     timers: BTreeMap<Timer, Instant>,
+    /// `-print-all-exitcodes`: the first job (once launched) and its ranks' statuses.
+    exit_codes: Option<(Option<JobId>, crate::exitcodes::ExitCodes)>,
     /// Whether Ctrl-Z stops this process (a plain `dpm run`) and its links'
     /// judging of silence with it, or only the run's processes (a run of a
     /// boot, whose client stops itself).
@@ -327,6 +329,7 @@ impl Controller {
             up_tx,
             shared,
             timers: BTreeMap::new(),
+            exit_codes: None,
             stops_itself: false,
         }
     }
@@ -386,6 +389,9 @@ impl Controller {
     /// Start a job whose rank `r` runs on node `node_of[r]`. A job that does
     /// not hold together fails the run, saying why (see [`Run::launch`]).
     pub fn launch(&mut self, launch: LaunchJob) {
+        if let Some((first @ None, _)) = &mut self.exit_codes {
+            *first = Some(launch.job);
+        }
         if let Err(e) = self.with_run(|run, fx| run.launch(fx, launch)) {
             tracing::warn!("job refused: {e}");
         }
@@ -396,6 +402,12 @@ impl Controller {
         if let Err(e) = self.with_run(|run, fx| run.adopt(fx, launch, pid, InProcessFd::new(pmi))) {
             tracing::error!("adopting process {pid}: {e}");
         }
+    }
+
+    /// `-prepend-pattern` and `-print-all-exitcodes` of the run's settings.
+    pub fn set_output_extras(&mut self, prepend: Option<String>, print_all_exitcodes: bool) {
+        self.output.set_prepend(prepend);
+        self.exit_codes = print_all_exitcodes.then(Default::default);
     }
 
     /// `-outfile-pattern`/`-errfile-pattern`: those streams go to files.
@@ -418,8 +430,16 @@ impl Controller {
     fn deliver(&mut self, envelope: Up) {
         match envelope {
             Up::From { node, msg } => {
-                if let ToLauncher::Output { job, .. } = &msg {
-                    self.learn_place(*job, node);
+                match &msg {
+                    ToLauncher::Output { job, .. } => self.learn_place(*job, node),
+                    ToLauncher::Exited(exit) => {
+                        if let Some((Some(first), codes)) = &mut self.exit_codes {
+                            if exit.job == *first {
+                                codes.record(node, exit.rank, &exit.status);
+                            }
+                        }
+                    }
+                    _ => {}
                 }
                 self.with_run(|run, fx| run.on_message(fx, node, msg))
             }
@@ -471,6 +491,11 @@ impl Controller {
         }
         self.shared.borrow_mut().consoles.remove(&self.run.owner());
         let code = self.run.exit_code().unwrap_or(1);
+        if let Some((_, codes)) = &self.exit_codes {
+            let shared = self.shared.borrow();
+            let text = codes.render(&crate::machine::this_host(), |node| shared.tree.nodes.host(node).to_string());
+            self.output.console().write(false, text.into_bytes(), None);
+        }
         // Dropping the console lets the writer finish; its credit stream
         // ends once the last chunk is written.
         let Controller { output, mut written, .. } = self;

@@ -37,12 +37,15 @@ pub mod configfile;
 pub mod controller;
 pub mod daemon_cmd;
 pub mod error;
+pub mod exitcodes;
 pub mod hosts;
+pub mod info;
 pub mod kvs_root;
 pub mod local;
 pub mod machine;
 pub mod manual;
 pub mod mpi_probe;
+pub mod node_order;
 pub mod node_table;
 pub mod nodes;
 pub mod options;
@@ -74,6 +77,8 @@ pub use runtime::raise_fd_limit;
 pub enum RunRequest {
     Help,
     Version,
+    /// `-info`: dpm's build details, nothing run.
+    Info,
     /// `mpiexec -pmi_args PORT INTERFACE KEY PID`: serve a singleton.
     Singleton {
         args: Vec<String>,
@@ -88,7 +93,7 @@ impl RunRequest {
         match self {
             RunRequest::Singleton { verbose, .. } => *verbose,
             RunRequest::Run(opts) => opts.verbose,
-            RunRequest::Help | RunRequest::Version => 0,
+            RunRequest::Help | RunRequest::Version | RunRequest::Info => 0,
         }
     }
 }
@@ -103,6 +108,7 @@ pub fn parse_run_command(args: &[String]) -> Result<RunRequest, Error> {
         Ok(o) => Ok(RunRequest::Run(Box::new(o))),
         Err(CliError::Help) => Ok(RunRequest::Help),
         Err(CliError::Version) => Ok(RunRequest::Version),
+        Err(CliError::Info) => Ok(RunRequest::Info),
         Err(e) => Err(e.into()),
     }
 }
@@ -142,7 +148,10 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
             eprintln!("dpm: nodes from the {what}");
         }
     }
-    let hosts::NodeChoice { nodes: mut node_list, bootstrap, slots_known, .. } = choice;
+    let hosts::NodeChoice { nodes: node_list, bootstrap, slots_known, .. } = choice;
+    let real_host = this_host();
+    let is_local = |name: &str| machine::is_this_host(name, &host) || machine::is_this_host(name, &real_host);
+    let mut node_list = node_order::reshape(node_list, opts.skip_launch_node, opts.order_nodes, is_local).map_err(|e| error::UsageError(e.to_string()))?;
     let (launcher_env, cwd, mut planned) = plan_here(&opts)?;
     config.choose_pmi(&mut planned.apps)?;
     let size = planned.procs.len() as u32;
@@ -153,7 +162,21 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
         }
     }
     let slots: Vec<u32> = node_list.iter().map(|n| n.slots).collect();
-    let node_of: Vec<NodeId> = node_table::fill(size as usize, &slots, config.job.ppn, config.job.map_by_node).into_iter().map(NodeId).collect();
+    let node_of = match &opts.rankmap {
+        Some((text, map)) => map.place(text, size as usize, slots.len()).map_err(|e| error::UsageError(e.to_string()))?,
+        None => node_table::fill(size as usize, &slots, config.job.ppn, config.job.map_by_node),
+    };
+    // The universe is the whole list's; a long list starts daemons only
+    // where the first job has ranks (`node_order::keep_used`).
+    let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
+    let (node_list, node_of, slots) = if node_order::starts_used_only(&bootstrap, opts.virtual_nodes.is_some(), node_list.len(), config.fanout) {
+        let (kept, node_of) = node_order::keep_used(node_list, &node_of);
+        let slots = kept.iter().map(|n| n.slots).collect();
+        (kept, node_of, slots)
+    } else {
+        (node_list, node_of, slots)
+    };
+    let node_of: Vec<NodeId> = node_of.into_iter().map(NodeId).collect();
 
     let given = opts.fanout.is_some() || std::env::var_os("DPM_FANOUT").is_some();
     let fanout = advice::fanout(given, config.fanout, || {
@@ -171,16 +194,23 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
     });
     let fanout = bootstrap.effective_fanout(fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
-    let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
-    let universe_size = config::universe_size(config.job.universe_size, total, slots_known, size, config.job.no_oversubscribe);
-    let spawn = config::spawn_context(local::segment_env(&opts, &opts.segments[0], &launcher_env), cwd, host, &node_list);
+    let universe_size = config::run_universe(&config, total, slots_known, size);
+    let spawn = config::spawn_context(
+        local::segment_env(&opts, &opts.segments[0], &launcher_env),
+        cwd,
+        host,
+        &node_list,
+        planned.apps.first().is_some_and(|a| a.node_env),
+    );
     let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
     let (pmi_mode, kvs, policy, binding) = (config.job.pmi_mode, config.job.kvs, config.job.failure_policy, Box::new(config.job.binding.clone()));
     let pmix_watch = config.job.pmix_watch;
     let patterns = output::FilePatterns { stdout: opts.outfile_pattern.clone(), stderr: opts.errfile_pattern.clone() };
+    let (prepend, print_all_exitcodes) = (config.job.prepend.clone(), config.job.print_all_exitcodes);
     let start = move |controller: &mut Controller| {
         controller.set_failure_policy(policy);
         controller.set_file_patterns(patterns);
+        controller.set_output_extras(prepend, print_all_exitcodes);
         let (job, kvsname) = controller.new_job_id();
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, pmix_watch, ..launch });

@@ -52,7 +52,8 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
         }
         let mut argv = vec![seg.program.clone()];
         argv.extend(seg.args.iter().cloned());
-        job.push_app(AppSpec { exe: exe.display().to_string(), argv, env, wdir: wdir.display().to_string() }, n);
+        let node_env = !matches!(seg.env_mode.as_ref().unwrap_or(&opts.genv_mode), EnvMode::All);
+        job.push_app(AppSpec { exe: exe.display().to_string(), argv, env, wdir: wdir.display().to_string(), node_env }, n);
     }
     Ok(job)
 }

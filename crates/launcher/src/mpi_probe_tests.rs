@@ -35,7 +35,13 @@ impl Dir {
         let mut vars = vec![("PATH".to_string(), path)];
         vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let exe = if argv[0].contains('/') { self.0.join(argv[0]) } else { self.0.join("bin").join(argv[0]) };
-        AppSpec { exe: exe.display().to_string(), argv: argv.iter().map(|a| a.to_string()).collect(), env: vars, wdir: self.0.display().to_string() }
+        AppSpec {
+            exe: exe.display().to_string(),
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            env: vars,
+            wdir: self.0.display().to_string(),
+            node_env: false,
+        }
     }
 }
 

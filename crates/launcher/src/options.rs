@@ -60,6 +60,12 @@ pub enum Key {
     Localhost,
     Topolib,
     DisableAutoCleanup,
+    PrependPattern,
+    PrintAllExitcodes,
+    Info,
+    SkipLaunchNode,
+    OrderNodes,
+    Rankmap,
     /// Accepted for Hydra compatibility and ignored with a warning.
     Ignored,
 }
@@ -159,11 +165,13 @@ pub const OPTIONS: &[Opt] = &[
         S::Global,
         "universe size (MPI_UNIVERSE_SIZE), never below the\n\
          number of processes; INFINITE leaves it unset;\n\
-         SYSTEM is the logical CPUs. Default: the nodes'\n\
-         slots, or unset when the processes outnumber\n\
-         them (as Hydra: MPICH's spawning programs then\n\
-         pick their own counts); with --no-oversubscribe,\n\
-         the nodes' slots",
+         SYSTEM is the logical CPUs. Default: unset, as\n\
+         under Hydra (MPICH's spawning programs then pick\n\
+         their own counts), unless the nodes' slots were\n\
+         given (-hosts H:N, a host file with slots, Slurm)\n\
+         and hold the processes: then their sum. With\n\
+         --no-oversubscribe: the nodes' slots (CPUs where\n\
+         not given)",
     ),
     opt(K::PmiTrace, &["--pmi-trace"], "", 0, S::Global, "print every PMI message each way on stderr,\nas C[rank]: ... (client) and S[rank]: ... (server)"),
     opt(K::PmiPort, &["--pmi-port"], "", 0, S::Global, "serve PMI on a loopback TCP port (PMI_PORT and\nPMI_ID) instead of inherited socketpairs"),
@@ -287,6 +295,33 @@ pub const OPTIONS: &[Opt] = &[
          -v says which and why); each daemon starts\n\
          its children and merges their fence traffic;\n\
          also DPM_FANOUT",
+    ),
+    opt(
+        K::SkipLaunchNode,
+        &["-skip-launch-node"],
+        "",
+        0,
+        S::Placement,
+        "run no rank on this machine: its entries leave the\nnode list (an error if none is left)",
+    ),
+    opt(
+        K::OrderNodes,
+        &["-order-nodes"],
+        "ASCENDING|DESCENDING",
+        1,
+        S::Placement,
+        "sort the node list by slots (also up/down), ties\nin list order, before ranks are placed",
+    ),
+    opt(
+        K::Rankmap,
+        &["-rankmap"],
+        "MAP",
+        1,
+        S::Placement,
+        "rank i on node MAP[i] (0: the list's first):\n\
+         '0,0,1,1', or blocks '(first,nodes,per-node)'\n\
+         as in '(vector,(0,2,2))'; repeated from the\n\
+         start when shorter than the job",
     ),
     opt(K::Ppn, &["-ppn"], "N", 1, S::Placement, "N ranks per node, then the next node"),
     opt(
@@ -424,11 +459,28 @@ pub const OPTIONS: &[Opt] = &[
          on to their own end (an MPI_Abort still ends the\n\
          run); the first failure still decides the status",
     ),
+    opt(
+        K::PrependPattern,
+        &["-prepend-pattern"],
+        "PATTERN",
+        1,
+        S::Global,
+        "prefix every output line with PATTERN, its\n\
+         specifiers as -outfile-pattern's ('[%r] ' is -l)",
+    ),
+    opt(
+        K::PrintAllExitcodes,
+        &["-print-all-exitcodes"],
+        "",
+        0,
+        S::Global,
+        "at the end, print every rank's wait status on\n\
+         stdout, node by node, as Hydra does\n\
+         ('[mpiexec@HOST] Exit codes: [node] 0,256')",
+    ),
+    opt(K::Info, &["-info"], "", 0, S::Global, "print dpm's build details (Hydra's -info) and\nexit, running nothing"),
     opt(K::Ignored, &["-binding"], "X", 1, S::Ignored, ""),
     opt(K::Ignored, &["-iface"], "X", 1, S::Ignored, ""),
-    opt(K::Ignored, &["-prepend-pattern"], "X", 1, S::Ignored, ""),
-    opt(K::Ignored, &["-print-all-exitcodes"], "", 0, S::Ignored, ""),
-    opt(K::Ignored, &["-info"], "", 0, S::Ignored, ""),
     opt(K::Ignored, &["-nameserver-none"], "", 0, S::Ignored, ""),
     opt(K::Ignored, &["-enable-x"], "", 0, S::Ignored, ""),
     opt(K::Ignored, &["-disable-x"], "", 0, S::Ignored, ""),

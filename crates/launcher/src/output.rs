@@ -1,5 +1,6 @@
 //! Writing the ranks' output: raw bytes by default (so `\r` progress bars and
-//! binary output survive), or line by line behind a `[rank] ` label — to this
+//! binary output survive), or line by line behind a `[rank] ` label or the
+//! `-prepend-pattern` prefix (the output patterns' specifiers) — to this
 //! process's stdout/stderr, or to the `dpm run` client of a booted tree.
 //!
 //! Writing never happens on the controller's event loop: a [`Console`]
@@ -157,6 +158,10 @@ const MAX_PLACES: usize = 4096;
 pub struct Output {
     console: Console,
     label: bool,
+    /// `-prepend-pattern` (checked when parsed; wins over `label`).
+    prepend: Option<String>,
+    /// The node of each rank with a held line, for the prefix's `%h`/`%p`.
+    rank_node: HashMap<(JobId, Rank), NodeId>,
     /// Unfinished lines per (job, rank, stream), held until their newline.
     partial: HashMap<(JobId, Rank, bool), Vec<u8>>,
     patterns: FilePatterns,
@@ -167,7 +172,50 @@ pub struct Output {
 
 impl Output {
     pub fn new(label: bool, console: Console) -> Self {
-        Output { console, label, partial: HashMap::new(), patterns: FilePatterns::default(), places: HashMap::new(), partial_file: HashMap::new() }
+        Output {
+            console,
+            label,
+            prepend: None,
+            rank_node: HashMap::new(),
+            partial: HashMap::new(),
+            patterns: FilePatterns::default(),
+            places: HashMap::new(),
+            partial_file: HashMap::new(),
+        }
+    }
+
+    /// `-prepend-pattern`: every line behind this prefix (empty: none).
+    pub fn set_prepend(&mut self, pattern: Option<String>) {
+        self.prepend = pattern;
+    }
+
+    /// Whether lines get a prefix (and so are written whole).
+    fn prefixes(&self) -> bool {
+        match &self.prepend {
+            Some(p) => !p.is_empty(),
+            None => self.label,
+        }
+    }
+
+    /// The prefix of `rank`'s lines: the pattern resolved, else `[rank] `
+    /// (`[job.rank] ` for spawned jobs).
+    fn prefix(&self, node: NodeId, job: JobId, rank: Rank) -> String {
+        match &self.prepend {
+            Some(pattern) => crate::outfile::resolve(pattern, &self.fields(node, job, rank)).unwrap_or_default(),
+            None if job.0 == 0 => format!("[{}] ", rank.0),
+            None => format!("[{}.{}] ", job.0, rank.0),
+        }
+    }
+
+    fn fields(&self, node: NodeId, job: JobId, rank: Rank) -> crate::outfile::Fields<'_> {
+        let place = self.places.get(&(job, node));
+        crate::outfile::Fields {
+            rank: rank.0,
+            job: job.0,
+            node_index: place.map_or(node.0, |p| p.index),
+            host: place.map_or("", |p| p.host.as_str()),
+            secs: crate::outfile::started().elapsed().as_secs(),
+        }
     }
 
     /// Send the streams the patterns name to files.
@@ -177,7 +225,7 @@ impl Output {
 
     /// Whether output needs [`Output::place`] first (some stream goes to files).
     pub fn wants_places(&self) -> bool {
-        self.patterns.any()
+        self.patterns.any() || self.prepend.as_ref().is_some_and(|p| p.contains("%h") || p.contains("%p"))
     }
 
     /// Whether `job`'s place on `node` is known.
@@ -196,16 +244,8 @@ impl Output {
     /// The file a rank's stream goes to, if its pattern names one.
     fn file_of(&self, node: NodeId, job: JobId, rank: Rank, is_err: bool) -> Option<String> {
         let pattern = if is_err { self.patterns.stderr.as_deref() } else { self.patterns.stdout.as_deref() }?;
-        let place = self.places.get(&(job, node));
-        let fields = crate::outfile::Fields {
-            rank: rank.0,
-            job: job.0,
-            node_index: place.map_or(node.0, |p| p.index),
-            host: place.map_or("", |p| p.host.as_str()),
-            secs: crate::outfile::started().elapsed().as_secs(),
-        };
         // The pattern was checked when parsed: it always resolves.
-        crate::outfile::resolve(pattern, &fields).ok()
+        crate::outfile::resolve(pattern, &self.fields(node, job, rank)).ok()
     }
 
     pub fn console(&self) -> &Console {
@@ -219,22 +259,26 @@ impl Output {
         let is_err = stream == Stream::Stderr;
         let written = Some(Written { node, job, bytes: data.len() as u64 });
         let file = self.file_of(node, job, rank, is_err);
-        if !self.label {
+        if !self.prefixes() {
             return self.console.write_to(is_err, data.to_vec(), written, file);
         }
         if let Some(f) = &file {
             self.partial_file.insert((job, rank, is_err), f.clone());
         }
+        let prefix = self.prefix(node, job, rank);
         let buf = self.partial.entry((job, rank, is_err)).or_default();
         buf.extend_from_slice(data);
         let mut out = match buf.iter().rposition(|&b| b == b'\n') {
-            Some(last_nl) => labelled(job, rank, &buf.drain(..=last_nl).collect::<Vec<u8>>()),
+            Some(last_nl) => labelled(&prefix, &buf.drain(..=last_nl).collect::<Vec<u8>>()),
             None => Vec::new(),
         };
         if buf.len() >= LABEL_HOLD_MAX {
             let mut rest = std::mem::take(buf);
             rest.push(b'\n');
-            out.extend_from_slice(&labelled(job, rank, &rest));
+            out.extend_from_slice(&labelled(&prefix, &rest));
+        }
+        if !buf.is_empty() {
+            self.rank_node.insert((job, rank), node);
         }
         // Even with nothing to write, the credit goes through the queue,
         // behind what is written before it.
@@ -243,20 +287,21 @@ impl Output {
 
     /// Write what is left of a rank's unfinished lines.
     pub fn flush_rank(&mut self, job: JobId, rank: Rank) {
+        let node = self.rank_node.remove(&(job, rank)).unwrap_or(NodeId(0));
+        let prefix = self.prefix(node, job, rank);
         for is_err in [false, true] {
             let file = self.partial_file.remove(&(job, rank, is_err));
             if let Some(mut rest) = self.partial.remove(&(job, rank, is_err)) {
                 if !rest.is_empty() {
                     rest.push(b'\n');
-                    self.console.write_to(is_err, labelled(job, rank, &rest), None, file);
+                    self.console.write_to(is_err, labelled(&prefix, &rest), None, file);
                 }
             }
         }
     }
 }
 
-fn labelled(job: JobId, rank: Rank, lines: &[u8]) -> Vec<u8> {
-    let prefix = if job.0 == 0 { format!("[{}] ", rank.0) } else { format!("[{}.{}] ", job.0, rank.0) };
+fn labelled(prefix: &str, lines: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(lines.len() + prefix.len() * 2);
     for line in lines.split_inclusive(|&b| b == b'\n') {
         out.extend_from_slice(prefix.as_bytes());

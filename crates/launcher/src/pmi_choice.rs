@@ -141,7 +141,7 @@ mod tests {
     use crate::mpi_probe::links_open_mpi;
 
     fn app(exe: &str) -> AppSpec {
-        AppSpec { exe: exe.into(), argv: vec![exe.into()], env: vec![], wdir: "/".into() }
+        AppSpec { exe: exe.into(), argv: vec![exe.into()], env: vec![], wdir: "/".into(), node_env: false }
     }
 
     fn elf_naming(dir: &Path, name: &str, soname: &[u8]) -> String {

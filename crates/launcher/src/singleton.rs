@@ -45,7 +45,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
         let config = RunConfig::from_env(&RunOptions::default())?;
         let node = Node { host: host.clone(), slots: universe_size as u32 };
         let base_env = launcher_env.into_iter().filter(|(k, _)| !k.starts_with("PMI_") && !k.starts_with("PMIX_")).collect();
-        let spawn = config::spawn_context(base_env, cwd, host, std::slice::from_ref(&node));
+        let spawn = config::spawn_context(base_env, cwd, host, std::slice::from_ref(&node), false);
         let settings = config::settings(&config, universe_size, spawn, vec![node.slots], 1, std::process::id());
         let daemons = crate::nodes::start(&[node], &crate::nodes::Bootstrap::InProcess, 1, false, 0).await?;
         let kvs = config.job.kvs;

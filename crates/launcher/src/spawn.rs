@@ -33,6 +33,9 @@ pub struct SpawnContext {
     pub host: String,
     /// The host name of each node (daemon) of the run.
     pub nodes: Vec<String>,
+    /// `base_env` is set over each node's own environment (the first
+    /// segment's `-genvnone`/`-genvlist`: [`AppSpec::node_env`]).
+    pub node_env: bool,
 }
 
 /// A spawn request checked and resolved into processes.
@@ -244,7 +247,7 @@ pub fn plan_spawn(ctx: &SpawnContext, files: &dyn Files, commands: &[SpawnComman
         });
         let mut argv = vec![cmd.exe.clone()];
         argv.extend(cmd.args.iter().cloned());
-        job.push_app(AppSpec { exe: exe.display().to_string(), argv, env, wdir: wdir.display().to_string() }, cmd.maxprocs);
+        job.push_app(AppSpec { exe: exe.display().to_string(), argv, env, wdir: wdir.display().to_string(), node_env: ctx.node_env }, cmd.maxprocs);
     }
     Ok(SpawnPlan { job, nodes, oversubscribe, counts })
 }
@@ -274,7 +277,7 @@ mod tests {
     }
 
     fn plan(cmds: &[(u32, Option<&str>)]) -> Result<SpawnPlan, PlanError> {
-        let ctx = SpawnContext { base_env: vec![], cwd: "/".into(), host: "h".into(), nodes: vec!["h".into()] };
+        let ctx = SpawnContext { base_env: vec![], cwd: "/".into(), host: "h".into(), nodes: vec!["h".into()], node_env: false };
         let commands: Vec<SpawnCommand> = cmds
             .iter()
             .map(|&(maxprocs, soft)| SpawnCommand {

@@ -7,7 +7,6 @@
 //! Node and proc maps are sent as raw lists ("h1,h2" and "0,1;2,3"), which
 //! the library parses itself: `PMIx_generate_regex` may return a binary
 //! (zlib) blob, which gains nothing at dpm's scales.
-//! Not here: several jobs per node (node rank = local rank).
 use crate::info::{InfoList, Proc, Value};
 use crate::PmixError;
 use std::collections::BTreeMap;
@@ -55,6 +54,10 @@ pub struct JobSpec {
     /// registered only when true (Open MPI checks its presence and then
     /// yields when idle instead of spinning; PRRTE sets it the same way).
     pub oversubscribed: bool,
+    /// Ranks of other live jobs on this node: this job's node ranks
+    /// (`PMIX_NODE_RANK`, `OMPI_COMM_WORLD_NODE_RANK`) follow theirs, as
+    /// PRRTE numbers a spawned job's after its parents'.
+    pub node_rank_base: u32,
     /// Where this node's ranks run, by rank (`PMIX_CPUSET`,
     /// `PMIX_LOCALITY_STRING` in their per-process data). Ranks of other
     /// nodes get neither: their daemon binds them, this one does not know
@@ -104,6 +107,13 @@ impl JobSpec {
             return Err(bad(format!("universe {} < job size {size}", self.universe_size)));
         }
         Ok(())
+    }
+
+    /// The node rank of the `local_rank`th rank on node `nodeid`: on this
+    /// node after [`JobSpec::node_rank_base`], elsewhere as if alone there.
+    fn node_rank(&self, nodeid: usize, local_rank: usize) -> u16 {
+        let base = if nodeid == self.this_node { self.node_rank_base as usize } else { 0 };
+        u16::try_from(base + local_rank).unwrap_or(u16::MAX)
     }
 
     fn appnum(&self, rank: u32) -> u32 {
@@ -172,7 +182,7 @@ impl JobSpec {
                     ("pmix.rank".into(), Value::Rank(rank)),
                     ("pmix.appnum".into(), Value::U32(self.appnum(rank))),
                     ("pmix.lrank".into(), Value::U16(local_rank as u16)),
-                    ("pmix.nrank".into(), Value::U16(local_rank as u16)),
+                    ("pmix.nrank".into(), Value::U16(self.node_rank(nodeid, local_rank))),
                     ("pmix.nodeid".into(), Value::U32(nodeid as u32)),
                     ("pmix.hname".into(), Value::String(node.hostname.clone())),
                 ];
@@ -190,6 +200,30 @@ impl JobSpec {
             }
         }
         Ok(out.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    /// The `OMPI_*` variables `mpirun` (PRRTE with Open MPI's personality)
+    /// gives local rank `rank` before it starts: its place in the job
+    /// (`OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK`, `_LOCAL_SIZE`,
+    /// `_NODE_RANK`; `OMPI_WORLD_SIZE`, `OMPI_WORLD_LOCAL_SIZE`), the
+    /// universe (`OMPI_UNIVERSE_SIZE`) and the number of apps
+    /// (`OMPI_NUM_APP_CTX`). Scripts and GPU-selection wrappers read them
+    /// before `MPI_Init`. `None` for a rank not on this node.
+    pub fn ompi_env(&self, rank: u32) -> Option<Vec<(String, String)>> {
+        let local = self.local_ranks();
+        let local_rank = local.iter().position(|&r| r == rank)?;
+        let vars = [
+            ("OMPI_COMM_WORLD_RANK", rank as usize),
+            ("OMPI_COMM_WORLD_SIZE", self.size() as usize),
+            ("OMPI_WORLD_SIZE", self.size() as usize),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", local_rank),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", local.len()),
+            ("OMPI_WORLD_LOCAL_SIZE", local.len()),
+            ("OMPI_COMM_WORLD_NODE_RANK", usize::from(self.node_rank(self.this_node, local_rank))),
+            ("OMPI_UNIVERSE_SIZE", self.universe_size as usize),
+            ("OMPI_NUM_APP_CTX", self.app_sizes.len()),
+        ];
+        Some(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
     }
 
     /// The infos as an owned C array.
@@ -218,6 +252,7 @@ mod tests {
             nsdir: "/t/1".into(),
             parent: None,
             oversubscribed: false,
+            node_rank_base: 0,
             places: BTreeMap::new(),
         }
     }
@@ -247,6 +282,28 @@ mod tests {
         assert!(get(&infos, "pmix.ndosub").is_empty());
         let infos = JobSpec { oversubscribed: true, ..two_nodes() }.infos().unwrap();
         assert_eq!(get(&infos, "pmix.ndosub"), [&Value::Bool(true)]);
+    }
+
+    #[test]
+    fn open_mpi_s_variables_for_a_rank_of_this_node() {
+        let env: BTreeMap<String, String> = two_nodes().ompi_env(3).unwrap().into_iter().collect();
+        let want = [
+            ("OMPI_COMM_WORLD_RANK", "3"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+            ("OMPI_WORLD_LOCAL_SIZE", "2"),
+            ("OMPI_COMM_WORLD_NODE_RANK", "1"),
+            ("OMPI_UNIVERSE_SIZE", "4"),
+            ("OMPI_NUM_APP_CTX", "2"),
+        ];
+        assert_eq!(env, want.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        assert_eq!(two_nodes().ompi_env(0), None, "rank 0 runs on the other node");
+        // A spawned job's node ranks follow those of the jobs already there.
+        let env = JobSpec { node_rank_base: 3, ..two_nodes() }.ompi_env(3).unwrap();
+        assert!(env.contains(&("OMPI_COMM_WORLD_NODE_RANK".into(), "4".into())), "{env:?}");
+        assert!(env.contains(&("OMPI_COMM_WORLD_LOCAL_RANK".into(), "1".into())), "{env:?}");
     }
 
     fn proc_data(infos: &[(String, Value)], rank: u32) -> Vec<(String, Value)> {

@@ -93,6 +93,7 @@ fn launch(server: &PmixServer, venv: &Path, hello: &Path, shm: &Path, job: u32, 
         nsdir: tmp,
         parent: None,
         oversubscribed: false,
+        node_rank_base: 0,
         places: Default::default(),
     };
     server.register_nspace(&spec).expect("register_nspace");

@@ -12,8 +12,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 
 /// Bumped whenever a control message changes shape (2: `Submit::pmi_default`,
 /// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`];
-/// 4: [`JobSettings::pmix_watch`]; 5: [`BootStatus::allocation`]).
-pub const CONTROL_VERSION: u32 = 5;
+/// 4: [`JobSettings::pmix_watch`]; 5: [`BootStatus::allocation`]; 6:
+/// [`JobSettings::prepend`] and [`JobSettings::print_all_exitcodes`]).
+pub const CONTROL_VERSION: u32 = 6;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -73,6 +74,12 @@ pub struct JobSettings {
     /// ([`crate::LaunchJob::pmix_watch`]).
     #[serde(default)]
     pub pmix_watch: bool,
+    /// `-prepend-pattern`: each output line's prefix (wins over `label`).
+    #[serde(default)]
+    pub prepend: Option<String>,
+    /// `-print-all-exitcodes`: the first job's wait statuses at the end.
+    #[serde(default)]
+    pub print_all_exitcodes: bool,
 }
 
 /// What a failure in a job does to the run.

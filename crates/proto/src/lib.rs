@@ -52,9 +52,15 @@ pub struct AppSpec {
     pub exe: String,
     /// `argv`, including `argv[0]` as the user wrote it.
     pub argv: Vec<String>,
-    /// The complete environment, before dpm adds its `PMI_*` variables.
+    /// The complete environment, before dpm adds its `PMI_*` variables
+    /// (with `node_env`: what is set over the node's own).
     pub env: Vec<(String, String)>,
     pub wdir: String,
+    /// The node's own environment (its daemon's) is the base, `env` set over
+    /// it: Hydra's `-genvnone`/`-genvlist`/`-envnone`/`-envlist`, which stop
+    /// the launcher's environment from travelling, not the node's.
+    #[serde(default)]
+    pub node_env: bool,
 }
 
 /// One process to start: which rank, running which app (index into `LaunchJob::apps`).

@@ -27,7 +27,7 @@ pub(super) fn run_settings(layout: &Layout, owner: u32, warm_spawn: usize) -> Se
         pmi_mode: PmiMode::Fd,
         no_oversubscribe: layout.no_oversubscribe,
         report_placement: false,
-        spawn: SpawnContext { base_env: Vec::new(), cwd: "/".into(), host: hosts[0].clone(), nodes: hosts },
+        spawn: SpawnContext { base_env: Vec::new(), cwd: "/".into(), host: hosts[0].clone(), nodes: hosts, node_env: false },
         node_slots: vec![layout.slots; layout.nodes],
         fanout: layout.fanout,
         owner,

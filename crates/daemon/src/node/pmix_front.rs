@@ -527,7 +527,7 @@ mod tests {
             preput: vec![],
             pmi_mode: PmiMode::Pmix,
             stdin_rank: None,
-            apps: vec![AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: vec![], wdir: "/".into() }],
+            apps: vec![AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: vec![], wdir: "/".into(), node_env: false }],
             procs: vec![ProcSpec { rank: Rank(1), app: 0 }],
             kvs: Default::default(),
             node_of,

@@ -297,7 +297,9 @@ impl PmixHost {
         // spawned children) made the spawn take 2.3x prterun's time.
         let here = job.local_ranks().len();
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        job.oversubscribed = here + self.local_ranks.values().sum::<usize>() > cpus;
+        let others = self.local_ranks.values().sum::<usize>();
+        job.oversubscribed = here + others > cpus;
+        job.node_rank_base = u32::try_from(others).unwrap_or(u32::MAX);
         self.local_ranks.insert(job.nspace.clone(), here);
         self.server(app)?;
         if let Some(prefix) = &self.prefix {
@@ -316,6 +318,8 @@ impl PmixHost {
             server.register_client(&proc_, uid, gid).map_err(|e| e.to_string())?;
             let mut vars = server.setup_fork(&proc_).map_err(|e| e.to_string())?;
             vars.extend(extra.iter().cloned());
+            // Open MPI's own, as mpirun sets them (a user's -genv wins).
+            vars.extend(job.ompi_env(rank).unwrap_or_default().into_iter().filter(|(k, _)| !app.env.iter().any(|(set, _)| set == k)));
             envs.push(vars);
         }
         Ok(envs)

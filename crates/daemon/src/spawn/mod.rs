@@ -99,8 +99,7 @@ impl PreparedApp {
             in_wdir: same_file(std::path::Path::new(&app.wdir), std::path::Path::new(".")),
             args: app.argv.iter().map(|a| cstring(a.as_bytes())).collect::<io::Result<_>>()?,
             // A link secret never reaches a rank, whatever the launcher sent.
-            env: app
-                .env
+            env: with_node_env(app, std::env::vars_os())
                 .iter()
                 .filter(|(k, _)| !dpm_proto::auth::is_secret_var(k))
                 .map(|(k, v)| cstring(format!("{k}={v}").as_bytes()))
@@ -112,6 +111,22 @@ impl PreparedApp {
     pub fn spec(&self) -> &AppSpec {
         &self.spec
     }
+}
+
+/// The app's environment; with [`AppSpec::node_env`], set over `node` (this
+/// daemon's own, as Hydra's proxy passes its own on under `-genvnone`), less
+/// an outer launcher's PMI variables and names or values that are not UTF-8.
+fn with_node_env(app: &AppSpec, node: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Vec<(String, String)> {
+    if !app.node_env {
+        return app.env.clone();
+    }
+    let outer = |k: &str| k.starts_with("PMI_") || k.starts_with("PMIX_") || k == "MPI_LOCALNRANKS" || k == "MPI_LOCALRANKID";
+    let mut env: Vec<(String, String)> = node
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !outer(k) && !app.env.iter().any(|(set, _)| set == k))
+        .collect();
+    env.extend(app.env.iter().cloned());
+    env
 }
 
 /// What the child needs, prepared by the parent (the child may not allocate).
@@ -489,5 +504,20 @@ pub fn reap(pidfd: &OwnedFd, keep: bool) -> io::Result<Option<dpm_proto::ExitSta
             libc::CLD_EXITED => dpm_proto::ExitStatus::Code(status),
             _ => dpm_proto::ExitStatus::Signal(status),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_env_is_the_base_under_genvnone() {
+        let node = || [("PATH", "/bin"), ("HOME", "/n"), ("PMI_FD", "3"), ("X", "node")].map(|(k, v)| (k.into(), v.into())).into_iter();
+        let mut app = AppSpec { exe: "/bin/true".into(), argv: vec![], env: vec![("X".into(), "set".into())], wdir: "/".into(), node_env: false };
+        assert_eq!(with_node_env(&app, node()), vec![("X".to_string(), "set".to_string())]);
+        app.node_env = true;
+        let want: Vec<(String, String)> = [("PATH", "/bin"), ("HOME", "/n"), ("X", "set")].map(|(k, v)| (k.to_string(), v.to_string())).to_vec();
+        assert_eq!(with_node_env(&app, node()), want);
     }
 }

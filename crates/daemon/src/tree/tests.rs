@@ -24,7 +24,7 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
         preput: vec![],
         pmi_mode: PmiMode::Fd,
         stdin_rank: None,
-        apps: vec![AppSpec { exe: "a".into(), argv: vec![], env: vec![], wdir: "/".into() }],
+        apps: vec![AppSpec { exe: "a".into(), argv: vec![], env: vec![], wdir: "/".into(), node_env: false }],
         procs: vec![ProcSpec { rank: Rank(0), app: 0 }],
         kvs: design,
         node_of: [0, 0, 2, 2, 3, 3].map(NodeId).to_vec(),

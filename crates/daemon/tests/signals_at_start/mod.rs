@@ -14,7 +14,7 @@ use dpm_daemon::spawner::{start, SpawnTask};
 use dpm_proto::{AppSpec, ExitStatus};
 
 fn task(argv: &[&str], pgid: i32) -> SpawnTask {
-    let spec = AppSpec { exe: argv[0].into(), argv: argv.iter().map(|a| a.to_string()).collect(), env: vec![], wdir: "/".into() };
+    let spec = AppSpec { exe: argv[0].into(), argv: argv.iter().map(|a| a.to_string()).collect(), env: vec![], wdir: "/".into(), node_env: false };
     let env = PmiEnv { socketpair: false, vars: vec![], affinity: None };
     SpawnTask { app: Arc::new(PreparedApp::new(&spec).unwrap()), env, pgid, with_stdin: false }
 }

@@ -190,3 +190,20 @@ pub fn lock_fixture(file: &str, what: &str) -> FixtureLock {
     }
     lock
 }
+
+/// A stand-in ssh: it skips its options and the host name and runs the
+/// command on this machine, in a login's environment (`PATH`, `HOME` and
+/// `DPM_T_NODE=login`, nothing of its caller's else); with `DPM_T_SSH_LOG`
+/// set, it appends the host to that file first. dpm (`--ssh-command`)
+/// and Hydra (`-launcher-exec`) start their remote parts through it, so a
+/// list of made-up host names is "other nodes" with nothing leaving the machine.
+pub const LOCAL_SSH: &str = "#!/bin/sh\n\
+while [ $# -gt 0 ]; do case \"$1\" in -o) shift 2;; -*) shift;; *) break;; esac; done\n\
+[ -n \"$DPM_T_SSH_LOG\" ] && echo \"$1\" >> \"$DPM_T_SSH_LOG\"\n\
+shift\n\
+exec env -i PATH=\"$PATH\" HOME=\"$HOME\" DPM_T_NODE=login /bin/sh -c \"$*\"\n";
+
+/// [`LOCAL_SSH`] as an executable file.
+pub fn local_ssh() -> super::TempFile {
+    super::TempFile::new("dpm-local-ssh", LOCAL_SSH.as_bytes(), 0o755)
+}

@@ -59,9 +59,13 @@ pub(crate) fn boot_files() -> Result<BootFiles, DirError> {
 /// not when it names nodes or a launcher of its own, or asks for PMI traces
 /// (the boot's daemons were started without them), or for output files
 /// (`-outfile-pattern`/`-errfile-pattern`: written by the `dpm run` itself,
-/// in its own directory).
+/// in its own directory), or reshapes the node list (`-skip-launch-node`,
+/// `-order-nodes`, `-rankmap`: the boot's nodes are fixed).
 pub fn wants_boot(opts: &RunOptions) -> bool {
     opts.hosts.is_empty()
+        && !opts.skip_launch_node
+        && opts.order_nodes.is_none()
+        && opts.rankmap.is_none()
         && opts.outfile_pattern.is_none()
         && opts.errfile_pattern.is_none()
         && opts.hostfile.is_none()

@@ -326,6 +326,7 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
             let (settings, launch_of) = settings_for(server, &config, &submit);
             let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), sink);
             controller.set_failure_policy(config.job.failure_policy);
+            controller.set_output_extras(config.job.prepend.clone(), config.job.print_all_exitcodes);
             let (job, kvsname) = controller.new_job_id();
             make_room(server, submit.procs.len());
             let launch = launch_of(job, kvsname, submit, &server.shared.borrow().tree.nodes);
@@ -389,8 +390,14 @@ type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> La
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
     let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
     let total = slots.iter().map(|&s| i64::from(s)).sum();
-    let universe_size = config::universe_size(config.job.universe_size, total, server.slots_known, submit.procs.len() as u32, config.job.no_oversubscribe);
-    let spawn = config::spawn_context(submit.spawn_env.clone(), PathBuf::from(&submit.cwd), submit.host.clone(), &server.nodes);
+    let universe_size = config::run_universe(config, total, server.slots_known, submit.procs.len() as u32);
+    let spawn = config::spawn_context(
+        submit.spawn_env.clone(),
+        PathBuf::from(&submit.cwd),
+        submit.host.clone(),
+        &server.nodes,
+        submit.apps.first().is_some_and(|a| a.node_env),
+    );
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
     let (ppn, map_by_node, pmi_mode, kvs, binding) =
         (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));

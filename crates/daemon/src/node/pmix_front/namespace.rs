@@ -70,6 +70,7 @@ pub(super) fn map_spec(map: &JobMap, size: u32, node: NodeId) -> JobSpec {
         parent: None,
         // The driver's side decides (it knows the CPUs and the other jobs).
         oversubscribed: false,
+        node_rank_base: 0,
         places: Default::default(),
     }
 }

@@ -30,7 +30,13 @@ fn settings_for(slots: &[u32]) -> Settings {
         pmi_mode: PmiMode::Fd,
         no_oversubscribe: false,
         report_placement: false,
-        spawn: crate::spawn::SpawnContext { base_env: vec![("PATH".into(), "/usr/bin:/bin".into())], cwd: "/tmp".into(), host: "h0".into(), nodes: hosts },
+        spawn: crate::spawn::SpawnContext {
+            base_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: "/tmp".into(),
+            host: "h0".into(),
+            nodes: hosts,
+            node_env: false,
+        },
         node_slots: slots.to_vec(),
         fanout: 2,
         owner: 1,
@@ -43,7 +49,7 @@ fn settings_for(slots: &[u32]) -> Settings {
 /// A job of `/bin/true` with rank `r` on node `node_of[r]`.
 fn job(rec: &mut Recorder, node_of: &[usize]) -> LaunchJob {
     let (id, kvsname) = rec.shared.new_job_id();
-    let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: Vec::new(), wdir: "/".into() };
+    let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: Vec::new(), wdir: "/".into(), node_env: false };
     let mut planned = crate::plan::PlannedJob::new();
     planned.push_app(app, node_of.len() as u32);
     LaunchJob {

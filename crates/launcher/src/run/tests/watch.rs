@@ -11,7 +11,7 @@ fn watched_job(rec: &mut Recorder) -> LaunchJob {
     let (id, kvsname) = rec.shared.new_job_id();
     let mut planned = crate::plan::PlannedJob::new();
     for (exe, argv0) in [("/work/hello", "./hello"), ("/bin/sh", "sh")] {
-        planned.push_app(AppSpec { exe: exe.into(), argv: vec![argv0.into(), "-c".into(), "$PROG".into()], env: vec![], wdir: "/".into() }, 2);
+        planned.push_app(AppSpec { exe: exe.into(), argv: vec![argv0.into(), "-c".into(), "$PROG".into()], env: vec![], wdir: "/".into(), node_env: false }, 2);
     }
     let node_of = [0, 0, 1, 1].map(NodeId).to_vec();
     LaunchJob { stdin_rank: Some(Rank(0)), pmix_watch: true, ..planned.into_launch(id, kvsname, 4, node_of, PmiMode::Fd, Default::default()) }
