@@ -219,6 +219,10 @@ impl NodeReactor {
             ToDaemon::Claim { job, preput } => self.claim(fx, job, &preput),
             ToDaemon::OutputAck { job, bytes } => self.output.on_ack(fx, job, bytes),
             ToDaemon::Forget { job } => self.forget(fx, job),
+            ToDaemon::RanksDead { job, ranks } => {
+                self.engine.ranks_dead(job, &ranks);
+                self.apply_engine(fx);
+            }
             ToDaemon::Adopt { launch, rank, pid, pmi } => self.adopt_foreign(fx, launch, rank, pid, pmi.get()),
         }
     }
@@ -517,6 +521,7 @@ impl NodeReactor {
                 }
                 Effect::ExportTopology => topology::start_export(fx),
                 Effect::ParentAsked { job, rank } => fx.send_up(ToLauncher::ParentAsked { job, rank }),
+                Effect::FenceDoomed { job, waiting } => fx.send_up(ToLauncher::FenceDoomed { job, waiting }),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
                     let request = self.requests.open(Asker::Pmi(conn));
                     let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();

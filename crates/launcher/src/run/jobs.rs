@@ -232,6 +232,17 @@ impl Jobs {
             if policy == FailurePolicy::KeepOthers {
                 tracing::warn!("{why}; the other ranks run on (-disable-auto-cleanup)");
                 verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
+                if pmi == PmiProgress::Active {
+                    // It will never join a fence: the survivors learn it
+                    // (`PMI_dead_processes`), and one waiting in a fence ends the run.
+                    for &d in j.daemons() {
+                        fx.send(d, ToDaemon::RanksDead { job, ranks: vec![rank] });
+                    }
+                }
+            } else if pmi == PmiProgress::Finalized && matches!(status, ExitStatus::Code(_)) {
+                // Past MPI_Finalize nobody waits for it: the others run to
+                // their ends (as under Hydra), its code still decides.
+                verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
             } else if policy.ends_run(spawned) {
                 verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
                 // Jobs of one run are connected (spawn, connect/accept): a failure
@@ -241,6 +252,8 @@ impl Jobs {
                 self.fail_alone(fx, job, &why);
             }
         }
+        // The last rank not stuck in a doomed fence may have ended.
+        self.fence_doomed(fx, verdict, job, &[]);
     }
 
     /// Rank `rank` of `job` (not a claimed pooled job) called `MPI_Abort`.
@@ -258,9 +271,25 @@ impl Jobs {
         if !policy.ends_run(spawned) {
             return self.fail_alone(fx, job, &why);
         }
-        verdict.record_abort(status, why, (job, rank));
+        verdict.record_abort(status, why, (job, rank), fx.now_micros());
         // MPI_Abort ends the run: the aborting job's communicators may span
         // spawned and connected jobs.
+        self.kill_all(fx, libc::SIGKILL);
+    }
+
+    /// Ranks of `job` wait in a fence that its dead ranks can never join
+    /// (`-disable-auto-cleanup`): once every live rank of the job waits so,
+    /// nobody can finish and the run ends; the first failure (a dead
+    /// rank's) decides its status. Until then the others run on (to print
+    /// what they print before their `MPI_Finalize`).
+    pub(super) fn fence_doomed(&mut self, fx: &mut dyn RunEffects, verdict: &mut Verdict, job: JobId, waiting: &[Rank]) {
+        let Some(j) = self.map.get_mut(&job) else { return };
+        if !j.stuck(waiting) || j.killing() || verdict.interrupted.is_some() || verdict.timed_out {
+            return;
+        }
+        let of_job = if job.0 == 0 { String::new() } else { format!(" of job {}", job.0) };
+        tracing::warn!("the live ranks{of_job} wait in a PMI fence that a dead rank can never join: the run ends");
+        verdict.begin_teardown(fx.now_micros());
         self.kill_all(fx, libc::SIGKILL);
     }
 
