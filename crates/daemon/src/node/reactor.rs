@@ -36,11 +36,19 @@ struct Proc {
     exit: Option<(ExitStatus, u64)>,
     /// [`DRAIN_GRACE`] has passed since it was reaped.
     grace_over: bool,
+    /// Graces that ended with its output still on the way (unread in a
+    /// pipe: the node is behind, on a loaded machine), at most [`DRAIN_WAITS`].
+    drain_waits: u32,
 }
+
+/// A reaped process's exit waits at most this many more [`DRAIN_GRACE`]s
+/// while its output is still on the way: reported before, a held partial
+/// line would go up without its rest (a torn line).
+const DRAIN_WAITS: u32 = 20;
 
 impl Proc {
     fn new(pid: i32, conn: Option<ConnId>, output: bool) -> Self {
-        Proc { pid, conn, pmi: PmiState::Silent, pmi_closed: false, stdout_open: output, stderr_open: output, exit: None, grace_over: false }
+        Proc { pid, conn, pmi: PmiState::Silent, pmi_closed: false, stdout_open: output, stderr_open: output, exit: None, grace_over: false, drain_waits: 0 }
     }
 
     /// An exit is reported once its PMI traffic and output are through (so a
@@ -316,7 +324,12 @@ impl NodeReactor {
     fn timer(&mut self, fx: &mut (impl NodeEffects + ?Sized), timer: Timer) {
         match timer {
             Timer::DrainGrace { job, rank } => {
+                let pending = [Stream::Stdout, Stream::Stderr].into_iter().any(|s| fx.output_pending(job, rank, s));
                 let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
+                if pending && p.drain_waits < DRAIN_WAITS {
+                    p.drain_waits += 1;
+                    return fx.set_timer(DRAIN_GRACE, Timer::DrainGrace { job, rank });
+                }
                 p.grace_over = true;
                 self.report_exit_if_due(fx, job, rank);
             }
@@ -324,7 +337,8 @@ impl NodeReactor {
                 // Preempted mid-line (runnable) is not quiet: see `output`.
                 let pid = self.procs.get(&(job, rank)).map(|p| p.pid).filter(|&pid| pid > 0);
                 let busy = pid.is_some_and(|pid| fx.is_runnable(pid));
-                self.output.on_quiet(fx, job, rank, stream, busy)
+                let pending = fx.output_pending(job, rank, stream);
+                self.output.on_quiet(fx, job, rank, stream, busy, pending)
             }
             Timer::TopologyWait => {
                 topology::wait_over(&mut self.engine);
