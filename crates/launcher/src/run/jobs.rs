@@ -193,6 +193,10 @@ impl Jobs {
             let code = match errno {
                 libc::ENOENT => 127,
                 libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM => 126,
+                // A request the node cannot meet (a binding beyond its CPUs
+                // or GPUs, a program, argument or variable it cannot pass):
+                // a usage error, as prterun refuses such a map.
+                libc::EINVAL => 2,
                 _ => 1,
             };
             verdict.record(code, format!("{who} could not be started: {error}"), Some((job, rank)));
