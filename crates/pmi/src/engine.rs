@@ -397,8 +397,9 @@ impl Engine {
                 } else if key == TOPOLOGY_KEY && self.topology.must_wait() {
                     c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
                     return self.topology.wait(conn, false, &mut self.effects);
-                } else if key == DEAD_KEY {
-                    // Hydra's answer while none died: found, empty.
+                } else if key == DEAD_KEY && !job.dead.value().is_empty() {
+                    // While none died: not found below (Hydra answers an
+                    // empty value; replies here never carry one).
                     Reply::Value(job.dead.value())
                 } else if let Some(value) = pm_key(setup, self.topology.file(), &key) {
                     Reply::Value(value)

@@ -1,7 +1,7 @@
 //! Ranks that died while the others run on (`-disable-auto-cleanup`): a rank
 //! that was killed by a signal or exited without `PMI_Finalize` is listed in
 //! the job's `PMI_dead_processes` (as Hydra keeps it: the ranks in the order
-//! they were reported, comma-separated, empty while none), and a fence it
+//! they were reported, comma-separated; not found while none), and a fence it
 //! can never join is doomed: the survivors in it would wait for ever. The
 //! engine reports each local rank that waits in one ([`Effect::FenceDoomed`]:
 //! those waiting when the news comes, then each that enters); once every
