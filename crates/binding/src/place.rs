@@ -30,6 +30,14 @@ pub enum BindError {
     NoGpus { asked: u32 },
     #[error("--gpus-per-rank {asked}: this node has only {present} GPU(s)")]
     TooFewGpus { asked: u32, present: usize },
+    /// A rank's unit (`:pe=M` cores, `--cpus-per-rank M` hardware threads)
+    /// is larger than the node (prterun: "mapping too low").
+    #[error("{what} {asked}: this node has only {present} {level}(s) dpm may use (CPUs {allowed}); add :overload-allowed to -bind-to to share them")]
+    TooFewCpus { what: &'static str, asked: u32, present: usize, level: &'static str, allowed: String },
+    /// `ppr:N:OBJ` with more ranks per object than it has units to bind
+    /// them to (prterun: "too many procs").
+    #[error("-map-by ppr:{per}:{group}: a {group} here has only {units} {level}(s) to bind ranks to; add :oversubscribe to -map-by (or :overload-allowed to -bind-to) to share them, or -bind-to none")]
+    PprTooMany { per: u32, group: &'static str, units: usize, level: &'static str },
 }
 
 /// Where one rank runs.
@@ -143,6 +151,19 @@ impl Binder {
         let grouped = |group: Level| -> Vec<Vec<CpuSet>> {
             self.restricted(group.kind()).iter().map(|g| objs.iter().filter(|o| o.first().is_some_and(|c| g.contains(c))).cloned().collect()).collect()
         };
+        // Requests that cannot be met are refused unless sharing is asked for.
+        if !policy.overload_allowed {
+            let what = if policy.pe.is_some() { Some("-map-by :pe=") } else { policy.cpus_per_rank.map(|_| "--cpus-per-rank") };
+            if let Some(what) = what.filter(|_| count > objs.len()) {
+                return Err(BindError::TooFewCpus { what, asked: count as u32, present: objs.len(), level: level.name(), allowed: allowed() });
+            }
+            if let MapBy::Ppr { per, level: group } = policy.map {
+                let fewest = grouped(group).iter().map(|m| chunks(m).len()).filter(|&n| n > 0).min();
+                if let Some(units) = fewest.filter(|&u| per as usize > u) {
+                    return Err(BindError::PprTooMany { per, group: group.name(), units, level: level.name() });
+                }
+            }
+        }
         Ok(match policy.map {
             MapBy::Ppr { per, level: group } => {
                 let mut units = Vec::new();

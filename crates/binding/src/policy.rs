@@ -195,17 +195,23 @@ impl BindPolicy {
     pub fn set_map(&mut self, value: &str) -> Result<bool, PolicyError> {
         let v = value.trim().to_ascii_lowercase();
         let mut parts: Vec<&str> = v.split(':').collect();
-        // Modifiers: `pe=M`, `oversubscribe`/`nooversubscribe` (placement
-        // is always allowed to oversubscribe, with a warning).
+        // Modifiers: `pe=M`, and `oversubscribe`/`overload-allowed`: ranks
+        // may share CPUs (`ppr` with more ranks than an object's units;
+        // without it such a request is refused: `place`).
         let mut pe = None;
+        let mut share = false;
         parts.retain(|p| {
             if let Some(m) = p.strip_prefix("pe=") {
                 pe = Some(m.to_string());
                 false
+            } else if matches!(*p, "oversubscribe" | "overload-allowed") {
+                share = true;
+                false
             } else {
-                !matches!(*p, "oversubscribe" | "overload-allowed")
+                true
             }
         });
+        self.overload_allowed |= share;
         if let Some(m) = pe {
             self.pe = Some(count(&m, "count of cores per rank (pe=)")?);
         }

@@ -3,6 +3,8 @@
 //! through [`Event`]s.
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncWriteExt;
@@ -176,13 +178,69 @@ pub fn feed_stdin(fd: OwnedFd) -> mpsc::UnboundedSender<Vec<u8>> {
 }
 
 /// A process's output pipes (read ends, non-blocking: [`crate::spawn::Started`]'s),
-/// and the reactor's switch that stops reading
-/// them (`true`) while its job's output window is full.
+/// the reactor's switch that stops reading
+/// them (`true`) while its job's output window is full, and the probe that
+/// tells the driver whether bytes of theirs are still on the way.
 #[derive(Default)]
 pub struct Pipes {
     pub stdout: Option<OwnedFd>,
     pub stderr: Option<OwnedFd>,
     pub paused: Option<watch::Receiver<bool>>,
+    pub probe: Option<Arc<OutputProbe>>,
+}
+
+/// Whether a process's output is on its way to the reactor: bytes unread in
+/// a pipe, or read and sent ([`Event::Output`]) but not handled yet. A held
+/// partial line's rest may be there: its quiet timer must not send the
+/// piece up alone (on a loaded machine the reading task runs late).
+#[derive(Debug)]
+pub struct OutputProbe {
+    /// Each stream's read end while its task holds it open (-1 after).
+    fds: [AtomicI32; 2],
+    /// Each stream's [`Event::Output`]s sent and not yet handled.
+    in_flight: [AtomicUsize; 2],
+}
+
+impl Default for OutputProbe {
+    fn default() -> Self {
+        OutputProbe { fds: [AtomicI32::new(-1), AtomicI32::new(-1)], in_flight: [AtomicUsize::new(0), AtomicUsize::new(0)] }
+    }
+}
+
+fn index(stream: Stream) -> usize {
+    match stream {
+        Stream::Stdout => 0,
+        Stream::Stderr => 1,
+    }
+}
+
+impl OutputProbe {
+    /// Bytes of `stream` wait in its pipe or on their way to the reactor.
+    pub fn pending(&self, stream: Stream) -> bool {
+        let i = index(stream);
+        if self.in_flight[i].load(Ordering::Acquire) > 0 {
+            return true;
+        }
+        let fd = self.fds[i].load(Ordering::Acquire);
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer, which points
+        // at a live local; a descriptor closed meanwhile fails with EBADF
+        // (or, reused, answers for another file: one quiet time more at worst).
+        fd >= 0 && unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) } == 0 && unread > 0
+    }
+
+    /// The reactor took one [`Event::Output`] of `stream`.
+    pub fn handled(&self, stream: Stream) {
+        let _ = self.in_flight[index(stream)].fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    fn open(&self, stream: Stream, fd: i32) {
+        self.fds[index(stream)].store(fd, Ordering::Release);
+    }
+
+    fn sent(&self, stream: Stream) {
+        self.in_flight[index(stream)].fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// Watch one process: forward its stdout/stderr until end of file (not
@@ -190,7 +248,8 @@ pub struct Pipes {
 /// left a zombie: `keep_zombie`, see [`reap`]). When its exit may be
 /// reported, and when reading pauses, is the reactor's decision.
 pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pipes: Pipes, events: mpsc::UnboundedSender<Event>) {
-    let Pipes { stdout, stderr, paused: mut pause } = pipes;
+    let Pipes { stdout, stderr, paused: mut pause, probe } = pipes;
+    let probe = probe.unwrap_or_default();
     spawn_here(async move {
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
         let pidfd = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }.ok();
@@ -198,6 +257,11 @@ pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pip
         // Unchecked: the spawner made them pipes and non-blocking.
         let mut out = stdout.and_then(|fd| pipe::Receiver::from_owned_fd_unchecked(fd).ok());
         let mut err = stderr.and_then(|fd| pipe::Receiver::from_owned_fd_unchecked(fd).ok());
+        for (stream, p) in [(Stream::Stdout, &out), (Stream::Stderr, &err)] {
+            if let Some(p) = p {
+                probe.open(stream, p.as_raw_fd());
+            }
+        }
         // A pipe that cannot be read counts as closed.
         for (piped, stream, open) in [(piped[0], Stream::Stdout, out.is_some()), (piped[1], Stream::Stderr, err.is_some())] {
             if piped && !open {
@@ -234,8 +298,8 @@ pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pip
                         }
                     }
                 }
-                ready = readable(&out), if !paused => forward(&events, job, rank, Stream::Stdout, &mut out, ready),
-                ready = readable(&err), if !paused => forward(&events, job, rank, Stream::Stderr, &mut err, ready),
+                ready = readable(&out), if !paused => forward(&events, &probe, job, rank, Stream::Stdout, &mut out, ready),
+                ready = readable(&err), if !paused => forward(&events, &probe, job, rank, Stream::Stderr, &mut err, ready),
             }
         }
     });
@@ -256,7 +320,15 @@ async fn readable(pipe: &Option<pipe::Receiver>) -> std::io::Result<()> {
 
 /// Read a ready pipe once into the thread's buffer ([`readbuf`]) and pass
 /// on what came; end of file or an error closes it.
-fn forward(events: &mpsc::UnboundedSender<Event>, job: JobId, rank: Rank, stream: Stream, pipe: &mut Option<pipe::Receiver>, ready: std::io::Result<()>) {
+fn forward(
+    events: &mpsc::UnboundedSender<Event>,
+    probe: &OutputProbe,
+    job: JobId,
+    rank: Rank,
+    stream: Stream,
+    pipe: &mut Option<pipe::Receiver>,
+    ready: std::io::Result<()>,
+) {
     let Some(p) = pipe.as_ref() else { return };
     let read = ready.and_then(|()| {
         readbuf::with_buffer(|buf| {
@@ -266,15 +338,14 @@ fn forward(events: &mpsc::UnboundedSender<Event>, job: JobId, rank: Rank, stream
         })
     });
     match read {
-        Ok(data) if data.is_empty() => {
-            *pipe = None;
-            let _ = events.send(Event::OutputClosed { job, rank, stream });
-        }
-        Ok(data) => {
+        Ok(data) if !data.is_empty() => {
+            probe.sent(stream);
             let _ = events.send(Event::Output { job, rank, stream, data });
         }
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-        Err(_) => {
+        Ok(_) | Err(_) => {
+            // End of file, or an error: closed (the probe forgets it first).
+            probe.open(stream, -1);
             *pipe = None;
             let _ = events.send(Event::OutputClosed { job, rank, stream });
         }

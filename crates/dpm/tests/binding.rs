@@ -197,6 +197,40 @@ fn bad_values_are_usage_errors() {
     Dpm::run(["-bind-to", "none", "--cpus-per-rank", "2", "-n", "1", "true"]).output().assert_code(2);
 }
 
+/// A request the node cannot meet is a usage error, as prterun refuses it
+/// ("mapping too low", "too many procs"): more CPUs per rank than the node
+/// has, or more ranks per object than it has units to bind them to —
+/// unless sharing is asked for (`:overload-allowed`, `:oversubscribe`) or
+/// nothing is bound. Before, each ran with at most a warning.
+#[test]
+fn requests_that_cannot_be_met_are_usage_errors_unless_sharing_is_asked_for() {
+    let refused: &[(&[&str], &str)] = &[
+        (&["--cpus-per-rank", "4096"], "--cpus-per-rank 4096: this node has only "),
+        (&["-map-by", "core:pe=4096"], "-map-by :pe= 4096: this node has only "),
+        (&["-map-by", "ppr:4096:core"], "-map-by ppr:4096:core: a core here has only 1 core(s)"),
+        (&["-map-by", "ppr:2:core"], "-map-by ppr:2:core: a core here has only 1 core(s)"),
+    ];
+    for (args, says) in refused {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["-n", "2", "true"]);
+        let out = Dpm::run(&all).env("HWLOC_XMLFILE", &topology(INTER)).output();
+        out.assert_code(2);
+        out.assert_stderr_contains(says);
+    }
+    let allowed: &[&[&str]] = &[
+        &["--cpus-per-rank", "4096", "-bind-to", "hwthread:overload-allowed"],
+        &["-map-by", "ppr:4096:core:overload-allowed"],
+        &["-map-by", "ppr:2:core:oversubscribe"],
+        &["-map-by", "ppr:2:core", "-bind-to", "core:overload-allowed"],
+        &["-map-by", "ppr:2:core", "-bind-to", "none"],
+    ];
+    for args in allowed {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["-n", "2", "true"]);
+        Dpm::run(&all).env("HWLOC_XMLFILE", &topology(INTER)).output().assert_success();
+    }
+}
+
 /// Hydra's CPUs for the same cases (this machine's topology; Hydra's
 /// `mpiexec.hydra` from the venv).
 #[test]

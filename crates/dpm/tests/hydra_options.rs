@@ -241,3 +241,39 @@ fn localhost_is_this_machine_s_name_for_the_run() {
     out.assert_code(1);
     out.assert_stderr_contains("--connect dpm-alias:");
 }
+
+// ---- output files that cannot be written ---------------------------------------
+
+/// The first rank's file cannot be created (its directory is missing, or
+/// is a file): refused before anything starts, as a usage error (Hydra
+/// starts the ranks, then dies of an assertion with 255).
+#[test]
+fn an_output_file_that_cannot_be_created_fails_before_any_rank_starts() {
+    let dir = TempDir::new("dpm-outfail");
+    let ran = dir.path("ran");
+    let script = format!("touch {ran}; echo hello");
+    fs::write(dir.0.join("plain"), b"").unwrap();
+    for (option, pattern) in [("-outfile-pattern", dir.path("missing/o.%r")), ("-errfile-pattern", dir.path("plain/e.%r"))] {
+        let out = Dpm::run([option, &pattern, "-n", "2", "sh", "-c", &script]).output();
+        out.assert_code(2);
+        out.assert_stderr_contains(&format!("'{option} {pattern}': cannot create "));
+        assert!(!Path::new(&ran).exists(), "a rank ran\n{}", out.describe());
+    }
+    let hydra = under_hydra(&["-outfile-pattern", &dir.path("missing/o.%r"), "-n", "1", "echo", "hello"]);
+    hydra.assert_code(255);
+}
+
+/// A later file that cannot be written (here rank 1's directory, missing):
+/// its output goes to dpm's stderr, and the run does not exit 0.
+#[test]
+fn output_that_misses_its_file_is_kept_on_stderr_and_fails_the_run() {
+    let dir = TempDir::new("dpm-outfail");
+    fs::create_dir(dir.0.join("r0")).unwrap();
+    let pattern = dir.path("r%r/out");
+    let out = Dpm::run(["-outfile-pattern", &pattern, "-n", "2", "sh", "-c", "echo \"line of $PMI_RANK\""]).output();
+    out.assert_code(1);
+    assert_eq!(fs::read_to_string(dir.0.join("r0/out")).unwrap(), "line of 0\n");
+    out.assert_stderr_contains(&format!("cannot write output file {}", dir.path("r1/out")));
+    out.assert_stderr_contains("line of 1\n");
+    assert_eq!(out.stdout_str(), "", "{}", out.describe());
+}

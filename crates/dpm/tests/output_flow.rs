@@ -174,6 +174,25 @@ fn lines_stay_whole_behind_a_reader_that_stalls() {
     assert_eq!(text.lines().count(), 4 * per_rank);
 }
 
+/// Issue 36: 4 ranks × 1,000,000 lines of five `write(2)`s each, without
+/// `-l`, on one node and on 2 virtual nodes: main tore 2–5 lines in the 4
+/// million (a held piece went up on its quiet timer while its rest waited
+/// unread in the pipe, the node's reading task having run late). None now,
+/// and every line there.
+#[test]
+fn four_million_lines_stay_whole() {
+    let lines = program("lines");
+    let per_rank = 1_000_000;
+    for nodes in ["1", "2"] {
+        let out = Dpm::run(["--virtual-nodes", nodes, "-n", "4", &lines, &per_rank.to_string()]).watchdog(Duration::from_secs(300)).output();
+        out.assert_success();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let broken: Vec<&str> = text.lines().filter(|l| !is_whole(l)).collect();
+        assert!(broken.is_empty(), "{nodes} node(s): {} broken lines, e.g. {:?}", broken.len(), &broken[..broken.len().min(3)]);
+        assert_eq!(text.lines().count(), 4 * per_rank, "{nodes} node(s)");
+    }
+}
+
 /// `rank R line I end`.
 fn is_whole(line: &str) -> bool {
     let words: Vec<&str> = line.split(' ').collect();

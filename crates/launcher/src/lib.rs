@@ -118,6 +118,7 @@ pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
     // `%t` of the output patterns counts from here.
     outfile::started();
     let config = RunConfig::from_env(&opts)?;
+    check_output_files(&opts)?;
     for w in &opts.warnings {
         tracing::warn!("{w}");
     }
@@ -130,6 +131,19 @@ pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
         }
     }
     block_on_local(run_local(opts, config))
+}
+
+/// `-outfile-pattern`/`-errfile-pattern` name files this user can create
+/// (the first rank's, here): refused before anything starts otherwise.
+fn check_output_files(opts: &RunOptions) -> Result<(), Error> {
+    let host = opts.localhost.clone().unwrap_or_else(this_host);
+    let cwd = std::env::current_dir().map_err(|e| Error::failed(format!("cannot read the current directory: {e}")))?;
+    for (option, pattern) in [("-outfile-pattern", &opts.outfile_pattern), ("-errfile-pattern", &opts.errfile_pattern)] {
+        if let Some(p) = pattern {
+            outfile::preflight(option, p, &host, &cwd).map_err(error::UsageError::new)?;
+        }
+    }
+    Ok(())
 }
 
 /// Run a job: start the nodes' daemons, place and launch, serve until the end.
@@ -215,5 +229,10 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, pmix_watch, ..launch });
     };
-    Ok(local::drive(daemons, settings, start, config.job.timeout, true).await)
+    let code = local::drive(daemons, settings, start, config.job.timeout, true).await;
+    if code == 0 && outfile::lost() {
+        eprintln!("dpm: error: output that could not be written to its file went to stderr instead");
+        return Ok(1);
+    }
+    Ok(code)
 }

@@ -456,8 +456,10 @@ pub const OPTIONS: &[Opt] = &[
         0,
         S::Global,
         "a failed rank does not end the others: they run\n\
-         on to their own end (an MPI_Abort still ends the\n\
-         run); the first failure still decides the status",
+         on (PMI_dead_processes names the dead) until all\n\
+         wait in a PMI fence a dead rank cannot join, which\n\
+         ends the run (an MPI_Abort ends it at once); the\n\
+         first failure decides the status",
     ),
     opt(
         K::PrependPattern,

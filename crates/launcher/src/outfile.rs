@@ -12,10 +12,18 @@
 //! each other's output (Hydra opens without `O_TRUNC` either, but writes
 //! from the start, over what was there). Writing happens on the output
 //! thread, never on the run's event loop.
+//!
+//! Nothing is lost with success: a pattern whose first file's directory is
+//! missing or not writable is refused before anything starts ([`preflight`],
+//! a usage error, exit 2); a file that cannot be written later (its
+//! directory vanished, the disk is full) gets its bytes on dpm's stderr
+//! instead, and a run that would have exited 0 exits 1 ([`lost`]).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// At most this many files open at once; a run naming more closes the
@@ -96,8 +104,8 @@ impl Files {
     }
 
     /// Append `data` to `name` (relative names: dpm's directory). An error
-    /// is said once per file on stderr; the bytes are dropped, as output to
-    /// a closed stdout is.
+    /// is said once per file on stderr, and the bytes go to dpm's stderr
+    /// instead (the run will not exit 0: [`lost`]).
     pub fn write(&mut self, name: &str, data: &[u8]) {
         if data.is_empty() {
             return;
@@ -113,24 +121,54 @@ impl Files {
                     self.open.insert(name.to_string(), file);
                     self.order.push_back(name.to_string());
                 }
-                Err(e) => {
-                    self.say_failed(name, &e);
-                    return;
-                }
+                Err(e) => return self.failed(name, &e, data),
             }
         }
         if let Some(file) = self.open.get_mut(name) {
             if let Err(e) = file.write_all(data) {
-                self.say_failed(name, &e);
+                self.open.remove(name);
+                self.failed(name, &e, data);
             }
         }
     }
 
-    /// One line on dpm's stderr per file that cannot be written.
-    fn say_failed(&mut self, name: &str, e: &std::io::Error) {
+    /// One line on dpm's stderr per file that cannot be written; its bytes
+    /// follow there.
+    fn failed(&mut self, name: &str, e: &std::io::Error, data: &[u8]) {
+        LOST.store(true, Ordering::Relaxed);
+        let mut err = std::io::stderr().lock();
         if self.failed.insert(name.to_string()) {
-            let _ = writeln!(std::io::stderr().lock(), "dpm: cannot write output file {name}: {e}");
+            let _ = writeln!(err, "dpm: error: cannot write output file {name}: {e}; its output follows on stderr");
         }
+        let _ = err.write_all(data);
+    }
+}
+
+/// Some output could not be written to its file (it went to stderr).
+static LOST: AtomicBool = AtomicBool::new(false);
+
+/// Whether some output of this process's runs missed its file: a run that
+/// would exit 0 exits 1.
+pub fn lost() -> bool {
+    LOST.load(Ordering::Relaxed)
+}
+
+/// A file of `pattern` (named `option` for the message), resolved for rank
+/// 0 of the first job on node 0 of `host`, must be creatable: its
+/// directory (relative: `cwd`) exists and this user may write there.
+pub fn preflight(option: &str, pattern: &str, host: &str, cwd: &Path) -> Result<(), String> {
+    let fields = Fields { rank: 0, job: 0, node_index: 0, host, secs: 0 };
+    let name = resolve(pattern, &fields).map_err(|e| format!("'{option} {pattern}': {e}"))?;
+    let path = cwd.join(&name);
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(cwd);
+    let why = match std::fs::metadata(dir) {
+        Err(e) => Some(e.to_string()),
+        Ok(m) if !m.is_dir() => Some("not a directory".to_string()),
+        Ok(_) => nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK).err().map(|e| e.desc().to_string()),
+    };
+    match why {
+        Some(why) => Err(format!("'{option} {pattern}': cannot create {name} in {}: {why}", dir.display())),
+        None => Ok(()),
     }
 }
 

@@ -45,7 +45,9 @@ use dpm_kvs::{JobId, KeyValues, KvsDesign, NodeAttrs, NodeId, NodeStore, Rank};
 use crate::conn::{bind_refusal, Conn, Deferred, Queued};
 
 mod claim;
+mod dead;
 pub use claim::PARENT_PORT_KEY;
+pub use dead::DEAD_KEY;
 mod kvs;
 mod topology;
 use crate::reply::{encode, Reply, Spawned};
@@ -138,6 +140,10 @@ pub enum Effect {
     /// its end); only for a job watched with [`Engine::report_parent_asks`],
     /// once per rank.
     ParentAsked { job: JobId, rank: Rank },
+    /// Local ranks of `job` (`waiting`) are in a fence that a dead rank can
+    /// never join ([`Engine::ranks_dead`]); a rank may be reported again
+    /// (at each death that comes while it waits).
+    FenceDoomed { job: JobId, waiting: Vec<Rank> },
 }
 
 #[derive(Debug)]
@@ -159,6 +165,8 @@ struct NodeJob {
     /// Watched by [`Engine::report_parent_asks`]: the local ranks whose
     /// `PARENT_ROOT_PORT_NAME` get was reported.
     parent_asks: Option<HashSet<Rank>>,
+    /// Ranks that died without finalizing while the others run on.
+    dead: dead::Dead,
 }
 
 /// See the module documentation.
@@ -191,6 +199,7 @@ impl Engine {
             attrs: NodeAttrs::default(),
             claim: None,
             parent_asks: None,
+            dead: dead::Dead::default(),
         };
         let id = job.setup.job;
         self.jobs.insert(id, job);
@@ -388,6 +397,10 @@ impl Engine {
                 } else if key == TOPOLOGY_KEY && self.topology.must_wait() {
                     c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
                     return self.topology.wait(conn, false, &mut self.effects);
+                } else if key == DEAD_KEY && !job.dead.value().is_empty() {
+                    // While none died: not found below (Hydra answers an
+                    // empty value; replies here never carry one).
+                    Reply::Value(job.dead.value())
                 } else if let Some(value) = pm_key(setup, self.topology.file(), &key) {
                     Reply::Value(value)
                 } else if key.starts_with("PMI_") {
@@ -429,6 +442,10 @@ impl Engine {
                 c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
                 return self.topology.wait(conn, true, &mut self.effects);
             }
+            Request::GetJobAttr { key } if key == DEAD_KEY => match job.dead.value() {
+                v if v.is_empty() => Reply::Absent,
+                v => Reply::Value(v),
+            },
             Request::GetJobAttr { key } => match pm_key(setup, self.topology.file(), &key).or_else(|| job.store.peek(&key)) {
                 Some(v) if !v.is_empty() => Reply::Value(v),
                 _ => Reply::Absent,
@@ -439,6 +456,7 @@ impl Engine {
                 } else {
                     c.waiting = Some(Deferred { version, request: name.to_string(), key: None });
                     job.in_fence.push(conn);
+                    self.check_doomed(job_id, Some(conn));
                     return self.maybe_enter_fence(job_id);
                 }
             }

@@ -96,9 +96,12 @@ pub enum FailurePolicy {
     /// first job, a lost node, a signal or the timeout still end the run.
     SurviveSpawnedJobs,
     /// Hydra's `-disable-auto-cleanup`: a failed rank (an exit or a signal),
-    /// in any job, ends nothing: the others run on to their own ends, and
-    /// the first failure still decides the exit status. An `MPI_Abort`, a
-    /// lost node, a signal or the timeout still end the run (as under Hydra).
+    /// in any job, ends nothing at once: the others run on, a rank that died
+    /// without finalizing is in their `PMI_dead_processes`, and once every
+    /// live rank of its job waits in a PMI fence it can never join, the run
+    /// ends (where Hydra would hang). The first failure decides the exit
+    /// status. An `MPI_Abort`, a lost node, dpm's signal or the timeout
+    /// end the run at once.
     KeepOthers,
 }
 

@@ -36,8 +36,9 @@ use crate::auth::Secret;
 /// `ToDaemon::ConnectDone`; 9: `LaunchJob::report_parent_asks`,
 /// `ToLauncher::ParentAsked`; 10: `CollectiveKind::Group`,
 /// `ToLauncher::Connect::group`, `ToDaemon::ConnectDone::context_id`; 11:
-/// `LaunchJob::pmix_watch`, `ToLauncher::WatchTripped`; 12: `AppSpec::node_env`).
-pub const PROTOCOL_VERSION: u32 = 12;
+/// `LaunchJob::pmix_watch`, `ToLauncher::WatchTripped`; 12: `AppSpec::node_env`;
+/// 13: `ToDaemon::RanksDead`, `ToLauncher::FenceDoomed`).
+pub const PROTOCOL_VERSION: u32 = 13;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);

@@ -295,6 +295,14 @@ pub enum ToDaemon {
     Forget {
         job: JobId,
     },
+    /// Ranks of `job` died without finalizing (a signal, or an exit without
+    /// `PMI_Finalize`) while the others run on (`-disable-auto-cleanup`):
+    /// they are `PMI_dead_processes` from now on, and a fence of the job is
+    /// doomed ([`ToLauncher::FenceDoomed`]).
+    RanksDead {
+        job: JobId,
+        ranks: Vec<Rank>,
+    },
     /// Serve a process dpm did not start (an MPICH singleton that asked for a
     /// process manager): `pmi` is its PMI connection, already through the
     /// `singinit` handshake. An owned descriptor, meaningful only in the
@@ -431,6 +439,13 @@ pub enum ToLauncher {
     WatchTripped {
         job: JobId,
     },
+    /// Ranks of `job` on the sender's node (`waiting`) are in a fence that
+    /// a dead rank ([`ToDaemon::RanksDead`]) can never join (a rank may be
+    /// reported again). Once every live rank waits so, the launcher ends the run.
+    FenceDoomed {
+        job: JobId,
+        waiting: Vec<Rank>,
+    },
 }
 
 impl ToLauncher {
@@ -450,7 +465,8 @@ impl ToLauncher {
             | ToLauncher::ParentAsked { job, .. }
             | ToLauncher::Connect { job, .. }
             | ToLauncher::Note { job, .. }
-            | ToLauncher::WatchTripped { job } => Some(*job),
+            | ToLauncher::WatchTripped { job }
+            | ToLauncher::FenceDoomed { job, .. } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,
         }

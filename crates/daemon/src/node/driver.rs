@@ -31,7 +31,7 @@ use tracing::Instrument;
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::ConnId;
 use dpm_proto::link::Down;
-use dpm_proto::ToLauncher;
+use dpm_proto::{Stream, ToLauncher};
 
 use super::pmix_host::PmixHost;
 use super::upward::UpSender;
@@ -175,7 +175,12 @@ impl Node {
                     }
                 }
             }
-            Event::Output { job, rank, stream, data } => reactor.on_output(io, job, rank, stream, data),
+            Event::Output { job, rank, stream, data } => {
+                if let Some((_, probe)) = io.pause.get(&(job, rank)) {
+                    probe.handled(stream);
+                }
+                reactor.on_output(io, job, rank, stream, data)
+            }
             Event::OutputClosed { job, rank, stream } => reactor.on_output_closed(io, job, rank, stream),
             Event::Exited { job, rank, status, at } => reactor.on_exited(io, job, rank, status, at),
             Event::Timer(timer) => reactor.on_timer(io, timer),
@@ -221,7 +226,8 @@ struct Io {
     pmix: PmixHost,
     /// Each watched process's output switch (`true`: do not read its pipes).
     /// Entries whose task has ended are dropped as new ones come.
-    pause: HashMap<(JobId, Rank), watch::Sender<bool>>,
+    /// Each process's output switch and probe (`tasks::OutputProbe`).
+    pause: HashMap<(JobId, Rank), (watch::Sender<bool>, Arc<tasks::OutputProbe>)>,
     /// `pause`'s size after its last sweep.
     pause_swept: usize,
     /// This process's cleaner, told each job and process group, if it runs.
@@ -287,12 +293,13 @@ impl Io {
         }
         if self.pause.len() >= 2 * self.pause_swept {
             // Amortised: a sweep per doubling, not per start.
-            self.pause.retain(|_, tx| !tx.is_closed());
+            self.pause.retain(|_, (tx, _)| !tx.is_closed());
             self.pause_swept = self.pause.len().max(64);
         }
         let (pause, paused) = watch::channel(false);
-        self.pause.insert((p.job, p.rank), pause);
-        let pipes = tasks::Pipes { stdout: Some(s.stdout), stderr: Some(s.stderr), paused: Some(paused) };
+        let probe = Arc::new(tasks::OutputProbe::default());
+        self.pause.insert((p.job, p.rank), (pause, probe.clone()));
+        let pipes = tasks::Pipes { stdout: Some(s.stdout), stderr: Some(s.stderr), paused: Some(paused), probe: Some(probe) };
         tasks::watch_proc(p.job, p.rank, s.pidfd, leader, pipes, self.events.clone());
         ProcStarted { pid: s.pid, pgid: s.pgid, pmi, stdin }
     }
@@ -467,9 +474,13 @@ impl NodeEffects for Io {
     }
 
     fn pause_output(&mut self, job: JobId, rank: Rank, paused: bool) {
-        if let Some(tx) = self.pause.get(&(job, rank)) {
+        if let Some((tx, _)) = self.pause.get(&(job, rank)) {
             let _ = tx.send(paused);
         }
+    }
+
+    fn output_pending(&mut self, job: JobId, rank: Rank, stream: Stream) -> bool {
+        self.pause.get(&(job, rank)).is_some_and(|(_, probe)| probe.pending(stream))
     }
 
     fn export_topology(&mut self) {

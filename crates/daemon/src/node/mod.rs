@@ -224,6 +224,9 @@ pub trait NodeEffects {
     /// Process `pid` is running or waits for a CPU (`R`): a partial line it
     /// wrote is not finished because it was preempted, not because it waits.
     fn is_runnable(&mut self, pid: i32) -> bool;
+    /// Bytes of the process's `stream` wait in its pipe or on their way to
+    /// the reactor: a partial line held for it is not finished yet.
+    fn output_pending(&mut self, job: JobId, rank: Rank, stream: Stream) -> bool;
     /// A job with ranks here: its shared memory is to be removed when it
     /// ends ([`NodeEffects::remove_shm`]), or by the cleaner if this process
     /// dies first (`crate::cleaner`).

@@ -139,9 +139,11 @@ impl OutputFlow {
 
     /// A held line's timer fired: if nothing came for it since the timer
     /// was set (a quiet time of [`QUIET`] to twice that), it goes up as it
-    /// is — unless its process could not write (its pipes paused by the
-    /// window) or was preempted (`busy`: runnable), see [`BUSY_HOLD`].
-    pub fn on_quiet(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream, busy: bool) {
+    /// is — unless more of its stream is on the way (`pending`: unread in
+    /// the pipe, or read and not handled yet), its process could not write
+    /// (its pipes paused by the window) or was preempted (`busy`:
+    /// runnable), see [`BUSY_HOLD`].
+    pub fn on_quiet(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, rank: Rank, stream: Stream, busy: bool, pending: bool) {
         let Some(j) = self.jobs.get_mut(&job) else { return };
         let paused = j.readers.get(&rank).is_some_and(|r| r.paused);
         let Some(held) = j.held.get_mut(&(rank, stream)) else { return };
@@ -154,8 +156,10 @@ impl OutputFlow {
         } else if std::mem::take(&mut held.fresh) && held.waits < MAX_WAITS {
             held.waits += 1;
             true
-        } else if paused {
-            // The rest of the line is in a pipe the window keeps unread.
+        } else if paused || pending {
+            // The rest of the line may be in a pipe the window keeps
+            // unread, or on its way: the reading task ran late (issue 36:
+            // 2 lines in 4 million torn under load).
             true
         } else if busy && held.busy_waits < busy_limit() {
             held.busy_waits += 1;

@@ -189,3 +189,31 @@ fn a_partial_line_of_a_preempted_rank_waits_up_to_the_busy_hold() {
     r.on_output(&mut fx, J, Rank(0), OUT, b"ne 1 end\n".to_vec());
     assert_eq!(sent(&mut fx), vec![(0, b"rank 0 line 1 end\n".to_vec())]);
 }
+
+/// The rest of a held line waits unread in the pipe (or read and not yet
+/// handled: the reading task ran late on a loaded machine): the piece is
+/// held for as long as that lasts, whatever the quiet time; then it joins
+/// its rest (issue 36: a rank's piece went up alone and another's line
+/// joined it).
+#[test]
+fn a_partial_line_whose_rest_is_on_its_way_is_held() {
+    let (mut r, mut fx) = running(2);
+    let timer = Timer::OutputQuiet { job: J, rank: Rank(0), stream: OUT };
+    r.on_output(&mut fx, J, Rank(0), OUT, b"rank 0 line ".to_vec());
+    fx.pending_output.insert((J, Rank(0), OUT));
+    for _ in 0..3 * (MAX_WAITS + BUSY_HOLD.as_millis() as u32 / QUIET.as_millis() as u32) {
+        r.on_timer(&mut fx, timer);
+        assert!(sent(&mut fx).is_empty(), "a piece went up while its rest was on the way");
+    }
+    r.on_output(&mut fx, J, Rank(1), OUT, b"rank 1 line 7 end\n".to_vec());
+    fx.pending_output.clear();
+    r.on_output(&mut fx, J, Rank(0), OUT, b"7 end\n".to_vec());
+    assert_eq!(sent(&mut fx), vec![(1, b"rank 1 line 7 end\n".to_vec()), (0, b"rank 0 line 7 end\n".to_vec())]);
+    // Nothing on the way: a quiet piece goes up after the quiet time, as
+    // ever (the timer still set came with fresh bytes: one more wait).
+    r.on_output(&mut fx, J, Rank(0), OUT, b"prompt> ".to_vec());
+    r.on_timer(&mut fx, timer);
+    assert!(sent(&mut fx).is_empty());
+    r.on_timer(&mut fx, timer);
+    assert_eq!(sent(&mut fx), vec![(0, b"prompt> ".to_vec())]);
+}

@@ -36,11 +36,19 @@ struct Proc {
     exit: Option<(ExitStatus, u64)>,
     /// [`DRAIN_GRACE`] has passed since it was reaped.
     grace_over: bool,
+    /// Graces that ended with its output still on the way (unread in a
+    /// pipe: the node is behind, on a loaded machine), at most [`DRAIN_WAITS`].
+    drain_waits: u32,
 }
+
+/// A reaped process's exit waits at most this many more [`DRAIN_GRACE`]s
+/// while its output is still on the way: reported before, a held partial
+/// line would go up without its rest (a torn line).
+const DRAIN_WAITS: u32 = 20;
 
 impl Proc {
     fn new(pid: i32, conn: Option<ConnId>, output: bool) -> Self {
-        Proc { pid, conn, pmi: PmiState::Silent, pmi_closed: false, stdout_open: output, stderr_open: output, exit: None, grace_over: false }
+        Proc { pid, conn, pmi: PmiState::Silent, pmi_closed: false, stdout_open: output, stderr_open: output, exit: None, grace_over: false, drain_waits: 0 }
     }
 
     /// An exit is reported once its PMI traffic and output are through (so a
@@ -222,6 +230,10 @@ impl NodeReactor {
             ToDaemon::Claim { job, preput } => self.claim(fx, job, &preput),
             ToDaemon::OutputAck { job, bytes } => self.output.on_ack(fx, job, bytes),
             ToDaemon::Forget { job } => self.forget(fx, job),
+            ToDaemon::RanksDead { job, ranks } => {
+                self.engine.ranks_dead(job, &ranks);
+                self.apply_engine(fx);
+            }
             ToDaemon::Adopt { launch, rank, pid, pmi } => self.adopt_foreign(fx, launch, rank, pid, pmi.get()),
         }
     }
@@ -315,7 +327,12 @@ impl NodeReactor {
     fn timer(&mut self, fx: &mut (impl NodeEffects + ?Sized), timer: Timer) {
         match timer {
             Timer::DrainGrace { job, rank } => {
+                let pending = [Stream::Stdout, Stream::Stderr].into_iter().any(|s| fx.output_pending(job, rank, s));
                 let Some(p) = self.procs.get_mut(&(job, rank)) else { return };
+                if pending && p.drain_waits < DRAIN_WAITS {
+                    p.drain_waits += 1;
+                    return fx.set_timer(DRAIN_GRACE, Timer::DrainGrace { job, rank });
+                }
                 p.grace_over = true;
                 self.report_exit_if_due(fx, job, rank);
             }
@@ -323,7 +340,8 @@ impl NodeReactor {
                 // Preempted mid-line (runnable) is not quiet: see `output`.
                 let pid = self.procs.get(&(job, rank)).map(|p| p.pid).filter(|&pid| pid > 0);
                 let busy = pid.is_some_and(|pid| fx.is_runnable(pid));
-                self.output.on_quiet(fx, job, rank, stream, busy)
+                let pending = fx.output_pending(job, rank, stream);
+                self.output.on_quiet(fx, job, rank, stream, busy, pending)
             }
             Timer::TopologyWait => {
                 topology::wait_over(&mut self.engine);
@@ -526,6 +544,7 @@ impl NodeReactor {
                 }
                 Effect::ExportTopology => topology::start_export(fx),
                 Effect::ParentAsked { job, rank } => fx.send_up(ToLauncher::ParentAsked { job, rank }),
+                Effect::FenceDoomed { job, waiting } => fx.send_up(ToLauncher::FenceDoomed { job, waiting }),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
                     let request = self.requests.open(Asker::Pmi(conn));
                     let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use dpm_kvs::{JobId, Rank};
 use dpm_pmi::ConnId;
-use dpm_proto::ToLauncher;
+use dpm_proto::{Stream, ToLauncher};
 
 use super::{NodeEffects, NodeReactor, PmiEnv, ProcStart, ProcStarted, StartBy, StartError, Timer};
 
@@ -125,6 +125,8 @@ pub struct RecordingEffects {
     pub exited: std::collections::HashSet<i32>,
     /// Processes running or waiting for a CPU ([`NodeEffects::is_runnable`]).
     pub runnable: std::collections::HashSet<i32>,
+    /// Streams with output unread or on its way ([`NodeEffects::output_pending`]).
+    pub pending_output: std::collections::HashSet<(JobId, Rank, Stream)>,
     /// Results of the starts asked so far, not yet handed to the reactor.
     pub started: Vec<(JobId, Rank, Result<ProcStarted, StartError>)>,
     /// The node's hwloc topology (XML) that binding works on; `None`: the
@@ -299,6 +301,10 @@ impl NodeEffects for RecordingEffects {
 
     fn is_runnable(&mut self, pid: i32) -> bool {
         self.runnable.contains(&pid)
+    }
+
+    fn output_pending(&mut self, job: JobId, rank: Rank, stream: Stream) -> bool {
+        self.pending_output.contains(&(job, rank, stream))
     }
 
     fn track_shm(&mut self, job: JobId, kvsname: &str) {

@@ -27,6 +27,8 @@ pub(super) enum RankEnd {
 struct RankState {
     pid: Option<u32>,
     end: Option<RankEnd>,
+    /// It waits in a fence a dead rank can never join (`-disable-auto-cleanup`).
+    stuck: bool,
 }
 
 /// See the module documentation.
@@ -70,7 +72,7 @@ impl Job {
         Job {
             kvsname: launch.kvsname.clone(),
             fence: FenceTally::new(launch.size),
-            ranks: vec![RankState { pid: None, end: None }; launch.size as usize],
+            ranks: vec![RankState { pid: None, end: None, stuck: false }; launch.size as usize],
             daemons,
             slots,
             killing: false,
@@ -195,6 +197,17 @@ impl Job {
             self.slots.release(r);
             self.ranks[r].end = Some(end);
         }
+    }
+
+    /// `waiting` wait in a fence a dead rank can never join: whether every
+    /// rank of the job now waits so or has ended (nobody can finish).
+    pub(super) fn stuck(&mut self, waiting: &[Rank]) -> bool {
+        for r in waiting {
+            if let Some(s) = self.ranks.get_mut(r.0 as usize) {
+                s.stuck = true;
+            }
+        }
+        self.ranks.iter().any(|s| s.stuck) && self.ranks.iter().all(|s| s.stuck || s.end.is_some())
     }
 
     /// Ranks that were never started will never report: ended here.

@@ -194,6 +194,10 @@ impl Jobs {
             let code = match errno {
                 libc::ENOENT => 127,
                 libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::EPERM => 126,
+                // A request the node cannot meet (a binding beyond its CPUs
+                // or GPUs, a program, argument or variable it cannot pass):
+                // a usage error, as prterun refuses such a map.
+                libc::EINVAL => 2,
                 _ => 1,
             };
             verdict.record(code, format!("{who} could not be started: {error}"), Some((job, rank)));
@@ -233,6 +237,17 @@ impl Jobs {
             if policy == FailurePolicy::KeepOthers {
                 tracing::warn!("{why}; the other ranks run on (-disable-auto-cleanup)");
                 verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
+                if pmi == PmiProgress::Active {
+                    // It will never join a fence: the survivors learn it
+                    // (`PMI_dead_processes`), and one waiting in a fence ends the run.
+                    for &d in j.daemons() {
+                        fx.send(d, ToDaemon::RanksDead { job, ranks: vec![rank] });
+                    }
+                }
+            } else if pmi == PmiProgress::Finalized && matches!(status, ExitStatus::Code(_)) {
+                // Past MPI_Finalize nobody waits for it: the others run to
+                // their ends (as under Hydra), its code still decides.
+                verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
             } else if policy.ends_run(spawned) {
                 verdict.record_exit(code, why, (job, rank), at, fx.now_micros());
                 // Jobs of one run are connected (spawn, connect/accept): a failure
@@ -242,6 +257,8 @@ impl Jobs {
                 self.fail_alone(fx, job, &why);
             }
         }
+        // The last rank not stuck in a doomed fence may have ended.
+        self.fence_doomed(fx, verdict, job, &[]);
     }
 
     /// Rank `rank` of `job` (not a claimed pooled job) called `MPI_Abort`.
@@ -259,9 +276,25 @@ impl Jobs {
         if !policy.ends_run(spawned) {
             return self.fail_alone(fx, job, &why);
         }
-        verdict.record_abort(status, why, (job, rank));
+        verdict.record_abort(status, why, (job, rank), fx.now_micros());
         // MPI_Abort ends the run: the aborting job's communicators may span
         // spawned and connected jobs.
+        self.kill_all(fx, libc::SIGKILL);
+    }
+
+    /// Ranks of `job` wait in a fence that its dead ranks can never join
+    /// (`-disable-auto-cleanup`): once every live rank of the job waits so,
+    /// nobody can finish and the run ends; the first failure (a dead
+    /// rank's) decides its status. Until then the others run on (to print
+    /// what they print before their `MPI_Finalize`).
+    pub(super) fn fence_doomed(&mut self, fx: &mut dyn RunEffects, verdict: &mut Verdict, job: JobId, waiting: &[Rank]) {
+        let Some(j) = self.map.get_mut(&job) else { return };
+        if !j.stuck(waiting) || j.killing() || verdict.interrupted.is_some() || verdict.timed_out {
+            return;
+        }
+        let of_job = if job.0 == 0 { String::new() } else { format!(" of job {}", job.0) };
+        tracing::warn!("the live ranks{of_job} wait in a PMI fence that a dead rank can never join: the run ends");
+        verdict.begin_teardown(fx.now_micros());
         self.kill_all(fx, libc::SIGKILL);
     }
 

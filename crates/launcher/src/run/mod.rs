@@ -238,6 +238,7 @@ impl Run {
             // ends (as `on_end`) saying to use `--pmi pmix`, naming the
             // program of the job's first rank on that node; once, whichever
             // node says so first. A job launched without the watch is not ended.
+            ToLauncher::FenceDoomed { job, waiting } => self.jobs.fence_doomed(fx, &mut self.verdict, job, &waiting),
             ToLauncher::WatchTripped { job } => {
                 if let Some(exe) = self.jobs.watch_tripped(node, job) {
                     self.end_with(fx, crate::pmi_choice::watch_tripped_message(&exe));

@@ -4,9 +4,10 @@
 //! - The first failure decides; an earlier exit (by the nodes' clocks)
 //!   replaces a later one read first; an `MPI_Abort` replaces any failure
 //!   that is not itself an abort (peers cut off by it fail around it).
-//! - dpm's own SIGINT/SIGTERM/SIGHUP: 128+N; the timeout: 124 — except after
-//!   a lost node, which always decides: a boot that loses a node ends its
-//!   runs with SIGTERM, and its runs must fail naming the node.
+//! - dpm's own SIGINT/SIGTERM/SIGHUP: 128+N — except after a lost node,
+//!   which always decides: a boot that loses a node ends its runs with
+//!   SIGTERM, and its runs must fail naming the node. The timeout: 124,
+//!   unless a failure came before it (which decides).
 //! - Whether a failure ends the run at all is the run's [`FailurePolicy`].
 
 use dpm_kvs::{JobId, Rank};
@@ -97,18 +98,26 @@ impl Verdict {
         if replace {
             self.failure = Some(Failure { code, summary, rank: Some(rank), abort: false, node_lost: false, at: Some(at) });
         }
-        if self.teardown_at.is_none() {
-            self.teardown_at = Some(now);
-        }
+        self.begin_teardown(now);
     }
 
     /// An `MPI_Abort` is the cause of whatever fails around it: peers cut off
     /// mid-communication may exit before its message is read. So it replaces
     /// an earlier failure that was not itself an abort.
-    pub fn record_abort(&mut self, code: i32, summary: String, rank: (JobId, Rank)) {
+    /// The ranks killed from `now` on are ended by it.
+    pub fn record_abort(&mut self, code: i32, summary: String, rank: (JobId, Rank), now: u64) {
         tracing::debug!("{summary}");
         if self.failure.as_ref().is_none_or(|f| !f.abort) {
             self.failure = Some(Failure { code, summary, rank: Some(rank), abort: true, node_lost: false, at: None });
+        }
+        self.begin_teardown(now);
+    }
+
+    /// dpm begins killing because of the failure at `now` (µs since the
+    /// epoch): ranks that end after it were ended by it, not failures of their own.
+    pub fn begin_teardown(&mut self, now: u64) {
+        if self.teardown_at.is_none() {
+            self.teardown_at = Some(now);
         }
     }
 
@@ -123,7 +132,9 @@ impl Verdict {
         if let (Some(sig), None) = (self.interrupted, lost) {
             return (128 + sig, Some(format!("dpm: job ended by {}", signal_name(sig))));
         }
-        if self.timed_out && lost.is_none() {
+        // A failure before the timeout decides (under -disable-auto-cleanup
+        // the others may run on into it).
+        if self.timed_out && self.failure.is_none() {
             return (124, None);
         }
         match &self.failure {

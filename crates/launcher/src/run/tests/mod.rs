@@ -129,11 +129,26 @@ fn every_rank_finalizing_is_success_and_gives_everything_back() {
     assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(id, false) if *id == j)));
 }
 
+/// Past `MPI_Finalize` nobody waits for a rank: its non-zero exit kills
+/// nobody (Hydra's behaviour), and its code still decides.
+#[test]
+fn a_non_zero_exit_after_finalize_kills_nobody_and_decides() {
+    let (mut run, mut rec) = fixture(&[2, 2]);
+    let j = started(&mut run, &mut rec, &[0, 1, 1]);
+    exit(&mut run, &mut rec, 1, j, 1, ExitStatus::Code(3), DONE, 500);
+    assert!(signals(&rec, j).is_empty(), "nobody is killed");
+    assert_eq!(run.exit_code(), None, "the others run on");
+    exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Code(0), DONE, LATER);
+    exit(&mut run, &mut rec, 1, j, 2, ExitStatus::Code(0), DONE, LATER);
+    assert_eq!(run.exit_code(), Some(3));
+    assert_eq!(summary(&rec), "dpm: job failed: rank 1 (pid 101 on h1) exited with code 3");
+}
+
 #[test]
 fn first_failing_rank_decides_names_it_and_others_are_killed() {
     let (mut run, mut rec) = fixture(&[2, 2]);
     let j = started(&mut run, &mut rec, &[0, 1, 1]);
-    exit(&mut run, &mut rec, 1, j, 1, ExitStatus::Code(3), DONE, 500);
+    exit(&mut run, &mut rec, 1, j, 1, ExitStatus::Code(3), PmiProgress::Active, 500);
     assert_eq!(signals(&rec, j), vec![libc::SIGKILL, libc::SIGKILL], "each node of the job is told to kill it");
     exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Signal(libc::SIGKILL), DONE, LATER);
     exit(&mut run, &mut rec, 1, j, 2, ExitStatus::Signal(libc::SIGKILL), DONE, LATER);
@@ -380,7 +395,7 @@ fn by_default_a_failure_in_a_spawned_job_ends_every_job() {
     for r in 0..2 {
         run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(r), pid: 200 + r });
     }
-    exit(&mut run, &mut rec, 0, child, 1, ExitStatus::Code(4), DONE, 10);
+    exit(&mut run, &mut rec, 0, child, 1, ExitStatus::Code(4), PmiProgress::Active, 10);
     assert_eq!(signals(&rec, parent), vec![libc::SIGKILL]);
     assert_eq!(signals(&rec, child), vec![libc::SIGKILL]);
     exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
@@ -398,7 +413,7 @@ fn survive_spawned_jobs_keeps_the_run_and_the_parent() {
     for r in 0..2 {
         run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(r), pid: 200 + r });
     }
-    exit(&mut run, &mut rec, 0, child, 1, ExitStatus::Code(4), DONE, 10);
+    exit(&mut run, &mut rec, 0, child, 1, ExitStatus::Code(4), PmiProgress::Active, 10);
     assert!(signals(&rec, parent).is_empty(), "the parent is not touched");
     assert_eq!(signals(&rec, child), vec![libc::SIGKILL], "the failed job ends");
     exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), PmiProgress::Active, LATER + 1);
@@ -423,7 +438,7 @@ fn survive_spawned_jobs_still_ends_the_run_on_a_failure_of_the_first_job() {
     let parent = started(&mut run, &mut rec, &[0, 0]);
     let child = spawn(&mut run, &mut rec, parent, "true", 1, Vec::new());
     run.on_message(&mut rec, NodeId(0), ToLauncher::Started { job: child, rank: Rank(0), pid: 200 });
-    exit(&mut run, &mut rec, 0, parent, 1, ExitStatus::Code(6), DONE, 10);
+    exit(&mut run, &mut rec, 0, parent, 1, ExitStatus::Code(6), PmiProgress::Active, 10);
     assert_eq!(signals(&rec, child), vec![libc::SIGKILL]);
     exit(&mut run, &mut rec, 0, parent, 0, ExitStatus::Signal(libc::SIGKILL), DONE, LATER + 1);
     exit(&mut run, &mut rec, 0, child, 0, ExitStatus::Signal(libc::SIGKILL), DONE, LATER + 1);
@@ -531,6 +546,7 @@ fn rank_ranges_are_compact() {
     assert_eq!(rank_ranges(&[3]), "3");
 }
 
+mod dead;
 mod pmix;
 mod pool;
 mod tree_connect;
