@@ -498,3 +498,40 @@ fn boot_pmi_is_the_default_of_its_runs() {
     out.assert_code(1).assert_stderr_contains("links libmpi.so.40), which needs PMIx").assert_stdout_lacks("rank 0 of");
     assert!(boot.down().status.success());
 }
+
+/// `Cpus_allowed_list` as the calling process reads it.
+fn cpus_allowed(status: &str) -> Option<dpm_binding::CpuSet> {
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    dpm_binding::CpuSet::parse_list(list.trim()).ok()
+}
+
+/// The CPUs a run's `--report-bindings` line said of its rank 0.
+fn reported_cpus(stderr: &str) -> Option<dpm_binding::CpuSet> {
+    let line = stderr.lines().find(|l| l.contains("] Rank 0 bound to "))?;
+    dpm_binding::CpuSet::parse_list(line.split_once("(cpus ")?.1.split(')').next()?).ok()
+}
+
+#[test]
+fn concurrent_booted_runs_are_bound_apart_and_report_their_own_bindings() {
+    let boot = Boot::start(&[]);
+    let show = "grep Cpus_allowed_list: /proc/self/status";
+    let mut first = boot.run(&["--report-bindings", "-bind-to", "core", "-n", "1", "sh", "-c", &format!("{show}; exec sleep 30")]).spawn();
+    first.wait_for_lines("Cpus_allowed_list:", 1);
+    let second = boot.run(&["--report-bindings", "-bind-to", "core", "-n", "1", "sh", "-c", show]).output();
+    second.assert_success();
+    let why = second.describe();
+    let mine = cpus_allowed(&second.stdout_str()).unwrap_or_else(|| panic!("no CPU list\n{why}"));
+    // The run's own report reaches its own stderr, and says the truth.
+    assert_eq!(reported_cpus(&second.stderr_str()), Some(mine.clone()), "the second run's --report-bindings line\n{why}");
+    first.signal("TERM");
+    let first = first.wait_unchecked();
+    let theirs = cpus_allowed(&first.stdout_str()).unwrap_or_else(|| panic!("no CPU list\n{}", first.describe()));
+    assert_eq!(reported_cpus(&first.stderr_str()), Some(theirs.clone()), "the first run's --report-bindings line\n{}", first.describe());
+    let every = cpus_allowed(&std::fs::read_to_string("/proc/self/status").unwrap()).unwrap();
+    if theirs == every {
+        // One core is all there is: the second run shares it, and says so.
+        second.assert_stderr_contains("share CPUs with other live ranks");
+    } else {
+        assert!(!mine.intersects(&theirs), "both runs bound to the same CPUs: {mine} and {theirs}, of {every}\n{why}");
+    }
+}

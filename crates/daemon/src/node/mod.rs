@@ -258,15 +258,6 @@ pub trait NodeEffects {
     fn rebind(&mut self, pid: i32, cpus: &[u64]) {
         crate::binding::rebind(pid, cpus);
     }
-    /// Say a line on this daemon's stderr (`--report-bindings`, a binding's
-    /// warning), which reaches the user's terminal under every bootstrap.
-    /// One write per line, so that lines of several daemons sharing the
-    /// terminal (virtual nodes) never interleave.
-    fn binding_note(&mut self, line: &str) {
-        use std::io::Write;
-        let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
-    }
-
     /// PMIx (a job launched with `PmiMode::Pmix`): register the namespace
     /// `job` (this node's hostname and directories still to fill in) and its
     /// local clients with the node's PMIx server, started on first use for

@@ -309,6 +309,8 @@ impl Pool {
             }
             ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node, seq, segment)),
             ToLauncher::Kvs { to, msg } => return send_all(fx, self.kvs.route(to, msg)),
+            // Its start's `--report-bindings` lines: its maker's stderr.
+            ToLauncher::Note { line, .. } => return k.maker.map_or_else(|| tracing::info!(%job, "{line}"), |m| fx.say(m.owner, &line)),
             ToLauncher::Output { rank, stream, data, .. } => {
                 if k.held_bytes + data.len() <= MAX_HELD_OUTPUT {
                     k.held_bytes += data.len();
