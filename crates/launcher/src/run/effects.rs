@@ -8,6 +8,7 @@ use std::time::Duration;
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{Stream, ToDaemon};
 
+use super::pool::{Pool, PoolEffects, PoolOutbox};
 use super::TreeShared;
 use crate::plan::{FileTable, Files};
 
@@ -139,4 +140,21 @@ impl RunEffects for Recorder {
     fn files(&self) -> &dyn Files {
         &self.files
     }
+}
+
+/// Carry out what the pool did in a run's event through the run's effects.
+pub(super) fn with_pool<T>(fx: &mut dyn RunEffects, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
+    let mut out = PoolOutbox::default();
+    let t = event(&mut fx.shared().pool, &mut out);
+    for (node, msg) in out.sent {
+        fx.send(node, msg);
+    }
+    if let Some(at) = out.wake {
+        fx.wake_pool(at);
+    }
+    // In a run's event the pool speaks only of that run's jobs.
+    for (_, line) in out.said {
+        fx.say(&line);
+    }
+    t
 }

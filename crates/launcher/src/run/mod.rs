@@ -44,6 +44,7 @@ mod kvsname;
 mod launch;
 mod names;
 mod pool;
+mod shape;
 mod shared;
 mod spawn;
 #[cfg(test)]
@@ -69,10 +70,11 @@ pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use kvsname::{kvsname, open_mpi_family};
 pub use launch::{LaunchError, Settings};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
+pub use shape::{MAX_HELD_OUTPUT, WARM_INFO_KEY};
 pub use shared::TreeShared;
 pub use tree_connect::{Contribution, TreeConnectEffects, TreeConnects};
 pub use verdict::{parse_failure_policy, signal_name, FailurePolicy, UnknownPolicy, Verdict};
-pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
+pub use warm::{DEFAULT_WARM_SPAWN, MAX_WARM_SPAWN};
 
 /// See the module documentation.
 pub struct Run {
@@ -311,7 +313,7 @@ impl Run {
         if self.verdict.ending() {
             return answer(fx, Err("the run is ending; no new processes".into()), Vec::new());
         }
-        let (shape, choice) = warm::shape(&self.settings, &self.kvs, fx, parent, &ask.commands);
+        let (shape, choice) = shape::shape(&self.settings, &self.kvs, fx, parent, &ask.commands);
         let want = warm::wanted(&self.settings, choice);
         let ask = match want {
             0 => ask,
@@ -415,7 +417,7 @@ impl Run {
         for &n in &lost {
             nodes.set_state(n, NodeState::Lost);
         }
-        pool::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
+        effects::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
         let affected = self.jobs.lose_nodes(&lost);
         if affected.is_empty() && self.jobs.is_empty() {
             return; // the run is over; daemons going away is expected
@@ -503,7 +505,7 @@ impl Run {
         self.jobs.signal_all(fx, signal);
         // And the pooled jobs made for it (the tree's pool holds them).
         let owner = self.settings.owner;
-        pool::with_pool(fx, |pool, pfx| pool.signal_made_for(pfx, owner, signal));
+        effects::with_pool(fx, |pool, pfx| pool.signal_made_for(pfx, owner, signal));
     }
 
     /// dpm's stdin: to the rank that reads it (empty: end of input).

@@ -34,8 +34,7 @@ use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{LaunchJob, RankExit, Stream, ToDaemon, ToLauncher};
 
 use super::job::{Job, RankEnd};
-use super::warm::Shape;
-use super::{RunEffects, MAX_HELD_OUTPUT};
+use super::shape::{Shape, MAX_HELD_OUTPUT};
 use crate::kvs_root::KvsRoot;
 
 /// What the pool does to the world.
@@ -375,21 +374,4 @@ fn send_all(fx: &mut dyn PoolEffects, out: crate::kvs_root::Outbox) {
     for (node, msg) in out {
         fx.send(node, msg);
     }
-}
-
-/// Carry out what the pool did in a run's event through the run's effects.
-pub(super) fn with_pool<T>(fx: &mut dyn RunEffects, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
-    let mut out = PoolOutbox::default();
-    let t = event(&mut fx.shared().pool, &mut out);
-    for (node, msg) in out.sent {
-        fx.send(node, msg);
-    }
-    if let Some(at) = out.wake {
-        fx.wake_pool(at);
-    }
-    // In a run's event the pool speaks only of that run's jobs.
-    for (_, line) in out.said {
-        fx.say(&line);
-    }
-    t
 }

@@ -81,7 +81,7 @@ fn deliver(run: &mut Run, rec: &mut Recorder, node: usize, msg: ToLauncher) {
                 !rec.effects.iter().rev().find_map(|e| if let Effect::Route(j, on) = e { (*j == job).then_some(*on) } else { None }).unwrap_or(false),
                 "{job} pooled and routed to the run"
             );
-            crate::run::pool::with_pool(rec, |pool, pfx| pool.on_message(pfx, NodeId(node), msg));
+            crate::run::effects::with_pool(rec, |pool, pfx| pool.on_message(pfx, NodeId(node), msg));
             run.check_invariants(&rec.shared);
         }
         _ => run.on_message(rec, NodeId(node), msg),
