@@ -318,6 +318,11 @@ impl Reservation {
         self.node_of.get(rank).copied()
     }
 
+    /// The node of each rank still holding its slot (the tree's ledger).
+    pub fn held_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.node_of.iter().zip(&self.held).filter(|(_, h)| **h).map(|(n, _)| *n)
+    }
+
     /// Rank `rank` ended: its slot is free again (once; out of range: nothing).
     pub fn release(&mut self, rank: usize) {
         if let Some(h) = self.held.get_mut(rank).filter(|h| **h) {

@@ -39,8 +39,6 @@ pub trait RunEffects {
     fn now_micros(&self) -> u64;
     /// Call [`super::Run::on_timer`] with `timer` after `after`; again: moved.
     fn arm(&mut self, timer: Timer, after: Duration);
-    /// Daemon messages about `job` go to this run (`true`) or nowhere any more.
-    fn route(&mut self, job: JobId, to_this_run: bool);
     /// What the runs of one tree share: names, job ids, nodes and their load.
     fn shared(&mut self) -> &mut TreeShared;
     /// The run is over; dpm's exit status is `code`.
@@ -64,7 +62,6 @@ pub enum Effect {
     Flush(JobId, Rank),
     Say(String),
     Arm(Timer, Duration),
-    Route(JobId, bool),
     Finished(i32),
     WakePool(u64),
 }
@@ -123,9 +120,6 @@ impl RunEffects for Recorder {
     }
     fn arm(&mut self, timer: Timer, after: Duration) {
         self.effects.push(Effect::Arm(timer, after));
-    }
-    fn route(&mut self, job: JobId, to_this_run: bool) {
-        self.effects.push(Effect::Route(job, to_this_run));
     }
     fn shared(&mut self) -> &mut TreeShared {
         &mut self.shared

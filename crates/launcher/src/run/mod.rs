@@ -71,7 +71,7 @@ pub use kvsname::{kvsname, open_mpi_family};
 pub use launch::{LaunchError, Settings};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
 pub use shape::{MAX_HELD_OUTPUT, WARM_INFO_KEY};
-pub use shared::TreeShared;
+pub use shared::{Destination, RunView, TreeShared};
 pub use tree_connect::{Contribution, TreeConnectEffects, TreeConnects};
 pub use verdict::{parse_failure_policy, signal_name, FailurePolicy, UnknownPolicy, Verdict};
 pub use warm::{DEFAULT_WARM_SPAWN, MAX_WARM_SPAWN};
@@ -162,7 +162,7 @@ impl Run {
     fn register(&mut self, fx: &mut dyn RunEffects, launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) {
         let job = Job::new(launch, slots, spawn_request);
         self.kvs.add_job(launch.job, launch.kvs, job.daemons());
-        fx.route(launch.job, true);
+        fx.shared().route(launch.job, Some(self.settings.owner));
         fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), launch.size));
         self.jobs.insert(launch.job, job, launch.stdin_rank.is_some());
         if self.settings.report_placement {
@@ -442,7 +442,7 @@ impl Run {
         for &d in j.daemons() {
             fx.send(d, ToDaemon::Forget { job });
         }
-        fx.route(job, false);
+        fx.shared().route(job, None);
         fx.shared().jobs.remove(&job);
         names::job_ended(fx, job, j.kvsname());
         // The claims its spawns were making go, then the pool made for them.
@@ -565,11 +565,10 @@ impl Run {
         invariants::check(&parts, shared);
     }
 
-    /// Panics unless `routed` — the jobs whose messages the driver routes
-    /// to this run (its [`RunEffects::route`]s) — are its jobs: a pooled
-    /// job is routed to no run until a claim moves it.
-    pub fn check_routes(&self, routed: &std::collections::BTreeSet<JobId>) {
-        invariants::check_routes(&self.jobs, routed);
+    /// This run as the tree's invariants see it ([`TreeShared::check_invariants`]).
+    pub fn view(&self) -> RunView {
+        let held = self.jobs.iter().flat_map(|(_, j)| j.slots().held_nodes().collect::<Vec<_>>()).collect();
+        RunView { owner: self.settings.owner, jobs: self.jobs.ids(), held }
     }
 
     /// The exit status, after the final word on stderr. Jobs the daemons
@@ -577,7 +576,7 @@ impl Run {
     fn finish(&mut self, fx: &mut dyn RunEffects) {
         warm::release(&self.settings, fx, self.verdict.ending());
         for id in self.jobs.take_all() {
-            fx.route(id, false);
+            fx.shared().route(id, None);
             fx.shared().jobs.remove(&id);
             let out = fx.shared().connects_job_ended(id);
             send_all(fx, out);

@@ -333,6 +333,11 @@ impl Pool {
         }
     }
 
+    /// The node of each slot its jobs hold, pooled and dying (the tree's ledger).
+    pub(super) fn held_nodes(&self) -> Vec<NodeId> {
+        self.jobs.iter().map(|(_, k)| &k.job).chain(self.dying.values()).flat_map(|j| j.slots().held_nodes().collect::<Vec<_>>()).collect()
+    }
+
     /// Panics if the pool's state does not hold together (tests, after every
     /// event): each job pooled once and never also dying, no job both pooled
     /// and owned by a run (`run_jobs`), the KVS root holding only pooled

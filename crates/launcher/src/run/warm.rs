@@ -237,7 +237,7 @@ impl WarmPool {
         if let Some(root) = root {
             cx.kvs.put_job(job, root);
         }
-        fx.route(job, true);
+        fx.shared().route(job, Some(cx.settings.owner));
         let listed = (owner, state.kvsname().to_string(), state.size() as u32);
         fx.shared().jobs.insert(job, listed);
         state.set_pool(true);

@@ -71,21 +71,27 @@ fn exit(run: &mut Run, rec: &mut Recorder, node: usize, job: JobId, rank: u32, s
     deliver(run, rec, node, ToLauncher::Exited(RankExit { job, rank: Rank(rank), pid, status, pmi, at }));
 }
 
-/// A message from `node` for the launcher, routed as `controller::dispatch`
-/// routes it: to the tree's pool if it holds its job (a pooled job no run
-/// has claimed), else to the run. The invariants hold after it.
+/// A message from `node` for the launcher, routed by the tree's one rule
+/// ([`TreeShared::destination`]): to the tree's pool if it holds its job (a
+/// pooled job no run has claimed), else to the run. The invariants hold after it.
 fn deliver(run: &mut Run, rec: &mut Recorder, node: usize, msg: ToLauncher) {
-    match msg.job() {
-        Some(job) if rec.shared.pool.holds(job) => {
-            assert!(
-                !rec.effects.iter().rev().find_map(|e| if let Effect::Route(j, on) = e { (*j == job).then_some(*on) } else { None }).unwrap_or(false),
-                "{job} pooled and routed to the run"
-            );
+    match rec.shared.destination(msg.job()) {
+        Destination::Pool => {
             crate::run::effects::with_pool(rec, |pool, pfx| pool.on_message(pfx, NodeId(node), msg));
             run.check_invariants(&rec.shared);
         }
         _ => run.on_message(rec, NodeId(node), msg),
     }
+    // The tree's invariants, when this run is its only one (tests of
+    // several runs check them with all: `check_tree`).
+    if rec.shared.owners().iter().all(|&o| o == run.owner()) {
+        rec.shared.check_invariants(&[run.view()]);
+    }
+}
+
+/// The tree's invariants with every run of it.
+fn check_tree(rec: &Recorder, runs: &[&Run]) {
+    rec.shared.check_invariants(&runs.iter().map(|r| r.view()).collect::<Vec<_>>());
 }
 
 /// Signals sent to `job`, in order.
@@ -120,7 +126,7 @@ fn every_rank_finalizing_is_success_and_gives_everything_back() {
     assert!(rec.shared.jobs.is_empty());
     let forgets = rec.sent().iter().filter(|(_, m)| matches!(m, ToDaemon::Forget { .. })).count();
     assert_eq!(forgets, 2, "both nodes forget the job");
-    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(id, false) if *id == j)));
+    assert_eq!(rec.shared.destination(Some(j)), Destination::Nowhere, "routed nowhere once forgotten");
 }
 
 #[test]
