@@ -112,6 +112,18 @@ impl Shared {
         event(&mut tree.pool, &mut LinkEffects { links, pool_wake, pool_woken, consoles })
     }
 
+    /// `node` and its subtree are gone (a boot's lost node; `why`): they
+    /// take nothing new, `dpm status` says why, and the pool's jobs there
+    /// are dropped — all before any run hears of it (each run with ranks
+    /// there ends them itself). The nodes newly lost.
+    pub fn lose_node(&mut self, node: NodeId, why: &str) -> Vec<NodeId> {
+        let lost = self.tree.nodes.lose(node, why);
+        if !lost.is_empty() {
+            self.with_pool(|pool, fx| pool.on_nodes_lost(fx, &lost));
+        }
+        lost
+    }
+
     fn wake_pool(&mut self, at: u64) {
         self.pool_wake = Some(at);
         self.pool_woken.notify_one();
@@ -191,9 +203,27 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
     while let Some(envelope) = up.recv().await {
         let job = match &envelope {
             Up::From { msg, .. } => msg.job(),
-            Up::Lost { node, error } | Up::ParentLost { node, error } => {
+            // A boot's tree records the loss before its runs hear it.
+            Up::Lost { node, error } => {
                 if let Some(tx) = &on_lost {
-                    let _ = tx.send((*node, error.clone()));
+                    if !shared.borrow_mut().lose_node(*node, error).is_empty() {
+                        let _ = tx.send((*node, error.clone()));
+                    }
+                }
+                None
+            }
+            // The daemon's parent is the one at fault (the launcher, for a
+            // top-level daemon: then the daemon's subtree is what is gone).
+            Up::ParentLost { node, error } => {
+                if let Some(tx) = &on_lost {
+                    let parent = shared.borrow().tree.nodes.parent(*node);
+                    let (gone, why) = match parent {
+                        Some(p) => (p, format!("node {} below it {error}", node.0)),
+                        None => (*node, error.clone()),
+                    };
+                    if !shared.borrow_mut().lose_node(gone, &why).is_empty() {
+                        let _ = tx.send((gone, why));
+                    }
                 }
                 None
             }

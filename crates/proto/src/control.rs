@@ -12,8 +12,8 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 
 /// Bumped whenever a control message changes shape (2: `Submit::pmi_default`,
 /// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`];
-/// 4: [`JobSettings::pmix_watch`]).
-pub const CONTROL_VERSION: u32 = 4;
+/// 4: [`JobSettings::pmix_watch`]; 5: [`NodeStatus::lost`]).
+pub const CONTROL_VERSION: u32 = 5;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -148,6 +148,8 @@ pub struct NodeStatus {
     pub slots: u32,
     /// Processes of running jobs placed there.
     pub load: i64,
+    /// Why the node was lost (its runs there ended; it takes nothing new).
+    pub lost: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -419,8 +419,11 @@ impl Run {
         }
         effects::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
         let affected = self.jobs.lose_nodes(&lost);
-        if affected.is_empty() && self.jobs.is_empty() {
-            return; // the run is over; daemons going away is expected
+        if affected.is_empty() {
+            // None of its ranks ran there: the run goes on (another run of
+            // a boot, or one whose nodes there were idle); the node takes
+            // nothing new. After the run, daemons going away is expected.
+            return;
         }
         self.verdict.record_node_lost(summary);
         self.jobs.kill_all(fx, libc::SIGKILL);

@@ -250,7 +250,7 @@ impl Pool {
 
     /// Nodes `lost` are gone with their ranks: the pooled jobs they ran are
     /// killed, and a dying job whose ranks are all gone is forgotten.
-    pub(super) fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, lost: &[NodeId]) {
+    pub fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, lost: &[NodeId]) {
         let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons().iter().any(|d| lost.contains(d))).map(|(j, _)| *j).collect();
         for job in hit {
             self.drop_job(fx, job);

@@ -458,6 +458,32 @@ fn a_lost_node_fails_the_run_naming_it() {
     assert_eq!(summary(&rec), "dpm: job failed: node 0 (h0) was lost: no heartbeat for 1.5 s; 2 other ranks terminated (2 of job 0)");
 }
 
+/// Two runs of one tree: a lost node ends the run with ranks there, as a
+/// plain run ends; the other goes on, and its next spawn never goes there.
+#[test]
+fn a_lost_node_ends_only_the_run_with_ranks_there() {
+    let (mut a, mut rec) = fixture(&[2, 2, 2]);
+    a.settings.owner = 1;
+    let mut b = Run::new(settings_for(&[2, 2, 2]));
+    b.settings.owner = 2;
+    let ja = started(&mut a, &mut rec, &[0]);
+    let jb = started(&mut b, &mut rec, &[1]);
+    check_tree(&rec, &[&a, &b]);
+    // Both hear it, as every run of a boot does.
+    rec.take();
+    a.on_node_lost(&mut rec, NodeId(1), "its daemon exited".into());
+    b.on_node_lost(&mut rec, NodeId(1), "its daemon exited".into());
+    assert_eq!(b.exit_code(), Some(1));
+    assert!(summary(&rec).starts_with("dpm: job failed: node 1 (h1) was lost: its daemon exited"), "{}", summary(&rec));
+    assert_eq!(a.exit_code(), None, "the run with no rank there goes on");
+    assert!(signals(&rec, ja).is_empty(), "and nothing of it is killed");
+    assert_eq!(rec.shared.destination(Some(jb)), Destination::Nowhere);
+    check_tree(&rec, &[&a, &b]);
+    assert_eq!(rec.shared.nodes.loads(), vec![1, 0, 0], "the lost ranks' slots are free");
+    let spawned = rec.shared.nodes.place_spawn(&[0, 0, 0, 0], &[None], true, -1).unwrap();
+    assert!(spawned.node_of().iter().all(|n| *n != NodeId(1)), "a spawn never goes to the lost node: {:?}", spawned.node_of());
+}
+
 /// Defect: a boot that loses a node ends its runs with SIGTERM, and the run
 /// said "job ended by SIGTERM", exit 143, instead of naming the node.
 #[test]
