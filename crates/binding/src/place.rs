@@ -3,7 +3,9 @@
 //! or a cgroup's cpuset is never left), handing out objects to ranks.
 //!
 //! A job's ranks take the mapping's units (one unit: the CPUs of a rank)
-//! in order: local rank i gets unit i, cyclically, as Hydra does. A spawned
+//! in order: local rank i gets unit i, cyclically, as Hydra does — counted
+//! over the units no live rank holds first, so that a job started while
+//! others run (another run of a boot) lands on free objects. A spawned
 //! job's ranks take the units with the fewest live ranks on them instead,
 //! so that they land on objects no live rank holds while there are any.
 //! Every unit handed out is held until [`Binder::release`] (the rank's
@@ -216,6 +218,10 @@ impl Binder {
         let user = matches!(policy.effective(), Effective::User(_));
         let mut out = JobBindings::default();
         let (mut shared, mut shared_gpus) = (0, 0);
+        // A first job takes the units in mapping order, those no live rank
+        // holds first (another run of a boot holds some); with none held,
+        // that is the mapping order itself. A user's lists stay as given.
+        let order: Vec<usize> = if user { (0..units.len()).collect() } else { self.free_first(&units) };
         for i in 0..n {
             let cpus = if units.is_empty() {
                 None
@@ -224,7 +230,7 @@ impl Binder {
                     let load = |u: &CpuSet| (u.iter().map(|c| self.holders(c)).max().unwrap_or(0), u.iter().map(|c| self.holders(c)).sum::<u32>());
                     (0..units.len()).min_by_key(|&k| (load(&units[k]), k)).unwrap_or(0)
                 } else {
-                    i % units.len()
+                    order[i % order.len()]
                 };
                 let unit = units[pick].clone();
                 let reused = if user && !spawned { i >= units.len() } else { unit.iter().any(|c| self.holders(c) > 0) };
@@ -253,6 +259,15 @@ impl Binder {
             out.warnings.push(format!("{shared_gpus} of {n} rank(s) share GPUs with other live ranks here ({} GPU(s)): oversubscribed", self.gpus.len()));
         }
         Ok(out)
+    }
+
+    /// The indices of `units`: those none of whose CPUs a live rank holds,
+    /// in mapping order, then the rest, least held first (stable).
+    fn free_first(&self, units: &[CpuSet]) -> Vec<usize> {
+        let load = |u: &CpuSet| u.iter().map(|c| self.holders(c)).max().unwrap_or(0);
+        let mut order: Vec<usize> = (0..units.len()).collect();
+        order.sort_by_key(|&k| load(&units[k]));
+        order
     }
 
     /// The NUMA nodes of the `level` objects a rank's CPUs touch (an

@@ -170,6 +170,27 @@ fn spawned_ranks_take_free_objects_until_released() {
     assert_eq!(cpus(&mut small, &p, 1, true), (vec!["0".to_string()], 1));
 }
 
+/// Two runs of one boot on one node: the second run's first job takes the
+/// cores the first left free, in mapping order, and shares only when none
+/// is left; with nothing held, the mapping order is Hydra's.
+#[test]
+fn a_first_job_takes_the_cores_other_runs_left_free() {
+    let p = policy(&[("bind", "core")]);
+    let mut two = Binder::new(topo(INTER), &set("0-1"), None).unwrap();
+    assert_eq!(cpus(&mut two, &p, 1, false), (vec!["0".to_string()], 0));
+    assert_eq!(cpus(&mut two, &p, 1, false), (vec!["1".to_string()], 0), "the idle core, not core 0 again");
+    // Both held: a third run shares (least held first) and says so.
+    assert_eq!(cpus(&mut two, &p, 1, false), (vec!["0".to_string()], 1));
+    let mut b = all(SEQ);
+    let first = b.bind(&p, 3, false).unwrap();
+    assert_eq!(cpus(&mut b, &p, 2, false).0, ["6-7", "8-9"]);
+    b.release(&first.ranks[1]);
+    assert_eq!(cpus(&mut b, &p, 2, false).0, ["2-3", "10-11"], "a freed core first, then the next free ones in order");
+    // A user's lists are kept as given, held or not.
+    let user = policy(&[("bind", "user:0,1")]);
+    assert_eq!(cpus(&mut two, &user, 2, false).0, ["0", "1"]);
+}
+
 #[test]
 fn memory_follows_the_cpus() {
     let mut b = all(SEQ);
@@ -229,13 +250,13 @@ fn amd_gpus_and_no_gpus() {
 
 #[test]
 fn reports_read_like_open_mpi() {
-    let mut b = all(SEQ);
-    let r = b.bind(&policy(&[("bind", "core:2")]), 1, false).unwrap();
+    // A binder each: a live rank's objects would be passed over.
+    let r = all(SEQ).bind(&policy(&[("bind", "core:2")]), 1, false).unwrap();
     assert_eq!(r.ranks[0].report, "bound to package[0][core:L0-1] (cpus 0-3)");
-    let r = b.bind(&policy(&[("bind", "hwthread")]), 1, false).unwrap();
+    let r = all(SEQ).bind(&policy(&[("bind", "hwthread")]), 1, false).unwrap();
     assert_eq!(r.ranks[0].report, "bound to package[0][hwt:L0] (cpus 0)");
-    let r = b.bind(&policy(&[("bind", "board")]), 1, false).unwrap();
+    let r = all(SEQ).bind(&policy(&[("bind", "board")]), 1, false).unwrap();
     assert_eq!(r.ranks[0].report, "bound to package[0][core:L0-15],package[1][core:L16-31] (cpus 0-63)");
-    let r = b.bind(&policy(&[]), 1, false).unwrap();
+    let r = all(SEQ).bind(&policy(&[]), 1, false).unwrap();
     assert_eq!(r.ranks[0].report, "is not bound (or bound to all available processors)");
 }

@@ -164,9 +164,6 @@ pub struct Cluster {
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
     timers: HashMap<RunTimer, u64>,
-    /// The jobs routed to the run (its `Effect::Route`s); the messages of
-    /// others go to the tree's pool if it holds them (as `controller::dispatch`).
-    routed: std::collections::BTreeSet<JobId>,
     /// The pool's deadline, as last asked for.
     pool_wake: Option<u64>,
     /// dpm's own lines (the summary line among them).
@@ -217,7 +214,6 @@ impl Cluster {
             procs: Vec::new(),
             conns: HashMap::new(),
             timers: HashMap::new(),
-            routed: Default::default(),
             pool_wake: None,
             said: Vec::new(),
             output: BTreeMap::new(),

@@ -177,3 +177,22 @@ fn a_lost_node_still_decides_when_sigterm_follows() {
     assert!(matches!(code, Some(c) if c != 0 && c != 128 + libc::SIGTERM), "{code:?}: {:?}", c.said);
     assert!(summary(&c).contains("n2"), "{:?}", c.said);
 }
+
+/// A lost node with none of the run's ranks (a boot's node another run
+/// used): the run goes on, its later spawn never goes there, and the
+/// tree's invariants (routes, one slot ledger) hold after every event.
+#[test]
+fn a_lost_node_without_the_runs_ranks_leaves_it_running_and_takes_no_spawn() {
+    let mut c = Cluster::new(Layout::nodes(4));
+    c.script("child", vec![Step::Init, Step::Finalize, Step::Exit(0)]);
+    c.script(
+        "parent",
+        vec![Step::Init, Step::Work(Duration::from_millis(200)), Step::Spawn { n: 6, script: "child".into() }, Step::Barrier, Step::Finalize, Step::Exit(0)],
+    );
+    c.launch("parent", 2, None);
+    c.lose_node_at(Duration::from_millis(50), 3);
+    assert_eq!(c.run_until(LIMIT), Some(0), "{:?}", c.said);
+    assert_eq!(c.procs.len(), 2 + 2 * 6, "the parents and each one's children");
+    assert!(c.procs.iter().all(|p| p.node != 3), "nothing placed on the lost node: {:?}", c.procs.iter().map(|p| p.node).collect::<Vec<_>>());
+    assert!(c.procs[2..].iter().any(|p| p.node != 0), "the children went to the other nodes up");
+}

@@ -495,3 +495,74 @@ fn boot_pmi_is_the_default_of_its_runs() {
     out.assert_code(1).assert_stderr_contains("links libmpi.so.40), which needs PMIx").assert_stdout_lacks("rank 0 of");
     assert!(boot.down().status.success());
 }
+
+/// `Cpus_allowed_list` as the calling process reads it.
+fn cpus_allowed(status: &str) -> Option<dpm_binding::CpuSet> {
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    dpm_binding::CpuSet::parse_list(list.trim()).ok()
+}
+
+/// The CPUs a run's `--report-bindings` line said of its rank 0.
+fn reported_cpus(stderr: &str) -> Option<dpm_binding::CpuSet> {
+    let line = stderr.lines().find(|l| l.contains("] Rank 0 bound to "))?;
+    dpm_binding::CpuSet::parse_list(line.split_once("(cpus ")?.1.split(')').next()?).ok()
+}
+
+#[test]
+fn concurrent_booted_runs_are_bound_apart_and_report_their_own_bindings() {
+    let boot = Boot::start(&[]);
+    let show = "grep Cpus_allowed_list: /proc/self/status";
+    let mut first = boot.run(&["--report-bindings", "-bind-to", "core", "-n", "1", "sh", "-c", &format!("{show}; exec sleep 30")]).spawn();
+    first.wait_for_lines("Cpus_allowed_list:", 1);
+    let second = boot.run(&["--report-bindings", "-bind-to", "core", "-n", "1", "sh", "-c", show]).output();
+    second.assert_success();
+    let why = second.describe();
+    let mine = cpus_allowed(&second.stdout_str()).unwrap_or_else(|| panic!("no CPU list\n{why}"));
+    // The run's own report reaches its own stderr, and says the truth.
+    assert_eq!(reported_cpus(&second.stderr_str()), Some(mine.clone()), "the second run's --report-bindings line\n{why}");
+    first.signal("TERM");
+    let first = first.wait_unchecked();
+    let theirs = cpus_allowed(&first.stdout_str()).unwrap_or_else(|| panic!("no CPU list\n{}", first.describe()));
+    assert_eq!(reported_cpus(&first.stderr_str()), Some(theirs.clone()), "the first run's --report-bindings line\n{}", first.describe());
+    let every = cpus_allowed(&std::fs::read_to_string("/proc/self/status").unwrap()).unwrap();
+    if theirs == every {
+        // One core is all there is: the second run shares it, and says so.
+        second.assert_stderr_contains("share CPUs with other live ranks");
+    } else {
+        assert!(!mine.intersects(&theirs), "both runs bound to the same CPUs: {mine} and {theirs}, of {every}\n{why}");
+    }
+}
+
+#[test]
+fn a_lost_node_ends_only_the_runs_that_used_it_and_the_boot_goes_on() {
+    let boot = Boot::start(&["--virtual-nodes", "4"]);
+    let host = common::hostname();
+    let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = slots.to_string();
+    // Each run fills one node: the first node 0, the second node 1.
+    let mut bystander = boot.run(&["--report-placement", "-n", &n, "sleep", "60"]).spawn();
+    bystander.wait_for_procs(slots);
+    let mut victim = boot.run(&["--report-placement", "-n", &n, "sleep", "60"]).spawn();
+    victim.wait_for_procs(slots);
+    let daemon = common::daemon_of(boot.pid, 1).expect("node 1's daemon, a child of the boot server");
+    send_signal(daemon, "KILL");
+    // The run with ranks there ends as a plain run does, naming the node.
+    let out = victim.wait_unchecked();
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    out.assert_stderr_contains(&format!("node 1 ({host}-v1) was lost: its daemon exited"));
+    let hosts: Vec<String> = common::placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
+    assert!(hosts.iter().all(|h| h.ends_with("-v1")), "the lost run was on node 1: {hosts:?}");
+    // The status shows the loss; the other run goes on.
+    let status = boot.status();
+    assert!(status.lines().any(|l| l.starts_with("1 ") && l.contains("lost: its daemon exited")), "{status}");
+    assert_eq!(common::marked_procs(bystander.marker()).len(), slots, "the other run's ranks were touched");
+    // Later runs never go to the lost node: the next free one is node 2.
+    for _ in 0..2 {
+        let next = boot.run(&["--report-placement", "-n", &n, "true"]).output();
+        next.assert_success();
+        let hosts: Vec<String> = common::placement(&next.stderr_str()).into_iter().map(|p| p.2).collect();
+        assert!(!hosts.is_empty() && hosts.iter().all(|h| h.ends_with("-v2")), "not on the first free node up: {hosts:?}\n{}", next.describe());
+    }
+    bystander.signal("TERM");
+    assert_eq!(bystander.wait_unchecked().code(), 128 + 15);
+}

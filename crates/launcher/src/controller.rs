@@ -8,10 +8,11 @@
 //!
 //! What all runs of a daemon tree share is in [`Shared`]: the plain
 //! [`TreeShared`] (names, job ids, node table and load, jobs for `dpm
-//! status`, and the [`crate::run::Pool`] of unclaimed pooled jobs) and the route
-//! of each live job to the run owning it — one run per tree for a plain
-//! `dpm run`, many for a booted tree (`dpm boot`). [`dispatch`] hands each
-//! daemon message to the run owning its job, or to the pool holding it.
+//! status`, the [`crate::run::Pool`] of unclaimed pooled jobs, and the
+//! route of each live job to the run owning it) and each run's channel —
+//! one run per tree for a plain `dpm run`, many for a booted tree (`dpm
+//! boot`). [`dispatch`] hands each daemon message where the tree's one rule
+//! ([`TreeShared::destination`]) says: the run owning its job, or the pool.
 
 use std::cell::{RefCell, RefMut};
 use std::collections::{BTreeMap, HashMap};
@@ -28,7 +29,7 @@ use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
 use crate::node_table::NodeTable;
 use crate::output::{Console, Output, Sink, Written};
-use crate::run::{FailurePolicy, Pool, PoolEffects, Run, RunEffects, Timer, TreeShared};
+use crate::run::{Destination, FailurePolicy, Pool, PoolEffects, Run, RunEffects, Timer, TreeShared};
 
 pub use crate::run::{kvsname, signal_name, Settings};
 
@@ -70,8 +71,8 @@ type Route = mpsc::UnboundedSender<Up>;
 /// State shared by every run of one daemon tree.
 pub struct Shared {
     pub tree: TreeShared,
-    /// The run each live job belongs to.
-    routes: HashMap<JobId, Route>,
+    /// Each live run's stream, by owner (the tree's routes name the owner).
+    runs: HashMap<u32, Route>,
     /// The links to the tree's nodes, for what the pool sends.
     links: Vec<DaemonLink>,
     /// When the pool asked to be woken ([`Pool::on_timer`]), µs since the
@@ -87,9 +88,9 @@ pub type SharedRef = Rc<RefCell<Shared>>;
 
 impl Shared {
     pub fn new(nodes: NodeTable) -> SharedRef {
-        let (routes, pool_wake, pool_woken) = (HashMap::new(), None, Rc::default());
+        let (runs, pool_wake, pool_woken) = (HashMap::new(), None, Rc::default());
         let consoles = HashMap::new();
-        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), routes, links: Vec::new(), pool_wake, pool_woken, consoles }))
+        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), runs, links: Vec::new(), pool_wake, pool_woken, consoles }))
     }
 
     /// The links to the tree's nodes (what the pool sends goes down them).
@@ -109,6 +110,18 @@ impl Shared {
     pub fn with_pool<T>(&mut self, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
         let Shared { tree, links, pool_wake, pool_woken, consoles, .. } = self;
         event(&mut tree.pool, &mut LinkEffects { links, pool_wake, pool_woken, consoles })
+    }
+
+    /// `node` and its subtree are gone (a boot's lost node; `why`): they
+    /// take nothing new, `dpm status` says why, and the pool's jobs there
+    /// are dropped — all before any run hears of it (each run with ranks
+    /// there ends them itself). The nodes newly lost.
+    pub fn lose_node(&mut self, node: NodeId, why: &str) -> Vec<NodeId> {
+        let lost = self.tree.nodes.lose(node, why);
+        if !lost.is_empty() {
+            self.with_pool(|pool, fx| pool.on_nodes_lost(fx, &lost));
+        }
+        lost
     }
 
     fn wake_pool(&mut self, at: u64) {
@@ -190,45 +203,58 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
     while let Some(envelope) = up.recv().await {
         let job = match &envelope {
             Up::From { msg, .. } => msg.job(),
-            Up::Lost { node, error } | Up::ParentLost { node, error } => {
+            // A boot's tree records the loss before its runs hear it.
+            Up::Lost { node, error } => {
                 if let Some(tx) = &on_lost {
-                    let _ = tx.send((*node, error.clone()));
+                    if !shared.borrow_mut().lose_node(*node, error).is_empty() {
+                        let _ = tx.send((*node, error.clone()));
+                    }
+                }
+                None
+            }
+            // The daemon's parent is the one at fault (the launcher, for a
+            // top-level daemon: then the daemon's subtree is what is gone).
+            Up::ParentLost { node, error } => {
+                if let Some(tx) = &on_lost {
+                    let parent = shared.borrow().tree.nodes.parent(*node);
+                    let (gone, why) = match parent {
+                        Some(p) => (p, format!("node {} below it {error}", node.0)),
+                        None => (*node, error.clone()),
+                    };
+                    if !shared.borrow_mut().lose_node(gone, &why).is_empty() {
+                        let _ = tx.send((gone, why));
+                    }
                 }
                 None
             }
             Up::Ready { .. } | Up::Heartbeat => continue,
         };
         let mut shared = shared.borrow_mut();
-        match job {
-            Some(job) => {
-                if let Some(tx) = shared.routes.get(&job) {
+        match (shared.tree.destination(job), envelope) {
+            (Destination::Run(owner), envelope) => {
+                if let Some(tx) = shared.runs.get(&owner) {
                     let _ = tx.send(envelope);
-                } else if let (Up::From { node, msg }, true) = (envelope, shared.tree.pool.holds(job)) {
-                    // Served at once, in order: a run may claim it next.
-                    shared.with_pool(|pool, fx| pool.on_message(fx, node, msg));
                 }
             }
+            // Served at once, in order: a run may claim it next.
+            (Destination::Pool, Up::From { node, msg }) => shared.with_pool(|pool, fx| pool.on_message(fx, node, msg)),
+            (Destination::Pool | Destination::Nowhere, _) => {}
             // Lost, trace lines: every run.
-            None => {
-                let mut seen: Vec<&Route> = Vec::new();
-                for tx in shared.routes.values() {
-                    if !seen.iter().any(|s| s.same_channel(tx)) {
-                        seen.push(tx);
-                        let _ = tx.send(envelope.clone());
-                    }
+            (Destination::Every, envelope) => {
+                for tx in shared.runs.values() {
+                    let _ = tx.send(envelope.clone());
                 }
             }
         }
     }
-    // Dropping the routes closes every run's stream.
-    shared.borrow_mut().routes.clear();
+    // Dropping the runs' senders closes every run's stream.
+    shared.borrow_mut().runs.clear();
 }
 
 /// The driver's side of the run's effects, for the length of one event.
 struct Driver<'a> {
     links: &'a [DaemonLink],
     shared: RefMut<'a, Shared>,
-    route: &'a Route,
     output: &'a mut Output,
     timers: &'a mut BTreeMap<Timer, Instant>,
 }
@@ -253,13 +279,6 @@ impl RunEffects for Driver<'_> {
     }
     fn arm(&mut self, timer: Timer, after: Duration) {
         self.timers.insert(timer, Instant::now() + after);
-    }
-    fn route(&mut self, job: JobId, to_this_run: bool) {
-        if to_this_run {
-            self.shared.routes.insert(job, self.route.clone());
-        } else {
-            self.shared.routes.remove(&job);
-        }
     }
     fn shared(&mut self) -> &mut TreeShared {
         &mut self.shared.tree
@@ -296,8 +315,6 @@ pub struct Controller {
     links: Vec<DaemonLink>,
     /// Messages from the daemons about this run's jobs, tagged with the daemon's index.
     up: mpsc::UnboundedReceiver<Up>,
-    /// Registered in [`Shared`] as the route of each job this run starts.
-    up_tx: Route,
     shared: SharedRef,
     output: Output,
     /// The credit of output written by the console's writer.
@@ -319,14 +336,18 @@ impl Controller {
     /// A run writing its output to `sink` (off this loop: see `crate::output`).
     pub fn new(settings: Settings, links: Vec<DaemonLink>, shared: SharedRef, sink: Sink) -> Self {
         let (up_tx, up) = mpsc::unbounded_channel();
-        shared.borrow_mut().consoles.insert(settings.owner, sink.console.clone());
+        {
+            let mut s = shared.borrow_mut();
+            s.consoles.insert(settings.owner, sink.console.clone());
+            // The tree routes this run's jobs to its owner: this stream.
+            s.runs.insert(settings.owner, up_tx);
+        }
         Controller {
             output: Output::new(settings.label, sink.console),
             written: sink.written,
             run: Run::new(settings),
             links,
             up,
-            up_tx,
             shared,
             timers: BTreeMap::new(),
             exit_codes: None,
@@ -377,7 +398,7 @@ impl Controller {
 
     /// Hand one event to the run with this driver's effects.
     fn with_run<T>(&mut self, event: impl FnOnce(&mut Run, &mut dyn RunEffects) -> T) -> T {
-        let mut fx = Driver { links: &self.links, shared: self.shared.borrow_mut(), route: &self.up_tx, output: &mut self.output, timers: &mut self.timers };
+        let mut fx = Driver { links: &self.links, shared: self.shared.borrow_mut(), output: &mut self.output, timers: &mut self.timers };
         event(&mut self.run, &mut fx)
     }
 
@@ -489,7 +510,11 @@ impl Controller {
                 }
             }
         }
-        self.shared.borrow_mut().consoles.remove(&self.run.owner());
+        {
+            let mut s = self.shared.borrow_mut();
+            s.consoles.remove(&self.run.owner());
+            s.runs.remove(&self.run.owner());
+        }
         let code = self.run.exit_code().unwrap_or(1);
         if let Some((_, codes)) = &self.exit_codes {
             let shared = self.shared.borrow();

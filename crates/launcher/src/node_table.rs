@@ -42,6 +42,8 @@ struct NodeEntry {
     host: String,
     slots: u32,
     state: NodeState,
+    /// Why it was lost (`dpm status`).
+    lost: Option<String>,
 }
 
 /// See the module documentation.
@@ -76,7 +78,7 @@ impl PlaceError {
 impl NodeTable {
     /// `nodes`: each node's host and slots, in node order; `fanout`: the tree's.
     pub fn new(nodes: impl IntoIterator<Item = (String, u32)>, fanout: usize) -> Self {
-        let nodes: Vec<NodeEntry> = nodes.into_iter().map(|(host, slots)| NodeEntry { host, slots, state: NodeState::Up }).collect();
+        let nodes: Vec<NodeEntry> = nodes.into_iter().map(|(host, slots)| NodeEntry { host, slots, state: NodeState::Up, lost: None }).collect();
         let load = nodes.iter().map(|_| AtomicI64::new(0)).collect();
         NodeTable { nodes, fanout: fanout.max(1), load }
     }
@@ -118,6 +120,30 @@ impl NodeTable {
         if let Some(n) = self.nodes.get_mut(node.0) {
             n.state = state;
         }
+    }
+
+    /// `node` and the nodes below it are gone (`why`: the node's own
+    /// loss): they take nothing new. The nodes newly lost.
+    pub fn lose(&mut self, node: NodeId, why: &str) -> Vec<NodeId> {
+        if !self.contains(node) {
+            return Vec::new();
+        }
+        let host = self.host(node).to_string();
+        let mut newly = Vec::new();
+        for n in self.subtree(node) {
+            let e = &mut self.nodes[n.0];
+            if e.lost.is_none() {
+                e.lost = Some(if n == node { why.to_string() } else { format!("below node {} ({host}), which was lost", node.0) });
+                newly.push(n);
+            }
+            e.state = NodeState::Lost;
+        }
+        newly
+    }
+
+    /// Why `node` was lost, if it was.
+    pub fn lost_reason(&self, node: NodeId) -> Option<&str> {
+        self.nodes.get(node.0).and_then(|n| n.lost.as_deref())
     }
 
     /// Processes placed on `node` and not yet ended, over every run.
@@ -166,20 +192,34 @@ impl NodeTable {
         Reservation::new(self.load.clone(), node_of.into_iter().map(NodeId).collect())
     }
 
-    /// A booted run's first job: other runs' processes hold slots, so a job
-    /// that fits in the free slots goes there (the default placement only);
-    /// else it is placed as a first job.
-    /// Whether `n` processes fit in the free slots.
-    pub fn fits_free(&self, n: usize) -> bool {
-        in_free(n, &self.all_slots(), &self.loads()).is_some()
+    /// The nodes that take new processes (neither lost nor draining).
+    fn up(&self) -> Vec<usize> {
+        (0..self.len()).filter(|&n| self.nodes[n].state == NodeState::Up).collect()
     }
 
+    /// Whether `n` processes fit in the free slots of the nodes that are up.
+    pub fn fits_free(&self, n: usize) -> bool {
+        let up = self.up();
+        in_free(n, &up.iter().map(|&i| self.nodes[i].slots).collect::<Vec<_>>(), &up.iter().map(|&i| self.load(NodeId(i))).collect::<Vec<_>>()).is_some()
+    }
+
+    /// A booted run's first job, on the nodes that are up (a boot's lost or
+    /// draining nodes take nothing): other runs' processes hold slots, so
+    /// a job that fits in the free slots goes there (the default placement
+    /// only); else it is placed as a first job on those nodes.
     pub fn place_booted(&self, n: usize, ppn: Option<u32>, map_by_node: bool) -> Reservation {
-        let default_placement = ppn.is_none() && !map_by_node;
-        match in_free(n, &self.all_slots(), &self.loads()) {
-            Some(node_of) if default_placement => Reservation::new(self.load.clone(), node_of.into_iter().map(NodeId).collect()),
-            _ => self.place_first(n, ppn, map_by_node),
+        let up = self.up();
+        if up.is_empty() {
+            return self.place_first(n, ppn, map_by_node);
         }
+        let slots: Vec<u32> = up.iter().map(|&i| self.nodes[i].slots).collect();
+        let load: Vec<i64> = up.iter().map(|&i| self.load(NodeId(i))).collect();
+        let default_placement = ppn.is_none() && !map_by_node;
+        let picked = match in_free(n, &slots, &load) {
+            Some(node_of) if default_placement => node_of,
+            _ => fill(n, &slots, ppn, map_by_node),
+        };
+        Reservation::new(self.load.clone(), picked.into_iter().map(|k| NodeId(up[k])).collect())
     }
 
     /// Spawned processes, one per entry of `apps` (the app index of each):
@@ -318,6 +358,11 @@ impl Reservation {
         self.node_of.get(rank).copied()
     }
 
+    /// The node of each rank still holding its slot (the tree's ledger).
+    pub fn held_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.node_of.iter().zip(&self.held).filter(|(_, h)| **h).map(|(n, _)| *n)
+    }
+
     /// Rank `rank` ended: its slot is free again (once; out of range: nothing).
     pub fn release(&mut self, rank: usize) {
         if let Some(h) = self.held.get_mut(rank).filter(|h| **h) {
@@ -376,6 +421,24 @@ mod tests {
 
     fn table(slots: &[u32]) -> NodeTable {
         NodeTable::new(slots.iter().enumerate().map(|(i, &s)| (format!("h{i}"), s)), 2)
+    }
+
+    #[test]
+    fn a_booted_run_never_goes_to_a_lost_or_draining_node() {
+        let mut t = table(&[2, 2, 2]);
+        t.set_state(NodeId(0), NodeState::Lost);
+        t.set_state(NodeId(2), NodeState::Draining);
+        assert!(t.fits_free(2) && !t.fits_free(3), "only node 1's slots count");
+        assert_eq!(t.place_booted(2, None, false).node_indices(), vec![1, 1]);
+        assert_eq!(t.place_booted(3, None, false).node_indices(), vec![1, 1, 1], "wrapped on the nodes up");
+        assert_eq!(t.place_booted(2, Some(1), false).node_indices(), vec![1, 1]);
+        // A lost interior node takes its subtree with it, each said once.
+        let mut t = NodeTable::new((0..5).map(|i| (format!("h{i}"), 1)), 2);
+        assert_eq!(t.lose(NodeId(0), "its daemon exited"), vec![NodeId(0), NodeId(2), NodeId(3)]);
+        assert_eq!(t.lose(NodeId(2), "again"), vec![], "known already");
+        assert_eq!(t.lost_reason(NodeId(0)), Some("its daemon exited"));
+        assert_eq!(t.lost_reason(NodeId(3)), Some("below node 0 (h0), which was lost"));
+        assert_eq!(t.place_booted(2, None, false).node_indices(), vec![1, 4]);
     }
 
     #[test]

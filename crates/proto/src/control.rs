@@ -13,8 +13,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 /// Bumped whenever a control message changes shape (2: `Submit::pmi_default`,
 /// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`];
 /// 4: [`JobSettings::pmix_watch`]; 5: [`BootStatus::allocation`]; 6:
-/// [`JobSettings::prepend`] and [`JobSettings::print_all_exitcodes`]).
-pub const CONTROL_VERSION: u32 = 6;
+/// [`JobSettings::prepend`] and [`JobSettings::print_all_exitcodes`]; 7:
+/// [`NodeStatus::lost`]).
+pub const CONTROL_VERSION: u32 = 7;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -161,6 +162,8 @@ pub struct NodeStatus {
     pub slots: u32,
     /// Processes of running jobs placed there.
     pub load: i64,
+    /// Why the node was lost (its runs there ended; it takes nothing new).
+    pub lost: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

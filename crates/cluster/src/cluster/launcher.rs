@@ -1,15 +1,17 @@
 //! The launcher's side of the [`Cluster`]: the run reactor and the tree's
 //! pool of unclaimed pooled jobs ([`dpm_launcher::run::Pool`]), a message from
-//! the tree going to whichever owns its job (as `controller::dispatch`
-//! routes it), and their effects carried out. Every event ends with the
-//! run's and the pool's invariant checks ([`Run::check_invariants`], and
-//! after a run's event [`Run::check_routes`]). A
-//! booted tree's later runs are [`Cluster::next_run`].
+//! the tree going where the tree's one rule says
+//! ([`dpm_launcher::run::TreeShared::destination`], which
+//! `controller::dispatch` asks too), and their effects carried out. Every
+//! event ends with the run's, the pool's and the tree's invariant checks
+//! ([`Run::check_invariants`], `TreeShared::check_invariants`: routes = the
+//! live jobs, one slot ledger). A booted tree's later runs are
+//! [`Cluster::next_run`].
 
 use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_launcher::run::{Effect, PoolEffects, PoolOutbox, Recorder, Run, Settings};
+use dpm_launcher::run::{Destination, Effect, PoolEffects, PoolOutbox, Recorder, Run, Settings};
 use dpm_launcher::spawn::SpawnContext;
 use dpm_proto::{tree, LaunchJob, PmiMode, ToDaemon, ToLauncher};
 
@@ -72,7 +74,7 @@ impl Cluster {
 
     /// Whether the messages about `job` go to the run (a claim moved it there).
     pub fn routed_to_run(&self, job: JobId) -> bool {
-        self.routed.contains(&job)
+        matches!(self.run_fx.shared.destination(Some(job)), Destination::Run(_))
     }
 
     /// Kill rank `rank` of `job` at virtual time `at`, from outside.
@@ -80,14 +82,13 @@ impl Cluster {
         self.schedule_at(at, Event::Kill { job, rank });
     }
 
-    /// A message from the tree for the launcher: to the run if its job is
-    /// routed there (or names no job), else to the pool if it holds it.
+    /// A message from the tree for the launcher: where the tree's rule says
+    /// (the run if its job is routed there, or it names no job; the pool if
+    /// it holds it). A forgotten job's goes to the run too, which drops it.
     pub(super) fn up_to_launcher(&mut self, origin: NodeId, msg: ToLauncher) {
-        match msg.job() {
-            Some(job) if !self.routed.contains(&job) && self.run_fx.shared.pool.holds(job) => {
-                self.with_pool(|pool, fx| pool.on_message(fx, origin, msg));
-            }
-            _ => self.with_run(|run, fx| run.on_message(fx, origin, msg)),
+        match self.run_fx.shared.destination(msg.job()) {
+            Destination::Pool => self.with_pool(|pool, fx| pool.on_message(fx, origin, msg)),
+            Destination::Run(_) | Destination::Every | Destination::Nowhere => self.with_run(|run, fx| run.on_message(fx, origin, msg)),
         }
     }
 
@@ -115,7 +116,13 @@ impl Cluster {
         }
         // One run at a time: every line is for its console.
         self.said.extend(out.said.into_iter().map(|(_, line)| line));
+        self.check_tree();
+    }
+
+    /// The run's invariants and the tree's, the run its only one.
+    fn check_tree(&self) {
         self.run.check_invariants(&self.run_fx.shared);
+        self.run_fx.shared.check_invariants(&[self.run.view()]);
     }
 
     fn wake_pool(&mut self, at: u64) {
@@ -149,8 +156,7 @@ impl Cluster {
         self.run_fx.now = self.clock();
         call(&mut self.run, &mut self.run_fx);
         while self.apply_run_effects() {}
-        self.run.check_invariants(&self.run_fx.shared);
-        self.run.check_routes(&self.routed);
+        self.check_tree();
     }
 
     /// Carry out what the run asked; true if it wrote output, whose credit
@@ -175,13 +181,6 @@ impl Cluster {
                 Effect::Finished(code) => {
                     self.exit = Some(code);
                     self.finished_at = Some(self.now);
-                }
-                Effect::Route(job, to_run) => {
-                    if to_run {
-                        self.routed.insert(job);
-                    } else {
-                        self.routed.remove(&job);
-                    }
                 }
                 Effect::WakePool(at) => self.wake_pool(at),
                 Effect::Flush(..) => {}

@@ -272,15 +272,6 @@ pub trait NodeEffects {
     fn session_nice(&mut self, pid: i32, nice: u8) {
         crate::pool_priority::set_session_nice(pid, nice);
     }
-    /// Say a line on this daemon's stderr (`--report-bindings`, a binding's
-    /// warning), which reaches the user's terminal under every bootstrap.
-    /// One write per line, so that lines of several daemons sharing the
-    /// terminal (virtual nodes) never interleave.
-    fn binding_note(&mut self, line: &str) {
-        use std::io::Write;
-        let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
-    }
-
     /// PMIx (a job launched with `PmiMode::Pmix`): register the namespace
     /// `job` (this node's hostname and directories still to fill in) and its
     /// local clients with the node's PMIx server, started on first use for

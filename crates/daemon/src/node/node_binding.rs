@@ -4,7 +4,9 @@
 //! when a job first asks, gives each local rank its CPUs, NUMA nodes and
 //! GPUs; they are held until the rank exits or its job is forgotten.
 //! `--report-bindings` and the
-//! binder's warnings go to the daemon's stderr ([`NodeEffects::binding_note`]).
+//! binder's warnings go up as the job's notes (`ToLauncher::Note`): its
+//! run's stderr, which for a run of a boot is its `dpm run`'s, never the
+//! boot's log.
 //!
 //! A warm spawn's pooled job is bound when it starts, like any spawned job,
 //! but holds nothing while it waits (parked in its `MPI_Init`, it uses no
@@ -22,7 +24,7 @@ use dpm_binding::locality::locality_string;
 use dpm_binding::{BindPolicy, Binder, RankBinding};
 use dpm_kvs::{JobId, Rank};
 use dpm_pmix::ProcPlace;
-use dpm_proto::LaunchJob;
+use dpm_proto::{LaunchJob, ToLauncher};
 
 use crate::node::NodeEffects;
 use crate::spawn::Affinity;
@@ -71,13 +73,13 @@ impl NodeBinding {
         let pid = std::process::id();
         // A parked job shares nothing yet: its claim warns if it must.
         for w in bound.warnings.iter().filter(|_| !park) {
-            fx.binding_note(&format!("dpm: warning: {host}: job {}: {w}", spec.kvsname));
+            fx.send_up(ToLauncher::Note { job: spec.job, line: format!("dpm: warning: {host}: job {}: {w}", spec.kvsname) });
         }
         let mut out = Vec::with_capacity(bound.ranks.len());
         for ((p, b), place) in spec.procs.iter().zip(bound.ranks).zip(places) {
             if policy.report {
                 let who = if spec.spawner.is_some() { format!("{}.{}", spec.job.0, p.rank.0) } else { p.rank.0.to_string() };
-                fx.binding_note(&format!("[{host}:{pid}] Rank {who} {}", b.report));
+                fx.send_up(ToLauncher::Note { job: spec.job, line: format!("[{host}:{pid}] Rank {who} {}", b.report) });
             }
             let affinity = (b.cpus.is_some() || b.mems.is_some())
                 .then(|| Affinity { cpus: b.cpus.as_ref().map(|c| c.to_mask()), mems: b.mems.as_ref().map(|m| m.to_mask()) });
@@ -112,7 +114,7 @@ impl NodeBinding {
             }
         };
         for w in &bound.warnings {
-            fx.binding_note(&format!("dpm: warning: {host}: job {}: {w}", job.0));
+            fx.send_up(ToLauncher::Note { job, line: format!("dpm: warning: {host}: job {}: {w}", job.0) });
         }
         let pid = std::process::id();
         for ((rank, old), new) in parked.into_iter().zip(bound.ranks) {
@@ -122,7 +124,7 @@ impl NodeBinding {
                 }
             }
             if policy.report {
-                fx.binding_note(&format!("[{host}:{pid}] Rank {}.{} {} (claimed)", job.0, rank.0, new.report));
+                fx.send_up(ToLauncher::Note { job, line: format!("[{host}:{pid}] Rank {}.{} {} (claimed)", job.0, rank.0, new.report) });
             }
             self.held.insert((job, rank), new);
         }

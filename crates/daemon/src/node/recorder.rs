@@ -98,8 +98,6 @@ pub enum Recorded {
     PmixRegister(dpm_pmix::JobSpec),
     PmixAnswer(super::PmixRequest, super::PmixAnswer),
     PmixForget(String),
-    /// A `--report-bindings` line or a binding's warning.
-    BindingNote(String),
     /// The session led by `pid` put at `nice` (a pooled rank's background).
     SessionNice {
         pid: i32,
@@ -357,9 +355,5 @@ impl NodeEffects for RecordingEffects {
         let topology = dpm_binding::Topology::from_xml(xml).map_err(|e| e.to_string())?;
         let pus = topology.pus();
         dpm_binding::Binder::new(topology, &pus, None).map_err(|e| e.to_string())
-    }
-
-    fn binding_note(&mut self, line: &str) {
-        self.log.push(Recorded::BindingNote(line.to_string()));
     }
 }

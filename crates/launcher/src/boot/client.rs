@@ -219,7 +219,11 @@ fn format_status(s: &BootStatus) -> String {
     }
     out.push_str("node  host                  slots  load\n");
     for (i, n) in s.nodes.iter().enumerate() {
-        out.push_str(&format!("{i:<5} {:<21} {:>5}  {:>4}\n", n.host, n.slots, n.load));
+        out.push_str(&format!("{i:<5} {:<21} {:>5}  {:>4}", n.host, n.slots, n.load));
+        if let Some(why) = &n.lost {
+            out.push_str(&format!("  lost: {why}"));
+        }
+        out.push('\n');
     }
     if s.runs.is_empty() {
         out.push_str("no jobs running\n");

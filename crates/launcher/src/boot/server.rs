@@ -3,7 +3,9 @@
 //! submitted job with a [`Controller`] of its own on the shared tree (the
 //! job's settings from the submitted [`RunConfig`], built by
 //! [`config::settings`] as for a cold run), answers `dpm status`, and on
-//! `dpm down`, a signal or a lost node ends its runs and the daemons.
+//! `dpm down` or a signal ends its runs and the daemons. A lost node ends
+//! only the runs with ranks there (each as a plain run ends); the boot goes
+//! on with the rest, never placing on it again, until no node is left.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -146,11 +148,19 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
                 tracing::info!("dpm down: stopping");
                 break;
             }
+            // Recorded in the tree by the dispatch, before any run heard it.
             Some((node, error)) = lost_rx.recv() => {
                 let host = server.nodes.get(node.0).map_or("?", |n| n.host.as_str());
-                tracing::error!("{node} ({host}) was lost: {error}; the boot ends");
-                lost = Some(format!("{node} ({host}) of the boot was lost: {error}; the boot ends"));
-                break;
+                let left = {
+                    let shared = server.shared.borrow();
+                    shared.tree.nodes.ids().filter(|&n| shared.tree.nodes.lost_reason(n).is_none()).count()
+                };
+                if left == 0 {
+                    tracing::error!("{node} ({host}) was lost: {error}; no node is left, the boot ends");
+                    lost = Some(format!("{node} ({host}) of the boot was lost: {error}; no node is left, the boot ends"));
+                    break;
+                }
+                tracing::warn!("{node} ({host}) was lost: {error}; the runs with ranks there end, the boot goes on with {left} node(s)");
             }
             Some(Input::Signal(sig)) = inputs.recv() => {
                 tracing::info!("got {}; stopping", controller::signal_name(sig));
@@ -267,7 +277,12 @@ fn status(server: &Server) -> BootStatus {
         .nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| NodeStatus { host: n.host.clone(), slots: n.slots, load: shared.tree.nodes.load(dpm_kvs::NodeId(i)) })
+        .map(|(i, n)| NodeStatus {
+            host: n.host.clone(),
+            slots: n.slots,
+            load: shared.tree.nodes.load(dpm_kvs::NodeId(i)),
+            lost: shared.tree.nodes.lost_reason(dpm_kvs::NodeId(i)).map(str::to_string),
+        })
         .collect();
     let mut by_owner: HashMap<u32, Vec<(u32, String, u32)>> = HashMap::new();
     for (job, (owner, kvsname, size)) in &shared.tree.jobs {

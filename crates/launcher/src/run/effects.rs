@@ -8,6 +8,7 @@ use std::time::Duration;
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{Stream, ToDaemon};
 
+use super::pool::{Pool, PoolEffects, PoolOutbox};
 use super::TreeShared;
 use crate::plan::{FileTable, Files};
 
@@ -41,8 +42,6 @@ pub trait RunEffects {
     fn now_micros(&self) -> u64;
     /// Call [`super::Run::on_timer`] with `timer` after `after`; again: moved.
     fn arm(&mut self, timer: Timer, after: Duration);
-    /// Daemon messages about `job` go to this run (`true`) or nowhere any more.
-    fn route(&mut self, job: JobId, to_this_run: bool);
     /// What the runs of one tree share: names, job ids, nodes and their load.
     fn shared(&mut self) -> &mut TreeShared;
     /// The run is over; dpm's exit status is `code`.
@@ -66,7 +65,6 @@ pub enum Effect {
     Flush(JobId, Rank),
     Say(String),
     Arm(Timer, Duration),
-    Route(JobId, bool),
     Finished(i32),
     WakePool(u64),
 }
@@ -126,9 +124,6 @@ impl RunEffects for Recorder {
     fn arm(&mut self, timer: Timer, after: Duration) {
         self.effects.push(Effect::Arm(timer, after));
     }
-    fn route(&mut self, job: JobId, to_this_run: bool) {
-        self.effects.push(Effect::Route(job, to_this_run));
-    }
     fn shared(&mut self) -> &mut TreeShared {
         &mut self.shared
     }
@@ -142,4 +137,21 @@ impl RunEffects for Recorder {
     fn files(&self) -> &dyn Files {
         &self.files
     }
+}
+
+/// Carry out what the pool did in a run's event through the run's effects.
+pub(super) fn with_pool<T>(fx: &mut dyn RunEffects, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
+    let mut out = PoolOutbox::default();
+    let t = event(&mut fx.shared().pool, &mut out);
+    for (node, msg) in out.sent {
+        fx.send(node, msg);
+    }
+    if let Some(at) = out.wake {
+        fx.wake_pool(at);
+    }
+    // In a run's event the pool speaks only of that run's jobs.
+    for (_, line) in out.said {
+        fx.say(&line);
+    }
+    t
 }

@@ -2,8 +2,6 @@
 //! checked by the unit tests (every `Run::settle`) and the in-process
 //! cluster (after every event of its run), through `Run::check_invariants`.
 
-use std::collections::BTreeSet;
-
 use dpm_kvs::JobId;
 
 use super::connect::Collectives;
@@ -31,7 +29,8 @@ pub(super) struct Parts<'a> {
 /// (while it goes), the jobs
 /// `dpm status` lists for this run are its jobs, every claim in flight is
 /// a claimed job of the run and every claimed job has one (or is being
-/// killed), no job is both the run's and the pool's, and the pool's own
+/// killed), the jobs routed to it are its jobs, no job is both the run's
+/// and the pool's, and the pool's own
 /// invariants ([`super::Pool::check_invariants`]) and those of the
 /// collectives across runs ([`super::TreeConnects::check_invariants`]).
 pub(super) fn check(p: &Parts<'_>, shared: &TreeShared) {
@@ -53,14 +52,7 @@ pub(super) fn check(p: &Parts<'_>, shared: &TreeShared) {
     for (job, j) in p.jobs.iter() {
         assert!(!j.pool() || p.warm.claiming(job) || j.killing(), "{job}: marked claimed, no claim in flight, not being killed");
     }
+    assert_eq!(shared.routed_to(p.owner).into_iter().collect::<Vec<_>>(), own, "the jobs routed to this run are not its jobs");
     shared.pool.check_invariants(&own);
     shared.connects.check_invariants(&|job| shared.jobs.contains_key(&job));
-}
-
-/// Panics unless `routed` — the jobs whose messages the driver routes to
-/// the run — are its jobs: a pooled job is routed to no run until a claim
-/// moves it.
-pub(super) fn check_routes(jobs: &Jobs, routed: &BTreeSet<JobId>) {
-    let expected: BTreeSet<JobId> = jobs.ids().into_iter().collect();
-    assert_eq!(routed, &expected, "routes ≠ the run's jobs");
 }

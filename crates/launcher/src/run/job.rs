@@ -65,6 +65,11 @@ pub(super) struct Job {
 
 impl Job {
     /// A job of `launch` placed as `slots` says, none of its ranks started.
+    /// The slots its ranks hold (the tree's ledger counts them).
+    pub(super) fn slots(&self) -> &Reservation {
+        &self.slots
+    }
+
     pub(super) fn new(launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) -> Job {
         let mut daemons = slots.node_of().to_vec();
         daemons.sort_unstable();

@@ -44,6 +44,7 @@ mod kvsname;
 mod launch;
 mod names;
 mod pool;
+mod shape;
 mod shared;
 mod spawn;
 #[cfg(test)]
@@ -69,10 +70,11 @@ pub use effects::{Effect, Recorder, RunEffects, Timer};
 pub use kvsname::{kvsname, open_mpi_family};
 pub use launch::{LaunchError, Settings};
 pub use pool::{Pool, PoolEffects, PoolOutbox};
-pub use shared::TreeShared;
+pub use shape::{MAX_HELD_OUTPUT, WARM_INFO_KEY};
+pub use shared::{Destination, RunView, TreeShared};
 pub use tree_connect::{Contribution, TreeConnectEffects, TreeConnects};
 pub use verdict::{parse_failure_policy, signal_name, FailurePolicy, UnknownPolicy, Verdict};
-pub use warm::{DEFAULT_WARM_SPAWN, MAX_HELD_OUTPUT, MAX_WARM_SPAWN, WARM_INFO_KEY};
+pub use warm::{DEFAULT_WARM_SPAWN, MAX_WARM_SPAWN};
 
 /// See the module documentation.
 pub struct Run {
@@ -160,7 +162,7 @@ impl Run {
     fn register(&mut self, fx: &mut dyn RunEffects, launch: &LaunchJob, slots: Reservation, spawn_request: Option<(NodeId, RequestId)>) {
         let job = Job::new(launch, slots, spawn_request);
         self.kvs.add_job(launch.job, launch.kvs, job.daemons());
-        fx.route(launch.job, true);
+        fx.shared().route(launch.job, Some(self.settings.owner));
         fx.shared().jobs.insert(launch.job, (self.settings.owner, launch.kvsname.clone(), launch.size));
         self.jobs.insert(launch.job, job, launch.stdin_rank.is_some());
         if self.settings.report_placement {
@@ -311,7 +313,7 @@ impl Run {
         if self.verdict.ending() {
             return answer(fx, Err("the run is ending; no new processes".into()), Vec::new());
         }
-        let (shape, choice) = warm::shape(&self.settings, &self.kvs, fx, parent, &ask.commands);
+        let (shape, choice) = shape::shape(&self.settings, &self.kvs, fx, parent, &ask.commands);
         let want = warm::wanted(&self.settings, choice);
         let ask = match want {
             0 => ask,
@@ -410,10 +412,13 @@ impl Run {
         for &n in &lost {
             nodes.set_state(n, NodeState::Lost);
         }
-        pool::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
+        effects::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
         let affected = self.jobs.lose_nodes(&lost);
-        if affected.is_empty() && self.jobs.is_empty() {
-            return; // the run is over; daemons going away is expected
+        if affected.is_empty() {
+            // None of its ranks ran there: the run goes on (another run of
+            // a boot, or one whose nodes there were idle); the node takes
+            // nothing new. After the run, daemons going away is expected.
+            return;
         }
         self.verdict.record_node_lost(summary);
         self.jobs.kill_all(fx, libc::SIGKILL);
@@ -435,7 +440,7 @@ impl Run {
         for &d in j.daemons() {
             fx.send(d, ToDaemon::Forget { job });
         }
-        fx.route(job, false);
+        fx.shared().route(job, None);
         fx.shared().jobs.remove(&job);
         names::job_ended(fx, job, j.kvsname());
         // The claims its spawns were making go, then the pool made for them.
@@ -499,7 +504,7 @@ impl Run {
         self.jobs.signal_all(fx, signal);
         // And the pooled jobs made for it (the tree's pool holds them).
         let owner = self.settings.owner;
-        pool::with_pool(fx, |pool, pfx| pool.signal_made_for(pfx, owner, signal));
+        effects::with_pool(fx, |pool, pfx| pool.signal_made_for(pfx, owner, signal));
     }
 
     /// dpm's stdin: to the rank that reads it (empty: end of input).
@@ -563,11 +568,10 @@ impl Run {
         invariants::check(&parts, shared);
     }
 
-    /// Panics unless `routed` — the jobs whose messages the driver routes
-    /// to this run (its [`RunEffects::route`]s) — are its jobs: a pooled
-    /// job is routed to no run until a claim moves it.
-    pub fn check_routes(&self, routed: &std::collections::BTreeSet<JobId>) {
-        invariants::check_routes(&self.jobs, routed);
+    /// This run as the tree's invariants see it ([`TreeShared::check_invariants`]).
+    pub fn view(&self) -> RunView {
+        let held = self.jobs.iter().flat_map(|(_, j)| j.slots().held_nodes().collect::<Vec<_>>()).collect();
+        RunView { owner: self.settings.owner, jobs: self.jobs.ids(), held }
     }
 
     /// The exit status, after the final word on stderr. Jobs the daemons
@@ -575,7 +579,7 @@ impl Run {
     fn finish(&mut self, fx: &mut dyn RunEffects) {
         warm::release(&self.settings, fx, self.verdict.ending());
         for id in self.jobs.take_all() {
-            fx.route(id, false);
+            fx.shared().route(id, None);
             fx.shared().jobs.remove(&id);
             let out = fx.shared().connects_job_ended(id);
             send_all(fx, out);

@@ -34,8 +34,7 @@ use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::{LaunchJob, RankExit, Stream, ToDaemon, ToLauncher};
 
 use super::job::{Job, RankEnd};
-use super::warm::Shape;
-use super::{RunEffects, MAX_HELD_OUTPUT};
+use super::shape::{Shape, MAX_HELD_OUTPUT};
 use crate::kvs_root::KvsRoot;
 
 /// What the pool does to the world.
@@ -266,7 +265,7 @@ impl Pool {
 
     /// Nodes `lost` are gone with their ranks: the pooled jobs they ran are
     /// killed, and a dying job whose ranks are all gone is forgotten.
-    pub(super) fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, lost: &[NodeId]) {
+    pub fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, lost: &[NodeId]) {
         let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons().iter().any(|d| lost.contains(d))).map(|(j, _)| *j).collect();
         for job in hit {
             self.drop_job(fx, job);
@@ -324,6 +323,8 @@ impl Pool {
             }
             ToLauncher::RingIn { seq, segment, .. } => return send_all(fx, self.kvs.ring_in(job, node, seq, segment)),
             ToLauncher::Kvs { to, msg } => return send_all(fx, self.kvs.route(to, msg)),
+            // Its start's `--report-bindings` lines: its maker's stderr.
+            ToLauncher::Note { line, .. } => return k.maker.map_or_else(|| tracing::info!(%job, "{line}"), |m| fx.say(m.owner, &line)),
             ToLauncher::Output { rank, stream, data, .. } => {
                 if k.held_bytes + data.len() <= MAX_HELD_OUTPUT {
                     k.held_bytes += data.len();
@@ -345,6 +346,11 @@ impl Pool {
         if let Some(end) = end {
             self.on_message(fx, node, end);
         }
+    }
+
+    /// The node of each slot its jobs hold, pooled and dying (the tree's ledger).
+    pub(super) fn held_nodes(&self) -> Vec<NodeId> {
+        self.jobs.iter().map(|(_, k)| &k.job).chain(self.dying.values()).flat_map(|j| j.slots().held_nodes().collect::<Vec<_>>()).collect()
     }
 
     /// Panics if the pool's state does not hold together (tests, after every
@@ -388,21 +394,4 @@ fn send_all(fx: &mut dyn PoolEffects, out: crate::kvs_root::Outbox) {
     for (node, msg) in out {
         fx.send(node, msg);
     }
-}
-
-/// Carry out what the pool did in a run's event through the run's effects.
-pub(super) fn with_pool<T>(fx: &mut dyn RunEffects, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
-    let mut out = PoolOutbox::default();
-    let t = event(&mut fx.shared().pool, &mut out);
-    for (node, msg) in out.sent {
-        fx.send(node, msg);
-    }
-    if let Some(at) = out.wake {
-        fx.wake_pool(at);
-    }
-    // In a run's event the pool speaks only of that run's jobs.
-    for (_, line) in out.said {
-        fx.say(&line);
-    }
-    t
 }

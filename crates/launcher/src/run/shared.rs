@@ -1,7 +1,11 @@
 //! What all runs of one daemon tree share ([`TreeShared`]), reached by a
-//! run through [`super::RunEffects::shared`].
+//! run through [`super::RunEffects::shared`]: among it the routes, the one
+//! rule that says where a message from the daemons goes
+//! ([`TreeShared::destination`]: to the run owning its job, else to the
+//! pool holding it), which every driver (`controller::dispatch`, the
+//! cluster) asks, and the tree's invariants ([`TreeShared::check_invariants`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use dpm_kvs::{JobId, NameService, NodeId};
 use dpm_proto::{RequestId, ToDaemon};
@@ -31,6 +35,30 @@ pub struct TreeShared {
     context_ids: u64,
     /// PMIx collectives across runs and the live jobs they may name.
     pub connects: TreeConnects,
+    /// The run (its owner, `Settings::owner`) each live job's messages go to;
+    /// set by the run as it registers, claims and forgets jobs.
+    routes: BTreeMap<JobId, u32>,
+}
+
+/// Where a message from the daemons goes ([`TreeShared::destination`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Destination {
+    /// The run of this owner.
+    Run(u32),
+    /// The tree's pool: a pooled job no run has claimed, or one it kills.
+    Pool,
+    /// Every run: a message about no job (a `--pmi-trace` line).
+    Every,
+    /// No one: its job is forgotten.
+    Nowhere,
+}
+
+/// A run as the tree's invariants see it: its owner, its live jobs and the
+/// node of each slot they hold.
+pub struct RunView {
+    pub owner: u32,
+    pub jobs: Vec<JobId>,
+    pub held: Vec<NodeId>,
 }
 
 impl TreeShared {
@@ -49,7 +77,59 @@ impl TreeShared {
             issued: Default::default(),
             context_ids: 0,
             connects: TreeConnects::default(),
+            routes: BTreeMap::new(),
         }
+    }
+
+    /// Messages about `job` go to the run of `owner` from now on (`None`: to no run).
+    pub fn route(&mut self, job: JobId, owner: Option<u32>) {
+        match owner {
+            Some(owner) => self.routes.insert(job, owner),
+            None => self.routes.remove(&job),
+        };
+    }
+
+    /// The one rule for a message from the daemons about `job` (`None`:
+    /// about no job): the run it is routed to, else the pool if it holds
+    /// it (a claim routes a pooled job to its run before the pool lets go).
+    pub fn destination(&self, job: Option<JobId>) -> Destination {
+        let Some(job) = job else { return Destination::Every };
+        match self.routes.get(&job) {
+            Some(&owner) => Destination::Run(owner),
+            None if self.pool.holds(job) => Destination::Pool,
+            None => Destination::Nowhere,
+        }
+    }
+
+    /// The jobs routed to the run of `owner`.
+    pub fn routed_to(&self, owner: u32) -> BTreeSet<JobId> {
+        self.routes.iter().filter(|(_, o)| **o == owner).map(|(j, _)| *j).collect()
+    }
+
+    /// The owners of the runs some job is routed to.
+    pub fn owners(&self) -> BTreeSet<u32> {
+        self.routes.values().copied().collect()
+    }
+
+    /// Panics unless the tree holds together with `runs`, every run of the
+    /// tree (tests, after every event): the routes are exactly the runs'
+    /// live jobs, each to its own run; no job is both a run's and the
+    /// pool's; and one ledger: each node's load is the slots held there by
+    /// the runs' jobs and the pool's, every slot counted once.
+    pub fn check_invariants(&self, runs: &[RunView]) {
+        let mut expected = BTreeMap::new();
+        for r in runs {
+            for &job in &r.jobs {
+                assert!(expected.insert(job, r.owner).is_none(), "{job} belongs to two runs");
+                assert!(!self.pool.holds(job), "{job} is both a run's and the pool's");
+            }
+        }
+        assert_eq!(self.routes, expected, "routes ≠ the runs' live jobs");
+        let mut ledger = vec![0i64; self.nodes.len()];
+        for node in runs.iter().flat_map(|r| r.held.iter().copied()).chain(self.pool.held_nodes()) {
+            ledger[node.0] += 1;
+        }
+        assert_eq!(self.nodes.loads(), ledger, "the nodes' load ≠ the slots the runs' and the pool's jobs hold");
     }
 
     /// A PMIx group's context id (`PMIX_GROUP_CONTEXT_ID`): unique among

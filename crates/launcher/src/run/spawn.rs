@@ -12,8 +12,8 @@
 use dpm_kvs::{JobId, KeyValues, NodeId, Rank};
 use dpm_proto::{LaunchJob, PmiMode, RequestId, SpawnCommand};
 
+use super::effects::with_pool;
 use super::jobs::Jobs;
-use super::pool::with_pool;
 use super::{FailurePolicy, RunEffects, Settings};
 use crate::kvs_root::KvsRoot;
 use crate::node_table::{PlaceError, Reservation};

@@ -77,21 +77,27 @@ fn exit(run: &mut Run, rec: &mut Recorder, node: usize, job: JobId, rank: u32, s
     deliver(run, rec, node, ToLauncher::Exited(RankExit { job, rank: Rank(rank), pid, status, pmi, at }));
 }
 
-/// A message from `node` for the launcher, routed as `controller::dispatch`
-/// routes it: to the tree's pool if it holds its job (a pooled job no run
-/// has claimed), else to the run. The invariants hold after it.
+/// A message from `node` for the launcher, routed by the tree's one rule
+/// ([`TreeShared::destination`]): to the tree's pool if it holds its job (a
+/// pooled job no run has claimed), else to the run. The invariants hold after it.
 fn deliver(run: &mut Run, rec: &mut Recorder, node: usize, msg: ToLauncher) {
-    match msg.job() {
-        Some(job) if rec.shared.pool.holds(job) => {
-            assert!(
-                !rec.effects.iter().rev().find_map(|e| if let Effect::Route(j, on) = e { (*j == job).then_some(*on) } else { None }).unwrap_or(false),
-                "{job} pooled and routed to the run"
-            );
-            crate::run::pool::with_pool(rec, |pool, pfx| pool.on_message(pfx, NodeId(node), msg));
+    match rec.shared.destination(msg.job()) {
+        Destination::Pool => {
+            crate::run::effects::with_pool(rec, |pool, pfx| pool.on_message(pfx, NodeId(node), msg));
             run.check_invariants(&rec.shared);
         }
         _ => run.on_message(rec, NodeId(node), msg),
     }
+    // The tree's invariants, when this run is its only one (tests of
+    // several runs check them with all: `check_tree`).
+    if rec.shared.owners().iter().all(|&o| o == run.owner()) {
+        rec.shared.check_invariants(&[run.view()]);
+    }
+}
+
+/// The tree's invariants with every run of it.
+fn check_tree(rec: &Recorder, runs: &[&Run]) {
+    rec.shared.check_invariants(&runs.iter().map(|r| r.view()).collect::<Vec<_>>());
 }
 
 /// Signals sent to `job`, in order.
@@ -126,7 +132,7 @@ fn every_rank_finalizing_is_success_and_gives_everything_back() {
     assert!(rec.shared.jobs.is_empty());
     let forgets = rec.sent().iter().filter(|(_, m)| matches!(m, ToDaemon::Forget { .. })).count();
     assert_eq!(forgets, 2, "both nodes forget the job");
-    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(id, false) if *id == j)));
+    assert_eq!(rec.shared.destination(Some(j)), Destination::Nowhere, "routed nowhere once forgotten");
 }
 
 /// Past `MPI_Finalize` nobody waits for a rank: its non-zero exit kills
@@ -471,6 +477,32 @@ fn a_lost_node_fails_the_run_naming_it() {
     exit(&mut run, &mut rec, 1, j, 1, ExitStatus::Signal(libc::SIGKILL), DONE, LATER + 1);
     assert_eq!(run.exit_code(), Some(1));
     assert_eq!(summary(&rec), "dpm: job failed: node 0 (h0) was lost: no heartbeat for 1.5 s; 2 other ranks terminated (2 of job 0)");
+}
+
+/// Two runs of one tree: a lost node ends the run with ranks there, as a
+/// plain run ends; the other goes on, and its next spawn never goes there.
+#[test]
+fn a_lost_node_ends_only_the_run_with_ranks_there() {
+    let (mut a, mut rec) = fixture(&[2, 2, 2]);
+    a.settings.owner = 1;
+    let mut b = Run::new(settings_for(&[2, 2, 2]));
+    b.settings.owner = 2;
+    let ja = started(&mut a, &mut rec, &[0]);
+    let jb = started(&mut b, &mut rec, &[1]);
+    check_tree(&rec, &[&a, &b]);
+    // Both hear it, as every run of a boot does.
+    rec.take();
+    a.on_node_lost(&mut rec, NodeId(1), "its daemon exited".into());
+    b.on_node_lost(&mut rec, NodeId(1), "its daemon exited".into());
+    assert_eq!(b.exit_code(), Some(1));
+    assert!(summary(&rec).starts_with("dpm: job failed: node 1 (h1) was lost: its daemon exited"), "{}", summary(&rec));
+    assert_eq!(a.exit_code(), None, "the run with no rank there goes on");
+    assert!(signals(&rec, ja).is_empty(), "and nothing of it is killed");
+    assert_eq!(rec.shared.destination(Some(jb)), Destination::Nowhere);
+    check_tree(&rec, &[&a, &b]);
+    assert_eq!(rec.shared.nodes.loads(), vec![1, 0, 0], "the lost ranks' slots are free");
+    let spawned = rec.shared.nodes.place_spawn(&[0, 0, 0, 0], &[None], true, -1).unwrap();
+    assert!(spawned.node_of().iter().all(|n| *n != NodeId(1)), "a spawn never goes to the lost node: {:?}", spawned.node_of());
 }
 
 /// Defect: a boot that loses a node ends its runs with SIGTERM, and the run

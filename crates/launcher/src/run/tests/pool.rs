@@ -95,7 +95,7 @@ fn a_runs_unclaimed_pooled_job_is_kept_and_claimed_by_the_next_run() {
     assert_eq!(first.exit_code(), Some(0), "the run is over");
     assert!(signals(&rec, pooled).is_empty(), "kept, not killed");
     assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: kept {pooled} for later runs"))), "{:?}", rec.said());
-    assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Route(j, _) if *j == pooled)), "never routed to the run: the pool's from its launch");
+    assert_eq!(rec.shared.destination(Some(pooled)), Destination::Pool, "never routed to the run: the pool's from its launch");
     assert!(rec.shared.pool.holds(pooled));
     assert_eq!(rec.shared.nodes.live(), 1, "it holds its slot");
     // While kept, the pool serves it: its output is held for the claim, its
@@ -112,7 +112,7 @@ fn a_runs_unclaimed_pooled_job_is_kept_and_claimed_by_the_next_run() {
     request(&mut second, &mut rec, parent, 1, 7);
     assert!(launches(&rec).is_empty(), "no cold job, no pool yet: {:?}", rec.sent());
     assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, preput } if *job == pooled && preput[0].1 == "port7")));
-    assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(j, true) if *j == pooled)), "its messages go to the claiming run");
+    assert!(matches!(rec.shared.destination(Some(pooled)), Destination::Run(_)), "its messages go to the claiming run");
     assert_eq!(rec.shared.jobs.get(&pooled).map(|j| j.0), Some(2), "listed as the claiming run's");
     assert!(!rec.shared.pool.holds(pooled));
     claimed(&mut second, &mut rec, pooled, true);
@@ -244,7 +244,7 @@ fn a_job_kept_while_its_run_goes_is_claimed_by_any_run() {
         ended(&mut run, &mut rec, child, 1, ExitStatus::Code(0));
         assert!(rec.shared.pool.holds(pooled) && signals(&rec, pooled).is_empty(), "kept");
         assert!(rec.said().iter().any(|l| l.starts_with(&format!("dpm: warm spawn: kept {pooled} for later runs"))), "{:?}", rec.said());
-        assert!(!rec.effects.iter().any(|e| matches!(e, Effect::Route(j, _) if *j == pooled)), "never the run's");
+        assert_eq!(rec.shared.destination(Some(pooled)), Destination::Pool, "never the run's");
         // Its start, while kept, is the pool's.
         start_all(&mut run, &mut rec, pooled, 1);
         rec.take();
@@ -258,14 +258,18 @@ fn a_job_kept_while_its_run_goes_is_claimed_by_any_run() {
                 assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled)), "{:?}", rec.said());
                 claimed(&mut other, &mut rec, pooled, true);
                 assert!(matches!(answer(&rec, 3), Some(Ok(_))), "answered at once: it started while kept");
+                // Two runs, the pool between them: one ledger, routes = live jobs.
+                assert_eq!(rec.shared.destination(Some(pooled)), Destination::Run(2), "the claimer's");
+                check_tree(&rec, &[&run, &other]);
                 continue;
             }
         };
         request_arg(claiming, &mut rec, claiming_parent, 1, 4, "b");
         assert!(rec.sent().iter().any(|(_, m)| matches!(m, ToDaemon::Claim { job, .. } if *job == pooled)), "{:?}", rec.said());
-        assert!(rec.effects.iter().any(|e| matches!(e, Effect::Route(j, true) if *j == pooled)), "routed to the claiming run");
+        assert!(matches!(rec.shared.destination(Some(pooled)), Destination::Run(_)), "routed to the claiming run");
         claimed(&mut run, &mut rec, pooled, true);
         assert!(matches!(answer(&rec, 4), Some(Ok(_))), "answered at once: it started while kept");
+        check_tree(&rec, &[&run]);
     }
 }
 

@@ -164,6 +164,7 @@ fn two_runs() -> (Run, Run, Recorder, JobId, JobId, String, String) {
     let ja = started(&mut a, &mut rec, &[0]);
     let jb = started(&mut b, &mut rec, &[1]);
     let (na, nb) = (a.jobs.get(ja).unwrap().kvsname().to_string(), b.jobs.get(jb).unwrap().kvsname().to_string());
+    check_tree(&rec, &[&a, &b]);
     (a, b, rec, ja, jb, na, nb)
 }
 
@@ -177,6 +178,7 @@ fn two_runs_of_one_tree_connect_through_it() {
     let mut done = connect_answers(&rec);
     done.sort_by_key(|d| d.0);
     assert_eq!(done, vec![(0, 1, Ok((vec![jb], vec![])), None), (1, 2, Ok((vec![ja], vec![])), None)]);
+    check_tree(&rec, &[&a, &b]);
 }
 
 #[test]
@@ -190,6 +192,7 @@ fn a_run_whose_job_ends_fails_the_other_runs_connect_to_it() {
     assert!(matches!(&done[0].2, Err(why) if why.contains(&format!("{jb} ended"))), "{done:?}");
     connect_from(&mut a, &mut rec, 0, 2, ja, &[&na, &nb]);
     assert!(matches!(&connect_answers(&rec)[1].2, Err(why) if why.contains("is not a live job of this run")), "{:?}", connect_answers(&rec));
+    check_tree(&rec, &[&a, &b]);
 }
 
 fn name_done(rec: &Recorder) -> Vec<(u64, Result<Option<String>, String>)> {
@@ -211,4 +214,5 @@ fn open_mpis_rendezvous_names_of_an_ended_job_are_answered_at_once() {
     assert!(matches!(&name_done(&rec)[1..], [(2, Err(why))] if why.contains("a job that has ended")), "{:?}", name_done(&rec));
     a.on_message(&mut rec, NodeId(0), ToLauncher::Name { request: RequestId(3), job: ja, op: wait("plain-name") });
     assert_eq!(name_done(&rec).len(), 2, "another name waits as before");
+    check_tree(&rec, &[&a, &b]);
 }
