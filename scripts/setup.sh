@@ -51,6 +51,7 @@ APT_TEST_PACKAGES=(libpmi2-0-dev)    # tests/programs: Slurm's own PMI-2 client
 APT_TEST_PACKAGES+=(iproute2 openssh-server)    # tests/fixtures/netns_hosts.sh: hosts in network namespaces, reached by ssh
 APT_TEST_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
 APT_TEST_PACKAGES+=(groff-base)    # crates/dpm/tests/packaging.rs renders dpm man's page
+APT_TEST_PACKAGES+=(gdb)    # crates/dpm/tests/mpir.rs: gdb as the MPIR tool (attach, launch); stack traces of a hung job
 [ -z "$TESTS" ] || APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 # What the Rust build needs before it can start on a machine without it:
 # curl for rustup, a C compiler for rustc's linker (53 of the 177 packages a

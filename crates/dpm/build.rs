@@ -10,15 +10,36 @@
 //! in the binary's dynamic symbol table, so that the PMIx server library dpm
 //! loads at run time binds its calls to them before libc's: every connection
 //! the library accepts is checked against the kernel's word on its owner,
-//! and reads on those connections re-arm `TCP_QUICKACK`.
+//! and reads on those connections re-arm `TCP_QUICKACK`. And the MPIR
+//! symbols a parallel debugger reads (`dpm_launcher::mpir`), so that a
+//! stripped binary still offers them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The MPIR Process Acquisition Interface's symbols (`dpm_launcher::mpir`):
+/// a debugger finds them in the dynamic symbol table, which `strip` keeps.
+const MPIR_SYMBOLS: [&str; 11] = [
+    "MPIR_proctable",
+    "MPIR_proctable_size",
+    "MPIR_debug_state",
+    "MPIR_being_debugged",
+    "MPIR_i_am_starter",
+    "MPIR_partial_attach_ok",
+    "MPIR_ignore_queues",
+    "MPIR_debug_abort_string",
+    "MPIR_executable_path",
+    "MPIR_server_arguments",
+    "MPIR_Breakpoint",
+];
+
 fn main() {
     println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=accept");
     println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=read");
+    for symbol in MPIR_SYMBOLS {
+        println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={symbol}");
+    }
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     println!("cargo:rerun-if-env-changed=DPM_COMMIT");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");

@@ -359,6 +359,7 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
             warm_verbose: false,
             binding: Default::default(),
             pmix_watch: false,
+            hold: false,
         },
         spawn_env: vec![],
         cwd: "/".into(),

@@ -140,6 +140,8 @@ impl RunConfig {
                 binding: opts.binding.clone(),
                 // Set with the PMI flavour (`choose_pmi`).
                 pmix_watch: false,
+                // Set at the start from `MPIR_being_debugged` (`crate::mpir`).
+                hold: false,
             },
             verbose: opts.verbose,
             pmi_trace: opts.pmi_trace,

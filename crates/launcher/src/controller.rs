@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::control::ProcInfo;
 use dpm_proto::link::{Down, InProcessFd, Up};
 use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
@@ -62,6 +63,25 @@ pub enum Input {
     End(String),
     /// Empty: end of input.
     Stdin(Vec<u8>),
+    /// A held job may go on: the client's debugger let it (MPIR launch
+    /// mode through a boot, `ToServer::Continue`).
+    Continue(JobId),
+}
+
+/// A job whose every rank has started: its ranks in rank order, and
+/// whether they are held for a debugger (MPIR).
+pub struct Announced {
+    pub job: JobId,
+    pub procs: Vec<ProcInfo>,
+    pub held: bool,
+}
+
+/// Where a run's process tables go: this process's MPIR symbols (a plain
+/// `dpm run`), or the client of a boot's run, whose MPIR symbols a debugger
+/// reads (it answers [`Input::Continue`] for a held job).
+enum Tools {
+    Here,
+    Client(mpsc::UnboundedSender<Announced>),
 }
 
 /// A run's stream of what comes up the tree for it: payloads and losses.
@@ -231,6 +251,7 @@ struct Driver<'a> {
     route: &'a Route,
     output: &'a mut Output,
     timers: &'a mut BTreeMap<Timer, Instant>,
+    announced: &'a mut Vec<Announced>,
 }
 
 impl RunEffects for Driver<'_> {
@@ -272,6 +293,11 @@ impl RunEffects for Driver<'_> {
     fn files(&self) -> &dyn crate::plan::Files {
         &crate::plan::HostFiles
     }
+    fn procs_started(&mut self, job: JobId, procs: Vec<ProcInfo>, held: bool) {
+        // Told after the event ([`Controller::tell_tools`]): the breakpoint
+        // may hold this process for as long as a debugger likes.
+        self.announced.push(Announced { job, procs, held });
+    }
 }
 
 /// 128 random bits from the kernel for a tree's kvsnames; the run reactor
@@ -307,6 +333,9 @@ pub struct Controller {
     /// judging of silence with it, or only the run's processes (a run of a
     /// boot, whose client stops itself).
     stops_itself: bool,
+    /// Jobs whose ranks have all started, for [`Controller::tell_tools`].
+    announced: Vec<Announced>,
+    tools: Tools,
 }
 
 /// After Ctrl-Z, how long the loop runs on before the process stops, for
@@ -328,6 +357,48 @@ impl Controller {
             shared,
             timers: BTreeMap::new(),
             stops_itself: false,
+            announced: Vec::new(),
+            tools: Tools::Here,
+        }
+    }
+
+    /// The run's process tables go to its client (a boot's run), not to
+    /// this process's MPIR symbols.
+    pub fn tell_client(&mut self, tx: mpsc::UnboundedSender<Announced>) {
+        self.tools = Tools::Client(tx);
+    }
+
+    /// Each job whose ranks have all started: into the MPIR table, the
+    /// breakpoint called, then a held job continued — or to the client.
+    /// With a debugger attached (`MPIR_being_debugged`), the daemons are
+    /// told first that the silence while it holds us at the breakpoint is
+    /// no loss (as for Ctrl-Z).
+    async fn tell_tools(&mut self) {
+        for Announced { job, procs, held } in std::mem::take(&mut self.announced) {
+            if let Tools::Client(tx) = &self.tools {
+                if tx.send(Announced { job, procs, held }).is_err() && held {
+                    self.with_run(|run, fx| run.continue_job(fx, job));
+                }
+                continue;
+            }
+            let debugged = crate::mpir::being_debugged() && self.stops_itself;
+            if debugged {
+                for link in &self.links {
+                    let _ = link.via.send(Down::Suspend);
+                }
+                dpm_daemon::links::suspend_judging();
+                tokio::time::sleep(FLUSH_BEFORE_STOP).await;
+            }
+            crate::mpir::publish(&procs);
+            if debugged {
+                dpm_daemon::links::resume_judging();
+                for link in &self.links {
+                    let _ = link.via.send(Down::Resume);
+                }
+            }
+            if held {
+                self.with_run(|run, fx| run.continue_job(fx, job));
+            }
         }
     }
 
@@ -374,7 +445,14 @@ impl Controller {
 
     /// Hand one event to the run with this driver's effects.
     fn with_run<T>(&mut self, event: impl FnOnce(&mut Run, &mut dyn RunEffects) -> T) -> T {
-        let mut fx = Driver { links: &self.links, shared: self.shared.borrow_mut(), route: &self.up_tx, output: &mut self.output, timers: &mut self.timers };
+        let mut fx = Driver {
+            links: &self.links,
+            shared: self.shared.borrow_mut(),
+            route: &self.up_tx,
+            output: &mut self.output,
+            timers: &mut self.timers,
+            announced: &mut self.announced,
+        };
         event(&mut self.run, &mut fx)
     }
 
@@ -438,6 +516,10 @@ impl Controller {
         self.with_run(|run, fx| run.settle(fx));
         let far = Instant::now() + Duration::from_secs(86400 * 365);
         while self.run.exit_code().is_none() {
+            if !self.announced.is_empty() {
+                self.tell_tools().await;
+                continue;
+            }
             let (timer, deadline) = self.timers.iter().min_by_key(|(_, at)| **at).map_or((None, far), |(t, at)| (Some(*t), *at));
             tokio::select! {
                 envelope = self.up.recv() => match envelope {
@@ -458,6 +540,7 @@ impl Controller {
                         Input::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
                         Input::End(why) => self.with_run(|run, fx| run.on_end(fx, why)),
                         Input::Stdin(data) => self.with_run(|run, fx| run.on_stdin(fx, data)),
+                        Input::Continue(job) => self.with_run(|run, fx| run.continue_job(fx, job)),
                     }
                 },
                 Some(w) = self.written.recv() => self.with_run(|run, fx| run.on_output_written(fx, w.node, w.job, w.bytes)),

@@ -40,6 +40,7 @@ pub mod local;
 pub mod machine;
 pub mod manual;
 pub mod mpi_probe;
+pub mod mpir;
 pub mod node_table;
 pub mod nodes;
 pub mod options;
@@ -108,7 +109,9 @@ pub fn parse_run_command(args: &[String]) -> Result<RunRequest, Error> {
 pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
     // `%t` of the output patterns counts from here.
     outfile::started();
-    let config = RunConfig::from_env(&opts)?;
+    let mut config = RunConfig::from_env(&opts)?;
+    // MPIR launch mode: a debugger that started us set this before `main`.
+    config.job.hold = mpir::being_debugged();
     for w in &opts.warnings {
         tracing::warn!("{w}");
     }
@@ -146,14 +149,14 @@ async fn run_local(opts: RunOptions, mut config: RunConfig) -> Result<i32, Error
     let spawn = config::spawn_context(local::segment_env(&opts, &opts.segments[0], &launcher_env), cwd, host, &node_list);
     let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
     let (pmi_mode, kvs, policy, binding) = (config.job.pmi_mode, config.job.kvs, config.job.failure_policy, Box::new(config.job.binding.clone()));
-    let pmix_watch = config.job.pmix_watch;
+    let (pmix_watch, hold) = (config.job.pmix_watch, config.job.hold);
     let patterns = output::FilePatterns { stdout: opts.outfile_pattern.clone(), stderr: opts.errfile_pattern.clone() };
     let start = move |controller: &mut Controller| {
         controller.set_failure_policy(policy);
         controller.set_file_patterns(patterns);
         let (job, kvsname) = controller.new_job_id();
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
-        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, pmix_watch, ..launch });
+        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, pmix_watch, hold, ..launch });
     };
     Ok(local::drive(daemons, settings, start, config.job.timeout, true).await)
 }

@@ -12,8 +12,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 
 /// Bumped whenever a control message changes shape (2: `Submit::pmi_default`,
 /// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`];
-/// 4: [`JobSettings::pmix_watch`]).
-pub const CONTROL_VERSION: u32 = 4;
+/// 4: [`JobSettings::pmix_watch`]; 5: MPIR, [`ToClient::Procs`],
+/// [`ToServer::Continue`], [`JobSettings::hold`]).
+pub const CONTROL_VERSION: u32 = 5;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -73,6 +74,23 @@ pub struct JobSettings {
     /// ([`crate::LaunchJob::pmix_watch`]).
     #[serde(default)]
     pub pmix_watch: bool,
+    /// MPIR launch mode: a debugger set `MPIR_being_debugged` in the
+    /// client; the first job's ranks are held at their first instruction
+    /// until the client says [`ToServer::Continue`].
+    #[serde(default)]
+    pub hold: bool,
+}
+
+/// One started rank, for MPIR's process table and `dpm status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcInfo {
+    pub rank: u32,
+    /// Its node's host name (the node table's: as the host list or the
+    /// batch system names it).
+    pub host: String,
+    /// The program it runs (resolved path).
+    pub exe: String,
+    pub pid: u32,
 }
 
 /// What a failure in a job does to the run.
@@ -118,6 +136,9 @@ pub enum ToServer {
     Status { version: u32 },
     /// `dpm down`: end every job and the daemons.
     Down { version: u32 },
+    /// The client's debugger let it go on from `MPIR_Breakpoint` after
+    /// [`ToClient::Procs`] of a held job: continue its ranks.
+    Continue { job: u32 },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -131,6 +152,13 @@ pub enum ToClient {
     Status(BootStatus),
     /// `dpm down` is complete.
     Down,
+    /// Every rank of a job of the run has started (in rank order), for the
+    /// client's MPIR table; `held`: they wait for [`ToServer::Continue`].
+    Procs {
+        job: u32,
+        procs: Vec<ProcInfo>,
+        held: bool,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

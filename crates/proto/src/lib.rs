@@ -124,6 +124,12 @@ pub struct LaunchJob {
     /// with [`ToLauncher::WatchTripped`] (`dpm_daemon::pmix_watch`).
     #[serde(default)]
     pub pmix_watch: bool,
+    /// MPIR launch mode (a debugger started `dpm run`): each rank is left
+    /// stopped (SIGSTOP) at its program's first instruction, reported
+    /// [`ToLauncher::Started`] as usual; the launcher continues the job
+    /// ([`ToDaemon::Signal`] SIGCONT) once the debugger let it go on.
+    #[serde(default)]
+    pub hold: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -37,6 +37,7 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         report_parent_asks: false,
         binding: Default::default(),
         pmix_watch: false,
+        hold: false,
     }
 }
 
@@ -150,7 +151,10 @@ fn a_fence_goes_up_once_for_the_node_and_its_completion_releases_every_rank() {
 }
 
 fn exited(fx: &mut RecordingEffects) -> Vec<(Rank, ExitStatus, PmiProgress)> {
-    fx.take_up().into_iter().filter_map(|m| if let ToLauncher::Exited(RankExit { rank, status, pmi, .. }) = m { Some((rank, status, pmi)) } else { None }).collect()
+    fx.take_up()
+        .into_iter()
+        .filter_map(|m| if let ToLauncher::Exited(RankExit { rank, status, pmi, .. }) = m { Some((rank, status, pmi)) } else { None })
+        .collect()
 }
 
 #[test]

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::control::ProcInfo;
 use dpm_proto::{ExitStatus, JobMap, PmiProgress, RankExit, ToDaemon, OUTPUT_ACK_STEP};
 
 use super::job::{serve_fence, Job, RankEnd};
@@ -171,6 +172,32 @@ impl Jobs {
         let Some(j) = self.map.get_mut(&job) else { return };
         if let Some(((node, request), errcodes)) = j.started(rank, pid) {
             fx.send(node, ToDaemon::SpawnDone { request, result: Ok(j.kvsname().to_string()), errcodes });
+        }
+        self.announce(fx, job);
+    }
+
+    /// Every rank of `job` has started: its process table to the driver
+    /// (MPIR, tools), once.
+    fn announce(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let Some(j) = self.map.get_mut(&job) else { return };
+        let Some(held) = j.announce() else { return };
+        let j = &self.map[&job];
+        let procs = (0..j.size())
+            .map(|r| {
+                let host = j.node(Rank(r as u32)).map_or_else(|| "?".to_string(), |n| fx.shared().nodes.host(n).to_string());
+                ProcInfo { rank: r as u32, host, exe: j.program(r).to_string(), pid: j.pid(Rank(r as u32)).unwrap_or(0) }
+            })
+            .collect();
+        fx.procs_started(job, procs, held);
+    }
+
+    /// Continue a job launched held for a debugger (MPIR launch mode): its
+    /// ranks, stopped at their first instruction, get SIGCONT.
+    pub(super) fn continue_held(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        if let Some(j) = self.map.get_mut(&job) {
+            if j.unhold() {
+                j.signal(job, libc::SIGCONT, &mut |node, msg| fx.send(node, msg));
+            }
         }
     }
 

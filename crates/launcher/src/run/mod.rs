@@ -363,6 +363,12 @@ impl Run {
 
     /// The link to `node` broke (its daemon killed, its host lost, silent too
     /// long): that node and the subtree below it are gone.
+    /// A job launched held for a debugger may go on (MPIR launch mode: the
+    /// debugger let the starter go on from `MPIR_Breakpoint`, or detached).
+    pub fn continue_job(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        self.jobs.continue_held(fx, job);
+    }
+
     pub fn on_node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
         self.node_lost(fx, node, error);
         self.settle(fx);
