@@ -360,6 +360,7 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
             binding: Default::default(),
             pmix_watch: false,
             hold: false,
+            on_timeout: Default::default(),
         },
         spawn_env: vec![],
         cwd: "/".into(),

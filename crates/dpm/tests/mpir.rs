@@ -238,3 +238,43 @@ fn launch_mode_follows_a_spawn() {
     assert_eq!(second.iter().map(|e| e.pid).collect::<Vec<_>>(), all, "{text}");
     assert!(second.iter().all(|e| e.exe == exe), "{text}");
 }
+
+/// `--timeout 5 --get-stack-traces` on 4 ranks deadlocked in `MPI_Recv`:
+/// each rank's state and stack, prefixed by rank and host, naming the
+/// blocking call; then the timeout's status (124).
+#[test]
+fn stack_traces_of_a_deadlocked_job_at_the_timeout() {
+    gdb().expect("gdb");
+    let out = Dpm::run(["--timeout", "5", "--get-stack-traces", "-n", "4", &program("deadlock")]).output();
+    out.assert_code(124);
+    let err = out.stderr_str();
+    let host = hostname();
+    for r in 0..4 {
+        let state = format!("dpm: rank {r} (pid ");
+        assert!(err.lines().any(|l| l.starts_with(&state) && l.contains(&format!(" on {host}): running"))), "no state of rank {r}\n{}", out.describe());
+        let prefix = format!("[rank {r} on {host}] #");
+        assert!(err.lines().any(|l| l.starts_with(&prefix) && l.contains("MPI_Recv")), "rank {r}'s stack does not name MPI_Recv\n{}", out.describe());
+    }
+    assert!(err.contains("timed out after 5 s"), "{}", out.describe());
+}
+
+/// `--report-state-on-timeout`: the states only; without a tracer on the
+/// node, `--get-stack-traces` says so in one line per rank.
+#[test]
+fn state_report_and_no_tracer_at_the_timeout() {
+    let out = Dpm::run(["--timeout", "3", "--report-state-on-timeout", "-n", "2", &program("deadlock")]).output();
+    out.assert_code(124);
+    let err = out.stderr_str();
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("dpm: rank ") && l.ends_with("running (PMI initialised, no PMI call pending)")).count(),
+        2,
+        "{}",
+        out.describe()
+    );
+    assert!(!err.contains("] #"), "stacks without --get-stack-traces\n{}", out.describe());
+
+    let out = Dpm::run(["--timeout", "3", "--get-stack-traces", "-n", "2", &program("deadlock")]).env("PATH", "/nonexistent").output();
+    out.assert_code(124);
+    let none = "] no stack: neither gdb nor eu-stack is installed on this node";
+    assert_eq!(out.stderr_str().lines().filter(|l| l.ends_with(none)).count(), 2, "{}", out.describe());
+}

@@ -79,6 +79,21 @@ pub struct JobSettings {
     /// until the client says [`ToServer::Continue`].
     #[serde(default)]
     pub hold: bool,
+    /// What the run reports of its ranks at `--timeout` before it kills
+    /// them (`--report-state-on-timeout`, `--get-stack-traces`).
+    #[serde(default)]
+    pub on_timeout: TimeoutReport,
+}
+
+/// What a run reports of its live ranks when `--timeout` strikes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimeoutReport {
+    #[default]
+    Nothing,
+    /// Each rank's host, pid and PMI state.
+    State,
+    /// That, and each rank's stack (gdb or eu-stack on its node).
+    Stacks,
 }
 
 /// One started rank, for MPIR's process table and `dpm status`.

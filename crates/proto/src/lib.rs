@@ -273,6 +273,12 @@ pub enum ToDaemon {
         job: JobId,
         signal: i32,
     },
+    /// Report each live rank of `job` on this node ([`ToLauncher::RankReport`]):
+    /// its state and, with `stacks`, its stack (a hung job explains itself).
+    Report {
+        job: JobId,
+        stacks: bool,
+    },
     /// Bytes for the stdin of the job's stdin rank; empty means end of input.
     Stdin {
         job: JobId,
@@ -415,6 +421,16 @@ pub enum ToLauncher {
         job: JobId,
         rank: Rank,
     },
+    /// A live rank as its node sees it ([`ToDaemon::Report`]): `state`, the
+    /// PMI call it waits in (if any); `stack`, its threads' stacks or why
+    /// there are none (no tracer installed, not traced within the bound).
+    RankReport {
+        job: JobId,
+        rank: Rank,
+        pid: u32,
+        state: String,
+        stack: Option<String>,
+    },
     /// A `--pmi-trace` line.
     Trace {
         line: String,
@@ -450,6 +466,7 @@ impl ToLauncher {
             | ToLauncher::ParentAsked { job, .. }
             | ToLauncher::Connect { job, .. }
             | ToLauncher::Note { job, .. }
+            | ToLauncher::RankReport { job, .. }
             | ToLauncher::WatchTripped { job } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,

@@ -34,6 +34,7 @@ pub(super) fn run_settings(layout: &Layout, owner: u32, warm_spawn: usize) -> Se
         warm_spawn,
         warm_verbose: true,
         binding: Default::default(),
+        on_timeout: Default::default(),
     }
 }
 

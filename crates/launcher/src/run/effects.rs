@@ -21,6 +21,8 @@ pub enum Timer {
     KillGrace,
     /// Warm spawn: fill the pools again, a moment after a claim.
     WarmRefill,
+    /// The ranks' reports asked for at the timeout are due (`report`).
+    Reports,
 }
 
 /// Everything a [`super::Run`] does besides changing its own state.

@@ -154,6 +154,11 @@ impl Job {
         self.ranks.get(rank.0 as usize).and_then(|r| r.pid)
     }
 
+    /// Ranks started and not ended, with their pids.
+    pub(super) fn live(&self) -> Vec<(Rank, u32)> {
+        self.ranks.iter().enumerate().filter(|(_, r)| r.end.is_none()).filter_map(|(i, r)| Some((Rank(i as u32), r.pid?))).collect()
+    }
+
     pub(super) fn all_started(&self) -> bool {
         self.ranks.iter().all(|r| r.pid.is_some())
     }

@@ -338,7 +338,7 @@ impl Jobs {
     }
 }
 
-fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {
+pub(super) fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {
     let job_part = if job.0 == 0 { String::new() } else { format!(" of job {}", job.0) };
     match pid {
         Some(pid) => format!("rank {}{job_part} (pid {pid} on {host})", rank.0),

@@ -44,6 +44,7 @@ mod kvsname;
 mod launch;
 mod names;
 mod pool;
+mod report;
 mod shared;
 mod spawn;
 #[cfg(test)]
@@ -55,6 +56,7 @@ mod warm;
 use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::control::TimeoutReport;
 use dpm_proto::link::InProcessFd;
 use dpm_proto::{LaunchJob, RankExit, RequestId, ToDaemon, ToLauncher};
 
@@ -86,6 +88,8 @@ pub struct Run {
     kvs: KvsRoot,
     warm: WarmPool,
     connects: connect::Collectives,
+    /// At the timeout, the ranks' reports awaited before the kill.
+    reports: Option<report::Reports>,
 }
 
 impl Run {
@@ -100,6 +104,7 @@ impl Run {
             jobs: Jobs::default(),
             warm: WarmPool::default(),
             connects: connect::Collectives::default(),
+            reports: None,
         }
     }
 
@@ -234,6 +239,13 @@ impl Run {
                 self.connects.contribute(fx, &self.jobs, universe, node, request, &nspaces, &ranks, kind, group, data);
             }
             ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
+            report @ ToLauncher::RankReport { .. } => {
+                let done = self.reports.as_mut().is_some_and(|r| r.on_report(fx, node, report));
+                if done {
+                    self.reports = None;
+                    self.kill_at_timeout(fx);
+                }
+            }
             // The PMIx watch of `node` saw a rank of `job` connect: an Open
             // MPI rank served PMI-1/2, a singleton if left alone. The run
             // ends (as `on_end`) saying to use `--pmi pmix`, naming the
@@ -525,9 +537,25 @@ impl Run {
             Timer::Timeout if !self.verdict.timed_out => {
                 let Some(timeout) = self.timeout else { return };
                 self.verdict.timed_out = true;
-                fx.say(&format!("dpm: job timed out after {} s; killing it", timeout.as_secs_f64()));
-                self.jobs.kill_all(fx, libc::SIGTERM);
-                fx.arm(Timer::KillGrace, self.settings.kill_grace);
+                let stacks = match self.settings.on_timeout {
+                    TimeoutReport::Nothing => None,
+                    TimeoutReport::State => Some(false),
+                    TimeoutReport::Stacks => Some(true),
+                };
+                self.reports = stacks.and_then(|stacks| report::Reports::ask(&self.jobs, fx, stacks));
+                if self.reports.is_some() {
+                    fx.say(&format!("dpm: job timed out after {} s; its ranks, before they are killed:", timeout.as_secs_f64()));
+                    fx.arm(Timer::Reports, report::REPORT_WAIT);
+                } else {
+                    fx.say(&format!("dpm: job timed out after {} s; killing it", timeout.as_secs_f64()));
+                    self.kill_at_timeout(fx);
+                }
+            }
+            Timer::Reports => {
+                if let Some(reports) = self.reports.take() {
+                    reports.give_up(fx, &self.jobs);
+                    self.kill_at_timeout(fx);
+                }
             }
             Timer::Timeout => {}
             Timer::KillGrace => self.jobs.kill_all(fx, libc::SIGKILL),
@@ -537,6 +565,12 @@ impl Run {
             }
         }
         self.settle(fx);
+    }
+
+    /// `--timeout`: SIGTERM to every job, SIGKILL after the grace.
+    fn kill_at_timeout(&mut self, fx: &mut dyn RunEffects) {
+        self.jobs.kill_all(fx, libc::SIGTERM);
+        fx.arm(Timer::KillGrace, self.settings.kill_grace);
     }
 
     /// The daemons' stream ended: nothing more will be heard of any job.
