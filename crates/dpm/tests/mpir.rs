@@ -278,3 +278,31 @@ fn state_report_and_no_tracer_at_the_timeout() {
     let none = "] no stack: neither gdb nor eu-stack is installed on this node";
     assert_eq!(out.stderr_str().lines().filter(|l| l.ends_with(none)).count(), 2, "{}", out.describe());
 }
+
+/// SIGQUIT (Ctrl-\) to a running `dpm run`: every rank's state and stack,
+/// and the run goes on (here until SIGTERM ends it).
+#[test]
+fn sigquit_prints_the_stacks_and_the_run_goes_on() {
+    gdb().expect("gdb");
+    // stderr into stdout, so that the test sees the reports as they come.
+    let merged = TempFile::new("dpm-2to1", format!("#!/bin/sh\nexec '{}' \"$@\" 2>&1\n", dpm_bin()).as_bytes(), 0o700);
+    let mut running = Dpm::run(["--timeout", "120", "-n", "2", &program("deadlock")]).exe(&merged.path).spawn();
+    running.wait_for_lines("rank ", 2);
+    running.signal("QUIT");
+    running.wait_for_lines("dpm: rank ", 2);
+    running.signal("TERM");
+    let out = running.wait();
+    out.assert_code(128 + libc_sigterm());
+    let text = out.stdout_str();
+    let host = hostname();
+    let term = text.find("got SIGTERM").unwrap_or_else(|| panic!("{}", out.describe()));
+    for r in 0..2 {
+        let stack = text.find(&format!("[rank {r} on {host}] #")).unwrap_or_else(|| panic!("no stack of rank {r}\n{}", out.describe()));
+        assert!(stack < term, "rank {r}'s stack after the end\n{}", out.describe());
+    }
+    assert!(text.contains("MPI_Recv"), "{}", out.describe());
+}
+
+fn libc_sigterm() -> i32 {
+    15
+}

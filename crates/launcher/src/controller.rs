@@ -578,7 +578,8 @@ pub(crate) fn stdin_is_dev_null() -> bool {
 /// own (a blocking read must not stall the event loop).
 pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let mut kinds = vec![SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()];
+    // SIGQUIT (Ctrl-\): the ranks' states and stacks, the run goes on.
+    let mut kinds = vec![SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup(), SignalKind::quit()];
     if job_control {
         kinds.extend([SignalKind::from_raw(libc::SIGTSTP), SignalKind::from_raw(libc::SIGCONT)]);
     }

@@ -243,7 +243,7 @@ impl Run {
                 let done = self.reports.as_mut().is_some_and(|r| r.on_report(fx, node, report));
                 if done {
                     self.reports = None;
-                    self.kill_at_timeout(fx);
+                    self.reports_done(fx);
                 }
             }
             // The PMIx watch of `node` saw a rank of `job` connect: an Open
@@ -501,6 +501,9 @@ impl Run {
     /// dpm itself got `sig`: forward it to every process; a second signal
     /// kills at once, else SIGKILL follows after the grace.
     pub fn on_signal(&mut self, fx: &mut dyn RunEffects, sig: i32) {
+        if sig == libc::SIGQUIT {
+            return self.report_now(fx);
+        }
         let name = signal_name(sig);
         if self.verdict.interrupted.is_some() {
             fx.say(&format!("dpm: got {name} again; killing every process now"));
@@ -537,6 +540,8 @@ impl Run {
             Timer::Timeout if !self.verdict.timed_out => {
                 let Some(timeout) = self.timeout else { return };
                 self.verdict.timed_out = true;
+                // A SIGQUIT's reports still awaited: the timeout's are asked anew.
+                self.reports = None;
                 let stacks = match self.settings.on_timeout {
                     TimeoutReport::Nothing => None,
                     TimeoutReport::State => Some(false),
@@ -554,7 +559,7 @@ impl Run {
             Timer::Reports => {
                 if let Some(reports) = self.reports.take() {
                     reports.give_up(fx, &self.jobs);
-                    self.kill_at_timeout(fx);
+                    self.reports_done(fx);
                 }
             }
             Timer::Timeout => {}
@@ -565,6 +570,26 @@ impl Run {
             }
         }
         self.settle(fx);
+    }
+
+    /// SIGQUIT (Ctrl-\) to `dpm run`: every live rank's state and stack,
+    /// as at a `--timeout` with `--get-stack-traces`; the run goes on.
+    fn report_now(&mut self, fx: &mut dyn RunEffects) {
+        if self.reports.is_some() || self.verdict.ending() {
+            return;
+        }
+        self.reports = report::Reports::ask(&self.jobs, fx, true);
+        if self.reports.is_some() {
+            fx.say("dpm: got SIGQUIT; the run's ranks (the run goes on):");
+            fx.arm(Timer::Reports, report::REPORT_WAIT);
+        }
+    }
+
+    /// The reports are all in or their wait is over: at the timeout, the kill.
+    fn reports_done(&mut self, fx: &mut dyn RunEffects) {
+        if self.verdict.timed_out {
+            self.kill_at_timeout(fx);
+        }
     }
 
     /// `--timeout`: SIGTERM to every job, SIGKILL after the grace.
