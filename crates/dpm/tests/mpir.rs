@@ -306,3 +306,65 @@ fn sigquit_prints_the_stacks_and_the_run_goes_on() {
 fn libc_sigterm() -> i32 {
     15
 }
+
+/// `dpm status --json` in `runtime`: the parsed object.
+fn status_json(runtime: &Path) -> serde_json::Value {
+    let out = std::process::Command::new(dpm_bin()).args(["status", "--json"]).env("DPM_RUNTIME_DIR", runtime).output().expect("run dpm status");
+    assert!(out.status.success(), "dpm status --json: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// (rank, host, pid, state) of job `job` of the run of `client` in a status.
+fn listed_ranks(runs: &serde_json::Value, client: u32) -> Vec<(u64, String, u64, String)> {
+    let run = runs.as_array().and_then(|r| r.iter().find(|r| r["client_pid"] == client)).unwrap_or_else(|| panic!("no run of {client} in {runs}"));
+    run["ranks"][0][1]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ranks in {run}"))
+        .iter()
+        .map(|r| (r["rank"].as_u64().unwrap(), r["host"].as_str().unwrap().to_string(), r["pid"].as_u64().unwrap(), r["state"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// A plain run's job table: `run-<pid>.json` in the private directory
+/// (0700, the file 0600), listed by `dpm status --json`, gone at the end.
+#[test]
+fn status_json_lists_a_plain_runs_ranks_privately() {
+    use std::os::unix::fs::PermissionsExt;
+    let runtime = std::env::temp_dir().join(unique("dpm-rt"));
+    let dir = TempDir::new("mpir");
+    let exe = program("mpir_job");
+    let mut running = Dpm::run(["-n", "2", &exe, &dir.path_str()]).env("DPM_RUNTIME_DIR", &runtime.to_string_lossy()).spawn();
+    running.wait_for_lines("mpir_job world", 2);
+    let client = running.pid();
+    let file = runtime.join(format!("run-{client}.json"));
+    let status = status_json(&runtime);
+    assert_eq!(std::fs::metadata(&runtime).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let ranks = listed_ranks(&status["runs"], client);
+    std::fs::write(dir.path.join("go"), b"").expect("write go");
+    let out = running.wait();
+    out.assert_success();
+    let pids = ready_pids(&out.stdout_str(), "world");
+    let want: Vec<_> = (0..2).map(|r| (r as u64, hostname(), u64::from(pids[r]), "running".to_string())).collect();
+    assert_eq!(ranks, want, "{status}");
+    assert!(!file.exists(), "the table outlived its run");
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+/// Through a boot: the boot's status lists the run's ranks.
+#[test]
+fn status_json_lists_a_booted_runs_ranks() {
+    let boot = Boot::start(&[]);
+    let dir = TempDir::new("mpir");
+    let exe = program("mpir_job");
+    let mut running = boot.run(&["-n", "2", &exe, &dir.path_str()]).spawn();
+    running.wait_for_lines("mpir_job world", 2);
+    let status = status_json(&boot.dir);
+    let ranks = listed_ranks(&status["boot"]["runs"], running.pid());
+    std::fs::write(dir.path.join("go"), b"").expect("write go");
+    let out = running.wait();
+    out.assert_success();
+    let pids = ready_pids(&out.stdout_str(), "world");
+    assert_eq!(ranks.iter().map(|r| r.2).collect::<Vec<_>>(), pids.iter().map(|&p| u64::from(p)).collect::<Vec<_>>(), "{status}");
+    assert!(ranks.iter().all(|r| r.3 == "running"), "{status}");
+}

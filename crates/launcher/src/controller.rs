@@ -399,7 +399,20 @@ impl Controller {
             if held {
                 self.with_run(|run, fx| run.continue_job(fx, job));
             }
+            if self.stops_itself {
+                crate::run_table::write(&self.table());
+            }
         }
+    }
+
+    /// This run's jobs and their ranks, for tools.
+    fn table(&self) -> dpm_proto::control::RunStatus {
+        let shared = self.shared.borrow();
+        let owner = self.run.owner();
+        let mine: Vec<_> = shared.tree.jobs.iter().filter(|(_, (o, ..))| *o == owner).collect();
+        let jobs = mine.iter().map(|(job, (_, kvsname, size))| (job.0, kvsname.clone(), *size)).collect();
+        let ranks = mine.iter().filter_map(|(job, _)| Some((job.0, shared.tree.ranks.get(job)?.clone()))).collect();
+        dpm_proto::control::RunStatus { client_pid: owner, jobs, ranks }
     }
 
     /// Ctrl-Z stops this process, not just the run's processes.
@@ -553,6 +566,9 @@ impl Controller {
             }
         }
         self.shared.borrow_mut().consoles.remove(&self.run.owner());
+        if self.stops_itself {
+            crate::run_table::remove();
+        }
         let code = self.run.exit_code().unwrap_or(1);
         // Dropping the console lets the writer finish; its credit stream
         // ends once the last chunk is written.

@@ -50,6 +50,7 @@ pub mod plan;
 pub mod pmi_choice;
 pub mod private_dir;
 pub mod run;
+pub mod run_table;
 pub mod runtime;
 pub mod singleton;
 pub mod spawn;

@@ -198,4 +198,17 @@ pub struct RunStatus {
     pub client_pid: u32,
     /// (job id, kvsname, size) of each running job of the run.
     pub jobs: Vec<(u32, String, u32)>,
+    /// Each job's ranks (job id, ranks in rank order), once all started.
+    #[serde(default)]
+    pub ranks: Vec<(u32, Vec<RankStatus>)>,
+}
+
+/// A rank as the run sees it, for tools (`dpm status --json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankStatus {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+    /// `running`, `held` (for a debugger), `exited 0`, `failed: …`, `terminated`.
+    pub state: String,
 }

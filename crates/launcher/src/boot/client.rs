@@ -213,8 +213,28 @@ async fn request(msg: ToServer) -> Result<(OwnedReadHalf, OwnedWriteHalf), Error
     Ok((rd, wr))
 }
 
-/// `dpm status`.
-pub fn status_command() -> Result<i32, Error> {
+/// `dpm status`; with `json`, for tools: `{"boot": …, "runs": […]}`, the
+/// boot's status (null without a boot) and this user's plain runs
+/// ([`crate::run_table`]), each with its jobs' ranks.
+pub fn status_command(json: bool) -> Result<i32, Error> {
+    if json {
+        return crate::runtime::block_on_local(async move {
+            let boot = match connect()? {
+                Some(_) => match request(ToServer::Status { version: CONTROL_VERSION }).await {
+                    Ok((mut rd, _wr)) => match read_frame::<_, ToClient>(&mut rd).await {
+                        Ok(ToClient::Status(s)) => Some(s),
+                        Ok(ToClient::Refused(why)) => return Err(Error::Failed(why)),
+                        _ => return Err(Error::failed("no answer from the boot server")),
+                    },
+                    Err(e) => return Err(e),
+                },
+                None => None,
+            };
+            let all = serde_json::json!({ "boot": boot, "runs": crate::run_table::read_all() });
+            println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+            Ok(0)
+        });
+    }
     crate::runtime::block_on_local(async move {
         let (mut rd, _wr) = request(ToServer::Status { version: CONTROL_VERSION }).await?;
         match read_frame::<_, ToClient>(&mut rd).await {

@@ -273,7 +273,13 @@ fn status(server: &Server) -> BootStatus {
     for (job, kvsname, size, owner) in shared.tree.pool.listed() {
         by_owner.entry(owner.unwrap_or(0)).or_default().push((job.0, kvsname, size));
     }
-    let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
+    let mut runs: Vec<RunStatus> = by_owner
+        .into_iter()
+        .map(|(client_pid, jobs)| {
+            let ranks = jobs.iter().filter_map(|(job, ..)| Some((*job, shared.tree.ranks.get(&dpm_kvs::JobId(*job))?.clone()))).collect();
+            RunStatus { client_pid, jobs, ranks }
+        })
+        .collect();
     runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));
     BootStatus { server_pid: std::process::id(), uptime_secs: server.started.elapsed().as_secs_f64(), fanout: server.fanout, nodes, runs }
 }

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use dpm_kvs::{JobId, NodeId, Rank};
-use dpm_proto::control::ProcInfo;
+use dpm_proto::control::{ProcInfo, RankStatus};
 use dpm_proto::{ExitStatus, JobMap, PmiProgress, RankExit, ToDaemon, OUTPUT_ACK_STEP};
 
 use super::job::{serve_fence, Job, RankEnd};
@@ -187,7 +187,10 @@ impl Jobs {
                 let host = j.node(Rank(r as u32)).map_or_else(|| "?".to_string(), |n| fx.shared().nodes.host(n).to_string());
                 ProcInfo { rank: r as u32, host, exe: j.program(r).to_string(), pid: j.pid(Rank(r as u32)).unwrap_or(0) }
             })
-            .collect();
+            .collect::<Vec<ProcInfo>>();
+        let state = if held { "held" } else { "running" };
+        let listed = procs.iter().map(|p| RankStatus { rank: p.rank, host: p.host.clone(), pid: p.pid, state: state.into() }).collect();
+        fx.shared().ranks.insert(job, listed);
         fx.procs_started(job, procs, held);
     }
 
@@ -197,6 +200,9 @@ impl Jobs {
         if let Some(j) = self.map.get_mut(&job) {
             if j.unhold() {
                 j.signal(job, libc::SIGCONT, &mut |node, msg| fx.send(node, msg));
+                for r in fx.shared().ranks.get_mut(&job).into_iter().flatten() {
+                    r.state = "running".into();
+                }
             }
         }
     }
@@ -254,6 +260,13 @@ impl Jobs {
             ExitStatus::Signal(s) => RankEnd::Failed { why: format!("{who} was killed by signal {s} ({})", signal_name(s)), code: 128 + s },
         };
         j.end_rank(rank.0 as usize, end.clone());
+        if let Some(listed) = fx.shared().ranks.get_mut(&job).and_then(|l| l.get_mut(rank.0 as usize)) {
+            listed.state = match &end {
+                RankEnd::Ok => "exited 0".into(),
+                RankEnd::Failed { why, .. } => format!("failed: {why}"),
+                RankEnd::Terminated => "terminated".into(),
+            };
+        }
         let spawned = j.spawned();
         if let RankEnd::Failed { why, code } = end {
             if policy == FailurePolicy::KeepOthers {

@@ -460,6 +460,7 @@ impl Run {
         }
         fx.route(job, false);
         fx.shared().jobs.remove(&job);
+        fx.shared().ranks.remove(&job);
         names::job_ended(fx, job, j.kvsname());
         // The claims its spawns were making go, then the pool made for them.
         for orphan in self.warm.claims_of(job) {
@@ -642,6 +643,7 @@ impl Run {
         for id in self.jobs.take_all() {
             fx.route(id, false);
             fx.shared().jobs.remove(&id);
+            fx.shared().ranks.remove(&id);
             let out = fx.shared().connects_job_ended(id);
             send_all(fx, out);
         }
