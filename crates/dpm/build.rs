@@ -20,7 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The MPIR Process Acquisition Interface's symbols (`dpm_launcher::mpir`):
 /// a debugger finds them in the dynamic symbol table, which `strip` keeps.
-const MPIR_SYMBOLS: [&str; 11] = [
+const MPIR_SYMBOLS: [&str; 8] = [
     "MPIR_proctable",
     "MPIR_proctable_size",
     "MPIR_debug_state",
@@ -28,9 +28,6 @@ const MPIR_SYMBOLS: [&str; 11] = [
     "MPIR_i_am_starter",
     "MPIR_partial_attach_ok",
     "MPIR_ignore_queues",
-    "MPIR_debug_abort_string",
-    "MPIR_executable_path",
-    "MPIR_server_arguments",
     "MPIR_Breakpoint",
 ];
 

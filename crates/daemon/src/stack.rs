@@ -9,14 +9,17 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long one process's tracer may take (gdb reads the program's and
-/// its libraries' symbols first: ~1 s on a quiet host).
-pub const TRACE_LIMIT: Duration = Duration::from_secs(8);
+/// How long one process's tracer may take: gdb needs ~0.3 s of CPU (it
+/// reads the program's and its libraries' symbols), ~1 s on a quiet host;
+/// 3 to 9 s were measured with four at once beside four spinning ranks on
+/// a 2-core host at a load of 30.
+pub const TRACE_LIMIT: Duration = Duration::from_secs(15);
 
 /// The tracers dpm knows, in the order it tries them.
 fn tracers(pid: i32) -> [(&'static str, Vec<String>); 2] {
     let p = pid.to_string();
-    [("gdb", vec!["-nx".into(), "-batch".into(), "-p".into(), p.clone(), "-ex".into(), "thread apply all bt".into()]), ("eu-stack", vec!["-p".into(), p])]
+    let gdb = ["-nx", "-batch", "-iex", "set auto-load off", "-iex", "set debuginfod enabled off", "-p", &p, "-ex", "thread apply all bt"];
+    [("gdb", gdb.map(String::from).to_vec()), ("eu-stack", vec!["-p".into(), p.clone()])]
 }
 
 /// Process `pid`'s stack as text, or one line saying why there is none.

@@ -23,7 +23,7 @@ use common::{dpm_bin, hostname, program, unique, Dpm, TempDir, TempFile};
 /// (as in `spawn.rs`), not what these tests are about.
 const OFI: [&str; 6] = ["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-genv", "FI_PROVIDER", "tcp"];
 
-const SYMBOLS: [&str; 11] = [
+const SYMBOLS: [&str; 8] = [
     "MPIR_proctable",
     "MPIR_proctable_size",
     "MPIR_debug_state",
@@ -31,9 +31,6 @@ const SYMBOLS: [&str; 11] = [
     "MPIR_i_am_starter",
     "MPIR_partial_attach_ok",
     "MPIR_ignore_queues",
-    "MPIR_debug_abort_string",
-    "MPIR_executable_path",
-    "MPIR_server_arguments",
     "MPIR_Breakpoint",
 ];
 

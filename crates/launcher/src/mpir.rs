@@ -12,8 +12,10 @@
 //!   lets the starter go on from `MPIR_Breakpoint` ([`being_debugged`]).
 //! - `MPIR_i_am_starter`, `MPIR_partial_attach_ok`: their presence says
 //!   that dpm is not itself a rank, and that a tool may attach to some ranks.
-//! - `MPIR_executable_path` / `MPIR_server_arguments`: the tool-daemon
-//!   extension — a tool daemon started once on each node of the job.
+//!
+//! The tool-daemon extension (`MPIR_executable_path`,
+//! `MPIR_server_arguments`) is not offered yet: its symbols are absent, which
+//! tells a tool so (docs/debugging.md).
 //!
 //! Every symbol is `#[no_mangle]` and exported in the binary's dynamic
 //! symbol table (`crates/dpm/build.rs`), so a stripped `dpm` still has them.
@@ -25,8 +27,8 @@
 //! stays alive until the next one is published: a tool reads it while the
 //! starter is stopped.
 
-use std::ffi::{c_char, c_int, CString};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::ffi::{c_int, CString};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use dpm_proto::control::ProcInfo;
@@ -48,10 +50,6 @@ pub const MPIR_NULL: i32 = 0;
 pub const MPIR_DEBUG_SPAWNED: i32 = 1;
 pub const MPIR_DEBUG_ABORTING: i32 = 2;
 
-/// The specification's lengths of the tool-daemon extension's buffers.
-pub const MAX_PATH_LENGTH: usize = 256;
-pub const MAX_ARG_LENGTH: usize = 1024;
-
 #[no_mangle]
 pub static MPIR_proctable: AtomicPtr<ProcDesc> = AtomicPtr::new(std::ptr::null_mut());
 #[no_mangle]
@@ -70,17 +68,6 @@ pub static MPIR_partial_attach_ok: AtomicI32 = AtomicI32::new(1);
 /// Present: dpm does not implement message-queue debugging in the starter.
 #[no_mangle]
 pub static MPIR_ignore_queues: AtomicI32 = AtomicI32::new(1);
-/// Why the job is aborting, with `MPIR_DEBUG_ABORTING` (null otherwise).
-#[no_mangle]
-pub static MPIR_debug_abort_string: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
-/// Tool-daemon extension: the daemon's path, written by a tool (NUL-terminated).
-#[no_mangle]
-pub static MPIR_executable_path: [AtomicU8; MAX_PATH_LENGTH] = [const { AtomicU8::new(0) }; MAX_PATH_LENGTH];
-/// Tool-daemon extension: its arguments, each NUL-terminated, the list
-/// ended by an empty one.
-#[no_mangle]
-pub static MPIR_server_arguments: [AtomicU8; MAX_ARG_LENGTH] = [const { AtomicU8::new(0) }; MAX_ARG_LENGTH];
-
 /// How often [`MPIR_Breakpoint`] ran: its body, so that no two functions of
 /// the binary are the same code (a linker folding identical functions
 /// would otherwise be free to merge it away).
@@ -158,41 +145,6 @@ fn text_at(table: &Table, at: usize) -> String {
     table.strings.iter().find(|c| c.as_ptr() as usize == at).map_or_else(String::new, |c| c.to_string_lossy().into_owned())
 }
 
-/// The job is aborting: say why to a tool, then the breakpoint.
-pub fn aborting(why: &str) {
-    static WHY: Mutex<Option<CString>> = Mutex::new(None);
-    let mut held = WHY.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let text = CString::new(why.replace('\0', "?")).unwrap_or_default();
-    MPIR_debug_abort_string.store(text.as_ptr().cast_mut(), Ordering::Release);
-    *held = Some(text);
-    drop(held);
-    MPIR_debug_state.store(MPIR_DEBUG_ABORTING, Ordering::SeqCst);
-    breakpoint();
-}
-
-/// The tool-daemon extension: the daemon's path and arguments, when a
-/// tool wrote a path into `MPIR_executable_path`.
-pub fn tool_daemon() -> Option<(String, Vec<String>)> {
-    let path = c_string(&MPIR_executable_path);
-    if path.is_empty() {
-        return None;
-    }
-    let bytes: Vec<u8> = MPIR_server_arguments.iter().map(|b| b.load(Ordering::Acquire)).collect();
-    let mut args = Vec::new();
-    for arg in bytes.split(|&b| b == 0) {
-        if arg.is_empty() {
-            break;
-        }
-        args.push(String::from_utf8_lossy(arg).into_owned());
-    }
-    Some((path, args))
-}
-
-fn c_string(buf: &[AtomicU8]) -> String {
-    let bytes: Vec<u8> = buf.iter().map(|b| b.load(Ordering::Acquire)).take_while(|&b| b != 0).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// The published entries, as (host, program, pid): what a tool reads.
 pub fn snapshot() -> Vec<(String, String, i32)> {
     let guard = TABLE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -221,18 +173,5 @@ mod tests {
         let first = MPIR_proctable.load(Ordering::Acquire);
         let guard = TABLE.lock().unwrap();
         assert_eq!(first.cast_const(), guard.0.as_ref().unwrap().entries.as_ptr());
-    }
-
-    #[test]
-    fn a_tool_daemon_is_its_path_and_arguments() {
-        assert_eq!(tool_daemon(), None);
-        for (i, b) in b"/opt/tool/d\0".iter().enumerate() {
-            MPIR_executable_path[i].store(*b, Ordering::SeqCst);
-        }
-        for (i, b) in b"-x\0two words\0\0".iter().enumerate() {
-            MPIR_server_arguments[i].store(*b, Ordering::SeqCst);
-        }
-        assert_eq!(tool_daemon(), Some(("/opt/tool/d".into(), vec!["-x".into(), "two words".into()])));
-        MPIR_executable_path[0].store(0, Ordering::SeqCst);
     }
 }

@@ -16,9 +16,9 @@ use super::jobs::{describe_rank, Jobs};
 use super::RunEffects;
 
 /// How long the run waits for its ranks' reports: a node's tracer is
-/// bounded at 8 s per process (`dpm_daemon::stack::TRACE_LIMIT`, run in
+/// bounded at 15 s per process (`dpm_daemon::stack::TRACE_LIMIT`, run in
 /// parallel), plus the way up.
-pub const REPORT_WAIT: Duration = Duration::from_secs(10);
+pub const REPORT_WAIT: Duration = Duration::from_secs(20);
 
 /// The reports still awaited.
 pub(super) struct Reports {
