@@ -52,6 +52,7 @@ APT_TEST_PACKAGES+=(iproute2 openssh-server)    # tests/fixtures/netns_hosts.sh:
 APT_TEST_PACKAGES+=(slurm-wlm munge)    # tests/fixtures/slurm.sh (its own munged/slurmctld/slurmd; the packaged services stay unused)
 APT_TEST_PACKAGES+=(groff-base)    # crates/dpm/tests/packaging.rs renders dpm man's page
 APT_TEST_PACKAGES+=(gridengine-master gridengine-exec gridengine-client)    # tests/fixtures/gridengine.sh: a real Grid Engine (its own qmaster/execd; the packaged services stay unused)
+APT_TEST_PACKAGES+=(gdb)    # crates/dpm/tests/mpir.rs: gdb as the MPIR tool (attach, launch); stack traces of a hung job
 [ -z "$TESTS" ] || APT_PACKAGES+=("${APT_TEST_PACKAGES[@]}")
 # What the Rust build needs before it can start on a machine without it:
 # curl for rustup, a C compiler for rustc's linker (53 of the 177 packages a

@@ -5,12 +5,32 @@
 //! marked, so that editing never relinks dpm), else `unknown`: a build
 //! without `.git` works. The date is `SOURCE_DATE_EPOCH`'s (reproducible
 //! builds) if set, else the day (UTC) this script ran: when `HEAD` moved.
+//!
+//! It also exports the MPIR symbols a parallel debugger reads
+//! (`dpm_launcher::mpir`) in the binary's dynamic symbol table, so that a
+//! stripped binary still offers them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// The MPIR Process Acquisition Interface's symbols (`dpm_launcher::mpir`):
+/// a debugger finds them in the dynamic symbol table, which `strip` keeps.
+const MPIR_SYMBOLS: [&str; 8] = [
+    "MPIR_proctable",
+    "MPIR_proctable_size",
+    "MPIR_debug_state",
+    "MPIR_being_debugged",
+    "MPIR_i_am_starter",
+    "MPIR_partial_attach_ok",
+    "MPIR_ignore_queues",
+    "MPIR_Breakpoint",
+];
+
 fn main() {
+    for symbol in MPIR_SYMBOLS {
+        println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={symbol}");
+    }
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     println!("cargo:rerun-if-env-changed=DPM_COMMIT");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");

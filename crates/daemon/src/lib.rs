@@ -54,6 +54,7 @@ mod readbuf;
 pub mod refusals;
 pub mod spawn;
 pub mod spawner;
+pub mod stack;
 pub mod stdio;
 mod tasks;
 pub mod topology;

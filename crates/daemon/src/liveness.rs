@@ -10,7 +10,7 @@
 //! - **The peer's process, when it runs on this host** (a forked daemon, or
 //!   a forked daemon's parent): gone is lost at once (its link closes too);
 //!   stopped (`T`, SIGSTOP: hung) is lost after the configured timeout, as
-//!   before; alive and not stopped (running, waiting for a CPU, or
+//!   before (stopped under a tracer, `t`, is a debugger looking: alive); alive and not stopped (running, waiting for a CPU, or
 //!   sleeping) is a busy host, given up to [`LOCAL_GRACE`] timeouts of
 //!   silence before it is taken for hung (a daemon that deadlocked).
 //! - **The jitter seen on the link** (φ-accrual style, Hayashibara et al.):
@@ -163,6 +163,9 @@ pub fn probe(pid: u32) -> Peer {
     match crate::proc_stat::parse(&stat) {
         None => Peer::Gone,
         Some(s) if s.ended() => Peer::Gone,
+        // A debugger holds it (MPIR: a tool attached to `dpm run` reads its
+        // process table): a busy peer, not a hung one.
+        Some(s) if s.traced() => Peer::Alive,
         Some(s) if s.stopped() => Peer::Stopped,
         Some(_) => Peer::Alive,
     }

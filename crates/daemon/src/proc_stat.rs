@@ -22,6 +22,11 @@ impl Stat<'_> {
     pub fn stopped(&self) -> bool {
         matches!(self.state, "T" | "t")
     }
+
+    /// Stopped under a tracer (`t`): a debugger holds it.
+    pub fn traced(&self) -> bool {
+        self.state == "t"
+    }
 }
 
 /// `pid (comm) state ppid pgrp …`: `comm` may hold anything, spaces and `)`

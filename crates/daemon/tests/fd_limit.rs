@@ -34,6 +34,7 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
         report_parent_asks: false,
         binding: Default::default(),
         pmix_watch: false,
+        hold: false,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let failure = tokio::task::LocalSet::new().block_on(&rt, async move {

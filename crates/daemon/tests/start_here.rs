@@ -55,7 +55,7 @@ fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
     // builds a pipeline, close-on-exec).
     let script = "read pid comm state ppid pgrp sid rest < /proc/self/stat; echo \"$GREETING $PMI_RANK $(pwd) $sid\"; \
                   ls -l /proc/self/fd >&2; exit 3";
-    let pmi = PmiEnv { socketpair: true, vars: vec![("PMI_RANK".into(), "5".into())], affinity: None };
+    let pmi = PmiEnv { socketpair: true, vars: vec![("PMI_RANK".into(), "5".into())], affinity: None, hold: false };
     let s = start(&task("/bin/sh", script, "/tmp", pmi)).unwrap();
     assert_eq!(s.pgid, s.pid, "the child leads its own session and group");
     let pmi = s.pmi.as_ref().expect("a PMI socket");
@@ -81,7 +81,7 @@ fn a_process_started_here_gets_what_it_was_given_and_no_other_fd() {
 
 #[test]
 fn a_step_that_fails_in_the_child_is_the_starts_error() {
-    let none = || PmiEnv { socketpair: false, vars: vec![], affinity: None };
+    let none = || PmiEnv { socketpair: false, vars: vec![], affinity: None, hold: false };
     let missing = start(&task("/nonexistent/program", "exit 0", "/", none()));
     assert_eq!(missing.err().and_then(|e| e.raw_os_error()), Some(libc::ENOENT), "program");
     let no_dir = start(&task("/bin/sh", "exit 0", "/nonexistent/dir", none()));
@@ -106,7 +106,7 @@ fn no_handler_of_the_parent_runs_in_a_starting_child() {
 fn a_process_started_in_the_callers_own_directory_is_there() {
     // The child inherits the directory instead of changing to it.
     let here = std::env::current_dir().unwrap();
-    let none = PmiEnv { socketpair: false, vars: vec![], affinity: None };
+    let none = PmiEnv { socketpair: false, vars: vec![], affinity: None, hold: false };
     let s = start(&task("/bin/sh", "pwd -P", here.to_str().unwrap(), none)).unwrap();
     assert_eq!(read_all(&s.stdout).trim_end(), here.canonicalize().unwrap().to_str().unwrap());
     assert_eq!(wait(&s), ExitStatus::Code(0));

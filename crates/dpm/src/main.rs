@@ -46,7 +46,12 @@ enum Command {
         args: Vec<String>,
     },
     /// List the booted tree's nodes, jobs and load.
-    Status,
+    Status {
+        /// For tools: the boot's runs, jobs and ranks (host, pid, state), and
+        /// the plain `dpm run`s of this user, as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop the booted tree: end its jobs, stop its daemons.
     Down,
     /// Predict startup and spawn costs at a scale, with their breakdown and
@@ -151,9 +156,9 @@ fn main() {
             match command {
                 Command::Run { args } => exit(run(&args)),
                 Command::Boot { args } => ("dpm boot", boot(&args)),
-                Command::Status => {
+                Command::Status { json } => {
                     logging::init(0);
-                    ("dpm status", dpm_launcher::boot::client::status_command())
+                    ("dpm status", dpm_launcher::boot::client::status_command(json))
                 }
                 Command::Down => {
                     logging::init(0);

@@ -356,6 +356,8 @@ fn submit_raw(boot: &Boot, procs: Vec<ProcSpec>, appnums: Vec<i64>) -> (i32, Str
             prepend: None,
             print_all_exitcodes: false,
             pmix_watch: false,
+            hold: false,
+            on_timeout: Default::default(),
         },
         spawn_env: vec![],
         cwd: "/".into(),

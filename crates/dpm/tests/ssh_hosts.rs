@@ -295,6 +295,30 @@ fn spawn_onto_other_hosts(fx: &Fixture) {
     assert!(children.iter().all(|c| c.2 != "h1"), "a child landed on the parent's host: {children:?}\n{}", out.describe());
 }
 
+/// MPIR attach mode across hosts: gdb attached to `dpm run` on h0 reads
+/// the table (tests/mpir.rs has the rest): every rank's live pid, program
+/// and host as the host list names it. The daemons' silence timeout is
+/// raised, as docs/debugging.md tells a user attaching across hosts to do:
+/// the debugger holds `dpm run` while it reads.
+fn mpir_attach_across_hosts(fx: &Fixture) {
+    let Some(gdb) = common::debugger::gdb() else { return };
+    let dir = common::TempDir::new("mpir-ssh");
+    let exe = program("mpir_job");
+    let mut running = fx.dpm(&["-hosts", "h1,h2", "-ppn", "2", "-n", "4", &exe, &dir.path_str()]).env("DPM_HEARTBEAT_TIMEOUT", "30").spawn();
+    running.wait_for_lines("mpir_job world", 4);
+    let table = common::debugger::read_table(&gdb, running.pid());
+    let live: Vec<String> = table.iter().map(|e| common::debugger::exe_of(e.pid)).collect();
+    std::fs::write(dir.path.join("go"), b"").expect("write go");
+    let out = running.wait();
+    out.assert_success();
+    let pids = common::debugger::ready_pids(&out.stdout_str(), "world");
+    assert_eq!(table.iter().map(|e| e.pid).collect::<Vec<_>>(), pids, "{table:?}\n{}", out.describe());
+    let hosts: Vec<&str> = table.iter().map(|e| e.host.as_str()).collect();
+    assert_eq!(hosts, ["h1", "h1", "h2", "h2"], "{table:?}");
+    assert!(table.iter().all(|e| e.exe == exe), "{table:?}");
+    assert!(live.iter().all(|l| *l == exe), "not every rank was alive in its program when gdb read the table: {live:?}");
+}
+
 /// Run a `sh` script of `dpm boot` … `dpm down` on h0 with the fixture's ssh
 /// command (no boot of the test's own environment), remove its runtime
 /// `dir`, and return its stdout and stderr once it succeeded.
@@ -478,8 +502,9 @@ fn mpich_across_four_ssh_hosts() {
         Err(reason) => return common::fixture_unavailable("netns hosts fixture (ssh_hosts)", &reason),
     };
     type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario); 14] = [
+    let scenarios: [(&str, Scenario); 15] = [
         ("hello on four hosts", hello_on_four_hosts),
+        ("MPIR: gdb attached to dpm run reads every host's ranks", mpir_attach_across_hosts),
         ("Open MPI unseen on other hosts: refused, never singletons", open_mpi_unseen_on_other_hosts),
         ("Open MPI unseen through a boot over ssh", open_mpi_unseen_through_a_boot_over_ssh),
         ("no secret on any command line", no_secret_on_any_command_line),

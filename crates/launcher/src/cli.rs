@@ -61,6 +61,9 @@ pub struct RunOptions {
     /// `--on-spawned-failure end|continue` (else `DPM_ON_SPAWNED_FAILURE`).
     pub on_spawned_failure: Option<FailurePolicy>,
     pub report_placement: bool,
+    /// `--get-stack-traces`, `--report-state-on-timeout` (PRRTE's).
+    pub stack_traces: bool,
+    pub report_state: bool,
     /// `--warm-spawn[=N]`: pooled jobs per spawn shape (else `DPM_WARM_SPAWN`).
     pub warm_spawn: Option<usize>,
     /// Said about the command line once logging is up (ignored options).
@@ -128,6 +131,8 @@ impl Default for RunOptions {
             no_oversubscribe: false,
             on_spawned_failure: None,
             report_placement: false,
+            stack_traces: false,
+            report_state: false,
             warm_spawn: None,
             warnings: Vec::new(),
             hostfile: None,
@@ -387,6 +392,8 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
             opts.on_spawned_failure = Some(parse_failure_policy(&v).map_err(|e| usage(format!("'{arg} {v}': {e}")))?);
         }
         Key::ReportPlacement => opts.report_placement = true,
+        Key::GetStackTraces => opts.stack_traces = true,
+        Key::ReportStateOnTimeout => opts.report_state = true,
         Key::WarmSpawn => {
             // Bare: no value (an empty one counts as none).
             let v = value();

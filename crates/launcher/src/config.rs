@@ -164,6 +164,13 @@ impl RunConfig {
                 pmix_watch: false,
                 prepend: opts.prepend_pattern.clone(),
                 print_all_exitcodes: opts.print_all_exitcodes,
+                // Set at the start from `MPIR_being_debugged` (`crate::mpir`).
+                hold: false,
+                on_timeout: match (opts.stack_traces, opts.report_state) {
+                    (true, _) => dpm_proto::control::TimeoutReport::Stacks,
+                    (false, true) => dpm_proto::control::TimeoutReport::State,
+                    (false, false) => dpm_proto::control::TimeoutReport::Nothing,
+                },
             },
             verbose: opts.verbose,
             pmi_trace: opts.pmi_trace,
@@ -295,6 +302,7 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
         warm_spawn: job.warm_spawn.unwrap_or(0),
         warm_verbose: job.warm_verbose,
         binding: job.binding.clone(),
+        on_timeout: job.on_timeout,
     }
 }
 

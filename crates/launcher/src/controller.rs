@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::control::ProcInfo;
 use dpm_proto::link::{Down, InProcessFd, Up};
 use dpm_proto::{LaunchJob, Stream, ToDaemon, ToLauncher};
 
@@ -63,6 +64,25 @@ pub enum Input {
     End(String),
     /// Empty: end of input.
     Stdin(Vec<u8>),
+    /// A held job may go on: the client's debugger let it (MPIR launch
+    /// mode through a boot, `ToServer::Continue`).
+    Continue(JobId),
+}
+
+/// A job whose every rank has started: its ranks in rank order, and
+/// whether they are held for a debugger (MPIR).
+pub struct Announced {
+    pub job: JobId,
+    pub procs: Vec<ProcInfo>,
+    pub held: bool,
+}
+
+/// Where a run's process tables go: this process's MPIR symbols (a plain
+/// `dpm run`), or the client of a boot's run, whose MPIR symbols a debugger
+/// reads (it answers [`Input::Continue`] for a held job).
+enum Tools {
+    Here,
+    Client(mpsc::UnboundedSender<Announced>),
 }
 
 /// A run's stream of what comes up the tree for it: payloads and losses.
@@ -257,6 +277,7 @@ struct Driver<'a> {
     shared: RefMut<'a, Shared>,
     output: &'a mut Output,
     timers: &'a mut BTreeMap<Timer, Instant>,
+    announced: &'a mut Vec<Announced>,
 }
 
 impl RunEffects for Driver<'_> {
@@ -290,6 +311,11 @@ impl RunEffects for Driver<'_> {
 
     fn files(&self) -> &dyn crate::plan::Files {
         &crate::plan::HostFiles
+    }
+    fn procs_started(&mut self, job: JobId, procs: Vec<ProcInfo>, held: bool) {
+        // Told after the event ([`Controller::tell_tools`]): the breakpoint
+        // may hold this process for as long as a debugger likes.
+        self.announced.push(Announced { job, procs, held });
     }
 }
 
@@ -326,6 +352,9 @@ pub struct Controller {
     /// judging of silence with it, or only the run's processes (a run of a
     /// boot, whose client stops itself).
     stops_itself: bool,
+    /// Jobs whose ranks have all started, for [`Controller::tell_tools`].
+    announced: Vec<Announced>,
+    tools: Tools,
 }
 
 /// After Ctrl-Z, how long the loop runs on before the process stops, for
@@ -352,7 +381,62 @@ impl Controller {
             timers: BTreeMap::new(),
             exit_codes: None,
             stops_itself: false,
+            announced: Vec::new(),
+            tools: Tools::Here,
         }
+    }
+
+    /// The run's process tables go to its client (a boot's run), not to
+    /// this process's MPIR symbols.
+    pub fn tell_client(&mut self, tx: mpsc::UnboundedSender<Announced>) {
+        self.tools = Tools::Client(tx);
+    }
+
+    /// Each job whose ranks have all started: into the MPIR table, the
+    /// breakpoint called, then a held job continued — or to the client.
+    /// With a debugger attached (`MPIR_being_debugged`), the daemons are
+    /// told first that the silence while it holds us at the breakpoint is
+    /// no loss (as for Ctrl-Z).
+    async fn tell_tools(&mut self) {
+        for Announced { job, procs, held } in std::mem::take(&mut self.announced) {
+            if let Tools::Client(tx) = &self.tools {
+                if tx.send(Announced { job, procs, held }).is_err() && held {
+                    self.with_run(|run, fx| run.continue_job(fx, job));
+                }
+                continue;
+            }
+            let debugged = crate::mpir::being_debugged() && self.stops_itself;
+            if debugged {
+                for link in &self.links {
+                    let _ = link.via.send(Down::Suspend);
+                }
+                dpm_daemon::links::suspend_judging();
+                tokio::time::sleep(FLUSH_BEFORE_STOP).await;
+            }
+            crate::mpir::publish(&procs);
+            if debugged {
+                dpm_daemon::links::resume_judging();
+                for link in &self.links {
+                    let _ = link.via.send(Down::Resume);
+                }
+            }
+            if held {
+                self.with_run(|run, fx| run.continue_job(fx, job));
+            }
+            if self.stops_itself {
+                crate::run_table::write(&self.table());
+            }
+        }
+    }
+
+    /// This run's jobs and their ranks, for tools.
+    fn table(&self) -> dpm_proto::control::RunStatus {
+        let shared = self.shared.borrow();
+        let owner = self.run.owner();
+        let mine: Vec<_> = shared.tree.jobs.iter().filter(|(_, (o, ..))| *o == owner).collect();
+        let jobs = mine.iter().map(|(job, (_, kvsname, size))| (job.0, kvsname.clone(), *size)).collect();
+        let ranks = mine.iter().filter_map(|(job, _)| Some((job.0, shared.tree.ranks.get(job)?.clone()))).collect();
+        dpm_proto::control::RunStatus { client_pid: owner, jobs, ranks }
     }
 
     /// Ctrl-Z stops this process, not just the run's processes.
@@ -398,7 +482,13 @@ impl Controller {
 
     /// Hand one event to the run with this driver's effects.
     fn with_run<T>(&mut self, event: impl FnOnce(&mut Run, &mut dyn RunEffects) -> T) -> T {
-        let mut fx = Driver { links: &self.links, shared: self.shared.borrow_mut(), output: &mut self.output, timers: &mut self.timers };
+        let mut fx = Driver {
+            links: &self.links,
+            shared: self.shared.borrow_mut(),
+            output: &mut self.output,
+            timers: &mut self.timers,
+            announced: &mut self.announced,
+        };
         event(&mut self.run, &mut fx)
     }
 
@@ -479,6 +569,10 @@ impl Controller {
         self.with_run(|run, fx| run.settle(fx));
         let far = Instant::now() + Duration::from_secs(86400 * 365);
         while self.run.exit_code().is_none() {
+            if !self.announced.is_empty() {
+                self.tell_tools().await;
+                continue;
+            }
             let (timer, deadline) = self.timers.iter().min_by_key(|(_, at)| **at).map_or((None, far), |(t, at)| (Some(*t), *at));
             tokio::select! {
                 envelope = self.up.recv() => match envelope {
@@ -499,6 +593,7 @@ impl Controller {
                         Input::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
                         Input::End(why) => self.with_run(|run, fx| run.on_end(fx, why)),
                         Input::Stdin(data) => self.with_run(|run, fx| run.on_stdin(fx, data)),
+                        Input::Continue(job) => self.with_run(|run, fx| run.continue_job(fx, job)),
                     }
                 },
                 Some(w) = self.written.recv() => self.with_run(|run, fx| run.on_output_written(fx, w.node, w.job, w.bytes)),
@@ -514,6 +609,9 @@ impl Controller {
             let mut s = self.shared.borrow_mut();
             s.consoles.remove(&self.run.owner());
             s.runs.remove(&self.run.owner());
+        }
+        if self.stops_itself {
+            crate::run_table::remove();
         }
         let code = self.run.exit_code().unwrap_or(1);
         if let Some((_, codes)) = &self.exit_codes {
@@ -545,7 +643,8 @@ pub(crate) fn stdin_is_dev_null() -> bool {
 /// own (a blocking read must not stall the event loop).
 pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let mut kinds = vec![SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()];
+    // SIGQUIT (Ctrl-\): the ranks' states and stacks, the run goes on.
+    let mut kinds = vec![SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup(), SignalKind::quit()];
     if job_control {
         kinds.extend([SignalKind::from_raw(libc::SIGTSTP), SignalKind::from_raw(libc::SIGCONT)]);
     }

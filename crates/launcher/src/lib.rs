@@ -45,6 +45,7 @@ pub mod local;
 pub mod machine;
 pub mod manual;
 pub mod mpi_probe;
+pub mod mpir;
 pub mod node_order;
 pub mod node_table;
 pub mod nodes;
@@ -55,6 +56,7 @@ pub mod plan;
 pub mod pmi_choice;
 pub mod private_dir;
 pub mod run;
+pub mod run_table;
 pub mod runtime;
 pub mod singleton;
 pub mod spawn;
@@ -117,8 +119,10 @@ pub fn parse_run_command(args: &[String]) -> Result<RunRequest, Error> {
 pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
     // `%t` of the output patterns counts from here.
     outfile::started();
-    let config = RunConfig::from_env(&opts)?;
+    let mut config = RunConfig::from_env(&opts)?;
     check_output_files(&opts)?;
+    // MPIR launch mode: a debugger that started us set this before `main`.
+    config.job.hold = mpir::being_debugged();
     for w in &opts.warnings {
         tracing::warn!("{w}");
     }
@@ -218,7 +222,7 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
     );
     let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
     let (pmi_mode, kvs, policy, binding) = (config.job.pmi_mode, config.job.kvs, config.job.failure_policy, Box::new(config.job.binding.clone()));
-    let pmix_watch = config.job.pmix_watch;
+    let (pmix_watch, hold) = (config.job.pmix_watch, config.job.hold);
     let patterns = output::FilePatterns { stdout: opts.outfile_pattern.clone(), stderr: opts.errfile_pattern.clone() };
     let (prepend, print_all_exitcodes) = (config.job.prepend.clone(), config.job.print_all_exitcodes);
     let start = move |controller: &mut Controller| {
@@ -227,7 +231,7 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
         controller.set_output_extras(prepend, print_all_exitcodes);
         let (job, kvsname) = controller.new_job_id();
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
-        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, pmix_watch, ..launch });
+        controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, pmix_watch, hold, ..launch });
     };
     let code = local::drive(daemons, settings, start, config.job.timeout, true).await;
     if code == 0 && outfile::lost() {

@@ -244,6 +244,7 @@ impl PlannedJob {
             report_parent_asks: false,
             binding: Default::default(),
             pmix_watch: false,
+            hold: false,
         }
     }
 

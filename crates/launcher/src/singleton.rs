@@ -71,6 +71,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
                 report_parent_asks: false,
                 binding: Default::default(),
                 pmix_watch: false,
+                hold: false,
             };
             controller.adopt(launch, pid, stream.into());
         };

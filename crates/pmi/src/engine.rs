@@ -253,6 +253,17 @@ impl Engine {
         self.conns.get(&conn).and_then(|c| c.rank)
     }
 
+    /// The request a connection waits for the answer to (a fence, a get
+    /// that waits, a spawn, the name service), as the wire named it, with
+    /// the key of a get.
+    pub fn waiting_in(&self, conn: ConnId) -> Option<String> {
+        let waiting = self.conns.get(&conn)?.waiting.as_ref()?;
+        Some(match &waiting.key {
+            Some(key) => format!("{} key={}", waiting.request, crate::sanitize::escape(key)),
+            None => waiting.request.clone(),
+        })
+    }
+
     pub fn pmi_state(&self, conn: ConnId) -> PmiState {
         self.conns.get(&conn).map_or(PmiState::Silent, |c| c.state)
     }

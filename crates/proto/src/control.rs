@@ -14,8 +14,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 /// `RunConfig::pmi` optional; 3: the job's settings as one [`JobSettings`];
 /// 4: [`JobSettings::pmix_watch`]; 5: [`BootStatus::allocation`]; 6:
 /// [`JobSettings::prepend`] and [`JobSettings::print_all_exitcodes`]; 7:
-/// [`NodeStatus::lost`]).
-pub const CONTROL_VERSION: u32 = 7;
+/// [`NodeStatus::lost`]; 8: MPIR, [`ToClient::Procs`], [`ToServer::Continue`],
+/// [`JobSettings::hold`], [`JobSettings::on_timeout`]).
+pub const CONTROL_VERSION: u32 = 8;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -81,6 +82,38 @@ pub struct JobSettings {
     /// `-print-all-exitcodes`: the first job's wait statuses at the end.
     #[serde(default)]
     pub print_all_exitcodes: bool,
+    /// MPIR launch mode: a debugger set `MPIR_being_debugged` in the
+    /// client; the first job's ranks are held at their first instruction
+    /// until the client says [`ToServer::Continue`].
+    #[serde(default)]
+    pub hold: bool,
+    /// What the run reports of its ranks at `--timeout` before it kills
+    /// them (`--report-state-on-timeout`, `--get-stack-traces`).
+    #[serde(default)]
+    pub on_timeout: TimeoutReport,
+}
+
+/// What a run reports of its live ranks when `--timeout` strikes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimeoutReport {
+    #[default]
+    Nothing,
+    /// Each rank's host, pid and PMI state.
+    State,
+    /// That, and each rank's stack (gdb or eu-stack on its node).
+    Stacks,
+}
+
+/// One started rank, for MPIR's process table and `dpm status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcInfo {
+    pub rank: u32,
+    /// Its node's host name (the node table's: as the host list or the
+    /// batch system names it).
+    pub host: String,
+    /// The program it runs (resolved path).
+    pub exe: String,
+    pub pid: u32,
 }
 
 /// What a failure in a job does to the run.
@@ -129,6 +162,9 @@ pub enum ToServer {
     Status { version: u32 },
     /// `dpm down`: end every job and the daemons.
     Down { version: u32 },
+    /// The client's debugger let it go on from `MPIR_Breakpoint` after
+    /// [`ToClient::Procs`] of a held job: continue its ranks.
+    Continue { job: u32 },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -142,6 +178,13 @@ pub enum ToClient {
     Status(BootStatus),
     /// `dpm down` is complete.
     Down,
+    /// Every rank of a job of the run has started (in rank order), for the
+    /// client's MPIR table; `held`: they wait for [`ToServer::Continue`].
+    Procs {
+        job: u32,
+        procs: Vec<ProcInfo>,
+        held: bool,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -171,4 +214,17 @@ pub struct RunStatus {
     pub client_pid: u32,
     /// (job id, kvsname, size) of each running job of the run.
     pub jobs: Vec<(u32, String, u32)>,
+    /// Each job's ranks (job id, ranks in rank order), once all started.
+    #[serde(default)]
+    pub ranks: Vec<(u32, Vec<RankStatus>)>,
+}
+
+/// A rank as the run sees it, for tools (`dpm status --json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankStatus {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+    /// `running`, `held` (for a debugger), `exited 0`, `failed: …`, `terminated`.
+    pub state: String,
 }

@@ -37,8 +37,9 @@ use crate::auth::Secret;
 /// `ToLauncher::ParentAsked`; 10: `CollectiveKind::Group`,
 /// `ToLauncher::Connect::group`, `ToDaemon::ConnectDone::context_id`; 11:
 /// `LaunchJob::pmix_watch`, `ToLauncher::WatchTripped`; 12: `AppSpec::node_env`;
-/// 13: `ToDaemon::RanksDead`, `ToLauncher::FenceDoomed`).
-pub const PROTOCOL_VERSION: u32 = 13;
+/// 13: `ToDaemon::RanksDead`, `ToLauncher::FenceDoomed`; 14: `LaunchJob::hold`,
+/// `ToDaemon::Report`, `ToLauncher::RankReport`).
+pub const PROTOCOL_VERSION: u32 = 14;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);

@@ -130,6 +130,12 @@ pub struct LaunchJob {
     /// with [`ToLauncher::WatchTripped`] (`dpm_daemon::pmix_watch`).
     #[serde(default)]
     pub pmix_watch: bool,
+    /// MPIR launch mode (a debugger started `dpm run`): each rank is left
+    /// stopped (SIGSTOP) at its program's first instruction, reported
+    /// [`ToLauncher::Started`] as usual; the launcher continues the job
+    /// ([`ToDaemon::Signal`] SIGCONT) once the debugger let it go on.
+    #[serde(default)]
+    pub hold: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -272,6 +278,12 @@ pub enum ToDaemon {
     Signal {
         job: JobId,
         signal: i32,
+    },
+    /// Report each live rank of `job` on this node ([`ToLauncher::RankReport`]):
+    /// its state and, with `stacks`, its stack (a hung job explains itself).
+    Report {
+        job: JobId,
+        stacks: bool,
     },
     /// Bytes for the stdin of the job's stdin rank; empty means end of input.
     Stdin {
@@ -423,6 +435,16 @@ pub enum ToLauncher {
         job: JobId,
         rank: Rank,
     },
+    /// A live rank as its node sees it ([`ToDaemon::Report`]): `state`, the
+    /// PMI call it waits in (if any); `stack`, its threads' stacks or why
+    /// there are none (no tracer installed, not traced within the bound).
+    RankReport {
+        job: JobId,
+        rank: Rank,
+        pid: u32,
+        state: String,
+        stack: Option<String>,
+    },
     /// A `--pmi-trace` line.
     Trace {
         line: String,
@@ -465,6 +487,7 @@ impl ToLauncher {
             | ToLauncher::ParentAsked { job, .. }
             | ToLauncher::Connect { job, .. }
             | ToLauncher::Note { job, .. }
+            | ToLauncher::RankReport { job, .. }
             | ToLauncher::WatchTripped { job }
             | ToLauncher::FenceDoomed { job, .. } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),

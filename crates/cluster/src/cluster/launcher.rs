@@ -36,6 +36,7 @@ pub(super) fn run_settings(layout: &Layout, owner: u32, warm_spawn: usize) -> Se
         warm_spawn,
         warm_verbose: true,
         binding: Default::default(),
+        on_timeout: Default::default(),
     }
 }
 
@@ -162,7 +163,7 @@ impl Cluster {
     /// Carry out what the run asked; true if it wrote output, whose credit
     /// was handed back and may have asked for more.
     fn apply_run_effects(&mut self) -> bool {
-        let mut written = Vec::new();
+        let (mut written, mut held) = (Vec::new(), Vec::new());
         for effect in self.run_fx.take() {
             match effect {
                 Effect::Send(node, msg) => self.send_down(node, msg),
@@ -183,8 +184,13 @@ impl Cluster {
                     self.finished_at = Some(self.now);
                 }
                 Effect::WakePool(at) => self.wake_pool(at),
-                Effect::Flush(..) => {}
+                // No debugger here: a held job goes on at once.
+                Effect::ProcsStarted(job, _, true) => held.push(job),
+                Effect::Flush(..) | Effect::ProcsStarted(..) => {}
             }
+        }
+        for job in held {
+            self.run.continue_job(&mut self.run_fx, job);
         }
         for &(node, job, bytes) in &written {
             self.run.on_output_written(&mut self.run_fx, node, job, bytes);

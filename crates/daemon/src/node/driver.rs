@@ -409,6 +409,19 @@ impl NodeEffects for Io {
         kill(-pgid, signal);
     }
 
+    fn report_stack(&mut self, pid: i32, mut report: ToLauncher) {
+        let up = self.up.clone();
+        let traced = std::thread::Builder::new().name("dpm-stack".into()).spawn(move || {
+            if let ToLauncher::RankReport { stack, .. } = &mut report {
+                *stack = Some(crate::stack::trace(pid, crate::stack::TRACE_LIMIT));
+            }
+            up.send(report);
+        });
+        if let Err(e) = traced {
+            tracing::warn!("no thread to trace process {pid}: {e}");
+        }
+    }
+
     fn kill_process(&mut self, pid: i32, signal: i32) {
         kill(pid, signal);
     }

@@ -216,6 +216,10 @@ pub trait NodeEffects {
     fn kill_group(&mut self, pgid: i32, signal: i32);
     /// `kill(pid, signal)`.
     fn kill_process(&mut self, pid: i32, signal: i32);
+    /// Send `report` up with rank `rank`'s (process `pid`'s) stack in it,
+    /// taken off the node's loop within [`crate::stack::TRACE_LIMIT`]
+    /// (`crate::stack`): a hung job explains itself.
+    fn report_stack(&mut self, pid: i32, report: ToLauncher);
     /// Reap a group leader kept as a zombie (its group was killed for good).
     fn release_leader(&mut self, pid: i32);
     /// Process `pid` has ended, whether or not its end was read yet (a

@@ -535,6 +535,7 @@ mod tests {
             report_parent_asks: false,
             binding: Default::default(),
             pmix_watch: false,
+            hold: false,
         }
     }
 

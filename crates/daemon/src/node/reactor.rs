@@ -17,6 +17,7 @@ use crate::DaemonConfig;
 
 mod invariants;
 mod launch;
+mod report;
 mod topology;
 mod watch;
 pub use topology::TOPOLOGY_WAIT;
@@ -219,6 +220,7 @@ impl NodeReactor {
                 Some(Asker::Pmi(_)) | None => {}
             },
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),
+            ToDaemon::Report { job, stacks } => self.report(fx, job, stacks),
             ToDaemon::Stdin { job, data } => {
                 let Some(j) = self.jobs.get_mut(&job) else { return };
                 if let Some(held) = j.launching.as_mut().and_then(|l| l.stdin.as_mut()) {

@@ -72,6 +72,10 @@ pub enum Recorded {
         pgid: i32,
         signal: i32,
     },
+    ReportStack {
+        pid: i32,
+        report: ToLauncher,
+    },
     KillProcess {
         pid: i32,
         signal: i32,
@@ -283,6 +287,10 @@ impl NodeEffects for RecordingEffects {
 
     fn kill_group(&mut self, pgid: i32, signal: i32) {
         self.log.push(Recorded::KillGroup { pgid, signal });
+    }
+
+    fn report_stack(&mut self, pid: i32, report: ToLauncher) {
+        self.log.push(Recorded::ReportStack { pid, report });
     }
 
     fn kill_process(&mut self, pid: i32, signal: i32) {

@@ -43,6 +43,7 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         report_parent_asks: false,
         binding: Default::default(),
         pmix_watch: false,
+        hold: false,
     }
 }
 

@@ -65,6 +65,10 @@ pub struct PmiEnv {
     pub vars: Vec<(String, String)>,
     /// Its CPU and memory binding, set in the child before `exec`.
     pub affinity: Option<Affinity>,
+    /// Held for a debugger (MPIR launch mode): the process is left stopped
+    /// (SIGSTOP) at the first instruction of its program ([`hold_at_exec`]);
+    /// whoever started the job continues it with SIGCONT.
+    pub hold: bool,
 }
 
 /// A process's binding as the kernel takes it: masks of 64-bit words (bit
@@ -156,6 +160,9 @@ struct ChildSetup<'a> {
     /// The signals ignored in this process, for the child to reset (with
     /// `clone3`, which leaves them ignored).
     ignored: Ignored,
+    /// Ask to be traced by the starting thread before `exec`, so that the
+    /// exec stops it ([`hold_at_exec`]).
+    hold: bool,
     /// errno of the step that failed in the child; 0 if it exec'd.
     error: AtomicI32,
 }
@@ -302,6 +309,7 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, 
         own_session: rank_sessions(),
         reset_all: true,
         ignored: batch.ignored,
+        hold: pmi.hold,
         error: AtomicI32::new(0),
     };
 
@@ -316,6 +324,9 @@ pub fn spawn_proc(app: &PreparedApp, pmi: &PmiEnv, pgid: i32, with_stdin: bool, 
         return Err(io::Error::from_raw_os_error(error));
     }
     drop((in_r, out_w, err_w, pmi_child));
+    if pmi.hold {
+        hold_at_exec(pid)?;
+    }
     let pidfd = match pidfd {
         Some(fd) => fd,
         None => pidfd_open(pid)?,
@@ -460,8 +471,50 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             return fail(s);
         }
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        // Held for a debugger: the starting thread becomes our tracer, and
+        // the exec below stops us (SIGTRAP) before the program's first
+        // instruction, until that thread leaves us stopped (`hold_at_exec`).
+        if s.hold && libc::ptrace(libc::PTRACE_TRACEME, 0, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>()) != 0 {
+            return fail(s);
+        }
         libc::execve(s.exe.as_ptr(), s.argv.as_ptr(), s.envp.as_ptr());
         fail(s)
+    }
+}
+
+/// A child started with `hold` has exec'd and stops (or is stopping) at
+/// the exec's SIGTRAP, traced by this thread (the one that cloned it):
+/// wait for that stop and detach with SIGSTOP, which leaves it stopped at
+/// its program's first instruction, untraced, for a debugger to attach to
+/// (as Slurm holds tasks for TotalView). A child that died meanwhile is
+/// left for its reaper (`WNOWAIT`).
+fn hold_at_exec(pid: libc::pid_t) -> io::Result<()> {
+    loop {
+        // SAFETY: waitid fills `info`; a zeroed siginfo_t is a valid initial
+        // value. WNOWAIT: nothing is consumed (an exit stays for the pidfd's
+        // reaper); the stop is looked at only.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WSTOPPED | libc::WNOWAIT | libc::__WALL;
+        // SAFETY: a plain syscall on our own child, into `info` above.
+        if unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) } != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        if !matches!(info.si_code, libc::CLD_TRAPPED | libc::CLD_STOPPED) {
+            return Ok(());
+        }
+        // The stop is ours to take: consume it, then detach, stopped.
+        let mut taken: libc::siginfo_t = info;
+        // SAFETY: as above; the child is stopped, so this returns at once.
+        unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut taken, libc::WSTOPPED | libc::WNOHANG | libc::__WALL) };
+        return match nix::sys::ptrace::detach(Pid::from_raw(pid), nix::sys::signal::Signal::SIGSTOP) {
+            // ESRCH: killed meanwhile; its reaper hears of it.
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => Ok(()),
+            Err(e) => Err(e.into()),
+        };
     }
 }
 

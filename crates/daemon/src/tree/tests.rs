@@ -32,6 +32,7 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
         report_parent_asks: false,
         binding: Default::default(),
         pmix_watch: false,
+        hold: false,
     })
 }
 

@@ -15,7 +15,7 @@ use dpm_proto::{AppSpec, ExitStatus};
 
 fn task(argv: &[&str], pgid: i32) -> SpawnTask {
     let spec = AppSpec { exe: argv[0].into(), argv: argv.iter().map(|a| a.to_string()).collect(), env: vec![], wdir: "/".into(), node_env: false };
-    let env = PmiEnv { socketpair: false, vars: vec![], affinity: None };
+    let env = PmiEnv { socketpair: false, vars: vec![], affinity: None, hold: false };
     SpawnTask { app: Arc::new(PreparedApp::new(&spec).unwrap()), env, pgid, with_stdin: false }
 }
 

@@ -13,6 +13,7 @@
 #![allow(dead_code)]
 
 pub mod boot;
+pub mod debugger;
 mod fixtures;
 pub mod mpi4py;
 pub mod pmi2_checks;

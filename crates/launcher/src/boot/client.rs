@@ -92,8 +92,22 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
     }
     wr.write_all(&first).await.map_err(|e| submit_error(e.into()))?;
     let mut inputs = controller::local_inputs(!stdin_ended, true);
+    // MPIR: held jobs continue once this process's debugger let it go on.
+    let (continue_tx, mut continues) = tokio::sync::mpsc::unbounded_channel::<u32>();
     tokio::task::spawn_local(async move {
-        while let Some(input) = inputs.recv().await {
+        loop {
+            let input = tokio::select! {
+                Some(job) = continues.recv() => {
+                    if write_frame(&mut wr, &ToServer::Continue { job }).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                input = inputs.recv() => match input {
+                    Some(input) => input,
+                    None => return,
+                },
+            };
             let (msg, stop) = match input {
                 // Ctrl-Z: the server stops this run's processes (only), then
                 // this client stops as the terminal asked; `fg` sends SIGCONT
@@ -101,7 +115,7 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
                 Input::Signal(sig) => (ToServer::Signal(sig), sig == libc::SIGTSTP),
                 Input::Stdin(data) => (ToServer::Stdin(data), false),
                 // Nothing here ends a run this way (the boot's run ends itself).
-                Input::End(_) => continue,
+                Input::End(_) | Input::Continue(_) => continue,
             };
             if write_frame(&mut wr, &msg).await.is_err() {
                 return;
@@ -118,6 +132,15 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
             Ok(ToClient::Stdout(data)) => out.write(false, data),
             Ok(ToClient::Stderr(data)) => out.write(true, data),
             Ok(ToClient::Exit(code)) => break Ok(code),
+            // Every rank of a job started: into this process's MPIR table
+            // (the debugger reads it here), the breakpoint called; a held
+            // job goes on once the debugger let us go on.
+            Ok(ToClient::Procs { job, procs, held }) => {
+                crate::mpir::publish(&procs);
+                if held {
+                    let _ = continue_tx.send(job);
+                }
+            }
             Ok(ToClient::Refused(why)) => break Err(Error::failed(format!("the boot refused the job: {why}"))),
             Ok(_) => {}
             Err(e) => break Err(Error::failed(format!("lost the boot server: {e}"))),
@@ -190,8 +213,28 @@ async fn request(msg: ToServer) -> Result<(OwnedReadHalf, OwnedWriteHalf), Error
     Ok((rd, wr))
 }
 
-/// `dpm status`.
-pub fn status_command() -> Result<i32, Error> {
+/// `dpm status`; with `json`, for tools: `{"boot": …, "runs": […]}`, the
+/// boot's status (null without a boot) and this user's plain runs
+/// ([`crate::run_table`]), each with its jobs' ranks.
+pub fn status_command(json: bool) -> Result<i32, Error> {
+    if json {
+        return crate::runtime::block_on_local(async move {
+            let boot = match connect()? {
+                Some(_) => match request(ToServer::Status { version: CONTROL_VERSION }).await {
+                    Ok((mut rd, _wr)) => match read_frame::<_, ToClient>(&mut rd).await {
+                        Ok(ToClient::Status(s)) => Some(s),
+                        Ok(ToClient::Refused(why)) => return Err(Error::Failed(why)),
+                        _ => return Err(Error::failed("no answer from the boot server")),
+                    },
+                    Err(e) => return Err(e),
+                },
+                None => None,
+            };
+            let all = serde_json::json!({ "boot": boot, "runs": crate::run_table::read_all() });
+            println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
+            Ok(0)
+        });
+    }
     crate::runtime::block_on_local(async move {
         let (mut rd, _wr) = request(ToServer::Status { version: CONTROL_VERSION }).await?;
         match read_frame::<_, ToClient>(&mut rd).await {

@@ -293,7 +293,13 @@ fn status(server: &Server) -> BootStatus {
     for (job, kvsname, size, owner) in shared.tree.pool.listed() {
         by_owner.entry(owner.unwrap_or(0)).or_default().push((job.0, kvsname, size));
     }
-    let mut runs: Vec<RunStatus> = by_owner.into_iter().map(|(client_pid, jobs)| RunStatus { client_pid, jobs }).collect();
+    let mut runs: Vec<RunStatus> = by_owner
+        .into_iter()
+        .map(|(client_pid, jobs)| {
+            let ranks = jobs.iter().filter_map(|(job, ..)| Some((*job, shared.tree.ranks.get(&dpm_kvs::JobId(*job))?.clone()))).collect();
+            RunStatus { client_pid, jobs, ranks }
+        })
+        .collect();
     runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));
     BootStatus {
         server_pid: std::process::id(),
@@ -313,7 +319,8 @@ fn status(server: &Server) -> BootStatus {
 /// never the server or other runs.
 async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::net::unix::OwnedReadHalf, wr: tokio::net::unix::OwnedWriteHalf) {
     let (sink, drain) = output::sink();
-    let writer = tokio::task::spawn_local(write_to_client(drain, wr));
+    let (tools_tx, tools_rx) = mpsc::unbounded_channel();
+    let writer = tokio::task::spawn_local(write_to_client(drain, tools_rx, wr));
     let (in_tx, in_rx) = mpsc::unbounded_channel::<Input>();
     let id = server.next_run.get();
     server.next_run.set(id + 1);
@@ -323,6 +330,7 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
             let input = match read_frame::<_, ToServer>(&mut rd).await {
                 Ok(ToServer::Signal(sig)) => Input::Signal(sig),
                 Ok(ToServer::Stdin(data)) => Input::Stdin(data),
+                Ok(ToServer::Continue { job }) => Input::Continue(dpm_kvs::JobId(job)),
                 Ok(_) => continue,
                 Err(_) => {
                     let _ = in_tx.send(Input::Signal(libc::SIGTERM));
@@ -340,6 +348,7 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
             config.job.warm_spawn = config.job.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
             let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), sink);
+            controller.tell_client(tools_tx);
             controller.set_failure_policy(config.job.failure_policy);
             controller.set_output_extras(config.job.prepend.clone(), config.job.print_all_exitcodes);
             let (job, kvsname) = controller.new_job_id();
@@ -371,17 +380,33 @@ fn make_room(server: &Server, procs: usize) {
     while !shared.tree.nodes.fits_free(procs) && shared.with_pool(|pool, fx| pool.drop_oldest(fx, None)) {}
 }
 
-/// Write a run's output to its client until the run drops its console;
-/// the connection back, unless the client went away.
-async fn write_to_client(mut drain: output::Drain, mut wr: tokio::net::unix::OwnedWriteHalf) -> Option<tokio::net::unix::OwnedWriteHalf> {
+/// Write a run's output, and its jobs' process tables (MPIR in the
+/// client), to its client until the run drops its console; the connection
+/// back, unless the client went away.
+async fn write_to_client(
+    mut drain: output::Drain,
+    mut tools: mpsc::UnboundedReceiver<controller::Announced>,
+    mut wr: tokio::net::unix::OwnedWriteHalf,
+) -> Option<tokio::net::unix::OwnedWriteHalf> {
     let mut open = true;
-    while let Some(output::Chunk { is_err, data, written, .. }) = drain.next().await {
-        if open && !data.is_empty() {
-            let msg = if is_err { ToClient::Stderr(data) } else { ToClient::Stdout(data) };
-            // The client is gone: its reader ends the run; the rest is dropped.
-            open = write_frame(&mut wr, &msg).await.is_ok();
+    loop {
+        tokio::select! {
+            biased;
+            Some(a) = tools.recv() => {
+                if open {
+                    open = write_frame(&mut wr, &ToClient::Procs { job: a.job.0, procs: a.procs, held: a.held }).await.is_ok();
+                }
+            }
+            chunk = drain.next() => {
+                let Some(output::Chunk { is_err, data, written, .. }) = chunk else { break };
+                if open && !data.is_empty() {
+                    let msg = if is_err { ToClient::Stderr(data) } else { ToClient::Stdout(data) };
+                    // The client is gone: its reader ends the run; the rest is dropped.
+                    open = write_frame(&mut wr, &msg).await.is_ok();
+                }
+                drain.done(written);
+            }
         }
-        drain.done(written);
     }
     open.then_some(wr)
 }
@@ -416,14 +441,14 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
     let (ppn, map_by_node, pmi_mode, kvs, binding) =
         (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));
-    let pmix_watch = config.job.pmix_watch;
+    let (pmix_watch, hold) = (config.job.pmix_watch, config.job.hold);
     let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
         // Other runs' processes hold slots: the placer puts a run that fits
         // into the free ones. The run reserves the placement when it launches.
         let node_of = nodes.place_booted(submit.procs.len(), ppn, map_by_node).node_of().to_vec();
         let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
-        LaunchJob { stdin_rank: Some(Rank(0)), binding: binding.clone(), pmix_watch, ..launch }
+        LaunchJob { stdin_rank: Some(Rank(0)), binding: binding.clone(), pmix_watch, hold, ..launch }
     });
     (settings, launch_of)
 }

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::control::ProcInfo;
 use dpm_proto::{Stream, ToDaemon};
 
 use super::pool::{Pool, PoolEffects, PoolOutbox};
@@ -24,6 +25,8 @@ pub enum Timer {
     /// Warm spawn: pool the shapes missed once, a moment after a spawned
     /// job's end (if their parent is still there).
     WarmLearn,
+    /// The ranks' reports asked for at the timeout are due (`report`).
+    Reports,
 }
 
 /// Everything a [`super::Run`] does besides changing its own state.
@@ -52,6 +55,11 @@ pub trait RunEffects {
     /// The file system a spawn's programs, directories and host files are
     /// resolved in (this machine's, for a live run).
     fn files(&self) -> &dyn Files;
+    /// Every rank of `job` has started (once per job): its ranks in rank
+    /// order, for MPIR's process table. `held`: launched held for a
+    /// debugger; the driver calls [`super::Run::continue_job`] once the
+    /// debugger let the starter go on.
+    fn procs_started(&mut self, job: JobId, procs: Vec<ProcInfo>, held: bool);
 }
 
 /// One recorded effect.
@@ -67,6 +75,7 @@ pub enum Effect {
     Arm(Timer, Duration),
     Finished(i32),
     WakePool(u64),
+    ProcsStarted(JobId, Vec<ProcInfo>, bool),
 }
 
 /// A [`RunEffects`] that records every effect, with a virtual clock
@@ -132,6 +141,10 @@ impl RunEffects for Recorder {
     }
     fn wake_pool(&mut self, at: u64) {
         self.effects.push(Effect::WakePool(at));
+    }
+
+    fn procs_started(&mut self, job: JobId, procs: Vec<ProcInfo>, held: bool) {
+        self.effects.push(Effect::ProcsStarted(job, procs, held));
     }
 
     fn files(&self) -> &dyn Files {

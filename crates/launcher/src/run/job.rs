@@ -61,6 +61,14 @@ pub(super) struct Job {
     /// Launched with `pmix_watch`: each app's program as the user wrote
     /// it, until a node's watch trips ([`Job::take_watched`]).
     watched: Option<Vec<String>>,
+    /// Each app's program (resolved path) and the app of each rank: the
+    /// MPIR table's `executable_name`.
+    programs: Vec<String>,
+    app_of: Vec<u32>,
+    /// Launched held for a debugger (`LaunchJob::hold`), not continued yet.
+    held: bool,
+    /// Every rank started and the run said so ([`super::RunEffects::procs_started`]).
+    announced: bool,
 }
 
 impl Job {
@@ -88,7 +96,39 @@ impl Job {
             spawn_errcodes: Vec::new(),
             appnums: launch.appnums.clone(),
             watched: launch.pmix_watch.then(|| launch.apps.iter().map(|a| a.argv.first().unwrap_or(&a.exe).clone()).collect()),
+            programs: launch.apps.iter().map(|a| a.exe.clone()).collect(),
+            app_of: {
+                let mut app_of = vec![0; launch.size as usize];
+                for p in &launch.procs {
+                    if let Some(a) = app_of.get_mut(p.rank.0 as usize) {
+                        *a = p.app as u32;
+                    }
+                }
+                app_of
+            },
+            held: launch.hold,
+            announced: false,
         }
+    }
+
+    /// The program rank `rank` runs.
+    pub(super) fn program(&self, rank: usize) -> &str {
+        self.app_of.get(rank).and_then(|&a| self.programs.get(a as usize)).map_or("?", String::as_str)
+    }
+
+    /// Once, when every rank has a pid: whether its ranks are held (`None`:
+    /// not every rank has started, or said already).
+    pub(super) fn announce(&mut self) -> Option<bool> {
+        if self.announced || !self.all_started() {
+            return None;
+        }
+        self.announced = true;
+        Some(self.held)
+    }
+
+    /// The job is continued (its held ranks got SIGCONT); `true` if it was held.
+    pub(super) fn unhold(&mut self) -> bool {
+        std::mem::take(&mut self.held)
     }
 
     pub(super) fn kvsname(&self) -> &str {
@@ -119,6 +159,11 @@ impl Job {
 
     pub(super) fn pid(&self, rank: Rank) -> Option<u32> {
         self.ranks.get(rank.0 as usize).and_then(|r| r.pid)
+    }
+
+    /// Ranks started and not ended, with their pids.
+    pub(super) fn live(&self) -> Vec<(Rank, u32)> {
+        self.ranks.iter().enumerate().filter(|(_, r)| r.end.is_none()).filter_map(|(i, r)| Some((Rank(i as u32), r.pid?))).collect()
     }
 
     pub(super) fn all_started(&self) -> bool {

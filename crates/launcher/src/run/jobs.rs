@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::control::{ProcInfo, RankStatus};
 use dpm_proto::{ExitStatus, JobMap, PmiProgress, RankExit, ToDaemon, OUTPUT_ACK_STEP};
 
 use super::job::{serve_fence, Job, RankEnd};
@@ -172,6 +173,38 @@ impl Jobs {
         if let Some(((node, request), errcodes)) = j.started(rank, pid) {
             fx.send(node, ToDaemon::SpawnDone { request, result: Ok(j.kvsname().to_string()), errcodes });
         }
+        self.announce(fx, job);
+    }
+
+    /// Every rank of `job` has started: its process table to the driver
+    /// (MPIR, tools), once.
+    fn announce(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        let Some(j) = self.map.get_mut(&job) else { return };
+        let Some(held) = j.announce() else { return };
+        let j = &self.map[&job];
+        let procs = (0..j.size())
+            .map(|r| {
+                let host = j.node(Rank(r as u32)).map_or_else(|| "?".to_string(), |n| fx.shared().nodes.host(n).to_string());
+                ProcInfo { rank: r as u32, host, exe: j.program(r).to_string(), pid: j.pid(Rank(r as u32)).unwrap_or(0) }
+            })
+            .collect::<Vec<ProcInfo>>();
+        let state = if held { "held" } else { "running" };
+        let listed = procs.iter().map(|p| RankStatus { rank: p.rank, host: p.host.clone(), pid: p.pid, state: state.into() }).collect();
+        fx.shared().ranks.insert(job, listed);
+        fx.procs_started(job, procs, held);
+    }
+
+    /// Continue a job launched held for a debugger (MPIR launch mode): its
+    /// ranks, stopped at their first instruction, get SIGCONT.
+    pub(super) fn continue_held(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        if let Some(j) = self.map.get_mut(&job) {
+            if j.unhold() {
+                j.signal(job, libc::SIGCONT, &mut |node, msg| fx.send(node, msg));
+                for r in fx.shared().ranks.get_mut(&job).into_iter().flatten() {
+                    r.state = "running".into();
+                }
+            }
+        }
     }
 
     /// Rank `rank` of `job` (not a claimed pooled job) could not be started.
@@ -232,6 +265,13 @@ impl Jobs {
             ExitStatus::Signal(s) => RankEnd::Failed { why: format!("{who} was killed by signal {s} ({})", signal_name(s)), code: 128 + s },
         };
         j.end_rank(rank.0 as usize, end.clone());
+        if let Some(listed) = fx.shared().ranks.get_mut(&job).and_then(|l| l.get_mut(rank.0 as usize)) {
+            listed.state = match &end {
+                RankEnd::Ok => "exited 0".into(),
+                RankEnd::Failed { why, .. } => format!("failed: {why}"),
+                RankEnd::Terminated => "terminated".into(),
+            };
+        }
         let spawned = j.spawned();
         if let RankEnd::Failed { why, code } = end {
             if policy == FailurePolicy::KeepOthers {
@@ -345,7 +385,7 @@ impl Jobs {
     }
 }
 
-fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {
+pub(super) fn describe_rank(job: JobId, rank: Rank, pid: Option<u32>, host: &str) -> String {
     let job_part = if job.0 == 0 { String::new() } else { format!(" of job {}", job.0) };
     match pid {
         Some(pid) => format!("rank {}{job_part} (pid {pid} on {host})", rank.0),

@@ -33,6 +33,8 @@ pub struct Settings {
     pub warm_verbose: bool,
     /// Every job's binding (`-bind-to`…), applied by the daemons.
     pub binding: dpm_binding::BindPolicy,
+    /// What the run reports of its ranks at `--timeout`.
+    pub on_timeout: dpm_proto::control::TimeoutReport,
 }
 
 /// A planned job that cannot be run as it is: refused before anything starts.

@@ -44,6 +44,7 @@ mod kvsname;
 mod launch;
 mod names;
 mod pool;
+mod report;
 mod shape;
 mod shared;
 mod spawn;
@@ -56,6 +57,7 @@ mod warm;
 use std::time::Duration;
 
 use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::control::TimeoutReport;
 use dpm_proto::link::InProcessFd;
 use dpm_proto::{LaunchJob, RankExit, RequestId, ToDaemon, ToLauncher};
 
@@ -88,6 +90,8 @@ pub struct Run {
     kvs: KvsRoot,
     warm: WarmPool,
     connects: connect::Collectives,
+    /// At the timeout, the ranks' reports awaited before the kill.
+    reports: Option<report::Reports>,
 }
 
 impl Run {
@@ -102,6 +106,7 @@ impl Run {
             jobs: Jobs::default(),
             warm: WarmPool::default(),
             connects: connect::Collectives::default(),
+            reports: None,
         }
     }
 
@@ -235,6 +240,13 @@ impl Run {
                 self.connects.contribute(fx, &self.jobs, universe, node, request, &nspaces, &ranks, kind, group, data);
             }
             ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
+            report @ ToLauncher::RankReport { .. } => {
+                let done = self.reports.as_mut().is_some_and(|r| r.on_report(fx, node, report));
+                if done {
+                    self.reports = None;
+                    self.reports_done(fx);
+                }
+            }
             // The PMIx watch of `node` saw a rank of `job` connect: an Open
             // MPI rank served PMI-1/2, a singleton if left alone. The run
             // ends (as `on_end`) saying to use `--pmi pmix`, naming the
@@ -360,6 +372,12 @@ impl Run {
 
     /// The link to `node` broke (its daemon killed, its host lost, silent too
     /// long): that node and the subtree below it are gone.
+    /// A job launched held for a debugger may go on (MPIR launch mode: the
+    /// debugger let the starter go on from `MPIR_Breakpoint`, or detached).
+    pub fn continue_job(&mut self, fx: &mut dyn RunEffects, job: JobId) {
+        self.jobs.continue_held(fx, job);
+    }
+
     pub fn on_node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
         self.node_lost(fx, node, error);
         self.settle(fx);
@@ -442,6 +460,7 @@ impl Run {
         }
         fx.shared().route(job, None);
         fx.shared().jobs.remove(&job);
+        fx.shared().ranks.remove(&job);
         names::job_ended(fx, job, j.kvsname());
         // The claims its spawns were making go, then the pool made for them.
         for orphan in self.warm.claims_of(job) {
@@ -484,6 +503,9 @@ impl Run {
     /// dpm itself got `sig`: forward it to every process; a second signal
     /// kills at once, else SIGKILL follows after the grace.
     pub fn on_signal(&mut self, fx: &mut dyn RunEffects, sig: i32) {
+        if sig == libc::SIGQUIT {
+            return self.report_now(fx);
+        }
         let name = signal_name(sig);
         if self.verdict.interrupted.is_some() {
             fx.say(&format!("dpm: got {name} again; killing every process now"));
@@ -520,9 +542,27 @@ impl Run {
             Timer::Timeout if !self.verdict.timed_out => {
                 let Some(timeout) = self.timeout else { return };
                 self.verdict.timed_out = true;
-                fx.say(&format!("dpm: job timed out after {} s; killing it", timeout.as_secs_f64()));
-                self.jobs.kill_all(fx, libc::SIGTERM);
-                fx.arm(Timer::KillGrace, self.settings.kill_grace);
+                // A SIGQUIT's reports still awaited: the timeout's are asked anew.
+                self.reports = None;
+                let stacks = match self.settings.on_timeout {
+                    TimeoutReport::Nothing => None,
+                    TimeoutReport::State => Some(false),
+                    TimeoutReport::Stacks => Some(true),
+                };
+                self.reports = stacks.and_then(|stacks| report::Reports::ask(&self.jobs, fx, stacks));
+                if self.reports.is_some() {
+                    fx.say(&format!("dpm: job timed out after {} s; its ranks, before they are killed:", timeout.as_secs_f64()));
+                    fx.arm(Timer::Reports, report::REPORT_WAIT);
+                } else {
+                    fx.say(&format!("dpm: job timed out after {} s; killing it", timeout.as_secs_f64()));
+                    self.kill_at_timeout(fx);
+                }
+            }
+            Timer::Reports => {
+                if let Some(reports) = self.reports.take() {
+                    reports.give_up(fx, &self.jobs);
+                    self.reports_done(fx);
+                }
             }
             Timer::Timeout => {}
             Timer::KillGrace => self.jobs.kill_all(fx, libc::SIGKILL),
@@ -536,6 +576,32 @@ impl Run {
             }
         }
         self.settle(fx);
+    }
+
+    /// SIGQUIT (Ctrl-\) to `dpm run`: every live rank's state and stack,
+    /// as at a `--timeout` with `--get-stack-traces`; the run goes on.
+    fn report_now(&mut self, fx: &mut dyn RunEffects) {
+        if self.reports.is_some() || self.verdict.ending() {
+            return;
+        }
+        self.reports = report::Reports::ask(&self.jobs, fx, true);
+        if self.reports.is_some() {
+            fx.say("dpm: got SIGQUIT; the run's ranks (the run goes on):");
+            fx.arm(Timer::Reports, report::REPORT_WAIT);
+        }
+    }
+
+    /// The reports are all in or their wait is over: at the timeout, the kill.
+    fn reports_done(&mut self, fx: &mut dyn RunEffects) {
+        if self.verdict.timed_out {
+            self.kill_at_timeout(fx);
+        }
+    }
+
+    /// `--timeout`: SIGTERM to every job, SIGKILL after the grace.
+    fn kill_at_timeout(&mut self, fx: &mut dyn RunEffects) {
+        self.jobs.kill_all(fx, libc::SIGTERM);
+        fx.arm(Timer::KillGrace, self.settings.kill_grace);
     }
 
     /// The daemons' stream ended: nothing more will be heard of any job.
@@ -581,6 +647,7 @@ impl Run {
         for id in self.jobs.take_all() {
             fx.shared().route(id, None);
             fx.shared().jobs.remove(&id);
+            fx.shared().ranks.remove(&id);
             let out = fx.shared().connects_job_ended(id);
             send_all(fx, out);
         }

@@ -25,6 +25,8 @@ pub struct TreeShared {
     pub nodes: NodeTable,
     /// Live jobs: (owner's pid, kvsname, size), for `dpm status`.
     pub jobs: BTreeMap<JobId, (u32, String, u32)>,
+    /// Each listed job's ranks once all started (`dpm status --json`).
+    pub ranks: BTreeMap<JobId, Vec<dpm_proto::control::RankStatus>>,
     /// Pooled jobs kept for later runs (`dpm boot --warm-spawn`; off by default).
     pub pool: Pool,
     /// The Open MPI families of the last kvsnames handed out, live before
@@ -73,6 +75,7 @@ impl TreeShared {
             run_tag,
             nodes,
             jobs: BTreeMap::new(),
+            ranks: BTreeMap::new(),
             pool: Pool::new(fanout),
             issued: Default::default(),
             context_ids: 0,

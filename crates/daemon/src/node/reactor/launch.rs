@@ -114,7 +114,7 @@ impl NodeReactor {
                 return self.launch_failed(fx, job, proc.rank, error, libc::EINVAL);
             };
             let mut env = match pmix_envs.next() {
-                Some(vars) => PmiEnv { socketpair: false, vars, affinity: None },
+                Some(vars) => PmiEnv { socketpair: false, vars, affinity: None, hold: spec.hold },
                 None => self.pmi_env(&spec, proc.rank, local_id, local_n),
             };
             if let Some(bound) = bindings.next() {
@@ -241,7 +241,7 @@ impl NodeReactor {
             vars.push(("PMI_PORT".into(), port));
             vars.push(("PMI_ID".into(), rank.0.to_string()));
         }
-        PmiEnv { socketpair: spec.pmi_mode == PmiMode::Fd, vars, affinity: None }
+        PmiEnv { socketpair: spec.pmi_mode == PmiMode::Fd, vars, affinity: None, hold: spec.hold }
     }
 
     /// A process of a launch started.

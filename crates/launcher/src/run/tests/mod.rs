@@ -43,6 +43,7 @@ fn settings_for(slots: &[u32]) -> Settings {
         warm_spawn: 0,
         warm_verbose: false,
         binding: Default::default(),
+        on_timeout: Default::default(),
     }
 }
 
@@ -581,6 +582,7 @@ fn rank_ranges_are_compact() {
 mod dead;
 mod pmix;
 mod pool;
+mod report;
 mod tree_connect;
 mod warm;
 mod watch;
