@@ -482,13 +482,8 @@ impl Controller {
 
     /// Hand one event to the run with this driver's effects.
     fn with_run<T>(&mut self, event: impl FnOnce(&mut Run, &mut dyn RunEffects) -> T) -> T {
-        let mut fx = Driver {
-            links: &self.links,
-            shared: self.shared.borrow_mut(),
-            output: &mut self.output,
-            timers: &mut self.timers,
-            announced: &mut self.announced,
-        };
+        let mut fx =
+            Driver { links: &self.links, shared: self.shared.borrow_mut(), output: &mut self.output, timers: &mut self.timers, announced: &mut self.announced };
         event(&mut self.run, &mut fx)
     }
 
