@@ -160,7 +160,17 @@ impl Binder {
                 return Err(BindError::TooFewCpus { what, asked: count as u32, present: objs.len(), level: level.name(), allowed: allowed() });
             }
             if let MapBy::Ppr { per, level: group } = policy.map {
-                let fewest = grouped(group).iter().map(|m| chunks(m).len()).filter(|&n| n > 0).min();
+                // Only where the binding's objects lie inside the group: a
+                // binding above it (`ppr:2:core` bound to the socket) binds
+                // each rank to the object that holds its group, shared by design.
+                let groups = self.restricted(group.kind());
+                let fewest = grouped(group)
+                    .iter()
+                    .zip(groups.iter())
+                    .filter(|(m, g)| m.iter().all(|o| o.is_subset(g)))
+                    .map(|(m, _)| chunks(m).len())
+                    .filter(|&n| n > 0)
+                    .min();
                 if let Some(units) = fewest.filter(|&u| per as usize > u) {
                     return Err(BindError::PprTooMany { per, group: group.name(), units, level: level.name() });
                 }

@@ -289,8 +289,12 @@ fn claimed_pooled_children_take_free_objects() {
     out.assert_success();
     out.assert_stdout_contains("done\n");
     let why = out.describe();
+    // The first spawn misses; the second claims the pool filled after the
+    // first child's end or — its parent quicker than the learning delay —
+    // misses too and fills it (warm_spawn.rs); every later one claims.
     let claimed = out.err_lines().into_iter().filter(|l| l.starts_with("dpm: warm spawn: claimed ")).count();
-    assert_eq!(claimed, iters - 1, "every spawn after the first claims a pooled job\n{why}");
+    let missed = out.err_lines().into_iter().filter(|l| l.starts_with("dpm: warm spawn: miss for ")).count();
+    assert!((1..=2).contains(&missed) && claimed + missed == iters, "{claimed} claims, {missed} misses\n{why}");
     let cpus_of = |prefix: &str| -> CpuSet {
         let list = out.lines().into_iter().find_map(|l| l.strip_prefix(prefix).map(str::to_string)).unwrap_or_else(|| panic!("no '{prefix}' line\n{why}"));
         CpuSet::parse_list(&list).unwrap()
@@ -303,7 +307,7 @@ fn claimed_pooled_children_take_free_objects() {
         .filter(|l| l.ends_with(" (claimed)"))
         .map(|l| CpuSet::parse_list(l.split_once("(cpus ").unwrap().1.split(')').next().unwrap()).unwrap())
         .collect();
-    assert_eq!(reports.len(), iters - 1, "a report per claim\n{why}");
+    assert_eq!(reports.len(), claimed, "a report per claim\n{why}");
     // Another core than the parent's exists unless one core is all there is.
     let room = parent != own_cpus();
     for i in 0..iters {
@@ -311,7 +315,7 @@ fn claimed_pooled_children_take_free_objects() {
         if room {
             assert!(!child.intersects(&parent), "child {i} on {child}, which the parent ({parent}) holds\n{why}");
         }
-        if i > 0 {
+        if i >= missed {
             assert!(reports.contains(&child), "child {i} runs on {child}, which no claim reported\n{why}");
         }
     }

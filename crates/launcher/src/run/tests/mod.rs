@@ -148,7 +148,7 @@ fn a_non_zero_exit_after_finalize_kills_nobody_and_decides() {
     exit(&mut run, &mut rec, 0, j, 0, ExitStatus::Code(0), DONE, LATER);
     exit(&mut run, &mut rec, 1, j, 2, ExitStatus::Code(0), DONE, LATER);
     assert_eq!(run.exit_code(), Some(3));
-    assert_eq!(summary(&rec), "dpm: job failed: rank 1 (pid 101 on h1) exited with code 3");
+    assert_eq!(summary(&rec), "dpm: rank 1 (pid 101 on h1) exited with code 3");
 }
 
 #[test]
