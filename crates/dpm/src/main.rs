@@ -5,7 +5,7 @@
 //!
 //! The binary owns the process-wide concerns: it sets up logging (the
 //! library only emits `tracing` events) and renders a command's error once,
-//! as `dpm run: …`, exiting with the status the error maps to.
+//! as `dpm: error: …`, exiting with the status the error maps to.
 
 use clap::{Parser, Subcommand};
 

@@ -46,3 +46,19 @@ fn with_v_the_same_warning_has_the_diagnostic_format() {
     assert!(line.starts_with(|c: char| c.is_ascii_digit()) && line.contains('T'), "a timestamp first: {line}");
     assert!(!line.starts_with("dpm: "), "{line}");
 }
+
+/// A command's error is said in the same style, whatever name dpm runs
+/// under: `dpm: error: …`, then (for a usage error) where the help is.
+#[test]
+fn an_error_is_one_dpm_error_line() {
+    let out = Dpm::run(["-n", "2", "/nonexistent/program"]).output();
+    out.assert_code(127);
+    let err = out.stderr_str();
+    let first = err.lines().next().unwrap_or_default();
+    assert!(first.starts_with("dpm: error: ") && first.contains("/nonexistent/program"), "{}", out.describe());
+    let usage = Dpm::run(["-n", "0", "true"]).output();
+    usage.assert_code(2);
+    let lines: Vec<String> = usage.stderr_str().lines().map(str::to_string).collect();
+    assert!(lines.first().is_some_and(|l| l.starts_with("dpm: error: ")), "{}", usage.describe());
+    assert_eq!(lines.last().map(String::as_str), Some("Try 'dpm run --help'."), "{}", usage.describe());
+}

@@ -424,8 +424,8 @@ fn unreachable_at_start(fx: &Fixture, hosts: &str, bad: &str) {
     let err = out.stderr_str();
     let line = err
         .lines()
-        .find(|l| l.starts_with("dpm run:") && l.contains(&format!("({bad})")))
-        .unwrap_or_else(|| panic!("no 'dpm run:' line names {bad}\n{}", out.describe()));
+        .find(|l| l.starts_with("dpm: error:") && l.contains(&format!("({bad})")))
+        .unwrap_or_else(|| panic!("no 'dpm: error:' line names {bad}\n{}", out.describe()));
     // Whether ssh is already gone when dpm writes its greeting is a race; the
     // message must not depend on it (EPIPE is not an explanation).
     assert!(

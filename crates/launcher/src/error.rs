@@ -124,12 +124,13 @@ impl Error {
         }
     }
 
-    /// The message for stderr, as `who: message` (`who`: the command,
-    /// `dpm run` or `mpiexec`), with a pointer to `--help` for usage errors.
+    /// The message for stderr in dpm's one style, `dpm: error: message`,
+    /// with a pointer to the command's `--help` for usage errors (`who`: the
+    /// command, `dpm run` or `mpiexec`).
     pub fn render(&self, who: &str) -> String {
         match self {
-            Error::Usage(_) => format!("{who}: {self}\nTry '{} --help'.", help_command(who)),
-            _ => format!("{who}: {self}"),
+            Error::Usage(_) => format!("dpm: error: {self}\nTry '{} --help'.", help_command(who)),
+            _ => format!("dpm: error: {self}"),
         }
     }
 }
@@ -150,10 +151,10 @@ mod tests {
     fn exit_codes_and_rendering() {
         let usage = Error::from(UsageError::new("no program given"));
         assert_eq!(usage.exit_code(), 2);
-        assert_eq!(usage.render("dpm run"), "dpm run: no program given\nTry 'dpm run --help'.");
-        assert_eq!(usage.render("mpiexec"), "mpiexec: no program given\nTry 'dpm run --help'.");
+        assert_eq!(usage.render("dpm run"), "dpm: error: no program given\nTry 'dpm run --help'.");
+        assert_eq!(usage.render("mpiexec"), "dpm: error: no program given\nTry 'dpm run --help'.");
         assert_eq!(Error::from(PlanError::NotFound("x".into())).exit_code(), 127);
         assert_eq!(Error::Interrupted { what: "interrupted (SIGINT)", signal: 2 }.exit_code(), 130);
-        assert_eq!(Error::failed("lost").render("dpm status"), "dpm status: lost");
+        assert_eq!(Error::failed("lost").render("dpm status"), "dpm: error: lost");
     }
 }
