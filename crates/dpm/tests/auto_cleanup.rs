@@ -15,17 +15,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{program, repo_root, Dpm, Output};
-
-fn hydra() -> PathBuf {
-    let path = repo_root().join(".venv/bin/mpiexec.hydra");
-    assert!(path.is_file(), "{} is missing: run ./scripts/setup.sh --tests", path.display());
-    path
-}
+use common::{hydra, program, Dpm, Output};
 
 /// How the victim (rank 1) of `tests/programs/die` ends.
 const SIGNALS: [(&str, i32); 4] = [("SEGV", 11), ("ABRT", 6), ("KILL", 9), ("TERM", 15)];

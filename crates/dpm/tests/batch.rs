@@ -18,7 +18,7 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use common::{hello, hostname, placement, repo_root, Dpm, Output, TempDir, MARKER_VAR};
+use common::{hello, hostname, hydra, placement, Dpm, Output, TempDir, MARKER_VAR};
 
 /// A stand-in agent: logs `NAME ARGS…`, skips its options and the host,
 /// then runs the rest as a shell command (Hydra quotes the proxy's path).
@@ -79,12 +79,6 @@ impl Batch {
         }
         cmd
     }
-}
-
-fn hydra() -> std::path::PathBuf {
-    let path = repo_root().join(".venv/bin/mpiexec.hydra");
-    assert!(path.is_file(), "{} is missing: run ./scripts/setup.sh --tests", path.display());
-    path
 }
 
 /// Ranks "0-1,3" as a list.

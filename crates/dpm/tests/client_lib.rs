@@ -8,11 +8,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::pmi2_checks::{assert_abort, assert_nameserv, assert_nodeattr, assert_putfence, assert_spawn};
-use common::{assert_bench_line, pmi_bench, program, repo_root, Dpm, Output};
+use common::{assert_bench_line, hydra, pmi_bench, program, repo_root, Dpm, Output};
 
 /// target/client/lib, where `make -C client` puts libpmi.so.0 and
 /// libpmi2.so.0; fails the test when they were not built.
@@ -22,12 +21,6 @@ fn client_lib_dir() -> String {
         assert!(dir.join(lib).is_file(), "{} is missing: run ./scripts/setup.sh (it runs make -C client)", dir.join(lib).display());
     }
     dir.to_string_lossy().into_owned()
-}
-
-fn hydra() -> PathBuf {
-    let path = repo_root().join(".venv/bin/mpiexec.hydra");
-    assert!(path.is_file(), "{} is missing: run ./scripts/setup.sh", path.display());
-    path
 }
 
 /// Every rank of `n` printed `line {r} rest`.

@@ -9,19 +9,7 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{hostname, placement, repo_root, Dpm, Output, TempFile};
-
-fn hydra() -> PathBuf {
-    let path = repo_root().join(".venv/bin/mpiexec.hydra");
-    assert!(path.is_file(), "{} is missing: run ./scripts/setup.sh", path.display());
-    path
-}
-
-fn under_hydra(args: &[&str]) -> Output {
-    common::hydra_output(|| Dpm::mpiexec(&hydra(), args))
-}
+use common::{hostname, hydra, placement, under_hydra, Dpm, Output, TempFile};
 
 /// The same command line under dpm and Hydra, with remote nodes started
 /// through [`common::LOCAL_SSH`] when `hosts` is given.

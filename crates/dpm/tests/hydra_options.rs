@@ -12,18 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{dpm_bin, program, repo_root, unique, Dpm, Output, TempFile};
-
-fn hydra() -> PathBuf {
-    let path = repo_root().join(".venv/bin/mpiexec.hydra");
-    assert!(path.is_file(), "{} is missing: run ./scripts/setup.sh", path.display());
-    path
-}
-
-/// `mpiexec.hydra ARGS` under the harness (marker, watchdog, leftovers).
-fn under_hydra(args: &[&str]) -> Output {
-    common::hydra_output(|| Dpm::mpiexec(&hydra(), args))
-}
+use common::{dpm_bin, hydra, program, under_hydra, unique, Dpm, Output, TempFile};
 
 /// A fresh directory under the system temporary one, removed when dropped.
 struct TempDir(PathBuf);

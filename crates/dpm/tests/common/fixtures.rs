@@ -27,6 +27,20 @@ pub fn ompi_program(name: &str) -> Option<String> {
 /// How many runs [`hydra_output`] gives Hydra.
 pub const HYDRA_RUNS: usize = 5;
 
+/// Hydra's `mpiexec` of the project's venv, the reference for every
+/// option dpm takes from it.
+pub fn hydra() -> std::path::PathBuf {
+    let path = repo_root().join(".venv/bin/mpiexec.hydra");
+    assert!(path.is_file(), "{} is missing: run ./scripts/setup.sh --tests", path.display());
+    path
+}
+
+/// `mpiexec.hydra ARGS` under the harness (marker, watchdog, leftovers),
+/// run again if it died of SIGPIPE ([`hydra_output`]).
+pub fn under_hydra(args: &[&str]) -> Output {
+    hydra_output(|| Dpm::mpiexec(&hydra(), args))
+}
+
 /// Hydra's `mpiexec.hydra` (`make` builds it, e.g. [`Dpm::mpiexec`]), run
 /// again, at most [`HYDRA_RUNS`] runs in all, when it dies of SIGPIPE: with
 /// `stress-ng --cpu 4` beside it, `mpiexec.hydra -l -configfile` of two
