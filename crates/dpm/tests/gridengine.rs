@@ -171,20 +171,12 @@ fn dpm_inside_a_grid_engine_job() {
         Ok(fx) => fx,
         Err(reason) => return common::fixture_unavailable("Grid Engine fixture (gridengine)", &reason),
     };
-    type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario); 3] = [
+    let scenarios: [(&str, common::Scenario<Fixture>); 3] = [
         ("hello through qrsh -inherit", hello_through_qrsh),
         ("MPI_Comm_spawn in a job", spawn_in_a_job),
         ("qdel kills every rank and daemon", qdel_kills_everything),
     ];
-    let mut failures = Vec::new();
-    for (name, scenario) in scenarios {
-        let started = Instant::now();
-        if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(&fx))) {
-            failures.push(format!("{name}: {}", common::panic_text(e)));
-        }
-        eprintln!("[gridengine] {name}: {:.2} s", started.elapsed().as_secs_f64());
-    }
+    let mut failures = common::run_scenarios("gridengine", &fx, &scenarios, |_, _| None);
     if let Err(e) = fx.down() {
         failures.push(format!("fixture down: {e}"));
     }

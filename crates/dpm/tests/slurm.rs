@@ -20,7 +20,6 @@
 
 mod common;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -244,8 +243,7 @@ fn dpm_inside_a_slurm_allocation() {
         Ok(fx) => fx,
         Err(reason) => return common::fixture_unavailable("Slurm cluster fixture (slurm)", &reason),
     };
-    type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario); 7] = [
+    let scenarios: [(&str, common::Scenario<Fixture>); 7] = [
         ("salloc -N1 -n2 dpm run -n 2 hello", hello_in_allocation),
         ("ranks see the job's environment", ranks_see_the_job),
         ("one step on every node", step_on_every_node),
@@ -254,26 +252,11 @@ fn dpm_inside_a_slurm_allocation() {
         ("dpm boot inside the allocation", boot_inside_the_allocation),
         ("binding inside the allocation", binding_inside_the_allocation),
     ];
-    let mut failures = Vec::new();
-    let total = Instant::now();
-    for (name, scenario) in scenarios {
-        let started = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| scenario(&fx)));
-        let ran = started.elapsed();
-        let mut failed = false;
-        if let Err(e) = result {
-            failures.push(format!("{name}: {}", common::panic_text(e)));
-            failed = true;
-        }
+    let mut failures = common::run_scenarios("slurm", &fx, &scenarios, |fx, name| {
         // A hang guard: settling ends as soon as the queue is empty.
         let left = fx.settle(Duration::from_secs(30));
-        if !left.is_empty() {
-            failures.push(format!("{name}: jobs left 30 s after the run: {left:?}"));
-            failed = true;
-        }
-        eprintln!("[slurm] {name}: {} ({:.2} s)", if failed { "FAILED" } else { "ok" }, ran.as_secs_f64());
-    }
-    eprintln!("[slurm] all scenarios: {:.2} s", total.elapsed().as_secs_f64());
+        (!left.is_empty()).then(|| format!("{name}: jobs left 30 s after the run: {left:?}"))
+    });
     if let Err(e) = fx.down() {
         failures.push(format!("fixture down: {e}"));
     }

@@ -23,7 +23,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::process::Command;
 use std::thread;
@@ -501,8 +500,7 @@ fn mpich_across_four_ssh_hosts() {
         Ok(fx) => fx,
         Err(reason) => return common::fixture_unavailable("netns hosts fixture (ssh_hosts)", &reason),
     };
-    type Scenario = fn(&Fixture);
-    let scenarios: [(&str, Scenario); 15] = [
+    let scenarios: [(&str, common::Scenario<Fixture>); 15] = [
         ("hello on four hosts", hello_on_four_hosts),
         ("MPIR: gdb attached to dpm run reads every host's ranks", mpir_attach_across_hosts),
         ("Open MPI unseen on other hosts: refused, never singletons", open_mpi_unseen_on_other_hosts),
@@ -521,25 +519,10 @@ fn mpich_across_four_ssh_hosts() {
         // connection (TCP retransmission once the cable is back).
         ("lost host", lost_host),
     ];
-    let mut failures = Vec::new();
-    let total = Instant::now();
-    for (name, scenario) in scenarios {
-        let started = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| scenario(&fx)));
-        let ran = started.elapsed();
-        let mut failed = false;
-        if let Err(e) = result {
-            failures.push(format!("{name}: {}", common::panic_text(e)));
-            failed = true;
-        }
+    let mut failures = common::run_scenarios("ssh_hosts", &fx, &scenarios, |fx, name| {
         let left = fx.settle(SETTLE_GUARD);
-        if !left.is_empty() {
-            failures.push(format!("{name}: processes left on the hosts {SETTLE_GUARD:?} after the run: {left:#?}"));
-            failed = true;
-        }
-        eprintln!("[ssh_hosts] {name}: {} ({:.2} s)", if failed { "FAILED" } else { "ok" }, ran.as_secs_f64());
-    }
-    eprintln!("[ssh_hosts] all scenarios: {:.2} s", total.elapsed().as_secs_f64());
+        (!left.is_empty()).then(|| format!("{name}: processes left on the hosts {SETTLE_GUARD:?} after the run: {left:#?}"))
+    });
     if let Err(e) = fx.down() {
         failures.push(format!("fixture down: {e}"));
     }

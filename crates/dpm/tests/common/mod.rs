@@ -555,6 +555,32 @@ pub fn placement(stderr: &str) -> Vec<(u32, String, String)> {
         .collect()
 }
 
+/// One scenario of a machine-wide fixture's test, run by [`run_scenarios`].
+pub type Scenario<F> = fn(&F);
+
+/// Run a fixture's scenarios in turn, each caught apart so that one failure
+/// does not hide the next; `after` checks what a scenario left behind (its
+/// failure text, or `None`). Prints each scenario's time and verdict as
+/// `[tag] name: ok (1.23 s)`; returns the failures, each named.
+pub fn run_scenarios<F>(tag: &str, fx: &F, scenarios: &[(&str, Scenario<F>)], after: impl Fn(&F, &str) -> Option<String>) -> Vec<String> {
+    let mut failures = Vec::new();
+    let total = std::time::Instant::now();
+    for &(name, scenario) in scenarios {
+        let started = std::time::Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(fx)));
+        let ran = started.elapsed();
+        let before = failures.len();
+        if let Err(e) = result {
+            failures.push(format!("{name}: {}", panic_text(e)));
+        }
+        failures.extend(after(fx, name));
+        let verdict = if failures.len() > before { "FAILED" } else { "ok" };
+        eprintln!("[{tag}] {name}: {verdict} ({:.2} s)", ran.as_secs_f64());
+    }
+    eprintln!("[{tag}] all scenarios: {:.2} s", total.elapsed().as_secs_f64());
+    failures
+}
+
 /// The message of a caught panic (scenario runners report and go on).
 pub fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
     e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
