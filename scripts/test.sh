@@ -23,7 +23,7 @@ echo "[test] msrv check $(($(date +%s) - msrv_start)) s" >>"$timings"
 tests_start=$(date +%s)
 rc=0
 # Every test that cannot run here (a fixture, a tool, root missing) appends
-# one "SKIPPED: what: reason" line to this file (crates/dpm/tests/common:
+# one "SKIPPED: what: reason" line to this file (crates/test-support:
 # cannot_run; under CI=true it fails instead); they are listed at the end.
 export DPM_TEST_SKIPS="$PWD/target/test-skips.txt"
 mkdir -p target && : >"$DPM_TEST_SKIPS"
