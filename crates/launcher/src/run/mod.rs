@@ -49,7 +49,7 @@ mod shape;
 mod shared;
 mod spawn;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod tree_connect;
 mod verdict;
 mod warm;

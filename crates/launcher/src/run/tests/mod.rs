@@ -21,7 +21,7 @@ fn fixture(slots: &[u32]) -> (Run, Recorder) {
 }
 
 /// The settings of a run over `slots.len()` nodes (see [`fixture`]).
-fn settings_for(slots: &[u32]) -> Settings {
+pub(crate) fn settings_for(slots: &[u32]) -> Settings {
     let hosts: Vec<String> = (0..slots.len()).map(|i| format!("h{i}")).collect();
     Settings {
         label: false,
