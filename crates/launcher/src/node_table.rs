@@ -206,11 +206,12 @@ impl NodeTable {
     /// A booted run's first job, on the nodes that are up (a boot's lost or
     /// draining nodes take nothing): other runs' processes hold slots, so
     /// a job that fits in the free slots goes there (the default placement
-    /// only); else it is placed as a first job on those nodes.
-    pub fn place_booted(&self, n: usize, ppn: Option<u32>, map_by_node: bool) -> Reservation {
+    /// only); else it is placed as a first job on those nodes. Reserves
+    /// nothing: the run reserves the placement when it launches the job.
+    pub fn plan_booted(&self, n: usize, ppn: Option<u32>, map_by_node: bool) -> Vec<NodeId> {
         let up = self.up();
         if up.is_empty() {
-            return self.place_first(n, ppn, map_by_node);
+            return fill(n, &self.all_slots(), ppn, map_by_node).into_iter().map(NodeId).collect();
         }
         let slots: Vec<u32> = up.iter().map(|&i| self.nodes[i].slots).collect();
         let load: Vec<i64> = up.iter().map(|&i| self.load(NodeId(i))).collect();
@@ -219,7 +220,18 @@ impl NodeTable {
             Some(node_of) if default_placement => node_of,
             _ => fill(n, &slots, ppn, map_by_node),
         };
-        Reservation::new(self.load.clone(), picked.into_iter().map(|k| NodeId(up[k])).collect())
+        picked.into_iter().map(|k| NodeId(up[k])).collect()
+    }
+
+    /// [`NodeTable::plan_booted`], reserved.
+    pub fn place_booted(&self, n: usize, ppn: Option<u32>, map_by_node: bool) -> Reservation {
+        Reservation::new(self.load.clone(), self.plan_booted(n, ppn, map_by_node))
+    }
+
+    /// The slots of the nodes that take new processes (neither lost nor
+    /// draining): what a booted run's universe may count.
+    pub fn usable_slots(&self) -> i64 {
+        self.up().iter().map(|&i| i64::from(self.nodes[i].slots)).sum()
     }
 
     /// Spawned processes, one per entry of `apps` (the app index of each):
@@ -429,6 +441,7 @@ mod tests {
         t.set_state(NodeId(0), NodeState::Lost);
         t.set_state(NodeId(2), NodeState::Draining);
         assert!(t.fits_free(2) && !t.fits_free(3), "only node 1's slots count");
+        assert_eq!(t.usable_slots(), 2, "only node 1's slots count");
         assert_eq!(t.place_booted(2, None, false).node_indices(), vec![1, 1]);
         assert_eq!(t.place_booted(3, None, false).node_indices(), vec![1, 1, 1], "wrapped on the nodes up");
         assert_eq!(t.place_booted(2, Some(1), false).node_indices(), vec![1, 1]);

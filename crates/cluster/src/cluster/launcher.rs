@@ -87,7 +87,7 @@ impl Cluster {
         self.with_tree(|tree, fx| {
             let first = |job: JobId, kvsname: String, nodes: &dpm_launcher::node_table::NodeTable| {
                 made = Some(job);
-                let node_of = nodes.place_booted(n as usize, None, false).node_of().to_vec();
+                let node_of = nodes.plan_booted(n as usize, None, false);
                 let mut planned = dpm_launcher::plan::PlannedJob::new();
                 let app = dpm_proto::AppSpec {
                     exe: "/bin/true".into(),

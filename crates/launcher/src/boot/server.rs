@@ -419,7 +419,8 @@ type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> La
 /// The run's settings on this tree, and how to make its first job.
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
     let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
-    let total = slots.iter().map(|&s| i64::from(s)).sum();
+    // Lost and draining nodes take nothing: their slots are no part of the universe.
+    let total = server.shared.borrow().tree.shared().nodes.usable_slots();
     let universe_size = config::run_universe(config, total, server.slots_known, submit.procs.len() as u32);
     let spawn = config::spawn_context(
         submit.spawn_env.clone(),
@@ -435,7 +436,7 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
         // Other runs' processes hold slots: the placer puts a run that fits
         // into the free ones. The run reserves the placement when it launches.
-        let node_of = nodes.place_booted(submit.procs.len(), ppn, map_by_node).node_of().to_vec();
+        let node_of = nodes.plan_booted(submit.procs.len(), ppn, map_by_node);
         let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         LaunchJob { stdin_rank: Some(Rank(0)), binding: binding.clone(), pmix_watch, hold, ..launch }

@@ -29,7 +29,7 @@ fn submit(tree: &mut Tree, rec: &mut TreeRecorder, owner: u32, n: usize) -> JobI
     let mut made = None;
     let first = |job: JobId, kvsname: String, nodes: &NodeTable| {
         made = Some(job);
-        let node_of = nodes.place_booted(n, None, false).node_of().to_vec();
+        let node_of = nodes.plan_booted(n, None, false);
         let app = AppSpec { exe: "/bin/true".into(), argv: vec!["true".into()], env: Vec::new(), wdir: "/".into(), node_env: false };
         let mut planned = crate::plan::PlannedJob::new();
         planned.push_app(app, n as u32);
