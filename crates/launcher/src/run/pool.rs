@@ -7,9 +7,9 @@
 //! `MPI_Init`, output held for the claim, its end) and evicts it — until a
 //! spawn of its shape claims it ([`Pool::take`]): the job moves to the
 //! claiming run in that one event, with its state as served so far, and
-//! its route is re-pointed there. The drivers hand the pool every message
-//! about a job no run routes (`controller::dispatch`, at once and in
-//! order) and carry out what it does ([`PoolEffects`]); its idle deadline
+//! its route is re-pointed there. The tree level (`crate::tree::Tree`)
+//! hands the pool every message about a job no run routes (at once and in
+//! order) and carries out what it does ([`PoolEffects`]); its idle deadline
 //! comes back through [`PoolEffects::wake_at`] and is answered with
 //! [`Pool::on_timer`].
 //!
