@@ -150,7 +150,7 @@ impl Tree {
     /// Kept pooled jobs give their slots up to a first job of `procs`
     /// processes that does not fit in the free slots (oldest first).
     pub fn make_room(&mut self, fx: &mut dyn TreeEffects, procs: usize) {
-        while !self.parts.nodes.fits_free(procs) && self.with_pool(fx, |pool, pfx| pool.drop_oldest(pfx, None)) {}
+        while !self.parts.nodes.fits_free(procs) && self.with_pool(fx, |pool, nodes, pfx| pool.drop_oldest(pfx, nodes, None)) {}
     }
 
     /// Start a job of the run of `owner` (see [`Run::launch`]).
@@ -229,7 +229,7 @@ impl Tree {
                 self.with_run(fx, owner, |run, rfx| run.on_message(rfx, node, msg));
             }
             Destination::Pool => {
-                self.with_pool(fx, |pool, pfx| pool.on_message(pfx, node, msg));
+                self.with_pool(fx, |pool, nodes, pfx| pool.on_message(pfx, nodes, node, msg));
             }
             Destination::Every => self.each_run(fx, |run, rfx| run.on_message(rfx, node, msg.clone())),
             Destination::Nowhere => tracing::trace!("message about a forgotten job from {node}: dropped"),
@@ -246,20 +246,20 @@ impl Tree {
         if self.pool_wake == Some(at) {
             self.pool_wake = None;
             let now = fx.now_micros();
-            self.with_pool(fx, |pool, pfx| pool.on_timer(pfx, now));
+            self.with_pool(fx, |pool, nodes, pfx| pool.on_timer(pfx, nodes, now));
         }
     }
 
     /// The tree goes down: the pool kills every job it holds.
     pub fn drop_pooled(&mut self, fx: &mut dyn TreeEffects) {
-        self.with_pool(fx, |pool, pfx| pool.drop_all(pfx));
+        self.with_pool(fx, |pool, nodes, pfx| pool.drop_all(pfx, nodes));
     }
 
     /// `node` and its subtree are gone (`why`): the nodes newly lost.
     fn lose(&mut self, fx: &mut dyn TreeEffects, node: NodeId, why: &str) -> Vec<NodeId> {
         let lost = self.parts.nodes.lose(node, why);
         if !lost.is_empty() {
-            self.with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
+            self.with_pool(fx, |pool, nodes, pfx| pool.on_nodes_lost(pfx, nodes, &lost));
         }
         lost
     }
@@ -290,9 +290,9 @@ impl Tree {
     }
 
     /// One event of the pool with its effects.
-    fn with_pool<T>(&mut self, fx: &mut dyn TreeEffects, event: impl FnOnce(&mut crate::run::Pool, &mut PoolFx<'_>) -> T) -> T {
+    fn with_pool<T>(&mut self, fx: &mut dyn TreeEffects, event: impl FnOnce(&mut crate::run::Pool, &mut NodeTable, &mut PoolFx<'_>) -> T) -> T {
         let mut pfx = PoolFx { pool_wake: &mut self.pool_wake, fx };
-        event(&mut self.parts.pool, &mut pfx)
+        event(&mut self.parts.pool, &mut self.parts.nodes, &mut pfx)
     }
 
     /// Panics unless the tree holds together: each run's parts with the
