@@ -21,8 +21,10 @@ use dpm_daemon::DaemonConfig;
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_launcher::node_table::{fill, NodeTable};
 use dpm_launcher::plan::PlannedJob;
-use dpm_launcher::run::{FailurePolicy, Recorder, Run, Timer as RunTimer, TreeShared};
+use dpm_launcher::run::{FailurePolicy, Run, Timer as RunTimer};
+use dpm_launcher::tree::{RunInput, Tree, TreeRecorder};
 use dpm_pmi::ConnId;
+use dpm_proto::link::Up;
 use dpm_proto::{tree, AppSpec, ExitStatus, LaunchJob, PmiMode, ToDaemon, ToLauncher};
 
 use crate::layout::Layout;
@@ -89,6 +91,7 @@ enum Event {
         result: Result<ProcStarted, StartError>,
     },
     RunTimer {
+        owner: u32,
         timer: RunTimer,
         generation: u64,
     },
@@ -99,7 +102,11 @@ enum Event {
         job: JobId,
         rank: Rank,
     },
-    Signal(i32),
+    /// A signal for the run of `owner` (its `dpm run` got it).
+    Signal {
+        owner: u32,
+        sig: i32,
+    },
     LoseNode(usize),
 }
 
@@ -145,10 +152,13 @@ pub struct Cluster {
     queue: BinaryHeap<Reverse<(Duration, u64)>>,
     events: HashMap<u64, Event>,
     nodes: Vec<Node>,
-    run: Run,
-    /// The run's effects, recorded (with the tree's shared state) and carried
-    /// out after each call.
-    run_fx: Recorder,
+    /// The tree level: its runs, routes, pool and node table.
+    tree: Tree,
+    /// The tree's effects, recorded and carried out after each call.
+    tree_fx: TreeRecorder,
+    /// The run [`Cluster::launch`], signals and timeouts are for (the
+    /// latest begun): its end is [`Cluster::exit`].
+    owner: u32,
     /// Each node's cores and NIC, then the launcher's host's (one host: only the first).
     res: Vec<NodeResources>,
     /// Each node's daemon thread, then the launcher's (apart even on one host).
@@ -163,11 +173,13 @@ pub struct Cluster {
     accepting: Vec<(usize, JobId)>,
     pub procs: Vec<Process>,
     conns: HashMap<(usize, ConnId), usize>,
-    timers: HashMap<RunTimer, u64>,
-    /// The pool's deadline, as last asked for.
-    pool_wake: Option<u64>,
-    /// dpm's own lines (the summary line among them).
+    timers: HashMap<(u32, RunTimer), u64>,
+    /// dpm's own lines (the summary line among them), every run's.
     pub said: Vec<String>,
+    /// The same, each with the owner of the run it was said to.
+    pub said_to: Vec<(u32, String)>,
+    /// Each run's exit status and when it finished, by owner.
+    pub exits: BTreeMap<u32, (i32, Duration)>,
     /// Every rank's output, per job and rank.
     pub output: BTreeMap<(JobId, Rank), Vec<u8>>,
     /// Jobs whose shared memory the nodes removed, per node.
@@ -203,8 +215,13 @@ impl Cluster {
             queue: BinaryHeap::new(),
             events: HashMap::new(),
             nodes,
-            run: Run::new(run_settings(&layout, 1, 0)),
-            run_fx: Recorder::new(TreeShared::new(table, 0x5eed)),
+            tree: {
+                let mut tree = Tree::new(table, 0x5eed);
+                assert!(tree.add_run(Run::new(run_settings(&layout, 1, 0))).is_ok());
+                tree
+            },
+            tree_fx: TreeRecorder::default(),
+            owner: 1,
             res: vec![NodeResources::new(layout.costs.cores); layout.nodes + 1],
             threads: vec![DaemonThread::default(); layout.nodes + 1],
             scripts: HashMap::new(),
@@ -214,8 +231,9 @@ impl Cluster {
             procs: Vec::new(),
             conns: HashMap::new(),
             timers: HashMap::new(),
-            pool_wake: None,
             said: Vec::new(),
+            said_to: Vec::new(),
+            exits: BTreeMap::new(),
             output: BTreeMap::new(),
             shm_removed: Vec::new(),
             watches: HashMap::new(),
@@ -233,7 +251,7 @@ impl Cluster {
     }
 
     pub fn set_failure_policy(&mut self, policy: FailurePolicy) {
-        self.run.set_failure_policy(policy);
+        self.tree.set_failure_policy(self.owner, policy);
     }
 
     /// The run's first job: `n` ranks of script `name`, placed like
@@ -264,19 +282,20 @@ impl Cluster {
             let app = AppSpec { exe: "/bin/true".into(), argv: vec!["/bin/true".into(), name.into()], env: Vec::new(), wdir: "/".into(), node_env: false };
             planned.push_app(app, count);
         }
-        let (job, kvsname) = self.run_fx.shared.new_job_id();
+        let (job, kvsname) = self.tree.new_job_id();
         let universe = i64::from(self.layout.slots) * self.layout.nodes as i64;
         let launch = planned.into_launch(job, kvsname, universe, node_of, PmiMode::Fd, self.layout.kvs);
-        self.with_run(|run, fx| {
-            run.launch(fx, LaunchJob { stdin_rank: Some(Rank(0)), pmix_watch, ..launch }).expect("a valid job");
-            run.settle(fx);
+        let owner = self.owner;
+        self.with_tree(|tree, fx| {
+            tree.launch(fx, owner, LaunchJob { stdin_rank: Some(Rank(0)), pmix_watch, ..launch }).expect("a valid job");
+            tree.on_run(fx, owner, RunInput::Settle);
         });
         job
     }
 
     /// Deliver `sig` to dpm at virtual time `at`.
     pub fn signal_at(&mut self, at: Duration, sig: i32) {
-        self.schedule_at(at, Event::Signal(sig));
+        self.schedule_at(at, Event::Signal { owner: self.owner, sig });
     }
 
     /// The node's daemon (and its subtree) disappears at `at`.
@@ -285,7 +304,8 @@ impl Cluster {
     }
 
     pub fn set_timeout(&mut self, timeout: Duration) {
-        self.with_run(|run, fx| run.set_timeout(fx, timeout));
+        let owner = self.owner;
+        self.with_tree(|tree, fx| tree.on_run(fx, owner, RunInput::Timeout(timeout)));
     }
 
     pub fn now(&self) -> Duration {
@@ -334,7 +354,7 @@ impl Cluster {
 
     /// Slots the node table holds for live processes, over all nodes.
     pub fn load(&self) -> i64 {
-        self.run_fx.shared.nodes.live()
+        self.tree.shared().nodes.live()
     }
 
     fn schedule(&mut self, after: Duration, event: Event) {
@@ -396,11 +416,12 @@ impl Cluster {
             Event::Started { node, job, rank, result } if self.nodes[node].alive => {
                 self.with_node(node, |r, fx| r.on_started(fx, job, rank, result));
             }
-            Event::RunTimer { timer, generation } if self.timers.get(&timer) == Some(&generation) => {
-                self.with_run(|run, fx| run.on_timer(fx, timer));
+            Event::RunTimer { owner, timer, generation } if self.timers.get(&(owner, timer)) == Some(&generation) => {
+                self.with_tree(|tree, fx| tree.on_run(fx, owner, RunInput::Timer(timer)));
             }
-            Event::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, NodeId(node), error)),
-            Event::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
+            // The tree records the loss (the node table, the pool) before its runs hear it.
+            Event::Lost { node, error } => self.with_tree(|tree, fx| tree.on_up(fx, Up::Lost { node: NodeId(node), error })),
+            Event::Signal { owner, sig } => self.with_tree(|tree, fx| tree.on_run(fx, owner, RunInput::Signal(sig))),
             Event::LoseNode(node) => self.lose_node(node),
             Event::PoolTimer(at) => self.pool_timer(at),
             Event::Kill { job, rank } => {

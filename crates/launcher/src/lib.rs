@@ -12,8 +12,10 @@
 //! - [`runtime`]: every command's one-thread runtime and open-file limit.
 //! - [`run`]: the run reactor, a plain state machine: jobs, fences, spawns,
 //!   failure policy, exit status, acting through [`run::RunEffects`].
-//! - [`controller`]: its async driver (channels, signals, timers) and
-//!   [`controller::dispatch`], which routes daemon messages to runs.
+//! - [`tree`]: the tree level, a plain state machine: a daemon tree's runs,
+//!   routes, pool and node table, acting through [`tree::TreeEffects`].
+//! - [`controller`]: their async drivers (channels, signals, timers);
+//!   [`controller::dispatch`] hands the tree the daemons' messages.
 //! - [`node_table`]: the nodes, their load, and the one placer.
 //! - [`output`]: the ranks' stdout/stderr, raw or labelled.
 //! - [`nodes`], [`manual`]: starting the daemon tree;
@@ -60,6 +62,7 @@ pub mod run_table;
 pub mod runtime;
 pub mod singleton;
 pub mod spawn;
+pub mod tree;
 
 use dpm_kvs::{NodeId, Rank};
 use dpm_proto::LaunchJob;

@@ -61,9 +61,9 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
 /// Drive one run on daemons started for it, to its end; then shut them down.
 pub async fn drive(daemons: nodes::Daemons, settings: Settings, start: impl FnOnce(&mut Controller), timeout: Option<std::time::Duration>, stdin: bool) -> i32 {
     let (links, up, waiter) = daemons.split();
-    let shared = Shared::for_run(&links, &settings);
-    tokio::task::spawn_local(controller::dispatch(up, shared.clone(), None));
-    let mut controller = Controller::new(settings, links.clone(), shared.clone(), output::stdout_sink());
+    let shared = Shared::for_run(links.clone(), up, &settings);
+    tokio::task::spawn_local(controller::dispatch(shared.clone()));
+    let mut controller = Controller::new(settings, shared.clone(), output::stdout_sink());
     start(&mut controller);
     controller.stops_itself();
     let inputs = controller::local_inputs(stdin, true);

@@ -35,7 +35,6 @@ use super::BootFiles;
 
 struct Server {
     shared: SharedRef,
-    links: Vec<DaemonLink>,
     nodes: Vec<nodes::Node>,
     /// The nodes' slots were given (see [`hosts::NodeChoice`]).
     slots_known: bool,
@@ -65,17 +64,17 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, false, config.verbose).await?;
     let (links, up, waiter) = daemons.split();
-    let shared = Shared::new(crate::node_table::NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout));
+    let shared = Shared::new(NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout), links.clone(), up);
+    let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
     // `--warm-spawn=N`: the runs' unclaimed pooled jobs are kept for later
     // runs, N per shape, for `DPM_WARM_IDLE` (`run::Pool`).
     {
         let mut s = shared.borrow_mut();
-        s.tree.pool.set_policy(config.job.warm_spawn.unwrap_or(0), config.warm_idle);
-        s.set_links(links.clone());
+        s.tree.shared_mut().pool.set_policy(config.job.warm_spawn.unwrap_or(0), config.warm_idle);
+        s.report_losses(lost_tx);
     }
     tokio::task::spawn_local(controller::drive_pool_timer(shared.clone()));
-    let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
-    tokio::task::spawn_local(controller::dispatch(up, shared.clone(), Some(lost_tx)));
+    tokio::task::spawn_local(controller::dispatch(shared.clone()));
 
     let _ = std::fs::remove_file(&files.socket);
     let listener = match UnixListener::bind(&files.socket) {
@@ -99,7 +98,6 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
 
     let server = Rc::new(Server {
         shared,
-        links: links.clone(),
         nodes: node_list,
         slots_known,
         allocation,
@@ -148,12 +146,13 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
                 tracing::info!("dpm down: stopping");
                 break;
             }
-            // Recorded in the tree by the dispatch, before any run heard it.
+            // Recorded in the tree before any run heard it, told here last.
             Some((node, error)) = lost_rx.recv() => {
                 let host = server.nodes.get(node.0).map_or("?", |n| n.host.as_str());
                 let left = {
                     let shared = server.shared.borrow();
-                    shared.tree.nodes.ids().filter(|&n| shared.tree.nodes.lost_reason(n).is_none()).count()
+                    let nodes = &shared.tree.shared().nodes;
+                    nodes.ids().filter(|&n| nodes.lost_reason(n).is_none()).count()
                 };
                 if left == 0 {
                     tracing::error!("{node} ({host}) was lost: {error}; no node is left, the boot ends");
@@ -272,7 +271,8 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
 }
 
 fn status(server: &Server) -> BootStatus {
-    let shared = server.shared.borrow();
+    let s = server.shared.borrow();
+    let shared = s.tree.shared();
     let nodes = server
         .nodes
         .iter()
@@ -280,23 +280,23 @@ fn status(server: &Server) -> BootStatus {
         .map(|(i, n)| NodeStatus {
             host: n.host.clone(),
             slots: n.slots,
-            load: shared.tree.nodes.load(dpm_kvs::NodeId(i)),
-            lost: shared.tree.nodes.lost_reason(dpm_kvs::NodeId(i)).map(str::to_string),
+            load: shared.nodes.load(dpm_kvs::NodeId(i)),
+            lost: shared.nodes.lost_reason(dpm_kvs::NodeId(i)).map(str::to_string),
         })
         .collect();
     let mut by_owner: HashMap<u32, Vec<(u32, String, u32)>> = HashMap::new();
-    for (job, (owner, kvsname, size)) in &shared.tree.jobs {
+    for (job, (owner, kvsname, size)) in &shared.jobs {
         by_owner.entry(*owner).or_default().push((job.0, kvsname.clone(), *size));
     }
     // Pooled jobs: the run's they were made for, or, kept for later runs,
     // the boot's own (`client_pid` 0).
-    for (job, kvsname, size, owner) in shared.tree.pool.listed() {
+    for (job, kvsname, size, owner) in shared.pool.listed() {
         by_owner.entry(owner.unwrap_or(0)).or_default().push((job.0, kvsname, size));
     }
     let mut runs: Vec<RunStatus> = by_owner
         .into_iter()
         .map(|(client_pid, jobs)| {
-            let ranks = jobs.iter().filter_map(|(job, ..)| Some((*job, shared.tree.ranks.get(&dpm_kvs::JobId(*job))?.clone()))).collect();
+            let ranks = jobs.iter().filter_map(|(job, ..)| Some((*job, shared.ranks.get(&dpm_kvs::JobId(*job))?.clone()))).collect();
             RunStatus { client_pid, jobs, ranks }
         })
         .collect();
@@ -347,14 +347,11 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
         Ok(mut config) => {
             config.job.warm_spawn = config.job.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
-            let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), sink);
+            let mut controller = Controller::new(settings, server.shared.clone(), sink);
             controller.tell_client(tools_tx);
             controller.set_failure_policy(config.job.failure_policy);
             controller.set_output_extras(config.job.prepend.clone(), config.job.print_all_exitcodes);
-            let (job, kvsname) = controller.new_job_id();
-            make_room(server, submit.procs.len());
-            let launch = launch_of(job, kvsname, submit, &server.shared.borrow().tree.nodes);
-            controller.launch(launch);
+            controller.submit(submit.procs.len(), |job, kvsname, nodes| launch_of(job, kvsname, submit, nodes));
             // Returns once the run's output is written to the client.
             ToClient::Exit(controller.run(config.job.timeout, in_rx).await)
         }
@@ -371,13 +368,6 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
     reader.abort();
     server.runs.borrow_mut().remove(&id);
     server.runs_changed.notify_waiters();
-}
-
-/// Kept pooled jobs give their slots up to a run's first job that does not
-/// fit in the free slots (oldest first).
-fn make_room(server: &Server, procs: usize) {
-    let mut shared = server.shared.borrow_mut();
-    while !shared.tree.nodes.fits_free(procs) && shared.with_pool(|pool, fx| pool.drop_oldest(fx, None)) {}
 }
 
 /// Write a run's output, and its jobs' process tables (MPIR in the
@@ -429,7 +419,8 @@ type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> La
 /// The run's settings on this tree, and how to make its first job.
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
     let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
-    let total = slots.iter().map(|&s| i64::from(s)).sum();
+    // Lost and draining nodes take nothing: their slots are no part of the universe.
+    let total = server.shared.borrow().tree.shared().nodes.usable_slots();
     let universe_size = config::run_universe(config, total, server.slots_known, submit.procs.len() as u32);
     let spawn = config::spawn_context(
         submit.spawn_env.clone(),
@@ -445,7 +436,7 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     let launch_of: LaunchOf = Box::new(move |job, kvsname, submit: Submit, nodes: &NodeTable| {
         // Other runs' processes hold slots: the placer puts a run that fits
         // into the free ones. The run reserves the placement when it launches.
-        let node_of = nodes.place_booted(submit.procs.len(), ppn, map_by_node).node_of().to_vec();
+        let node_of = nodes.plan_booted(submit.procs.len(), ppn, map_by_node);
         let planned = plan::PlannedJob { apps: submit.apps, procs: submit.procs, appnums: submit.appnums };
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         LaunchJob { stdin_rank: Some(Rank(0)), binding: binding.clone(), pmix_watch, hold, ..launch }

@@ -11,6 +11,7 @@ use dpm_proto::{Stream, ToDaemon};
 
 use super::pool::{Pool, PoolEffects, PoolOutbox};
 use super::TreeShared;
+use crate::node_table::NodeTable;
 use crate::plan::{FileTable, Files};
 
 /// A deadline a run asks its driver for; arming one again moves it.
@@ -153,9 +154,10 @@ impl RunEffects for Recorder {
 }
 
 /// Carry out what the pool did in a run's event through the run's effects.
-pub(super) fn with_pool<T>(fx: &mut dyn RunEffects, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
+pub(super) fn with_pool<T>(fx: &mut dyn RunEffects, event: impl FnOnce(&mut Pool, &mut NodeTable, &mut dyn PoolEffects) -> T) -> T {
     let mut out = PoolOutbox::default();
-    let t = event(&mut fx.shared().pool, &mut out);
+    let shared = fx.shared();
+    let t = event(&mut shared.pool, &mut shared.nodes, &mut out);
     for (node, msg) in out.sent {
         fx.send(node, msg);
     }

@@ -8,7 +8,7 @@ use dpm_kvs::{FenceTally, JobId, NodeId, Rank};
 use dpm_proto::{LaunchJob, RequestId, ToDaemon};
 
 use crate::kvs_root::KvsRoot;
-use crate::node_table::Reservation;
+use crate::node_table::{NodeTable, Reservation};
 
 /// How a rank ended, from the launcher's point of view.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,10 +241,11 @@ impl Job {
         self.watched.take()
     }
 
-    /// Record how rank `r` ended (the first word counts); its slot is free again.
-    pub(super) fn end_rank(&mut self, r: usize, end: RankEnd) {
+    /// Record how rank `r` ended (the first word counts); its slot is free
+    /// again in `nodes`, the tree's ledger.
+    pub(super) fn end_rank(&mut self, nodes: &mut NodeTable, r: usize, end: RankEnd) {
         if self.ranks.get(r).is_some_and(|s| s.end.is_none()) {
-            self.slots.release(r);
+            nodes.release(&mut self.slots, r);
             self.ranks[r].end = Some(end);
         }
     }
@@ -261,34 +262,33 @@ impl Job {
     }
 
     /// Ranks that were never started will never report: ended here.
-    pub(super) fn end_unstarted(&mut self) {
+    pub(super) fn end_unstarted(&mut self, nodes: &mut NodeTable) {
         for r in 0..self.ranks.len() {
             if self.ranks[r].pid.is_none() {
-                self.end_rank(r, RankEnd::Terminated);
+                self.end_rank(nodes, r, RankEnd::Terminated);
             }
         }
     }
 
     /// The nodes `lost` are gone: its ranks there have ended. `false` if it
     /// had none there.
-    pub(super) fn lose_nodes(&mut self, lost: &[NodeId]) -> bool {
+    pub(super) fn lose_nodes(&mut self, nodes: &mut NodeTable, lost: &[NodeId]) -> bool {
         if !self.daemons.iter().any(|d| lost.contains(d)) {
             return false;
         }
         for r in 0..self.ranks.len() {
             if self.node(Rank(r as u32)).is_some_and(|n| lost.contains(&n)) {
-                self.end_rank(r, RankEnd::Terminated);
+                self.end_rank(nodes, r, RankEnd::Terminated);
             }
         }
         self.daemons.retain(|d| !lost.contains(d));
         true
     }
 
-    /// Every slot is free at once (a pooled or claimed job dropped).
-    pub(super) fn release_slots(&mut self) {
-        for r in 0..self.ranks.len() {
-            self.slots.release(r);
-        }
+    /// Every slot is free at once in `nodes` (a pooled or claimed job
+    /// dropped, or the run over without word of its ranks' ends).
+    pub(super) fn release_slots(&mut self, nodes: &mut NodeTable) {
+        nodes.release_all(&mut self.slots);
     }
 
     /// The job is being torn down: each of its nodes is sent `signal`.

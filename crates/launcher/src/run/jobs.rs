@@ -60,10 +60,17 @@ impl Jobs {
         self.map.insert(job, j);
     }
 
-    /// Every job, taken out (the run is over).
-    pub(super) fn take_all(&mut self) -> Vec<JobId> {
+    /// Every job, taken out (the run is over): the slots of ranks whose
+    /// end was never heard (the daemons went away) are free again in `nodes`.
+    pub(super) fn take_all(&mut self, nodes: &mut crate::node_table::NodeTable) -> Vec<JobId> {
         self.written.clear();
-        std::mem::take(&mut self.map).into_keys().collect()
+        let all = std::mem::take(&mut self.map);
+        all.into_iter()
+            .map(|(id, mut j)| {
+                j.release_slots(nodes);
+                id
+            })
+            .collect()
     }
 
     /// `job`, taken out if every rank of it has ended.
@@ -153,10 +160,10 @@ impl Jobs {
         }
     }
 
-    /// `job`'s slots are free at once (a claimed job dropped).
-    pub(super) fn release_slots(&mut self, job: JobId) {
+    /// `job`'s slots are free at once in `nodes` (a claimed job dropped).
+    pub(super) fn release_slots(&mut self, nodes: &mut crate::node_table::NodeTable, job: JobId) {
         if let Some(j) = self.map.get_mut(&job) {
-            j.release_slots();
+            j.release_slots(nodes);
         }
     }
 
@@ -221,7 +228,7 @@ impl Jobs {
             if let Some(j) = self.map.get_mut(&job) {
                 j.fail_alone_at(now);
             }
-            self.end_unstarted(job);
+            self.end_unstarted(&mut fx.shared().nodes, job);
             self.kill_job(fx, job, libc::SIGKILL);
         } else {
             let code = match errno {
@@ -234,7 +241,7 @@ impl Jobs {
                 _ => 1,
             };
             verdict.record(code, format!("{who} could not be started: {error}"), Some((job, rank)));
-            self.end_unstarted(job);
+            self.end_unstarted(&mut fx.shared().nodes, job);
             // A spawned job answered before its start (`spawn::answers_before_start`)
             // has a parent waiting in its accept: like a failed rank, this ends
             // every job of the run.
@@ -264,7 +271,7 @@ impl Jobs {
             ExitStatus::Code(c) => RankEnd::Failed { why: format!("{who} exited with code {c}"), code: c },
             ExitStatus::Signal(s) => RankEnd::Failed { why: format!("{who} was killed by signal {s} ({})", signal_name(s)), code: 128 + s },
         };
-        j.end_rank(rank.0 as usize, end.clone());
+        j.end_rank(&mut fx.shared().nodes, rank.0 as usize, end.clone());
         if let Some(listed) = fx.shared().ranks.get_mut(&job).and_then(|l| l.get_mut(rank.0 as usize)) {
             listed.state = match &end {
                 RankEnd::Ok => "exited 0".into(),
@@ -349,16 +356,16 @@ impl Jobs {
     }
 
     /// Ranks that were never started will never report: end them here.
-    pub(super) fn end_unstarted(&mut self, job: JobId) {
+    pub(super) fn end_unstarted(&mut self, nodes: &mut crate::node_table::NodeTable, job: JobId) {
         if let Some(j) = self.map.get_mut(&job) {
-            j.end_unstarted();
+            j.end_unstarted(nodes);
         }
     }
 
     /// The nodes `lost` are gone: the ranks there have ended; the jobs that
     /// had ranks there come back.
-    pub(super) fn lose_nodes(&mut self, lost: &[NodeId]) -> Vec<JobId> {
-        self.map.iter_mut().filter_map(|(id, j)| j.lose_nodes(lost).then_some(*id)).collect()
+    pub(super) fn lose_nodes(&mut self, nodes: &mut crate::node_table::NodeTable, lost: &[NodeId]) -> Vec<JobId> {
+        self.map.iter_mut().filter_map(|(id, j)| j.lose_nodes(nodes, lost).then_some(*id)).collect()
     }
 
     /// A fence arrival of `job` (its KVS root state in `kvs`).

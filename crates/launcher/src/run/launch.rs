@@ -50,6 +50,9 @@ pub enum LaunchError {
     BadApp { job: JobId, rank: u32, app: usize, apps: usize },
     #[error("{0}: {1}")]
     Placement(JobId, PlaceError),
+    /// The tree holds no run of this owner, or holds one already (`crate::tree::Tree`).
+    #[error("run of client {owner}: {why}")]
+    NoRun { owner: u32, why: &'static str },
 }
 
 /// The checks a job must pass before anything of it is sent.

@@ -49,7 +49,7 @@ mod shape;
 mod shared;
 mod spawn;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod tree_connect;
 mod verdict;
 mod warm;
@@ -269,7 +269,7 @@ impl Run {
 
     fn launch_failed(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, error: String, errno: i32) {
         if self.jobs.get(job).is_some_and(Job::pool) {
-            self.jobs.end_unstarted(job);
+            self.jobs.end_unstarted(&mut fx.shared().nodes, job);
             let why = format!("could not be started ({})", dpm_pmi::sanitize::escape(&error));
             self.warm_ended(fx, job, rank, &why, true);
             return;
@@ -292,7 +292,7 @@ impl Run {
     /// aborted: the job is dropped and its spawn made again. `false` if
     /// `job` is not such a job.
     fn warm_ended(&mut self, fx: &mut dyn RunEffects, job: JobId, rank: Rank, why: &str, ended: bool) -> bool {
-        match self.warm.ended(&mut self.jobs, job, rank, why, ended) {
+        match self.warm.ended(&mut self.jobs, &mut fx.shared().nodes, job, rank, why, ended) {
             Ended::NotClaimed => return false,
             Ended::Orphan => {
                 self.jobs.kill_job(fx, job, libc::SIGKILL);
@@ -308,7 +308,7 @@ impl Run {
     /// claiming it is made again (if its parent is still there).
     fn warm_drop(&mut self, fx: &mut dyn RunEffects, job: JobId, why: Option<&str>) {
         let Some(ask) = self.warm.unclaim(&self.settings, fx, job, why) else { return };
-        self.jobs.release_slots(job);
+        self.jobs.release_slots(&mut fx.shared().nodes, job);
         self.jobs.kill_job(fx, job, libc::SIGKILL);
         self.check_done(fx, job);
         self.spawn(fx, ask);
@@ -430,8 +430,8 @@ impl Run {
         for &n in &lost {
             nodes.set_state(n, NodeState::Lost);
         }
-        effects::with_pool(fx, |pool, pfx| pool.on_nodes_lost(pfx, &lost));
-        let affected = self.jobs.lose_nodes(&lost);
+        effects::with_pool(fx, |pool, nodes, pfx| pool.on_nodes_lost(pfx, nodes, &lost));
+        let affected = self.jobs.lose_nodes(&mut fx.shared().nodes, &lost);
         if affected.is_empty() {
             // None of its ranks ran there: the run goes on (another run of
             // a boot, or one whose nodes there were idle); the node takes
@@ -446,8 +446,8 @@ impl Run {
     }
 
     /// A job whose every rank has ended is over: its daemons forget it, its
-    /// names are withdrawn, its collectives fail, its slots are given back
-    /// (its reservation dropped), and warm spawn hears of it.
+    /// names are withdrawn, its collectives fail, its slots were given back
+    /// (each as its rank ended: `NodeTable::release`), and warm spawn hears of it.
     fn check_done(&mut self, fx: &mut dyn RunEffects, job: JobId) {
         let Some(mut j) = self.jobs.remove_done(job) else { return };
         self.kvs.remove_job(job);
@@ -526,7 +526,7 @@ impl Run {
         self.jobs.signal_all(fx, signal);
         // And the pooled jobs made for it (the tree's pool holds them).
         let owner = self.settings.owner;
-        effects::with_pool(fx, |pool, pfx| pool.signal_made_for(pfx, owner, signal));
+        effects::with_pool(fx, |pool, _, pfx| pool.signal_made_for(pfx, owner, signal));
     }
 
     /// dpm's stdin: to the rank that reads it (empty: end of input).
@@ -644,7 +644,7 @@ impl Run {
     /// never reported the end of (they went away) give back their slots here.
     fn finish(&mut self, fx: &mut dyn RunEffects) {
         warm::release(&self.settings, fx, self.verdict.ending());
-        for id in self.jobs.take_all() {
+        for id in self.jobs.take_all(&mut fx.shared().nodes) {
             fx.shared().route(id, None);
             fx.shared().jobs.remove(&id);
             fx.shared().ranks.remove(&id);

@@ -7,9 +7,9 @@
 //! `MPI_Init`, output held for the claim, its end) and evicts it — until a
 //! spawn of its shape claims it ([`Pool::take`]): the job moves to the
 //! claiming run in that one event, with its state as served so far, and
-//! its route is re-pointed there. The drivers hand the pool every message
-//! about a job no run routes (`controller::dispatch`, at once and in
-//! order) and carry out what it does ([`PoolEffects`]); its idle deadline
+//! its route is re-pointed there. The tree level (`crate::tree::Tree`)
+//! hands the pool every message about a job no run routes (at once and in
+//! order) and carries out what it does ([`PoolEffects`]); its idle deadline
 //! comes back through [`PoolEffects::wake_at`] and is answered with
 //! [`Pool::on_timer`].
 //!
@@ -36,6 +36,7 @@ use dpm_proto::{LaunchJob, RankExit, Stream, ToDaemon, ToLauncher};
 use super::job::{Job, RankEnd};
 use super::shape::{Shape, MAX_HELD_OUTPUT};
 use crate::kvs_root::KvsRoot;
+use crate::node_table::NodeTable;
 
 /// What the pool does to the world.
 pub trait PoolEffects {
@@ -206,14 +207,14 @@ impl Pool {
     /// `origin` if given (it ended), else all (the run is over) — are kept
     /// for later runs if `keep` and there is room for their shape, else
     /// killed, quietly.
-    pub(super) fn release(&mut self, fx: &mut dyn PoolEffects, now: u64, owner: u32, origin: Option<JobId>, keep: bool) {
+    pub(super) fn release(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable, now: u64, owner: u32, origin: Option<JobId>, keep: bool) {
         let mine = |m: &Option<Maker>| m.is_some_and(|m| m.owner == owner && origin.is_none_or(|o| o == m.origin));
         let released: Vec<JobId> = self.jobs.iter().filter(|(_, k)| mine(&k.maker)).map(|(j, _)| *j).collect();
         for job in released {
             let Some(i) = self.jobs.iter().position(|(j, _)| *j == job) else { continue };
             let k = &self.jobs[i].1;
             if !(keep && k.shape.movable() && self.room_for(&k.shape)) {
-                self.drop_job(fx, job);
+                self.drop_job(fx, nodes, job);
                 continue;
             }
             let k = &mut self.jobs[i].1;
@@ -229,11 +230,11 @@ impl Pool {
 
     /// Kill pooled job `job`: its slots are free at once; it is forgotten
     /// once its ranks' ends are heard.
-    fn drop_job(&mut self, fx: &mut dyn PoolEffects, job: JobId) {
+    fn drop_job(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable, job: JobId) {
         let Some(i) = self.jobs.iter().position(|(j, _)| *j == job) else { return };
         let (_, mut k) = self.jobs.remove(i);
         self.kvs.remove_job(job);
-        k.job.release_slots();
+        k.job.release_slots(nodes);
         k.job.kill(job, libc::SIGKILL, &mut |d, m| fx.send(d, m));
         self.dying.insert(job, k.job);
     }
@@ -241,18 +242,18 @@ impl Pool {
     /// Kill the oldest pooled job a placement of the run of `owner` may
     /// take (its own first, then kept ones; `None`: kept ones only); false
     /// if none.
-    pub fn drop_oldest(&mut self, fx: &mut dyn PoolEffects, owner: Option<u32>) -> bool {
+    pub fn drop_oldest(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable, owner: Option<u32>) -> bool {
         let own = self.jobs.iter().find(|(_, k)| k.maker.is_some_and(|m| Some(m.owner) == owner));
         let Some((job, maker)) = own.or_else(|| self.jobs.iter().find(|(_, k)| k.maker.is_none())).map(|(j, k)| (*j, k.maker)) else { return false };
         Self::say(fx, maker, &format!("dropped {job}: its slots are needed"));
-        self.drop_job(fx, job);
+        self.drop_job(fx, nodes, job);
         true
     }
 
     /// Kill every pooled job (the end of the tree: `dpm down`, a plain run's end).
-    pub fn drop_all(&mut self, fx: &mut dyn PoolEffects) {
+    pub fn drop_all(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable) {
         while let Some(&(job, _)) = self.jobs.first() {
-            self.drop_job(fx, job);
+            self.drop_job(fx, nodes, job);
         }
     }
 
@@ -265,15 +266,15 @@ impl Pool {
 
     /// Nodes `lost` are gone with their ranks: the pooled jobs they ran are
     /// killed, and a dying job whose ranks are all gone is forgotten.
-    pub fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, lost: &[NodeId]) {
+    pub fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable, lost: &[NodeId]) {
         let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons().iter().any(|d| lost.contains(d))).map(|(j, _)| *j).collect();
         for job in hit {
-            self.drop_job(fx, job);
+            self.drop_job(fx, nodes, job);
         }
         let dying: Vec<JobId> = self.dying.keys().copied().collect();
         for job in dying {
             let Some(j) = self.dying.get_mut(&job) else { continue };
-            j.lose_nodes(lost);
+            j.lose_nodes(nodes, lost);
             self.forget_if_done(fx, job);
         }
     }
@@ -288,13 +289,13 @@ impl Pool {
 
     /// The deadline asked for with [`PoolEffects::wake_at`] has come (`now`:
     /// µs since the epoch): kill the jobs kept for `idle` without a claim.
-    pub fn on_timer(&mut self, fx: &mut dyn PoolEffects, now: u64) {
+    pub fn on_timer(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable, now: u64) {
         let idle = self.idle_micros();
         let kept = |k: &Pooled| k.maker.is_none();
         let old: Vec<JobId> = self.jobs.iter().filter(|(_, k)| kept(k) && now.saturating_sub(k.since) >= idle).map(|(j, _)| *j).collect();
         for job in old {
             tracing::info!(%job, "warm spawn: a kept job was not claimed within {:?}; killed", self.idle);
-            self.drop_job(fx, job);
+            self.drop_job(fx, nodes, job);
         }
         if let Some(first) = self.jobs.iter().filter(|(_, k)| kept(k)).map(|(_, k)| k.since).min() {
             fx.wake_at(first.saturating_add(idle));
@@ -302,12 +303,12 @@ impl Pool {
     }
 
     /// A message from `node` about a pooled or dying job, served here.
-    pub fn on_message(&mut self, fx: &mut dyn PoolEffects, node: NodeId, msg: ToLauncher) {
+    pub fn on_message(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable, node: NodeId, msg: ToLauncher) {
         let Some(job) = msg.job() else { return };
         if let Some(j) = self.dying.get_mut(&job) {
             match msg {
-                ToLauncher::Exited(RankExit { rank, .. }) => j.end_rank(rank.0 as usize, RankEnd::Terminated),
-                ToLauncher::LaunchFailed { .. } => j.end_unstarted(),
+                ToLauncher::Exited(RankExit { rank, .. }) => j.end_rank(nodes, rank.0 as usize, RankEnd::Terminated),
+                ToLauncher::LaunchFailed { .. } => j.end_unstarted(nodes),
                 ToLauncher::Started { rank, pid, .. } => drop(j.started(rank, pid)),
                 other => answer_unserved(fx, node, other),
             }
@@ -342,9 +343,9 @@ impl Pool {
         };
         tracing::info!(%job, "warm spawn: a pooled job was dropped: {why}");
         Self::say(fx, k.maker, &format!("dropped {job}: {why}"));
-        self.drop_job(fx, job);
+        self.drop_job(fx, nodes, job);
         if let Some(end) = end {
-            self.on_message(fx, node, end);
+            self.on_message(fx, nodes, node, end);
         }
     }
 

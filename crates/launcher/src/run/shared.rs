@@ -1,9 +1,10 @@
-//! What all runs of one daemon tree share ([`TreeShared`]), reached by a
-//! run through [`super::RunEffects::shared`]: among it the routes, the one
-//! rule that says where a message from the daemons goes
-//! ([`TreeShared::destination`]: to the run owning its job, else to the
-//! pool holding it), which every driver (`controller::dispatch`, the
-//! cluster) asks, and the tree's invariants ([`TreeShared::check_invariants`]).
+//! What all runs of one daemon tree share ([`TreeShared`], a part of the
+//! tree level's `crate::tree::Tree`), reached by a run through
+//! [`super::RunEffects::shared`]: among it the routes, the one rule that
+//! says where a message from the daemons goes ([`TreeShared::destination`]:
+//! to the run owning its job, else to the pool holding it), which the
+//! `Tree` applies for every driver, and the tree's invariants
+//! ([`TreeShared::check_invariants`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -134,14 +134,15 @@ fn place(settings: &Settings, fx: &mut dyn RunEffects, plan: &SpawnPlan, oversub
     // later runs (a job being claimed is the run's: its spawn holds it).
     let owner = Some(settings.owner);
     while fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, universe).is_err() {
-        if !with_pool(fx, |pool, pfx| pool.drop_oldest(pfx, owner)) {
+        if !with_pool(fx, |pool, nodes, pfx| pool.drop_oldest(pfx, nodes, owner)) {
             break;
         }
     }
-    let nodes = &fx.shared().nodes;
-    if plan.is_soft() {
-        nodes.place_spawn_soft(&plan.counts, &plan.nodes, oversubscribe, universe).map(|(slots, started)| (slots, Some(started)))
+    let nodes = &mut fx.shared().nodes;
+    let (node_of, started) = if plan.is_soft() {
+        nodes.place_spawn_soft(&plan.counts, &plan.nodes, oversubscribe, universe).map(|(node_of, started)| (node_of, Some(started)))?
     } else {
-        nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe).map(|slots| (slots, None))
-    }
+        (nodes.place_spawn(&apps, &plan.nodes, oversubscribe, universe)?, None)
+    };
+    Ok((nodes.reserve(&node_of)?, started))
 }

@@ -214,7 +214,7 @@ fn say(settings: &Settings, fx: &mut dyn RunEffects, line: &str) {
 /// the tree keeps them (and the run did not fail), else killed.
 pub(super) fn release(settings: &Settings, fx: &mut dyn RunEffects, ending: bool) {
     let (now, owner) = (fx.now_micros(), settings.owner);
-    with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, None, !ending));
+    with_pool(fx, |pool, nodes, pfx| pool.release(pfx, nodes, now, owner, None, !ending));
 }
 
 impl WarmPool {
@@ -335,7 +335,8 @@ impl WarmPool {
                 Err(e) => return tracing::debug!("warm spawn: no pooled job for {}: {e}", shape.describe(parent)),
             };
             let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
-            let slots = match fx.shared().nodes.place_spawn(&apps, &plan.nodes, false, settings.universe_size) {
+            let nodes = &mut fx.shared().nodes;
+            let slots = match nodes.place_spawn(&apps, &plan.nodes, false, settings.universe_size).and_then(|node_of| nodes.reserve(&node_of)) {
                 Ok(s) => s,
                 Err(e) => return say(settings, fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe(parent))),
             };
@@ -344,7 +345,7 @@ impl WarmPool {
             // The design the shape was spawned with (its parent may be gone).
             let launch = LaunchJob { awaiting_claim: true, kvs: shape.design(), ..launch };
             let state = Job::new(&launch, slots, None);
-            with_pool(fx, |pool, pfx| pool.launch(pfx, maker, shape.clone(), launch, state));
+            with_pool(fx, |pool, _, pfx| pool.launch(pfx, maker, shape.clone(), launch, state));
             self.refilled += 1;
             say(settings, fx, &format!("refilled {job} ({kvsname}) for {}", shape.describe(parent)));
         }
@@ -460,7 +461,7 @@ impl WarmPool {
                 self.launch_pooled(cx, fx, &shape, want, (job, &kvs));
             }
         }
-        with_pool(fx, |pool, pfx| pool.release(pfx, now, owner, Some(job), keep));
+        with_pool(fx, |pool, nodes, pfx| pool.release(pfx, nodes, now, owner, Some(job), keep));
         self.shapes.retain(|w| w.parent != job);
     }
 
@@ -494,11 +495,11 @@ impl WarmPool {
     /// (crashed, aborted, could not start, or was killed by dpm): the job
     /// ends, quietly, and its spawn is made again; the run's verdict never
     /// hears of it. `ended`: the rank is gone (else it only asked to abort).
-    pub(super) fn ended(&self, jobs: &mut Jobs, job: JobId, rank: Rank, why: &str, ended: bool) -> Ended {
+    pub(super) fn ended(&self, jobs: &mut Jobs, nodes: &mut crate::node_table::NodeTable, job: JobId, rank: Rank, why: &str, ended: bool) -> Ended {
         let Some(j) = jobs.get_mut(job).filter(|j| j.pool()) else { return Ended::NotClaimed };
         let killing = j.killing();
         if ended {
-            j.end_rank(rank.0 as usize, RankEnd::Terminated);
+            j.end_rank(nodes, rank.0 as usize, RankEnd::Terminated);
         }
         if !self.claiming(job) {
             return Ended::Orphan;

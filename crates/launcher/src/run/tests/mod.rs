@@ -21,7 +21,7 @@ fn fixture(slots: &[u32]) -> (Run, Recorder) {
 }
 
 /// The settings of a run over `slots.len()` nodes (see [`fixture`]).
-fn settings_for(slots: &[u32]) -> Settings {
+pub(crate) fn settings_for(slots: &[u32]) -> Settings {
     let hosts: Vec<String> = (0..slots.len()).map(|i| format!("h{i}")).collect();
     Settings {
         label: false,
@@ -84,7 +84,7 @@ fn exit(run: &mut Run, rec: &mut Recorder, node: usize, job: JobId, rank: u32, s
 fn deliver(run: &mut Run, rec: &mut Recorder, node: usize, msg: ToLauncher) {
     match rec.shared.destination(msg.job()) {
         Destination::Pool => {
-            crate::run::effects::with_pool(rec, |pool, pfx| pool.on_message(pfx, NodeId(node), msg));
+            crate::run::effects::with_pool(rec, |pool, nodes, pfx| pool.on_message(pfx, nodes, NodeId(node), msg));
             run.check_invariants(&rec.shared);
         }
         _ => run.on_message(rec, NodeId(node), msg),
@@ -503,7 +503,7 @@ fn a_lost_node_ends_only_the_run_with_ranks_there() {
     check_tree(&rec, &[&a, &b]);
     assert_eq!(rec.shared.nodes.loads(), vec![1, 0, 0], "the lost ranks' slots are free");
     let spawned = rec.shared.nodes.place_spawn(&[0, 0, 0, 0], &[None], true, -1).unwrap();
-    assert!(spawned.node_of().iter().all(|n| *n != NodeId(1)), "a spawn never goes to the lost node: {:?}", spawned.node_of());
+    assert!(spawned.iter().all(|n| *n != NodeId(1)), "a spawn never goes to the lost node: {spawned:?}");
 }
 
 /// Defect: a boot that loses a node ends its runs with SIGTERM, and the run

@@ -15,7 +15,8 @@ const IDLE: Duration = Duration::from_secs(60);
 /// over); what the pool sent. Its invariants hold after it.
 fn to_pool(rec: &mut Recorder, node: usize, msg: ToLauncher) -> Vec<(NodeId, ToDaemon)> {
     let mut out = PoolOutbox::default();
-    rec.shared.pool.on_message(&mut out, NodeId(node), msg);
+    let shared = &mut rec.shared;
+    shared.pool.on_message(&mut out, &mut shared.nodes, NodeId(node), msg);
     rec.shared.pool.check_invariants(&[]);
     out.sent
 }
@@ -23,7 +24,8 @@ fn to_pool(rec: &mut Recorder, node: usize, msg: ToLauncher) -> Vec<(NodeId, ToD
 /// The pool's timer at `now`: what it sent, and when it wants to be woken next.
 fn pool_timer(rec: &mut Recorder, now: u64) -> (Vec<(NodeId, ToDaemon)>, Option<u64>) {
     let mut out = PoolOutbox::default();
-    rec.shared.pool.on_timer(&mut out, now);
+    let shared = &mut rec.shared;
+    shared.pool.on_timer(&mut out, &mut shared.nodes, now);
     rec.shared.pool.check_invariants(&[]);
     (out.sent, out.wake)
 }
@@ -318,7 +320,8 @@ fn a_pooled_job_on_a_lost_node_is_forgotten() {
     let (_, mut rec, pooled) = first_run_kept();
     assert!(rec.shared.pool.holds(pooled));
     let mut out = PoolOutbox::default();
-    rec.shared.pool.on_nodes_lost(&mut out, &[NodeId(0)]);
+    let shared = &mut rec.shared;
+    shared.pool.on_nodes_lost(&mut out, &mut shared.nodes, &[NodeId(0)]);
     rec.shared.pool.check_invariants(&[]);
     assert!(rec.shared.pool.is_empty(), "nothing left to wait for");
     assert_eq!(rec.shared.nodes.live(), 0, "its slot is free");

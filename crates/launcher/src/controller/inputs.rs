@@ -1,0 +1,66 @@
+//! A plain `dpm run`'s (and a boot client's) inputs: this process's signals and stdin.
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+use super::Input;
+
+/// Whether this process's stdin is `/dev/null` (the same character device).
+pub(crate) fn stdin_is_dev_null() -> bool {
+    use nix::sys::stat::{fstat, stat, SFlag};
+    let is_chr = |mode: u32| SFlag::from_bits_truncate(mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
+    match (fstat(libc::STDIN_FILENO), stat("/dev/null")) {
+        (Ok(fd0), Ok(null)) => is_chr(fd0.st_mode) && is_chr(null.st_mode) && fd0.st_rdev == null.st_rdev,
+        _ => false,
+    }
+}
+
+/// This process's signals (INT, TERM, HUP; with `job_control` also TSTP and
+/// CONT, Ctrl-Z and `fg`) and, if `stdin`, its stdin, read on a thread of its
+/// own (a blocking read must not stall the event loop).
+pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<Input> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    // SIGQUIT (Ctrl-\): the ranks' states and stacks, the run goes on.
+    let mut kinds = vec![SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup(), SignalKind::quit()];
+    if job_control {
+        kinds.extend([SignalKind::from_raw(libc::SIGTSTP), SignalKind::from_raw(libc::SIGCONT)]);
+    }
+    for kind in kinds {
+        let mut stream = signal(kind).expect("signal handler");
+        let tx = tx.clone();
+        tokio::task::spawn_local(async move {
+            while stream.recv().await.is_some() {
+                if tx.send(Input::Signal(kind.as_raw_value())).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    if stdin && stdin_is_dev_null() {
+        // Nothing to read: the end of input now, without a thread.
+        let _ = tx.send(Input::Stdin(Vec::new()));
+    } else if stdin {
+        std::thread::Builder::new()
+            .name("dpm-stdin".into())
+            .spawn(move || {
+                use std::io::Read;
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut stdin = std::io::stdin().lock();
+                loop {
+                    match stdin.read(&mut buf) {
+                        Ok(0) | Err(_) => {
+                            let _ = tx.send(Input::Stdin(Vec::new()));
+                            return;
+                        }
+                        Ok(n) => {
+                            if tx.send(Input::Stdin(buf[..n].to_vec())).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            })
+            .expect("stdin thread");
+    }
+    rx
+}

@@ -1,0 +1,227 @@
+//! The driver of a daemon tree's [`Tree`]: [`Shared`] holds the tree, the
+//! links to its daemons, the stream of what comes up from them and each
+//! run's I/O (its [`Output`], timers, tools), and carries out the tree's
+//! effects ([`TreeEffects`]). [`dispatch`] hands the tree every message
+//! from the daemons ([`Tree::on_up`] decides where it goes);
+//! [`drive_pool_timer`] is the pool's clock. Each run's own task is a
+//! [`super::Controller`].
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+
+use dpm_kvs::{JobId, NodeId, Rank};
+use dpm_proto::control::ProcInfo;
+use dpm_proto::link::Up;
+use dpm_proto::{Stream, ToDaemon, ToLauncher};
+
+use super::{Announced, DaemonLink, Settings};
+use crate::node_table::NodeTable;
+use crate::output::Output;
+use crate::run::Timer;
+use crate::tree::{Tree, TreeEffects};
+
+/// One run's I/O, kept by the driver while the run goes.
+pub(super) struct RunIo {
+    pub(super) output: Output,
+    pub(super) timers: BTreeMap<Timer, Instant>,
+    /// Jobs whose ranks have all started, for the run's tools.
+    pub(super) announced: Vec<Announced>,
+    /// `-print-all-exitcodes`: the first job (once launched) and its ranks' statuses.
+    pub(super) exit_codes: Option<(Option<JobId>, crate::exitcodes::ExitCodes)>,
+    /// Notified when the run's timers, tools or end change.
+    pub(super) changed: Rc<Notify>,
+}
+
+/// A daemon tree and its driver's state (see the module documentation).
+pub struct Shared {
+    pub tree: Tree,
+    /// The links to the tree's nodes.
+    pub(super) links: Vec<DaemonLink>,
+    /// What comes up from the daemons (`None` once taken by a test, or never given).
+    up: Option<mpsc::UnboundedReceiver<Up>>,
+    /// The daemons' stream ended.
+    pub(super) daemons_gone: bool,
+    pub(super) io: HashMap<u32, RunIo>,
+    /// Notified when the pool's timer is armed.
+    pool_woken: Rc<Notify>,
+    /// Told each lost node (a boot's server).
+    lost: Option<mpsc::UnboundedSender<(NodeId, String)>>,
+}
+
+pub type SharedRef = Rc<RefCell<Shared>>;
+
+impl Shared {
+    /// A tree over `nodes`, fed by `up`, the stream from its daemons.
+    pub fn new(nodes: NodeTable, links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>) -> SharedRef {
+        let tree = Tree::new(nodes, super::random_tag());
+        let shared = Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None };
+        Rc::new(RefCell::new(shared))
+    }
+
+    /// The tree of one plain run: its links' hosts, `settings.node_slots`.
+    pub fn for_run(links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>, settings: &Settings) -> SharedRef {
+        let slots = |i: usize| settings.node_slots.get(i).copied().unwrap_or(1);
+        let table = NodeTable::new(links.iter().enumerate().map(|(i, l)| (l.host.clone(), slots(i))), settings.fanout);
+        Shared::new(table, links, up)
+    }
+
+    /// Each lost node (and why) is told to `tx` once the runs heard of it.
+    pub fn report_losses(&mut self, tx: mpsc::UnboundedSender<(NodeId, String)>) {
+        self.lost = Some(tx);
+    }
+
+    /// One event of the tree, its effects carried out here.
+    pub fn event<T>(&mut self, event: impl FnOnce(&mut Tree, &mut dyn TreeEffects) -> T) -> T {
+        let Shared { tree, links, io, pool_woken, lost, .. } = self;
+        event(tree, &mut Driver { links, io, pool_woken, lost })
+    }
+
+    /// Hand the tree what the daemons sent and no one took yet (before an
+    /// input of a run: what came up first is heard first).
+    pub(super) fn pump(&mut self) {
+        while let Some(Ok(envelope)) = self.up.as_mut().map(|up| up.try_recv()) {
+            self.event(|tree, fx| tree.on_up(fx, envelope));
+        }
+    }
+}
+
+/// The tree's effects in a live tree.
+struct Driver<'a> {
+    links: &'a [DaemonLink],
+    io: &'a mut HashMap<u32, RunIo>,
+    pool_woken: &'a Notify,
+    lost: &'a Option<mpsc::UnboundedSender<(NodeId, String)>>,
+}
+
+impl TreeEffects for Driver<'_> {
+    fn send(&mut self, node: NodeId, msg: ToDaemon) {
+        if let Some(link) = self.links.get(node.0) {
+            link.send(msg);
+        }
+    }
+    fn output(&mut self, owner: u32, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {
+        if let Some(io) = self.io.get_mut(&owner) {
+            io.output.write(node, job, rank, stream, data);
+        }
+    }
+    fn flush_output(&mut self, owner: u32, job: JobId, rank: Rank) {
+        if let Some(io) = self.io.get_mut(&owner) {
+            io.output.flush_rank(job, rank);
+        }
+    }
+    fn say(&mut self, owner: u32, line: &str) {
+        match self.io.get(&owner) {
+            Some(io) => io.output.console().say(line),
+            None => tracing::debug!("for a run gone: {line}"),
+        }
+    }
+    fn now_micros(&self) -> u64 {
+        dpm_daemon::now_micros()
+    }
+    fn arm(&mut self, owner: u32, timer: Timer, after: Duration) {
+        if let Some(io) = self.io.get_mut(&owner) {
+            io.timers.insert(timer, Instant::now() + after);
+            io.changed.notify_one();
+        }
+    }
+    fn finished(&mut self, owner: u32, _code: i32) {
+        if let Some(io) = self.io.get(&owner) {
+            io.changed.notify_one();
+        }
+    }
+    fn wake_pool(&mut self, _at: u64) {
+        self.pool_woken.notify_one();
+    }
+    fn files(&self) -> &dyn crate::plan::Files {
+        &crate::plan::HostFiles
+    }
+    fn procs_started(&mut self, owner: u32, job: JobId, procs: Vec<ProcInfo>, held: bool) {
+        // Told after the event (`Controller::tell_tools`): the breakpoint
+        // may hold this process for as long as a debugger likes.
+        if let Some(io) = self.io.get_mut(&owner) {
+            io.announced.push(Announced { job, procs, held });
+            io.changed.notify_one();
+        }
+    }
+    fn nodes_lost(&mut self, node: NodeId, why: &str, _lost: &[NodeId]) {
+        if let Some(tx) = self.lost {
+            let _ = tx.send((node, why.to_string()));
+        }
+    }
+    fn up_for_run(&mut self, owner: u32, node: NodeId, msg: &ToLauncher) {
+        let Some(io) = self.io.get_mut(&owner) else { return };
+        if let (ToLauncher::Exited(exit), Some((Some(first), codes))) = (msg, &mut io.exit_codes) {
+            if exit.job == *first {
+                codes.record(node, exit.rank, &exit.status);
+            }
+        }
+    }
+    fn wants_place(&self, owner: u32, job: JobId, node: NodeId) -> bool {
+        self.io.get(&owner).is_some_and(|io| io.output.wants_places() && !io.output.knows_place(job, node))
+    }
+    fn place(&mut self, owner: u32, job: JobId, node: NodeId, index: usize, host: &str) {
+        if let Some(io) = self.io.get_mut(&owner) {
+            io.output.place(job, node, crate::output::NodePlace { index, host: host.to_string() });
+        }
+    }
+}
+
+/// Hand each message from the daemons to the tree (which sends it where
+/// its one rule says); when their stream ends, every run hears so.
+pub async fn dispatch(shared: SharedRef) {
+    loop {
+        let next = std::future::poll_fn(|cx| match shared.borrow_mut().up.as_mut() {
+            Some(up) => up.poll_recv(cx),
+            None => std::task::Poll::Ready(None),
+        })
+        .await;
+        let mut s = shared.borrow_mut();
+        match next {
+            Some(envelope) => s.event(|tree, fx| tree.on_up(fx, envelope)),
+            None => {
+                s.daemons_gone = true;
+                s.event(|tree, fx| tree.on_daemons_gone(fx));
+                return;
+            }
+        }
+    }
+}
+
+/// Kill every job the tree's pool holds and wait (at most 5 s) until their
+/// ends are heard and their nodes have forgotten them (their MPICH segments
+/// go then): the end of a tree (`dpm down`, a plain run's end).
+pub async fn drain_pool(shared: &SharedRef) {
+    shared.borrow_mut().event(|tree, fx| tree.drop_pooled(fx));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !shared.borrow().tree.shared().pool.is_empty() {
+        if Instant::now() >= deadline {
+            tracing::warn!("warm-spawn pooled jobs still going after 5 s; shutting the daemons down under them");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The pool's timer: sleeps until the deadline it asked for (re-read each
+/// time one is armed), then gives it to [`Tree::on_pool_timer`]. Runs for
+/// the tree's life (a boot's; a plain run's pool keeps nothing, so never asks).
+pub async fn drive_pool_timer(shared: SharedRef) {
+    let woken = shared.borrow().pool_woken.clone();
+    loop {
+        let wake = shared.borrow().tree.pool_wake();
+        let Some(at) = wake else {
+            woken.notified().await;
+            continue;
+        };
+        let after = Duration::from_micros(at.saturating_sub(dpm_daemon::now_micros()));
+        tokio::select! {
+            () = tokio::time::sleep(after) => shared.borrow_mut().event(|tree, fx| tree.on_pool_timer(fx, at)),
+            () = woken.notified() => {}
+        }
+    }
+}
