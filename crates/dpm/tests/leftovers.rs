@@ -214,6 +214,21 @@ fn a_normal_end_ends_the_cleaner_with_dpm() {
         assert!(Instant::now() < deadline, "dpm {pid} started no cleaner");
         thread::sleep(Duration::from_millis(10));
     }
+    // A one-node run forks its cleaner (no exec of the binary): dpm's own
+    // child, named for `top`, with no descriptor but its notes' pipe,
+    // /dev/null and stderr.
+    for cleaner in cleaners_of(pid) {
+        let stat = fs::read_to_string(format!("/proc/{cleaner}/stat")).unwrap_or_default();
+        let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
+        assert_eq!(ppid, Some(pid), "the cleaner {cleaner} is not dpm {pid}'s child: {stat}");
+        let comm = fs::read_to_string(format!("/proc/{cleaner}/comm")).unwrap_or_default();
+        assert_eq!(comm.trim(), "dpm-cleaner", "the cleaner {cleaner}'s name");
+        let fds: BTreeSet<String> =
+            fs::read_dir(format!("/proc/{cleaner}/fd")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(fds, BTreeSet::from(["0".into(), "1".into(), "2".into()]), "the cleaner {cleaner}'s descriptors");
+        let null = fs::read_link(format!("/proc/{cleaner}/fd/1")).unwrap();
+        assert_eq!(null, Path::new("/dev/null"), "the cleaner {cleaner}'s stdout");
+    }
     fs::write(&go, b"").expect("create the go file");
     run.wait().assert_success();
     // With every job ended it has nothing to do: it exits on the pipe's end.
