@@ -1,6 +1,8 @@
 //! The cleaner started as a fork of the node's process, without an exec
 //! ([`prefork`]): what a one-node `dpm run` uses, as the first thing it does
-//! once it knows it runs its node itself and before any thread starts.
+//! once it knows it runs its node itself and before any thread starts, and
+//! what each `dpm daemon` does once it has taken its secret out of the
+//! environment.
 //!
 //! An exec of this binary (the path in [`super::process`]) cost a cold
 //! `dpm run -n 1 /bin/true` about a quarter of its CPU (issue 37: the

@@ -9,8 +9,8 @@
 //! node's process holds: ranks, forked daemons and the cleaner itself never
 //! inherit it, so end of file comes exactly when that process is gone.
 //!
-//! A one-node `dpm run` forks it instead, before any thread starts
-//! ([`super::fork::prefork`]: no exec, the same name in `ps`). Otherwise it
+//! A `dpm run` and each `dpm daemon` fork it instead, before any thread
+//! starts ([`super::fork::prefork`]: no exec, the same name in `ps`). Otherwise it
 //! is started off the node's thread (an exec costs milliseconds; the
 //! notes wait in the pipe meanwhile) and is not the node's child: the
 //! process dpm starts forks the cleaner proper into a session of its own and
