@@ -15,7 +15,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
@@ -48,9 +48,12 @@ const HAS_STDIN: u8 = 2;
 /// Room for an error's message (longer ones are cut).
 const MAX_ANSWER: usize = 1024;
 
-/// Threads that start processes, one per CPU, so that several children exec
-/// at once (with `CLONE_VFORK` the starting thread waits for its child's
-/// exec). They live as long as the daemon: `PR_SET_PDEATHSIG` fires when the
+/// Threads that start processes, up to one per CPU, so that several children
+/// exec at once (with `CLONE_VFORK` the starting thread waits for its child's
+/// exec); each starts when a start finds every thread there busy, so a node
+/// that never starts more than one process at a time has one (a thread is a
+/// stack, a malloc arena and a private fd table: about a tenth of the CPU
+/// of a one-rank `dpm run`, issue 37). They live as long as the daemon: `PR_SET_PDEATHSIG` fires when the
 /// *thread* that started a child exits, not the process.
 ///
 /// Each thread works in a private, nearly empty fd table
@@ -64,10 +67,23 @@ const MAX_ANSWER: usize = 1024;
 pub struct Spawner {
     queue: mpsc::Sender<Queued>,
     /// The threads' end of the answer socket, in the daemon's table: for
-    /// answering a start no thread will take.
+    /// answering a start no thread will take, and each new thread's copy.
     loopback: OwnedFd,
     /// Set when the daemon stops: the threads start nothing more.
     stopping: Arc<AtomicBool>,
+    /// The queue's end the threads share.
+    rx: Arc<Mutex<mpsc::Receiver<Queued>>>,
+    /// Starts submitted and not yet answered.
+    in_flight: Arc<AtomicUsize>,
+    /// Threads started so far, at most one per CPU: one more whenever a
+    /// start is submitted while every thread has one (a node that starts
+    /// one process at a time has one thread; one that starts none, none).
+    threads: AtomicUsize,
+    /// The CPUs, learned when a second thread might start (std reads the
+    /// cgroup's CPU quota for it).
+    max_threads: std::sync::OnceLock<usize>,
+    /// The span the threads log in (the node's).
+    span: tracing::Span,
 }
 
 /// The daemon's end of the answer socket (kept out of the node's state, so
@@ -77,35 +93,64 @@ pub struct SpawnAnswers {
 }
 
 impl Spawner {
-    /// Start the threads. Needs a tokio reactor (for [`SpawnAnswers`]).
+    /// The spawner, with no thread yet (they start with the starts that
+    /// need them). Needs a tokio reactor (for [`SpawnAnswers`]).
     pub fn new() -> io::Result<(Spawner, SpawnAnswers)> {
         use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
         let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK)?;
         // Only our end reads without blocking: a thread waits when the
         // socket is full (the loop is behind), which bounds what is in flight.
         nix::fcntl::fcntl(theirs.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()))?;
         let (queue, rx) = mpsc::channel::<Queued>();
-        let rx = Arc::new(Mutex::new(rx));
-        let stopping = Arc::new(AtomicBool::new(false));
-        // The threads log in the node's span.
-        let span = tracing::Span::current();
-        for i in 0..threads {
-            let socket = theirs.try_clone()?;
-            let (rx, span, stopping) = (rx.clone(), span.clone(), stopping.clone());
-            std::thread::Builder::new().name(format!("dpm-spawn-{i}")).spawn(move || span.in_scope(|| spawner_thread(i, socket, rx, &stopping)))?;
-        }
         // SAFETY: the OwnedFd is moved into the AsyncFd and stays open while it lives.
         let socket = unsafe { AsyncFd::register_with_interest(ours, tokio::io::Interest::READABLE) }?;
-        Ok((Spawner { queue, loopback: theirs, stopping }, SpawnAnswers { socket }))
+        let spawner = Spawner {
+            queue,
+            loopback: theirs,
+            stopping: Arc::new(AtomicBool::new(false)),
+            rx: Arc::new(Mutex::new(rx)),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            threads: AtomicUsize::new(0),
+            max_threads: std::sync::OnceLock::new(),
+            // The threads log in the node's span.
+            span: tracing::Span::current(),
+        };
+        Ok((spawner, SpawnAnswers { socket }))
     }
 
     /// Queue a start; its answer (with `token`) comes on [`SpawnAnswers`].
     pub fn submit(&self, token: u64, task: SpawnTask) {
+        let busy = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let threads = self.threads.load(Ordering::SeqCst);
+        let max_threads = || *self.max_threads.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8));
+        if busy > threads && (threads == 0 || threads < max_threads()) {
+            match self.start_thread(threads) {
+                Ok(()) => {
+                    self.threads.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(e) if threads == 0 => {
+                    self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                    let e = io::Error::new(e.kind(), format!("cannot start a spawner thread: {e}"));
+                    send_answer(&self.loopback, token, Err(e), MsgFlags::MSG_DONTWAIT);
+                    return;
+                }
+                // The threads there are take it in turn.
+                Err(e) => tracing::warn!("cannot start spawner thread {threads}: {e}"),
+            }
+        }
         if let Err(mpsc::SendError(q)) = self.queue.send(Queued { task, token }) {
             // Never waits: the loop that would empty the socket is this one.
             send_answer(&self.loopback, q.token, Err(io::Error::other("the spawner threads are gone")), MsgFlags::MSG_DONTWAIT);
         }
+    }
+
+    fn start_thread(&self, index: usize) -> io::Result<()> {
+        let socket = self.loopback.try_clone()?;
+        let (rx, span, stopping, in_flight) = (self.rx.clone(), self.span.clone(), self.stopping.clone(), self.in_flight.clone());
+        std::thread::Builder::new()
+            .name(format!("dpm-spawn-{index}"))
+            .spawn(move || span.in_scope(|| spawner_thread(index, socket, rx, &stopping, &in_flight)))?;
+        Ok(())
     }
 }
 
@@ -232,7 +277,7 @@ fn send_answer(socket: &OwnedFd, token: u64, result: io::Result<Started>, flags:
     }
 }
 
-fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, stopping: &AtomicBool) {
+fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Queued>>>, stopping: &AtomicBool, in_flight: &AtomicUsize) {
     // No signal is handled here: the process's handlers (tokio's) write to
     // an fd of the daemon's table, which this thread's private table lacks.
     // A Ctrl-Z or Ctrl-C delivered to this thread was lost (a one-node `dpm
@@ -273,7 +318,9 @@ fn spawner_thread(index: usize, socket: OwnedFd, rx: Arc<Mutex<mpsc::Receiver<Qu
             return; // nobody would watch what starts now
         }
         let batch = *batch.get_or_insert_with(Batch::now);
-        send_answer(&socket, q.token, start_with(&q.task, batch), MsgFlags::empty());
+        let answer = start_with(&q.task, batch);
+        in_flight.fetch_sub(1, Ordering::SeqCst);
+        send_answer(&socket, q.token, answer, MsgFlags::empty());
     }
 }
 

@@ -87,6 +87,24 @@ fn cleaners_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The cleaner of node process `node` was forked (no exec of the binary):
+/// that process's own child, named for `top`, with no descriptor but its
+/// notes' pipe, /dev/null and stderr.
+fn assert_forked_cleaner(node: u32) {
+    let cleaners = cleaners_of(node);
+    assert_eq!(cleaners.len(), 1, "process {node} runs one cleaner: {cleaners:?}");
+    let cleaner = cleaners[0];
+    let stat = fs::read_to_string(format!("/proc/{cleaner}/stat")).unwrap_or_default();
+    let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
+    assert_eq!(ppid, Some(node), "the cleaner {cleaner} is not process {node}'s child: {stat}");
+    let comm = fs::read_to_string(format!("/proc/{cleaner}/comm")).unwrap_or_default();
+    assert_eq!(comm.trim(), "dpm-cleaner", "the cleaner {cleaner}'s name");
+    let fds: BTreeSet<String> = fs::read_dir(format!("/proc/{cleaner}/fd")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(fds, BTreeSet::from(["0".into(), "1".into(), "2".into()]), "the cleaner {cleaner}'s descriptors");
+    let null = fs::read_link(format!("/proc/{cleaner}/fd/1")).unwrap();
+    assert_eq!(null, Path::new("/dev/null"), "the cleaner {cleaner}'s stdout");
+}
+
 /// Poll until `check` returns nothing, for up to `within`; what is left then.
 fn left_after<T>(within: Duration, mut check: impl FnMut() -> Vec<T>) -> Vec<T> {
     let deadline = Instant::now() + within;
@@ -120,6 +138,10 @@ fn sigkill_leaves_nothing(args: &[&str], n: usize) {
     let nodes: Vec<u32> = std::iter::once(pid).chain((0..n).filter_map(|node| common::daemon_of(pid, node))).collect();
     let cleaners_of_run = || nodes.iter().flat_map(|&p| cleaners_of(p)).collect::<Vec<u32>>();
     assert!(!cleaners_of_run().is_empty(), "no process of dpm {pid} runs a cleaner");
+    // The launcher and each `dpm daemon` fork theirs.
+    for &node in &nodes {
+        assert_forked_cleaner(node);
+    }
     run.signal("KILL");
     let out = run.wait_unchecked();
     assert_eq!(out.status.code(), None, "dpm was not killed\n{}", out.describe());
@@ -214,6 +236,7 @@ fn a_normal_end_ends_the_cleaner_with_dpm() {
         assert!(Instant::now() < deadline, "dpm {pid} started no cleaner");
         thread::sleep(Duration::from_millis(10));
     }
+    assert_forked_cleaner(pid);
     fs::write(&go, b"").expect("create the go file");
     run.wait().assert_success();
     // With every job ended it has nothing to do: it exits on the pipe's end.

@@ -58,6 +58,9 @@ pub fn daemon_command(args: DaemonArgs) -> Result<i32, Error> {
     // First: while this is the only thread, take the secret out of the environment.
     let from_env = Secret::take_from_env();
     raise_fd_limit();
+    // Still the only thread, and the secret gone from the environment: the
+    // node's cleaner is forked now rather than exec'd later (issue 37).
+    dpm_daemon::cleaner::prefork();
     let node = args.node;
     let config = DaemonConfig { host: this_host(), trace: args.pmi_trace };
     block_on_local(async move {

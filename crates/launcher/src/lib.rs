@@ -137,6 +137,9 @@ pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
             Err(e) => tracing::warn!("not looking for a boot: {e}"),
         }
     }
+    // This process runs the job's node: its cleaner is forked now, while
+    // the process has one thread, rather than exec'd later (issue 37).
+    dpm_daemon::cleaner::prefork();
     block_on_local(run_local(opts, config))
 }
 

@@ -16,7 +16,10 @@
 //! job's kvsname, UCX's go only when no process holds them
 //! ([`crate::ucx_shm`]), and the PMIx directories carry the dead node's pid.
 
+mod fork;
 pub mod process;
+
+pub use fork::prefork;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

@@ -9,7 +9,9 @@
 //! node's process holds: ranks, forked daemons and the cleaner itself never
 //! inherit it, so end of file comes exactly when that process is gone.
 //!
-//! It is started off the node's thread (an exec costs milliseconds; the
+//! A `dpm run` and each `dpm daemon` fork it instead, before any thread
+//! starts ([`super::fork::prefork`]: no exec, the same name in `ps`). Otherwise it
+//! is started off the node's thread (an exec costs milliseconds; the
 //! notes wait in the pipe meanwhile) and is not the node's child: the
 //! process dpm starts forks the cleaner proper into a session of its own and
 //! exits, so dpm's children are its daemons and ranks only, nobody waits for
@@ -35,6 +37,11 @@ pub fn enable() {
     ENABLED.store(true, Ordering::Relaxed);
 }
 
+/// Whether [`enable`] was called.
+pub(super) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
 /// The node's end of its cleaner.
 pub struct Link {
     pipe: Option<PipeWriter>,
@@ -45,10 +52,14 @@ pub struct Link {
 }
 
 impl Link {
-    /// Start this process's cleaner; `None` if cleaners are not enabled or
-    /// it cannot start (said in the log: the node runs on without one).
+    /// Start this process's cleaner, or take the one [`super::fork::prefork`]
+    /// started; `None` if cleaners are not enabled or it cannot start (said
+    /// in the log: the node runs on without one).
     pub fn start() -> Option<Link> {
-        if !ENABLED.load(Ordering::Relaxed) {
+        if let Some(pipe) = super::fork::take_prepared() {
+            return Some(Link { pipe: Some(pipe), starter: None, held: None });
+        }
+        if !enabled() {
             return None;
         }
         let warn = |e: std::io::Error| tracing::warn!("cannot start the cleaner (shared memory of jobs is not removed if dpm is killed): {e}");
@@ -228,6 +239,12 @@ pub fn main(node_pid: u32) -> i32 {
         Ok(nix::unistd::ForkResult::Child) => {}
         Err(e) => tracing::warn!(node_pid, "cleaner: cannot fork ({e}); cleaning up as dpm's child"),
     }
+    serve(node_pid)
+}
+
+/// The cleaner's life once it is its own process with the notes on stdin:
+/// keep them until end of file, then clean up. Returns the exit status.
+pub(super) fn serve(node_pid: u32) -> i32 {
     // Its own session: a Ctrl-C or Ctrl-Z at the terminal is for dpm and
     // the ranks, not for the one that cleans up after them.
     let _ = nix::unistd::setsid();

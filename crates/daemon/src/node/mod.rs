@@ -111,9 +111,11 @@ impl StartBy {
     pub const NODE_THREAD_MAX: usize = 4;
 
     /// Who starts a launch of `local` processes here, of a spawned job or of
-    /// a job's start.
+    /// a job's start. A job's one process here is started by the node's
+    /// thread too: nothing starts beside it, and no spawner thread need
+    /// start for it (a one-rank `dpm run` then starts none, issue 37).
     pub fn for_launch(spawned: bool, local: usize) -> StartBy {
-        if spawned && local <= Self::NODE_THREAD_MAX {
+        if local <= 1 || (spawned && local <= Self::NODE_THREAD_MAX) {
             StartBy::NodeThread
         } else {
             StartBy::SpawnerThreads

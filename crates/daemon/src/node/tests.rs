@@ -335,8 +335,8 @@ fn the_reactor_takes_its_effects_as_a_trait_object() {
 }
 
 /// A spawned job's few processes here are started by the node's own thread
-/// (they start among busy-polling ranks); a job's start and a larger spawn
-/// by the spawner threads.
+/// (they start among busy-polling ranks), and so is a job's only process
+/// here; a job's start of more and a larger spawn by the spawner threads.
 #[test]
 fn a_small_spawn_is_started_by_the_nodes_own_thread() {
     let starters = |spawner: Option<&str>, n: u32| {
@@ -349,7 +349,8 @@ fn a_small_spawn_is_started_by_the_nodes_own_thread() {
     assert_eq!(starters(Some("kvs_7_0"), 1), vec![StartBy::NodeThread]);
     assert_eq!(starters(Some("kvs_7_0"), max), vec![StartBy::NodeThread; max as usize]);
     assert_eq!(starters(Some("kvs_7_0"), max + 1), vec![StartBy::SpawnerThreads; max as usize + 1]);
-    assert_eq!(starters(None, 1), vec![StartBy::SpawnerThreads]);
+    assert_eq!(starters(None, 1), vec![StartBy::NodeThread], "a job's one process here");
+    assert_eq!(starters(None, 2), vec![StartBy::SpawnerThreads; 2]);
 }
 
 /// Warm spawn: a job launched awaiting its claim parks its ranks' get of the
