@@ -350,34 +350,112 @@ pub fn answer(cal: &Calibration, q: &Query) -> Result<Answer, SimError> {
     })
 }
 
-/// The fan-out `dpm run` takes when the user gave none: the one the model
-/// predicts fastest for `sc`'s size and bootstrap (its design and fan-out
-/// ignored), unless `default`'s prediction is within the model's error of
-/// it ([`MODEL_ERROR`]): then the default. Cheap enough for every run of
-/// several nodes: above a few nodes the search extrapolates from flat trees
-/// of at most 4 nodes ([`predict_with`]), simulated once, and a fan-out only
-/// changes the bootstrap and the tree's depth. The line says why.
-pub fn choose_fanout(cal: &Calibration, sc: &Scenario, default: usize) -> Result<(usize, String), SimError> {
-    if sc.nodes <= 2 {
-        return Ok((default, format!("tree fan-out {default} (the default): {} nodes make the same flat tree under every fan-out", sc.nodes)));
+/// What `dpm run` may leave to the model: the fan-out (none given), the
+/// design (`auto`: none given, or `--kvs auto`), or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Free {
+    pub fanout: bool,
+    pub kvs: bool,
+}
+
+/// The model's choice for a run, and one line per free dimension saying why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chosen {
+    pub fanout: usize,
+    pub kvs: KvsDesign,
+    pub why: Vec<String>,
+}
+
+/// The fan-out and design `dpm run` takes where the user left them free
+/// ([`Free`]): the pair the model predicts fastest for `sc`'s size and
+/// bootstrap (an MPI hello's exchange: the keys MPICH puts unhinted),
+/// unless the default pair (`default` and `sc.kvs`, which is `auto`'s
+/// per-key rule when the design is free) is within the model's error of it
+/// ([`MODEL_ERROR`]): then the default. Among the pairs within the error of
+/// the fastest, the one that keeps the most defaults (the design first),
+/// then the fastest. Cheap enough for every run of several nodes: above a
+/// few nodes the search extrapolates from flat trees of at most 4 nodes
+/// ([`predict_with`]), each simulated once, and a fan-out only changes the
+/// bootstrap and the tree's depth.
+pub fn choose(cal: &Calibration, sc: &Scenario, default: usize, free: Free) -> Result<Chosen, SimError> {
+    let err = MODEL_ERROR * 100.0;
+    let size = format!("{} nodes x {} ranks, {}", sc.nodes, sc.ppn, sc.bootstrap.name());
+    let flat = sc.nodes <= 2;
+    let mut why = Vec::new();
+    if flat && free.fanout {
+        why.push(format!("tree fan-out {default} (the default): {} nodes make the same flat tree under every fan-out", sc.nodes));
     }
-    let mut sims = Sims::default();
-    let limit = sc.ppn as usize * 4;
-    let mut fans = fanouts(sc.nodes);
+    let mut fans = if free.fanout && !flat { fanouts(sc.nodes) } else { Vec::new() };
     if !fans.contains(&default) {
         fans.push(default);
     }
+    let designs: Vec<KvsDesign> = if free.kvs { DESIGNS.to_vec() } else { vec![sc.kvs] };
+    if fans.len() == 1 && designs.len() == 1 {
+        return Ok(Chosen { fanout: default, kvs: sc.kvs, why });
+    }
+    let mut sims = Sims::default();
+    let limit = sc.ppn as usize * 4;
     let mut predicted = Vec::new();
-    for &fanout in &fans {
-        predicted.push((fanout, predict_with(&mut sims, cal, &Scenario { fanout, ..sc.clone() }, limit)?.startup_s));
+    for &kvs in &designs {
+        for &fanout in &fans {
+            predicted.push((kvs, fanout, predict_with(&mut sims, cal, &Scenario { kvs, fanout, ..sc.clone() }, limit)?.startup_s));
+        }
     }
-    let (fast, fast_s) = predicted.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0))).expect("at least one fan-out");
-    let default_s = predicted.iter().find(|p| p.0 == default).map_or(f64::INFINITY, |p| p.1);
-    let size = format!("{} nodes x {} ranks, {}", sc.nodes, sc.ppn, sc.bootstrap.name());
-    if default_s <= fast_s * (1.0 + MODEL_ERROR) {
-        return Ok((default, format!("tree fan-out {default} (the default): the model predicts {default_s:.3} s for {size}, within its ±{:.0} % of the fastest (fan-out {fast}, {fast_s:.3} s)", MODEL_ERROR * 100.0)));
+    // Equal predictions (auto is allgather for MPICH's unhinted keys) go to the default.
+    let changes = |p: &(KvsDesign, usize, f64)| (u8::from(p.0 != sc.kvs), u8::from(p.1 != default));
+    let (fast_kvs, fast_fan, fast_s) = *predicted.iter().min_by(|a, b| a.2.total_cmp(&b.2).then(changes(a).cmp(&changes(b)))).expect("at least one candidate");
+    let default_s = predicted.iter().find(|p| p.0 == sc.kvs && p.1 == default).map_or(f64::INFINITY, |p| p.2);
+    let keep = default_s <= fast_s * (1.0 + MODEL_ERROR);
+    let (kvs, fanout, s) = if keep {
+        (sc.kvs, default, default_s)
+    } else {
+        // The pairs the model cannot tell from the fastest: the fewest changes.
+        *predicted
+            .iter()
+            .filter(|p| p.2 <= fast_s * (1.0 + MODEL_ERROR))
+            .min_by(|a, b| changes(a).cmp(&changes(b)).then(a.2.total_cmp(&b.2)))
+            .expect("the fastest is within its own error")
+    };
+    let fastest = match (free.kvs, free.fanout && !flat) {
+        (true, true) => format!("--kvs {} and fan-out {fast_fan}", fast_kvs.name()),
+        (true, false) => format!("--kvs {}", fast_kvs.name()),
+        _ => format!("fan-out {fast_fan}"),
+    };
+    if free.fanout && !flat {
+        why.push(if keep || fanout == default {
+            match keep {
+                true => format!(
+                    "tree fan-out {default} (the default): the model predicts {default_s:.3} s for {size}, within its ±{err:.0} % of the fastest ({fastest}, {fast_s:.3} s)"
+                ),
+                false => format!("tree fan-out {default} (the default): the model's choice below keeps it"),
+            }
+        } else {
+            format!("tree fan-out {fanout} chosen by the model: {s:.3} s predicted for {size}, against {default_s:.3} s with the default {default} (beyond its ±{err:.0} %)")
+        });
     }
-    Ok((fast, format!("tree fan-out {fast} chosen by the model: {fast_s:.3} s predicted for {size}, against {default_s:.3} s with the default {default} (beyond its ±{:.0} %)", MODEL_ERROR * 100.0)))
+    if free.kvs {
+        let rule = "auto's per-key rule: allgather for unhinted keys, direct for sparse hints";
+        why.push(if keep || kvs == KvsDesign::Auto {
+            match keep {
+                true => format!(
+                    "kvs auto ({rule}): the model predicts {default_s:.3} s for an MPI hello on {size}, within its ±{err:.0} % of the fastest ({fastest}, {fast_s:.3} s)"
+                ),
+                false => format!("kvs auto ({rule}): the model's choice above keeps it"),
+            }
+        } else {
+            format!(
+                "kvs {} chosen by the model: {s:.3} s predicted for an MPI hello on {size}, against {default_s:.3} s under auto's per-key rule (beyond its ±{err:.0} %)",
+                kvs.name()
+            )
+        });
+    }
+    Ok(Chosen { fanout, kvs, why })
+}
+
+/// [`choose`] with the design given (`sc.kvs`): the fan-out only.
+pub fn choose_fanout(cal: &Calibration, sc: &Scenario, default: usize) -> Result<(usize, String), SimError> {
+    let c = choose(cal, sc, default, Free { fanout: true, kvs: false })?;
+    Ok((c.fanout, c.why.join("; ")))
 }
 
 /// The answer for people.

@@ -179,3 +179,38 @@ fn the_model_chooses_a_fanout_only_beyond_its_error() {
         assert!(why.contains(if nodes <= 2 { "the same flat tree" } else { "within its ±10 %" }), "{why}");
     }
 }
+
+#[test]
+fn the_model_chooses_a_design_for_auto_only_beyond_its_error() {
+    use dpm_cluster::model::{choose, Free};
+    let cal = built_in();
+    let both = Free { fanout: true, kvs: true };
+    // MPICH's hello on this machine's calibration: the designs tie (auto is
+    // allgather for its unhinted keys), so auto's rule stays, and says so.
+    for (nodes, bootstrap) in [(16, Bootstrap::Fork), (256, Bootstrap::Ssh), (2000, Bootstrap::Slurm)] {
+        let sc = Scenario { cores: if bootstrap == Bootstrap::Fork { 2 } else { 0 }, one_host: bootstrap == Bootstrap::Fork, ..scenario(nodes, 16, bootstrap) };
+        let c = choose(&cal, &sc, 32, both).unwrap();
+        assert_eq!(c.kvs, KvsDesign::Auto, "{nodes} nodes: {:?}", c.why);
+        assert_eq!(c.why.len(), 2, "a line for the fan-out and one for the design: {:?}", c.why);
+        assert!(c.why[1].starts_with("kvs auto (auto's per-key rule"), "{:?}", c.why);
+    }
+    // Where moving every card to every node is dear (a byte costing 1000x
+    // this machine's), allgather — and auto's rule for unhinted keys — loses
+    // beyond the error: the model picks a design that fetches instead.
+    let mut dear = built_in();
+    dear.costs.get_mut("link_byte").unwrap().median_us *= 1000.0;
+    let sc = scenario(256, 16, Bootstrap::Ssh);
+    let c = choose(&dear, &sc, 32, both).unwrap();
+    assert!(matches!(c.kvs, KvsDesign::Tree | KvsDesign::Dkvs | KvsDesign::Direct), "{:?}: {:?}", c.kvs, c.why);
+    assert!(c.why[1].starts_with(&format!("kvs {} chosen by the model", c.kvs.name())), "{:?}", c.why);
+    let auto = predict(&dear, &Scenario { kvs: KvsDesign::Auto, fanout: 32, ..sc.clone() }, 64).unwrap().startup_s;
+    let picked = predict(&dear, &Scenario { kvs: c.kvs, fanout: c.fanout, ..sc.clone() }, 64).unwrap().startup_s;
+    assert!(picked * (1.0 + MODEL_ERROR) < auto, "{picked} against auto's {auto}");
+    // A design the user gave is not questioned; nor is a given fan-out.
+    let given = choose(&dear, &Scenario { kvs: KvsDesign::Allgather, ..sc.clone() }, 32, Free { fanout: true, kvs: false }).unwrap();
+    assert_eq!(given.kvs, KvsDesign::Allgather);
+    assert_eq!(given.why.len(), 1, "{:?}", given.why);
+    let fixed = choose(&dear, &sc, 32, Free { fanout: false, kvs: true }).unwrap();
+    assert_eq!((fixed.fanout, fixed.why.len()), (32, 1), "{:?}", fixed.why);
+    assert_eq!(choose(&dear, &sc, 32, Free { fanout: false, kvs: false }).unwrap().why.len(), 0);
+}
