@@ -170,13 +170,15 @@ fn the_model_chooses_a_fanout_only_beyond_its_error() {
     // Its prediction is the search's: every other fan-out is slower.
     let a = answer(&cal, &Query { scenario: ssh.clone(), kvs: Some(KvsDesign::Auto), fanout: None, limit: 64 }).unwrap();
     assert_eq!((a.best.fanout, a.best.clear), (4, true));
-    // Virtual nodes of this 2-core host: the fan-outs tie, the default stays.
+    // Virtual nodes of this 2-core host: the fan-outs tie, the default stays
+    // (a flat tree whose daemons' start is a small share: none other tried).
     for nodes in [2, 4, 16, 64] {
         let fork = Scenario { cores: 2, one_host: true, ..scenario(nodes, 4, Bootstrap::Fork) };
         let (k, why) = dpm_cluster::model::choose_fanout(&cal, &fork, 32).unwrap();
         assert_eq!(k, 32, "{nodes} virtual nodes: {why}");
         assert!(why.contains("(the default)"), "{why}");
-        assert!(why.contains(if nodes <= 2 { "the same flat tree" } else { "within its ±10 %" }), "{why}");
+        let tie = why.contains("within its ±10 %") || why.contains("no fan-out can be faster beyond its ±10 %");
+        assert!(if nodes <= 2 { why.contains("the same flat tree") } else { tie }, "{why}");
     }
 }
 
@@ -193,6 +195,12 @@ fn the_model_chooses_a_design_for_auto_only_beyond_its_error() {
         assert_eq!(c.kvs, KvsDesign::Auto, "{nodes} nodes: {:?}", c.why);
         assert_eq!(c.why.len(), 2, "a line for the fan-out and one for the design: {:?}", c.why);
         assert!(c.why[1].starts_with("kvs auto (auto's per-key rule"), "{:?}", c.why);
+        // On one host MPI_Init dominates: the PMI exchange and the exit are
+        // too small a share for any design to win beyond the error, and no
+        // design is simulated; at 2,000 nodes they are compared, and tie.
+        let skipped = c.why[1].contains("no design can be faster beyond its ±10 %");
+        assert!(skipped || c.why[1].contains("within its ±10 % of the fastest"), "{:?}", c.why);
+        assert!(skipped || bootstrap != Bootstrap::Fork, "{:?}", c.why);
     }
     // Where moving every card to every node is dear (a byte costing 1000x
     // this machine's), allgather — and auto's rule for unhinted keys — loses

@@ -111,7 +111,7 @@ fn a_run_without_a_fanout_takes_the_models_and_says_why_under_v() {
     // So do the designs: auto keeps its per-key rule, and says so.
     let kvs = lines(&out, "kvs auto (auto's per-key rule");
     assert_eq!(kvs.len(), 1, "{}", out.describe());
-    assert!(kvs[0].contains("within its ±10 % of the fastest"), "{kvs:?}");
+    assert!(kvs[0].contains("within its ±10 % of the fastest") || kvs[0].contains("no design can be faster beyond its ±10 %"), "{kvs:?}");
     let given = Dpm::run(["-v", "--virtual-nodes", "4", "--tree-fanout", "2", "-ppn", "1", "-n", "4", "true"]).output();
     given.assert_success();
     assert!(!given.stderr_str().contains("tree fan-out"), "{}", given.describe());
