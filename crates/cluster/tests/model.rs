@@ -222,3 +222,25 @@ fn the_model_chooses_a_design_for_auto_only_beyond_its_error() {
     assert_eq!((fixed.fanout, fixed.why.len()), (32, 1), "{:?}", fixed.why);
     assert_eq!(choose(&dear, &sc, 32, Free { fanout: false, kvs: false }).unwrap().why.len(), 0);
 }
+
+#[test]
+fn a_cold_daemons_unseen_cpu_is_charged_on_one_host_and_booted_runs_pay_none() {
+    let cal = built_in();
+    let mut more = built_in();
+    more.costs.get_mut("daemon_start_fork").unwrap().extra.insert("cpu_unseen_us".into(), 5000.0.into());
+    let one_host = |booted: bool| Scenario {
+        cores: 2,
+        one_host: true,
+        booted,
+        kvs: KvsDesign::Auto,
+        fanout: 32,
+        workload: Workload::PmiNeighbours,
+        ..scenario(16, 4, Bootstrap::Fork)
+    };
+    let at = |c: &Calibration, booted: bool| predict(c, &one_host(booted), FULL_RANKS).unwrap().startup_s;
+    // 15 forked daemons' 5 ms more on 2 cores: the cold run takes longer...
+    let (before, after) = (at(&cal, false), at(&more, false));
+    assert!(after > before + 0.015, "{before} -> {after}");
+    // ...and a booted one, whose daemons were started before, not at all.
+    assert_eq!(at(&cal, true), at(&more, true));
+}
