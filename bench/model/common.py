@@ -126,6 +126,25 @@ def machine():
             "loadavg": list(os.getloadavg())}
 
 
+def _cpu_ticks():
+    """(busy, total) jiffies over all CPUs from /proc/stat: busy counts
+    user, nice, system, irq, softirq and steal (a hypervisor's other guests)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
+def others_cpus(seconds=0.25):
+    """How many of this machine's CPUs others keep busy: /proc/stat over
+    `seconds` while this benchmark runs nothing (0: quiet; os.cpu_count():
+    saturated)."""
+    b0, t0 = _cpu_ticks()
+    time.sleep(seconds)
+    b1, t1 = _cpu_ticks()
+    return (b1 - b0) / max(t1 - t0, 1) * os.cpu_count()
+
+
 def commit():
     return provenance.git_commit(ROOT) or "unknown"
 

@@ -350,34 +350,148 @@ pub fn answer(cal: &Calibration, q: &Query) -> Result<Answer, SimError> {
     })
 }
 
-/// The fan-out `dpm run` takes when the user gave none: the one the model
-/// predicts fastest for `sc`'s size and bootstrap (its design and fan-out
-/// ignored), unless `default`'s prediction is within the model's error of
-/// it ([`MODEL_ERROR`]): then the default. Cheap enough for every run of
-/// several nodes: above a few nodes the search extrapolates from flat trees
-/// of at most 4 nodes ([`predict_with`]), simulated once, and a fan-out only
-/// changes the bootstrap and the tree's depth. The line says why.
-pub fn choose_fanout(cal: &Calibration, sc: &Scenario, default: usize) -> Result<(usize, String), SimError> {
-    if sc.nodes <= 2 {
-        return Ok((default, format!("tree fan-out {default} (the default): {} nodes make the same flat tree under every fan-out", sc.nodes)));
-    }
+/// What `dpm run` may leave to the model: the fan-out (none given), the
+/// design (`auto`: none given, or `--kvs auto`), or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Free {
+    pub fanout: bool,
+    pub kvs: bool,
+}
+
+/// The model's choice for a run, and one line per free dimension saying why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chosen {
+    pub fanout: usize,
+    pub kvs: KvsDesign,
+    pub why: Vec<String>,
+}
+
+/// The fan-out and design `dpm run` takes where the user left them free
+/// ([`Free`]), for `sc`'s size and bootstrap (an MPI hello's exchange: the
+/// keys MPICH puts unhinted). First the fan-out, under the requested design
+/// (`sc.kvs`; `auto`'s per-key rule when the design is free): the fastest
+/// predicted, unless `default`'s prediction is within the model's error of
+/// it ([`MODEL_ERROR`]). Then, at that fan-out, the design: a design changes
+/// where keys live and how gets find them, so it changes the PMI exchange
+/// and the exit after it, nothing before; when those two phases are no more
+/// than the error's share of auto's prediction, no design can beat auto's
+/// rule by more than the error, and none is simulated. Else every design is
+/// predicted and one is taken only if it beats auto's rule beyond the error.
+/// Cheap enough for every run of several nodes: above a few nodes the
+/// search extrapolates from flat trees of at most 4 nodes
+/// ([`predict_with`]), each simulated once, and a fan-out only changes the
+/// bootstrap and the tree's depth.
+pub fn choose(cal: &Calibration, sc: &Scenario, default: usize, free: Free) -> Result<Chosen, SimError> {
+    let err = MODEL_ERROR * 100.0;
+    let size = format!("{} nodes x {} ranks, {}", sc.nodes, sc.ppn, sc.bootstrap.name());
+    let flat = sc.nodes <= 2;
+    let mut why = Vec::new();
     let mut sims = Sims::default();
     let limit = sc.ppn as usize * 4;
-    let mut fans = fanouts(sc.nodes);
-    if !fans.contains(&default) {
-        fans.push(default);
+    let mut predict = |kvs: KvsDesign, fanout: usize| predict_with(&mut sims, cal, &Scenario { kvs, fanout, ..sc.clone() }, limit);
+    // The fan-out, under the requested design.
+    let fanout = if !free.fanout {
+        default
+    } else if flat {
+        why.push(format!("tree fan-out {default} (the default): {} nodes make the same flat tree under every fan-out", sc.nodes));
+        default
+    } else if let Some(line) = flat_is_best(&mut predict, sc.kvs, default, sc.nodes, &size)? {
+        why.push(line);
+        default
+    } else {
+        let mut fans = fanouts(sc.nodes);
+        if !fans.contains(&default) {
+            fans.push(default);
+        }
+        let mut predicted = Vec::new();
+        for &fanout in &fans {
+            predicted.push((fanout, predict(sc.kvs, fanout)?.startup_s));
+        }
+        let (fast, fast_s) = predicted.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1).then((a.0 != default).cmp(&(b.0 != default)))).expect("a fan-out");
+        let default_s = predicted.iter().find(|p| p.0 == default).map_or(f64::INFINITY, |p| p.1);
+        if default_s <= fast_s * (1.0 + MODEL_ERROR) {
+            why.push(format!(
+                "tree fan-out {default} (the default): the model predicts {default_s:.3} s for {size}, within its ±{err:.0} % of the fastest (fan-out {fast}, {fast_s:.3} s)"
+            ));
+            default
+        } else {
+            why.push(format!(
+                "tree fan-out {fast} chosen by the model: {fast_s:.3} s predicted for {size}, against {default_s:.3} s with the default {default} (beyond its ±{err:.0} %)"
+            ));
+            fast
+        }
+    };
+    if !free.kvs {
+        return Ok(Chosen { fanout, kvs: sc.kvs, why });
     }
-    let mut predicted = Vec::new();
-    for &fanout in &fans {
-        predicted.push((fanout, predict_with(&mut sims, cal, &Scenario { fanout, ..sc.clone() }, limit)?.startup_s));
+    // The design, at that fan-out.
+    let rule = "auto's per-key rule: allgather for unhinted keys, direct for sparse hints";
+    let auto = predict(KvsDesign::Auto, fanout)?;
+    let after = ["pmi", "exit"].iter().filter_map(|p| auto.breakdown.get(*p)).sum::<f64>();
+    if after <= auto.startup_s * (1.0 - 1.0 / (1.0 + MODEL_ERROR)) {
+        why.push(format!(
+            "kvs auto ({rule}): the design changes only the PMI exchange and the exit, {:.1} ms of the {:.3} s the model predicts for an MPI hello on {size}: no design can be faster beyond its ±{err:.0} %",
+            after * 1e3,
+            auto.startup_s
+        ));
+        return Ok(Chosen { fanout, kvs: KvsDesign::Auto, why });
     }
-    let (fast, fast_s) = predicted.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0))).expect("at least one fan-out");
-    let default_s = predicted.iter().find(|p| p.0 == default).map_or(f64::INFINITY, |p| p.1);
-    let size = format!("{} nodes x {} ranks, {}", sc.nodes, sc.ppn, sc.bootstrap.name());
-    if default_s <= fast_s * (1.0 + MODEL_ERROR) {
-        return Ok((default, format!("tree fan-out {default} (the default): the model predicts {default_s:.3} s for {size}, within its ±{:.0} % of the fastest (fan-out {fast}, {fast_s:.3} s)", MODEL_ERROR * 100.0)));
+    let mut predicted = vec![(KvsDesign::Auto, auto.startup_s)];
+    for kvs in DESIGNS.into_iter().filter(|&d| d != KvsDesign::Auto) {
+        predicted.push((kvs, predict(kvs, fanout)?.startup_s));
     }
-    Ok((fast, format!("tree fan-out {fast} chosen by the model: {fast_s:.3} s predicted for {size}, against {default_s:.3} s with the default {default} (beyond its ±{:.0} %)", MODEL_ERROR * 100.0)))
+    // Equal predictions (auto is allgather for MPICH's unhinted keys) go to auto.
+    let (fast, fast_s) =
+        predicted.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1).then((a.0 != KvsDesign::Auto).cmp(&(b.0 != KvsDesign::Auto)))).expect("a design");
+    if auto.startup_s <= fast_s * (1.0 + MODEL_ERROR) {
+        why.push(format!(
+            "kvs auto ({rule}): the model predicts {:.3} s for an MPI hello on {size}, within its ±{err:.0} % of the fastest (--kvs {}, {fast_s:.3} s)",
+            auto.startup_s,
+            fast.name()
+        ));
+        return Ok(Chosen { fanout, kvs: KvsDesign::Auto, why });
+    }
+    why.push(format!(
+        "kvs {} chosen by the model: {fast_s:.3} s predicted for an MPI hello on {size}, against {:.3} s under auto's per-key rule (beyond its ±{err:.0} %)",
+        fast.name(),
+        auto.startup_s
+    ));
+    Ok(Chosen { fanout, kvs: fast, why })
+}
+
+/// When the default fan-out makes a flat tree of the run's nodes, every
+/// other fan-out adds levels: more hops for the launch, the fence and each
+/// exit, and its only gain is the daemons' start (the launcher starts each
+/// of its children one after another; a deeper tree starts subtrees side by
+/// side). So when the flat tree's bootstrap is no more than the error's
+/// share of its prediction, no fan-out can be faster beyond the error: the
+/// line that says so, and none other is simulated.
+fn flat_is_best(
+    predict: &mut impl FnMut(KvsDesign, usize) -> Result<Prediction, SimError>,
+    kvs: KvsDesign,
+    default: usize,
+    nodes: usize,
+    size: &str,
+) -> Result<Option<String>, SimError> {
+    if nodes > default {
+        return Ok(None);
+    }
+    let p = predict(kvs, default)?;
+    let boot = p.breakdown.get("bootstrap").copied().unwrap_or(0.0);
+    Ok((boot <= p.startup_s * (1.0 - 1.0 / (1.0 + MODEL_ERROR))).then(|| {
+        format!(
+            "tree fan-out {default} (the default): a deeper tree only starts the daemons sooner, and their start is {:.1} ms of the {:.3} s the model predicts for {size}: no fan-out can be faster beyond its ±{:.0} %",
+            boot * 1e3,
+            p.startup_s,
+            MODEL_ERROR * 100.0
+        )
+    }))
+}
+
+/// [`choose`] with the design given (`sc.kvs`): the fan-out only.
+pub fn choose_fanout(cal: &Calibration, sc: &Scenario, default: usize) -> Result<(usize, String), SimError> {
+    let c = choose(cal, sc, default, Free { fanout: true, kvs: false })?;
+    Ok((c.fanout, c.why.join("; ")))
 }
 
 /// The answer for people.

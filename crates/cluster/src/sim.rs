@@ -36,7 +36,9 @@
 //!   rank's CPU is that host curve's (b + c·n for n ranks on the host);
 //! - each spawn: `spawn_base`, a delay before the launcher takes it;
 //! - cold, each started daemon's own CPU (`daemon_start_fork`'s `cpu_us`
-//!   less `rank_fork_exec`) on its node's (host's) cores from time 0.
+//!   less `rank_fork_exec`, plus its `cpu_unseen_us`: the daemon's cleaner,
+//!   outside dpm's tree and so its rusage) on its node's (host's) cores
+//!   from time 0.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -374,7 +376,10 @@ pub fn run(cal: &Calibration, sc: &Scenario, fixed: Duration) -> Result<Outcome,
         // rank's) on its host's cores, from time 0: on one host of 2 cores,
         // 64 daemons' ~3 ms each outlast the tree's start (the ranks then
         // queue behind them: 64 × 1 ranks were 42 % short without it).
-        let own = cal.field("daemon_start_fork", "cpu_us").unwrap_or_default().saturating_sub(cal.required("rank_fork_exec"));
+        // Its cleaner's CPU too, which no rusage of `dpm run` sees (it leaves
+        // dpm's tree): `cpu_unseen_us`, by bench/model/unseen_cpu.
+        let own = cal.field("daemon_start_fork", "cpu_us").unwrap_or_default().saturating_sub(cal.required("rank_fork_exec"))
+            + cal.field("daemon_start_fork", "cpu_unseen_us").unwrap_or_default();
         let first = usize::from(sc.bootstrap == Bootstrap::Fork);
         for node in first..sc.nodes {
             c.charge_cpu(node, fixed, own);

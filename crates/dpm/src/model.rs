@@ -1,6 +1,6 @@
 //! `dpm model`: the command line of the startup model (the logic is
 //! `dpm_cluster::model`, on dpm's own reactors). The default calibration is
-//! the one embedded at build time.
+//! `DPM_CALIBRATION`'s file if set, else the one embedded at build time.
 
 use std::path::PathBuf;
 
@@ -46,7 +46,7 @@ pub struct ModelArgs {
     /// smaller simulations (slower and more memory when raised).
     #[arg(long, value_name = "N", default_value_t = FULL_RANKS)]
     sim_ranks: usize,
-    /// A calibration file (default: the one built in).
+    /// A calibration file (default: DPM_CALIBRATION, else the one built in).
     #[arg(long, value_name = "FILE")]
     calibration: Option<PathBuf>,
     /// Print JSON.
@@ -69,7 +69,7 @@ fn choice<T>(arg: &Option<String>, parse: impl Fn(&str) -> Result<T, Error>) -> 
 pub fn command(a: ModelArgs) -> Result<i32, Error> {
     let cal = match &a.calibration {
         Some(path) => Calibration::from_file(path).map_err(usage)?,
-        None => Calibration::built_in().map_err(usage)?,
+        None => calibration().map_err(usage)?,
     };
     if a.nodes == 0 || a.ppn == 0 || a.sim_ranks == 0 {
         return Err(usage("--nodes, --ppn and --sim-ranks must be at least 1"));
@@ -106,24 +106,43 @@ pub fn command(a: ModelArgs) -> Result<i32, Error> {
     }
 }
 
-/// `dpm run`'s fan-out when none was given ([`dpm_launcher::advice`]): the
-/// built-in calibration's choice for the run's size and bootstrap.
-/// Virtual nodes share this host's cores, as the validation's runs do.
-pub fn advise(shape: &dpm_launcher::advice::Shape) -> Option<dpm_launcher::advice::Advice> {
-    let cal = Calibration::built_in().ok()?;
+/// The calibration in `DPM_CALIBRATION` (a file `bench/model/calibrate`
+/// wrote on the user's machines), else the one built in.
+fn calibration() -> Result<Calibration, String> {
+    match std::env::var_os("DPM_CALIBRATION").filter(|v| !v.is_empty()) {
+        Some(path) => Calibration::from_file(std::path::Path::new(&path)).map_err(|e| format!("DPM_CALIBRATION: {e}")),
+        None => Calibration::built_in().map_err(|e| e.to_string()),
+    }
+}
+
+/// `dpm run`'s fan-out and design where the user left them free
+/// ([`dpm_launcher::advice`]): the calibration's choice (`DPM_CALIBRATION`,
+/// else the built-in one) for the run's size and bootstrap. Virtual nodes
+/// share this host's cores, as the validation's runs do.
+pub fn advise(shape: &dpm_launcher::advice::Shape) -> Result<Option<dpm_launcher::advice::Advice>, String> {
+    let cal = calibration()?;
     let one_host = shape.bootstrap == "fork";
     let cores = if one_host { std::thread::available_parallelism().map_or(1, usize::from) } else { 0 };
+    let Ok(bootstrap) = shape.bootstrap.parse::<Bootstrap>() else { return Ok(None) };
     let scenario = Scenario {
         nodes: shape.nodes,
         ppn: shape.ppn,
-        kvs: KvsDesign::default(),
+        kvs: shape.kvs,
         fanout: shape.fanout,
-        bootstrap: shape.bootstrap.parse::<Bootstrap>().ok()?,
+        bootstrap,
         booted: false,
         workload: Workload::Hello,
         cores,
         one_host,
     };
-    let (fanout, why) = dpm_cluster::model::choose_fanout(&cal, &scenario, shape.fanout).ok()?;
-    Some(dpm_launcher::advice::Advice { fanout, why })
+    let free = dpm_cluster::model::Free { fanout: shape.fanout_free, kvs: shape.kvs == KvsDesign::Auto };
+    // The simulated daemons' own log lines are not the run's.
+    let chosen = tracing::dispatcher::with_default(&tracing::Dispatch::none(), || dpm_cluster::model::choose(&cal, &scenario, shape.fanout, free));
+    match chosen {
+        Ok(c) => Ok(Some(dpm_launcher::advice::Advice { fanout: c.fanout, kvs: c.kvs, why: c.why })),
+        Err(e) => {
+            tracing::debug!("the startup model has no advice for {} nodes x {} ranks ({e}): the defaults stay", shape.nodes, shape.ppn);
+            Ok(None)
+        }
+    }
 }

@@ -96,21 +96,64 @@ fn the_text_answer_names_the_method_and_the_best() {
     one.assert_stdout_contains("; the only candidate asked)");
 }
 
-/// `dpm run` without a fan-out asks the model and says why under `-v`; a
-/// given fan-out is not questioned.
+/// `dpm run` without a fan-out, under `--kvs auto` (the default), asks the
+/// model and says why under `-v`; what the user gave is not questioned.
 #[test]
 fn a_run_without_a_fanout_takes_the_models_and_says_why_under_v() {
+    let lines =
+        |out: &common::Output, what: &str| -> Vec<String> { out.err_lines().into_iter().filter(|l| l.contains(what) && !l.contains("kvs stats")).collect() };
     let out = Dpm::run(["-v", "--virtual-nodes", "4", "-ppn", "1", "-n", "4", "true"]).output();
     out.assert_success();
-    let why: Vec<String> = out.err_lines().into_iter().filter(|l| l.contains("tree fan-out")).collect();
+    let why = lines(&out, "tree fan-out");
     assert_eq!(why.len(), 1, "{}", out.describe());
     // Four virtual nodes of this host: the fan-outs tie, the default stays.
     assert!(why[0].contains("tree fan-out 32 (the default): the model predicts") && why[0].contains("4 nodes x 1 ranks, fork"), "{why:?}");
+    // So do the designs: auto keeps its per-key rule, and says so.
+    let kvs = lines(&out, "kvs auto (auto's per-key rule");
+    assert_eq!(kvs.len(), 1, "{}", out.describe());
+    assert!(kvs[0].contains("within its ±10 % of the fastest") || kvs[0].contains("no design can be faster beyond its ±10 %"), "{kvs:?}");
     let given = Dpm::run(["-v", "--virtual-nodes", "4", "--tree-fanout", "2", "-ppn", "1", "-n", "4", "true"]).output();
     given.assert_success();
     assert!(!given.stderr_str().contains("tree fan-out"), "{}", given.describe());
+    assert_eq!(lines(&given, "kvs auto (").len(), 1, "auto is still the model's to choose: {}", given.describe());
+    let both = Dpm::run(["-v", "--virtual-nodes", "4", "--tree-fanout", "2", "--kvs", "dkvs", "-ppn", "1", "-n", "4", "true"]).output();
+    both.assert_success();
+    assert!(lines(&both, "the model").is_empty(), "{}", both.describe());
+    let off = Dpm::run(["-v", "--virtual-nodes", "4", "-ppn", "1", "-n", "4", "true"]).env("DPM_ADVICE", "off").output();
+    off.assert_success();
+    assert!(lines(&off, "the model").is_empty(), "DPM_ADVICE=off: {}", off.describe());
     // One node has no tree: nothing to ask.
     let one = Dpm::run(["-v", "-n", "2", "true"]).output();
     one.assert_success();
     assert!(!one.stderr_str().contains("tree fan-out"), "{}", one.describe());
+}
+
+/// Under a calibration where moving every card to every node is dear
+/// (`link_byte` 300,000 times this machine's), auto's rule (allgather for
+/// MPICH's unhinted keys) loses beyond the model's error: `dpm run` takes the
+/// model's design, says why, and its daemons run it. An unreadable
+/// calibration is a usage error.
+#[test]
+fn kvs_auto_follows_the_model_of_dpm_calibration() {
+    let text = std::fs::read_to_string(repo_root().join("crates/cluster/calibration/polyglot.json")).unwrap();
+    let mut cal: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for field in ["median_us", "p10_us", "p90_us"] {
+        let v = &mut cal["costs"]["link_byte"][field];
+        *v = (v.as_f64().unwrap() * 3e5).into();
+    }
+    let file = TempFile::new("dear-bytes.json", cal.to_string().as_bytes(), 0o600);
+    let out = Dpm::run(["-v", "--virtual-nodes", "4", "-ppn", "1", "-n", "4", "true"]).env("DPM_CALIBRATION", &file.path_str()).output();
+    out.assert_success();
+    let chosen: Vec<String> = out.err_lines().into_iter().filter(|l| l.contains("chosen by the model")).collect();
+    assert_eq!(chosen.len(), 1, "{}", out.describe());
+    let design =
+        ["tree", "dkvs", "direct"].into_iter().find(|d| chosen[0].contains(&format!("kvs {d} chosen by the model: "))).unwrap_or_else(|| panic!("{chosen:?}"));
+    assert!(chosen[0].contains("under auto's per-key rule (beyond its ±10 %)"), "{chosen:?}");
+    // Every daemon's KVS ran the chosen design.
+    let stats: Vec<String> = out.err_lines().into_iter().filter(|l| l.contains("node{node=") && l.contains("kvs stats")).collect();
+    assert_eq!(stats.len(), 4, "{}", out.describe());
+    assert!(stats.iter().all(|l| l.contains(&format!("design={design} "))), "{stats:?}");
+    let bad = Dpm::run(["--virtual-nodes", "4", "-ppn", "1", "-n", "4", "true"]).env("DPM_CALIBRATION", "/nonexistent/cal.json").output();
+    assert_eq!(bad.code(), 2, "{}", bad.describe());
+    assert!(bad.stderr_str().contains("dpm: error: DPM_CALIBRATION: ") && bad.stderr_str().contains("/nonexistent/cal.json"), "{}", bad.describe());
 }

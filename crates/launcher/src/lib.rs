@@ -203,7 +203,7 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
     let node_of: Vec<NodeId> = node_of.into_iter().map(NodeId).collect();
 
     let given = opts.fanout.is_some() || std::env::var_os("DPM_FANOUT").is_some();
-    let fanout = advice::fanout(given, config.fanout, || {
+    let (fanout, kvs) = advice::choose(given, config.fanout, config.job.kvs, || {
         let kind = match &bootstrap {
             nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Fork) => "fork",
             nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Ssh(_)) => "ssh",
@@ -214,8 +214,10 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
         for n in &node_of {
             per[n.0] += 1;
         }
-        Some(advice::Shape { nodes: node_list.len(), ppn: per.into_iter().max().unwrap_or(1).max(1), bootstrap: kind, fanout: config.fanout })
-    });
+        let ppn = per.into_iter().max().unwrap_or(1).max(1);
+        Some(advice::Shape { nodes: node_list.len(), ppn, bootstrap: kind, fanout: config.fanout, fanout_free: !given, kvs: config.job.kvs })
+    })?;
+    config.job.kvs = kvs;
     let fanout = bootstrap.effective_fanout(fanout, node_list.len());
     let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
     let universe_size = config::run_universe(&config, total, slots_known, size);

@@ -246,8 +246,11 @@ pub const OPTIONS: &[Opt] = &[
                       hash); gets ask it\n  \
            direct     puts stay on their node; a get asks\n             \
                       the node of its srcid (else as tree)\n  \
-           auto       dense and unhinted keys as allgather,\n             \
-                      hint=sparse keys as direct/dkvs",
+           auto       a run of several nodes: the design the\n             \
+                      startup model predicts faster beyond its\n             \
+                      error (-v says why; DPM_ADVICE=off: not\n             \
+                      asked); else dense and unhinted keys as\n             \
+                      allgather, hint=sparse keys as direct/dkvs",
     ),
     opt(K::Hosts, &["-hosts", "-host"], "H[:N][,...]", 1, S::Nodes, "hosts to run on, N slots each (default: CPUs)"),
     opt(K::Hostfile, &["-f", "-hostfile", "-machinefile"], "FILE", 1, S::Nodes, "hosts from a file: 'name[:N]' or 'name slots=N'"),
