@@ -95,6 +95,8 @@ pub fn fixture_unavailable(name: &str, reason: &str) {
     cannot_run(name, reason);
 }
 
+// Not every test file uses both.
+#[allow(unused_imports)]
 pub use dpm_test_support::{cannot_run, root_to_act_as_another_user};
 
 /// `bash SCRIPT up`: its stdout (the fixture's info lines), or `Err(reason)`
