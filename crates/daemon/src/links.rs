@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use dpm_kvs::NodeId;
 use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
-use dpm_proto::frame::{handshake, heartbeat_timeout, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, heartbeat_timeout, lateness, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::tree::Bootstrap;
 
@@ -203,10 +203,14 @@ where
     let mut reader: FrameReceiver<R, Up> = FrameReceiver::new(reader);
     crate::spawn_local_here(async move {
         loop {
+            let waiting = tokio::time::Instant::now();
             let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
                 Ok(Some(msg)) => msg,
                 Ok(None) => return,
-                Err(_) => Down::Heartbeat,
+                Err(_) => match lateness(waiting.elapsed()) {
+                    Some(late_ms) => Down::Starved { late_ms },
+                    None => Down::Heartbeat,
+                },
             };
             if writer.send(&msg).await.is_err() {
                 return; // the reader reports the broken link
@@ -228,6 +232,10 @@ where
             }
             let error = match frame {
                 Heard::Frame(Ok(Up::Heartbeat)) => continue,
+                Heard::Frame(Ok(Up::Starved { late_ms })) => {
+                    detector.reported(Duration::from_millis(late_ms.into()));
+                    continue;
+                }
                 Heard::Frame(Ok(envelope)) => {
                     if up.send(envelope).is_err() {
                         return;
@@ -239,6 +247,11 @@ where
                 Heard::Lost(liveness::Loss::Gone) => "its daemon exited".to_string(),
                 Heard::Lost(liveness::Loss::Stopped(d)) => format!("its daemon is stopped (SIGSTOP?) and sent no word for {:.1} s", d.as_secs_f64()),
                 Heard::Lost(liveness::Loss::Silent(d)) => format!("no word from its daemon for {:.1} s (host down, unreachable or hung)", d.as_secs_f64()),
+                Heard::Lost(liveness::Loss::Hung(d, idle)) => format!(
+                    "no word from its daemon for {:.1} s, and it neither ran nor waited for a CPU for {:.1} s (hung)",
+                    d.as_secs_f64(),
+                    idle.as_secs_f64()
+                ),
             };
             // What is left of the link is of no use: end it now rather than at shutdown.
             on_lost();

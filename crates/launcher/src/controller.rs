@@ -247,7 +247,7 @@ pub async fn dispatch(mut up: mpsc::UnboundedReceiver<Up>, shared: SharedRef, on
                 }
                 None
             }
-            Up::Ready { .. } | Up::Heartbeat => continue,
+            Up::Ready { .. } | Up::Heartbeat | Up::Starved { .. } => continue,
         };
         let mut shared = shared.borrow_mut();
         match (shared.tree.destination(job), envelope) {
@@ -551,7 +551,7 @@ impl Controller {
             }
             Up::Lost { node, error } => self.with_run(|run, fx| run.on_node_lost(fx, node, error)),
             Up::ParentLost { node, error } => self.with_run(|run, fx| run.on_parent_lost(fx, node, error)),
-            Up::Ready { .. } | Up::Heartbeat => {}
+            Up::Ready { .. } | Up::Heartbeat | Up::Starved { .. } => {}
         }
     }
 
