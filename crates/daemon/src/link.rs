@@ -148,7 +148,7 @@ where
                 meter.heard(|| "the parent".to_string());
                 let now = origin.elapsed();
                 match frame {
-                    Ok(Down::Heartbeat) => {}
+                    Ok(Down::Heartbeat) => detector.reported(std::time::Duration::ZERO),
                     Ok(Down::Starved { late_ms }) => detector.reported(std::time::Duration::from_millis(late_ms.into())),
                     Ok(Down::Suspend) => {
                         tracing::debug!("the parent is stopping: its silence is no loss until it resumes");

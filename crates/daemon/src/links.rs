@@ -231,7 +231,10 @@ where
                 stops = STOPS.load(Ordering::SeqCst); // heard since any stop
             }
             let error = match frame {
-                Heard::Frame(Ok(Up::Heartbeat)) => continue,
+                Heard::Frame(Ok(Up::Heartbeat)) => {
+                    detector.reported(Duration::ZERO);
+                    continue;
+                }
                 Heard::Frame(Ok(Up::Starved { late_ms })) => {
                     detector.reported(Duration::from_millis(late_ms.into()));
                     continue;

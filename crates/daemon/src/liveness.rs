@@ -132,7 +132,7 @@ pub struct Detector {
     timeout: Duration,
     last: Duration,
     gaps: VecDeque<f64>,
-    /// The lateness the peer reported with its recent heartbeats.
+    /// The lateness the peer's last heartbeats reported (zero: on time).
     late: VecDeque<Duration>,
     /// A local peer's scheduler account when last probed, and when it last
     /// showed activity.
@@ -155,7 +155,8 @@ impl Detector {
         self.gaps.push_back(gap.as_secs_f64());
     }
 
-    /// The peer's heartbeat said its own heartbeat timer fired `late`.
+    /// A heartbeat came, saying its timer fired `late` (zero for one on
+    /// time): the worst of the last [`WINDOW`] heartbeats counts.
     pub fn reported(&mut self, late: Duration) {
         if self.late.len() == WINDOW {
             self.late.pop_front();
@@ -324,7 +325,7 @@ mod tests {
         assert!(matches!(d.judge(now + ms(7500), Peer::Remote), Verdict::Lost(Loss::Silent(_))));
         d.reported(Duration::from_secs(3600));
         assert_eq!(d.deadline(), T * REMOTE_CAP);
-        // Old reports are forgotten.
+        // Reports older than the last WINDOW heartbeats are forgotten.
         for _ in 0..WINDOW {
             d.reported(Duration::ZERO);
         }
