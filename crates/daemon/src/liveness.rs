@@ -15,11 +15,11 @@
 //!   under a tracer, `t`, is a debugger looking: alive). Alive, it is
 //!   *starved* or *hung*, told apart by the scheduler's own account
 //!   ([`Activity`]: `/proc/<pid>/task/*/schedstat` and each thread's state):
-//!   a peer that ran, waited for a CPU, or is runnable (`R`) or in a disk
-//!   wait (`D`) is starved or working, and silence never makes it lost; one
-//!   whose threads all sleep without running or queueing for a CPU for
-//!   [`BLOCKED_GRACE`] timeouts is hung (a deadlock: its 250 ms heartbeat
-//!   timer would have woken it).
+//!   a peer that ran, waited for a CPU, or is runnable (`R`) is starved or
+//!   working, and silence never makes it lost; one whose threads all sleep
+//!   (`S`, `D`: a deadlock, a dead NFS server, the cgroup freezer) without
+//!   running or queueing for a CPU for [`BLOCKED_GRACE`] timeouts is hung —
+//!   its 250 ms heartbeat timer would have woken it.
 //! - **What a remote peer reports**: every heartbeat carries how late the
 //!   sender's own heartbeat timer fired ([`Detector::reported`]) — a host
 //!   starved of CPU says so. Its silence may then stretch to
@@ -60,9 +60,9 @@ pub const REMOTE_CAP: u32 = 40;
 
 /// A peer process on this host whose threads all sleep, neither running
 /// nor waiting for a CPU, for this many timeouts while its link is silent
-/// is hung. Anything else alive (running, runnable, in a disk wait, or with
-/// scheduler time that moved) is starved or working and never lost by
-/// silence: only a stop, an exit or a closed link ends it.
+/// is hung. Anything else alive (running, runnable, or with scheduler time
+/// that moved) is starved or working and never lost by silence: only a
+/// stop, an exit or a closed link ends it.
 pub const BLOCKED_GRACE: u32 = 20;
 
 /// The least deviation assumed (a perfectly regular link still has some).
@@ -70,7 +70,7 @@ const MIN_SD: Duration = Duration::from_millis(50);
 
 /// What the scheduler says of a live process on this host: its threads'
 /// time on a CPU and waiting for one (nanoseconds, summed), and whether
-/// any thread is runnable or in an uninterruptible (disk) wait now.
+/// any thread is runnable now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Activity {
     pub ran_ns: u64,
@@ -252,7 +252,7 @@ fn activity(pid: u32, busy: bool) -> Activity {
         let dir = task.path();
         if let Ok(stat) = std::fs::read_to_string(dir.join("stat")) {
             if let Some(s) = crate::proc_stat::parse(&stat) {
-                a.busy |= s.runnable() || s.disk_wait();
+                a.busy |= s.runnable();
                 if let Some(ticks) = s.cpu_ticks {
                     a.ran_ns = a.ran_ns.wrapping_add(ticks.wrapping_mul(10_000_000));
                 }

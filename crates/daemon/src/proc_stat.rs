@@ -20,11 +20,6 @@ impl Stat<'_> {
         self.state == "R"
     }
 
-    /// In an uninterruptible wait (`D`: a disk, a page fault): busy, not hung.
-    pub fn disk_wait(&self) -> bool {
-        self.state == "D"
-    }
-
     /// Stopped by a signal (`T`) or under a tracer (`t`).
     pub fn stopped(&self) -> bool {
         matches!(self.state, "T" | "t")
@@ -74,7 +69,7 @@ mod tests {
         assert_eq!(s.cpu_ticks, None, "a line cut short has no times");
         let s = parse("44 (x y) R 1 44 44 0 -1 4194304 10 0 0 0 7 5 0 0 20 0 1 0").unwrap();
         assert_eq!(s.cpu_ticks, Some(12));
-        assert!(s.runnable() && !s.disk_wait());
+        assert!(s.runnable());
     }
 
     #[test]
