@@ -408,6 +408,44 @@ pub async fn start_children(
 #[cfg(test)]
 mod tests {
     use super::is_this_machine;
+    use super::*;
+
+    /// A bridged link whose daemon sends `first`, then falls silent (its
+    /// end stays open): how long until the bridge reports it lost.
+    async fn silent_after(first: Up) -> (Duration, String) {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (our_read, our_write) = tokio::io::split(ours);
+        let (_their_read, their_write) = tokio::io::split(theirs);
+        let (up_tx, mut up_rx) = mpsc::unbounded_channel();
+        let (_down, _reader) = bridge_link(NodeId(7), our_read, our_write, None, || {}, up_tx);
+        let mut daemon: FrameSender<_, Up> = FrameSender::new(their_write);
+        daemon.send(&first).await.unwrap();
+        let sent = tokio::time::Instant::now();
+        match up_rx.recv().await.expect("the bridge reports before it ends") {
+            Up::Lost { node, error } => {
+                assert_eq!(node, NodeId(7));
+                (sent.elapsed(), error)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// A remote daemon (no process to look at) that said its host starves
+    /// gets 3 times the lateness it reported past the timeout; one that
+    /// said nothing, the timeout.
+    #[test]
+    fn a_remote_daemon_that_reported_starvation_is_given_more_time() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let timeout = heartbeat_timeout();
+            let (plain, why) = silent_after(Up::Heartbeat).await;
+            assert!(plain >= timeout && plain < timeout + Duration::from_secs(20), "{plain:?}: {why}");
+            assert!(why.starts_with("no word from its daemon for "), "{why}");
+            let (starved, why) = silent_after(Up::Starved { late_ms: 1000 }).await;
+            let stretched = timeout + Duration::from_secs(3);
+            assert!(starved >= stretched && starved < stretched + Duration::from_secs(20), "{starved:?} (at least {stretched:?}): {why}");
+        });
+    }
 
     #[test]
     fn this_machine_by_name_and_loopback_but_not_127_0_0_2() {

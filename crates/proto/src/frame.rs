@@ -287,6 +287,16 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_heartbeat_timer_late_by_a_tenth_of_a_second_or_more_says_by_how_much() {
+        let ms = Duration::from_millis;
+        assert_eq!(lateness(HEARTBEAT_EVERY), None);
+        assert_eq!(lateness(HEARTBEAT_EVERY + ms(99)), None, "timer slack is no starvation");
+        assert_eq!(lateness(HEARTBEAT_EVERY + ms(100)), Some(100));
+        assert_eq!(lateness(HEARTBEAT_EVERY + Duration::from_secs(7)), Some(7000));
+        assert_eq!(lateness(Duration::from_secs(u64::MAX / 2)), Some(u32::MAX), "saturates");
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn messages_round_trip_through_frames() {
         let (mut a, mut b) = tokio::io::duplex(1 << 16);
