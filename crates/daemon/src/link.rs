@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use dpm_kvs::NodeId;
-use dpm_proto::frame::{handshake, heartbeat_timeout, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, heartbeat_timeout, lateness, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::ToLauncher;
 
@@ -148,7 +148,8 @@ where
                 meter.heard(|| "the parent".to_string());
                 let now = origin.elapsed();
                 match frame {
-                    Ok(Down::Heartbeat) => {}
+                    Ok(Down::Heartbeat) => detector.reported(std::time::Duration::ZERO),
+                    Ok(Down::Starved { late_ms }) => detector.reported(std::time::Duration::from_millis(late_ms.into())),
                     Ok(Down::Suspend) => {
                         tracing::debug!("the parent is stopping: its silence is no loss until it resumes");
                         suspended = true;
@@ -207,6 +208,7 @@ where
         crate::spawn_local_here(async move {
             let mut frames = Vec::new();
             loop {
+                let waiting = tokio::time::Instant::now();
                 match tokio::time::timeout(HEARTBEAT_EVERY, tree_up_rx.recv()).await {
                     // Payloads go through the tree node (merged, answered, passed on).
                     Ok(Some(Up::From { node: origin, msg })) => {
@@ -217,7 +219,10 @@ where
                     // A node below came up, or a link below broke: up as it is.
                     Ok(Some(envelope)) => frames.push(envelope),
                     Ok(None) => return,
-                    Err(_) => frames.push(Up::Heartbeat),
+                    Err(_) => frames.push(match lateness(waiting.elapsed()) {
+                        Some(late_ms) => Up::Starved { late_ms },
+                        None => Up::Heartbeat,
+                    }),
                 }
                 for frame in frames.drain(..) {
                     if let Err(e) = writer.send(&frame).await {

@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use dpm_kvs::NodeId;
 use dpm_proto::auth::{Secret, SECRET_ENV, SECRET_FILE_ENV};
-use dpm_proto::frame::{handshake, heartbeat_timeout, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
+use dpm_proto::frame::{handshake, heartbeat_timeout, lateness, write_frame, FrameError, Hello, Role, HEARTBEAT_EVERY, PROTOCOL_VERSION};
 use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::tree::Bootstrap;
 
@@ -203,10 +203,14 @@ where
     let mut reader: FrameReceiver<R, Up> = FrameReceiver::new(reader);
     crate::spawn_local_here(async move {
         loop {
+            let waiting = tokio::time::Instant::now();
             let msg = match tokio::time::timeout(HEARTBEAT_EVERY, down_rx.recv()).await {
                 Ok(Some(msg)) => msg,
                 Ok(None) => return,
-                Err(_) => Down::Heartbeat,
+                Err(_) => match lateness(waiting.elapsed()) {
+                    Some(late_ms) => Down::Starved { late_ms },
+                    None => Down::Heartbeat,
+                },
             };
             if writer.send(&msg).await.is_err() {
                 return; // the reader reports the broken link
@@ -227,7 +231,14 @@ where
                 stops = STOPS.load(Ordering::SeqCst); // heard since any stop
             }
             let error = match frame {
-                Heard::Frame(Ok(Up::Heartbeat)) => continue,
+                Heard::Frame(Ok(Up::Heartbeat)) => {
+                    detector.reported(Duration::ZERO);
+                    continue;
+                }
+                Heard::Frame(Ok(Up::Starved { late_ms })) => {
+                    detector.reported(Duration::from_millis(late_ms.into()));
+                    continue;
+                }
                 Heard::Frame(Ok(envelope)) => {
                     if up.send(envelope).is_err() {
                         return;
@@ -239,6 +250,11 @@ where
                 Heard::Lost(liveness::Loss::Gone) => "its daemon exited".to_string(),
                 Heard::Lost(liveness::Loss::Stopped(d)) => format!("its daemon is stopped (SIGSTOP?) and sent no word for {:.1} s", d.as_secs_f64()),
                 Heard::Lost(liveness::Loss::Silent(d)) => format!("no word from its daemon for {:.1} s (host down, unreachable or hung)", d.as_secs_f64()),
+                Heard::Lost(liveness::Loss::Hung(d, idle)) => format!(
+                    "no word from its daemon for {:.1} s, and it neither ran nor waited for a CPU for {:.1} s (hung)",
+                    d.as_secs_f64(),
+                    idle.as_secs_f64()
+                ),
             };
             // What is left of the link is of no use: end it now rather than at shutdown.
             on_lost();
@@ -392,6 +408,44 @@ pub async fn start_children(
 #[cfg(test)]
 mod tests {
     use super::is_this_machine;
+    use super::*;
+
+    /// A bridged link whose daemon sends `first`, then falls silent (its
+    /// end stays open): how long until the bridge reports it lost.
+    async fn silent_after(first: Up) -> (Duration, String) {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (our_read, our_write) = tokio::io::split(ours);
+        let (_their_read, their_write) = tokio::io::split(theirs);
+        let (up_tx, mut up_rx) = mpsc::unbounded_channel();
+        let (_down, _reader) = bridge_link(NodeId(7), our_read, our_write, None, || {}, up_tx);
+        let mut daemon: FrameSender<_, Up> = FrameSender::new(their_write);
+        daemon.send(&first).await.unwrap();
+        let sent = tokio::time::Instant::now();
+        match up_rx.recv().await.expect("the bridge reports before it ends") {
+            Up::Lost { node, error } => {
+                assert_eq!(node, NodeId(7));
+                (sent.elapsed(), error)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// A remote daemon (no process to look at) that said its host starves
+    /// gets 3 times the lateness it reported past the timeout; one that
+    /// said nothing, the timeout.
+    #[test]
+    fn a_remote_daemon_that_reported_starvation_is_given_more_time() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        tokio::task::LocalSet::new().block_on(&rt, async {
+            let timeout = heartbeat_timeout();
+            let (plain, why) = silent_after(Up::Heartbeat).await;
+            assert!(plain >= timeout && plain < timeout + Duration::from_secs(20), "{plain:?}: {why}");
+            assert!(why.starts_with("no word from its daemon for "), "{why}");
+            let (starved, why) = silent_after(Up::Starved { late_ms: 1000 }).await;
+            let stretched = timeout + Duration::from_secs(3);
+            assert!(starved >= stretched && starved < stretched + Duration::from_secs(20), "{starved:?} (at least {stretched:?}): {why}");
+        });
+    }
 
     #[test]
     fn this_machine_by_name_and_loopback_but_not_127_0_0_2() {

@@ -1,10 +1,12 @@
-//! `/proc/<pid>/stat`, the two fields dpm reads: a process's state (has it
-//! ended?) and its process group.
+//! `/proc/<pid>/stat`, the fields dpm reads: a process's (or thread's)
+//! state (has it ended?), its process group and the CPU time it used.
 
 /// The state and process group of one `/proc/<pid>/stat` line.
 pub(crate) struct Stat<'a> {
     state: &'a str,
     pub pgrp: Option<i32>,
+    /// User and system time, in clock ticks (`utime` + `stime`).
+    pub cpu_ticks: Option<u64>,
 }
 
 impl Stat<'_> {
@@ -36,7 +38,13 @@ pub(crate) fn parse(stat: &str) -> Option<Stat<'_>> {
     let mut fields = rest.split_whitespace();
     let state = fields.next()?;
     let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-    Some(Stat { state, pgrp })
+    // After pgrp: session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime.
+    let mut times = fields.skip(8).map(|f| f.parse::<u64>().ok());
+    let cpu_ticks = match (times.next().flatten(), times.next().flatten()) {
+        (Some(user), Some(system)) => Some(user + system),
+        _ => None,
+    };
+    Some(Stat { state, pgrp, cpu_ticks })
 }
 
 /// `pid` is a zombie or gone (`/proc/<pid>/stat`'s state).
@@ -58,6 +66,10 @@ mod tests {
         assert!(!s.ended());
         assert_eq!(s.pgrp, Some(43));
         assert!(parse("garbage").is_none());
+        assert_eq!(s.cpu_ticks, None, "a line cut short has no times");
+        let s = parse("44 (x y) R 1 44 44 0 -1 4194304 10 0 0 0 7 5 0 0 20 0 1 0").unwrap();
+        assert_eq!(s.cpu_ticks, Some(12));
+        assert!(s.runnable());
     }
 
     #[test]

@@ -169,3 +169,87 @@ fn ctrl_z_and_fg_suspend_and_resume_a_run_on_two_virtual_nodes() {
 fn ctrl_z_and_fg_suspend_and_resume_a_one_node_run() {
     ctrl_z_for_3_s_then_fg(&[]);
 }
+
+/// A cgroup (v1) freezer group of this test's own, holding one process
+/// frozen; thawed and removed when dropped.
+struct Frozen {
+    group: std::path::PathBuf,
+}
+
+impl Frozen {
+    const ROOT: &'static str = "/sys/fs/cgroup/freezer";
+
+    /// Freeze `pid` in a new group; `None` (said by `cannot_run`) where the
+    /// v1 freezer is not mounted or not writable here.
+    fn freeze(pid: u32) -> Option<Frozen> {
+        let group = std::path::Path::new(Self::ROOT).join(common::unique("dpm-liveness-test"));
+        if let Err(e) = std::fs::create_dir(&group) {
+            common::cannot_run("a frozen daemon", &format!("no cgroup v1 freezer to use at {}: {e}", Self::ROOT));
+            return None;
+        }
+        let frozen = Frozen { group };
+        std::fs::write(frozen.group.join("cgroup.procs"), pid.to_string()).expect("move the daemon into the freezer group");
+        std::fs::write(frozen.group.join("freezer.state"), "FROZEN").expect("freeze the group");
+        Some(frozen)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.group.join("freezer.state"), "THAWED");
+        // Its process moves back to the root group when it exits; the
+        // group can go once it is empty.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::remove_dir(&self.group).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Whether SIGKILL is pending for `pid` (it cannot act on it while frozen).
+fn kill_pending(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:")).any(|l| {
+        let mask = u64::from_str_radix(l.split_whitespace().nth(1).unwrap_or("0"), 16).unwrap_or(0);
+        mask & (1 << (9 - 1)) != 0
+    })
+}
+
+/// Hung is not starved: a daemon whose threads neither run nor wait for a
+/// CPU (frozen by the cgroup freezer: state `D`, its scheduler account
+/// still) is lost after 20 timeouts of that, and named as hung — where a
+/// starved one (runnable, or its account moving) never is.
+#[test]
+fn a_daemon_that_neither_runs_nor_waits_for_a_cpu_is_lost_as_hung() {
+    let _alone = alone();
+    // Two ranks per node (each node has the machine's slots: at least two).
+    let mut run = Dpm::run(["--virtual-nodes", "2", "-ppn", "2", "-n", "4", "sleep", "600"])
+        .env("DPM_HEARTBEAT_TIMEOUT", "0.5")
+        .watchdog(Duration::from_secs(120))
+        .spawn();
+    run.wait_for_procs(4);
+    let victim = daemon_of(&run, 1);
+    let Some(frozen) = Frozen::freeze(victim) else {
+        run.signal("KILL");
+        return;
+    };
+    // dpm takes it for lost and kills it (SIGKILL waits for the thaw):
+    // then thaw it, so that the run can reap it and end.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !kill_pending(victim) && proc_state(victim).is_some() {
+        assert!(Instant::now() < deadline, "the frozen daemon was not taken for lost within 90 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(frozen);
+    let out = run.wait();
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    let tag = format!("node 1 ({}-v1) was lost: no word from its daemon for ", hostname());
+    out.assert_stderr_contains(&tag);
+    out.assert_stderr_contains("(hung)");
+    let idle: f64 = out
+        .stderr_str()
+        .split_once("neither ran nor waited for a CPU for ")
+        .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no idle time named\n{}", out.describe()));
+    assert!(idle >= 10.0, "taken for hung after {idle} s without scheduler activity, under 20 timeouts of 0.5 s\n{}", out.describe());
+}

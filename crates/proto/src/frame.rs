@@ -38,8 +38,22 @@ use crate::auth::Secret;
 /// `ToLauncher::Connect::group`, `ToDaemon::ConnectDone::context_id`; 11:
 /// `LaunchJob::pmix_watch`, `ToLauncher::WatchTripped`; 12: `AppSpec::node_env`;
 /// 13: `ToDaemon::RanksDead`, `ToLauncher::FenceDoomed`; 14: `LaunchJob::hold`,
-/// `ToDaemon::Report`, `ToLauncher::RankReport`).
-pub const PROTOCOL_VERSION: u32 = 14;
+/// `ToDaemon::Report`, `ToLauncher::RankReport`; 15: `Down::Starved`,
+/// `Up::Starved`).
+pub const PROTOCOL_VERSION: u32 = 15;
+
+/// A heartbeat timer that fires this late says so (`Up::Starved`,
+/// `Down::Starved`): the sender was starved of CPU, and its peer gives its
+/// silence more time (`dpm_daemon::liveness`).
+pub const STARVED_REPORT: Duration = Duration::from_millis(100);
+
+/// The heartbeat to send after waiting `waited` for something else to
+/// send: how late the timer fired past [`HEARTBEAT_EVERY`] (in ms), or
+/// `None` for a timer on time (a plain heartbeat).
+pub fn lateness(waited: Duration) -> Option<u32> {
+    let late = waited.saturating_sub(HEARTBEAT_EVERY);
+    (late >= STARVED_REPORT).then(|| late.as_millis().min(u32::MAX as u128) as u32)
+}
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);
@@ -271,6 +285,16 @@ mod tests {
             let err = parse_heartbeat_timeout(bad).unwrap_err();
             assert!(err.to_string().contains("expected seconds from 0.5 to 86400"), "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_heartbeat_timer_late_by_a_tenth_of_a_second_or_more_says_by_how_much() {
+        let ms = Duration::from_millis;
+        assert_eq!(lateness(HEARTBEAT_EVERY), None);
+        assert_eq!(lateness(HEARTBEAT_EVERY + ms(99)), None, "timer slack is no starvation");
+        assert_eq!(lateness(HEARTBEAT_EVERY + ms(100)), Some(100));
+        assert_eq!(lateness(HEARTBEAT_EVERY + Duration::from_secs(7)), Some(7000));
+        assert_eq!(lateness(Duration::from_secs(u64::MAX / 2)), Some(u32::MAX), "saturates");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -37,6 +37,9 @@ pub enum Down {
     Tree(TreeSpec),
     /// Sent on an idle link so that silence means a lost parent.
     Heartbeat,
+    /// A heartbeat whose timer fired `late_ms` late: the parent's host is
+    /// starved of CPU (its child gives its silence more time).
+    Starved { late_ms: u32 },
     /// Stop: kill whatever is left and exit (children follow when their
     /// links close).
     Shutdown,
@@ -67,6 +70,9 @@ pub enum Up {
     ParentLost { node: NodeId, error: String },
     /// Sent on an idle link so that silence means a lost node.
     Heartbeat,
+    /// A heartbeat whose timer fired `late_ms` late: the daemon's host is
+    /// starved of CPU (its parent gives its silence more time).
+    Starved { late_ms: u32 },
 }
 
 /// The sending half of a link that carries `M` frames only.

@@ -214,7 +214,7 @@ impl Tree {
                     fx.nodes_lost(gone, &why, &lost);
                 }
             }
-            Up::Ready { .. } | Up::Heartbeat => {}
+            Up::Ready { .. } | Up::Heartbeat | Up::Starved { .. } => {}
         }
     }
 
