@@ -80,6 +80,10 @@ pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(5
 /// and memory at the run's end; a parent that lives on (a workflow's next
 /// pool, a loop's next spawn) gets its pool while it does other work.
 pub const LEARN_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+/// How far a shape's pool may grow past the N jobs asked for when its
+/// spawns come faster than it is refilled ([`Depth`]): at most this many
+/// times N (and [`MAX_WARM_SPAWN`], and the free slots).
+pub const DEPTH_GROWTH: usize = 4;
 
 /// A pooled job claimed by a spawn of this run, its claim sent to the
 /// job's nodes and not yet confirmed by all of them
@@ -97,6 +101,8 @@ pub(super) struct Claim {
     ask: SpawnAsk,
     /// The job's nodes that have not confirmed yet.
     waiting: Vec<NodeId>,
+    /// Every node that confirmed found its ranks waiting for the claim.
+    ready: bool,
     /// Pooled jobs the spawn's shape wants.
     want: usize,
 }
@@ -151,11 +157,62 @@ pub(super) struct WarmPool {
 struct Wanted {
     shape: Shape,
     want: usize,
+    /// How many jobs its pool is kept at (`want` or more).
+    depth: Depth,
     parent: JobId,
     /// The parent's kvsname, a pooled job's `spawner` (also once it ended:
     /// [`WarmPool::parent_ended`]).
     parent_kvs: String,
     proven: bool,
+}
+
+/// A shape's pool depth, following the rate of its spawns: a pool is
+/// refilled as spawned jobs end (or a moment after a claim), and a pooled
+/// MPICH child needs tens of ms of CPU to reach its claim, so a pool of N
+/// keeps up only with N spawns per start time (Little's law). A claim that
+/// finds the job still starting (`ToLauncher::Claimed::ready` false), or a
+/// miss of a shape pooled before, says the spawns come faster: the depth
+/// grows by one, up to [`DEPTH_GROWTH`] times N. `depth` claims in a row
+/// that each found their job waiting say it is more than enough: it shrinks
+/// by one, never below N (the jobs beyond it are not killed, only not
+/// refilled). A loop of spawns that each wait for a start reaches the depth
+/// where the pool's starts overlap enough to keep the CPU busy (bench/spawn
+/// `loop-msg`: a pool of 2 took 0.55× Hydra's time, one of 8 0.26×).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Depth {
+    depth: usize,
+    /// Claims in a row that found their job waiting.
+    ready_run: usize,
+}
+
+impl Depth {
+    fn new(want: usize) -> Self {
+        Depth { depth: want, ready_run: 0 }
+    }
+
+    /// The jobs the pool is kept at, for spawns asking for `want`.
+    pub(super) fn get(&self, want: usize) -> usize {
+        self.depth.clamp(want, Self::most(want))
+    }
+
+    fn most(want: usize) -> usize {
+        want.saturating_mul(DEPTH_GROWTH).clamp(want, MAX_WARM_SPAWN.max(want))
+    }
+
+    /// The spawns came faster than the pool was refilled.
+    pub(super) fn behind(&mut self, want: usize) {
+        self.depth = (self.get(want) + 1).min(Self::most(want));
+        self.ready_run = 0;
+    }
+
+    /// A claim found its job waiting.
+    pub(super) fn ahead(&mut self, want: usize) {
+        let depth = self.get(want);
+        self.ready_run += 1;
+        if self.ready_run >= depth {
+            (self.depth, self.ready_run) = (depth.saturating_sub(1).max(want), 0);
+        }
+    }
 }
 
 /// What warm spawn reads and changes of the run besides its own state: the
@@ -259,26 +316,29 @@ impl WarmPool {
         }
         let waiting = state.daemons().to_vec();
         cx.jobs.insert(job, state, false);
-        self.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, want });
+        self.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, ready: true, want });
         None
     }
 
-    /// `node` confirmed the claim of `job` (`alive`) or refused it (a rank
-    /// there had ended: `Some(why)`, the job is to be dropped). Once every
-    /// node has confirmed, the parent gets its answer (or, for a job still
-    /// starting, once the last child has started), the held output goes
-    /// out, and the pool is filled again a moment later.
-    pub(super) fn claimed(&mut self, cx: &mut WarmCx<'_>, fx: &mut dyn RunEffects, node: NodeId, job: JobId, alive: bool) -> Option<String> {
+    /// `node` confirmed the claim of `job` (`alive`; `ready`: its ranks
+    /// there were waiting for it) or refused it (a rank there had ended:
+    /// `Some(why)`, the job is to be dropped). Once every node has
+    /// confirmed, the parent gets its answer (or, for a job still starting,
+    /// once the last child has started), the held output goes out, the
+    /// shape's depth follows what the claim found ([`Depth`]), and the pool
+    /// is filled again a moment later.
+    pub(super) fn claimed(&mut self, cx: &mut WarmCx<'_>, fx: &mut dyn RunEffects, node: NodeId, job: JobId, alive: bool, ready: bool) -> Option<String> {
         let claim = self.claims.iter_mut().find(|c| c.job == job)?;
         if !alive {
             let host = fx.shared().nodes.host(node).to_string();
             return Some(format!("a rank on {host} ended before a claim reached it; the spawn is made again"));
         }
         claim.waiting.retain(|&d| d != node);
+        claim.ready &= ready;
         if !claim.waiting.is_empty() {
             return None;
         }
-        let Claim { shape, held, kept, ask, want, .. } = self.take(job)?;
+        let Claim { shape, held, kept, ask, want, ready, .. } = self.take(job)?;
         if cx.jobs.contains(job) {
             // Reachable by other runs' connects from now on, as a cold spawn is.
             let map = cx.jobs.job_map(job, cx.settings.universe_size);
@@ -297,12 +357,14 @@ impl WarmPool {
         self.claimed += 1;
         self.unclaimed_shapes = 0;
         let kept = if kept { " (kept from an earlier run)" } else { "" };
-        say(cx.settings, fx, &format!("claimed {job} for {}{kept}", shape.describe(ask.parent)));
+        let starting = if ready { "" } else { " (still starting)" };
+        say(cx.settings, fx, &format!("claimed {job} for {}{kept}{starting}", shape.describe(ask.parent)));
         if cx.settings.report_placement {
             cx.jobs.report_placement(fx, job);
         }
         if let Some(kvs) = cx.jobs.get(ask.parent).map(|j| j.kvsname().to_string()) {
             self.want(&shape, want, (ask.parent, &kvs), true);
+            self.follow(cx.settings, fx, &shape, want, ready);
         }
         // Every claim pushes the refill back: a burst of claims is served
         // from the pool before any replacement competes with it for the CPU.
@@ -316,8 +378,8 @@ impl WarmPool {
     /// owned by the pool.
     pub(super) fn fill(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
         let Some(parent_kvs) = cx.jobs.get(parent).map(|j| j.kvsname().to_string()) else { return };
-        self.want(shape, want, (parent, &parent_kvs), true);
-        self.launch_pooled(cx, fx, shape, want, (parent, &parent_kvs));
+        let depth = self.want(shape, want, (parent, &parent_kvs), true);
+        self.launch_pooled(cx, fx, shape, depth, (parent, &parent_kvs));
     }
 
     /// Launch pooled jobs of `shape` made for this run's spawns by `parent`
@@ -351,8 +413,9 @@ impl WarmPool {
     }
 
     /// Remember that `shape` wants `want` pooled jobs, for spawns by
-    /// `parent` (`proven`: spawned more than once; never unlearned).
-    fn want(&mut self, shape: &Shape, want: usize, parent: (JobId, &str), proven: bool) {
+    /// `parent` (`proven`: spawned more than once; never unlearned); its
+    /// pool's depth now ([`Depth`]).
+    fn want(&mut self, shape: &Shape, want: usize, parent: (JobId, &str), proven: bool) -> usize {
         let (parent, kvs) = parent;
         match self.shapes.iter_mut().find(|w| w.shape == *shape) {
             Some(w) => {
@@ -360,8 +423,30 @@ impl WarmPool {
                 if w.parent != parent {
                     (w.parent, w.parent_kvs) = (parent, kvs.to_string());
                 }
+                w.depth.get(want)
             }
-            None => self.shapes.push(Wanted { shape: shape.clone(), want, parent, parent_kvs: kvs.to_string(), proven }),
+            None => {
+                self.shapes.push(Wanted { shape: shape.clone(), want, depth: Depth::new(want), parent, parent_kvs: kvs.to_string(), proven });
+                want
+            }
+        }
+    }
+
+    /// A claim of `shape` found its job waiting (`ready`) or still
+    /// starting: its pool's depth follows ([`Depth`]).
+    fn follow(&mut self, settings: &Settings, fx: &mut dyn RunEffects, shape: &Shape, want: usize, ready: bool) {
+        let Some(w) = self.shapes.iter_mut().find(|w| w.shape == *shape) else { return };
+        let before = w.depth.get(want);
+        if ready {
+            w.depth.ahead(want);
+        } else {
+            w.depth.behind(want);
+        }
+        let after = w.depth.get(want);
+        if after != before {
+            let why = if ready { "its claims find their jobs waiting" } else { "its spawns come faster than it is refilled" };
+            let line = format!("pool of {} now {after} deep: {why}", shape.describe(w.parent));
+            say(settings, fx, &line);
         }
     }
 
@@ -406,7 +491,11 @@ impl WarmPool {
     /// what it does for the pool ([`Miss`]; a shape missed once while new
     /// shapes go unclaimed is only remembered, [`UNCLAIMED_SHAPES_MAX`]).
     pub(super) fn miss(&mut self, settings: &Settings, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: (JobId, &str)) -> Miss {
-        if self.shapes.iter().any(|w| w.shape == *shape) {
+        if let Some(proven) = self.shapes.iter().find(|w| w.shape == *shape).map(|w| w.proven) {
+            if proven {
+                // Pooled before and empty now: the spawns outran the refills.
+                self.follow(settings, fx, shape, want, false);
+            }
             self.want(shape, want, parent, true);
             return Miss::Refill;
         }
