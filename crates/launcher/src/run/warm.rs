@@ -52,6 +52,11 @@ use super::{RunEffects, Settings, Timer};
 use crate::kvs_root::KvsRoot;
 use crate::spawn::plan_spawn;
 
+mod depth;
+use depth::Depth;
+#[cfg(test)]
+pub(super) use depth::DEPTH_GROWTH;
+
 /// Pooled jobs per spawn shape of a bare `--warm-spawn` (and of a spawn
 /// asking `dpm_warm=true` when warm spawn is off).
 pub const DEFAULT_WARM_SPAWN: usize = 2;
@@ -80,10 +85,6 @@ pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(5
 /// and memory at the run's end; a parent that lives on (a workflow's next
 /// pool, a loop's next spawn) gets its pool while it does other work.
 pub const LEARN_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
-/// How far a shape's pool may grow past the N jobs asked for when its
-/// spawns come faster than it is refilled ([`Depth`]): at most this many
-/// times N (and [`MAX_WARM_SPAWN`], and the free slots).
-pub const DEPTH_GROWTH: usize = 4;
 
 /// A pooled job claimed by a spawn of this run, its claim sent to the
 /// job's nodes and not yet confirmed by all of them
@@ -164,55 +165,6 @@ struct Wanted {
     /// [`WarmPool::parent_ended`]).
     parent_kvs: String,
     proven: bool,
-}
-
-/// A shape's pool depth, following the rate of its spawns: a pool is
-/// refilled as spawned jobs end (or a moment after a claim), and a pooled
-/// MPICH child needs tens of ms of CPU to reach its claim, so a pool of N
-/// keeps up only with N spawns per start time (Little's law). A claim that
-/// finds the job still starting (`ToLauncher::Claimed::ready` false), or a
-/// miss of a shape pooled before, says the spawns come faster: the depth
-/// grows by one, up to [`DEPTH_GROWTH`] times N. `depth` claims in a row
-/// that each found their job waiting say it is more than enough: it shrinks
-/// by one, never below N (the jobs beyond it are not killed, only not
-/// refilled). A loop of spawns that each wait for a start reaches the depth
-/// where the pool's starts overlap enough to keep the CPU busy (bench/spawn
-/// `loop-msg`: a pool of 2 took 0.55× Hydra's time, one of 8 0.26×).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Depth {
-    depth: usize,
-    /// Claims in a row that found their job waiting.
-    ready_run: usize,
-}
-
-impl Depth {
-    fn new(want: usize) -> Self {
-        Depth { depth: want, ready_run: 0 }
-    }
-
-    /// The jobs the pool is kept at, for spawns asking for `want`.
-    pub(super) fn get(&self, want: usize) -> usize {
-        self.depth.clamp(want, Self::most(want))
-    }
-
-    fn most(want: usize) -> usize {
-        want.saturating_mul(DEPTH_GROWTH).clamp(want, MAX_WARM_SPAWN.max(want))
-    }
-
-    /// The spawns came faster than the pool was refilled.
-    pub(super) fn behind(&mut self, want: usize) {
-        self.depth = (self.get(want) + 1).min(Self::most(want));
-        self.ready_run = 0;
-    }
-
-    /// A claim found its job waiting.
-    pub(super) fn ahead(&mut self, want: usize) {
-        let depth = self.get(want);
-        self.ready_run += 1;
-        if self.ready_run >= depth {
-            (self.depth, self.ready_run) = (depth.saturating_sub(1).max(want), 0);
-        }
-    }
 }
 
 /// What warm spawn reads and changes of the run besides its own state: the
