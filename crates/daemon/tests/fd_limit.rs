@@ -31,7 +31,6 @@ fn running_out_of_file_descriptors_names_the_limit_and_ulimit() {
         kvs: KvsDesign::Allgather,
         node_of: vec![NodeId(0); n as usize],
         awaiting_claim: false,
-        report_parent_asks: false,
         binding: Default::default(),
         pmix_watch: false,
         hold: false,

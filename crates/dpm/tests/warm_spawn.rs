@@ -222,6 +222,22 @@ fn a_spawn_loop_claims_pooled_jobs_after_its_first_spawn() {
     assert_warm(&out, 4);
 }
 
+/// A loop whose spawns come faster than a pool of one is refilled (a
+/// Python child needs far more than the loop's 50 ms between spawns to
+/// reach its claim): the claims find their jobs still starting, or the
+/// pool empty, and the pool deepens — never past 4 × N.
+#[test]
+fn a_pool_that_falls_behind_its_loop_deepens() {
+    let scene = Scene::new();
+    let iters = 6;
+    let out = scene.run(&["-v", "--warm-spawn=1", HOSTS[0], HOSTS[1]], iters, 1, "single", None);
+    assert_loop_ok(&out, iters);
+    let deeper = warm_lines(&out, "pool of");
+    assert!(!warm_lines(&out, "claimed").is_empty(), "no claim\n{}", out.describe());
+    assert!(deeper.iter().any(|l| l.ends_with("now 2 deep: its spawns come faster than it is refilled")), "{deeper:?}\n{}", out.describe());
+    assert!(!deeper.iter().any(|l| l.contains("now 5 deep")), "deeper than 4 × 1: {deeper:?}\n{}", out.describe());
+}
+
 #[test]
 fn spawn_multiple_is_claimed_warm() {
     let scene = Scene::new();

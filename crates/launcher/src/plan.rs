@@ -241,7 +241,6 @@ impl PlannedJob {
             kvs,
             node_of,
             awaiting_claim: false,
-            report_parent_asks: false,
             binding: Default::default(),
             pmix_watch: false,
             hold: false,

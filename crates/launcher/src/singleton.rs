@@ -68,7 +68,6 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
                 kvs,
                 node_of: vec![dpm_kvs::NodeId(0)],
                 awaiting_claim: false,
-                report_parent_asks: false,
                 binding: Default::default(),
                 pmix_watch: false,
                 hold: false,

@@ -35,7 +35,7 @@
 //! node that no live connection holds; a connection never changes its rank.
 //! (Who may connect at all is the daemon's check: the peer's uid.)
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use dpm_kvs::remote::{KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, RingSegment};
@@ -136,10 +136,6 @@ pub enum Effect {
     /// Export the node's topology: a rank asks for it ([`topology`]).
     /// Answer with [`Engine::set_topology_file`] or [`Engine::topology_unavailable`].
     ExportTopology,
-    /// `rank` of `job` asked for `PARENT_ROOT_PORT_NAME` (its `MPI_Init` is at
-    /// its end); only for a job watched with [`Engine::report_parent_asks`],
-    /// once per rank.
-    ParentAsked { job: JobId, rank: Rank },
     /// Local ranks of `job` (`waiting`) are in a fence that a dead rank can
     /// never join ([`Engine::ranks_dead`]); a rank may be reported again
     /// (at each death that comes while it waits).
@@ -162,9 +158,6 @@ struct NodeJob {
     /// At most one per connection (one request in flight each); they end
     /// with the claim ([`Engine::claim`]) or with the job.
     claim: Option<Vec<ConnId>>,
-    /// Watched by [`Engine::report_parent_asks`]: the local ranks whose
-    /// `PARENT_ROOT_PORT_NAME` get was reported.
-    parent_asks: Option<HashSet<Rank>>,
     /// Ranks that died without finalizing while the others run on.
     dead: dead::Dead,
 }
@@ -198,7 +191,6 @@ impl Engine {
             in_ring: Vec::new(),
             attrs: NodeAttrs::default(),
             claim: None,
-            parent_asks: None,
             dead: dead::Dead::default(),
         };
         let id = job.setup.job;
@@ -396,13 +388,6 @@ impl Engine {
                 }
             }
             Request::Get { kvsname, key, srcid, wait } => {
-                // Only a get from its own KVS (one naming another is refused below).
-                let own = kvsname.as_ref().is_none_or(|k| *k == setup.kvsname);
-                if let (Some(asked), Some(rank)) = (job.parent_asks.as_mut(), c.rank.filter(|_| own && key == PARENT_PORT_KEY)) {
-                    if asked.insert(rank) {
-                        self.effects.push(Effect::ParentAsked { job: job_id, rank });
-                    }
-                }
                 if let Some(bad) = kvsname.filter(|k| *k != setup.kvsname) {
                     Reply::Error(format!("get from kvsname '{bad}', but this process belongs to '{}'", setup.kvsname))
                 } else if key == TOPOLOGY_KEY && self.topology.must_wait() {

@@ -55,6 +55,21 @@ fn pmi1_get_of_the_port_waits_for_the_claim() {
     assert!(sent(&mut e, 1).starts_with("cmd=get_result rc=1 "));
 }
 
+/// A claim says whether every local rank was waiting for it (ready) or one
+/// was still starting (the pool fell behind its spawns).
+#[test]
+fn a_claim_says_whether_every_rank_was_waiting_for_it() {
+    let mut e = awaiting(2);
+    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
+    assert!(!e.claim(JobId(0), &[(PORT.0.into(), PORT.1.into())]), "rank 1 had not asked yet");
+    let mut e = awaiting(2);
+    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
+    e.on_bytes(ConnId(1), v2("cmd=kvs-get;jobid=kvs_42_0;key=PARENT_ROOT_PORT_NAME;").as_bytes());
+    assert!(e.claim(JobId(0), &[(PORT.0.into(), PORT.1.into())]), "both waited");
+    assert!(sent(&mut e, 1).contains("found=TRUE"), "and both are answered");
+    assert!(!Engine::new(false).claim(JobId(7), &[]), "an unknown job is not ready");
+}
+
 #[test]
 fn pmi2_kvs_get_waits_for_the_claim() {
     let mut e = awaiting(1);
@@ -93,40 +108,4 @@ fn a_parked_connection_that_closes_is_forgotten() {
     e.detach(ConnId(0));
     e.claim(JobId(0), &[(PORT.0.into(), PORT.1.into())]);
     assert_eq!(sent(&mut e, 0), "");
-}
-
-/// A missed spawn's cold job reports each rank's first get of its parent's
-/// port (PMI-1 and PMI-2), and serves the get as ever; a job not watched
-/// reports nothing.
-#[test]
-fn a_watched_job_reports_each_ranks_parent_ask_once() {
-    let asked = |e: &mut Engine| -> Vec<(JobId, Rank)> {
-        e.take_effects().into_iter().filter_map(|f| if let Effect::ParentAsked { job, rank } = f { Some((job, rank)) } else { None }).collect()
-    };
-    let mut e = Engine::new(false);
-    let mut s = setup(2);
-    s.spawner = Some("kvs_parent".into());
-    s.preput = vec![(PORT.0.into(), PORT.1.into())];
-    e.add_job(s);
-    for r in 0..2 {
-        e.attach(ConnId(r as u64), JobId(0), Some(Rank(r)));
-    }
-    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
-    assert_eq!(asked(&mut e), [], "not watched");
-    e.report_parent_asks(JobId(0));
-    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PMI_process_mapping\n");
-    assert_eq!(asked(&mut e), [], "another key");
-    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_other key=PARENT_ROOT_PORT_NAME\n");
-    assert_eq!(asked(&mut e), [], "a get from another job's KVS (refused)");
-    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
-    let effects = e.take_effects();
-    assert!(effects.iter().any(|f| matches!(f, Effect::ParentAsked { job: JobId(0), rank: Rank(0) })), "{effects:?}");
-    assert!(
-        effects.iter().any(|f| matches!(f, Effect::Send(ConnId(0), b) if String::from_utf8_lossy(b) == format!("cmd=get_result rc=0 value={}\n", PORT.1))),
-        "served as ever: {effects:?}"
-    );
-    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
-    assert_eq!(asked(&mut e), [], "once per rank");
-    e.on_bytes(ConnId(1), v2("cmd=kvs-get;jobid=kvs_42_0;srcid=-1;key=PARENT_ROOT_PORT_NAME;").as_bytes());
-    assert_eq!(asked(&mut e), [(JobId(0), Rank(1))], "PMI-2 too");
 }

@@ -111,11 +111,6 @@ pub struct LaunchJob {
     /// [`ToDaemon::Claim`] brings the spawn's preputs.
     #[serde(default)]
     pub awaiting_claim: bool,
-    /// Report each rank's get of `PARENT_ROOT_PORT_NAME` (the end of an MPICH
-    /// child's `MPI_Init`) with [`ToLauncher::ParentAsked`]: a warm spawn's
-    /// miss fills its pool only once its own children are up.
-    #[serde(default)]
-    pub report_parent_asks: bool,
     /// CPU, memory and GPU binding of the job's ranks (`-bind-to`,
     /// `-map-by`, `--gpus-per-rank`…), applied by each daemon to its own
     /// topology; spawned jobs inherit the run's. (Boxed: most launches
@@ -425,15 +420,14 @@ pub enum ToLauncher {
     /// of the job there was still running (or not started yet), and the
     /// claim was delivered; otherwise a rank had already ended, and the
     /// claim was not delivered (the launcher drops the job and spawns anew).
+    /// `ready`: every rank of the job there was already waiting for the
+    /// claim (its `MPI_Init` at its end); a claim that finds a rank still
+    /// starting tells the launcher that the pool is refilled too slowly for
+    /// the spawns that come.
     Claimed {
         job: JobId,
         alive: bool,
-    },
-    /// `rank` of `job` (launched with `report_parent_asks`) asked for its
-    /// parent's port: its `MPI_Init` is at its end. Once per rank.
-    ParentAsked {
-        job: JobId,
-        rank: Rank,
+        ready: bool,
     },
     /// A live rank as its node sees it ([`ToDaemon::Report`]): `state`, the
     /// PMI call it waits in (if any); `stack`, its threads' stacks or why
@@ -484,7 +478,6 @@ impl ToLauncher {
             | ToLauncher::Name { job, .. }
             | ToLauncher::Spawn { job, .. }
             | ToLauncher::Claimed { job, .. }
-            | ToLauncher::ParentAsked { job, .. }
             | ToLauncher::Connect { job, .. }
             | ToLauncher::Note { job, .. }
             | ToLauncher::RankReport { job, .. }

@@ -532,7 +532,6 @@ mod tests {
             kvs: Default::default(),
             node_of,
             awaiting_claim: false,
-            report_parent_asks: false,
             binding: Default::default(),
             pmix_watch: false,
             hold: false,

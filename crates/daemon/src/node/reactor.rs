@@ -545,7 +545,6 @@ impl NodeReactor {
                     fx.send_up(ToLauncher::Name { request, job, op });
                 }
                 Effect::ExportTopology => topology::start_export(fx),
-                Effect::ParentAsked { job, rank } => fx.send_up(ToLauncher::ParentAsked { job, rank }),
                 Effect::FenceDoomed { job, waiting } => fx.send_up(ToLauncher::FenceDoomed { job, waiting }),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
                     let request = self.requests.open(Asker::Pmi(conn));

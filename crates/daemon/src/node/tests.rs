@@ -40,7 +40,6 @@ pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
         kvs: KvsDesign::Allgather,
         node_of: vec![NodeId(0); size as usize],
         awaiting_claim: false,
-        report_parent_asks: false,
         binding: Default::default(),
         pmix_watch: false,
         hold: false,
@@ -376,7 +375,7 @@ fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
     r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: vec![("PARENT_ROOT_PORT_NAME".into(), "port#1$".into())] });
     assert_eq!(nice(&fx), vec![(pid, 0)], "claimed: out of the background");
     assert_eq!(fx.take_written(conn), "cmd=get_result rc=0 value=port#1$\n");
-    assert!(matches!(fx.take_up()[..], [ToLauncher::Claimed { job: J, alive: true }]));
+    assert!(matches!(fx.take_up()[..], [ToLauncher::Claimed { job: J, alive: true, ready: true }]), "its one rank waited for it");
 }
 
 /// A job launched as any other (a cold spawn's) never leaves the foreground.
@@ -389,23 +388,6 @@ fn a_cold_job_is_never_put_in_the_background() {
     fx.settle(&mut r);
     assert_eq!(fx.starts().len(), 2);
     assert!(!fx.log.iter().any(|r| matches!(r, Recorded::SessionNice { .. })), "{:?}", fx.log.len());
-}
-
-/// Warm spawn: a missed spawn's cold job, launched to report its ranks'
-/// parent asks, says when each asked (its pool is filled once all have).
-#[test]
-fn a_cold_job_of_a_miss_reports_its_ranks_parent_asks() {
-    let (mut r, mut fx) = node();
-    let preput = vec![("PARENT_ROOT_PORT_NAME".to_string(), "port#1$".to_string())];
-    let spec = LaunchJob { spawner: Some("kvs_7_0".into()), preput, report_parent_asks: true, ..launch(1, 1, PmiMode::Fd) };
-    r.on_message(&mut fx, ToDaemon::Launch(spec));
-    fx.settle(&mut r);
-    let conn = fx.starts()[0].pmi_conn.expect("PMI_FD mode");
-    fx.take();
-    init(&mut r, &mut fx, &[conn]);
-    let get = format!("cmd=get kvsname={KVS} key=PARENT_ROOT_PORT_NAME\n");
-    assert_eq!(talk(&mut r, &mut fx, conn, &get), "cmd=get_result rc=0 value=port#1$\n");
-    assert!(matches!(fx.take_up()[..], [ToLauncher::ParentAsked { job: J, rank: Rank(0) }]));
 }
 
 /// A claim that reaches a pooled job with a rank already ended — reported,
@@ -437,7 +419,7 @@ fn a_claim_of_a_pooled_job_with_an_ended_rank_fails() {
         fx.take();
         r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: port() });
         assert_eq!(fx.take_written(conns[0]), "", "{how}: not delivered");
-        assert!(matches!(fx.take_up()[..], [ToLauncher::Claimed { job: J, alive: false }]), "{how}");
+        assert!(matches!(fx.take_up()[..], [ToLauncher::Claimed { job: J, alive: false, ready: false }]), "{how}");
     }
 }
 

@@ -29,7 +29,6 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
         kvs: design,
         node_of: [0, 0, 2, 2, 3, 3].map(NodeId).to_vec(),
         awaiting_claim: false,
-        report_parent_asks: false,
         binding: Default::default(),
         pmix_watch: false,
         hold: false,

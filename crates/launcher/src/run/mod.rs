@@ -226,15 +226,12 @@ impl Run {
             }
             ToLauncher::Name { request, job, op } => names::serve(fx, node, request, job, op),
             ToLauncher::Spawn { request, job, rank, preput, commands } => self.spawn(fx, SpawnAsk { node, request, parent: job, rank, preput, commands }),
-            ToLauncher::Claimed { job, alive } => {
+            ToLauncher::Claimed { job, alive, ready } => {
                 let (warm, mut cx) = self.warm_parts();
-                if let Some(why) = warm.claimed(&mut cx, fx, node, job, alive) {
+                if let Some(why) = warm.claimed(&mut cx, fx, node, job, alive, ready) {
                     self.warm_drop(fx, job, Some(&why));
                 }
             }
-            // Asked for by no launch of this version (a pooled shape is no
-            // longer filled at its cold children's `MPI_Init`, `warm`).
-            ToLauncher::ParentAsked { .. } => {}
             ToLauncher::Connect { request, nspaces, kind, data, ranks, group, .. } => {
                 let universe = self.settings.universe_size;
                 self.connects.contribute(fx, &self.jobs, universe, node, request, &nspaces, &ranks, kind, group, data);

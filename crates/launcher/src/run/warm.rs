@@ -52,6 +52,11 @@ use super::{RunEffects, Settings, Timer};
 use crate::kvs_root::KvsRoot;
 use crate::spawn::plan_spawn;
 
+mod depth;
+use depth::Depth;
+#[cfg(test)]
+pub(super) use depth::DEPTH_GROWTH;
+
 /// Pooled jobs per spawn shape of a bare `--warm-spawn` (and of a spawn
 /// asking `dpm_warm=true` when warm spawn is off).
 pub const DEFAULT_WARM_SPAWN: usize = 2;
@@ -97,6 +102,8 @@ pub(super) struct Claim {
     ask: SpawnAsk,
     /// The job's nodes that have not confirmed yet.
     waiting: Vec<NodeId>,
+    /// Every node that confirmed found its ranks waiting for the claim.
+    ready: bool,
     /// Pooled jobs the spawn's shape wants.
     want: usize,
 }
@@ -151,6 +158,8 @@ pub(super) struct WarmPool {
 struct Wanted {
     shape: Shape,
     want: usize,
+    /// How many jobs its pool is kept at (`want` or more).
+    depth: Depth,
     parent: JobId,
     /// The parent's kvsname, a pooled job's `spawner` (also once it ended:
     /// [`WarmPool::parent_ended`]).
@@ -259,26 +268,29 @@ impl WarmPool {
         }
         let waiting = state.daemons().to_vec();
         cx.jobs.insert(job, state, false);
-        self.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, want });
+        self.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, ready: true, want });
         None
     }
 
-    /// `node` confirmed the claim of `job` (`alive`) or refused it (a rank
-    /// there had ended: `Some(why)`, the job is to be dropped). Once every
-    /// node has confirmed, the parent gets its answer (or, for a job still
-    /// starting, once the last child has started), the held output goes
-    /// out, and the pool is filled again a moment later.
-    pub(super) fn claimed(&mut self, cx: &mut WarmCx<'_>, fx: &mut dyn RunEffects, node: NodeId, job: JobId, alive: bool) -> Option<String> {
+    /// `node` confirmed the claim of `job` (`alive`; `ready`: its ranks
+    /// there were waiting for it) or refused it (a rank there had ended:
+    /// `Some(why)`, the job is to be dropped). Once every node has
+    /// confirmed, the parent gets its answer (or, for a job still starting,
+    /// once the last child has started), the held output goes out, the
+    /// shape's depth follows what the claim found ([`Depth`]), and the pool
+    /// is filled again a moment later.
+    pub(super) fn claimed(&mut self, cx: &mut WarmCx<'_>, fx: &mut dyn RunEffects, node: NodeId, job: JobId, alive: bool, ready: bool) -> Option<String> {
         let claim = self.claims.iter_mut().find(|c| c.job == job)?;
         if !alive {
             let host = fx.shared().nodes.host(node).to_string();
             return Some(format!("a rank on {host} ended before a claim reached it; the spawn is made again"));
         }
         claim.waiting.retain(|&d| d != node);
+        claim.ready &= ready;
         if !claim.waiting.is_empty() {
             return None;
         }
-        let Claim { shape, held, kept, ask, want, .. } = self.take(job)?;
+        let Claim { shape, held, kept, ask, want, ready, .. } = self.take(job)?;
         if cx.jobs.contains(job) {
             // Reachable by other runs' connects from now on, as a cold spawn is.
             let map = cx.jobs.job_map(job, cx.settings.universe_size);
@@ -297,12 +309,14 @@ impl WarmPool {
         self.claimed += 1;
         self.unclaimed_shapes = 0;
         let kept = if kept { " (kept from an earlier run)" } else { "" };
-        say(cx.settings, fx, &format!("claimed {job} for {}{kept}", shape.describe(ask.parent)));
+        let starting = if ready { "" } else { " (still starting)" };
+        say(cx.settings, fx, &format!("claimed {job} for {}{kept}{starting}", shape.describe(ask.parent)));
         if cx.settings.report_placement {
             cx.jobs.report_placement(fx, job);
         }
         if let Some(kvs) = cx.jobs.get(ask.parent).map(|j| j.kvsname().to_string()) {
             self.want(&shape, want, (ask.parent, &kvs), true);
+            self.follow(cx.settings, fx, &shape, want, ready);
         }
         // Every claim pushes the refill back: a burst of claims is served
         // from the pool before any replacement competes with it for the CPU.
@@ -316,8 +330,8 @@ impl WarmPool {
     /// owned by the pool.
     pub(super) fn fill(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
         let Some(parent_kvs) = cx.jobs.get(parent).map(|j| j.kvsname().to_string()) else { return };
-        self.want(shape, want, (parent, &parent_kvs), true);
-        self.launch_pooled(cx, fx, shape, want, (parent, &parent_kvs));
+        let depth = self.want(shape, want, (parent, &parent_kvs), true);
+        self.launch_pooled(cx, fx, shape, depth, (parent, &parent_kvs));
     }
 
     /// Launch pooled jobs of `shape` made for this run's spawns by `parent`
@@ -352,8 +366,9 @@ impl WarmPool {
     }
 
     /// Remember that `shape` wants `want` pooled jobs, for spawns by
-    /// `parent` (`proven`: spawned more than once; never unlearned).
-    fn want(&mut self, shape: &Shape, want: usize, parent: (JobId, &str), proven: bool) {
+    /// `parent` (`proven`: spawned more than once; never unlearned); its
+    /// pool's depth now ([`Depth`]).
+    fn want(&mut self, shape: &Shape, want: usize, parent: (JobId, &str), proven: bool) -> usize {
         let (parent, kvs) = parent;
         match self.shapes.iter_mut().find(|w| w.shape == *shape) {
             Some(w) => {
@@ -361,8 +376,30 @@ impl WarmPool {
                 if w.parent != parent {
                     (w.parent, w.parent_kvs) = (parent, kvs.to_string());
                 }
+                w.depth.get(want)
             }
-            None => self.shapes.push(Wanted { shape: shape.clone(), want, parent, parent_kvs: kvs.to_string(), proven }),
+            None => {
+                self.shapes.push(Wanted { shape: shape.clone(), want, depth: Depth::new(want), parent, parent_kvs: kvs.to_string(), proven });
+                want
+            }
+        }
+    }
+
+    /// A claim of `shape` found its job waiting (`ready`) or still
+    /// starting: its pool's depth follows ([`Depth`]).
+    fn follow(&mut self, settings: &Settings, fx: &mut dyn RunEffects, shape: &Shape, want: usize, ready: bool) {
+        let Some(w) = self.shapes.iter_mut().find(|w| w.shape == *shape) else { return };
+        let before = w.depth.get(want);
+        if ready {
+            w.depth.ahead(want);
+        } else {
+            w.depth.behind(want);
+        }
+        let after = w.depth.get(want);
+        if after != before {
+            let why = if ready { "its claims find their jobs waiting" } else { "its spawns come faster than it is refilled" };
+            let line = format!("pool of {} now {after} deep: {why}", shape.describe(w.parent));
+            say(settings, fx, &line);
         }
     }
 
@@ -407,7 +444,11 @@ impl WarmPool {
     /// what it does for the pool ([`Miss`]; a shape missed once while new
     /// shapes go unclaimed is only remembered, [`UNCLAIMED_SHAPES_MAX`]).
     pub(super) fn miss(&mut self, settings: &Settings, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: (JobId, &str)) -> Miss {
-        if self.shapes.iter().any(|w| w.shape == *shape) {
+        if let Some(proven) = self.shapes.iter().find(|w| w.shape == *shape).map(|w| w.proven) {
+            if proven {
+                // Pooled before and empty now: the spawns outran the refills.
+                self.follow(settings, fx, shape, want, false);
+            }
             self.want(shape, want, parent, true);
             return Miss::Refill;
         }

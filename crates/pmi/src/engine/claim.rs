@@ -1,16 +1,11 @@
 //! Warm spawn's side of the engine: a job started ahead of the spawn that
 //! will claim it parks a get of a key that is not there (in `on_request` and
 //! `flush_store`, while `NodeJob::claim` is set) until the claim brings the
-//! spawn's preputs; and a cold job of a missed spawn reports its ranks' gets
-//! of [`PARENT_PORT_KEY`], so that the pool is filled once they are up.
-
-use std::collections::HashSet;
+//! spawn's preputs ([`PARENT_PORT_KEY`] among them).
 
 use dpm_kvs::store::Lookup;
 use dpm_kvs::JobId;
 
-#[cfg(doc)]
-use super::Effect;
 use super::Engine;
 use crate::reply::Reply;
 
@@ -18,14 +13,6 @@ use crate::reply::Reply;
 pub const PARENT_PORT_KEY: &str = "PARENT_ROOT_PORT_NAME";
 
 impl Engine {
-    /// Report each local rank's first get of [`PARENT_PORT_KEY`] in `job`
-    /// ([`Effect::ParentAsked`]); the get itself is served as ever.
-    pub fn report_parent_asks(&mut self, job: JobId) {
-        if let Some(j) = self.jobs.get_mut(&job) {
-            j.parent_asks.get_or_insert_with(HashSet::new);
-        }
-    }
-
     /// `job` was started ahead of its spawn (warm spawn): until
     /// [`Engine::claim`], a get of a key that is not there waits instead of
     /// failing — the spawn's preputs (`PARENT_ROOT_PORT_NAME`) come with the claim.
@@ -37,15 +24,18 @@ impl Engine {
 
     /// The spawn that claimed `job` brought its preputs: they become visible,
     /// and every get parked for the claim is looked up again (a key still
-    /// missing now fails as it would have at once).
-    pub fn claim(&mut self, job_id: JobId, preput: &[(String, String)]) {
-        let Some(job) = self.jobs.get_mut(&job_id) else { return };
+    /// missing now fails as it would have at once). True if every local
+    /// rank of `job` was waiting in a parked get (ready: its `MPI_Init` at
+    /// its end), false if one was still starting.
+    pub fn claim(&mut self, job_id: JobId, preput: &[(String, String)]) -> bool {
+        let Some(job) = self.jobs.get_mut(&job_id) else { return false };
         let parked = job.claim.take().unwrap_or_default();
+        let ready = parked.len() >= job.setup.local_ranks.len();
         job.store.preput(preput);
         self.flush_store(job_id);
         for conn in parked {
             let Some(key) = self.conns.get(&conn).and_then(|c| c.waiting.as_ref()).and_then(|d| d.key.clone()) else { continue };
-            let Some(job) = self.jobs.get_mut(&job_id) else { return };
+            let Some(job) = self.jobs.get_mut(&job_id) else { return ready };
             match job.store.get(conn, &key, None, false) {
                 Lookup::Found(v) if !v.is_empty() => self.finish_deferred(conn, &Reply::Value(v)),
                 Lookup::Found(_) | Lookup::NotFound => self.finish_deferred(conn, &Reply::Error(format!("key '{key}' not found"))),
@@ -53,5 +43,6 @@ impl Engine {
             }
         }
         self.flush_store(job_id);
+        ready
     }
 }

@@ -46,9 +46,6 @@ impl NodeReactor {
         if spec.awaiting_claim {
             self.engine.await_claim(spec.job);
         }
-        if spec.report_parent_asks {
-            self.engine.report_parent_asks(spec.job);
-        }
     }
 
     pub(super) fn launch(&mut self, fx: &mut (impl NodeEffects + ?Sized), spec: LaunchJob) {
@@ -306,6 +303,7 @@ impl NodeReactor {
         // A rank whose exit was reported has left `procs`: `rank_ended` says so.
         let reported = self.jobs.get(&job).is_some_and(|j| j.rank_ended);
         let alive = !reported && !self.procs.iter().any(|((j, _), p)| *j == job && (p.exit.is_some() || fx.has_exited(p.pid)));
+        let mut ready = false;
         if alive {
             // Moved before its ranks hear of the claim (and long before
             // their parent is answered, which waits for `Claimed`).
@@ -320,10 +318,10 @@ impl NodeReactor {
                     }
                 }
             }
-            self.engine.claim(job, preput);
+            ready = self.engine.claim(job, preput);
         } else {
             tracing::debug!(%job, "claim of a pooled job with an ended rank: not delivered");
         }
-        fx.send_up(ToLauncher::Claimed { job, alive });
+        fx.send_up(ToLauncher::Claimed { job, alive, ready });
     }
 }

@@ -7,7 +7,7 @@
 use super::*;
 use dpm_proto::Stream;
 
-use crate::run::warm::{LEARN_DELAY, REFILL_DELAY};
+use crate::run::warm::{DEPTH_GROWTH, LEARN_DELAY, REFILL_DELAY};
 
 /// A run whose spawns keep `n` pooled jobs per shape, saying its warm lines.
 pub(super) fn warm_fixture(slots: &[u32], n: usize) -> (Run, Recorder) {
@@ -72,7 +72,12 @@ pub(super) fn answer(rec: &Recorder, req: u64) -> Option<Result<String, String>>
 
 /// Node 0 confirms (`alive`) or refuses the claim of `job`.
 pub(super) fn claimed(run: &mut Run, rec: &mut Recorder, job: JobId, alive: bool) {
-    deliver(run, rec, 0, ToLauncher::Claimed { job, alive });
+    claimed_ready(run, rec, job, alive, true);
+}
+
+/// The same, saying whether its ranks were waiting for the claim (`ready`).
+pub(super) fn claimed_ready(run: &mut Run, rec: &mut Recorder, job: JobId, alive: bool, ready: bool) {
+    deliver(run, rec, 0, ToLauncher::Claimed { job, alive, ready });
 }
 
 pub(super) fn ended(run: &mut Run, rec: &mut Recorder, job: JobId, n: u32, status: ExitStatus) {
@@ -309,7 +314,8 @@ fn a_later_miss_of_a_known_shape_refills_at_once() {
     rec.take();
     assert!(request_cold(&mut run, &mut rec, parent, 1, 4, "a").is_some(), "the pool is used up: a miss");
     let l = launches(&rec);
-    assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), [false, true], "cold, and the refill with it: {l:?}");
+    let want = [false, true, true];
+    assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), want, "cold, and the refill with it, one deeper (the spawns outran it): {l:?}");
 }
 
 #[test]
@@ -435,4 +441,80 @@ fn new_shapes_that_go_unclaimed_are_pooled_only_from_their_second_miss() {
     rec.take();
     request_arg(&mut run, &mut rec, parent, 1, 13, "task13");
     assert_eq!(pooled(&rec).len(), 1, "after a claim, a new shape is pooled at its first miss: {:?}", launches(&rec));
+}
+
+/// The claims of a spawn loop: each spawn claims a pooled job, its node says
+/// whether the job was waiting (`ready`), the claimed job ends at once and
+/// the pool is filled again. The pool's size after each round, and the
+/// lines said.
+fn claim_rounds(run: &mut Run, rec: &mut Recorder, parent: JobId, first_req: u64, ready: &[bool]) -> (Vec<usize>, String) {
+    let (mut sizes, mut said) = (Vec::new(), String::new());
+    for (i, &ready) in ready.iter().enumerate() {
+        let req = first_req + i as u64;
+        rec.take();
+        request_cold(run, rec, parent, 1, req, "a");
+        let job = rec.sent().iter().find_map(|(_, m)| if let ToDaemon::Claim { job, .. } = m { Some(*job) } else { None });
+        let job = job.unwrap_or_else(|| panic!("round {i}: no claim: {:?}", rec.said()));
+        claimed_ready(run, rec, job, true, ready);
+        assert!(matches!(answer(rec, req), Some(Ok(_))), "round {i}: answered");
+        ended(run, rec, job, 1, ExitStatus::Code(0));
+        for (pooled, _, _) in launches(rec).into_iter().filter(|l| l.1) {
+            start_all(run, rec, pooled, 1);
+        }
+        sizes.push(rec.shared.pool.listed().len());
+        said += &rec.said().join("\n");
+    }
+    (sizes, said)
+}
+
+/// A pool whose claims find their jobs still starting is too shallow for
+/// the rate of the spawns: it grows by one per such claim, up to
+/// [`DEPTH_GROWTH`] times the N asked for; claims that find their jobs
+/// waiting shrink it again, never below N, and the jobs beyond the depth
+/// are only not refilled (never killed).
+#[test]
+fn a_pool_that_falls_behind_its_spawns_grows_and_shrinks_back() {
+    let (mut run, mut rec) = warm_fixture(&[64], 2);
+    let parent = started(&mut run, &mut rec, &[0]);
+    let (cold, _) = request_cold(&mut run, &mut rec, parent, 1, 1, "a").expect("the first spawn misses");
+    start_all(&mut run, &mut rec, cold, 1);
+    ended(&mut run, &mut rec, cold, 1, ExitStatus::Code(0));
+    run.on_timer(&mut rec, Timer::WarmLearn);
+    for (pooled, _, _) in launches(&rec).into_iter().filter(|l| l.1) {
+        start_all(&mut run, &mut rec, pooled, 1);
+    }
+    assert_eq!(rec.shared.pool.listed().len(), 2, "N = 2 at first");
+    let (sizes, said) = claim_rounds(&mut run, &mut rec, parent, 2, &[false; 8]);
+    assert_eq!(sizes, [3, 4, 5, 6, 7, 8, 8, 8], "one deeper per claim of a job still starting, at most 4 × 2");
+    assert_eq!(2 * DEPTH_GROWTH, 8);
+    assert!(said.contains("(still starting)") && said.contains("now 8 deep: its spawns come faster than it is refilled"), "{said}");
+    // 8 claims in a row that found their jobs waiting: one shallower.
+    let (sizes, said) = claim_rounds(&mut run, &mut rec, parent, 20, &[true; 8]);
+    assert_eq!(sizes, [8, 8, 8, 8, 8, 8, 8, 7], "{said}");
+    assert!(said.contains("now 7 deep: its claims find their jobs waiting"), "{said}");
+    // And so on down to N, never below; nothing killed on the way.
+    let (sizes, said) = claim_rounds(&mut run, &mut rec, parent, 40, &[true; 60]);
+    assert_eq!(sizes.last(), Some(&2), "{sizes:?}");
+    assert!(sizes.windows(2).all(|w| w[1] <= w[0]), "never refilled beyond the depth: {sizes:?}");
+    assert!(!said.contains("dropped") && !said.contains("now 1 deep"), "{said}");
+}
+
+/// A miss of a shape pooled before (its pool was empty) grows it too.
+#[test]
+fn a_miss_of_a_pooled_shape_deepens_its_pool() {
+    let (mut run, mut rec) = warm_fixture(&[64], 1);
+    let parent = started(&mut run, &mut rec, &[0]);
+    request(&mut run, &mut rec, parent, 1, 1);
+    let pooled = launches(&rec).into_iter().filter(|l| l.1).map(|l| l.0).collect::<Vec<_>>();
+    assert_eq!(pooled.len(), 1);
+    start_all(&mut run, &mut rec, pooled[0], 1);
+    rec.take();
+    request_cold(&mut run, &mut rec, parent, 1, 2, "a");
+    claimed_ready(&mut run, &mut rec, pooled[0], true, true);
+    assert!(launches(&rec).is_empty(), "the refill waits");
+    rec.take();
+    // The next spawn comes before the refill: a miss; the pool deepens.
+    assert!(request_cold(&mut run, &mut rec, parent, 1, 3, "a").is_some(), "a miss");
+    assert!(rec.said().iter().any(|l| l.contains("now 2 deep")), "{:?}", rec.said());
+    assert_eq!(launches(&rec).iter().filter(|l| l.1).count(), 2, "filled to its new depth at once");
 }
