@@ -118,6 +118,22 @@ impl Shared {
         self.links = links;
     }
 
+    /// Links to daemons that joined the running tree (`dpm boot --add`).
+    pub fn add_links(&mut self, links: impl IntoIterator<Item = DaemonLink>) {
+        self.links.extend(links);
+    }
+
+    pub fn links(&self) -> &[DaemonLink] {
+        &self.links
+    }
+
+    /// A line for a live run's console (a boot's news about its nodes).
+    pub fn say_to_run(&self, owner: u32, line: &str) {
+        if let Some(console) = self.consoles.get(&owner) {
+            console.say(line);
+        }
+    }
+
     /// The tree of one plain run: its links' hosts, `settings.node_slots`.
     pub fn for_run(links: &[DaemonLink], settings: &Settings) -> SharedRef {
         let slots = |i: usize| settings.node_slots.get(i).copied().unwrap_or(1);
@@ -282,7 +298,8 @@ struct Driver<'a> {
 
 impl RunEffects for Driver<'_> {
     fn send(&mut self, node: NodeId, msg: ToDaemon) {
-        if let Some(link) = self.links.get(node.0) {
+        // A node that joined the tree after the run began: the tree's link.
+        if let Some(link) = self.links.get(node.0).or_else(|| self.shared.links.get(node.0)) {
             link.send(msg);
         }
     }

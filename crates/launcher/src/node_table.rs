@@ -35,6 +35,11 @@ pub enum NodeState {
     Draining,
     /// Its link broke: its processes are gone.
     Lost,
+    /// Drained and empty: its daemon left the tree; its slots are no
+    /// longer the tree's.
+    Released,
+    /// Joining the running tree: its daemon is starting, it takes nothing yet.
+    Joining,
 }
 
 #[derive(Clone, Debug)]
@@ -51,7 +56,27 @@ struct NodeEntry {
 pub struct NodeTable {
     nodes: Vec<NodeEntry>,
     fanout: usize,
+    /// The nodes the tree started with: the heap of [`dpm_proto::tree`];
+    /// those after them joined the running tree ([`NodeTable::join`]),
+    /// linked straight to the launcher.
+    first: usize,
+    /// One counter per node the table can ever hold (the first nodes and
+    /// [`JOIN_ROOM`] more): a [`Reservation`] keeps the array it counted in.
     load: Arc<[AtomicI64]>,
+}
+
+/// How many nodes may join a running tree over its life.
+pub const JOIN_ROOM: usize = 1024;
+
+/// Why a node cannot join the tree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JoinError {
+    #[error("the tree cannot take more nodes ({JOIN_ROOM} have joined it over its life)")]
+    NoRoom,
+    #[error("{0} is in the tree already")]
+    Present(String),
+    #[error("{0}: a node needs at least one slot")]
+    NoSlots(String),
 }
 
 /// Why processes could not be placed.
@@ -79,8 +104,83 @@ impl NodeTable {
     /// `nodes`: each node's host and slots, in node order; `fanout`: the tree's.
     pub fn new(nodes: impl IntoIterator<Item = (String, u32)>, fanout: usize) -> Self {
         let nodes: Vec<NodeEntry> = nodes.into_iter().map(|(host, slots)| NodeEntry { host, slots, state: NodeState::Up, lost: None }).collect();
-        let load = nodes.iter().map(|_| AtomicI64::new(0)).collect();
-        NodeTable { nodes, fanout: fanout.max(1), load }
+        let load = (0..nodes.len() + JOIN_ROOM).map(|_| AtomicI64::new(0)).collect();
+        NodeTable { first: nodes.len(), nodes, fanout: fanout.max(1), load }
+    }
+
+    /// A node joins the running tree (`dpm boot --add`): [`NodeState::Joining`]
+    /// until [`NodeTable::joined`], then up; linked straight to the
+    /// launcher. Refused for a host the tree has up, draining or joining (a
+    /// lost or released host may come back, as a new node).
+    pub fn join(&mut self, host: &str, slots: u32) -> Result<NodeId, JoinError> {
+        if slots == 0 {
+            return Err(JoinError::NoSlots(host.to_string()));
+        }
+        if self.nodes.iter().any(|n| n.host == host && matches!(n.state, NodeState::Up | NodeState::Draining | NodeState::Joining)) {
+            return Err(JoinError::Present(host.to_string()));
+        }
+        if self.nodes.len() >= self.load.len() {
+            return Err(JoinError::NoRoom);
+        }
+        self.nodes.push(NodeEntry { host: host.to_string(), slots, state: NodeState::Joining, lost: None });
+        Ok(NodeId(self.nodes.len() - 1))
+    }
+
+    /// A joining node's daemon is linked: it takes processes from now.
+    pub fn joined(&mut self, node: NodeId) {
+        if self.state(node) == Some(NodeState::Joining) {
+            self.set_state(node, NodeState::Up);
+        }
+    }
+
+    /// A node that cannot join after all (its daemon never came up): out
+    /// of the table again if it was the last to join, else released.
+    pub fn unjoin(&mut self, node: NodeId) {
+        if self.state(node) != Some(NodeState::Joining) {
+            return;
+        }
+        if node.0 + 1 == self.nodes.len() && self.load(node) == 0 {
+            self.nodes.pop();
+        } else {
+            self.set_state(node, NodeState::Released);
+        }
+    }
+
+    /// Stop placing on `node`: what runs there finishes. False for a node
+    /// that is not up.
+    pub fn drain(&mut self, node: NodeId) -> bool {
+        match self.nodes.get_mut(node.0) {
+            Some(n) if n.state == NodeState::Up => {
+                n.state = NodeState::Draining;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A draining node whose daemon may leave now: nothing placed there is
+    /// left, and no node hangs below it in the tree (an interior node of
+    /// the first heap stays, taking nothing, while its children are up).
+    pub fn may_leave(&self, node: NodeId) -> bool {
+        self.state(node) == Some(NodeState::Draining)
+            && self.load(node) == 0
+            && self.children(node).iter().all(|&c| matches!(self.state(c), Some(NodeState::Lost | NodeState::Released)))
+    }
+
+    /// The node's daemon left: it holds no slots of the tree any more.
+    pub fn release(&mut self, node: NodeId) {
+        self.set_state(node, NodeState::Released);
+    }
+
+    /// The nodes of `host` that are up or draining.
+    pub fn of_host(&self, host: &str) -> Vec<NodeId> {
+        self.ids().filter(|&n| self.host(n) == host && matches!(self.state(n), Some(NodeState::Up | NodeState::Draining))).collect()
+    }
+
+    /// The slots of the nodes that take new processes (a booted run's
+    /// default size, as Hydra's is the allocation's).
+    pub fn up_slots(&self) -> u32 {
+        self.up().iter().fold(0u32, |t, &n| t.saturating_add(self.nodes[n].slots))
     }
 
     pub fn len(&self) -> usize {
@@ -125,13 +225,17 @@ impl NodeTable {
     /// `node` and the nodes below it are gone (`why`: the node's own
     /// loss): they take nothing new. The nodes newly lost.
     pub fn lose(&mut self, node: NodeId, why: &str) -> Vec<NodeId> {
-        if !self.contains(node) {
+        // A released node's link closing is its daemon leaving, as asked.
+        if !self.contains(node) || self.state(node) == Some(NodeState::Released) {
             return Vec::new();
         }
         let host = self.host(node).to_string();
         let mut newly = Vec::new();
         for n in self.subtree(node) {
             let e = &mut self.nodes[n.0];
+            if e.state == NodeState::Released {
+                continue;
+            }
             if e.lost.is_none() {
                 e.lost = Some(if n == node { why.to_string() } else { format!("below node {} ({host}), which was lost", node.0) });
                 newly.push(n);
@@ -152,7 +256,7 @@ impl NodeTable {
     }
 
     pub fn loads(&self) -> Vec<i64> {
-        self.load.iter().map(|l| l.load(Ordering::Relaxed)).collect()
+        self.load.iter().take(self.nodes.len()).map(|l| l.load(Ordering::Relaxed)).collect()
     }
 
     /// Processes not yet ended on every node.
@@ -164,18 +268,28 @@ impl NodeTable {
         self.fanout
     }
 
-    /// The node's parent in the tree (`None`: the launcher).
+    /// The node's parent in the tree (`None`: the launcher; so for every
+    /// node that joined later).
     pub fn parent(&self, node: NodeId) -> Option<NodeId> {
+        if node.0 >= self.first {
+            return None;
+        }
         dpm_proto::tree::parent(node, self.fanout)
     }
 
     pub fn children(&self, node: NodeId) -> Vec<NodeId> {
-        dpm_proto::tree::children(Some(node), self.len(), self.fanout)
+        if node.0 >= self.first {
+            return Vec::new();
+        }
+        dpm_proto::tree::children(Some(node), self.first, self.fanout)
     }
 
     /// The node and every node below it: what is lost with its link.
     pub fn subtree(&self, node: NodeId) -> Vec<NodeId> {
-        dpm_proto::tree::subtree(node, self.len(), self.fanout)
+        if node.0 >= self.first {
+            return vec![node];
+        }
+        dpm_proto::tree::subtree(node, self.first, self.fanout)
     }
 
     /// Reserve a placement made elsewhere (rank `r` on `node_of[r]`).
@@ -414,6 +528,9 @@ pub fn in_free(n: usize, slots: &[u32], load: &[i64]) -> Option<Vec<usize>> {
     }
     (out.len() == n).then_some(out)
 }
+
+#[cfg(test)]
+mod growth_tests;
 
 #[cfg(test)]
 mod tests {

@@ -27,16 +27,20 @@ use crate::cli::RunOptions;
 use crate::config::{self, RunConfig};
 use crate::controller::{self, Controller, DaemonLink, Input, Settings, Shared, SharedRef};
 use crate::error::{Error, UsageError};
-use crate::node_table::NodeTable;
+use crate::node_table::{NodeState, NodeTable};
 use crate::output;
 use crate::{hosts, nodes, plan};
 
 use super::BootFiles;
 
-struct Server {
+pub(super) struct Server {
     shared: SharedRef,
-    links: Vec<DaemonLink>,
-    nodes: Vec<nodes::Node>,
+    /// One per node, in node order (joined nodes' appended).
+    links: RefCell<Vec<DaemonLink>>,
+    /// Starting daemons into the running tree (`dpm boot --add`).
+    growth: super::grow::Growth,
+    /// Runs are ending: a drained node may leave.
+    drained_check: Notify,
     /// The nodes' slots were given (see [`hosts::NodeChoice`]).
     slots_known: bool,
     /// The batch allocation the nodes came from, for `dpm status`.
@@ -63,7 +67,18 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let allocation = choice.describe_allocation();
     let hosts::NodeChoice { nodes: node_list, bootstrap, slots_known, .. } = choice;
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
-    let daemons = nodes::start(&node_list, &bootstrap, fanout, false, config.verbose).await?;
+    let secret = dpm_proto::auth::Secret::generate().map_err(|e| Error::failed(e.to_string()))?;
+    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, false, config.verbose, &secret).await?;
+    let growth = super::grow::Growth {
+        bootstrap: match &bootstrap {
+            nodes::Bootstrap::Tree(b) => Some(b.clone()),
+            _ => None,
+        },
+        secret,
+        joins: daemons.joins(),
+        verbose: config.verbose,
+        children: RefCell::new(Vec::new()),
+    };
     let (links, up, waiter) = daemons.split();
     let shared = Shared::new(crate::node_table::NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout));
     // `--warm-spawn=N`: the runs' unclaimed pooled jobs are kept for later
@@ -81,7 +96,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let listener = match UnixListener::bind(&files.socket) {
         Ok(l) => l,
         Err(e) => {
-            shutdown(&links, waiter).await;
+            shutdown(&links, waiter, &growth).await;
             return Err(Error::failed(format!("cannot listen on {}: {e}", files.socket.display())));
         }
     };
@@ -99,8 +114,9 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
 
     let server = Rc::new(Server {
         shared,
-        links: links.clone(),
-        nodes: node_list,
+        links: RefCell::new(links),
+        growth,
+        drained_check: Notify::new(),
         slots_known,
         allocation,
         fanout,
@@ -148,12 +164,25 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
                 tracing::info!("dpm down: stopping");
                 break;
             }
+            // A run ended while a node drains (or, while one does, now and
+            // then: ranks of runs still going end too): it may leave now.
+            _ = server.drained_check.notified() => {
+                for line in super::grow::leave_drained(&server.shared, &server.links.borrow()) {
+                    tracing::info!("{line}");
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(250)), if super::grow::any_waiting(&server.shared) => {
+                for line in super::grow::leave_drained(&server.shared, &server.links.borrow()) {
+                    tracing::info!("{line}");
+                }
+            }
             // Recorded in the tree by the dispatch, before any run heard it.
             Some((node, error)) = lost_rx.recv() => {
-                let host = server.nodes.get(node.0).map_or("?", |n| n.host.as_str());
-                let left = {
+                let (host, left) = {
                     let shared = server.shared.borrow();
-                    shared.tree.nodes.ids().filter(|&n| shared.tree.nodes.lost_reason(n).is_none()).count()
+                    let nodes = &shared.tree.nodes;
+                    let left = nodes.ids().filter(|&n| matches!(nodes.state(n), Some(NodeState::Up | NodeState::Draining))).count();
+                    (nodes.host(node).to_string(), left)
                 };
                 if left == 0 {
                     tracing::error!("{node} ({host}) was lost: {error}; no node is left, the boot ends");
@@ -176,7 +205,8 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let _ = std::fs::remove_file(&files.rendezvous);
     end_runs(&server, lost).await;
     controller::drain_pool(&server.shared).await;
-    shutdown(&links, waiter).await;
+    let links = server.links.borrow().clone();
+    shutdown(&links, waiter, &server.growth).await;
     Ok(0)
 }
 
@@ -207,11 +237,12 @@ async fn end_runs(server: &Server, lost: Option<String>) {
     }
 }
 
-async fn shutdown(links: &[DaemonLink], waiter: nodes::DaemonsWaiter) {
+async fn shutdown(links: &[DaemonLink], waiter: nodes::DaemonsWaiter, growth: &super::grow::Growth) {
     for link in links {
         link.shutdown();
     }
     waiter.wait().await;
+    growth.wait().await;
 }
 
 fn rendezvous_json(nodes: &[nodes::Node], fanout: usize) -> String {
@@ -243,7 +274,11 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
         Err(_) => return tracing::warn!("control connection: no request within 10 s"),
     };
     let version = match &first {
-        ToServer::Run { version, .. } | ToServer::Status { version } | ToServer::Down { version } => Some(*version),
+        ToServer::Run { version, .. }
+        | ToServer::Status { version }
+        | ToServer::Down { version }
+        | ToServer::Add { version, .. }
+        | ToServer::Drain { version, .. } => Some(*version),
         _ => None,
     };
     if version != Some(CONTROL_VERSION) {
@@ -262,6 +297,26 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
         ToServer::Status { .. } => {
             let _ = write_frame(&mut wr, &ToClient::Status(status(&server))).await;
         }
+        ToServer::Add { nodes, bootstrap, .. } => {
+            let answer = match add(&server, nodes, bootstrap).await {
+                Ok(lines) => ToClient::Changed(lines),
+                Err(why) => ToClient::Refused(why),
+            };
+            let _ = write_frame(&mut wr, &answer).await;
+        }
+        ToServer::Drain { hosts, force, .. } => {
+            let answer = match super::grow::drain(&server.shared, &server.links.borrow(), &hosts, force) {
+                Ok(mut lines) => {
+                    for line in &lines {
+                        tracing::info!("{line}");
+                    }
+                    lines.extend(super::grow::leave_drained(&server.shared, &server.links.borrow()));
+                    ToClient::Changed(lines)
+                }
+                Err(why) => ToClient::Refused(why),
+            };
+            let _ = write_frame(&mut wr, &answer).await;
+        }
         ToServer::Down { .. } => {
             server.down.notify_one();
             // The connection closes when the server exits: that is the answer.
@@ -271,17 +326,77 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
     }
 }
 
+/// `dpm boot --add`: the nodes into the table (taking nothing until their
+/// daemons are in), their daemons started through the boot's way (or the
+/// one the command named) and linked; refused whole, nothing left behind,
+/// if one cannot start or connect within [`super::grow::JOIN_TIMEOUT`].
+async fn add(server: &Server, nodes: Vec<(String, u32)>, bootstrap: Option<dpm_proto::tree::Bootstrap>) -> Result<Vec<String>, String> {
+    if server.going_down.get() {
+        return Err("the boot is going down".into());
+    }
+    let Some(bootstrap) = bootstrap.or_else(|| server.growth.bootstrap.clone()) else {
+        return Err("this boot's daemons were not started by fork, ssh, srun or a batch agent: say how to start the new ones (-launcher)".into());
+    };
+    let (ids, hosts) = {
+        let mut shared = server.shared.borrow_mut();
+        let table = &mut shared.tree.nodes;
+        let mut ids = Vec::new();
+        for (host, slots) in &nodes {
+            match table.join(host, *slots) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    for &id in ids.iter().rev() {
+                        table.unjoin(id);
+                    }
+                    return Err(e.to_string());
+                }
+            }
+        }
+        (ids, table.ids().map(|n| table.host(n).to_string()).collect::<Vec<_>>())
+    };
+    match server.growth.start(&ids, hosts, &bootstrap).await {
+        Ok(links) => {
+            let mut shared = server.shared.borrow_mut();
+            shared.add_links(links.iter().cloned());
+            server.links.borrow_mut().extend(links);
+            let table = &mut shared.tree.nodes;
+            let mut said = Vec::new();
+            for &id in &ids {
+                table.joined(id);
+                said.push(format!("{id} ({}) joined with {} slot(s)", table.host(id), table.slots(id)));
+                tracing::info!("{}", said.last().map_or("", String::as_str));
+            }
+            Ok(said)
+        }
+        Err(e) => {
+            let mut shared = server.shared.borrow_mut();
+            for &id in ids.iter().rev() {
+                shared.tree.nodes.unjoin(id);
+            }
+            tracing::warn!("dpm boot --add: {e}");
+            Err(format!("cannot add {}: {e}", nodes.iter().map(|n| n.0.as_str()).collect::<Vec<_>>().join(", ")))
+        }
+    }
+}
+
 fn status(server: &Server) -> BootStatus {
     let shared = server.shared.borrow();
-    let nodes = server
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| NodeStatus {
-            host: n.host.clone(),
-            slots: n.slots,
-            load: shared.tree.nodes.load(dpm_kvs::NodeId(i)),
-            lost: shared.tree.nodes.lost_reason(dpm_kvs::NodeId(i)).map(str::to_string),
+    let table = &shared.tree.nodes;
+    let nodes = table
+        .ids()
+        .map(|n| NodeStatus {
+            host: table.host(n).to_string(),
+            slots: table.slots(n),
+            load: table.load(n),
+            lost: table.lost_reason(n).map(str::to_string),
+            state: match table.state(n) {
+                Some(NodeState::Up) | None => "up",
+                Some(NodeState::Draining) => "draining",
+                Some(NodeState::Lost) => "lost",
+                Some(NodeState::Released) => "released",
+                Some(NodeState::Joining) => "joining",
+            }
+            .to_string(),
         })
         .collect();
     let mut by_owner: HashMap<u32, Vec<(u32, String, u32)>> = HashMap::new();
@@ -308,6 +423,7 @@ fn status(server: &Server) -> BootStatus {
         nodes,
         runs,
         allocation: server.allocation.clone(),
+        slots_known: server.slots_known,
     }
 }
 
@@ -347,7 +463,8 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
         Ok(mut config) => {
             config.job.warm_spawn = config.job.warm_spawn.or(server.warm_spawn);
             let (settings, launch_of) = settings_for(server, &config, &submit);
-            let mut controller = Controller::new(settings, server.links.clone(), server.shared.clone(), sink);
+            let links = server.links.borrow().clone();
+            let mut controller = Controller::new(settings, links, server.shared.clone(), sink);
             controller.tell_client(tools_tx);
             controller.set_failure_policy(config.job.failure_policy);
             controller.set_output_extras(config.job.prepend.clone(), config.job.print_all_exitcodes);
@@ -371,6 +488,9 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
     reader.abort();
     server.runs.borrow_mut().remove(&id);
     server.runs_changed.notify_waiters();
+    if super::grow::any_waiting(&server.shared) {
+        server.drained_check.notify_one();
+    }
 }
 
 /// Kept pooled jobs give their slots up to a run's first job that does not
@@ -428,14 +548,18 @@ type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> La
 
 /// The run's settings on this tree, and how to make its first job.
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
-    let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
-    let total = slots.iter().map(|&s| i64::from(s)).sum();
+    let (slots, total, nodes) = {
+        let shared = server.shared.borrow();
+        let table = &shared.tree.nodes;
+        let nodes: Vec<nodes::Node> = table.ids().map(|n| nodes::Node { host: table.host(n).to_string(), slots: table.slots(n) }).collect();
+        (table.all_slots(), i64::from(table.up_slots()), nodes)
+    };
     let universe_size = config::run_universe(config, total, server.slots_known, submit.procs.len() as u32);
     let spawn = config::spawn_context(
         submit.spawn_env.clone(),
         PathBuf::from(&submit.cwd),
         submit.host.clone(),
-        &server.nodes,
+        &nodes,
         submit.apps.first().is_some_and(|a| a.node_env),
     );
     let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);

@@ -265,6 +265,15 @@ impl Pool {
 
     /// Nodes `lost` are gone with their ranks: the pooled jobs they ran are
     /// killed, and a dying job whose ranks are all gone is forgotten.
+    /// Drop the unclaimed jobs with ranks on `nodes` (a drained node takes
+    /// nothing new, and empties): ended as any dropped job is.
+    pub fn drop_on(&mut self, fx: &mut dyn PoolEffects, nodes: &[NodeId]) {
+        let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons().iter().any(|d| nodes.contains(d))).map(|(j, _)| *j).collect();
+        for job in hit {
+            self.drop_job(fx, job);
+        }
+    }
+
     pub fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, lost: &[NodeId]) {
         let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons().iter().any(|d| lost.contains(d))).map(|(j, _)| *j).collect();
         for job in hit {

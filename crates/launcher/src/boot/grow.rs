@@ -1,0 +1,205 @@
+//! A boot that grows and shrinks: `dpm boot --add` starts a daemon on each
+//! new host through the boot's launch agent and joins it to the running
+//! tree; `dpm boot --drain` stops placing on hosts, and each one's daemon
+//! leaves once its ranks ended (`--force`: they are killed now).
+//!
+//! The state lives in the tree's [`NodeTable`](crate::node_table::NodeTable)
+//! (`join`, `drain`, `may_leave`, `release`); what is here moves bytes:
+//! starting the daemons, adding their links, sending the shutdowns.
+//!
+//! A joined daemon hangs straight below the boot server, outside the heap
+//! the first nodes form, so no other daemon routes through it and a lost
+//! first node never takes it along. Only a daemon linked to the server
+//! itself (a top-level node without children up) leaves when drained; a
+//! drained interior node stays, taking nothing, while its subtree serves.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use tokio::process::Child;
+use tokio::sync::mpsc;
+
+use dpm_daemon::links;
+use dpm_kvs::NodeId;
+use dpm_proto::auth::Secret;
+use dpm_proto::control::{ToClient, ToServer, CONTROL_VERSION};
+use dpm_proto::frame::read_frame;
+use dpm_proto::link::Up;
+use dpm_proto::tree::{self, TreeSpec};
+
+use crate::controller::{DaemonLink, SharedRef};
+use crate::error::{Error, UsageError};
+use crate::node_table::NodeState;
+
+/// How long a joining daemon may take to start and prove the secret (an
+/// ssh that hangs, an agent that never connects): the request then fails.
+pub const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the boot server keeps to start daemons into its running tree.
+pub(super) struct Growth {
+    /// The boot's own way to start daemons (`None`: the boot is this
+    /// machine alone, or daemons started by hand).
+    pub bootstrap: Option<tree::Bootstrap>,
+    pub secret: Secret,
+    pub joins: mpsc::WeakUnboundedSender<Up>,
+    pub verbose: u8,
+    /// The joined daemons' processes (their agents: ssh, srun…), waited
+    /// for at the end as the first ones are.
+    pub children: RefCell<Vec<Child>>,
+}
+
+impl Growth {
+    /// Start a daemon for each of `nodes` (already in the table) and link it
+    /// below the server, all within [`JOIN_TIMEOUT`]; the links, one per node.
+    pub async fn start(&self, nodes: &[NodeId], hosts: Vec<String>, bootstrap: &tree::Bootstrap) -> Result<Vec<DaemonLink>, String> {
+        let up = self.joins.upgrade().ok_or("the boot's daemon links are gone")?;
+        // Flat: as wide as the list, so no joined daemon starts children.
+        let spec = TreeSpec { fanout: hosts.len().max(1), hosts, bootstrap: bootstrap.clone(), trace: false, verbose: self.verbose };
+        let me = crate::machine::this_host();
+        let started = tokio::time::timeout(JOIN_TIMEOUT, links::start_children(nodes, &spec, &me, &self.secret, &up)).await;
+        let linked = match started {
+            Ok(Ok(linked)) => linked,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(format!("the daemons did not connect within {} s", JOIN_TIMEOUT.as_secs())),
+        };
+        let mut out = Vec::with_capacity(linked.len());
+        for child in linked {
+            let host = spec.hosts[child.node.0].clone();
+            self.children.borrow_mut().push(child.process);
+            out.push(DaemonLink { via: child.down, node: child.node, host });
+        }
+        out.sort_by_key(|l| l.node);
+        Ok(out)
+    }
+
+    /// After the shutdown went down every link: wait (at most a second) for
+    /// the joined daemons' processes, then kill what is left.
+    pub async fn wait(&self) {
+        let mut children = std::mem::take(&mut *self.children.borrow_mut());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        for child in &mut children {
+            if tokio::time::timeout_at(deadline, child.wait()).await.is_err() {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+/// The nodes that may leave now (drained and empty, linked to the server
+/// itself): sent `Shutdown`, released in the table. The lines to log.
+pub(super) fn leave_drained(shared: &SharedRef, links: &[DaemonLink]) -> Vec<String> {
+    let mut shared = shared.borrow_mut();
+    let nodes = &mut shared.tree.nodes;
+    let leaving: Vec<NodeId> = nodes.ids().filter(|&n| nodes.may_leave(n) && nodes.parent(n).is_none()).collect();
+    let mut said = Vec::new();
+    for node in leaving {
+        // A top-level node's link is its own: the shutdown reaches it alone.
+        if let Some(link) = links.iter().find(|l| l.node == node) {
+            link.shutdown();
+        }
+        nodes.release(node);
+        said.push(format!("{node} ({}) drained: its daemon left, its {} slot(s) released", nodes.host(node), nodes.slots(node)));
+    }
+    said
+}
+
+/// Whether a node is draining and waits to leave (the server checks again
+/// as ranks end).
+pub(super) fn any_waiting(shared: &SharedRef) -> bool {
+    let shared = shared.borrow();
+    let nodes = &shared.tree.nodes;
+    nodes.ids().any(|n| nodes.state(n) == Some(NodeState::Draining) && nodes.parent(n).is_none())
+}
+
+/// Mark `hosts` draining. With `force`, each run with ranks there hears
+/// why and its jobs there are killed (the run ends as for a killed rank).
+/// Pooled jobs there (warm spawn) are dropped either way, so the node
+/// empties. The lines to answer; an unknown host refuses the whole request.
+pub(super) fn drain(shared: &SharedRef, links: &[DaemonLink], hosts: &[String], force: bool) -> Result<Vec<String>, String> {
+    let mut shared = shared.borrow_mut();
+    let mut targets = Vec::new();
+    for host in hosts {
+        let found = shared.tree.nodes.of_host(host);
+        if found.is_empty() {
+            return Err(format!("{host} is not a node of this boot that is up"));
+        }
+        targets.extend(found);
+    }
+    let nodes = &shared.tree.nodes;
+    if !nodes.ids().any(|n| nodes.state(n) == Some(NodeState::Up) && !targets.contains(&n)) {
+        return Err(format!("draining {} would leave the boot no node to run on (`dpm down` ends it)", hosts.join(", ")));
+    }
+    let mut said = Vec::new();
+    for &node in &targets {
+        let host = shared.tree.nodes.host(node).to_string();
+        let newly = shared.tree.nodes.drain(node);
+        shared.with_pool(|pool, fx| pool.drop_on(fx, &[node]));
+        let load = shared.tree.nodes.load(node);
+        said.push(match (newly, load) {
+            (false, _) => format!("{node} ({host}) was draining already ({load} rank(s) there)"),
+            (true, 0) => format!("{node} ({host}) draining: no ranks there"),
+            (true, _) if force => format!("{node} ({host}) draining: its {load} rank(s) are killed now (--force)"),
+            (true, _) => format!("{node} ({host}) draining: it takes no new ranks; its daemon leaves once its {load} rank(s) ended"),
+        });
+        if force && load > 0 {
+            let why = format!("dpm: node {} ({host}) is drained with --force: its ranks are killed", node.0);
+            // The runs with ranks there hear why first (their ranks' table
+            // names each one's host); only that node's daemon acts.
+            let jobs: Vec<dpm_kvs::JobId> = shared.tree.jobs.keys().copied().collect();
+            let mut owners: Vec<u32> = jobs
+                .iter()
+                .filter(|j| shared.tree.ranks.get(j).is_some_and(|r| r.iter().any(|r| r.host == host)))
+                .filter_map(|j| shared.tree.jobs.get(j).map(|(owner, ..)| *owner))
+                .collect();
+            owners.sort_unstable();
+            owners.dedup();
+            for owner in owners {
+                shared.say_to_run(owner, &why);
+            }
+            if let Some(link) = links.iter().find(|l| l.node == node) {
+                for job in jobs {
+                    link.send(dpm_proto::ToDaemon::Signal { job, signal: libc::SIGKILL });
+                }
+            }
+        }
+    }
+    Ok(said)
+}
+
+/// `dpm boot --add` / `dpm boot --drain`: send the request, print what changed.
+pub fn request_command(msg: ToServer) -> Result<i32, Error> {
+    crate::runtime::block_on_local(async move {
+        let (mut rd, _wr) = super::client::request(msg).await?;
+        match read_frame::<_, ToClient>(&mut rd).await {
+            Ok(ToClient::Changed(lines)) => {
+                for line in lines {
+                    println!("dpm boot: {line}");
+                }
+                Ok(0)
+            }
+            Ok(ToClient::Refused(why)) => Err(Error::failed(why)),
+            _ => Err(Error::failed("no answer from the boot server")),
+        }
+    })
+}
+
+/// The request `dpm boot --add` sends: the nodes its node options name
+/// (a host list, a host file, an allocation) and, if it named a launcher
+/// (or its allocation has an agent), that way to start them.
+pub fn add_request(opts: &crate::cli::RunOptions, config: &crate::config::RunConfig) -> Result<ToServer, Error> {
+    let host = opts.localhost.clone().unwrap_or_else(crate::machine::this_host);
+    let choice = crate::hosts::nodes_and_bootstrap(opts, config, &host)?;
+    let explicit = config.launcher.is_some() || choice.allocation.is_some();
+    let bootstrap = match choice.bootstrap {
+        crate::nodes::Bootstrap::Tree(b) => explicit.then_some(b),
+        // One node here: forked, as a virtual node would be.
+        crate::nodes::Bootstrap::InProcess => explicit.then_some(tree::Bootstrap::Fork),
+        crate::nodes::Bootstrap::Manual(_) => {
+            return Err(
+                UsageError::new("dpm boot --add: -launcher manual is not supported (start the boot with the hosts, or use ssh, srun or a batch agent)").into()
+            )
+        }
+    };
+    let nodes = choice.nodes.into_iter().map(|n| (n.host, n.slots)).collect();
+    Ok(ToServer::Add { version: CONTROL_VERSION, nodes, bootstrap })
+}
