@@ -102,6 +102,25 @@ pub struct Shared {
     /// Each run's console, by owner: the pool's lines about the jobs it
     /// made for a run go there.
     consoles: HashMap<u32, Console>,
+    /// A plain run's listed nodes without a daemon yet: started when first
+    /// sent to ([`crate::lazy`]).
+    pub lazy: Option<crate::lazy::Lazy>,
+}
+
+/// The link of `node` (links are in node order, except those that joined later).
+fn find_link(links: &[DaemonLink], node: NodeId) -> Option<&DaemonLink> {
+    links.get(node.0).filter(|l| l.node == node).or_else(|| links.iter().find(|l| l.node == node))
+}
+
+/// `msg` down `node`'s link; held for a daemon that starts now if it has none.
+fn send_to(links: &[DaemonLink], lazy: &mut Option<crate::lazy::Lazy>, node: NodeId, msg: ToDaemon) {
+    match (find_link(links, node), lazy) {
+        (Some(link), _) => {
+            link.send(msg);
+        }
+        (None, Some(lazy)) => lazy.hold(node, msg),
+        (None, None) => {}
+    }
 }
 
 pub type SharedRef = Rc<RefCell<Shared>>;
@@ -110,7 +129,7 @@ impl Shared {
     pub fn new(nodes: NodeTable) -> SharedRef {
         let (runs, pool_wake, pool_woken) = (HashMap::new(), None, Rc::default());
         let consoles = HashMap::new();
-        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), runs, links: Vec::new(), pool_wake, pool_woken, consoles }))
+        Rc::new(RefCell::new(Shared { tree: TreeShared::new(nodes, random_tag()), runs, links: Vec::new(), pool_wake, pool_woken, consoles, lazy: None }))
     }
 
     /// The links to the tree's nodes (what the pool sends goes down them).
@@ -134,18 +153,26 @@ impl Shared {
         }
     }
 
-    /// The tree of one plain run: its links' hosts, `settings.node_slots`.
-    pub fn for_run(links: &[DaemonLink], settings: &Settings) -> SharedRef {
+    /// The tree of one plain run: its links' hosts, `settings.node_slots`;
+    /// with `lazy`, the listed nodes after the links' (`settings.spawn.nodes`)
+    /// too, their daemons started when first needed.
+    pub fn for_run(links: &[DaemonLink], settings: &Settings, lazy: Option<crate::lazy::Lazy>) -> SharedRef {
         let slots = |i: usize| settings.node_slots.get(i).copied().unwrap_or(1);
-        let shared = Shared::new(NodeTable::new(links.iter().enumerate().map(|(i, l)| (l.host.clone(), slots(i))), settings.fanout));
+        let mut hosts: Vec<String> = links.iter().map(|l| l.host.clone()).collect();
+        if lazy.is_some() {
+            hosts.extend(settings.spawn.nodes.iter().skip(links.len()).cloned());
+        }
+        let table = NodeTable::new(hosts.into_iter().enumerate().map(|(i, h)| (h, slots(i))), settings.fanout).with_first(links.len());
+        let shared = Shared::new(table);
         shared.borrow_mut().set_links(links.to_vec());
+        shared.borrow_mut().lazy = lazy;
         shared
     }
 
     /// One event of the tree's pool, its effects carried out here.
     pub fn with_pool<T>(&mut self, event: impl FnOnce(&mut Pool, &mut dyn PoolEffects) -> T) -> T {
-        let Shared { tree, links, pool_wake, pool_woken, consoles, .. } = self;
-        event(&mut tree.pool, &mut LinkEffects { links, pool_wake, pool_woken, consoles })
+        let Shared { tree, links, pool_wake, pool_woken, consoles, lazy, .. } = self;
+        event(&mut tree.pool, &mut LinkEffects { links, lazy, pool_wake, pool_woken, consoles })
     }
 
     /// `node` and its subtree are gone (a boot's lost node; `why`): they
@@ -170,6 +197,7 @@ impl Shared {
 /// for [`drive_pool_timer`].
 struct LinkEffects<'a> {
     links: &'a [DaemonLink],
+    lazy: &'a mut Option<crate::lazy::Lazy>,
     pool_wake: &'a mut Option<u64>,
     pool_woken: &'a tokio::sync::Notify,
     consoles: &'a HashMap<u32, Console>,
@@ -177,9 +205,7 @@ struct LinkEffects<'a> {
 
 impl PoolEffects for LinkEffects<'_> {
     fn send(&mut self, node: NodeId, msg: ToDaemon) {
-        if let Some(link) = self.links.get(node.0) {
-            link.send(msg);
-        }
+        send_to(self.links, self.lazy, node, msg);
     }
     fn wake_at(&mut self, at: u64) {
         *self.pool_wake = Some(at);
@@ -298,9 +324,16 @@ struct Driver<'a> {
 
 impl RunEffects for Driver<'_> {
     fn send(&mut self, node: NodeId, msg: ToDaemon) {
-        // A node that joined the tree after the run began: the tree's link.
-        if let Some(link) = self.links.get(node.0).or_else(|| self.shared.links.get(node.0)) {
-            link.send(msg);
+        match self.links.get(node.0) {
+            Some(link) => {
+                link.send(msg);
+            }
+            // A node that joined the tree after the run began (the tree's
+            // link), or one whose daemon starts now.
+            None => {
+                let Shared { links, lazy, .. } = &mut *self.shared;
+                send_to(links, lazy, node, msg);
+            }
         }
     }
     fn output(&mut self, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {

@@ -108,6 +108,14 @@ impl NodeTable {
         NodeTable { first: nodes.len(), nodes, fanout: fanout.max(1), load }
     }
 
+    /// Only the first `n` nodes form the heap-shaped tree; the rest join it
+    /// later, straight below the launcher (a run's listed nodes whose
+    /// daemons start when first needed).
+    pub fn with_first(mut self, n: usize) -> Self {
+        self.first = n.min(self.nodes.len());
+        self
+    }
+
     /// A node joins the running tree (`dpm boot --add`): [`NodeState::Joining`]
     /// until [`NodeTable::joined`], then up; linked straight to the
     /// launcher. Refused for a host the tree has up, draining or joining (a
@@ -262,6 +270,11 @@ impl NodeTable {
     /// Processes not yet ended on every node.
     pub fn live(&self) -> i64 {
         self.load.iter().map(|l| l.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The nodes the tree started with (its heap); the rest joined later.
+    pub fn first(&self) -> usize {
+        self.first
     }
 
     pub fn fanout(&self) -> usize {

@@ -19,21 +19,16 @@ use std::time::Duration;
 use tokio::process::Child;
 use tokio::sync::mpsc;
 
-use dpm_daemon::links;
 use dpm_kvs::NodeId;
 use dpm_proto::auth::Secret;
 use dpm_proto::control::{ToClient, ToServer, CONTROL_VERSION};
 use dpm_proto::frame::read_frame;
 use dpm_proto::link::Up;
-use dpm_proto::tree::{self, TreeSpec};
+use dpm_proto::tree;
 
 use crate::controller::{DaemonLink, SharedRef};
 use crate::error::{Error, UsageError};
 use crate::node_table::NodeState;
-
-/// How long a joining daemon may take to start and prove the secret (an
-/// ssh that hangs, an agent that never connects): the request then fails.
-pub const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the boot server keeps to start daemons into its running tree.
 pub(super) struct Growth {
@@ -50,25 +45,15 @@ pub(super) struct Growth {
 
 impl Growth {
     /// Start a daemon for each of `nodes` (already in the table) and link it
-    /// below the server, all within [`JOIN_TIMEOUT`]; the links, one per node.
+    /// below the server ([`crate::lazy::join`]); the links, one per node.
     pub async fn start(&self, nodes: &[NodeId], hosts: Vec<String>, bootstrap: &tree::Bootstrap) -> Result<Vec<DaemonLink>, String> {
         let up = self.joins.upgrade().ok_or("the boot's daemon links are gone")?;
-        // Flat: as wide as the list, so no joined daemon starts children.
-        let spec = TreeSpec { fanout: hosts.len().max(1), hosts, bootstrap: bootstrap.clone(), trace: false, verbose: self.verbose };
-        let me = crate::machine::this_host();
-        let started = tokio::time::timeout(JOIN_TIMEOUT, links::start_children(nodes, &spec, &me, &self.secret, &up)).await;
-        let linked = match started {
-            Ok(Ok(linked)) => linked,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(format!("the daemons did not connect within {} s", JOIN_TIMEOUT.as_secs())),
-        };
+        let linked = crate::lazy::join(nodes, hosts, bootstrap, &self.secret, &up, self.verbose).await?;
         let mut out = Vec::with_capacity(linked.len());
-        for child in linked {
-            let host = spec.hosts[child.node.0].clone();
-            self.children.borrow_mut().push(child.process);
-            out.push(DaemonLink { via: child.down, node: child.node, host });
+        for (link, child) in linked {
+            self.children.borrow_mut().push(child);
+            out.push(link);
         }
-        out.sort_by_key(|l| l.node);
         Ok(out)
     }
 

@@ -329,7 +329,7 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
 /// `dpm boot --add`: the nodes into the table (taking nothing until their
 /// daemons are in), their daemons started through the boot's way (or the
 /// one the command named) and linked; refused whole, nothing left behind,
-/// if one cannot start or connect within [`super::grow::JOIN_TIMEOUT`].
+/// if one cannot start or connect within [`crate::lazy::JOIN_TIMEOUT`].
 async fn add(server: &Server, nodes: Vec<(String, u32)>, bootstrap: Option<dpm_proto::tree::Bootstrap>) -> Result<Vec<String>, String> {
     if server.going_down.get() {
         return Err("the boot is going down".into());
@@ -562,7 +562,8 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
         &nodes,
         submit.apps.first().is_some_and(|a| a.node_env),
     );
-    let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
+    let mut settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
+    settings.heap_nodes = server.shared.borrow().tree.nodes.first();
     let (ppn, map_by_node, pmi_mode, kvs, binding) =
         (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));
     let (pmix_watch, hold) = (config.job.pmix_watch, config.job.hold);

@@ -97,7 +97,7 @@ pub struct Run {
 impl Run {
     pub fn new(settings: Settings) -> Self {
         Run {
-            kvs: KvsRoot::new(settings.fanout),
+            kvs: KvsRoot::new(settings.fanout).with_first(settings.heap_nodes),
             settings,
             policy: FailurePolicy::default(),
             verdict: Verdict::default(),

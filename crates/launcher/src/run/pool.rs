@@ -116,8 +116,8 @@ pub struct Pool {
 
 impl Pool {
     /// An empty pool keeping nothing for later runs, for a tree of `fanout`.
-    pub fn new(fanout: usize) -> Self {
-        Pool { limit: 0, idle: Duration::ZERO, jobs: Vec::new(), dying: BTreeMap::new(), kvs: KvsRoot::new(fanout) }
+    pub fn new(fanout: usize, first: usize) -> Self {
+        Pool { limit: 0, idle: Duration::ZERO, jobs: Vec::new(), dying: BTreeMap::new(), kvs: KvsRoot::new(fanout).with_first(first) }
     }
 
     /// Keep at most `limit` jobs per shape for later runs (0: none), each for `idle`.
