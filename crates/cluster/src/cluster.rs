@@ -202,7 +202,7 @@ impl Cluster {
         let nodes = (0..layout.nodes)
             .map(|i| {
                 let mut tree = TreeNode::new(NodeId(i));
-                tree.set_fanout(layout.fanout);
+                tree.set_shape(layout.fanout, layout.nodes);
                 for c in tree::children(Some(NodeId(i)), layout.nodes, layout.fanout) {
                     tree.child_linked(c);
                 }

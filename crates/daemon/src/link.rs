@@ -260,7 +260,7 @@ async fn start_subtree(
 ) -> Result<(), String> {
     let me = {
         let mut tree = tree.borrow_mut();
-        tree.node.set_fanout(spec.fanout);
+        tree.node.set_shape(spec.fanout, spec.hosts.len());
         tree.node.me()
     };
     let nodes = dpm_proto::tree::children(Some(me), spec.hosts.len(), spec.fanout);

@@ -284,14 +284,15 @@ fn bad_allocations_are_usage_errors() {
 fn a_launcher_by_name_or_variable_uses_that_agent() {
     let batch = Batch::new();
     let bindir = batch.dir.path_str();
-    // -launcher lsf with a host list: blaunch for the other host.
-    let out = batch.env(Dpm::run(["-launcher", "lsf", "-hosts", "localhost,127.0.0.2", "-n", "2", &hello()]), &[("LSF_BINDIR", &bindir)]).output();
+    // -launcher lsf with a host list: blaunch for the other host (a slot
+    // each: daemons start only where ranks are).
+    let out = batch.env(Dpm::run(["-launcher", "lsf", "-hosts", "localhost:1,127.0.0.2:1", "-n", "2", &hello()]), &[("LSF_BINDIR", &bindir)]).output();
     out.assert_success();
     assert_eq!(agent_hosts(&batch.take_log(), "blaunch"), ["127.0.0.2"]);
     // HYDRA_LAUNCHER=sge with HYDRA_LAUNCHER_EXEC: that program, with qrsh's flags.
     let exec = format!("{bindir}/pbs_tmrsh");
     let out =
-        batch.env(Dpm::run(["-hosts", "localhost,127.0.0.2", "-n", "2", &hello()]), &[("HYDRA_LAUNCHER", "sge"), ("HYDRA_LAUNCHER_EXEC", &exec)]).output();
+        batch.env(Dpm::run(["-hosts", "localhost:1,127.0.0.2:1", "-n", "2", &hello()]), &[("HYDRA_LAUNCHER", "sge"), ("HYDRA_LAUNCHER_EXEC", &exec)]).output();
     out.assert_success();
     let log = batch.take_log();
     assert!(log.len() == 1 && log[0].starts_with("pbs_tmrsh -inherit -V 127.0.0.2 "), "{log:?}");

@@ -1,7 +1,7 @@
-//! A long host list costs nothing for the hosts a run does not use: with
-//! more hosts than one level of the daemon tree (32), daemons start only
-//! where the first job's ranks are, and a spawn naming a host without a
-//! daemon fails with a clear error, never a hang. The hosts are loopback
+//! A long host list costs nothing for the hosts a run does not use: daemons
+//! start only where the first job's ranks are, and a spawn placed on a
+//! listed host without a daemon starts it then (or, if it cannot start,
+//! ends the run as a lost node does, never a hang). The hosts are loopback
 //! addresses reached through [`common::LOCAL_SSH`], which logs each start.
 
 mod common;
@@ -25,7 +25,9 @@ fn a_thousand_hosts_and_two_ranks_start_two_daemons() {
     let out = Dpm::run(["-launcher", "ssh", "--ssh-command", &ssh.path_str(), "-hosts", &hosts(1000), "--report-placement", "-n", "2", "/bin/echo", "ran"])
         .env("DPM_T_SSH_LOG", &log.display().to_string())
         .output();
-    let daemons = started(&log);
+    // The two start in parallel: their agents log in either order.
+    let mut daemons = started(&log);
+    daemons.sort();
     let _ = std::fs::remove_file(&log);
     out.assert_success();
     assert_eq!(out.lines(), ["ran", "ran"], "{}", out.describe());
@@ -34,33 +36,90 @@ fn a_thousand_hosts_and_two_ranks_start_two_daemons() {
     assert_eq!(placed, vec![(0, "0".into(), "127.1.0.1".into()), (0, "1".into(), "127.1.0.2".into())], "{}", out.describe());
 }
 
+/// A list of any length starts daemons only where the first job's ranks
+/// are; a spawn placed on a listed host without a daemon starts it then
+/// (the MPICH spawn program: children on the most free host, the first of
+/// the three idle ones), through the run's own launcher.
 #[test]
-fn a_short_list_still_starts_every_host_for_spawns() {
+fn a_spawn_onto_a_listed_host_starts_its_daemon_then() {
     let ssh = common::local_ssh();
     let log = std::env::temp_dir().join(unique("dpm-ssh-log"));
-    let out = Dpm::run(["-launcher", "ssh", "--ssh-command", &ssh.path_str(), "-hosts", &hosts(4), "-n", "1", "/bin/true"])
-        .env("DPM_T_SSH_LOG", &log.display().to_string())
-        .output();
-    let mut daemons = started(&log);
+    let out = Dpm::run([
+        "-launcher",
+        "ssh",
+        "--ssh-command",
+        &ssh.path_str(),
+        "-hosts",
+        &hosts(4),
+        "--report-placement",
+        "-n",
+        "1",
+        &common::program("spawn_args"),
+        "1",
+    ])
+    .env("DPM_T_SSH_LOG", &log.display().to_string())
+    .output();
+    let daemons = started(&log);
     let _ = std::fs::remove_file(&log);
-    out.assert_success();
-    daemons.sort();
-    assert_eq!(daemons, ["127.1.0.1", "127.1.0.2", "127.1.0.3", "127.1.0.4"], "{}", out.describe());
+    out.assert_success().assert_stdout_contains("spawn ok children=1");
+    assert_eq!(daemons, ["127.1.0.1", "127.1.0.2"], "daemons started\n{}", out.describe());
+    assert_eq!(common::spawned_hosts(&out.stderr_str()), ["127.1.0.2"], "{}", out.describe());
 }
 
-/// A spawn whose `host` names a listed host that has no daemon is refused:
-/// `MPI_Comm_spawn` returns an error that says so.
+/// mpi4py: a spawn whose `host` names a listed host far down a list of
+/// 1,000 starts that host's daemon and runs there; `MPI_UNIVERSE_SIZE` is
+/// the whole list's slots, as Hydra's.
 #[test]
-fn a_spawn_onto_a_host_without_a_daemon_fails_clearly() {
+fn a_spawn_naming_a_listed_host_without_a_daemon_runs_there() {
     let python = repo_root().join(".venv/bin/python");
     assert!(python.is_file(), "{} is missing: run ./scripts/setup.sh", python.display());
-    let script = "from mpi4py import MPI\n\
+    let script = "import sys\nfrom mpi4py import MPI\n\
+         parent = MPI.Comm.Get_parent()\n\
+         if parent != MPI.COMM_NULL:\n    parent.Disconnect(); sys.exit(0)\n\
+         print('universe', MPI.COMM_WORLD.Get_attr(MPI.UNIVERSE_SIZE))\n\
          info = MPI.Info.Create(); info.Set('host', '127.1.0.200')\n\
-         try:\n    MPI.COMM_SELF.Spawn('/bin/true', [], 1, info); print('spawned')\n\
-         except MPI.Exception as e:\n    print('spawn refused')\n";
+         child = MPI.COMM_SELF.Spawn(sys.executable, ['-c', sys.argv[1]], 1, info)\n\
+         child.Disconnect(); print('spawned')\n";
     let ssh = common::local_ssh();
-    let out =
-        Dpm::run(["-launcher", "ssh", "--ssh-command", &ssh.path_str(), "-hosts", &hosts(1000), "-n", "1", python.to_str().unwrap(), "-c", script]).output();
-    out.assert_stdout_contains("spawn refused").assert_stdout_lacks("spawned");
-    out.assert_stderr_contains("host '127.1.0.200' is not a node of this run");
+    let log = std::env::temp_dir().join(unique("dpm-ssh-log"));
+    let out = Dpm::run([
+        "-launcher",
+        "ssh",
+        "--ssh-command",
+        &ssh.path_str(),
+        "-hosts",
+        &hosts(1000),
+        "--report-placement",
+        "-n",
+        "1",
+        python.to_str().unwrap(),
+        "-c",
+        script,
+        script,
+    ])
+    .env("DPM_T_SSH_LOG", &log.display().to_string())
+    .output();
+    let daemons = started(&log);
+    let _ = std::fs::remove_file(&log);
+    out.assert_success().assert_stdout_contains("spawned").assert_stdout_contains("universe 1000");
+    assert_eq!(daemons, ["127.1.0.1", "127.1.0.200"], "daemons started\n{}", out.describe());
+    assert_eq!(common::spawned_hosts(&out.stderr_str()), ["127.1.0.200"], "{}", out.describe());
 }
+
+/// A daemon that cannot start when a spawn first needs it: the run ends as
+/// for a lost node, naming it and why, and nothing hangs or is left.
+#[test]
+fn a_daemon_that_cannot_start_for_a_spawn_ends_the_run_clearly() {
+    let refusing = LOCAL_SSH_REFUSING_127_1_0_2;
+    let ssh = common::TempFile::new("dpm-refusing-ssh", refusing.as_bytes(), 0o755);
+    let out = Dpm::run(["-launcher", "ssh", "--ssh-command", &ssh.path_str(), "-hosts", &hosts(4), "-n", "1", &common::program("spawn_args"), "1"]).output();
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    out.assert_stderr_contains("node 1 (127.1.0.2) was lost: its daemon could not start");
+}
+
+/// [`common::LOCAL_SSH`], except that host 127.1.0.2 refuses the connection.
+const LOCAL_SSH_REFUSING_127_1_0_2: &str = "#!/bin/sh\n\
+while [ $# -gt 0 ]; do case \"$1\" in -o) shift 2;; -*) shift;; *) break;; esac; done\n\
+if [ \"$1\" = 127.1.0.2 ]; then echo \"ssh: connect to host $1 port 22: Connection refused\" >&2; exit 255; fi\n\
+shift\n\
+exec env -i PATH=\"$PATH\" HOME=\"$HOME\" DPM_T_NODE=login /bin/sh -c \"$*\"\n";

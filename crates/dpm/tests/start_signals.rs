@@ -44,7 +44,7 @@ fn ends(pid: u32) -> bool {
 fn signal_during_ssh_start(sig: &str, code: i32, said: &str) {
     let ssh = TempFile::new("dpm-slow-ssh", SLOW_SSH.as_bytes(), 0o755);
     let pids_file = std::env::temp_dir().join(unique("dpm-ssh-pids")).display().to_string();
-    let running = Dpm::run(["-launcher", "ssh", "--ssh-command", &ssh.path_str(), "-hosts", "node-a,node-b", "-n", "2", "/bin/true"])
+    let running = Dpm::run(["-launcher", "ssh", "--ssh-command", &ssh.path_str(), "-hosts", "node-a:1,node-b:1", "-n", "2", "/bin/true"])
         .env("DPM_TEST_SSH_PIDS", &pids_file)
         .spawn();
     let pids = wait_for_pids(&pids_file, 2);

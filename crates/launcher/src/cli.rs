@@ -187,6 +187,12 @@ pub struct BootFlags {
     pub foreground: bool,
     /// Internal: the detached server says "ready" on stdout for its parent.
     pub ready_on_stdout: bool,
+    /// `--add`: the node options name hosts to join the running boot.
+    pub add: bool,
+    /// `--drain HOSTS`: hosts to drain from the running boot.
+    pub drain: Vec<String>,
+    /// `--force` (with `--drain`).
+    pub force: bool,
 }
 
 /// Parse the arguments after `dpm run` (or after `mpiexec`).
@@ -500,6 +506,12 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
         }
         Key::Foreground => boot.foreground = true,
         Key::ReadyOnStdout => boot.ready_on_stdout = true,
+        Key::BootAdd => boot.add = true,
+        Key::BootDrain => {
+            let v = value();
+            boot.drain.extend(v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from));
+        }
+        Key::BootForce => boot.force = true,
         Key::Ignored => {
             let shown = std::iter::once(arg.to_string()).chain(values).collect::<Vec<_>>().join(" ");
             opts.warnings.push(format!("option '{shown}' is ignored"));

@@ -298,6 +298,7 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
         spawn,
         node_slots,
         fanout,
+        heap_nodes: usize::MAX,
         owner,
         warm_spawn: job.warm_spawn.unwrap_or(0),
         warm_verbose: job.warm_verbose,

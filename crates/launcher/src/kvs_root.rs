@@ -20,7 +20,7 @@ use dpm_kvs::design::owner;
 use dpm_kvs::remote::{KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, root_slot, split, RingGather, RingSegment};
 use dpm_kvs::{Holder, JobId, KeyValues, KvsDesign, NodeId};
-use dpm_proto::tree::next_hop;
+use dpm_proto::tree::top_of;
 use dpm_proto::ToDaemon;
 
 /// Messages for daemons, by node index.
@@ -41,17 +41,26 @@ pub struct RootJob {
 /// See the module documentation.
 pub struct KvsRoot {
     fanout: usize,
+    /// The nodes of the heap-shaped tree ([`KvsRoot::with_first`]).
+    first: usize,
     jobs: HashMap<JobId, RootJob>,
 }
 
 impl KvsRoot {
     pub fn new(fanout: usize) -> Self {
-        KvsRoot { fanout: fanout.max(1), jobs: HashMap::new() }
+        KvsRoot { fanout: fanout.max(1), first: usize::MAX, jobs: HashMap::new() }
+    }
+
+    /// Only the first `first` nodes form the heap; the rest joined the
+    /// running tree, each its own part (`dpm boot --add`, lazy daemons).
+    pub fn with_first(mut self, first: usize) -> Self {
+        self.first = first;
+        self
     }
 
     /// A job starts on `daemons` (the nodes hosting its ranks).
     pub fn add_job(&mut self, job: JobId, design: KvsDesign, daemons: &[NodeId]) {
-        let parts = daemons.iter().filter_map(|&d| next_hop(None, d, self.fanout)).collect();
+        let parts = daemons.iter().filter_map(|&d| top_of(d, self.fanout, self.first)).collect();
         let nodes = daemons.to_vec();
         self.jobs.insert(job, RootJob { design, nodes, parts, store: Holder::default(), rings: HashMap::new() });
     }
@@ -117,7 +126,7 @@ impl KvsRoot {
     /// A subtree's stretch of ring `seq`; `from` is the node it came from.
     pub fn ring_in(&mut self, job: JobId, from: NodeId, seq: u64, segment: RingSegment) -> Outbox {
         let Some(j) = self.jobs.get_mut(&job) else { return Vec::new() };
-        let Some(part) = next_hop(None, from, self.fanout) else { return Vec::new() };
+        let Some(part) = top_of(from, self.fanout, self.first) else { return Vec::new() };
         let gather = j.rings.entry(seq).or_default();
         if !gather.add(part, segment) {
             tracing::warn!(%job, seq, %part, "a second ring entry from the same subtree ignored");

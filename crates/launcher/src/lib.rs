@@ -18,7 +18,8 @@
 //!   [`controller::dispatch`] hands the tree the daemons' messages.
 //! - [`node_table`]: the nodes, their load, and the one placer.
 //! - [`output`]: the ranks' stdout/stderr, raw or labelled.
-//! - [`nodes`], [`manual`]: starting the daemon tree;
+//! - [`nodes`], [`manual`]: starting the daemon tree; [`lazy`]: daemons
+//!   started when first needed, and joining a running tree;
 //!   [`private_dir`]: the per-user runtime directory for secrets.
 //! - [`boot`]: `dpm boot`, `dpm status`, `dpm down`, runs through a boot.
 //! - [`daemon_cmd`]: `dpm daemon`; [`singleton`]: `mpiexec -pmi_args`.
@@ -43,6 +44,7 @@ pub mod exitcodes;
 pub mod hosts;
 pub mod info;
 pub mod kvs_root;
+pub mod lazy;
 pub mod local;
 pub mod machine;
 pub mod manual;
@@ -190,15 +192,18 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
         Some((text, map)) => map.place(text, size as usize, slots.len()).map_err(|e| error::UsageError(e.to_string()))?,
         None => node_table::fill(size as usize, &slots, config.job.ppn, config.job.map_by_node),
     };
-    // The universe is the whole list's; a long list starts daemons only
-    // where the first job has ranks (`node_order::keep_used`).
+    // The universe is the whole list's; daemons start only where the first
+    // job has ranks (`node_order::split_used`), the other listed nodes'
+    // when a spawn or the warm pool first needs them (`lazy`).
     let total: i64 = slots.iter().map(|&s| i64::from(s)).sum();
-    let (node_list, node_of, slots) = if node_order::starts_used_only(&bootstrap, opts.virtual_nodes.is_some(), node_list.len(), config.fanout) {
-        let (kept, node_of) = node_order::keep_used(node_list, &node_of);
-        let slots = kept.iter().map(|n| n.slots).collect();
-        (kept, node_of, slots)
+    let lazy_start = node_order::starts_used_only(&bootstrap, opts.virtual_nodes.is_some());
+    let (node_list, all_nodes, node_of, slots) = if lazy_start {
+        let (kept, rest, node_of) = node_order::split_used(node_list, &node_of);
+        let all: Vec<machine::Node> = kept.iter().cloned().chain(rest).collect();
+        let slots = all.iter().map(|n| n.slots).collect();
+        (kept, all, node_of, slots)
     } else {
-        (node_list, node_of, slots)
+        (node_list.clone(), node_list, node_of, slots)
     };
     let node_of: Vec<NodeId> = node_of.into_iter().map(NodeId).collect();
 
@@ -219,16 +224,24 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
     })?;
     config.job.kvs = kvs;
     let fanout = bootstrap.effective_fanout(fanout, node_list.len());
-    let daemons = nodes::start(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose).await?;
+    let secret = dpm_proto::auth::Secret::generate().map_err(|e| Error::failed(e.to_string()))?;
+    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose, &secret).await?;
+    let lazy = match &bootstrap {
+        nodes::Bootstrap::Tree(b) if lazy_start && all_nodes.len() > node_list.len() => {
+            Some(lazy::Lazy::new(b.clone(), secret, daemons.joins(), config.verbose))
+        }
+        _ => None,
+    };
     let universe_size = config::run_universe(&config, total, slots_known, size);
     let spawn = config::spawn_context(
         local::segment_env(&opts, &opts.segments[0], &launcher_env),
         cwd,
         host,
-        &node_list,
+        &all_nodes,
         planned.apps.first().is_some_and(|a| a.node_env),
     );
-    let settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
+    let mut settings = config::settings(&config, universe_size, spawn, slots, fanout, std::process::id());
+    settings.heap_nodes = node_list.len();
     let (pmi_mode, kvs, policy, binding) = (config.job.pmi_mode, config.job.kvs, config.job.failure_policy, Box::new(config.job.binding.clone()));
     let (pmix_watch, hold) = (config.job.pmix_watch, config.job.hold);
     let patterns = output::FilePatterns { stdout: opts.outfile_pattern.clone(), stderr: opts.errfile_pattern.clone() };
@@ -241,7 +254,7 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
         let launch = planned.into_launch(job, kvsname, universe_size, node_of, pmi_mode, kvs);
         controller.launch(LaunchJob { stdin_rank: Some(Rank(0)), binding, pmix_watch, hold, ..launch });
     };
-    let code = local::drive(daemons, settings, start, config.job.timeout, true).await;
+    let code = local::drive(daemons, settings, start, config.job.timeout, true, lazy).await;
     if code == 0 && outfile::lost() {
         eprintln!("dpm: error: output that could not be written to its file went to stderr instead");
         return Ok(1);

@@ -8,7 +8,7 @@ use std::path::Path;
 use dpm_proto::AppSpec;
 
 use crate::cli::{EnvMode, RunOptions, Segment};
-use crate::controller::{self, Controller, Settings, Shared};
+use crate::controller::{self, Controller, DaemonLink, Settings, Shared};
 use crate::error::Error;
 use crate::nodes;
 use crate::output;
@@ -59,10 +59,19 @@ pub fn plan_job(opts: &RunOptions, launcher_env: &[(String, String)], cwd: &Path
 }
 
 /// Drive one run on daemons started for it, to its end; then shut them down.
-pub async fn drive(daemons: nodes::Daemons, settings: Settings, start: impl FnOnce(&mut Controller), timeout: Option<std::time::Duration>, stdin: bool) -> i32 {
+/// `lazy`: the listed nodes after the daemons' start theirs when first needed.
+pub async fn drive(
+    daemons: nodes::Daemons,
+    settings: Settings,
+    start: impl FnOnce(&mut Controller),
+    timeout: Option<std::time::Duration>,
+    stdin: bool,
+    lazy: Option<crate::lazy::Lazy>,
+) -> i32 {
     let (links, up, waiter) = daemons.split();
-    let shared = Shared::for_run(links.clone(), up, &settings);
+    let shared = Shared::for_run(links.clone(), up, &settings, lazy);
     tokio::task::spawn_local(controller::dispatch(shared.clone()));
+    tokio::task::spawn_local(crate::lazy::drive(shared.clone()));
     let mut controller = Controller::new(settings, shared.clone(), output::stdout_sink());
     start(&mut controller);
     controller.stops_itself();
@@ -72,10 +81,12 @@ pub async fn drive(daemons: nodes::Daemons, settings: Settings, start: impl FnOn
     controller::drain_pool(&shared).await;
     // The daemons kill whatever is left when they shut down; wait for that.
     // Dropping the links closes their pipes: a daemon's blocked read ends.
-    for link in links {
+    let late: Vec<DaemonLink> = shared.borrow().links().iter().skip(links.len()).cloned().collect();
+    for link in links.into_iter().chain(late) {
         link.shutdown();
     }
     waiter.wait().await;
+    crate::lazy::wait(&shared).await;
     code
 }
 

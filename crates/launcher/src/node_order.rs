@@ -3,7 +3,8 @@
 //! the list), `-order-nodes` (the list sorted by slots) and `-rankmap`
 //! (rank i on node `map[i]`, in the grammar of `PMI_process_mapping`).
 //! And the nodes a run starts daemons on: those its first job's ranks use
-//! ([`keep_used`]), whatever the length of the list.
+//! ([`split_used`]), whatever the length of the list; the others' start
+//! when first needed ([`crate::lazy`]).
 //! Pure: the caller says which entries are this machine.
 
 use crate::machine::Node;
@@ -68,20 +69,18 @@ pub fn order(nodes: &mut [Node], order: SortOrder) {
     }
 }
 
-/// Whether a run starts daemons only on the nodes its first job uses: a
-/// tree (fork, ssh, srun; not `--virtual-nodes`, which promise their
-/// daemons) over a list longer than one level of the tree (`fanout`, 32 by
-/// default). A shorter list starts every node, so that spawned jobs can go
-/// to idle ones (dpm cannot yet start a daemon when a spawn first needs it).
-pub fn starts_used_only(bootstrap: &crate::nodes::Bootstrap, virtual_nodes: bool, nodes: usize, fanout: usize) -> bool {
-    matches!(bootstrap, crate::nodes::Bootstrap::Tree(_)) && !virtual_nodes && nodes > fanout.max(1)
+/// Whether a run starts daemons only on the nodes its first job uses (and
+/// the others' when first needed): a tree (fork, ssh, srun, a batch
+/// agent), not `--virtual-nodes`, which promise their daemons.
+pub fn starts_used_only(bootstrap: &crate::nodes::Bootstrap, virtual_nodes: bool) -> bool {
+    matches!(bootstrap, crate::nodes::Bootstrap::Tree(_)) && !virtual_nodes
 }
 
 /// The nodes that `node_of` (each rank's index into `nodes`) uses, in list
-/// order, and `node_of` renumbered into them: a run starts a daemon only
-/// where its first job has ranks, so a list of 1,000 hosts and `-n 2` costs
-/// one or two daemons. Spawned jobs are placed on these nodes.
-pub fn keep_used(nodes: Vec<Node>, node_of: &[usize]) -> (Vec<Node>, Vec<usize>) {
+/// order, the rest, in list order, and `node_of` renumbered into the used
+/// ones: a run starts a daemon only where its first job has ranks, so a
+/// list of 1,000 hosts and `-n 2` costs one or two daemons.
+pub fn split_used(nodes: Vec<Node>, node_of: &[usize]) -> (Vec<Node>, Vec<Node>, Vec<usize>) {
     let mut index = vec![None; nodes.len()];
     for &n in node_of {
         if let Some(slot) = index.get_mut(n) {
@@ -89,14 +88,18 @@ pub fn keep_used(nodes: Vec<Node>, node_of: &[usize]) -> (Vec<Node>, Vec<usize>)
         }
     }
     let mut kept = Vec::new();
+    let mut rest = Vec::new();
     for (i, node) in nodes.into_iter().enumerate() {
-        if let Some(slot) = index[i].as_mut() {
-            *slot = kept.len();
-            kept.push(node);
+        match index[i].as_mut() {
+            Some(slot) => {
+                *slot = kept.len();
+                kept.push(node);
+            }
+            None => rest.push(node),
         }
     }
     let renumbered = node_of.iter().map(|&n| index.get(n).copied().flatten().unwrap_or(0)).collect();
-    (kept, renumbered)
+    (kept, rest, renumbered)
 }
 
 /// A parsed `-rankmap`: node ids (indexes into the node list) in rank order,
@@ -295,11 +298,12 @@ mod tests {
 
     #[test]
     fn only_the_nodes_with_ranks_are_kept() {
-        let (kept, node_of) = keep_used(nodes(&[1, 1, 1, 1, 1]), &[3, 1, 3]);
+        let (kept, rest, node_of) = split_used(nodes(&[1, 1, 1, 1, 1]), &[3, 1, 3]);
         assert_eq!(kept.iter().map(|n| n.host.as_str()).collect::<Vec<_>>(), ["h1", "h3"]);
+        assert_eq!(rest.iter().map(|n| n.host.as_str()).collect::<Vec<_>>(), ["h0", "h2", "h4"]);
         assert_eq!(node_of, [1, 0, 1]);
-        let (kept, node_of) = keep_used(nodes(&[4; 1000]), &[0, 0]);
-        assert_eq!((kept.len(), node_of), (1, vec![0, 0]));
+        let (kept, rest, node_of) = split_used(nodes(&[4; 1000]), &[0, 0]);
+        assert_eq!((kept.len(), rest.len(), node_of), (1, 999, vec![0, 0]));
     }
 
     #[test]

@@ -35,6 +35,11 @@ pub enum NodeState {
     Draining,
     /// Its link broke: its processes are gone.
     Lost,
+    /// Drained and empty: its daemon left the tree; its slots are no
+    /// longer the tree's.
+    Released,
+    /// Joining the running tree: its daemon is starting, it takes nothing yet.
+    Joining,
 }
 
 #[derive(Clone, Debug)]
@@ -53,6 +58,27 @@ pub struct NodeTable {
     fanout: usize,
     /// Slots held on each node: what the live reservations hold there.
     load: Vec<i64>,
+    /// The nodes the tree started with: the heap of [`dpm_proto::tree`];
+    /// those after them joined the running tree ([`NodeTable::join`]),
+    /// linked straight to the launcher.
+    first: usize,
+    /// How many nodes the table may ever hold: those it was made with and
+    /// [`JOIN_ROOM`] more.
+    room: usize,
+}
+
+/// How many nodes may join a running tree over its life.
+pub const JOIN_ROOM: usize = 1024;
+
+/// Why a node cannot join the tree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JoinError {
+    #[error("the tree cannot take more nodes ({JOIN_ROOM} have joined it over its life)")]
+    NoRoom,
+    #[error("{0} is in the tree already")]
+    Present(String),
+    #[error("{0}: a node needs at least one slot")]
+    NoSlots(String),
 }
 
 /// Why processes could not be placed.
@@ -81,7 +107,86 @@ impl NodeTable {
     pub fn new(nodes: impl IntoIterator<Item = (String, u32)>, fanout: usize) -> Self {
         let nodes: Vec<NodeEntry> = nodes.into_iter().map(|(host, slots)| NodeEntry { host, slots, state: NodeState::Up, lost: None }).collect();
         let load = vec![0; nodes.len()];
-        NodeTable { nodes, fanout: fanout.max(1), load }
+        NodeTable { first: nodes.len(), room: nodes.len() + JOIN_ROOM, nodes, fanout: fanout.max(1), load }
+    }
+
+    /// Only the first `n` nodes form the heap-shaped tree; the rest join it
+    /// later, straight below the launcher (a run's listed nodes whose
+    /// daemons start when first needed).
+    pub fn with_first(mut self, n: usize) -> Self {
+        self.first = n.min(self.nodes.len());
+        self
+    }
+
+    /// A node joins the running tree (`dpm boot --add`): [`NodeState::Joining`]
+    /// until [`NodeTable::joined`], then up; linked straight to the
+    /// launcher. Refused for a host the tree has up, draining or joining (a
+    /// lost or released host may come back, as a new node).
+    pub fn join(&mut self, host: &str, slots: u32) -> Result<NodeId, JoinError> {
+        if slots == 0 {
+            return Err(JoinError::NoSlots(host.to_string()));
+        }
+        if self.nodes.iter().any(|n| n.host == host && matches!(n.state, NodeState::Up | NodeState::Draining | NodeState::Joining)) {
+            return Err(JoinError::Present(host.to_string()));
+        }
+        if self.nodes.len() >= self.room {
+            return Err(JoinError::NoRoom);
+        }
+        self.nodes.push(NodeEntry { host: host.to_string(), slots, state: NodeState::Joining, lost: None });
+        self.load.push(0);
+        Ok(NodeId(self.nodes.len() - 1))
+    }
+
+    /// A joining node's daemon is linked: it takes processes from now.
+    pub fn joined(&mut self, node: NodeId) {
+        if self.state(node) == Some(NodeState::Joining) {
+            self.set_state(node, NodeState::Up);
+        }
+    }
+
+    /// A node that cannot join after all (its daemon never came up): out
+    /// of the table again if it was the last to join, else released.
+    pub fn unjoin(&mut self, node: NodeId) {
+        if self.state(node) != Some(NodeState::Joining) {
+            return;
+        }
+        if node.0 + 1 == self.nodes.len() && self.load(node) == 0 {
+            self.nodes.pop();
+            self.load.pop();
+        } else {
+            self.set_state(node, NodeState::Released);
+        }
+    }
+
+    /// Stop placing on `node`: what runs there finishes. False for a node
+    /// that is not up.
+    pub fn drain(&mut self, node: NodeId) -> bool {
+        match self.nodes.get_mut(node.0) {
+            Some(n) if n.state == NodeState::Up => {
+                n.state = NodeState::Draining;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A draining node whose daemon may leave now: nothing placed there is
+    /// left, and no node hangs below it in the tree (an interior node of
+    /// the first heap stays, taking nothing, while its children are up).
+    pub fn may_leave(&self, node: NodeId) -> bool {
+        self.state(node) == Some(NodeState::Draining)
+            && self.load(node) == 0
+            && self.children(node).iter().all(|&c| matches!(self.state(c), Some(NodeState::Lost | NodeState::Released)))
+    }
+
+    /// The node's daemon left: it holds no slots of the tree any more.
+    pub fn release_node(&mut self, node: NodeId) {
+        self.set_state(node, NodeState::Released);
+    }
+
+    /// The nodes of `host` that are up or draining.
+    pub fn of_host(&self, host: &str) -> Vec<NodeId> {
+        self.ids().filter(|&n| self.host(n) == host && matches!(self.state(n), Some(NodeState::Up | NodeState::Draining))).collect()
     }
 
     pub fn len(&self) -> usize {
@@ -126,13 +231,17 @@ impl NodeTable {
     /// `node` and the nodes below it are gone (`why`: the node's own
     /// loss): they take nothing new. The nodes newly lost.
     pub fn lose(&mut self, node: NodeId, why: &str) -> Vec<NodeId> {
-        if !self.contains(node) {
+        // A released node's link closing is its daemon leaving, as asked.
+        if !self.contains(node) || self.state(node) == Some(NodeState::Released) {
             return Vec::new();
         }
         let host = self.host(node).to_string();
         let mut newly = Vec::new();
         for n in self.subtree(node) {
             let e = &mut self.nodes[n.0];
+            if e.state == NodeState::Released {
+                continue;
+            }
             if e.lost.is_none() {
                 e.lost = Some(if n == node { why.to_string() } else { format!("below node {} ({host}), which was lost", node.0) });
                 newly.push(n);
@@ -161,22 +270,37 @@ impl NodeTable {
         self.load.iter().sum()
     }
 
+    /// The nodes the tree started with (its heap); the rest joined later.
+    pub fn first(&self) -> usize {
+        self.first
+    }
+
     pub fn fanout(&self) -> usize {
         self.fanout
     }
 
-    /// The node's parent in the tree (`None`: the launcher).
+    /// The node's parent in the tree (`None`: the launcher; so for every
+    /// node that joined later).
     pub fn parent(&self, node: NodeId) -> Option<NodeId> {
+        if node.0 >= self.first {
+            return None;
+        }
         dpm_proto::tree::parent(node, self.fanout)
     }
 
     pub fn children(&self, node: NodeId) -> Vec<NodeId> {
-        dpm_proto::tree::children(Some(node), self.len(), self.fanout)
+        if node.0 >= self.first {
+            return Vec::new();
+        }
+        dpm_proto::tree::children(Some(node), self.first, self.fanout)
     }
 
     /// The node and every node below it: what is lost with its link.
     pub fn subtree(&self, node: NodeId) -> Vec<NodeId> {
-        dpm_proto::tree::subtree(node, self.len(), self.fanout)
+        if node.0 >= self.first {
+            return vec![node];
+        }
+        dpm_proto::tree::subtree(node, self.first, self.fanout)
     }
 
     /// Take the slots of a placement (rank `r` on `node_of[r]`): held
@@ -410,6 +534,9 @@ pub fn in_free(n: usize, slots: &[u32], load: &[i64]) -> Option<Vec<usize>> {
     }
     (out.len() == n).then_some(out)
 }
+
+#[cfg(test)]
+mod growth_tests;
 
 #[cfg(test)]
 mod tests {

@@ -106,6 +106,9 @@ pub struct Daemons {
     in_process: Option<tokio::task::JoinHandle<()>>,
     /// The reading ends of TCP links (manual bootstrap): done when the daemon hangs up.
     tcp_links: Vec<JoinHandle<()>>,
+    /// The stream's sender, for daemons that join later (a boot's
+    /// `--add`); weak, so the stream still ends when every link is gone.
+    joins: mpsc::WeakUnboundedSender<Up>,
 }
 
 /// What remains of [`Daemons`] once the controller took the links.
@@ -117,6 +120,11 @@ pub struct DaemonsWaiter {
 
 impl Daemons {
     /// The links and message stream for the controller; the rest waits for the end.
+    /// Where daemons that join the running tree send their messages.
+    pub fn joins(&self) -> mpsc::WeakUnboundedSender<Up> {
+        self.joins.clone()
+    }
+
     pub fn split(self) -> (Vec<DaemonLink>, mpsc::UnboundedReceiver<Up>, DaemonsWaiter) {
         (self.links, self.up, DaemonsWaiter { children: self.children, in_process: self.in_process, tcp_links: self.tcp_links })
     }
@@ -162,11 +170,12 @@ pub async fn start_with_secret(nodes: &[Node], bootstrap: &Bootstrap, fanout: us
     if *bootstrap == Bootstrap::InProcess {
         let (down_tx, down_rx) = mpsc::unbounded_channel();
         let config = dpm_daemon::DaemonConfig { host: nodes[0].host.clone(), trace };
+        let joins = up_tx.downgrade();
         let _ = up_tx.send(Up::Ready { node: NodeId(0), host: nodes[0].host.clone() });
         // The node sends into the controller's channel itself, as node 0's.
         let handle = tokio::task::spawn_local(dpm_daemon::run(config, down_rx, up_tx));
         let links = vec![DaemonLink { via: down_tx, node: NodeId(0), host: nodes[0].host.clone() }];
-        return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle), tcp_links: Vec::new() });
+        return Ok(Daemons { links, up: up_rx, children: Vec::new(), in_process: Some(handle), tcp_links: Vec::new(), joins });
     }
     if let Bootstrap::Manual(_) = bootstrap {
         // The manual bootstrap answers signals itself while it waits.
@@ -204,6 +213,7 @@ async fn start_tree(
     mut up_rx: mpsc::UnboundedReceiver<Up>,
 ) -> Result<Daemons, Error> {
     let n = nodes.len();
+    let joins = up_tx.downgrade();
     let spec = TreeSpec {
         hosts: nodes.iter().map(|n| n.host.clone()).collect(),
         fanout: bootstrap.effective_fanout(fanout, n),
@@ -263,5 +273,5 @@ async fn start_tree(
         let hop = tree::next_hop(None, d, spec.fanout).expect("every node is below the launcher");
         node_links.push(DaemonLink { via: top_links[&hop].clone(), node: d, host: node.host.clone() });
     }
-    Ok(Daemons { links: node_links, up: up_rx, children, in_process: None, tcp_links })
+    Ok(Daemons { links: node_links, up: up_rx, children, in_process: None, tcp_links, joins })
 }

@@ -52,6 +52,9 @@ pub enum Key {
     GpusPerRank,
     Foreground,
     ReadyOnStdout,
+    BootAdd,
+    BootDrain,
+    BootForce,
     Verbose,
     VeryVerbose,
     Help,
@@ -412,6 +415,28 @@ pub const OPTIONS: &[Opt] = &[
     opt(K::Foreground, &["--foreground"], "", 0, S::Boot, "stay in the foreground (batch scripts, debugging;\nneeded by -launcher manual)"),
     opt(K::ReadyOnStdout, &["--ready-on-stdout"], "", 0, S::BootInternal, ""),
     opt(
+        K::BootAdd,
+        &["--add"],
+        "",
+        0,
+        S::Boot,
+        "grow the running boot: start a daemon on each host\n\
+         the node options name (-hosts, -f, an allocation)\n\
+         through the boot's launcher (or -launcher) and\n\
+         join it; later runs and spawns use its slots",
+    ),
+    opt(
+        K::BootDrain,
+        &["--drain"],
+        "HOSTS",
+        1,
+        S::Boot,
+        "shrink the running boot: these hosts (comma-separated)\n\
+         take no new ranks; each one's daemon leaves once its\n\
+         ranks ended and its slots are released",
+    ),
+    opt(K::BootForce, &["--force"], "", 0, S::Boot, "with --drain: kill the hosts' ranks now (their runs\nend as for a killed rank)"),
+    opt(
         K::WarmSpawn,
         &["--warm-spawn"],
         "[=N]",
@@ -564,6 +589,8 @@ Usage: dpm boot [OPTIONS]
 Start a persistent daemon tree in the background and return. Later
 `dpm run` commands find it and start their jobs with no daemon start-up;
 `dpm status` lists its nodes, jobs and load; `dpm down` stops it.
+`dpm boot --add -hosts …` grows the running boot, `dpm boot --drain HOSTS`
+shrinks it.
 ";
 
 const BOOT_TAIL: &str = "\

@@ -74,7 +74,7 @@ pub fn run(args: &[String]) -> Result<i32, Error> {
             };
             controller.adopt(launch, pid, stream.into());
         };
-        Ok(crate::local::drive(daemons, settings, start, None, false).await)
+        Ok(crate::local::drive(daemons, settings, start, None, false, None).await)
     })
 }
 

@@ -15,8 +15,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 /// 4: [`JobSettings::pmix_watch`]; 5: [`BootStatus::allocation`]; 6:
 /// [`JobSettings::prepend`] and [`JobSettings::print_all_exitcodes`]; 7:
 /// [`NodeStatus::lost`]; 8: MPIR, [`ToClient::Procs`], [`ToServer::Continue`],
-/// [`JobSettings::hold`], [`JobSettings::on_timeout`]).
-pub const CONTROL_VERSION: u32 = 8;
+/// [`JobSettings::hold`], [`JobSettings::on_timeout`]; 9: [`ToServer::Add`],
+/// [`ToServer::Drain`], [`ToClient::Changed`], [`NodeStatus::state`], [`BootStatus::slots_known`]).
+pub const CONTROL_VERSION: u32 = 9;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -165,6 +166,13 @@ pub enum ToServer {
     /// The client's debugger let it go on from `MPIR_Breakpoint` after
     /// [`ToClient::Procs`] of a held job: continue its ranks.
     Continue { job: u32 },
+    /// `dpm boot --add`: start a daemon on each of these hosts and join it
+    /// to the tree; `bootstrap`: how, when the command named a launcher (or
+    /// its allocation's agent) — else the boot's own way.
+    Add { version: u32, nodes: Vec<(String, u32)>, bootstrap: Option<crate::tree::Bootstrap> },
+    /// `dpm boot --drain`: these hosts take no new ranks; each one's daemon
+    /// leaves once its ranks ended (`force`: they are killed now).
+    Drain { version: u32, hosts: Vec<String>, force: bool },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -178,6 +186,9 @@ pub enum ToClient {
     Status(BootStatus),
     /// `dpm down` is complete.
     Down,
+    /// The answer to [`ToServer::Add`] or [`ToServer::Drain`]: what
+    /// changed, a line per node (the request was carried out whole).
+    Changed(Vec<String>),
     /// Every rank of a job of the run has started (in rank order), for the
     /// client's MPIR table; `held`: they wait for [`ToServer::Continue`].
     Procs {
@@ -197,6 +208,11 @@ pub struct BootStatus {
     /// The batch allocation the nodes came from and how the daemons
     /// started (`None`: no batch system).
     pub allocation: Option<String>,
+    /// Every node's slots were given (a host list with counts, an
+    /// allocation), not guessed from the CPUs: a run without `-n` gets one
+    /// rank per slot, else one per node (Hydra's one slot per host).
+    #[serde(default)]
+    pub slots_known: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -207,6 +223,10 @@ pub struct NodeStatus {
     pub load: i64,
     /// Why the node was lost (its runs there ended; it takes nothing new).
     pub lost: Option<String>,
+    /// `up`, `draining` (no new ranks), `released` (drained, its daemon
+    /// gone), `lost`; empty from a boot older than control protocol 9.
+    #[serde(default)]
+    pub state: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

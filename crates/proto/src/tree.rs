@@ -65,6 +65,16 @@ pub fn subtree(i: NodeId, n: usize, fanout: usize) -> Vec<NodeId> {
     out
 }
 
+/// The launcher's child whose subtree holds `node`, in a tree whose first
+/// `first` nodes form the heap and the rest joined later, each straight
+/// below the launcher.
+pub fn top_of(node: NodeId, fanout: usize, first: usize) -> Option<NodeId> {
+    if node.0 >= first {
+        return Some(node);
+    }
+    next_hop(None, node, fanout)
+}
+
 /// The child of `from` (`None`: the launcher) whose subtree holds `node`.
 pub fn next_hop(from: Option<NodeId>, node: NodeId, fanout: usize) -> Option<NodeId> {
     let mut hop = node;

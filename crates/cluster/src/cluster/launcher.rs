@@ -33,6 +33,7 @@ pub(super) fn run_settings(layout: &Layout, owner: u32, warm_spawn: usize) -> Se
         spawn: SpawnContext { base_env: Vec::new(), cwd: "/".into(), host: hosts[0].clone(), nodes: hosts, node_env: false },
         node_slots: vec![layout.slots; layout.nodes],
         fanout: layout.fanout,
+        heap_nodes: usize::MAX,
         owner,
         warm_spawn,
         warm_verbose: true,

@@ -51,6 +51,10 @@ struct PartialFence {
 pub(crate) struct Router {
     me: NodeId,
     fanout: usize,
+    /// The nodes the tree started with (the `TreeSpec`'s); those after
+    /// them joined the running tree straight below the launcher, never
+    /// below a daemon. `usize::MAX` until known.
+    first: usize,
     /// The direct children linked.
     children: BTreeSet<NodeId>,
     /// For each job, the nodes of this subtree that run its ranks (learnt from
@@ -81,7 +85,7 @@ impl Router {
 
     /// Whether `node` lies below this daemon (in a linked child's subtree).
     fn below(&self, node: NodeId) -> bool {
-        node != self.me && dpm_proto::tree::next_hop(Some(self.me), node, self.fanout).is_some_and(|h| self.children.contains(&h))
+        node != self.me && node.0 < self.first && dpm_proto::tree::next_hop(Some(self.me), node, self.fanout).is_some_and(|h| self.children.contains(&h))
     }
 
     /// Who contributes this subtree's part of a collective of `job`: this
@@ -118,7 +122,7 @@ pub struct TreeNode {
 impl TreeNode {
     /// Node `me`, with no children linked yet.
     pub fn new(me: NodeId) -> Self {
-        let router = Router { me, fanout: 1, children: BTreeSet::new(), job_nodes: HashMap::new() };
+        let router = Router { me, fanout: 1, first: usize::MAX, children: BTreeSet::new(), job_nodes: HashMap::new() };
         TreeNode { router, fences: HashMap::new(), kvs: TreeKvs::new(me) }
     }
 
@@ -126,9 +130,11 @@ impl TreeNode {
         self.router.me
     }
 
-    /// The tree's fan-out (from the `TreeSpec`), before the children link.
-    pub fn set_fanout(&mut self, fanout: usize) {
+    /// The tree's fan-out and node count (from the `TreeSpec`), before the
+    /// children link: nodes beyond the count joined later, not below here.
+    pub fn set_shape(&mut self, fanout: usize, nodes: usize) {
         self.router.fanout = fanout;
+        self.router.first = nodes;
     }
 
     /// The link to direct child `node` is up.

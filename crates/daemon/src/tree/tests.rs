@@ -39,7 +39,7 @@ fn launch(job: JobId, design: KvsDesign) -> ToDaemon {
 /// job on nodes 0, 2 and 3.
 fn node0(design: KvsDesign) -> TreeNode {
     let mut t = TreeNode::new(NodeId(0));
-    t.set_fanout(2);
+    t.set_shape(2, 7);
     t.child_linked(NodeId(2));
     t.child_linked(NodeId(3));
     for n in [0, 2, 3].map(NodeId) {
@@ -113,6 +113,10 @@ fn messages_for_the_subtree_go_down_and_the_rest_go_up() {
     assert!(matches!(&t.from_below(NodeId(2), ack(0))[..], [TreeAction::Own(ToDaemon::Kvs(_))]));
     let out = t.from_below(NodeId(2), ack(1));
     assert!(matches!(&out[..], [TreeAction::Parent { origin: NodeId(2), .. }]), "node 1 is not below node 0: {out:?}");
+    // Node 7 joined the running tree (the first 7 nodes are the heap): it
+    // hangs below the launcher, though the heap would put it below node 2.
+    let out = t.from_below(NodeId(2), ack(7));
+    assert!(matches!(&out[..], [TreeAction::Parent { origin: NodeId(2), .. }]), "a joined node is not below node 0: {out:?}");
 }
 
 fn walk_up(key: &str, epoch: u64, wait: bool) -> ToLauncher {
@@ -172,7 +176,7 @@ impl Subtree {
         let mut nodes = BTreeMap::new();
         for n in [0, 2, 3, 6, 7].map(NodeId) {
             let mut t = TreeNode::new(n);
-            t.set_fanout(2);
+            t.set_shape(2, 8);
             for c in dpm_proto::tree::children(Some(n), 8, 2).into_iter().filter(|c| [2, 3, 6, 7].contains(&c.0)) {
                 t.child_linked(c);
             }

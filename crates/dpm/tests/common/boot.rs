@@ -41,6 +41,11 @@ impl Boot {
         Command::new(dpm_bin()).arg(sub).env("DPM_RUNTIME_DIR", &self.dir).output().expect("run dpm")
     }
 
+    /// `dpm boot ARGS` against this boot (`--add …`, `--drain …`).
+    pub fn boot_command(&self, args: &[&str]) -> std::process::Output {
+        Command::new(dpm_bin()).arg("boot").args(args).env("DPM_RUNTIME_DIR", &self.dir).env_remove("DPM_BOOT").output().expect("run dpm boot")
+    }
+
     pub fn status(&self) -> String {
         let out = self.command("status");
         assert!(out.status.success(), "dpm status failed: {}", String::from_utf8_lossy(&out.stderr));

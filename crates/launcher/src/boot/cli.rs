@@ -39,6 +39,9 @@ pub fn parse_boot_command(args: &[String]) -> Result<BootRequest, Error> {
 /// `dpm boot`: 0 once the server is up (detached) or has stopped (foreground).
 pub fn boot_command(boot: Box<BootArgs>) -> Result<i32, Error> {
     let config = RunConfig::from_env(&boot.opts)?;
+    if let Some(request) = change_request(&boot, &config)? {
+        return super::grow::request_command(request);
+    }
     let files = boot_files()?;
     if std::os::unix::net::UnixStream::connect(&files.socket).is_ok() {
         return Err(Error::failed(format!("already booted ({}); `dpm down` first", files.socket.display())));
@@ -53,6 +56,30 @@ pub fn boot_command(boot: Box<BootArgs>) -> Result<i32, Error> {
         return crate::runtime::block_on_local(super::server::serve(boot.opts, config, files, boot.flags.ready_on_stdout));
     }
     detach(&boot.args, &files)
+}
+
+/// `--add` or `--drain`: the change to ask of the running boot.
+fn change_request(boot: &BootArgs, config: &RunConfig) -> Result<Option<dpm_proto::control::ToServer>, Error> {
+    let flags = &boot.flags;
+    let refuse = |m: &str| -> Result<Option<_>, Error> { Err(UsageError::new(m).into()) };
+    match (flags.add, flags.drain.is_empty()) {
+        (true, false) => refuse("dpm boot: --add and --drain are separate requests"),
+        _ if flags.force && flags.drain.is_empty() => refuse("dpm boot: --force goes with --drain HOSTS"),
+        (true, true) if flags.foreground => refuse("dpm boot --add: --foreground starts a boot; --add grows the running one"),
+        (true, true)
+            if boot.opts.hosts.is_empty()
+                && boot.opts.hostfile.is_none()
+                && boot.opts.rmk.is_none()
+                && crate::batch::detect(&|k: &str| std::env::var(k).ok()).is_none() =>
+        {
+            refuse("dpm boot --add: name the hosts to add (-hosts, -f, or -rmk inside an allocation)")
+        }
+        (true, true) => Ok(Some(super::grow::add_request(&boot.opts, config)?)),
+        (false, false) => {
+            Ok(Some(dpm_proto::control::ToServer::Drain { version: dpm_proto::control::CONTROL_VERSION, hosts: flags.drain.clone(), force: flags.force }))
+        }
+        (false, true) => Ok(None),
+    }
 }
 
 /// Start `dpm boot --foreground` as a session of its own, its stderr to the

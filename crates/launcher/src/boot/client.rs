@@ -76,7 +76,15 @@ fn remove_dead_boot(files: &super::BootFiles, pid: Option<u32>) {
 }
 
 /// `dpm run` through the boot: plan here, run there, relay until the exit status.
-pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
+pub async fn run_through(stream: StdUnixStream, mut opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
+    // As Hydra in an allocation: a program without -n runs on every slot
+    // of the boot's nodes (those taking ranks).
+    if opts.segments.iter().any(|s| s.nprocs.is_none()) {
+        let slots = boot_slots().await?;
+        for seg in &mut opts.segments {
+            seg.nprocs.get_or_insert(slots);
+        }
+    }
     let (launcher_env, cwd, mut planned) = crate::local::plan_here(&opts)?;
     config.choose_pmi(&mut planned.apps)?;
     let spawn_env = crate::local::segment_env(&opts, &opts.segments[0], &launcher_env);
@@ -150,6 +158,21 @@ pub async fn run_through(stream: StdUnixStream, opts: RunOptions, mut config: Ru
     end
 }
 
+/// The slots of the boot's nodes that take new ranks (at least 1): as
+/// given, or one per node where they were guessed from the CPUs (Hydra
+/// counts a host listed without a count as one slot).
+async fn boot_slots() -> Result<u32, Error> {
+    let (mut rd, _wr) = request(ToServer::Status { version: CONTROL_VERSION }).await?;
+    match read_frame::<_, ToClient>(&mut rd).await {
+        Ok(ToClient::Status(s)) => {
+            let up = s.nodes.iter().filter(|n| n.state == "up");
+            Ok(if s.slots_known { up.fold(0u32, |t, n| t.saturating_add(n.slots)) } else { up.count() as u32 }.max(1))
+        }
+        Ok(ToClient::Refused(why)) => Err(Error::failed(format!("the boot refused the job: {why}"))),
+        _ => Err(Error::failed("no answer from the boot server")),
+    }
+}
+
 fn submit_error(e: dpm_proto::frame::FrameError) -> Error {
     Error::failed(format!("cannot submit to the boot: {e}"))
 }
@@ -206,7 +229,7 @@ fn to_tokio(stream: StdUnixStream) -> Result<(OwnedReadHalf, OwnedWriteHalf), Er
 
 /// Connect to the boot and send `msg`: the connection, to read the answer
 /// from (`dpm down`'s answer is the server closing it).
-async fn request(msg: ToServer) -> Result<(OwnedReadHalf, OwnedWriteHalf), Error> {
+pub(super) async fn request(msg: ToServer) -> Result<(OwnedReadHalf, OwnedWriteHalf), Error> {
     let stream = connect()?.ok_or_else(|| Error::failed("no booted daemons (start them with `dpm boot`)"))?;
     let (rd, mut wr) = to_tokio(stream)?;
     write_frame(&mut wr, &msg).await.map_err(|_| Error::failed("the boot server went away"))?;
@@ -265,6 +288,8 @@ fn format_status(s: &BootStatus) -> String {
         out.push_str(&format!("{i:<5} {:<21} {:>5}  {:>4}", n.host, n.slots, n.load));
         if let Some(why) = &n.lost {
             out.push_str(&format!("  lost: {why}"));
+        } else if !n.state.is_empty() && n.state != "up" {
+            out.push_str(&format!("  {}", n.state));
         }
         out.push('\n');
     }

@@ -9,6 +9,8 @@
 //!   peer's uid (SO_PEERCRED); nothing listens on the network. It runs each
 //!   submitted job with a [`Controller`](crate::controller::Controller) of
 //!   its own, answers `dpm status` and stops on `dpm down`.
+//! - [`grow`]: `dpm boot --add` (daemons joined to the running tree) and
+//!   `dpm boot --drain` (hosts that take nothing new and leave when empty).
 //! - [`client`]: `dpm run` through the boot (plans its job locally —
 //!   programs, its environment, its directory — submits it with its
 //!   [`RunConfig`](crate::config::RunConfig), and relays output, signals and
@@ -24,6 +26,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod grow;
 pub mod server;
 
 use std::path::PathBuf;

@@ -27,15 +27,18 @@ use crate::cli::RunOptions;
 use crate::config::{self, RunConfig};
 use crate::controller::{self, Controller, DaemonLink, Input, Settings, Shared, SharedRef};
 use crate::error::{Error, UsageError};
-use crate::node_table::NodeTable;
+use crate::node_table::{NodeState, NodeTable};
 use crate::output;
 use crate::{hosts, nodes, plan};
 
 use super::BootFiles;
 
-struct Server {
+pub(super) struct Server {
     shared: SharedRef,
-    nodes: Vec<nodes::Node>,
+    /// Starting daemons into the running tree (`dpm boot --add`).
+    growth: super::grow::Growth,
+    /// Runs are ending: a drained node may leave.
+    drained_check: Notify,
     /// The nodes' slots were given (see [`hosts::NodeChoice`]).
     slots_known: bool,
     /// The batch allocation the nodes came from, for `dpm status`.
@@ -62,7 +65,18 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let allocation = choice.describe_allocation();
     let hosts::NodeChoice { nodes: node_list, bootstrap, slots_known, .. } = choice;
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
-    let daemons = nodes::start(&node_list, &bootstrap, fanout, false, config.verbose).await?;
+    let secret = dpm_proto::auth::Secret::generate().map_err(|e| Error::failed(e.to_string()))?;
+    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, false, config.verbose, &secret).await?;
+    let growth = super::grow::Growth {
+        bootstrap: match &bootstrap {
+            nodes::Bootstrap::Tree(b) => Some(b.clone()),
+            _ => None,
+        },
+        secret,
+        joins: daemons.joins(),
+        verbose: config.verbose,
+        children: RefCell::new(Vec::new()),
+    };
     let (links, up, waiter) = daemons.split();
     let shared = Shared::new(NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout), links.clone(), up);
     let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
@@ -80,7 +94,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let listener = match UnixListener::bind(&files.socket) {
         Ok(l) => l,
         Err(e) => {
-            shutdown(&links, waiter).await;
+            shutdown(&links, waiter, &growth).await;
             return Err(Error::failed(format!("cannot listen on {}: {e}", files.socket.display())));
         }
     };
@@ -98,7 +112,8 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
 
     let server = Rc::new(Server {
         shared,
-        nodes: node_list,
+        growth,
+        drained_check: Notify::new(),
         slots_known,
         allocation,
         fanout,
@@ -146,13 +161,25 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
                 tracing::info!("dpm down: stopping");
                 break;
             }
+            // A run ended while a node drains (or, while one does, now and
+            // then: ranks of runs still going end too): it may leave now.
+            _ = server.drained_check.notified() => {
+                for line in super::grow::leave_drained(&server.shared) {
+                    tracing::info!("{line}");
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(250)), if server.shared.borrow().tree.any_draining() => {
+                for line in super::grow::leave_drained(&server.shared) {
+                    tracing::info!("{line}");
+                }
+            }
             // Recorded in the tree before any run heard it, told here last.
             Some((node, error)) = lost_rx.recv() => {
-                let host = server.nodes.get(node.0).map_or("?", |n| n.host.as_str());
-                let left = {
+                let (host, left) = {
                     let shared = server.shared.borrow();
                     let nodes = &shared.tree.shared().nodes;
-                    nodes.ids().filter(|&n| nodes.lost_reason(n).is_none()).count()
+                    let left = nodes.ids().filter(|&n| matches!(nodes.state(n), Some(NodeState::Up | NodeState::Draining))).count();
+                    (nodes.host(node).to_string(), left)
                 };
                 if left == 0 {
                     tracing::error!("{node} ({host}) was lost: {error}; no node is left, the boot ends");
@@ -175,7 +202,8 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let _ = std::fs::remove_file(&files.rendezvous);
     end_runs(&server, lost).await;
     controller::drain_pool(&server.shared).await;
-    shutdown(&links, waiter).await;
+    let links = server.shared.borrow().links().to_vec();
+    shutdown(&links, waiter, &server.growth).await;
     Ok(0)
 }
 
@@ -206,11 +234,12 @@ async fn end_runs(server: &Server, lost: Option<String>) {
     }
 }
 
-async fn shutdown(links: &[DaemonLink], waiter: nodes::DaemonsWaiter) {
+async fn shutdown(links: &[DaemonLink], waiter: nodes::DaemonsWaiter, growth: &super::grow::Growth) {
     for link in links {
         link.shutdown();
     }
     waiter.wait().await;
+    growth.wait().await;
 }
 
 fn rendezvous_json(nodes: &[nodes::Node], fanout: usize) -> String {
@@ -242,7 +271,11 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
         Err(_) => return tracing::warn!("control connection: no request within 10 s"),
     };
     let version = match &first {
-        ToServer::Run { version, .. } | ToServer::Status { version } | ToServer::Down { version } => Some(*version),
+        ToServer::Run { version, .. }
+        | ToServer::Status { version }
+        | ToServer::Down { version }
+        | ToServer::Add { version, .. }
+        | ToServer::Drain { version, .. } => Some(*version),
         _ => None,
     };
     if version != Some(CONTROL_VERSION) {
@@ -261,6 +294,27 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
         ToServer::Status { .. } => {
             let _ = write_frame(&mut wr, &ToClient::Status(status(&server))).await;
         }
+        ToServer::Add { nodes, bootstrap, .. } => {
+            let answer = match add(&server, nodes, bootstrap).await {
+                Ok(lines) => ToClient::Changed(lines),
+                Err(why) => ToClient::Refused(why),
+            };
+            let _ = write_frame(&mut wr, &answer).await;
+        }
+        ToServer::Drain { hosts, force, .. } => {
+            let drained = server.shared.borrow_mut().event(|tree, fx| tree.drain(fx, &hosts, force));
+            let answer = match drained {
+                Ok(mut lines) => {
+                    for line in &lines {
+                        tracing::info!("{line}");
+                    }
+                    lines.extend(super::grow::leave_drained(&server.shared));
+                    ToClient::Changed(lines)
+                }
+                Err(why) => ToClient::Refused(why),
+            };
+            let _ = write_frame(&mut wr, &answer).await;
+        }
         ToServer::Down { .. } => {
             server.down.notify_one();
             // The connection closes when the server exits: that is the answer.
@@ -270,18 +324,60 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
     }
 }
 
+/// `dpm boot --add`: the nodes into the table (taking nothing until their
+/// daemons are in), their daemons started through the boot's way (or the
+/// one the command named) and linked; refused whole, nothing left behind,
+/// if one cannot start or connect within [`crate::lazy::JOIN_TIMEOUT`].
+async fn add(server: &Server, nodes: Vec<(String, u32)>, bootstrap: Option<dpm_proto::tree::Bootstrap>) -> Result<Vec<String>, String> {
+    if server.going_down.get() {
+        return Err("the boot is going down".into());
+    }
+    let Some(bootstrap) = bootstrap.or_else(|| server.growth.bootstrap.clone()) else {
+        return Err("this boot's daemons were not started by fork, ssh, srun or a batch agent: say how to start the new ones (-launcher)".into());
+    };
+    let (ids, hosts) = {
+        let mut shared = server.shared.borrow_mut();
+        let ids = shared.tree.join(&nodes).map_err(|e| e.to_string())?;
+        let table = &shared.tree.shared().nodes;
+        (ids, table.ids().map(|n| table.host(n).to_string()).collect::<Vec<_>>())
+    };
+    match server.growth.start(&ids, hosts, &bootstrap).await {
+        Ok(links) => {
+            let mut shared = server.shared.borrow_mut();
+            shared.add_links(links);
+            let said = shared.tree.joined(&ids);
+            for line in &said {
+                tracing::info!("{line}");
+            }
+            Ok(said)
+        }
+        Err(e) => {
+            server.shared.borrow_mut().tree.unjoin(&ids);
+            tracing::warn!("dpm boot --add: {e}");
+            Err(format!("cannot add {}: {e}", nodes.iter().map(|n| n.0.as_str()).collect::<Vec<_>>().join(", ")))
+        }
+    }
+}
+
 fn status(server: &Server) -> BootStatus {
     let s = server.shared.borrow();
     let shared = s.tree.shared();
-    let nodes = server
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| NodeStatus {
-            host: n.host.clone(),
-            slots: n.slots,
-            load: shared.nodes.load(dpm_kvs::NodeId(i)),
-            lost: shared.nodes.lost_reason(dpm_kvs::NodeId(i)).map(str::to_string),
+    let table = &shared.nodes;
+    let nodes = table
+        .ids()
+        .map(|n| NodeStatus {
+            host: table.host(n).to_string(),
+            slots: table.slots(n),
+            load: table.load(n),
+            lost: table.lost_reason(n).map(str::to_string),
+            state: match table.state(n) {
+                Some(NodeState::Up) | None => "up",
+                Some(NodeState::Draining) => "draining",
+                Some(NodeState::Lost) => "lost",
+                Some(NodeState::Released) => "released",
+                Some(NodeState::Joining) => "joining",
+            }
+            .to_string(),
         })
         .collect();
     let mut by_owner: HashMap<u32, Vec<(u32, String, u32)>> = HashMap::new();
@@ -308,6 +404,7 @@ fn status(server: &Server) -> BootStatus {
         nodes,
         runs,
         allocation: server.allocation.clone(),
+        slots_known: server.slots_known,
     }
 }
 
@@ -368,6 +465,9 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
     reader.abort();
     server.runs.borrow_mut().remove(&id);
     server.runs_changed.notify_waiters();
+    if server.shared.borrow().tree.any_draining() {
+        server.drained_check.notify_one();
+    }
 }
 
 /// Write a run's output, and its jobs' process tables (MPIR in the
@@ -418,18 +518,23 @@ type LaunchOf = Box<dyn FnOnce(dpm_kvs::JobId, String, Submit, &NodeTable) -> La
 
 /// The run's settings on this tree, and how to make its first job.
 fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settings, LaunchOf) {
-    let slots: Vec<u32> = server.nodes.iter().map(|n| n.slots).collect();
-    // Lost and draining nodes take nothing: their slots are no part of the universe.
-    let total = server.shared.borrow().tree.shared().nodes.usable_slots();
+    let (slots, total, nodes) = {
+        let shared = server.shared.borrow();
+        let table = &shared.tree.shared().nodes;
+        let nodes: Vec<nodes::Node> = table.ids().map(|n| nodes::Node { host: table.host(n).to_string(), slots: table.slots(n) }).collect();
+        // Lost and draining nodes take nothing: their slots are no part of the universe.
+        (table.all_slots(), table.usable_slots(), nodes)
+    };
     let universe_size = config::run_universe(config, total, server.slots_known, submit.procs.len() as u32);
     let spawn = config::spawn_context(
         submit.spawn_env.clone(),
         PathBuf::from(&submit.cwd),
         submit.host.clone(),
-        &server.nodes,
+        &nodes,
         submit.apps.first().is_some_and(|a| a.node_env),
     );
-    let settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
+    let mut settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
+    settings.heap_nodes = server.shared.borrow().tree.shared().nodes.first();
     let (ppn, map_by_node, pmi_mode, kvs, binding) =
         (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));
     let (pmix_watch, hold) = (config.job.pmix_watch, config.job.hold);

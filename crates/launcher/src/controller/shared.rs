@@ -51,6 +51,14 @@ pub struct Shared {
     pool_woken: Rc<Notify>,
     /// Told each lost node (a boot's server).
     lost: Option<mpsc::UnboundedSender<(NodeId, String)>>,
+    /// A plain run's listed nodes without a daemon yet: started when first
+    /// sent to ([`crate::lazy`]).
+    pub lazy: Option<crate::lazy::Lazy>,
+}
+
+/// The link of `node` (links are in node order, except those that joined later).
+fn find_link(links: &[DaemonLink], node: NodeId) -> Option<&DaemonLink> {
+    links.get(node.0).filter(|l| l.node == node).or_else(|| links.iter().find(|l| l.node == node))
 }
 
 pub type SharedRef = Rc<RefCell<Shared>>;
@@ -59,15 +67,35 @@ impl Shared {
     /// A tree over `nodes`, fed by `up`, the stream from its daemons.
     pub fn new(nodes: NodeTable, links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>) -> SharedRef {
         let tree = Tree::new(nodes, super::random_tag());
-        let shared = Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None };
+        let shared = Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None, lazy: None };
         Rc::new(RefCell::new(shared))
     }
 
-    /// The tree of one plain run: its links' hosts, `settings.node_slots`.
-    pub fn for_run(links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>, settings: &Settings) -> SharedRef {
+    /// The tree of one plain run: its links' hosts, `settings.node_slots`;
+    /// with `lazy`, the listed nodes after the links' (`settings.spawn.nodes`)
+    /// too, their daemons started when first needed.
+    pub fn for_run(links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>, settings: &Settings, lazy: Option<crate::lazy::Lazy>) -> SharedRef {
         let slots = |i: usize| settings.node_slots.get(i).copied().unwrap_or(1);
-        let table = NodeTable::new(links.iter().enumerate().map(|(i, l)| (l.host.clone(), slots(i))), settings.fanout);
-        Shared::new(table, links, up)
+        let mut hosts: Vec<String> = links.iter().map(|l| l.host.clone()).collect();
+        if lazy.is_some() {
+            hosts.extend(settings.spawn.nodes.iter().skip(links.len()).cloned());
+        }
+        let first = links.len();
+        let table = NodeTable::new(hosts.into_iter().enumerate().map(|(i, h)| (h, slots(i))), settings.fanout).with_first(first);
+        let shared = Shared::new(table, links, up);
+        shared.borrow_mut().lazy = lazy;
+        shared
+    }
+
+    /// Links to daemons that joined the running tree (`dpm boot --add`, a
+    /// lazy node's).
+    pub fn add_links(&mut self, links: impl IntoIterator<Item = DaemonLink>) {
+        self.links.extend(links);
+    }
+
+    /// The links to the tree's nodes.
+    pub fn links(&self) -> &[DaemonLink] {
+        &self.links
     }
 
     /// Each lost node (and why) is told to `tx` once the runs heard of it.
@@ -77,8 +105,8 @@ impl Shared {
 
     /// One event of the tree, its effects carried out here.
     pub fn event<T>(&mut self, event: impl FnOnce(&mut Tree, &mut dyn TreeEffects) -> T) -> T {
-        let Shared { tree, links, io, pool_woken, lost, .. } = self;
-        event(tree, &mut Driver { links, io, pool_woken, lost })
+        let Shared { tree, links, io, pool_woken, lost, lazy, .. } = self;
+        event(tree, &mut Driver { links, lazy, io, pool_woken, lost })
     }
 
     /// Hand the tree what the daemons sent and no one took yet (before an
@@ -93,15 +121,21 @@ impl Shared {
 /// The tree's effects in a live tree.
 struct Driver<'a> {
     links: &'a [DaemonLink],
+    lazy: &'a mut Option<crate::lazy::Lazy>,
     io: &'a mut HashMap<u32, RunIo>,
     pool_woken: &'a Notify,
     lost: &'a Option<mpsc::UnboundedSender<(NodeId, String)>>,
 }
 
 impl TreeEffects for Driver<'_> {
+    /// Down `node`'s link; held for a daemon that starts now if it has none.
     fn send(&mut self, node: NodeId, msg: ToDaemon) {
-        if let Some(link) = self.links.get(node.0) {
-            link.send(msg);
+        match (find_link(self.links, node), self.lazy.as_mut()) {
+            (Some(link), _) => {
+                link.send(msg);
+            }
+            (None, Some(lazy)) => lazy.hold(node, msg),
+            (None, None) => {}
         }
     }
     fn output(&mut self, owner: u32, node: NodeId, job: JobId, rank: Rank, stream: Stream, data: &[u8]) {

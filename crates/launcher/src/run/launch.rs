@@ -25,6 +25,9 @@ pub struct Settings {
     pub node_slots: Vec<u32>,
     /// The daemon tree's fan-out: losing a node loses its subtree.
     pub fanout: usize,
+    /// The nodes the tree started with, its heap; those after joined later,
+    /// each straight below the launcher (lazy daemons, `dpm boot --add`).
+    pub heap_nodes: usize,
     /// The pid of the `dpm run` this run is for (shown by `dpm status`).
     pub owner: u32,
     /// Warm spawn: pooled jobs per spawn shape (0: off unless a spawn asks).

@@ -97,7 +97,7 @@ pub struct Run {
 impl Run {
     pub fn new(settings: Settings) -> Self {
         Run {
-            kvs: KvsRoot::new(settings.fanout),
+            kvs: KvsRoot::new(settings.fanout).with_first(settings.heap_nodes),
             settings,
             policy: FailurePolicy::default(),
             verdict: Verdict::default(),
@@ -409,7 +409,8 @@ impl Run {
     /// node below it in the tree — and the jobs using them cannot go on.
     fn node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
         let nodes = &fx.shared().nodes;
-        if !nodes.contains(node) {
+        // A drained node's daemon that left (`dpm boot --drain`) ran nothing.
+        if !nodes.contains(node) || nodes.state(node) == Some(NodeState::Released) {
             return;
         }
         let host = nodes.host(node).to_string();

@@ -117,8 +117,8 @@ pub struct Pool {
 
 impl Pool {
     /// An empty pool keeping nothing for later runs, for a tree of `fanout`.
-    pub fn new(fanout: usize) -> Self {
-        Pool { limit: 0, idle: Duration::ZERO, jobs: Vec::new(), dying: BTreeMap::new(), kvs: KvsRoot::new(fanout) }
+    pub fn new(fanout: usize, first: usize) -> Self {
+        Pool { limit: 0, idle: Duration::ZERO, jobs: Vec::new(), dying: BTreeMap::new(), kvs: KvsRoot::new(fanout).with_first(first) }
     }
 
     /// Keep at most `limit` jobs per shape for later runs (0: none), each for `idle`.
@@ -261,6 +261,15 @@ impl Pool {
     pub(super) fn signal_made_for(&self, fx: &mut dyn PoolEffects, owner: u32, signal: i32) {
         for (job, k) in self.jobs.iter().filter(|(_, k)| k.maker.is_some_and(|m| m.owner == owner)) {
             k.job.signal(*job, signal, &mut |d, m| fx.send(d, m));
+        }
+    }
+
+    /// Drop the unclaimed jobs with ranks on `on` (a drained node takes
+    /// nothing new, and empties): ended as any dropped job is.
+    pub fn drop_on(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable, on: &[NodeId]) {
+        let hit: Vec<JobId> = self.jobs.iter().filter(|(_, k)| k.job.daemons().iter().any(|d| on.contains(d))).map(|(j, _)| *j).collect();
+        for job in hit {
+            self.drop_job(fx, nodes, job);
         }
     }
 

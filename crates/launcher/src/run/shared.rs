@@ -69,7 +69,7 @@ impl TreeShared {
     /// by the driver (`controller::random_tag`) so that the reactor draws
     /// nothing.
     pub fn new(nodes: NodeTable, run_tag: u128) -> Self {
-        let fanout = nodes.fanout();
+        let (fanout, first) = (nodes.fanout(), nodes.first());
         TreeShared {
             names: NameService::default(),
             next_job: 0,
@@ -77,7 +77,7 @@ impl TreeShared {
             nodes,
             jobs: BTreeMap::new(),
             ranks: BTreeMap::new(),
-            pool: Pool::new(fanout),
+            pool: Pool::new(fanout, first),
             issued: Default::default(),
             context_ids: 0,
             connects: TreeConnects::default(),

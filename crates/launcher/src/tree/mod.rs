@@ -22,6 +22,7 @@
 //! live jobs, pool ∩ runs = ∅, one slot ledger.
 
 mod effects;
+mod membership;
 #[cfg(test)]
 mod tests;
 

@@ -39,6 +39,7 @@ pub(crate) fn settings_for(slots: &[u32]) -> Settings {
         },
         node_slots: slots.to_vec(),
         fanout: 2,
+        heap_nodes: usize::MAX,
         owner: 1,
         warm_spawn: 0,
         warm_verbose: false,
