@@ -65,8 +65,9 @@ pub enum Input {
     /// Empty: end of input.
     Stdin(Vec<u8>),
     /// A held job may go on: the client's debugger let it (MPIR launch
-    /// mode through a boot, `ToServer::Continue`).
-    Continue(JobId),
+    /// mode through a boot, `ToServer::Continue`), after the tool daemon
+    /// its debugger asked for, if any, is on its way.
+    Continue(JobId, Option<dpm_proto::ToolDaemon>),
 }
 
 /// A job whose every rank has started: its ranks in rank order, and
@@ -295,6 +296,9 @@ impl RunEffects for Driver<'_> {
     fn say(&mut self, line: &str) {
         self.output.console().say(line);
     }
+    fn tool_output(&mut self, stream: Stream, data: &[u8]) {
+        self.output.console().write(stream == Stream::Stderr, data.to_vec(), None);
+    }
     fn now_micros(&self) -> u64 {
         dpm_daemon::now_micros()
     }
@@ -414,6 +418,11 @@ impl Controller {
                 tokio::time::sleep(FLUSH_BEFORE_STOP).await;
             }
             crate::mpir::publish(&procs);
+            // The tool's daemons (asked for at the breakpoint) are on their
+            // way to the nodes before the held ranks go on.
+            if let Some(tool) = crate::mpir::tool_daemon() {
+                self.with_run(|run, fx| run.start_tools(fx, job, &tool));
+            }
             if debugged {
                 dpm_daemon::links::resume_judging();
                 for link in &self.links {
@@ -588,7 +597,12 @@ impl Controller {
                         Input::Signal(sig) => self.with_run(|run, fx| run.on_signal(fx, sig)),
                         Input::End(why) => self.with_run(|run, fx| run.on_end(fx, why)),
                         Input::Stdin(data) => self.with_run(|run, fx| run.on_stdin(fx, data)),
-                        Input::Continue(job) => self.with_run(|run, fx| run.continue_job(fx, job)),
+                        Input::Continue(job, tool) => self.with_run(|run, fx| {
+                            if let Some(tool) = &tool {
+                                run.start_tools(fx, job, tool);
+                            }
+                            run.continue_job(fx, job);
+                        }),
                     }
                 },
                 Some(w) = self.written.recv() => self.with_run(|run, fx| run.on_output_written(fx, w.node, w.job, w.bytes)),

@@ -15,8 +15,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 /// 4: [`JobSettings::pmix_watch`]; 5: [`BootStatus::allocation`]; 6:
 /// [`JobSettings::prepend`] and [`JobSettings::print_all_exitcodes`]; 7:
 /// [`NodeStatus::lost`]; 8: MPIR, [`ToClient::Procs`], [`ToServer::Continue`],
-/// [`JobSettings::hold`], [`JobSettings::on_timeout`]).
-pub const CONTROL_VERSION: u32 = 8;
+/// [`JobSettings::hold`], [`JobSettings::on_timeout`]; 9: a tool daemon in
+/// [`ToServer::Continue`]).
+pub const CONTROL_VERSION: u32 = 9;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -163,8 +164,13 @@ pub enum ToServer {
     /// `dpm down`: end every job and the daemons.
     Down { version: u32 },
     /// The client's debugger let it go on from `MPIR_Breakpoint` after
-    /// [`ToClient::Procs`] of a held job: continue its ranks.
-    Continue { job: u32 },
+    /// [`ToClient::Procs`]: start the tool daemon it asked for there (if
+    /// any) on each node of the job, then continue the job's ranks if held.
+    Continue {
+        job: u32,
+        #[serde(default)]
+        tool: Option<crate::ToolDaemon>,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -38,8 +38,9 @@ use crate::auth::Secret;
 /// `ToLauncher::Connect::group`, `ToDaemon::ConnectDone::context_id`; 11:
 /// `LaunchJob::pmix_watch`, `ToLauncher::WatchTripped`; 12: `AppSpec::node_env`;
 /// 13: `ToDaemon::RanksDead`, `ToLauncher::FenceDoomed`; 14: `LaunchJob::hold`,
-/// `ToDaemon::Report`, `ToLauncher::RankReport`).
-pub const PROTOCOL_VERSION: u32 = 14;
+/// `ToDaemon::Report`, `ToLauncher::RankReport`; 15: `ToDaemon::StartTool`,
+/// `ToLauncher::ToolOutput`).
+pub const PROTOCOL_VERSION: u32 = 15;
 
 /// A link with nothing to say sends a heartbeat this often…
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(250);

@@ -186,7 +186,7 @@ impl Cluster {
                 Effect::WakePool(at) => self.wake_pool(at),
                 // No debugger here: a held job goes on at once.
                 Effect::ProcsStarted(job, _, true) => held.push(job),
-                Effect::Flush(..) | Effect::ProcsStarted(..) => {}
+                Effect::Flush(..) | Effect::ProcsStarted(..) | Effect::ToolOutput(..) => {}
             }
         }
         for job in held {

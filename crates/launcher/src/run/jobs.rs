@@ -5,7 +5,7 @@
 //! job's end does beyond the table (the KVS root, warm spawn, collectives)
 //! is the run's ([`super::Run`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::control::{ProcInfo, RankStatus};
@@ -25,6 +25,8 @@ pub(super) struct Jobs {
     written: HashMap<(NodeId, JobId), u64>,
     /// The job whose rank reads dpm's stdin.
     stdin: Option<JobId>,
+    /// The nodes a debugger's tool daemon was started on (`start_tools`).
+    tool_nodes: BTreeSet<NodeId>,
 }
 
 impl Jobs {
@@ -196,6 +198,18 @@ impl Jobs {
 
     /// Continue a job launched held for a debugger (MPIR launch mode): its
     /// ranks, stopped at their first instruction, get SIGCONT.
+    /// Start `tool` on each node of `job` that has no tool daemon yet
+    /// (each node once per run: a spawned job's new nodes get theirs).
+    pub(super) fn start_tools(&mut self, fx: &mut dyn RunEffects, job: JobId, tool: &dpm_proto::ToolDaemon) {
+        let Some(j) = self.map.get(&job) else { return };
+        for &node in j.daemons() {
+            if self.tool_nodes.insert(node) {
+                let host = fx.shared().nodes.host(node).to_string();
+                fx.send(node, ToDaemon::StartTool { job, tool: tool.clone(), host });
+            }
+        }
+    }
+
     pub(super) fn continue_held(&mut self, fx: &mut dyn RunEffects, job: JobId) {
         if let Some(j) = self.map.get_mut(&job) {
             if j.unhold() {
