@@ -489,3 +489,57 @@ fn state_report_says_since_when_a_rank_waits() {
     assert!(waited.is_some_and(|s| (0.0..=13.0).contains(&s)), "{line}\n{}", out.describe());
     assert!(err.lines().any(|l| l.starts_with("dpm: rank 1 (pid ") && l.ends_with("has not spoken PMI")), "{}", out.describe());
 }
+
+/// A plain run's table follows its ranks' ends; the file a SIGKILLed
+/// `dpm run` leaves is removed by the next `dpm status` that looks.
+#[test]
+fn the_run_table_follows_exits_and_a_killed_runs_table_is_removed() {
+    let runtime = std::env::temp_dir().join(unique("dpm-rt"));
+    let rt = runtime.to_string_lossy().into_owned();
+    let running = Dpm::run(["-n", "1", "sleep", "2", ":", "-n", "1", "sleep", "300"]).env("DPM_RUNTIME_DIR", &rt).spawn();
+    let client = running.pid();
+    let file = runtime.join(format!("run-{client}.json"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let states = loop {
+        let states: Vec<String> =
+            if file.exists() { listed_ranks(&status_json(&runtime)["runs"], client).into_iter().map(|r| r.3).collect() } else { Vec::new() };
+        if states.first().is_some_and(|s| s != "running") || std::time::Instant::now() > deadline {
+            break states;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(states, ["exited 0", "running"], "rank 0's end in the table");
+    running.signal("KILL");
+    let marker = running.marker().to_string();
+    let out = running.wait_unchecked();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(9), "{}", out.describe());
+    assert!(file.exists(), "a SIGKILLed run cannot remove its table");
+    let status = status_json(&runtime);
+    assert!(status["runs"].as_array().is_some_and(|r| r.is_empty()), "{status}");
+    assert!(!file.exists(), "dpm status left the table of a killed run");
+    let left = common::leftovers_after(&marker, common::LEFTOVER_GRACE);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+/// A table whose pid is now another process (started after the table was
+/// last written) or no process is removed when `dpm status` looks.
+#[test]
+fn a_table_whose_pid_was_reused_or_is_gone_is_removed() {
+    let runtime = std::env::temp_dir().join(unique("dpm-rt"));
+    std::fs::create_dir_all(&runtime).expect("create the runtime dir");
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let table = |pid: u32| serde_json::json!({"client_pid": pid, "jobs": [], "ranks": []}).to_string();
+    // This test's own process: alive and ours, but it started after this "old" table.
+    let reused = runtime.join(format!("run-{}.json", std::process::id()));
+    std::fs::write(&reused, table(std::process::id())).expect("write");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600 * 24 * 365);
+    std::fs::File::options().write(true).open(&reused).and_then(|f| f.set_modified(old)).expect("age the table");
+    // A pid no process has (above the kernel's pid_max).
+    let gone = runtime.join("run-4294967.json");
+    std::fs::write(&gone, table(4_294_967)).expect("write");
+    let status = status_json(&runtime);
+    assert!(status["runs"].as_array().is_some_and(|r| r.is_empty()), "{status}");
+    assert!(!reused.exists() && !gone.exists(), "stale tables were kept");
+    let _ = std::fs::remove_dir_all(&runtime);
+}

@@ -359,6 +359,10 @@ pub struct Controller {
     /// Jobs whose ranks have all started, for [`Controller::tell_tools`].
     announced: Vec<Announced>,
     tools: Tools,
+    /// A plain run's table for tools (`run_table`): when it was last
+    /// written, and whether ranks ended since.
+    table_written: Option<Instant>,
+    table_stale: bool,
 }
 
 /// After Ctrl-Z, how long the loop runs on before the process stops, for
@@ -387,6 +391,8 @@ impl Controller {
             stops_itself: false,
             announced: Vec::new(),
             tools: Tools::Here,
+            table_written: None,
+            table_stale: false,
         }
     }
 
@@ -433,9 +439,20 @@ impl Controller {
                 self.with_run(|run, fx| run.continue_job(fx, job));
             }
             if self.stops_itself {
-                crate::run_table::write(&self.table());
+                self.write_table();
             }
         }
+    }
+
+    /// Write this plain run's table (the first time, after removing those
+    /// of runs that are gone).
+    fn write_table(&mut self) {
+        if self.table_written.is_none() {
+            crate::run_table::sweep();
+        }
+        crate::run_table::write(&self.table());
+        self.table_written = Some(Instant::now());
+        self.table_stale = false;
     }
 
     /// This run's jobs and their ranks, for tools.
@@ -548,6 +565,8 @@ impl Controller {
                 match &msg {
                     ToLauncher::Output { job, .. } => self.learn_place(*job, node),
                     ToLauncher::Exited(exit) => {
+                        // The table says so (`run_table::REWRITE_EVERY`).
+                        self.table_stale = self.table_written.is_some();
                         if let Some((Some(first), codes)) = &mut self.exit_codes {
                             if exit.job == *first {
                                 codes.record(node, exit.rank, &exit.status);
@@ -578,7 +597,9 @@ impl Controller {
                 continue;
             }
             let (timer, deadline) = self.timers.iter().min_by_key(|(_, at)| **at).map_or((None, far), |(t, at)| (Some(*t), *at));
+            let table_due = self.table_written.map_or(far, |at| at + crate::run_table::REWRITE_EVERY);
             tokio::select! {
+                _ = tokio::time::sleep_until(table_due), if self.table_stale => self.write_table(),
                 envelope = self.up.recv() => match envelope {
                     Some(envelope) => self.deliver(envelope),
                     None => self.with_run(|run, fx| run.on_daemons_gone(fx)),

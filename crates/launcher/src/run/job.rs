@@ -241,6 +241,11 @@ impl Job {
         self.watched.take()
     }
 
+    /// How rank `r` ended, if it did.
+    pub(super) fn rank_end(&self, r: usize) -> Option<&RankEnd> {
+        self.ranks.get(r)?.end.as_ref()
+    }
+
     /// Record how rank `r` ended (the first word counts); its slot is free again.
     pub(super) fn end_rank(&mut self, r: usize, end: RankEnd) {
         if self.ranks.get(r).is_some_and(|s| s.end.is_none()) {

@@ -15,6 +15,15 @@ use super::job::{serve_fence, Job, RankEnd};
 use super::{signal_name, FailurePolicy, RunEffects, Verdict};
 use crate::kvs_root::KvsRoot;
 
+/// A rank's end as `dpm status` lists it.
+fn listed_end(end: &RankEnd) -> String {
+    match end {
+        RankEnd::Ok => "exited 0".into(),
+        RankEnd::Failed { why, .. } => format!("failed: {why}"),
+        RankEnd::Terminated => "terminated".into(),
+    }
+}
+
 /// The jobs of one run, each owned here from its launch (or its claim) to
 /// its end. See the module documentation.
 #[derive(Default)]
@@ -191,7 +200,11 @@ impl Jobs {
             })
             .collect::<Vec<ProcInfo>>();
         let state = if held { "held" } else { "running" };
-        let listed = procs.iter().map(|p| RankStatus { rank: p.rank, host: p.host.clone(), pid: p.pid, state: state.into() }).collect();
+        // A rank may have ended before the last one started.
+        let listed = procs
+            .iter()
+            .map(|p| RankStatus { rank: p.rank, host: p.host.clone(), pid: p.pid, state: j.rank_end(p.rank as usize).map_or_else(|| state.into(), listed_end) })
+            .collect();
         fx.shared().ranks.insert(job, listed);
         fx.procs_started(job, procs, held);
     }
@@ -280,10 +293,10 @@ impl Jobs {
         };
         j.end_rank(rank.0 as usize, end.clone());
         if let Some(listed) = fx.shared().ranks.get_mut(&job).and_then(|l| l.get_mut(rank.0 as usize)) {
-            listed.state = match &end {
-                RankEnd::Ok => "exited 0".into(),
-                RankEnd::Failed { why, .. } => format!("failed: {why}"),
-                RankEnd::Terminated => "terminated".into(),
+            listed.state = match (&end, status) {
+                (RankEnd::Terminated, ExitStatus::Code(c)) => format!("terminated: exited {c}"),
+                (RankEnd::Terminated, ExitStatus::Signal(s)) => format!("terminated: signal {s} ({})", signal_name(s)),
+                _ => listed_end(&end),
             };
         }
         let spawned = j.spawned();
