@@ -543,3 +543,23 @@ fn a_table_whose_pid_was_reused_or_is_gone_is_removed() {
     assert!(!reused.exists() && !gone.exists(), "stale tables were kept");
     let _ = std::fs::remove_dir_all(&runtime);
 }
+
+/// A tracer that hangs (a `gdb` first in PATH that never answers): each
+/// rank is named as not traced within the bound, and the run still ends
+/// with the timeout's status.
+#[test]
+fn a_hung_tracer_is_named_and_the_run_ends_at_its_timeout() {
+    let dir = TempDir::new("hung-gdb");
+    let fake = dir.path.join("gdb");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 600\n").expect("write the fake gdb");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let path = format!("{}:{}", dir.path_str(), std::env::var("PATH").unwrap_or_default());
+    let out = Dpm::run(["--timeout", "3", "--get-stack-traces", "-n", "2", &program("deadlock")]).env("PATH", &path).output();
+    out.assert_code(124);
+    let host = hostname();
+    for r in 0..2 {
+        let line = format!("[rank {r} on {host}] not traced: gdb did not answer within 15 s");
+        assert!(out.stderr_str().lines().any(|l| l == line), "no `{line}`\n{}", out.describe());
+    }
+    assert!(out.stderr_str().contains("timed out after 3 s"), "{}", out.describe());
+}
