@@ -563,3 +563,38 @@ fn a_hung_tracer_is_named_and_the_run_ends_at_its_timeout() {
     }
     assert!(out.stderr_str().contains("timed out after 3 s"), "{}", out.describe());
 }
+
+/// A rank that another tracer holds (a debugger attached to it) cannot be
+/// traced by dpm's: it is named so, the other rank's stack is there, and
+/// the run ends with the timeout's status.
+#[test]
+fn a_rank_ptraced_by_someone_else_is_named_not_traced() {
+    use std::io::BufRead;
+    let gdb = gdb().expect("gdb");
+    let dir = TempDir::new("mpir");
+    let merged = TempFile::new("dpm-2to1", format!("#!/bin/sh\nexec '{}' \"$@\" 2>&1\n", dpm_bin()).as_bytes(), 0o700);
+    let mut running = Dpm::run(["--timeout", "12", "--get-stack-traces", "-n", "2", &program("mpir_job"), &dir.path_str()]).exe(&merged.path).spawn();
+    running.wait_for_lines("mpir_job world", 2);
+    // Rank 0 held by a gdb of the test's own until dpm has reported.
+    let held = ready_pids(&running.stdout_so_far(), "world")[0];
+    let mut holder = std::process::Command::new(&gdb)
+        .args(["-nx", "-batch", "-p", &held.to_string(), "-ex", "echo HOLDING\\n", "-ex", "shell sleep 60"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run gdb");
+    let mut lines = std::io::BufReader::new(holder.stdout.take().expect("piped")).lines();
+    assert!(lines.any(|l| l.is_ok_and(|l| l.contains("HOLDING"))), "the holding gdb did not attach");
+    // The report: each rank's state, then its stack or why there is none.
+    let host = hostname();
+    running.wait_for_lines(&format!("[rank 0 on {host}] no stack"), 1);
+    running.wait_for_lines(&format!("[rank 1 on {host}] #"), 1);
+    // The held rank's end reaches dpm only once its tracer lets go (the
+    // kernel tells the tracer first): the holder goes now.
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let out = running.wait_unchecked();
+    assert_eq!(out.code(), 124, "{}", out.describe());
+    let text = out.stdout_str();
+    assert!(text.lines().any(|l| l.starts_with(&format!("[rank 0 on {host}] no stack: gdb printed none"))), "{}", out.describe());
+}
