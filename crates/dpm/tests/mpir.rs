@@ -383,7 +383,7 @@ exec sleep 600
 /// gdb as the tool in launch mode, asking at the breakpoint for the tool
 /// daemon `path` (arguments `-v`, `two words`); the test lets the ranks go
 /// once `nodes` daemons said `tool host`. gdb's output.
-fn launch_with_tool(args: &[&str], dir: &TempDir, path: &str, nodes: usize) -> common::Output {
+fn launch_with_tool(args: &[&str], dir: &TempDir, path: &str, nodes: usize, env: &[(&str, &str)]) -> common::Output {
     let gdb = gdb().expect("gdb");
     let set_tool = format!(
         "set var *(char (*)[{}])&MPIR_executable_path = \"{path}\"\nset var *(char (*)[15])&MPIR_server_arguments = \"-v\\0two words\\0\"\n",
@@ -396,7 +396,11 @@ fn launch_with_tool(args: &[&str], dir: &TempDir, path: &str, nodes: usize) -> c
         ["-nx", "-batch", "-x", &script.path_str(), "--args", dpm_bin(), "run", "-genv", common::MARKER_VAR, &marker].map(String::from).to_vec();
     all.extend(args.iter().map(|s| s.to_string()));
     // The marker in dpm's own environment too: a tool daemon left behind is found.
-    let mut running = Dpm::raw(all).exe(Path::new(&gdb)).env(common::MARKER_VAR, &marker).spawn();
+    let mut run = Dpm::raw(all).exe(Path::new(&gdb)).env(common::MARKER_VAR, &marker);
+    for (k, v) in env {
+        run = run.env(k, v);
+    }
+    let mut running = run.spawn();
     if nodes > 0 {
         running.wait_for_lines("tool host ", nodes);
     }
@@ -446,7 +450,7 @@ fn tool_daemon_once_on_one_node() {
     let dir = TempDir::new("mpir");
     let exe = program("mpir_job");
     let tool = TempFile::new("tool-daemon", TOOL_DAEMON.as_bytes(), 0o700);
-    let out = launch_with_tool(&["-n", "3", &exe, &dir.path_str()], &dir, &tool.path_str(), 1);
+    let out = launch_with_tool(&["-n", "3", &exe, &dir.path_str()], &dir, &tool.path_str(), 1, &[]);
     assert_tool_daemons(&out, &exe, &[hostname()]);
 }
 
@@ -455,8 +459,21 @@ fn tool_daemon_once_on_each_of_two_virtual_nodes() {
     let dir = TempDir::new("mpir");
     let exe = program("mpir_job");
     let tool = TempFile::new("tool-daemon", TOOL_DAEMON.as_bytes(), 0o700);
-    let out = launch_with_tool(&["--virtual-nodes", "2", "-n", "4", &exe, &dir.path_str()], &dir, &tool.path_str(), 2);
+    let out = launch_with_tool(&["--virtual-nodes", "2", "-n", "4", &exe, &dir.path_str()], &dir, &tool.path_str(), 2, &[]);
     assert_tool_daemons(&out, &exe, &[format!("{}-v0", hostname()), format!("{}-v1", hostname())]);
+}
+
+/// Through a boot: the client reads the symbols, the boot's daemons start the tool.
+#[test]
+fn tool_daemon_through_a_boot() {
+    let boot = Boot::start(&[]);
+    let dir = TempDir::new("mpir");
+    let exe = program("mpir_job");
+    let tool = TempFile::new("tool-daemon", TOOL_DAEMON.as_bytes(), 0o700);
+    let runtime = boot.dir.to_string_lossy().into_owned();
+    let out = launch_with_tool(&["-n", "2", &exe, &dir.path_str()], &dir, &tool.path_str(), 1, &[("DPM_NO_BOOT", ""), ("DPM_RUNTIME_DIR", &runtime)]);
+    let host = parse_table(&format!("{}{}", out.stdout_str(), out.stderr_str()), 0)[0].host.clone();
+    assert_tool_daemons(&out, &exe, &[host]);
 }
 
 /// A tool daemon that cannot be started: one clear line, the job runs on.
@@ -465,7 +482,7 @@ fn a_tool_daemon_that_cannot_start_is_one_line() {
     let dir = TempDir::new("mpir");
     let exe = program("mpir_job");
     let missing = std::env::temp_dir().join(unique("no-such-tool"));
-    let out = launch_with_tool(&["-n", "2", &exe, &dir.path_str()], &dir, &missing.to_string_lossy(), 0);
+    let out = launch_with_tool(&["-n", "2", &exe, &dir.path_str()], &dir, &missing.to_string_lossy(), 0, &[]);
     let line = format!(
         "dpm: error: {}: cannot start the tool daemon {}: No such file or directory (os error 2); the job runs on without it",
         hostname(),
