@@ -16,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The MPIR Process Acquisition Interface's symbols (`dpm_launcher::mpir`):
 /// a debugger finds them in the dynamic symbol table, which `strip` keeps.
-const MPIR_SYMBOLS: [&str; 8] = [
+const MPIR_SYMBOLS: [&str; 10] = [
     "MPIR_proctable",
     "MPIR_proctable_size",
     "MPIR_debug_state",
@@ -25,6 +25,8 @@ const MPIR_SYMBOLS: [&str; 8] = [
     "MPIR_partial_attach_ok",
     "MPIR_ignore_queues",
     "MPIR_Breakpoint",
+    "MPIR_executable_path",
+    "MPIR_server_arguments",
 ];
 
 fn main() {

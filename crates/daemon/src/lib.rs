@@ -57,6 +57,7 @@ pub mod spawner;
 pub mod stack;
 pub mod stdio;
 mod tasks;
+pub mod tool;
 pub mod topology;
 mod topology_cache;
 pub mod tree;

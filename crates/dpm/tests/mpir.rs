@@ -23,7 +23,7 @@ use common::{dpm_bin, hostname, program, unique, Dpm, TempDir, TempFile};
 /// (as in `spawn.rs`), not what these tests are about.
 const OFI: [&str; 6] = ["-genv", "MPIR_CVAR_CH4_NETMOD", "ofi", "-genv", "FI_PROVIDER", "tcp"];
 
-const SYMBOLS: [&str; 8] = [
+const SYMBOLS: [&str; 10] = [
     "MPIR_proctable",
     "MPIR_proctable_size",
     "MPIR_debug_state",
@@ -32,6 +32,8 @@ const SYMBOLS: [&str; 8] = [
     "MPIR_partial_attach_ok",
     "MPIR_ignore_queues",
     "MPIR_Breakpoint",
+    "MPIR_executable_path",
+    "MPIR_server_arguments",
 ];
 
 #[test]
@@ -364,4 +366,252 @@ fn status_json_lists_a_booted_runs_ranks() {
     let pids = ready_pids(&out.stdout_str(), "world");
     assert_eq!(ranks.iter().map(|r| r.2).collect::<Vec<_>>(), pids.iter().map(|&p| u64::from(p)).collect::<Vec<_>>(), "{status}");
     assert!(ranks.iter().all(|r| r.3 == "running"), "{status}");
+}
+
+/// A tool daemon that says what it sees: its arguments, then each of the
+/// job's pids on its node that it finds live (and their program), on
+/// stdout; a line on stderr; last `tool host H pid P ranks R pids Q`. It
+/// stays (a daemon), so that the run's end must end it.
+const TOOL_DAEMON: &str = r#"#!/bin/sh
+echo "tool args [$1] [$2]"
+for p in $DPM_TOOL_PIDS; do test -d /proc/$p && echo "tool on $DPM_TOOL_HOST sees $p $(readlink /proc/$p/exe)"; done
+echo "tool on $DPM_TOOL_HOST says on stderr" >&2
+echo "tool host $DPM_TOOL_HOST pid $$ ranks $DPM_TOOL_RANKS pids $DPM_TOOL_PIDS"
+exec sleep 600
+"#;
+
+/// gdb as the tool in launch mode, asking at the breakpoint for the tool
+/// daemon `path` (arguments `-v`, `two words`); the test lets the ranks go
+/// once `nodes` daemons said `tool host`. gdb's output.
+fn launch_with_tool(args: &[&str], dir: &TempDir, path: &str, nodes: usize, env: &[(&str, &str)]) -> common::Output {
+    let gdb = gdb().expect("gdb");
+    let set_tool = format!(
+        "set var *(char (*)[{}])&MPIR_executable_path = \"{path}\"\nset var *(char (*)[15])&MPIR_server_arguments = \"-v\\0two words\\0\"\n",
+        path.len() + 1
+    );
+    let script = launch_script(&dir.path, false, 0).replace(&format!("shell touch {}/go\n", dir.path.display()), &set_tool);
+    let script = TempFile::new("mpir-tool.gdb", script.as_bytes(), 0o600);
+    let marker = unique("dpmtest");
+    let mut all: Vec<String> =
+        ["-nx", "-batch", "-x", &script.path_str(), "--args", dpm_bin(), "run", "-genv", common::MARKER_VAR, &marker].map(String::from).to_vec();
+    all.extend(args.iter().map(|s| s.to_string()));
+    // The marker in dpm's own environment too: a tool daemon left behind is found.
+    let mut run = Dpm::raw(all).exe(Path::new(&gdb)).env(common::MARKER_VAR, &marker);
+    for (k, v) in env {
+        run = run.env(k, v);
+    }
+    let mut running = run.spawn();
+    if nodes > 0 {
+        running.wait_for_lines("tool host ", nodes);
+    }
+    std::fs::write(dir.path.join("go"), b"").expect("write go");
+    let out = running.wait_unchecked();
+    let left = common::leftovers_after(&marker, common::LEFTOVER_GRACE);
+    assert!(left.is_empty(), "left behind: {left:?}\n{}", out.describe());
+    out
+}
+
+/// Each `tool host H pid P ranks R pids Q` line: (host, pids).
+fn tool_reports(stdout: &str) -> Vec<(String, Vec<u32>)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("tool host ")?;
+            let (host, rest) = rest.split_once(' ')?;
+            let pids = rest.split_once(" pids ")?.1.split(' ').filter_map(|p| p.parse().ok()).collect();
+            Some((host.to_string(), pids))
+        })
+        .collect()
+}
+
+/// The tool daemon ran once on each of `hosts`, with the arguments, saw
+/// every rank of its node live running `exe`, wrote to the run's stdout and
+/// stderr; the job ended 0 (and the daemon with it: `launch_with_tool`).
+fn assert_tool_daemons(out: &common::Output, exe: &str, hosts: &[String]) {
+    let text = out.stdout_str();
+    let table = parse_table(&format!("{text}{}", out.stderr_str()), 0);
+    let mut reports = tool_reports(&text);
+    reports.sort();
+    assert_eq!(reports.iter().map(|r| r.0.clone()).collect::<Vec<_>>(), hosts, "one tool daemon per node\n{}", out.describe());
+    for (host, pids) in &reports {
+        let want: Vec<u32> = table.iter().filter(|e| &e.host == host).map(|e| e.pid).collect();
+        assert_eq!(pids, &want, "the pids told to the tool on {host}\n{}", out.describe());
+        for pid in pids {
+            assert!(text.contains(&format!("tool on {host} sees {pid} {exe}\n")), "the tool on {host} did not see rank pid {pid}\n{}", out.describe());
+        }
+        assert!(out.stderr_str().contains(&format!("tool on {host} says on stderr\n")), "{}", out.describe());
+    }
+    assert_eq!(text.matches("tool args [-v] [two words]\n").count(), hosts.len(), "{}", out.describe());
+    out.assert_stdout_contains("exited normally");
+}
+
+#[test]
+fn tool_daemon_once_on_one_node() {
+    let dir = TempDir::new("mpir");
+    let exe = program("mpir_job");
+    let tool = TempFile::new("tool-daemon", TOOL_DAEMON.as_bytes(), 0o700);
+    let out = launch_with_tool(&["-n", "3", &exe, &dir.path_str()], &dir, &tool.path_str(), 1, &[]);
+    assert_tool_daemons(&out, &exe, &[hostname()]);
+}
+
+#[test]
+fn tool_daemon_once_on_each_of_two_virtual_nodes() {
+    let dir = TempDir::new("mpir");
+    let exe = program("mpir_job");
+    let tool = TempFile::new("tool-daemon", TOOL_DAEMON.as_bytes(), 0o700);
+    let out = launch_with_tool(&["--virtual-nodes", "2", "-n", "4", &exe, &dir.path_str()], &dir, &tool.path_str(), 2, &[]);
+    assert_tool_daemons(&out, &exe, &[format!("{}-v0", hostname()), format!("{}-v1", hostname())]);
+}
+
+/// Through a boot: the client reads the symbols, the boot's daemons start the tool.
+#[test]
+fn tool_daemon_through_a_boot() {
+    let boot = Boot::start(&[]);
+    let dir = TempDir::new("mpir");
+    let exe = program("mpir_job");
+    let tool = TempFile::new("tool-daemon", TOOL_DAEMON.as_bytes(), 0o700);
+    let runtime = boot.dir.to_string_lossy().into_owned();
+    let out = launch_with_tool(&["-n", "2", &exe, &dir.path_str()], &dir, &tool.path_str(), 1, &[("DPM_NO_BOOT", ""), ("DPM_RUNTIME_DIR", &runtime)]);
+    let host = parse_table(&format!("{}{}", out.stdout_str(), out.stderr_str()), 0)[0].host.clone();
+    assert_tool_daemons(&out, &exe, &[host]);
+}
+
+/// A tool daemon that cannot be started: one clear line, the job runs on.
+#[test]
+fn a_tool_daemon_that_cannot_start_is_one_line() {
+    let dir = TempDir::new("mpir");
+    let exe = program("mpir_job");
+    let missing = std::env::temp_dir().join(unique("no-such-tool"));
+    let out = launch_with_tool(&["-n", "2", &exe, &dir.path_str()], &dir, &missing.to_string_lossy(), 0, &[]);
+    let line = format!(
+        "dpm: error: {}: cannot start the tool daemon {}: No such file or directory (os error 2); the job runs on without it",
+        hostname(),
+        missing.display()
+    );
+    assert_eq!(out.stderr_str().lines().filter(|l| l.starts_with("dpm: error:")).collect::<Vec<_>>(), vec![line.as_str()], "{}", out.describe());
+    assert_eq!(ready_pids(&out.stdout_str(), "world").len(), 2, "{}", out.describe());
+    out.assert_stdout_contains("exited normally");
+}
+
+/// The state report says since when a rank waits in its PMI call: rank 0
+/// in `PMI_Barrier` for its peer, which never speaks PMI (`sleep`).
+#[test]
+fn state_report_says_since_when_a_rank_waits() {
+    let out = Dpm::run(["--timeout", "3", "--report-state-on-timeout", "-n", "1", &program("dpm_pmi1_api"), ":", "-n", "1", "sleep", "100"]).output();
+    out.assert_code(124);
+    let err = out.stderr_str();
+    let line = err.lines().find(|l| l.starts_with("dpm: rank 0 (pid ")).unwrap_or_else(|| panic!("no state of rank 0\n{}", out.describe()));
+    let waited = line.split_once("): waits in PMI `barrier_in` for ").and_then(|(_, t)| t.strip_suffix(" s")).and_then(|t| t.parse::<f64>().ok());
+    // At most the timeout, and what the node took to answer on a busy host.
+    assert!(waited.is_some_and(|s| (0.0..=13.0).contains(&s)), "{line}\n{}", out.describe());
+    assert!(err.lines().any(|l| l.starts_with("dpm: rank 1 (pid ") && l.ends_with("has not spoken PMI")), "{}", out.describe());
+}
+
+/// A plain run's table follows its ranks' ends; the file a SIGKILLed
+/// `dpm run` leaves is removed by the next `dpm status` that looks.
+#[test]
+fn the_run_table_follows_exits_and_a_killed_runs_table_is_removed() {
+    let runtime = std::env::temp_dir().join(unique("dpm-rt"));
+    let rt = runtime.to_string_lossy().into_owned();
+    let running = Dpm::run(["-n", "1", "sleep", "2", ":", "-n", "1", "sleep", "300"]).env("DPM_RUNTIME_DIR", &rt).spawn();
+    let client = running.pid();
+    let file = runtime.join(format!("run-{client}.json"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let states = loop {
+        let states: Vec<String> =
+            if file.exists() { listed_ranks(&status_json(&runtime)["runs"], client).into_iter().map(|r| r.3).collect() } else { Vec::new() };
+        if states.first().is_some_and(|s| s != "running") || std::time::Instant::now() > deadline {
+            break states;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(states, ["exited 0", "running"], "rank 0's end in the table");
+    running.signal("KILL");
+    let marker = running.marker().to_string();
+    let out = running.wait_unchecked();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(9), "{}", out.describe());
+    assert!(file.exists(), "a SIGKILLed run cannot remove its table");
+    let status = status_json(&runtime);
+    assert!(status["runs"].as_array().is_some_and(|r| r.is_empty()), "{status}");
+    assert!(!file.exists(), "dpm status left the table of a killed run");
+    let left = common::leftovers_after(&marker, common::LEFTOVER_GRACE);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+/// A table whose pid is now another process (started after the table was
+/// last written) or no process is removed when `dpm status` looks.
+#[test]
+fn a_table_whose_pid_was_reused_or_is_gone_is_removed() {
+    let runtime = std::env::temp_dir().join(unique("dpm-rt"));
+    std::fs::create_dir_all(&runtime).expect("create the runtime dir");
+    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let table = |pid: u32| serde_json::json!({"client_pid": pid, "jobs": [], "ranks": []}).to_string();
+    // This test's own process: alive and ours, but it started after this "old" table.
+    let reused = runtime.join(format!("run-{}.json", std::process::id()));
+    std::fs::write(&reused, table(std::process::id())).expect("write");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600 * 24 * 365);
+    std::fs::File::options().write(true).open(&reused).and_then(|f| f.set_modified(old)).expect("age the table");
+    // A pid no process has (above the kernel's pid_max).
+    let gone = runtime.join("run-4294967.json");
+    std::fs::write(&gone, table(4_294_967)).expect("write");
+    let status = status_json(&runtime);
+    assert!(status["runs"].as_array().is_some_and(|r| r.is_empty()), "{status}");
+    assert!(!reused.exists() && !gone.exists(), "stale tables were kept");
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+/// A tracer that hangs (a `gdb` first in PATH that never answers): each
+/// rank is named as not traced within the bound, and the run still ends
+/// with the timeout's status.
+#[test]
+fn a_hung_tracer_is_named_and_the_run_ends_at_its_timeout() {
+    let dir = TempDir::new("hung-gdb");
+    let fake = dir.path.join("gdb");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 600\n").expect("write the fake gdb");
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let path = format!("{}:{}", dir.path_str(), std::env::var("PATH").unwrap_or_default());
+    let out = Dpm::run(["--timeout", "3", "--get-stack-traces", "-n", "2", &program("deadlock")]).env("PATH", &path).output();
+    out.assert_code(124);
+    let host = hostname();
+    for r in 0..2 {
+        let line = format!("[rank {r} on {host}] not traced: gdb did not answer within 15 s");
+        assert!(out.stderr_str().lines().any(|l| l == line), "no `{line}`\n{}", out.describe());
+    }
+    assert!(out.stderr_str().contains("timed out after 3 s"), "{}", out.describe());
+}
+
+/// A rank that another tracer holds (a debugger attached to it) cannot be
+/// traced by dpm's: it is named so, the other rank's stack is there, and
+/// the run ends with the timeout's status.
+#[test]
+fn a_rank_ptraced_by_someone_else_is_named_not_traced() {
+    use std::io::BufRead;
+    let gdb = gdb().expect("gdb");
+    let dir = TempDir::new("mpir");
+    let merged = TempFile::new("dpm-2to1", format!("#!/bin/sh\nexec '{}' \"$@\" 2>&1\n", dpm_bin()).as_bytes(), 0o700);
+    let mut running = Dpm::run(["--timeout", "12", "--get-stack-traces", "-n", "2", &program("mpir_job"), &dir.path_str()]).exe(&merged.path).spawn();
+    running.wait_for_lines("mpir_job world", 2);
+    // Rank 0 held by a gdb of the test's own until dpm has reported.
+    let held = ready_pids(&running.stdout_so_far(), "world")[0];
+    let mut holder = std::process::Command::new(&gdb)
+        .args(["-nx", "-batch", "-p", &held.to_string(), "-ex", "echo HOLDING\\n", "-ex", "shell sleep 60"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run gdb");
+    let mut lines = std::io::BufReader::new(holder.stdout.take().expect("piped")).lines();
+    assert!(lines.any(|l| l.is_ok_and(|l| l.contains("HOLDING"))), "the holding gdb did not attach");
+    // The report: each rank's state, then its stack or why there is none.
+    let host = hostname();
+    running.wait_for_lines(&format!("[rank 0 on {host}] no stack"), 1);
+    running.wait_for_lines(&format!("[rank 1 on {host}] #"), 1);
+    // The held rank's end reaches dpm only once its tracer lets go (the
+    // kernel tells the tracer first): the holder goes now.
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let out = running.wait_unchecked();
+    assert_eq!(out.code(), 124, "{}", out.describe());
+    let text = out.stdout_str();
+    assert!(text.lines().any(|l| l.starts_with(&format!("[rank 0 on {host}] no stack: gdb printed none"))), "{}", out.describe());
 }

@@ -65,8 +65,9 @@ pub enum Input {
     /// Empty: end of input.
     Stdin(Vec<u8>),
     /// A held job may go on: the client's debugger let it (MPIR launch
-    /// mode through a boot, `ToServer::Continue`).
-    Continue(JobId),
+    /// mode through a boot, `ToServer::Continue`), after the tool daemon
+    /// its debugger asked for, if any, is on its way.
+    Continue(JobId, Option<dpm_proto::ToolDaemon>),
 }
 
 /// A job whose every rank has started: its ranks in rank order, and
@@ -118,6 +119,10 @@ pub struct Controller {
     tools: Tools,
     /// The tree holds another run of this owner: this one never began.
     refused: bool,
+    /// A plain run's table for tools (`run_table`): when it was last
+    /// written, and whether ranks ended since.
+    table_written: Option<Instant>,
+    table_stale: bool,
 }
 
 /// After Ctrl-Z, how long the loop runs on before the process stops, for
@@ -138,11 +143,25 @@ impl Controller {
                 sink.console.say(&format!("dpm: error: a run of client {owner} is going already on this tree"));
             } else {
                 let output = Output::new(label, sink.console);
-                s.io.insert(owner, RunIo { output, timers: Default::default(), announced: Vec::new(), exit_codes: None, changed: changed.clone() });
+                s.io.insert(
+                    owner,
+                    RunIo { output, timers: Default::default(), announced: Vec::new(), exit_codes: None, ranks_ended: false, changed: changed.clone() },
+                );
             }
             (s.links.clone(), refused)
         };
-        Controller { owner, shared, links, written: sink.written, changed, stops_itself: false, tools: Tools::Here, refused }
+        Controller {
+            owner,
+            shared,
+            links,
+            written: sink.written,
+            changed,
+            stops_itself: false,
+            tools: Tools::Here,
+            refused,
+            table_written: None,
+            table_stale: false,
+        }
     }
 
     /// The run's process tables go to its client (a boot's run), not to
@@ -179,6 +198,11 @@ impl Controller {
                 tokio::time::sleep(FLUSH_BEFORE_STOP).await;
             }
             crate::mpir::publish(&procs);
+            // The tool's daemons (asked for at the breakpoint) are on their
+            // way to the nodes before the held ranks go on.
+            if let Some(tool) = crate::mpir::tool_daemon() {
+                self.input(RunInput::StartTools(job, tool));
+            }
             if debugged {
                 dpm_daemon::links::resume_judging();
                 for link in &self.links {
@@ -189,9 +213,20 @@ impl Controller {
                 self.input(RunInput::Continue(job));
             }
             if self.stops_itself {
-                crate::run_table::write(&self.table());
+                self.write_table();
             }
         }
+    }
+
+    /// Write this plain run's table (the first time, after removing those
+    /// of runs that are gone).
+    fn write_table(&mut self) {
+        if self.table_written.is_none() {
+            crate::run_table::sweep();
+        }
+        crate::run_table::write(&self.table());
+        self.table_written = Some(Instant::now());
+        self.table_stale = false;
     }
 
     /// This run's jobs and their ranks, for tools.
@@ -323,10 +358,15 @@ impl Controller {
         self.shared.borrow().tree.run(self.owner).and_then(Run::exit_code)
     }
 
-    /// What the run waits for next: its announced jobs, or its earliest timer.
-    fn next(&self) -> (Vec<Announced>, Option<(crate::run::Timer, Instant)>) {
+    /// What the run waits for next: its announced jobs, or its earliest
+    /// timer. Ranks that ended since make a written table stale
+    /// (rewritten at most every `run_table::REWRITE_EVERY`).
+    fn next(&mut self) -> (Vec<Announced>, Option<(crate::run::Timer, Instant)>) {
         let mut s = self.shared.borrow_mut();
         let Some(io) = s.io.get_mut(&self.owner) else { return (Vec::new(), None) };
+        if std::mem::take(&mut io.ranks_ended) && self.table_written.is_some() {
+            self.table_stale = true;
+        }
         (std::mem::take(&mut io.announced), io.timers.iter().min_by_key(|(_, at)| **at).map(|(t, at)| (*t, *at)))
     }
 
@@ -351,8 +391,10 @@ impl Controller {
             }
             let deadline = timer.map_or(far, |(_, at)| at);
             let changed = self.changed.clone();
+            let table_due = self.table_written.map_or(far, |at| at + crate::run_table::REWRITE_EVERY);
             tokio::select! {
                 () = changed.notified() => {}
+                _ = tokio::time::sleep_until(table_due), if self.table_stale => self.write_table(),
                 Some(input) = inputs.recv() => {
                     // Daemon messages queued before the input come first.
                     self.shared.borrow_mut().pump();
@@ -362,7 +404,12 @@ impl Controller {
                         Input::Signal(sig) => self.input(RunInput::Signal(sig)),
                         Input::End(why) => self.input(RunInput::End(why)),
                         Input::Stdin(data) => self.input(RunInput::Stdin(data)),
-                        Input::Continue(job) => self.input(RunInput::Continue(job)),
+                        Input::Continue(job, tool) => {
+                            if let Some(tool) = tool {
+                                self.input(RunInput::StartTools(job, tool));
+                            }
+                            self.input(RunInput::Continue(job));
+                        }
                     }
                 },
                 Some(w) = self.written.recv() => self.input(RunInput::Written { node: w.node, job: w.job, bytes: w.bytes }),

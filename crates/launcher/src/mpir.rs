@@ -13,9 +13,12 @@
 //! - `MPIR_i_am_starter`, `MPIR_partial_attach_ok`: their presence says
 //!   that dpm is not itself a rank, and that a tool may attach to some ranks.
 //!
-//! The tool-daemon extension (`MPIR_executable_path`,
-//! `MPIR_server_arguments`) is not offered yet: its symbols are absent, which
-//! tells a tool so (docs/debugging.md).
+//! - `MPIR_executable_path` (`char[256]`), `MPIR_server_arguments`
+//!   (`char[1024]`): the tool-daemon extension (as Flux and Blue Gene's
+//!   starters offer it). A tool that writes a program's path there (and its
+//!   arguments, each ended by a NUL, the list by a second NUL) before it lets
+//!   the starter go on from [`MPIR_Breakpoint`] gets that program started
+//!   once on each node of the job ([`tool_daemon`]), beside its ranks.
 //!
 //! Every symbol is `#[no_mangle]` and exported in the binary's dynamic
 //! symbol table (`crates/dpm/build.rs`), so a stripped `dpm` still has them.
@@ -28,10 +31,11 @@
 //! starter is stopped.
 
 use std::ffi::{c_int, CString};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use dpm_proto::control::ProcInfo;
+use dpm_proto::ToolDaemon;
 
 /// One entry of `MPIR_proctable`: the specification's `MPIR_PROCDESC`
 /// (`char *host_name; char *executable_name; int pid;`). The pointers are
@@ -68,6 +72,14 @@ pub static MPIR_partial_attach_ok: AtomicI32 = AtomicI32::new(1);
 /// Present: dpm does not implement message-queue debugging in the starter.
 #[no_mangle]
 pub static MPIR_ignore_queues: AtomicI32 = AtomicI32::new(1);
+/// Written by a tool at the breakpoint: the tool daemon's program (a C
+/// string), started on each node of the job ([`tool_daemon`]).
+#[no_mangle]
+pub static MPIR_executable_path: [AtomicU8; 256] = [const { AtomicU8::new(0) }; 256];
+/// Written by a tool with [`MPIR_executable_path`]: its daemon's arguments,
+/// each ended by a NUL, the list by an empty one.
+#[no_mangle]
+pub static MPIR_server_arguments: [AtomicU8; 1024] = [const { AtomicU8::new(0) }; 1024];
 /// How often [`MPIR_Breakpoint`] ran: its body, so that no two functions of
 /// the binary are the same code (a linker folding identical functions
 /// would otherwise be free to merge it away).
@@ -140,6 +152,21 @@ pub fn publish(procs: &[ProcInfo]) {
     breakpoint();
 }
 
+/// The tool daemon a tool asked for at the breakpoint
+/// ([`MPIR_executable_path`], [`MPIR_server_arguments`]), if any.
+pub fn tool_daemon() -> Option<ToolDaemon> {
+    let bytes = |cells: &[AtomicU8]| cells.iter().map(|b| b.load(Ordering::SeqCst)).collect::<Vec<u8>>();
+    parse_tool(&bytes(&MPIR_executable_path), &bytes(&MPIR_server_arguments))
+}
+
+/// A tool daemon from the symbols' bytes: the path up to its NUL (none: no
+/// tool), the arguments up to the first empty one (or the array's end).
+fn parse_tool(path: &[u8], args: &[u8]) -> Option<ToolDaemon> {
+    let path = path.split(|&b| b == 0).next().filter(|p| !p.is_empty())?;
+    let args = args.split(|&b| b == 0).take_while(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    Some(ToolDaemon { path: String::from_utf8_lossy(path).into_owned(), args })
+}
+
 /// The string of `table` an entry points at (one of its own).
 fn text_at(table: &Table, at: usize) -> String {
     table.strings.iter().find(|c| c.as_ptr() as usize == at).map_or_else(String::new, |c| c.to_string_lossy().into_owned())
@@ -157,6 +184,18 @@ mod tests {
 
     fn p(host: &str, exe: &str, pid: u32) -> ProcInfo {
         ProcInfo { rank: 0, host: host.into(), exe: exe.into(), pid }
+    }
+
+    #[test]
+    fn a_tool_daemon_is_read_from_the_c_strings() {
+        assert_eq!(parse_tool(&[0; 8], b"a\0b\0\0"), None);
+        let tool = parse_tool(b"/bin/tool\0junk", b"-a\0two words\0\0stale\0").unwrap();
+        assert_eq!(tool, ToolDaemon { path: "/bin/tool".into(), args: vec!["-a".into(), "two words".into()] });
+        // No arguments; a path filling the array without its NUL.
+        assert_eq!(parse_tool(&[b'x'; 4], &[0; 4]).unwrap(), ToolDaemon { path: "xxxx".into(), args: vec![] });
+        assert_eq!(std::mem::size_of_val(&MPIR_executable_path), 256);
+        assert_eq!(std::mem::size_of_val(&MPIR_server_arguments), 1024);
+        assert_eq!(tool_daemon(), None);
     }
 
     #[test]

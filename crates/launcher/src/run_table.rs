@@ -2,17 +2,27 @@
 //! runtime directory ([`crate::private_dir`]: 0700, its owner's only; the
 //! file 0600), a [`RunStatus`] as JSON — each job's ranks with host, pid and
 //! state — rewritten whenever a job's ranks have all started (and so as
-//! each spawned job starts), removed at the run's end. `dpm status --json`
+//! each spawned job starts) and as ranks end (at most every
+//! [`REWRITE_EVERY`]), removed at the run's end. `dpm status --json`
 //! lists these beside a boot's runs. (A run through a boot is in the
-//! boot's own status.)
+//! boot's own status.) A file whose run is gone (a `dpm run` killed by
+//! SIGKILL has no end to remove it at) is removed by the next `dpm run` or
+//! `dpm status` that looks ([`sweep`]): its pid is not alive, not the
+//! owner's, or a process that started after the file was last written (the
+//! pid was reused).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use dpm_proto::control::RunStatus;
 
 use crate::private_dir::runtime_dir;
+
+/// How often a run's table is rewritten at most as its ranks end (a job of
+/// thousands of ranks ends in a burst).
+pub const REWRITE_EVERY: Duration = Duration::from_millis(200);
 
 /// This process's table file.
 fn path() -> Option<PathBuf> {
@@ -46,20 +56,72 @@ pub fn remove() {
     }
 }
 
-/// The tables of the plain runs still running (a file whose process is
-/// gone is skipped).
+/// The tables of the plain runs still running (after a [`sweep`]).
 pub fn read_all() -> Vec<RunStatus> {
-    let Ok(dir) = runtime_dir() else { return Vec::new() };
-    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
-    let mut runs: Vec<RunStatus> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let pid: u32 = name.strip_prefix("run-")?.strip_suffix(".json")?.parse().ok()?;
-            std::path::Path::new(&format!("/proc/{pid}")).exists().then_some(())?;
-            serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()
-        })
-        .collect();
+    let mut runs: Vec<RunStatus> = sweep().iter().filter_map(|path| serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()).collect();
     runs.sort_by_key(|r| r.client_pid);
     runs
+}
+
+/// Remove the tables whose run is gone; the paths of the others.
+pub fn sweep() -> Vec<PathBuf> {
+    let Ok(dir) = runtime_dir() else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let me = nix::unistd::getuid().as_raw();
+    let mut live = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("run-").and_then(|n| n.strip_suffix(".json")).and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let written = e.metadata().and_then(|m| m.modified()).ok();
+        if written.is_some_and(|w| run_alive(pid, me, w)) {
+            live.push(e.path());
+        } else {
+            tracing::debug!("removing the table of a run that is gone: {}", e.path().display());
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    live
+}
+
+/// Whether `pid` is still the run that last wrote its table at `written`:
+/// alive, `uid`'s, and started before then.
+fn run_alive(pid: u32, uid: u32, written: SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let Ok(meta) = std::fs::metadata(&proc_dir) else { return false };
+    if meta.uid() != uid {
+        return false;
+    }
+    // A clock tick of slack: the start time is counted in ticks.
+    started_at(&proc_dir).is_none_or(|s| s <= written + Duration::from_millis(20))
+}
+
+/// When the process of `/proc/<pid>` started (its `stat`'s start time in
+/// clock ticks after boot, and the boot time of `/proc/stat`).
+fn started_at(proc_dir: &Path) -> Option<SystemTime> {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
+    // The fields after the command (which may hold spaces and parentheses).
+    let after = stat.rsplit_once(')')?.1;
+    let ticks: u64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    let btime: u64 = std::fs::read_to_string("/proc/stat").ok()?.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().filter(|&h| h > 0)? as u64;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(btime) + Duration::from_micros(ticks * 1_000_000 / hz))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_run_is_this_users_process_started_before_its_table() {
+        let me = std::process::id();
+        let uid = nix::unistd::getuid().as_raw();
+        let now = SystemTime::now();
+        assert!(run_alive(me, uid, now), "this process, its table written now");
+        assert!(!run_alive(me, uid, now - Duration::from_secs(3600 * 24 * 365 * 30)), "a table older than the process: the pid was reused");
+        assert!(!run_alive(me, uid.wrapping_add(1), now), "another user's process");
+        assert!(!run_alive(u32::MAX - 1, uid, now), "no such process");
+        let started = started_at(Path::new("/proc/self")).expect("a start time");
+        assert!(started <= now && now.duration_since(started).unwrap() < Duration::from_secs(3600 * 24), "{started:?}");
+    }
 }

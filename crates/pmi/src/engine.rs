@@ -248,6 +248,11 @@ impl Engine {
     /// The request a connection waits for the answer to (a fence, a get
     /// that waits, a spawn, the name service), as the wire named it, with
     /// the key of a get.
+    /// Whether the connection waits in a call (as [`Engine::waiting_in`], without its text).
+    pub fn is_waiting(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_some_and(|c| c.waiting.is_some())
+    }
+
     pub fn waiting_in(&self, conn: ConnId) -> Option<String> {
         let waiting = self.conns.get(&conn)?.waiting.as_ref()?;
         Some(match &waiting.key {

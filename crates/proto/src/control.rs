@@ -16,8 +16,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 /// [`JobSettings::prepend`] and [`JobSettings::print_all_exitcodes`]; 7:
 /// [`NodeStatus::lost`]; 8: MPIR, [`ToClient::Procs`], [`ToServer::Continue`],
 /// [`JobSettings::hold`], [`JobSettings::on_timeout`]; 9: [`ToServer::Add`],
-/// [`ToServer::Drain`], [`ToClient::Changed`], [`NodeStatus::state`], [`BootStatus::slots_known`]).
-pub const CONTROL_VERSION: u32 = 9;
+/// [`ToServer::Drain`], [`ToClient::Changed`], [`NodeStatus::state`],
+/// [`BootStatus::slots_known`]; 10: a tool daemon in [`ToServer::Continue`]).
+pub const CONTROL_VERSION: u32 = 10;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -164,8 +165,13 @@ pub enum ToServer {
     /// `dpm down`: end every job and the daemons.
     Down { version: u32 },
     /// The client's debugger let it go on from `MPIR_Breakpoint` after
-    /// [`ToClient::Procs`] of a held job: continue its ranks.
-    Continue { job: u32 },
+    /// [`ToClient::Procs`]: start the tool daemon it asked for there (if
+    /// any) on each node of the job, then continue the job's ranks if held.
+    Continue {
+        job: u32,
+        #[serde(default)]
+        tool: Option<crate::ToolDaemon>,
+    },
     /// `dpm boot --add`: start a daemon on each of these hosts and join it
     /// to the tree; `bootstrap`: how, when the command named a launcher (or
     /// its allocation's agent) — else the boot's own way.

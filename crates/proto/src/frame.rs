@@ -40,8 +40,9 @@ use crate::auth::Secret;
 /// 13: `ToDaemon::RanksDead`, `ToLauncher::FenceDoomed`; 14: `LaunchJob::hold`,
 /// `ToDaemon::Report`, `ToLauncher::RankReport`; 15: `Down::Starved`,
 /// `Up::Starved`; 16: no `LaunchJob::report_parent_asks`, no
-/// `ToLauncher::ParentAsked`, `ToLauncher::Claimed::ready`).
-pub const PROTOCOL_VERSION: u32 = 16;
+/// `ToLauncher::ParentAsked`, `ToLauncher::Claimed::ready`; 17:
+/// `ToDaemon::StartTool`, `ToLauncher::ToolOutput`).
+pub const PROTOCOL_VERSION: u32 = 17;
 
 /// A heartbeat timer that fires this late says so (`Up::Starved`,
 /// `Down::Starved`): the sender was starved of CPU, and its peer gives its

@@ -133,6 +133,15 @@ pub struct LaunchJob {
     pub hold: bool,
 }
 
+/// A tool daemon to start on each node of a job ([`ToDaemon::StartTool`]):
+/// what a debugger wrote into `MPIR_executable_path` and
+/// `MPIR_server_arguments`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolDaemon {
+    pub path: String,
+    pub args: Vec<String>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Stream {
     Stdout,
@@ -310,6 +319,16 @@ pub enum ToDaemon {
         job: JobId,
         ranks: Vec<Rank>,
     },
+    /// Start a debugger's tool daemon (the MPIR tool-daemon extension:
+    /// `MPIR_executable_path`, `MPIR_server_arguments`) once on this node,
+    /// beside `job`'s ranks here; it ends with the job
+    /// ([`ToLauncher::ToolOutput`] carries its output).
+    StartTool {
+        job: JobId,
+        tool: ToolDaemon,
+        /// The node's name as the job's table has it (`MPIR_proctable`).
+        host: String,
+    },
     /// Serve a process dpm did not start (an MPICH singleton that asked for a
     /// process manager): `pmi` is its PMI connection, already through the
     /// `singinit` handshake. An owned descriptor, meaningful only in the
@@ -449,6 +468,13 @@ pub enum ToLauncher {
         job: JobId,
         line: String,
     },
+    /// Output of the tool daemon started for `job` on the sender's node
+    /// ([`ToDaemon::StartTool`]), whole lines: for the run's stdout or stderr.
+    ToolOutput {
+        job: JobId,
+        stream: Stream,
+        data: Vec<u8>,
+    },
     /// A rank of `job` (launched with [`LaunchJob::pmix_watch`]) connected
     /// to the node's PMIx watch: it runs Open MPI, served PMI-1/2 it would be
     /// a singleton. Once per job and node; the launcher ends the run.
@@ -480,6 +506,7 @@ impl ToLauncher {
             | ToLauncher::Claimed { job, .. }
             | ToLauncher::Connect { job, .. }
             | ToLauncher::Note { job, .. }
+            | ToLauncher::ToolOutput { job, .. }
             | ToLauncher::RankReport { job, .. }
             | ToLauncher::WatchTripped { job }
             | ToLauncher::FenceDoomed { job, .. } => Some(*job),

@@ -218,7 +218,7 @@ impl Cluster {
                 }
                 // No debugger here: a held job goes on at once.
                 TreeEffect::ProcsStarted(owner, job, _, true) => held.push((owner, job)),
-                TreeEffect::Flush(..) | TreeEffect::ProcsStarted(..) | TreeEffect::NodesLost(..) => {}
+                TreeEffect::Flush(..) | TreeEffect::ProcsStarted(..) | TreeEffect::NodesLost(..) | TreeEffect::ToolOutput(..) => {}
             }
         }
         for (owner, job) in held {

@@ -106,6 +106,7 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             pause_swept: 64,
             cleaner: cleaner::process::Link::start(),
             shm_jobs: HashMap::new(),
+            tools: HashMap::new(),
         };
         RefCell::new(Node { reactor, io })
     });
@@ -234,6 +235,8 @@ struct Io {
     cleaner: Option<cleaner::process::Link>,
     /// The jobs with ranks here ([`NodeEffects::track_shm`]) until they end.
     shm_jobs: HashMap<JobId, ShmJob>,
+    /// Debuggers' tool daemons, by the job they were started for.
+    tools: HashMap<JobId, crate::tool::Running>,
 }
 
 /// A job whose shared memory is to go when it ends.
@@ -424,6 +427,22 @@ impl NodeEffects for Io {
 
     fn kill_process(&mut self, pid: i32, signal: i32) {
         kill(pid, signal);
+    }
+
+    fn start_tool(&mut self, start: super::ToolStart) {
+        let Some(running) = crate::tool::start(&start, &self.up) else { return };
+        if let Some(cleaner) = self.cleaner.as_mut() {
+            cleaner.note(&cleaner::Note::Group { kvsname: start.kvsname.clone(), pgid: running.pgid() });
+        }
+        if let Some(old) = self.tools.insert(start.job, running) {
+            old.end();
+        }
+    }
+
+    fn end_tool(&mut self, job: JobId) {
+        if let Some(running) = self.tools.remove(&job) {
+            running.end();
+        }
     }
 
     fn release_leader(&mut self, pid: i32) {

@@ -37,6 +37,8 @@ pub use crate::spawn::{PmiEnv, PreparedApp};
 
 #[cfg(test)]
 mod binding_tests;
+#[cfg(test)]
+mod debug_tests;
 pub mod driver;
 mod node_binding;
 mod output;
@@ -166,6 +168,19 @@ pub enum Timer {
     PmixTimeout(PmixRequest),
 }
 
+/// A tool daemon to start on this node ([`NodeEffects::start_tool`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolStart {
+    pub job: JobId,
+    /// This node's name (as the job's table has it).
+    pub host: String,
+    /// The job's kvsname (the cleaner's name for what it leaves).
+    pub kvsname: String,
+    pub tool: dpm_proto::ToolDaemon,
+    /// What it is told about the node: `DPM_TOOL_HOST`, `DPM_TOOL_RANKS`, `DPM_TOOL_PIDS`.
+    pub env: Vec<(String, String)>,
+}
+
 /// Everything the node reactor does to the outside world.
 pub trait NodeEffects {
     /// Send a message up to the parent (launcher or parent daemon).
@@ -222,6 +237,18 @@ pub trait NodeEffects {
     /// taken off the node's loop within [`crate::stack::TRACE_LIMIT`]
     /// (`crate::stack`): a hung job explains itself.
     fn report_stack(&mut self, pid: i32, report: ToLauncher);
+    /// Start a debugger's tool daemon for `start.job` in a process group of
+    /// its own, its output going up as [`ToLauncher::ToolOutput`] (bounded:
+    /// [`crate::tool::OUTPUT_LIMIT`]); one that cannot be started is said in
+    /// one line ([`ToLauncher::Note`]) and the job runs on.
+    fn start_tool(&mut self, start: ToolStart);
+    /// End the job's tool daemon (its group), if one runs.
+    fn end_tool(&mut self, job: JobId);
+    /// Now, in µs since the Unix epoch: when a rank began to wait in a PMI
+    /// call (the engine has no clock; the reactor stamps it).
+    fn now_micros(&mut self) -> u64 {
+        crate::now_micros()
+    }
     /// Reap a group leader kept as a zombie (its group was killed for good).
     fn release_leader(&mut self, pid: i32);
     /// Process `pid` has ended, whether or not its end was read yet (a

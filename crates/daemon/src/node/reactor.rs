@@ -18,6 +18,7 @@ use crate::DaemonConfig;
 mod invariants;
 mod launch;
 mod report;
+mod tool;
 mod topology;
 mod watch;
 pub use topology::TOPOLOGY_WAIT;
@@ -107,6 +108,8 @@ struct JobProcs {
     killed: bool,
     /// Its PMIx watch's policy, while the watch listens (`watch`).
     watch: Option<crate::pmix_watch::Watcher>,
+    /// A debugger's tool daemon was started for it here (`tool`).
+    tool: bool,
 }
 
 impl JobProcs {
@@ -151,6 +154,9 @@ pub struct NodeReactor {
     pmix: PmixFront,
     /// Open PMI connections and their jobs.
     conns: HashMap<ConnId, JobId>,
+    /// Since when (µs since the epoch) each connection that waits in a PMI
+    /// call has waited (`report`).
+    wait_since: HashMap<ConnId, u64>,
     procs: HashMap<(JobId, Rank), Proc>,
     jobs: HashMap<JobId, JobProcs>,
     /// Requests up to the launcher, by who asked.
@@ -172,6 +178,7 @@ impl NodeReactor {
             engine: Engine::new(config.trace),
             pmix: PmixFront::default(),
             conns: HashMap::new(),
+            wait_since: HashMap::new(),
             procs: HashMap::new(),
             jobs: HashMap::new(),
             requests: Requests::default(),
@@ -221,6 +228,7 @@ impl NodeReactor {
             },
             ToDaemon::Signal { job, signal } => self.signal_job(fx, job, signal),
             ToDaemon::Report { job, stacks } => self.report(fx, job, stacks),
+            ToDaemon::StartTool { job, tool, host } => self.start_tool(fx, job, tool, host),
             ToDaemon::Stdin { job, data } => {
                 let Some(j) = self.jobs.get_mut(&job) else { return };
                 if let Some(held) = j.launching.as_mut().and_then(|l| l.stdin.as_mut()) {
@@ -243,7 +251,15 @@ impl NodeReactor {
     /// Bytes read on PMI connection `conn`. The replies are written through
     /// [`NodeEffects::pmi_write`] before this returns: one read, one write.
     pub fn on_pmi_bytes(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId, bytes: &[u8]) {
+        let waited = self.engine.is_waiting(conn);
         self.engine.on_bytes(conn, bytes);
+        // A call that waits from these bytes on is stamped now (answers come
+        // with other inputs: a stamp is read only while the engine says it waits).
+        match (waited, self.engine.is_waiting(conn)) {
+            (false, true) => drop(self.wait_since.insert(conn, fx.now_micros())),
+            (_, false) => drop(self.wait_since.remove(&conn)),
+            (true, true) => {}
+        }
         self.apply_engine(fx);
         self.checked();
     }
@@ -251,6 +267,7 @@ impl NodeReactor {
     /// PMI connection `conn` closed: its process's PMI state is final.
     pub fn on_pmi_closed(&mut self, fx: &mut (impl NodeEffects + ?Sized), conn: ConnId) {
         let Some(job) = self.conns.remove(&conn) else { return };
+        self.wait_since.remove(&conn);
         let rank = self.engine.rank(conn);
         let state = self.engine.detach(conn);
         self.apply_engine(fx);
@@ -499,6 +516,9 @@ impl NodeReactor {
                 fx.close_pmi_port(job);
             }
             watch::close(fx, job, j.watch);
+            if j.tool {
+                fx.end_tool(job);
+            }
             if j.stdin {
                 fx.stdin_close(job);
             }
@@ -517,6 +537,7 @@ impl NodeReactor {
         gone.sort();
         for conn in gone {
             self.conns.remove(&conn);
+            self.wait_since.remove(&conn);
             fx.pmi_drop(conn);
         }
     }

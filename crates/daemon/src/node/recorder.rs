@@ -80,6 +80,9 @@ pub enum Recorded {
         pid: i32,
         signal: i32,
     },
+    /// A tool daemon started for a job ([`NodeEffects::start_tool`]).
+    StartTool(crate::node::ToolStart),
+    EndTool(JobId),
     ReleaseLeader(i32),
     TrackShm {
         job: JobId,
@@ -129,6 +132,8 @@ pub struct RecordingEffects {
     pub runnable: std::collections::HashSet<i32>,
     /// Streams with output unread or on its way ([`NodeEffects::output_pending`]).
     pub pending_output: std::collections::HashSet<(JobId, Rank, Stream)>,
+    /// The clock ([`NodeEffects::now_micros`]), moved by the test.
+    pub now: u64,
     /// Results of the starts asked so far, not yet handed to the reactor.
     pub started: Vec<(JobId, Rank, Result<ProcStarted, StartError>)>,
     /// The node's hwloc topology (XML) that binding works on; `None`: the
@@ -295,6 +300,18 @@ impl NodeEffects for RecordingEffects {
 
     fn kill_process(&mut self, pid: i32, signal: i32) {
         self.log.push(Recorded::KillProcess { pid, signal });
+    }
+
+    fn now_micros(&mut self) -> u64 {
+        self.now
+    }
+
+    fn start_tool(&mut self, start: crate::node::ToolStart) {
+        self.log.push(Recorded::StartTool(start));
+    }
+
+    fn end_tool(&mut self, job: JobId) {
+        self.log.push(Recorded::EndTool(job));
     }
 
     fn release_leader(&mut self, pid: i32) {

@@ -301,6 +301,11 @@ impl Running {
         }
     }
 
+    /// What dpm has printed on stdout so far.
+    pub fn stdout_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stdout_so_far.lock().expect("output buffer")).into_owned()
+    }
+
     /// Wait until dpm has printed at least `n` stdout lines starting with
     /// `prefix`, failing the test after 60 s (a hang guard) or if dpm exits
     /// first.

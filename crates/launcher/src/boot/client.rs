@@ -101,12 +101,12 @@ pub async fn run_through(stream: StdUnixStream, mut opts: RunOptions, mut config
     wr.write_all(&first).await.map_err(|e| submit_error(e.into()))?;
     let mut inputs = controller::local_inputs(!stdin_ended, true);
     // MPIR: held jobs continue once this process's debugger let it go on.
-    let (continue_tx, mut continues) = tokio::sync::mpsc::unbounded_channel::<u32>();
+    let (continue_tx, mut continues) = tokio::sync::mpsc::unbounded_channel::<(u32, Option<dpm_proto::ToolDaemon>)>();
     tokio::task::spawn_local(async move {
         loop {
             let input = tokio::select! {
-                Some(job) = continues.recv() => {
-                    if write_frame(&mut wr, &ToServer::Continue { job }).await.is_err() {
+                Some((job, tool)) = continues.recv() => {
+                    if write_frame(&mut wr, &ToServer::Continue { job, tool }).await.is_err() {
                         return;
                     }
                     continue;
@@ -123,7 +123,7 @@ pub async fn run_through(stream: StdUnixStream, mut opts: RunOptions, mut config
                 Input::Signal(sig) => (ToServer::Signal(sig), sig == libc::SIGTSTP),
                 Input::Stdin(data) => (ToServer::Stdin(data), false),
                 // Nothing here ends a run this way (the boot's run ends itself).
-                Input::End(_) | Input::Continue(_) => continue,
+                Input::End(_) | Input::Continue(..) => continue,
             };
             if write_frame(&mut wr, &msg).await.is_err() {
                 return;
@@ -145,8 +145,9 @@ pub async fn run_through(stream: StdUnixStream, mut opts: RunOptions, mut config
             // job goes on once the debugger let us go on.
             Ok(ToClient::Procs { job, procs, held }) => {
                 crate::mpir::publish(&procs);
-                if held {
-                    let _ = continue_tx.send(job);
+                let tool = crate::mpir::tool_daemon();
+                if held || tool.is_some() {
+                    let _ = continue_tx.send((job, tool));
                 }
             }
             Ok(ToClient::Refused(why)) => break Err(Error::failed(format!("the boot refused the job: {why}"))),

@@ -427,7 +427,7 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
             let input = match read_frame::<_, ToServer>(&mut rd).await {
                 Ok(ToServer::Signal(sig)) => Input::Signal(sig),
                 Ok(ToServer::Stdin(data)) => Input::Stdin(data),
-                Ok(ToServer::Continue { job }) => Input::Continue(dpm_kvs::JobId(job)),
+                Ok(ToServer::Continue { job, tool }) => Input::Continue(dpm_kvs::JobId(job), tool),
                 Ok(_) => continue,
                 Err(_) => {
                     let _ = in_tx.send(Input::Signal(libc::SIGTERM));

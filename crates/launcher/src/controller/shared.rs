@@ -33,6 +33,8 @@ pub(super) struct RunIo {
     pub(super) announced: Vec<Announced>,
     /// `-print-all-exitcodes`: the first job (once launched) and its ranks' statuses.
     pub(super) exit_codes: Option<(Option<JobId>, crate::exitcodes::ExitCodes)>,
+    /// Ranks ended since the driver last looked (the run's table for tools).
+    pub(super) ranks_ended: bool,
     /// Notified when the run's timers, tools or end change.
     pub(super) changed: Rc<Notify>,
 }
@@ -148,6 +150,11 @@ impl TreeEffects for Driver<'_> {
             io.output.flush_rank(job, rank);
         }
     }
+    fn tool_output(&mut self, owner: u32, stream: Stream, data: &[u8]) {
+        if let Some(io) = self.io.get(&owner) {
+            io.output.console().write(stream == Stream::Stderr, data.to_vec(), None);
+        }
+    }
     fn say(&mut self, owner: u32, line: &str) {
         match self.io.get(&owner) {
             Some(io) => io.output.console().say(line),
@@ -189,11 +196,14 @@ impl TreeEffects for Driver<'_> {
     }
     fn up_for_run(&mut self, owner: u32, node: NodeId, msg: &ToLauncher) {
         let Some(io) = self.io.get_mut(&owner) else { return };
-        if let (ToLauncher::Exited(exit), Some((Some(first), codes))) = (msg, &mut io.exit_codes) {
+        let ToLauncher::Exited(exit) = msg else { return };
+        if let Some((Some(first), codes)) = &mut io.exit_codes {
             if exit.job == *first {
                 codes.record(node, exit.rank, &exit.status);
             }
         }
+        io.ranks_ended = true;
+        io.changed.notify_one();
     }
     fn wants_place(&self, owner: u32, job: JobId, node: NodeId) -> bool {
         self.io.get(&owner).is_some_and(|io| io.output.wants_places() && !io.output.knows_place(job, node))

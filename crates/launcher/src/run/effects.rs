@@ -42,6 +42,9 @@ pub trait RunEffects {
     fn flush_output(&mut self, job: JobId, rank: Rank);
     /// One line of dpm's own on stderr (the summary line among them).
     fn say(&mut self, line: &str);
+    /// Output of a debugger's tool daemon (whole lines), for the run's
+    /// stdout or stderr as it is.
+    fn tool_output(&mut self, stream: Stream, data: &[u8]);
     /// Now, in µs since the Unix epoch (the clock of the daemons' `at`).
     fn now_micros(&self) -> u64;
     /// Call [`super::Run::on_timer`] with `timer` after `after`; again: moved.
@@ -73,6 +76,7 @@ pub enum Effect {
     Output(NodeId, JobId, Rank, Stream, Vec<u8>),
     Flush(JobId, Rank),
     Say(String),
+    ToolOutput(Stream, Vec<u8>),
     Arm(Timer, Duration),
     Finished(i32),
     WakePool(u64),
@@ -127,6 +131,9 @@ impl RunEffects for Recorder {
     }
     fn say(&mut self, line: &str) {
         self.effects.push(Effect::Say(line.to_string()));
+    }
+    fn tool_output(&mut self, stream: Stream, data: &[u8]) {
+        self.effects.push(Effect::ToolOutput(stream, data.to_vec()));
     }
     fn now_micros(&self) -> u64 {
         self.now

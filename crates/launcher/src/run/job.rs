@@ -241,6 +241,11 @@ impl Job {
         self.watched.take()
     }
 
+    /// How rank `r` ended, if it did.
+    pub(super) fn rank_end(&self, r: usize) -> Option<&RankEnd> {
+        self.ranks.get(r)?.end.as_ref()
+    }
+
     /// Record how rank `r` ended (the first word counts); its slot is free
     /// again in `nodes`, the tree's ledger.
     pub(super) fn end_rank(&mut self, nodes: &mut NodeTable, r: usize, end: RankEnd) {

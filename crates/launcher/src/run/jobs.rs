@@ -5,7 +5,7 @@
 //! job's end does beyond the table (the KVS root, warm spawn, collectives)
 //! is the run's ([`super::Run`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use dpm_kvs::{JobId, NodeId, Rank};
 use dpm_proto::control::{ProcInfo, RankStatus};
@@ -14,6 +14,15 @@ use dpm_proto::{ExitStatus, JobMap, PmiProgress, RankExit, ToDaemon, OUTPUT_ACK_
 use super::job::{serve_fence, Job, RankEnd};
 use super::{signal_name, FailurePolicy, RunEffects, Verdict};
 use crate::kvs_root::KvsRoot;
+
+/// A rank's end as `dpm status` lists it.
+fn listed_end(end: &RankEnd) -> String {
+    match end {
+        RankEnd::Ok => "exited 0".into(),
+        RankEnd::Failed { why, .. } => format!("failed: {why}"),
+        RankEnd::Terminated => "terminated".into(),
+    }
+}
 
 /// The jobs of one run, each owned here from its launch (or its claim) to
 /// its end. See the module documentation.
@@ -25,6 +34,8 @@ pub(super) struct Jobs {
     written: HashMap<(NodeId, JobId), u64>,
     /// The job whose rank reads dpm's stdin.
     stdin: Option<JobId>,
+    /// The nodes a debugger's tool daemon was started on (`start_tools`).
+    tool_nodes: BTreeSet<NodeId>,
 }
 
 impl Jobs {
@@ -196,13 +207,29 @@ impl Jobs {
             })
             .collect::<Vec<ProcInfo>>();
         let state = if held { "held" } else { "running" };
-        let listed = procs.iter().map(|p| RankStatus { rank: p.rank, host: p.host.clone(), pid: p.pid, state: state.into() }).collect();
+        // A rank may have ended before the last one started.
+        let listed = procs
+            .iter()
+            .map(|p| RankStatus { rank: p.rank, host: p.host.clone(), pid: p.pid, state: j.rank_end(p.rank as usize).map_or_else(|| state.into(), listed_end) })
+            .collect();
         fx.shared().ranks.insert(job, listed);
         fx.procs_started(job, procs, held);
     }
 
     /// Continue a job launched held for a debugger (MPIR launch mode): its
     /// ranks, stopped at their first instruction, get SIGCONT.
+    /// Start `tool` on each node of `job` that has no tool daemon yet
+    /// (each node once per run: a spawned job's new nodes get theirs).
+    pub(super) fn start_tools(&mut self, fx: &mut dyn RunEffects, job: JobId, tool: &dpm_proto::ToolDaemon) {
+        let Some(j) = self.map.get(&job) else { return };
+        for &node in j.daemons() {
+            if self.tool_nodes.insert(node) {
+                let host = fx.shared().nodes.host(node).to_string();
+                fx.send(node, ToDaemon::StartTool { job, tool: tool.clone(), host });
+            }
+        }
+    }
+
     pub(super) fn continue_held(&mut self, fx: &mut dyn RunEffects, job: JobId) {
         if let Some(j) = self.map.get_mut(&job) {
             if j.unhold() {
@@ -273,10 +300,10 @@ impl Jobs {
         };
         j.end_rank(&mut fx.shared().nodes, rank.0 as usize, end.clone());
         if let Some(listed) = fx.shared().ranks.get_mut(&job).and_then(|l| l.get_mut(rank.0 as usize)) {
-            listed.state = match &end {
-                RankEnd::Ok => "exited 0".into(),
-                RankEnd::Failed { why, .. } => format!("failed: {why}"),
-                RankEnd::Terminated => "terminated".into(),
+            listed.state = match (&end, status) {
+                (RankEnd::Terminated, ExitStatus::Code(c)) => format!("terminated: exited {c}"),
+                (RankEnd::Terminated, ExitStatus::Signal(s)) => format!("terminated: signal {s} ({})", signal_name(s)),
+                _ => listed_end(&end),
             };
         }
         let spawned = j.spawned();

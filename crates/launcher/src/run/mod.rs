@@ -237,6 +237,7 @@ impl Run {
                 self.connects.contribute(fx, &self.jobs, universe, node, request, &nspaces, &ranks, kind, group, data);
             }
             ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
+            ToLauncher::ToolOutput { stream, data, .. } => fx.tool_output(stream, &data),
             report @ ToLauncher::RankReport { .. } => {
                 let done = self.reports.as_mut().is_some_and(|r| r.on_report(fx, node, report));
                 if done {
@@ -373,6 +374,12 @@ impl Run {
     /// debugger let the starter go on from `MPIR_Breakpoint`, or detached).
     pub fn continue_job(&mut self, fx: &mut dyn RunEffects, job: JobId) {
         self.jobs.continue_held(fx, job);
+    }
+
+    /// A debugger asked for its tool daemon (MPIR, at the breakpoint of
+    /// `job`): started once on each node of the job that has none yet.
+    pub fn start_tools(&mut self, fx: &mut dyn RunEffects, job: JobId, tool: &dpm_proto::ToolDaemon) {
+        self.jobs.start_tools(fx, job, tool);
     }
 
     pub fn on_node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {

@@ -25,6 +25,8 @@ pub trait TreeEffects {
     fn flush_output(&mut self, owner: u32, job: JobId, rank: Rank);
     /// One line of dpm's own for the run of `owner` (its stderr).
     fn say(&mut self, owner: u32, line: &str);
+    /// Whole lines of a tool daemon's output (MPIR), for the run of `owner`.
+    fn tool_output(&mut self, owner: u32, stream: Stream, data: &[u8]);
     /// Now, in µs since the Unix epoch.
     fn now_micros(&self) -> u64;
     /// Give [`super::RunInput::Timer`] to the run of `owner` after `after`; again: moved.
@@ -71,6 +73,9 @@ impl RunEffects for RunFx<'_> {
     }
     fn say(&mut self, line: &str) {
         self.fx.say(self.owner, line);
+    }
+    fn tool_output(&mut self, stream: Stream, data: &[u8]) {
+        self.fx.tool_output(self.owner, stream, data);
     }
     fn now_micros(&self) -> u64 {
         self.fx.now_micros()
@@ -125,6 +130,7 @@ pub enum TreeEffect {
     Output(u32, NodeId, JobId, Rank, Stream, Vec<u8>),
     Flush(u32, JobId, Rank),
     Say(u32, String),
+    ToolOutput(u32, Stream, Vec<u8>),
     Arm(u32, Timer, Duration),
     Finished(u32, i32),
     WakePool(u64),
@@ -181,6 +187,9 @@ impl TreeEffects for TreeRecorder {
     }
     fn say(&mut self, owner: u32, line: &str) {
         self.effects.push(TreeEffect::Say(owner, line.to_string()));
+    }
+    fn tool_output(&mut self, owner: u32, stream: Stream, data: &[u8]) {
+        self.effects.push(TreeEffect::ToolOutput(owner, stream, data.to_vec()));
     }
     fn now_micros(&self) -> u64 {
         self.now

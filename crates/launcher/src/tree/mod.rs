@@ -52,6 +52,8 @@ pub enum RunInput {
     End(String),
     /// A job held for a debugger may go on.
     Continue(JobId),
+    /// Start the tool daemon a debugger asked for (MPIR) on each node of the job.
+    StartTools(JobId, dpm_proto::ToolDaemon),
     /// A timer the run armed ([`TreeEffects::arm`]) is due.
     Timer(Timer),
     /// `bytes` of a job's output from `node` were written where they go.
@@ -172,6 +174,7 @@ impl Tree {
             RunInput::Stdin(data) => run.on_stdin(rfx, data),
             RunInput::End(why) => run.on_end(rfx, why),
             RunInput::Continue(job) => run.continue_job(rfx, job),
+            RunInput::StartTools(job, tool) => run.start_tools(rfx, job, &tool),
             RunInput::Timer(timer) => run.on_timer(rfx, timer),
             RunInput::Written { node, job, bytes } => run.on_output_written(rfx, node, job, bytes),
             RunInput::Timeout(after) => run.set_timeout(rfx, after),
