@@ -373,7 +373,9 @@ fn forked_daemons_get_the_secret_in_their_environment_only() {
         Dpm::run(["--virtual-nodes", "2", "-n", "2", "sleep", "3"]).env("DPM_SECRET", &"ab".repeat(32)).env("DPM_SECRET_FILE", "/nonexistent").spawn();
     running.wait_for_procs(2);
     let dpm = running.pid();
-    let daemons: Vec<u32> = procs().filter(|&p| parent_of(p) == Some(dpm)).collect();
+    // dpm's other child is its cleaner (forked, named `dpm-cleaner`).
+    let cleaner = |p: u32| fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "dpm-cleaner");
+    let daemons: Vec<u32> = procs().filter(|&p| parent_of(p) == Some(dpm) && !cleaner(p)).collect();
     assert_eq!(daemons.len(), 2, "two forked daemons below dpm");
     for &d in &daemons {
         // Delivered by the environment, then wiped in place.

@@ -10,10 +10,11 @@ use common::{Dpm, Output};
 
 /// A rank that sends one unknown PMI command and waits for its answer:
 /// dpm answers with an error and warns (a malformed request never passes
-/// silently).
+/// silently). bash, not sh: dash redirects only descriptors 0–9, and
+/// `PMI_FD` is whichever descriptor the rank's socket has.
 fn unknown_command(verbose: bool) -> Output {
     let rank = r#"printf 'cmd=nonsense\n' >&$PMI_FD; read -r answer <&$PMI_FD; echo "answered: $answer""#;
-    let mut args = vec!["-n", "1", "sh", "-c", rank];
+    let mut args = vec!["-n", "1", "bash", "-c", rank];
     if verbose {
         args.insert(0, "-v");
     }

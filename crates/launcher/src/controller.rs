@@ -11,6 +11,7 @@
 //! for a plain `dpm run`, many for a booted tree (`dpm boot`).
 
 mod inputs;
+pub mod lazy;
 mod shared;
 
 use std::rc::Rc;

@@ -44,7 +44,6 @@ pub mod exitcodes;
 pub mod hosts;
 pub mod info;
 pub mod kvs_root;
-pub mod lazy;
 pub mod local;
 pub mod machine;
 pub mod manual;
@@ -228,7 +227,7 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
     let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose, &secret).await?;
     let lazy = match &bootstrap {
         nodes::Bootstrap::Tree(b) if lazy_start && all_nodes.len() > node_list.len() => {
-            Some(lazy::Lazy::new(b.clone(), secret, daemons.joins(), config.verbose))
+            Some(controller::lazy::Lazy::new(b.clone(), secret, daemons.joins(), config.verbose))
         }
         _ => None,
     };

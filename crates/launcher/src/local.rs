@@ -66,12 +66,12 @@ pub async fn drive(
     start: impl FnOnce(&mut Controller),
     timeout: Option<std::time::Duration>,
     stdin: bool,
-    lazy: Option<crate::lazy::Lazy>,
+    lazy: Option<crate::controller::lazy::Lazy>,
 ) -> i32 {
     let (links, up, waiter) = daemons.split();
     let shared = Shared::for_run(links.clone(), up, &settings, lazy);
     tokio::task::spawn_local(controller::dispatch(shared.clone()));
-    tokio::task::spawn_local(crate::lazy::drive(shared.clone()));
+    tokio::task::spawn_local(crate::controller::lazy::drive(shared.clone()));
     let mut controller = Controller::new(settings, shared.clone(), output::stdout_sink());
     start(&mut controller);
     controller.stops_itself();
@@ -86,7 +86,7 @@ pub async fn drive(
         link.shutdown();
     }
     waiter.wait().await;
-    crate::lazy::wait(&shared).await;
+    crate::controller::lazy::wait(&shared).await;
     code
 }
 

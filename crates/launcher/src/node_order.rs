@@ -4,7 +4,7 @@
 //! (rank i on node `map[i]`, in the grammar of `PMI_process_mapping`).
 //! And the nodes a run starts daemons on: those its first job's ranks use
 //! ([`split_used`]), whatever the length of the list; the others' start
-//! when first needed ([`crate::lazy`]).
+//! when first needed ([`crate::controller::lazy`]).
 //! Pure: the caller says which entries are this machine.
 
 use crate::machine::Node;

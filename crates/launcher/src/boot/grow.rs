@@ -45,10 +45,10 @@ pub(super) struct Growth {
 
 impl Growth {
     /// Start a daemon for each of `nodes` (already in the table) and link it
-    /// below the server ([`crate::lazy::join`]); the links, one per node.
+    /// below the server ([`crate::controller::lazy::join`]); the links, one per node.
     pub async fn start(&self, nodes: &[NodeId], hosts: Vec<String>, bootstrap: &tree::Bootstrap) -> Result<Vec<DaemonLink>, String> {
         let up = self.joins.upgrade().ok_or("the boot's daemon links are gone")?;
-        let linked = crate::lazy::join(nodes, hosts, bootstrap, &self.secret, &up, self.verbose).await?;
+        let linked = crate::controller::lazy::join(nodes, hosts, bootstrap, &self.secret, &up, self.verbose).await?;
         let mut out = Vec::with_capacity(linked.len());
         for (link, child) in linked {
             self.children.borrow_mut().push(child);

@@ -327,7 +327,7 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
 /// `dpm boot --add`: the nodes into the table (taking nothing until their
 /// daemons are in), their daemons started through the boot's way (or the
 /// one the command named) and linked; refused whole, nothing left behind,
-/// if one cannot start or connect within [`crate::lazy::JOIN_TIMEOUT`].
+/// if one cannot start or connect within [`crate::controller::lazy::JOIN_TIMEOUT`].
 async fn add(server: &Server, nodes: Vec<(String, u32)>, bootstrap: Option<dpm_proto::tree::Bootstrap>) -> Result<Vec<String>, String> {
     if server.going_down.get() {
         return Err("the boot is going down".into());

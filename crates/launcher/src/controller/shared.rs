@@ -54,8 +54,8 @@ pub struct Shared {
     /// Told each lost node (a boot's server).
     lost: Option<mpsc::UnboundedSender<(NodeId, String)>>,
     /// A plain run's listed nodes without a daemon yet: started when first
-    /// sent to ([`crate::lazy`]).
-    pub lazy: Option<crate::lazy::Lazy>,
+    /// sent to ([`crate::controller::lazy`]).
+    pub lazy: Option<crate::controller::lazy::Lazy>,
 }
 
 /// The link of `node` (links are in node order, except those that joined later).
@@ -76,7 +76,7 @@ impl Shared {
     /// The tree of one plain run: its links' hosts, `settings.node_slots`;
     /// with `lazy`, the listed nodes after the links' (`settings.spawn.nodes`)
     /// too, their daemons started when first needed.
-    pub fn for_run(links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>, settings: &Settings, lazy: Option<crate::lazy::Lazy>) -> SharedRef {
+    pub fn for_run(links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>, settings: &Settings, lazy: Option<crate::controller::lazy::Lazy>) -> SharedRef {
         let slots = |i: usize| settings.node_slots.get(i).copied().unwrap_or(1);
         let mut hosts: Vec<String> = links.iter().map(|l| l.host.clone()).collect();
         if lazy.is_some() {
@@ -123,7 +123,7 @@ impl Shared {
 /// The tree's effects in a live tree.
 struct Driver<'a> {
     links: &'a [DaemonLink],
-    lazy: &'a mut Option<crate::lazy::Lazy>,
+    lazy: &'a mut Option<crate::controller::lazy::Lazy>,
     io: &'a mut HashMap<u32, RunIo>,
     pool_woken: &'a Notify,
     lost: &'a Option<mpsc::UnboundedSender<(NodeId, String)>>,

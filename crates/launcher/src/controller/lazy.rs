@@ -25,7 +25,7 @@ use dpm_proto::link::Up;
 use dpm_proto::tree::{self, TreeSpec};
 use dpm_proto::ToDaemon;
 
-use crate::controller::{DaemonLink, SharedRef};
+use super::{DaemonLink, SharedRef};
 
 /// How long a joining daemon may take to start and prove the secret (an
 /// ssh that hangs, an agent that never connects).
