@@ -123,3 +123,16 @@ while [ $# -gt 0 ]; do case \"$1\" in -o) shift 2;; -*) shift;; *) break;; esac;
 if [ \"$1\" = 127.1.0.2 ]; then echo \"ssh: connect to host $1 port 22: Connection refused\" >&2; exit 255; fi\n\
 shift\n\
 exec env -i PATH=\"$PATH\" HOME=\"$HOME\" DPM_T_NODE=login /bin/sh -c \"$*\"\n";
+
+/// Without `-n` a host list runs one rank per slot it gives, one for an
+/// entry without a count — Hydra's own count, checked on the same lists.
+#[test]
+fn a_host_list_without_n_runs_hydras_count() {
+    for (list, want) in [("localhost:2,127.0.0.1:3", 5), ("localhost,127.0.0.1", 2), ("localhost:3,127.0.0.1", 4)] {
+        let hydra = common::under_hydra(&["-hosts", list, "/bin/echo", "ran"]);
+        assert_eq!(hydra.stdout_str().lines().filter(|l| *l == "ran").count(), want, "Hydra's own count for {list}\n{}", hydra.describe());
+        let out = Dpm::run(["-hosts", list, "/bin/echo", "ran"]).output();
+        out.assert_success();
+        assert_eq!(out.lines().iter().filter(|l| *l == "ran").count(), want, "-hosts {list}\n{}", out.describe());
+    }
+}

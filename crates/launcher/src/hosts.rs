@@ -44,6 +44,16 @@ fn gives_slots(entry: &str) -> bool {
     entry.contains(':') || entry.contains(char::is_whitespace)
 }
 
+/// The ranks a host list entry holds for a program without `-n`, as Hydra
+/// counts them: its slots if it gives them, else one.
+fn listed_ranks(entry: &str, node: &Node) -> u32 {
+    if gives_slots(entry) {
+        node.slots
+    } else {
+        1
+    }
+}
+
 /// The run's nodes and how to start their daemons.
 pub struct NodeChoice {
     pub nodes: Vec<Node>,
@@ -54,6 +64,10 @@ pub struct NodeChoice {
     pub slots_known: bool,
     /// The batch allocation the nodes came from.
     pub allocation: Option<Allocation>,
+    /// How many ranks a program without `-n` gets, as Hydra counts a host
+    /// list (`-hosts`, `-f`, `DPM_HOSTS`): the slots each entry gives, one
+    /// for an entry without; `None` without a list.
+    pub listed: Option<u32>,
 }
 
 impl NodeChoice {
@@ -110,19 +124,24 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoic
     let is_this_host = |name: &str, host: &str| is_this_host(name, host) || is_this_host(name, &real_host);
     let mut list: Vec<Node> = Vec::new();
     let mut slots_known = true;
+    let mut listed = 0u32;
+    let mut add = |list: &mut Vec<Node>, entry: &str| -> Result<bool, ConfigError> {
+        let node = parse_entry(entry, cpus)?;
+        listed = listed.saturating_add(listed_ranks(entry, &node));
+        list.push(node);
+        Ok(gives_slots(entry))
+    };
     if let Some(file) = &opts.hostfile {
         let text = std::fs::read_to_string(file).map_err(|source| ConfigError::HostFile { file: file.clone(), source })?;
         for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
-            slots_known &= gives_slots(line);
-            list.push(parse_entry(line, cpus)?);
+            slots_known &= add(&mut list, line)?;
         }
         if list.is_empty() {
             return Err(usage(format!("host file {file} names no host")));
         }
     }
     for h in &opts.hosts {
-        slots_known &= gives_slots(h);
-        list.push(parse_entry(h, cpus)?);
+        slots_known &= add(&mut list, h)?;
     }
     let virtual_nodes = opts.virtual_nodes.is_some();
     if virtual_nodes && !list.is_empty() {
@@ -135,21 +154,22 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoic
     } else if list.is_empty() {
         if let Ok(env) = std::env::var("DPM_HOSTS") {
             for h in env.split(',').filter(|h| !h.trim().is_empty()) {
-                slots_known &= gives_slots(h);
-                list.push(parse_entry(h, cpus)?);
+                slots_known &= add(&mut list, h)?;
             }
         } else if let Some((a, known)) = find_allocation(config.rmk)? {
             (list, slots_known) = (a.nodes.clone(), known);
             allocation = Some(a);
         }
     }
+    // A list given by hand (not virtual nodes, not an allocation).
+    let listed = (!list.is_empty() && allocation.is_none() && !virtual_nodes).then_some(listed);
     let from = allocation.as_ref().map(|a| a.system);
     let from_slurm = from == Some(BatchSystem::Slurm);
     if list.is_empty() {
         if config.launcher == Some(Launcher::Manual) {
             return Err(usage("-launcher manual needs the nodes: -hosts, -f or DPM_HOSTS"));
         }
-        return Ok(NodeChoice { nodes: vec![Node { host: host.to_string(), slots: cpus }], bootstrap: Bootstrap::InProcess, slots_known: false, allocation });
+        return Ok(NodeChoice { nodes: vec![Node { host: host.to_string(), slots: cpus }], bootstrap: Bootstrap::InProcess, slots_known: false, allocation, listed });
     }
     let env = |k: &str| std::env::var(k).ok();
     let path = std::env::var("PATH").ok();
@@ -189,7 +209,7 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoic
         None if all_local => Bootstrap::Tree(tree::Bootstrap::Fork),
         None => Bootstrap::Tree(tree::Bootstrap::Ssh(config.ssh_command.clone())),
     };
-    Ok(NodeChoice { nodes: list, bootstrap, slots_known, allocation })
+    Ok(NodeChoice { nodes: list, bootstrap, slots_known, allocation, listed })
 }
 
 /// A one-node Slurm allocation on the node dpm runs on needs no srun step.

@@ -161,11 +161,12 @@ fn check_output_files(opts: &RunOptions) -> Result<(), Error> {
 async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, Error> {
     let host = opts.localhost.clone().unwrap_or_else(this_host);
     let choice = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
-    if let Some(a) = &choice.allocation {
-        // As Hydra: in an allocation, a program without -n runs on every slot.
-        let slots = a.nodes.iter().fold(0u32, |t, n| t.saturating_add(n.slots));
+    // As Hydra: a program without -n runs on every slot of an allocation,
+    // or of a host list (one for an entry without a count).
+    let default_n = choice.allocation.as_ref().map(|a| a.nodes.iter().fold(0u32, |t, n| t.saturating_add(n.slots))).or(choice.listed);
+    if let Some(n) = default_n {
         for seg in &mut opts.segments {
-            seg.nprocs.get_or_insert(slots);
+            seg.nprocs.get_or_insert(n);
         }
     }
     if config.job.report_placement {

@@ -554,8 +554,9 @@ batch allocation named by -rmk/HYDRA_RMK or detected as Hydra does (Slurm:
 SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; LSF: LSB_MCPU_HOSTS, or
 LSB_DJOB_HOSTFILE; Grid Engine: PE_HOSTFILE; PBS/Torque: PBS_NODEFILE, a
 line per slot), else this machine alone (then the daemon runs inside dpm
-itself). In an allocation a program without -n gets one rank per slot, and
-daemons start through its agent (srun, blaunch, qrsh -inherit -V, pbs_tmrsh
+itself). Without -n a program gets one rank per slot of the allocation or
+host list (one for a host listed without a count), as in Hydra. In an
+allocation daemons start through its agent (srun, blaunch, qrsh -inherit -V, pbs_tmrsh
 or ssh); see docs/batch.md. With a booted tree (dpm boot), jobs go to its
 daemons instead, unless -hosts, -f, --virtual-nodes, -launcher, -rmk or
 --pmi-trace is given or DPM_NO_BOOT=1.
