@@ -254,7 +254,7 @@ pub fn status_command(json: bool) -> Result<i32, Error> {
                 },
                 None => None,
             };
-            let all = serde_json::json!({ "boot": boot, "runs": crate::run_table::read_all() });
+            let all = serde_json::json!({ "boot": boot, "runs": crate::run_table::read_all_with_states() });
             println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
             Ok(0)
         });

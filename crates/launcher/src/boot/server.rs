@@ -393,7 +393,7 @@ fn status(server: &Server) -> BootStatus {
         .into_iter()
         .map(|(client_pid, jobs)| {
             let ranks = jobs.iter().filter_map(|(job, ..)| Some((*job, shared.ranks.get(&dpm_kvs::JobId(*job))?.clone()))).collect();
-            RunStatus { client_pid, jobs, ranks }
+            RunStatus { client_pid, jobs, ranks, states_signal: None, states_listed: 0 }
         })
         .collect();
     runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));
