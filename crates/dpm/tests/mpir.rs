@@ -382,25 +382,27 @@ fn state_report_says_since_when_a_rank_waits() {
     assert!(err.lines().any(|l| l.starts_with("dpm: rank 1 (pid ") && l.ends_with("has not spoken PMI")), "{}", out.describe());
 }
 
-/// `dpm status --json` asks a plain run for its live ranks' PMI states:
-/// rank 0 waits in `PMI_Barrier` for its peer, which never speaks PMI
-/// (`sleep`); each rank's `pmi` says so, with since when, as the state
-/// report at a timeout does.
-#[test]
-fn status_json_says_which_pmi_call_a_rank_waits_in_since_when() {
-    let runtime = std::env::temp_dir().join(unique("dpm-rt"));
-    let rt = runtime.to_string_lossy().into_owned();
-    let running = Dpm::run(["-n", "1", &program("dpm_pmi1_api"), ":", "-n", "1", "sleep", "300"]).env("DPM_RUNTIME_DIR", &rt).spawn();
+/// The job of `pmi_states`: rank 0 waits in `PMI_Barrier` for its peer,
+/// which never speaks PMI (`sleep`).
+fn waits_in_barrier() -> Vec<String> {
+    ["-n", "1", &program("dpm_pmi1_api"), ":", "-n", "1", "sleep", "300"].map(String::from).to_vec()
+}
+
+/// Ask `dpm status --json` in `runtime` until the run of `running` (in
+/// `status[section]["runs"]`) says its rank 0 waits in `PMI_Barrier`:
+/// since when (as the state report at a timeout says it), its peer has not
+/// spoken PMI; then the run is ended.
+fn pmi_states(running: common::Running, runtime: &Path, section: Option<&str>) {
     let client = running.pid();
-    let file = runtime.join(format!("run-{client}.json"));
+    let runs = |status: &serde_json::Value| section.map_or(status["runs"].clone(), |s| status[s]["runs"].clone());
     let pmi = |status: &serde_json::Value, rank: usize| {
-        let run = status["runs"].as_array().and_then(|r| r.iter().find(|r| r["client_pid"] == client)).cloned().unwrap_or_default();
+        let run = runs(status).as_array().and_then(|r| r.iter().find(|r| r["client_pid"] == client)).cloned().unwrap_or_default();
         run["ranks"][0][1][rank]["pmi"].as_str().unwrap_or_default().to_string()
     };
     // Until rank 0 has come to its barrier (each status asks anew).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let status = loop {
-        let status = if file.exists() { status_json(&runtime) } else { serde_json::Value::Null };
+        let status = if runtime.exists() { status_json(runtime) } else { serde_json::Value::Null };
         if pmi(&status, 0).starts_with("waits in PMI `barrier_in` for ") || std::time::Instant::now() > deadline {
             break status;
         }
@@ -409,13 +411,29 @@ fn status_json_says_which_pmi_call_a_rank_waits_in_since_when() {
     let waited = pmi(&status, 0).strip_prefix("waits in PMI `barrier_in` for ").and_then(|t| t.strip_suffix(" s")).and_then(|t| t.parse::<f64>().ok());
     assert!(waited.is_some_and(|s| (0.0..=60.0).contains(&s)), "{status}");
     assert_eq!(pmi(&status, 1), "has not spoken PMI", "{status}");
-    assert!(listed_ranks(&status["runs"], client).iter().all(|r| r.3 == "running"), "{status}");
+    assert!(listed_ranks(&runs(&status), client).iter().all(|r| r.3 == "running"), "{status}");
     running.signal("TERM");
     let marker = running.marker().to_string();
     let _ = running.wait_unchecked();
     let left = common::leftovers_after(&marker, common::LEFTOVER_GRACE);
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// `dpm status --json` asks a plain run for its live ranks' PMI states.
+#[test]
+fn status_json_says_which_pmi_call_a_rank_waits_in_since_when() {
+    let runtime = std::env::temp_dir().join(unique("dpm-rt"));
+    pmi_states(Dpm::run(waits_in_barrier()).env("DPM_RUNTIME_DIR", &runtime.to_string_lossy()).spawn(), &runtime, None);
     let _ = std::fs::remove_dir_all(&runtime);
+}
+
+/// Through a boot: the run's client forwards the ask to its run in the
+/// boot, and the boot's status has the states.
+#[test]
+fn status_json_says_which_pmi_call_a_booted_rank_waits_in() {
+    let boot = Boot::start(&[]);
+    let args = waits_in_barrier();
+    pmi_states(boot.run(&args.iter().map(String::as_str).collect::<Vec<_>>()).spawn(), &boot.dir, Some("boot"));
 }
 
 /// A plain run's table follows its ranks' ends; the file a SIGKILLed

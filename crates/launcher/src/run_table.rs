@@ -74,6 +74,15 @@ pub fn states_signal() -> i32 {
     libc::SIGRTMIN() + 2
 }
 
+/// Send `run` (its `dpm run`, or a booted run's client, which forwards it)
+/// the signal that asks for its ranks' states, if its table names one;
+/// whether it was sent.
+pub fn ask_states(run: &RunStatus) -> bool {
+    let Some(sig) = run.states_signal else { return false };
+    // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+    unsafe { libc::kill(run.client_pid as libc::pid_t, sig) == 0 }
+}
+
 /// [`read_all`], each run asked first for its live ranks' PMI states: the
 /// tables as rewritten with them, or, for a run that did not answer
 /// within [`STATES_WAIT`], as they were.
@@ -81,9 +90,7 @@ pub fn read_all_with_states() -> Vec<RunStatus> {
     let mut runs = read_all();
     let mut asked = Vec::new();
     for (i, run) in runs.iter().enumerate() {
-        let Some(sig) = run.states_signal else { continue };
-        // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
-        if unsafe { libc::kill(run.client_pid as libc::pid_t, sig) } == 0 {
+        if ask_states(run) {
             asked.push(i);
         }
     }
