@@ -4,8 +4,10 @@
 //!
 //! Scenarios: dpm inside `salloc` (the ranks inherit the job's environment),
 //! the Slurm bootstrap (one srun step per node) across 3 nodes, MPI_Comm_spawn
-//! inside the allocation (what srun alone cannot do), and `dpm boot` /
-//! `dpm run` / `dpm down` inside an allocation.
+//! inside the allocation (what srun alone cannot do), `dpm boot` /
+//! `dpm run` / `dpm down` inside an allocation, and MPIR attach: gdb
+//! attached to a `dpm run` inside `salloc` reads the table of its ranks on
+//! the allocation's nodes (docs/debugging.md).
 //!
 //! Needs root and `slurm-wlm` + `munge` (scripts/setup.sh --tests installs them).
 //! When the fixture cannot be built the test says `SKIPPED: <reason>`
@@ -24,7 +26,7 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{dpm_bin, hello, program, repo_root, Dpm, FixtureLock, TempFile};
+use common::{debugger, dpm_bin, hello, program, repo_root, Dpm, FixtureLock, TempDir, TempFile};
 
 fn fixture_script() -> PathBuf {
     repo_root().join("tests/fixtures/slurm.sh")
@@ -43,6 +45,8 @@ struct Fixture {
     state: PathBuf,
     /// `sh` script: `slurm.sh exec salloc -N1 -n2 dpm run "$@"`.
     salloc_1x2: TempFile,
+    /// `sh` script: `slurm.sh exec salloc -N3 -n3 dpm run "$@"`.
+    salloc_3x1: TempFile,
     lock: Option<FixtureLock>,
     down: bool,
 }
@@ -53,9 +57,10 @@ impl Fixture {
         let lock = take_lock();
         let info = common::fixture_up(&fixture_script())?;
         let state = common::fixture_info(&info, "STATE").into();
-        let wrapper = format!("#!/bin/sh\nexec bash '{}' exec salloc -N1 -n2 '{}' run \"$@\"\n", fixture_script().display(), dpm_bin());
-        let salloc_1x2 = TempFile::new("dpm-salloc", wrapper.as_bytes(), 0o755);
-        Ok(Fixture { state, salloc_1x2, lock: Some(lock), down: false })
+        let wrapper = |shape: &str| format!("#!/bin/sh\nexec bash '{}' exec salloc {shape} '{}' run \"$@\"\n", fixture_script().display(), dpm_bin());
+        let salloc_1x2 = TempFile::new("dpm-salloc", wrapper("-N1 -n2").as_bytes(), 0o755);
+        let salloc_3x1 = TempFile::new("dpm-salloc", wrapper("-N3 -n3").as_bytes(), 0o755);
+        Ok(Fixture { state, salloc_1x2, salloc_3x1, lock: Some(lock), down: false })
     }
 
     /// `salloc -N1 -n2 dpm run -genv DPM_TEST_MARKER <marker> ARGS` (the
@@ -237,13 +242,47 @@ fn boot_inside_the_allocation(fx: &Fixture) {
     assert!(!child_hosts.is_empty() && child_hosts.iter().all(|h| h != "n1"), "children not on the free nodes: {child_hosts:?}\n{stderr}");
 }
 
+/// The process that `parent` started running `exe` (`dpm run` under salloc).
+fn child_running(parent: u32, exe: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()).find(|pid| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat.rsplit(')').next().and_then(|s| s.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());
+        ppid == Some(parent) && debugger::exe_of(*pid) == exe
+    })
+}
+
+/// MPIR attach mode under Slurm: `salloc -N3 -n3 dpm run -n 3 mpir_job`
+/// (one srun step per node starts the daemons); gdb attached to that
+/// `dpm run` reads `MPIR_proctable` by its C layout and finds every rank's
+/// live pid, its program, and the node Slurm runs it on (n1, n2, n3 in rank
+/// order); then the job ends 0.
+fn mpir_attach_inside_the_allocation(fx: &Fixture) {
+    let gdb = debugger::gdb().expect("gdb");
+    let dir = TempDir::new("mpir-slurm");
+    let exe = program("mpir_job");
+    let mut running = Dpm::mpiexec(&fx.salloc_3x1.path, ["-n", "3", &exe, &dir.path_str()]).spawn();
+    running.wait_for_lines("mpir_job world", 3);
+    // The wrapper became salloc; its child is the `dpm run` a tool attaches to.
+    let starter = child_running(running.pid(), dpm_bin()).unwrap_or_else(|| panic!("no dpm run under salloc (pid {})", running.pid()));
+    let table = debugger::read_table(&gdb, starter);
+    let live: Vec<String> = table.iter().map(|e| debugger::exe_of(e.pid)).collect();
+    std::fs::write(dir.path.join("go"), b"").expect("write go");
+    let out = running.wait();
+    out.assert_success();
+    let pids = debugger::ready_pids(&out.stdout_str(), "world");
+    assert_eq!(table.iter().map(|e| e.pid).collect::<Vec<_>>(), pids, "the table {table:?}\n{}", out.describe());
+    assert_eq!(table.iter().map(|e| e.host.as_str()).collect::<Vec<_>>(), ["n1", "n2", "n3"], "{table:?}");
+    assert!(table.iter().all(|e| e.exe == exe), "{table:?}");
+    assert_eq!(live, [exe.clone(), exe.clone(), exe], "each entry's pid ran the program when gdb read it");
+}
+
 #[test]
 fn dpm_inside_a_slurm_allocation() {
     let mut fx = match Fixture::up() {
         Ok(fx) => fx,
         Err(reason) => return common::fixture_unavailable("Slurm cluster fixture (slurm)", &reason),
     };
-    let scenarios: [(&str, common::Scenario<Fixture>); 7] = [
+    let scenarios: [(&str, common::Scenario<Fixture>); 8] = [
         ("salloc -N1 -n2 dpm run -n 2 hello", hello_in_allocation),
         ("ranks see the job's environment", ranks_see_the_job),
         ("one step on every node", step_on_every_node),
@@ -251,6 +290,7 @@ fn dpm_inside_a_slurm_allocation() {
         ("MPI_Comm_spawn inside the allocation", spawn_inside_the_allocation),
         ("dpm boot inside the allocation", boot_inside_the_allocation),
         ("binding inside the allocation", binding_inside_the_allocation),
+        ("MPIR attach inside the allocation", mpir_attach_inside_the_allocation),
     ];
     let mut failures = common::run_scenarios("slurm", &fx, &scenarios, |fx, name| {
         // A hang guard: settling ends as soon as the queue is empty.

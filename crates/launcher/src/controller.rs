@@ -124,6 +124,8 @@ pub struct Controller {
     /// written, and whether ranks ended since.
     table_written: Option<Instant>,
     table_stale: bool,
+    /// The run's count of state listings its table was last marked stale at.
+    table_listed: u64,
 }
 
 /// After Ctrl-Z, how long the loop runs on before the process stops, for
@@ -162,6 +164,7 @@ impl Controller {
             refused,
             table_written: None,
             table_stale: false,
+            table_listed: 0,
         }
     }
 
@@ -238,7 +241,8 @@ impl Controller {
         let mine: Vec<_> = tree.jobs.iter().filter(|(_, (o, ..))| *o == owner).collect();
         let jobs = mine.iter().map(|(job, (_, kvsname, size))| (job.0, kvsname.clone(), *size)).collect();
         let ranks = mine.iter().filter_map(|(job, _)| Some((job.0, tree.ranks.get(job)?.clone()))).collect();
-        dpm_proto::control::RunStatus { client_pid: owner, jobs, ranks }
+        let states_listed = tree.states_listed.get(&owner).copied().unwrap_or(0);
+        dpm_proto::control::RunStatus { client_pid: owner, jobs, ranks, states_signal: Some(crate::run_table::states_signal()), states_listed }
     }
 
     /// Ctrl-Z stops this process, not just the run's processes.
@@ -364,10 +368,17 @@ impl Controller {
     /// (rewritten at most every `run_table::REWRITE_EVERY`).
     fn next(&mut self) -> (Vec<Announced>, Option<(crate::run::Timer, Instant)>) {
         let mut s = self.shared.borrow_mut();
+        // A listing of the ranks' states for a tool is over: its table is due.
+        let listed = s.tree.shared().states_listed.get(&self.owner).copied().unwrap_or(0);
+        if listed != self.table_listed && self.table_written.is_some() {
+            self.table_listed = listed;
+            self.table_stale = true;
+        }
         let Some(io) = s.io.get_mut(&self.owner) else { return (Vec::new(), None) };
         if std::mem::take(&mut io.ranks_ended) && self.table_written.is_some() {
             self.table_stale = true;
         }
+
         (std::mem::take(&mut io.announced), io.timers.iter().min_by_key(|(_, at)| **at).map(|(t, at)| (*t, *at)))
     }
 

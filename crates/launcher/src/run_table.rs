@@ -10,6 +10,12 @@
 //! `dpm status` that looks ([`sweep`]): its pid is not alive, not the
 //! owner's, or a process that started after the file was last written (the
 //! pid was reused).
+//!
+//! The ranks' PMI states (the call each waits in, since when) live on their
+//! nodes; `dpm status --json` asks each run for them with the signal its
+//! table names ([`states_signal`]), waits at most [`STATES_WAIT`] for the
+//! run to list them in its table, and reads that ([`read_all_with_states`]).
+//! The kernel lets only the run's owner (or root) send it.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -54,6 +60,59 @@ pub fn remove() {
     if let Some(path) = path() {
         let _ = std::fs::remove_file(path);
     }
+}
+
+/// How long `dpm status --json` waits for the runs to list their ranks'
+/// states: the run's bound for its nodes (`run::report::LIST_WAIT`), and
+/// the rewrite of its table.
+pub const STATES_WAIT: Duration = Duration::from_secs(3);
+
+/// The signal that asks a plain `dpm run` to list its ranks' PMI states in
+/// its table (a real-time signal: no tool or terminal sends it by chance;
+/// a run's table names it, so that only a run that answers it gets it).
+pub fn states_signal() -> i32 {
+    libc::SIGRTMIN() + 2
+}
+
+/// Send `run` (its `dpm run`, or a booted run's client, which forwards it)
+/// the signal that asks for its ranks' states, if its table names one;
+/// whether it was sent.
+pub fn ask_states(run: &RunStatus) -> bool {
+    let Some(sig) = run.states_signal else { return false };
+    // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+    unsafe { libc::kill(run.client_pid as libc::pid_t, sig) == 0 }
+}
+
+/// [`read_all`], each run asked first for its live ranks' PMI states: the
+/// tables as rewritten with them, or, for a run that did not answer
+/// within [`STATES_WAIT`], as they were.
+pub fn read_all_with_states() -> Vec<RunStatus> {
+    let mut runs = read_all();
+    let mut asked = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        if ask_states(run) {
+            asked.push(i);
+        }
+    }
+    let deadline = std::time::Instant::now() + STATES_WAIT;
+    while !asked.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        asked.retain(|&i| {
+            let pid = runs[i].client_pid;
+            let file = runtime_dir().map(|d| d.join(format!("run-{pid}.json")));
+            let read = file.ok().and_then(|f| std::fs::read_to_string(f).ok()).and_then(|t| serde_json::from_str::<RunStatus>(&t).ok());
+            match read {
+                Some(now) if now.states_listed > runs[i].states_listed => {
+                    runs[i] = now;
+                    false
+                }
+                Some(_) => true,
+                // The run ended meanwhile: its last table stands.
+                None => false,
+            }
+        });
+    }
+    runs
 }
 
 /// The tables of the plain runs still running (after a [`sweep`]).

@@ -17,8 +17,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 /// [`NodeStatus::lost`]; 8: MPIR, [`ToClient::Procs`], [`ToServer::Continue`],
 /// [`JobSettings::hold`], [`JobSettings::on_timeout`]; 9: [`ToServer::Add`],
 /// [`ToServer::Drain`], [`ToClient::Changed`], [`NodeStatus::state`],
-/// [`BootStatus::slots_known`]; 10: a tool daemon in [`ToServer::Continue`]).
-pub const CONTROL_VERSION: u32 = 10;
+/// [`BootStatus::slots_known`]; 10: a tool daemon in [`ToServer::Continue`];
+/// 11: [`RankStatus::pmi`], [`RunStatus::states_signal`], [`RunStatus::states_listed`]).
+pub const CONTROL_VERSION: u32 = 11;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -243,6 +244,14 @@ pub struct RunStatus {
     /// Each job's ranks (job id, ranks in rank order), once all started.
     #[serde(default)]
     pub ranks: Vec<(u32, Vec<RankStatus>)>,
+    /// The signal that asks this run to list its live ranks' PMI states
+    /// ([`RankStatus::pmi`]) in its table (a plain run's table only).
+    #[serde(default)]
+    pub states_signal: Option<i32>,
+    /// How many times the run has listed its ranks' PMI states (a reader
+    /// that sent `states_signal` waits for this to grow).
+    #[serde(default)]
+    pub states_listed: u64,
 }
 
 /// A rank as the run sees it, for tools (`dpm status --json`).
@@ -253,4 +262,9 @@ pub struct RankStatus {
     pub pid: u32,
     /// `running`, `held` (for a debugger), `exited 0`, `failed: …`, `terminated`.
     pub state: String,
+    /// A live rank's PMI state as its node last said when asked
+    /// ([`RunStatus::states_signal`]): the call it waits in and since when
+    /// (``waits in PMI `barrier_in` for 4.8 s``), as `--report-state-on-timeout` says it.
+    #[serde(default)]
+    pub pmi: Option<String>,
 }

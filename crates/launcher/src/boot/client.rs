@@ -237,24 +237,40 @@ pub(super) async fn request(msg: ToServer) -> Result<(OwnedReadHalf, OwnedWriteH
     Ok((rd, wr))
 }
 
+/// The boot's status (`None` without a boot).
+async fn boot_status() -> Result<Option<BootStatus>, Error> {
+    if connect()?.is_none() {
+        return Ok(None);
+    }
+    let (mut rd, _wr) = request(ToServer::Status { version: CONTROL_VERSION }).await?;
+    match read_frame::<_, ToClient>(&mut rd).await {
+        Ok(ToClient::Status(s)) => Ok(Some(s)),
+        Ok(ToClient::Refused(why)) => Err(Error::Failed(why)),
+        _ => Err(Error::failed("no answer from the boot server")),
+    }
+}
+
 /// `dpm status`; with `json`, for tools: `{"boot": …, "runs": […]}`, the
 /// boot's status (null without a boot) and this user's plain runs
 /// ([`crate::run_table`]), each with its jobs' ranks.
 pub fn status_command(json: bool) -> Result<i32, Error> {
     if json {
         return crate::runtime::block_on_local(async move {
-            let boot = match connect()? {
-                Some(_) => match request(ToServer::Status { version: CONTROL_VERSION }).await {
-                    Ok((mut rd, _wr)) => match read_frame::<_, ToClient>(&mut rd).await {
-                        Ok(ToClient::Status(s)) => Some(s),
-                        Ok(ToClient::Refused(why)) => return Err(Error::Failed(why)),
-                        _ => return Err(Error::failed("no answer from the boot server")),
-                    },
-                    Err(e) => return Err(e),
-                },
-                None => None,
-            };
-            let all = serde_json::json!({ "boot": boot, "runs": crate::run_table::read_all() });
+            let mut boot = boot_status().await?;
+            // The booted runs' clients are asked for their ranks' states
+            // first, then the plain runs (waited for meanwhile), then the
+            // boot is asked again until each asked run has listed them.
+            let mut asked: Vec<(u32, u64)> =
+                boot.iter().flat_map(|b| &b.runs).filter(|r| crate::run_table::ask_states(r)).map(|r| (r.client_pid, r.states_listed)).collect();
+            let runs = crate::run_table::read_all_with_states();
+            let deadline = tokio::time::Instant::now() + crate::run_table::STATES_WAIT;
+            while !asked.is_empty() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let Some(now) = boot_status().await? else { break };
+                asked.retain(|(pid, before)| now.runs.iter().any(|r| r.client_pid == *pid && r.states_listed <= *before));
+                boot = Some(now);
+            }
+            let all = serde_json::json!({ "boot": boot, "runs": runs });
             println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
             Ok(0)
         });

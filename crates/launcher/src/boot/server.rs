@@ -393,7 +393,11 @@ fn status(server: &Server) -> BootStatus {
         .into_iter()
         .map(|(client_pid, jobs)| {
             let ranks = jobs.iter().filter_map(|(job, ..)| Some((*job, shared.ranks.get(&dpm_kvs::JobId(*job))?.clone()))).collect();
-            RunStatus { client_pid, jobs, ranks }
+            // A run's client forwards the states signal to its run here (not
+            // the boot's own pooled jobs, `client_pid` 0).
+            let states_signal = (client_pid != 0).then(crate::run_table::states_signal);
+            let states_listed = shared.states_listed.get(&client_pid).copied().unwrap_or(0);
+            RunStatus { client_pid, jobs, ranks, states_signal, states_listed }
         })
         .collect();
     runs.sort_by_key(|r| r.jobs.first().map(|j| j.0));

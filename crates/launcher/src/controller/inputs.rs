@@ -21,7 +21,14 @@ pub(crate) fn stdin_is_dev_null() -> bool {
 pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
     // SIGQUIT (Ctrl-\): the ranks' states and stacks, the run goes on.
-    let mut kinds = vec![SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup(), SignalKind::quit()];
+    // The states signal: a tool asks for the ranks' PMI states (`run_table`).
+    let mut kinds = vec![
+        SignalKind::interrupt(),
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+        SignalKind::quit(),
+        SignalKind::from_raw(crate::run_table::states_signal()),
+    ];
     if job_control {
         kinds.extend([SignalKind::from_raw(libc::SIGTSTP), SignalKind::from_raw(libc::SIGCONT)]);
     }

@@ -196,6 +196,10 @@ impl TreeEffects for Driver<'_> {
     }
     fn up_for_run(&mut self, owner: u32, node: NodeId, msg: &ToLauncher) {
         let Some(io) = self.io.get_mut(&owner) else { return };
+        if matches!(msg, ToLauncher::RankReport { .. }) {
+            // It may end a listing of the ranks' states (the run's table is due).
+            io.changed.notify_one();
+        }
         let ToLauncher::Exited(exit) = msg else { return };
         if let Some((Some(first), codes)) = &mut io.exit_codes {
             if exit.job == *first {

@@ -28,6 +28,8 @@ pub enum Timer {
     WarmLearn,
     /// The ranks' reports asked for at the timeout are due (`report`).
     Reports,
+    /// The ranks' states listed for a tool are due (`report::Listing`).
+    Listing,
 }
 
 /// Everything a [`super::Run`] does besides changing its own state.

@@ -210,7 +210,13 @@ impl Jobs {
         // A rank may have ended before the last one started.
         let listed = procs
             .iter()
-            .map(|p| RankStatus { rank: p.rank, host: p.host.clone(), pid: p.pid, state: j.rank_end(p.rank as usize).map_or_else(|| state.into(), listed_end) })
+            .map(|p| RankStatus {
+                rank: p.rank,
+                host: p.host.clone(),
+                pid: p.pid,
+                state: j.rank_end(p.rank as usize).map_or_else(|| state.into(), listed_end),
+                pmi: None,
+            })
             .collect();
         fx.shared().ranks.insert(job, listed);
         fx.procs_started(job, procs, held);
@@ -300,6 +306,7 @@ impl Jobs {
         };
         j.end_rank(&mut fx.shared().nodes, rank.0 as usize, end.clone());
         if let Some(listed) = fx.shared().ranks.get_mut(&job).and_then(|l| l.get_mut(rank.0 as usize)) {
+            listed.pmi = None;
             listed.state = match (&end, status) {
                 (RankEnd::Terminated, ExitStatus::Code(c)) => format!("terminated: exited {c}"),
                 (RankEnd::Terminated, ExitStatus::Signal(s)) => format!("terminated: signal {s} ({})", signal_name(s)),

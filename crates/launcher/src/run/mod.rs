@@ -92,6 +92,8 @@ pub struct Run {
     connects: connect::Collectives,
     /// At the timeout, the ranks' reports awaited before the kill.
     reports: Option<report::Reports>,
+    /// The ranks' states asked for a tool (`dpm status --json`).
+    listing: Option<report::Listing>,
 }
 
 impl Run {
@@ -107,6 +109,7 @@ impl Run {
             warm: WarmPool::default(),
             connects: connect::Collectives::default(),
             reports: None,
+            listing: None,
         }
     }
 
@@ -239,6 +242,9 @@ impl Run {
             ToLauncher::Trace { line } | ToLauncher::Note { line, .. } => fx.say(&line),
             ToLauncher::ToolOutput { stream, data, .. } => fx.tool_output(stream, &data),
             report @ ToLauncher::RankReport { .. } => {
+                if self.listing.as_mut().is_some_and(|l| l.take(fx, &report)) {
+                    return self.listed_if_done(fx, false);
+                }
                 let done = self.reports.as_mut().is_some_and(|r| r.on_report(fx, node, report));
                 if done {
                     self.reports = None;
@@ -511,6 +517,9 @@ impl Run {
         if sig == libc::SIGQUIT {
             return self.report_now(fx);
         }
+        if sig == crate::run_table::states_signal() {
+            return self.list_states(fx);
+        }
         let name = signal_name(sig);
         if self.verdict.interrupted.is_some() {
             fx.say(&format!("dpm: got {name} again; killing every process now"));
@@ -569,6 +578,7 @@ impl Run {
                     self.reports_done(fx);
                 }
             }
+            Timer::Listing => self.listed_if_done(fx, true),
             Timer::Timeout => {}
             Timer::KillGrace => self.jobs.kill_all(fx, libc::SIGKILL),
             Timer::WarmRefill => {
@@ -593,6 +603,25 @@ impl Run {
         if self.reports.is_some() {
             fx.say("dpm: got SIGQUIT; the run's ranks (the run goes on):");
             fx.arm(Timer::Reports, report::REPORT_WAIT);
+        }
+    }
+
+    /// A tool asks for the ranks' PMI states in the run's table
+    /// (`report::Listing`); one listing at a time.
+    fn list_states(&mut self, fx: &mut dyn RunEffects) {
+        if self.listing.is_none() {
+            self.listing = Some(report::Listing::ask(&self.jobs, fx));
+            fx.arm(Timer::Listing, report::LIST_WAIT);
+            self.listed_if_done(fx, false);
+        }
+    }
+
+    /// The listing is over once every state is in, or (`waited`) at its bound.
+    fn listed_if_done(&mut self, fx: &mut dyn RunEffects, waited: bool) {
+        if waited || self.listing.as_ref().is_some_and(report::Listing::done) {
+            if let Some(listing) = self.listing.take() {
+                listing.finish(fx, &self.jobs, self.settings.owner);
+            }
         }
     }
 

@@ -28,6 +28,9 @@ pub struct TreeShared {
     pub jobs: BTreeMap<JobId, (u32, String, u32)>,
     /// Each listed job's ranks once all started (`dpm status --json`).
     pub ranks: BTreeMap<JobId, Vec<dpm_proto::control::RankStatus>>,
+    /// How many times each run (by its owner) has listed its ranks' PMI
+    /// states into `ranks` (`report::Listing`).
+    pub states_listed: BTreeMap<u32, u64>,
     /// Pooled jobs kept for later runs (`dpm boot --warm-spawn`; off by default).
     pub pool: Pool,
     /// The Open MPI families of the last kvsnames handed out, live before
@@ -77,6 +80,7 @@ impl TreeShared {
             nodes,
             jobs: BTreeMap::new(),
             ranks: BTreeMap::new(),
+            states_listed: BTreeMap::new(),
             pool: Pool::new(fanout, first),
             issued: Default::default(),
             context_ids: 0,

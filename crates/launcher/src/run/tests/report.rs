@@ -85,3 +85,37 @@ fn every_job_is_announced_once_in_rank_order_and_a_held_one_continues_when_told(
     run.continue_job(&mut rec, j);
     assert_eq!(signals(&rec, j).len(), 2, "continued twice");
 }
+
+/// The PMI states each rank of `job` has listed (`dpm status --json`).
+fn listed_pmi(rec: &mut Recorder, job: JobId) -> Vec<Option<String>> {
+    rec.shared().ranks.get(&job).into_iter().flatten().map(|r| r.pmi.clone()).collect()
+}
+
+/// A tool's listing of the ranks' states (`dpm status --json`): asked of
+/// every node without stacks, each state into the rank's `pmi` (nothing
+/// printed, nothing killed), a rank whose node has not answered within the
+/// bound named; each listing over counts once.
+#[test]
+fn a_listing_for_a_tool_fills_each_ranks_pmi_and_names_a_silent_node() {
+    let (mut run, mut rec) = reporting(TimeoutReport::Nothing);
+    let j = started(&mut run, &mut rec, &[0, 1]);
+    rec.take();
+    run.on_signal(&mut rec, crate::run_table::states_signal());
+    let asked: Vec<usize> = rec.sent().iter().filter_map(|(n, m)| matches!(m, ToDaemon::Report { stacks: false, .. }).then_some(n.0)).collect();
+    assert_eq!(asked, vec![0, 1]);
+    report(&mut run, &mut rec, 0, j, 0, None);
+    assert!(rec.shared().states_listed.is_empty(), "over before every state is in");
+    run.on_timer(&mut rec, Timer::Listing);
+    let want =
+        vec![Some("waits in PMI `barrier_in`".to_string()), Some(format!("no report from its node h1 within {} s", super::super::report::LIST_WAIT.as_secs()))];
+    assert_eq!(listed_pmi(&mut rec, j), want);
+    assert_eq!(rec.shared().states_listed.values().copied().collect::<Vec<_>>(), vec![1]);
+    assert!(signals(&rec, j).is_empty() && rec.said().is_empty(), "{:?}", rec.said());
+    // The next listing ends as its last state comes.
+    run.on_signal(&mut rec, crate::run_table::states_signal());
+    assert_eq!(listed_pmi(&mut rec, j), vec![None, None], "the states of the listing before");
+    report(&mut run, &mut rec, 1, j, 1, None);
+    report(&mut run, &mut rec, 0, j, 0, None);
+    assert_eq!(rec.shared().states_listed.values().copied().collect::<Vec<_>>(), vec![2]);
+    assert_eq!(listed_pmi(&mut rec, j), vec![Some("waits in PMI `barrier_in`".to_string()); 2]);
+}
