@@ -6,29 +6,33 @@
 
 mod common;
 
-use common::{placement, repo_root, unique, Dpm};
+use common::{placement, repo_root, unique, Dpm, Output};
 
 /// `127.1.x.y:1` for `n` hosts.
 fn hosts(n: usize) -> String {
     (0..n).map(|i| format!("127.1.{}.{}:1", i / 250, i % 250 + 1)).collect::<Vec<_>>().join(",")
 }
 
-/// The hosts the stand-in ssh was asked for, one per daemon started.
-fn started(log: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(log).unwrap_or_default().lines().map(String::from).collect()
+/// `dpm run -launcher ssh` through the stand-in ssh over [`hosts`]`(n)`,
+/// `--report-placement` and `args`: its output and the hosts a daemon was
+/// started on, sorted (daemons start in parallel: their agents log in
+/// either order).
+fn run_over(n: usize, args: &[&str]) -> (Output, Vec<String>) {
+    let ssh = common::local_ssh();
+    let log = std::env::temp_dir().join(unique("dpm-ssh-log"));
+    let (ssh_path, list) = (ssh.path_str(), hosts(n));
+    let mut all = vec!["-launcher", "ssh", "--ssh-command", &ssh_path, "-hosts", &list, "--report-placement"];
+    all.extend_from_slice(args);
+    let out = Dpm::run(all).env("DPM_T_SSH_LOG", &log.display().to_string()).output();
+    let mut daemons: Vec<String> = std::fs::read_to_string(&log).unwrap_or_default().lines().map(String::from).collect();
+    daemons.sort();
+    let _ = std::fs::remove_file(&log);
+    (out, daemons)
 }
 
 #[test]
 fn a_thousand_hosts_and_two_ranks_start_two_daemons() {
-    let ssh = common::local_ssh();
-    let log = std::env::temp_dir().join(unique("dpm-ssh-log"));
-    let out = Dpm::run(["-launcher", "ssh", "--ssh-command", &ssh.path_str(), "-hosts", &hosts(1000), "--report-placement", "-n", "2", "/bin/echo", "ran"])
-        .env("DPM_T_SSH_LOG", &log.display().to_string())
-        .output();
-    // The two start in parallel: their agents log in either order.
-    let mut daemons = started(&log);
-    daemons.sort();
-    let _ = std::fs::remove_file(&log);
+    let (out, daemons) = run_over(1000, &["-n", "2", "/bin/echo", "ran"]);
     out.assert_success();
     assert_eq!(out.lines(), ["ran", "ran"], "{}", out.describe());
     assert_eq!(daemons, ["127.1.0.1", "127.1.0.2"], "daemons started\n{}", out.describe());
@@ -42,25 +46,8 @@ fn a_thousand_hosts_and_two_ranks_start_two_daemons() {
 /// the three idle ones), through the run's own launcher.
 #[test]
 fn a_spawn_onto_a_listed_host_starts_its_daemon_then() {
-    let ssh = common::local_ssh();
-    let log = std::env::temp_dir().join(unique("dpm-ssh-log"));
-    let out = Dpm::run([
-        "-launcher",
-        "ssh",
-        "--ssh-command",
-        &ssh.path_str(),
-        "-hosts",
-        &hosts(4),
-        "--report-placement",
-        "-n",
-        "1",
-        &common::program("spawn_args"),
-        "1",
-    ])
-    .env("DPM_T_SSH_LOG", &log.display().to_string())
-    .output();
-    let daemons = started(&log);
-    let _ = std::fs::remove_file(&log);
+    let spawner = common::program("spawn_args");
+    let (out, daemons) = run_over(4, &["-n", "1", &spawner, "1"]);
     out.assert_success().assert_stdout_contains("spawn ok children=1");
     assert_eq!(daemons, ["127.1.0.1", "127.1.0.2"], "daemons started\n{}", out.describe());
     assert_eq!(common::spawned_hosts(&out.stderr_str()), ["127.1.0.2"], "{}", out.describe());
@@ -80,27 +67,7 @@ fn a_spawn_naming_a_listed_host_without_a_daemon_runs_there() {
          info = MPI.Info.Create(); info.Set('host', '127.1.0.200')\n\
          child = MPI.COMM_SELF.Spawn(sys.executable, ['-c', sys.argv[1]], 1, info)\n\
          child.Disconnect(); print('spawned')\n";
-    let ssh = common::local_ssh();
-    let log = std::env::temp_dir().join(unique("dpm-ssh-log"));
-    let out = Dpm::run([
-        "-launcher",
-        "ssh",
-        "--ssh-command",
-        &ssh.path_str(),
-        "-hosts",
-        &hosts(1000),
-        "--report-placement",
-        "-n",
-        "1",
-        python.to_str().unwrap(),
-        "-c",
-        script,
-        script,
-    ])
-    .env("DPM_T_SSH_LOG", &log.display().to_string())
-    .output();
-    let daemons = started(&log);
-    let _ = std::fs::remove_file(&log);
+    let (out, daemons) = run_over(1000, &["-n", "1", python.to_str().unwrap(), "-c", script, script]);
     out.assert_success().assert_stdout_contains("spawned").assert_stdout_contains("universe 1000");
     assert_eq!(daemons, ["127.1.0.1", "127.1.0.200"], "daemons started\n{}", out.describe());
     assert_eq!(common::spawned_hosts(&out.stderr_str()), ["127.1.0.200"], "{}", out.describe());

@@ -169,7 +169,13 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoic
         if config.launcher == Some(Launcher::Manual) {
             return Err(usage("-launcher manual needs the nodes: -hosts, -f or DPM_HOSTS"));
         }
-        return Ok(NodeChoice { nodes: vec![Node { host: host.to_string(), slots: cpus }], bootstrap: Bootstrap::InProcess, slots_known: false, allocation, listed });
+        return Ok(NodeChoice {
+            nodes: vec![Node { host: host.to_string(), slots: cpus }],
+            bootstrap: Bootstrap::InProcess,
+            slots_known: false,
+            allocation,
+            listed,
+        });
     }
     let env = |k: &str| std::env::var(k).ok();
     let path = std::env::var("PATH").ok();
