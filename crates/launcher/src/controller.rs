@@ -107,8 +107,6 @@ pub fn random_tag() -> u128 {
 pub struct Controller {
     owner: u32,
     shared: SharedRef,
-    /// The links to the tree's daemons (Ctrl-Z and a debugger's stop).
-    links: Vec<DaemonLink>,
     /// The credit of output written by the console's writer.
     written: mpsc::UnboundedReceiver<Written>,
     /// Notified when the run's timers, tools or end change.
@@ -138,7 +136,7 @@ impl Controller {
     pub fn new(settings: Settings, shared: SharedRef, sink: Sink) -> Self {
         let (owner, label) = (settings.owner, settings.label);
         let changed = Rc::new(Notify::new());
-        let (links, refused) = {
+        let refused = {
             let mut s = shared.borrow_mut();
             let refused = s.tree.add_run(Run::new(settings)).is_err();
             if refused {
@@ -151,12 +149,11 @@ impl Controller {
                     RunIo { output, timers: Default::default(), announced: Vec::new(), exit_codes: None, ranks_ended: false, changed: changed.clone() },
                 );
             }
-            (s.links.clone(), refused)
+            refused
         };
         Controller {
             owner,
             shared,
-            links,
             written: sink.written,
             changed,
             stops_itself: false,
@@ -165,6 +162,14 @@ impl Controller {
             table_written: None,
             table_stale: false,
             table_listed: 0,
+        }
+    }
+
+    /// `msg` down every link of the tree — those of daemons started or
+    /// joined since the run began too (Ctrl-Z, a debugger's stop).
+    fn tell_links(&self, msg: Down) {
+        for link in self.shared.borrow().links() {
+            let _ = link.via.send(msg.clone());
         }
     }
 
@@ -195,9 +200,7 @@ impl Controller {
             }
             let debugged = crate::mpir::being_debugged() && self.stops_itself;
             if debugged {
-                for link in &self.links {
-                    let _ = link.via.send(Down::Suspend);
-                }
+                self.tell_links(Down::Suspend);
                 dpm_daemon::links::suspend_judging();
                 tokio::time::sleep(FLUSH_BEFORE_STOP).await;
             }
@@ -209,9 +212,7 @@ impl Controller {
             }
             if debugged {
                 dpm_daemon::links::resume_judging();
-                for link in &self.links {
-                    let _ = link.via.send(Down::Resume);
-                }
+                self.tell_links(Down::Resume);
             }
             if held {
                 self.input(RunInput::Continue(job));
@@ -259,9 +260,7 @@ impl Controller {
         if !self.stops_itself {
             return;
         }
-        for link in &self.links {
-            let _ = link.via.send(Down::Suspend);
-        }
+        self.tell_links(Down::Suspend);
         dpm_daemon::links::suspend_judging();
         // The links' tasks (and an in-process node) write what is queued.
         tokio::time::sleep(FLUSH_BEFORE_STOP).await;
@@ -274,9 +273,7 @@ impl Controller {
         tracing::debug!("SIGCONT: continuing the run's processes");
         if self.stops_itself {
             dpm_daemon::links::resume_judging();
-            for link in &self.links {
-                let _ = link.via.send(Down::Resume);
-            }
+            self.tell_links(Down::Resume);
         }
         self.input(RunInput::Stop(false));
     }
