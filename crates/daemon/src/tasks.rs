@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 
 use dpm_kvs::{JobId, Rank};
 use dpm_proto::{ExitStatus, Stream};
@@ -193,17 +193,30 @@ pub struct Pipes {
 /// a pipe, or read and sent ([`Event::Output`]) but not handled yet. A held
 /// partial line's rest may be there: its quiet timer must not send the
 /// piece up alone (on a loaded machine the reading task runs late).
+///
+/// It also bounds what is on the way: a stream with [`MAX_IN_FLIGHT`]
+/// reads unhandled is not read again until the reactor takes one. Without
+/// the bound, a reading task that runs while the reactor is starved (a
+/// loaded machine) reads a fast writer's pipe far past the job's output
+/// window before the reactor can pause it, and all of that travelled up
+/// to the launcher (a boot server grew by 48 MB behind a stalled client).
 #[derive(Debug)]
 pub struct OutputProbe {
     /// Each stream's read end while its task holds it open (-1 after).
     fds: [AtomicI32; 2],
     /// Each stream's [`Event::Output`]s sent and not yet handled.
     in_flight: [AtomicUsize; 2],
+    /// Woken when the reactor takes one.
+    room: Notify,
 }
+
+/// Reads of one stream sent to the reactor and not yet handled, at most:
+/// with [`readbuf::READ_SIZE`] 16 KiB, 128 KiB per stream past the window.
+pub const MAX_IN_FLIGHT: usize = 8;
 
 impl Default for OutputProbe {
     fn default() -> Self {
-        OutputProbe { fds: [AtomicI32::new(-1), AtomicI32::new(-1)], in_flight: [AtomicUsize::new(0), AtomicUsize::new(0)] }
+        OutputProbe { fds: [AtomicI32::new(-1), AtomicI32::new(-1)], in_flight: [AtomicUsize::new(0), AtomicUsize::new(0)], room: Notify::new() }
     }
 }
 
@@ -232,6 +245,14 @@ impl OutputProbe {
     /// The reactor took one [`Event::Output`] of `stream`.
     pub fn handled(&self, stream: Stream) {
         let _ = self.in_flight[index(stream)].fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        // A permit is kept when nobody waits: the reading task's next wait
+        // returns at once and it looks again (never a lost wake-up).
+        self.room.notify_one();
+    }
+
+    /// `stream` has [`MAX_IN_FLIGHT`] reads on their way: read no more.
+    pub fn full(&self, stream: Stream) -> bool {
+        self.in_flight[index(stream)].load(Ordering::Acquire) >= MAX_IN_FLIGHT
     }
 
     fn open(&self, stream: Stream, fd: i32) {
@@ -275,7 +296,9 @@ pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pip
         }
         while !(reaped && out.is_none() && err.is_none()) {
             let paused = pause.as_ref().is_some_and(|p| *p.borrow());
+            let full = [probe.full(Stream::Stdout), probe.full(Stream::Stderr)];
             tokio::select! {
+                () = probe.room.notified(), if full[0] || full[1] => {}
                 changed = async { pause.as_mut().expect("paused").changed().await }, if pause.is_some() => {
                     if changed.is_err() {
                         pause = None; // the reactor is gone: never paused again
@@ -298,8 +321,8 @@ pub fn watch_proc(job: JobId, rank: Rank, pidfd: OwnedFd, keep_zombie: bool, pip
                         }
                     }
                 }
-                ready = readable(&out), if !paused => forward(&events, &probe, job, rank, Stream::Stdout, &mut out, ready),
-                ready = readable(&err), if !paused => forward(&events, &probe, job, rank, Stream::Stderr, &mut err, ready),
+                ready = readable(&out), if !paused && !full[0] => forward(&events, &probe, job, rank, Stream::Stdout, &mut out, ready),
+                ready = readable(&err), if !paused && !full[1] => forward(&events, &probe, job, rank, Stream::Stderr, &mut err, ready),
             }
         }
     });
@@ -349,5 +372,75 @@ fn forward(
             *pipe = None;
             let _ = events.send(Event::OutputClosed { job, rank, stream });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::time::Duration;
+
+    /// A reactor that takes nothing (a starved one) gets at most
+    /// [`MAX_IN_FLIGHT`] reads of a fast writer's pipe; each one it takes
+    /// lets exactly one more read through, and in the end every byte comes.
+    #[tokio::test]
+    async fn a_starved_reactor_gets_no_more_than_the_reads_in_flight() {
+        let (rd, mut wr) = std::io::pipe().expect("pipe");
+        let rd: OwnedFd = rd.into();
+        nix::fcntl::fcntl(rd.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK)).expect("non-blocking");
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pidfd = crate::spawn::pidfd_open(child.id() as i32).expect("pidfd");
+        const TOTAL: usize = 4 << 20;
+        let writer = std::thread::spawn(move || wr.write_all(&vec![b'x'; TOTAL]));
+        let probe = Arc::new(OutputProbe::default());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let pipes = Pipes { stdout: Some(rd), stderr: None, paused: None, probe: Some(probe.clone()) };
+        watch_proc(JobId(1), Rank(0), pidfd, false, pipes, tx);
+
+        let mut got = 0;
+        let next = |rx: &mut mpsc::UnboundedReceiver<Event>| {
+            let ev = rx.try_recv();
+            match ev {
+                Ok(Event::Output { data, .. }) => Some(data.len()),
+                Ok(_) => panic!("only output expected"),
+                Err(_) => None,
+            }
+        };
+        // Wait (bounded) for the reading task to fill its allowance.
+        let mut unhandled = 0;
+        for _ in 0..500 {
+            while let Some(n) = next(&mut rx) {
+                got += n;
+                unhandled += 1;
+            }
+            if unhandled >= MAX_IN_FLIGHT {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(unhandled, MAX_IN_FLIGHT, "the reads on their way");
+        // Nothing more while none is handled (a starved reactor).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(next(&mut rx).is_none(), "read past the reads allowed on their way");
+        // The reactor takes them all, one at a time: every byte arrives.
+        while got < TOTAL {
+            if unhandled > 0 {
+                probe.handled(Stream::Stdout);
+                unhandled -= 1;
+            }
+            match tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.expect("output flows again") {
+                Some(Event::Output { data, .. }) => {
+                    got += data.len();
+                    unhandled += 1;
+                }
+                _ => panic!("only output expected"),
+            }
+            assert!(unhandled <= MAX_IN_FLIGHT, "{unhandled} reads on their way");
+        }
+        assert_eq!(got, TOTAL);
+        writer.join().expect("writer").expect("write");
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

@@ -35,10 +35,13 @@ fn a_slow_stdout_does_not_end_a_multi_node_run() {
     assert_eq!(stdout.trim(), "600000", "lines delivered; stderr: {stderr}");
 }
 
-/// The resident set of a process, in KiB.
+/// A process's anonymous resident memory (its heap and stacks: where
+/// buffered output would be), in KiB. Not `VmRSS`: that also counts the
+/// pages of mapped files, e.g. the binary's debug information, read whole
+/// when a backtrace is printed.
 fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    status.lines().find_map(|l| l.strip_prefix("RssAnon:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// A boot in a private runtime directory, downed on drop.
@@ -55,6 +58,11 @@ impl Boot {
         assert!(out.status.success(), "dpm boot failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
         let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok());
         Boot { pid: pid.unwrap_or_else(|| panic!("dpm boot did not say its pid: {stdout}")), dir }
+    }
+
+    /// What the server wrote to its log.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("default.log")).unwrap_or_default()
     }
 
     fn env(&self) -> [(&'static str, String); 2] {
@@ -116,7 +124,9 @@ fn a_stalled_boot_client_blocks_only_its_ranks() {
     let _ = std::fs::remove_file(&go);
     assert!(stderr.contains("dpm exit 0"), "the stalled run failed: {stderr}");
     assert_eq!(stdout.trim(), "200000000", "bytes delivered; stderr: {stderr}");
-    assert!(peak < before + 32 * 1024, "the boot server grew from {before} KiB to {peak} KiB while its client stalled");
+    let log = boot.log();
+    assert!(!log.contains("panicked"), "the boot server panicked: {log}");
+    assert!(peak < before + 32 * 1024, "the boot server's heap grew from {before} KiB to {peak} KiB while its client stalled; its log: {log}");
 }
 
 /// Without `-l`, ranks whose lines are each written in five pieces (five
