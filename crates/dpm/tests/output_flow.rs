@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{dpm_bin, program, unique, Dpm};
+use common::{dpm_bin, hydra, program, unique, Dpm};
 
 /// Run `script` under `sh -c` with `$DPM` set to the binary under test
 /// (plain runs: no boot); its stdout and stderr.
@@ -33,6 +33,36 @@ fn a_slow_stdout_does_not_end_a_multi_node_run() {
     let (stdout, stderr) = shell(script, &[]);
     assert!(stderr.contains("dpm exit 0"), "dpm failed behind a slow stdout: {stderr}");
     assert_eq!(stdout.trim(), "600000", "lines delivered; stderr: {stderr}");
+}
+
+/// `dpm run … | head -2` with ranks that write for ever: the reader goes
+/// away, and the run ends as Hydra's does — the ranks get SIGPIPE and the
+/// status is 141 (dpm used to drop the rest and run for ever). Plain, on two
+/// virtual nodes, and through a boot; Hydra's status checked the same way.
+#[test]
+fn a_closed_stdout_ends_the_run_as_hydra_does() {
+    // `timeout 120` is the hang guard: 124 if the run never ends.
+    let status = |launcher: &str, args: &str, env: &[(&str, &str)]| {
+        let script = format!(r#"timeout 120 {launcher} {args} yes dpm-line | head -2; echo "status ${{PIPESTATUS[0]}}""#);
+        let mut cmd = Command::new("/bin/bash");
+        cmd.arg("-c").arg(&script).env("DPM_NO_BOOT", "1").env_remove("DPM_BOOT").env_remove("MPIEXEC_TIMEOUT");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run bash");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(stdout.starts_with("dpm-line\ndpm-line\n"), "{launcher} {args}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        stdout.lines().last().unwrap_or_default().to_string()
+    };
+    let dpm = dpm_bin().to_string();
+    let hydra = hydra().display().to_string();
+    assert_eq!(status(&hydra, "-n 2", &[]), "status 141", "Hydra's own status");
+    assert_eq!(status(&dpm, "run -n 2", &[]), "status 141");
+    assert_eq!(status(&dpm, "run --virtual-nodes 2 -n 2", &[]), "status 141");
+    let boot = Boot::start();
+    let env = boot.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    assert_eq!(status(&dpm, "run -n 2", &env), "status 141", "through a boot; its log: {}", boot.log());
 }
 
 /// A process's anonymous resident memory (its heap and stacks: where

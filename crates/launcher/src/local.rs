@@ -75,7 +75,7 @@ pub async fn drive(
     let mut controller = Controller::new(settings, shared.clone(), output::stdout_sink());
     start(&mut controller);
     controller.stops_itself();
-    let inputs = controller::local_inputs(stdin, true);
+    let inputs = controller::local_inputs(stdin, true, true);
     let code = controller.run(timeout, inputs).await;
     // The run's unclaimed pooled jobs (warm spawn) go with its tree.
     controller::drain_pool(&shared).await;

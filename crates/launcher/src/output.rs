@@ -337,14 +337,26 @@ pub fn emit(is_err: bool, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    // A closed stdout (`dpm run ... | head`) must not take the job down.
-    let _ = if is_err {
+    let written = if is_err {
         std::io::stderr().lock().write_all(data)
     } else {
         let mut out = std::io::stdout().lock();
         out.write_all(data).and_then(|()| out.flush())
     };
+    // A closed stdout (`dpm run ... | head`): dpm ignores SIGPIPE, so the
+    // write fails instead; the run is told, as Hydra's mpiexec would be by
+    // the signal ([`CONSOLE_CLOSED`]).
+    if written.is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) {
+        CONSOLE_CLOSED.notify_one();
+    }
 }
+
+/// Woken when dpm's stdout or stderr turns out to be a pipe with no reader
+/// (`EPIPE`). The run's inputs turn it into SIGPIPE
+/// (`controller::inputs::local_inputs`): the ranks get it and the run ends
+/// with its status, 141, as Hydra's does — a rank that writes for ever
+/// (`dpm run yes | head`) would otherwise run for ever with nobody reading.
+pub static CONSOLE_CLOSED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 #[cfg(test)]
 mod tests {

@@ -99,7 +99,7 @@ pub async fn run_through(stream: StdUnixStream, mut opts: RunOptions, mut config
         write_frame(&mut first, &ToServer::Stdin(Vec::new())).await.map_err(submit_error)?;
     }
     wr.write_all(&first).await.map_err(|e| submit_error(e.into()))?;
-    let mut inputs = controller::local_inputs(!stdin_ended, true);
+    let mut inputs = controller::local_inputs(!stdin_ended, true, true);
     // MPIR: held jobs continue once this process's debugger let it go on.
     let (continue_tx, mut continues) = tokio::sync::mpsc::unbounded_channel::<(u32, Option<dpm_proto::ToolDaemon>)>();
     tokio::task::spawn_local(async move {

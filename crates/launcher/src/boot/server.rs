@@ -126,7 +126,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         runs_changed: Notify::new(),
         down: Notify::new(),
     });
-    let mut inputs = controller::local_inputs(false, false);
+    let mut inputs = controller::local_inputs(false, false, false);
     let me = nix::unistd::getuid().as_raw();
     // Why the boot ends, when it is not `dpm down` or a signal.
     let mut lost = None;

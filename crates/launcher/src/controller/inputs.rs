@@ -16,9 +16,10 @@ pub(crate) fn stdin_is_dev_null() -> bool {
 }
 
 /// This process's signals (INT, TERM, HUP; with `job_control` also TSTP and
-/// CONT, Ctrl-Z and `fg`) and, if `stdin`, its stdin, read on a thread of its
+/// CONT, Ctrl-Z and `fg`), with `console` SIGPIPE when its stdout or stderr
+/// is closed (they carry the run's output), and, if `stdin`, its stdin, read on a thread of its
 /// own (a blocking read must not stall the event loop).
-pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<Input> {
+pub fn local_inputs(stdin: bool, job_control: bool, console: bool) -> mpsc::UnboundedReceiver<Input> {
     let (tx, rx) = mpsc::unbounded_channel();
     // SIGQUIT (Ctrl-\): the ranks' states and stacks, the run goes on.
     // The states signal: a tool asks for the ranks' PMI states (`run_table`).
@@ -41,6 +42,15 @@ pub fn local_inputs(stdin: bool, job_control: bool) -> mpsc::UnboundedReceiver<I
                     return;
                 }
             }
+        });
+    }
+    // dpm's stdout or stderr has no reader any more: SIGPIPE, as the
+    // signal itself would have told a launcher that does not ignore it.
+    if console {
+        let closed = tx.clone();
+        tokio::task::spawn_local(async move {
+            crate::output::CONSOLE_CLOSED.notified().await;
+            let _ = closed.send(Input::Signal(libc::SIGPIPE));
         });
     }
     if stdin && stdin_is_dev_null() {
