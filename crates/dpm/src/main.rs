@@ -119,8 +119,8 @@ fn heartbeat_timeout(value: &str) -> Result<std::time::Duration, String> {
 /// run's client, each `dpm run`, the daemons) a read and `sscanf` parse of
 /// `/proc/self/maps` (glibc's `pthread_getattr_np` for the main thread's
 /// guard page), a signal stack and two handlers, ~20 system calls in all,
-/// for a message on a main-thread stack overflow (which still ends the
-/// process, by SIGSEGV). What else it does, dpm does here: `SIGPIPE`
+/// and a signal stack for every thread std starts later, for a message on
+/// a stack overflow (which still ends the process, by SIGSEGV). What else it does, dpm does here: `SIGPIPE`
 /// ignored (a write to a closed pipe is an `EPIPE` error) and closed
 /// standard descriptors opened on `/dev/null`. `std::env::args` reads the
 /// arguments glibc hands to initialisers, and every exit goes through
