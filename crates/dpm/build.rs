@@ -9,6 +9,9 @@
 //! It also exports the MPIR symbols a parallel debugger reads
 //! (`dpm_launcher::mpir`) in the binary's dynamic symbol table, so that a
 //! stripped binary still offers them.
+//!
+//! And it links libgcc's unwinder (`libgcc_eh.a`) into the binary, so that
+//! dpm does not load `libgcc_s.so.1` at every start (see [`static_unwinder`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,6 +36,7 @@ fn main() {
     for symbol in MPIR_SYMBOLS {
         println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={symbol}");
     }
+    static_unwinder();
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     println!("cargo:rerun-if-env-changed=DPM_COMMIT");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
@@ -41,6 +45,22 @@ fn main() {
     let secs = std::env::var("SOURCE_DATE_EPOCH").ok().and_then(|s| s.trim().parse::<u64>().ok());
     let secs = secs.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
     println!("cargo:rustc-env=DPM_BUILD_DATE={}", civil_date(secs));
+}
+
+/// On GNU/Linux, std's unwinder (`_Unwind_*`, for panics and backtraces)
+/// comes from libgcc's static archive instead of `libgcc_s.so.1`: every
+/// dpm process (each `dpm run`, a booted run's client, the cleaner, the
+/// daemons) then starts without mapping and relocating a second library and
+/// without its constructor, whose CPU probe (`__cpu_indicator_init`, a
+/// `cpuid` per leaf) traps to the hypervisor in a VM. The archive ships
+/// with gcc, which links every Rust program on this target; the linker's
+/// `--as-needed` (rustc's default) then drops the `-lgcc_s` std asks for.
+/// Measured in docs/benchmarks.md ("The booted path").
+fn static_unwinder() {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    if var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu" && !var("CARGO_CFG_TARGET_FEATURE").split(',').any(|f| f == "crt-static") {
+        println!("cargo:rustc-link-lib=static=gcc_eh");
+    }
 }
 
 fn git(dir: &Path, args: &[&str]) -> Option<String> {

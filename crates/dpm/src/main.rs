@@ -6,6 +6,14 @@
 //! The binary owns the process-wide concerns: it sets up logging (the
 //! library only emits `tracing` events) and renders a command's error once,
 //! as `dpm: error: …`, exiting with the status the error maps to.
+//!
+//! It has no Rust `main`: the C `main` below is the entry, so that std's
+//! runtime start (`lang_start`) does not run in every dpm process — see
+//! [`main`].
+
+// The unit tests' harness brings its own `main`.
+#![cfg_attr(not(test), no_main)]
+#![cfg_attr(test, allow(dead_code))]
 
 use clap::{Parser, Subcommand};
 
@@ -105,7 +113,47 @@ fn heartbeat_timeout(value: &str) -> Result<std::time::Duration, String> {
     dpm_proto::frame::parse_heartbeat_timeout(value).map_err(|e| e.to_string())
 }
 
-fn main() {
+/// The process's entry, called by the C library's start.
+///
+/// std's `lang_start` is skipped: it costs every dpm process (a booted
+/// run's client, each `dpm run`, the daemons) a read and `sscanf` parse of
+/// `/proc/self/maps` (glibc's `pthread_getattr_np` for the main thread's
+/// guard page), a signal stack and two handlers, ~20 system calls in all,
+/// and a signal stack for every thread std starts later, for a message on
+/// a stack overflow (which still ends the process, by SIGSEGV). What else it does, dpm does here: `SIGPIPE`
+/// ignored (a write to a closed pipe is an `EPIPE` error) and closed
+/// standard descriptors opened on `/dev/null`. `std::env::args` reads the
+/// arguments glibc hands to initialisers, and every exit goes through
+/// `std::process::exit`, which flushes stdout.
+#[cfg(not(test))]
+#[no_mangle]
+pub extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    start_like_std();
+    dpm_main()
+}
+
+/// What std's start does that dpm needs: standard descriptors that are
+/// closed are opened on `/dev/null` (so a file dpm opens never becomes its
+/// stdout), and `SIGPIPE` ignored.
+fn start_like_std() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
+    // SAFETY: `fds` is a valid array of three pollfd for the call's length.
+    let polled = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if polled > 0 {
+        for pfd in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
+            // SAFETY: a NUL-terminated path; the descriptor opened is the
+            // lowest free one, which is this closed standard one.
+            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+            if fd != pfd.fd {
+                std::process::abort();
+            }
+        }
+    }
+    // SAFETY: setting a signal's disposition to SIG_IGN, before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+fn dpm_main() -> ! {
     // Nodes this binary runs may start their cleaner as `dpm clean-up-after`.
     dpm_daemon::cleaner::process::enable();
     let mut argv: Vec<String> = std::env::args().collect();
