@@ -302,6 +302,7 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
         owner,
         warm_spawn: job.warm_spawn.unwrap_or(0),
         warm_verbose: job.warm_verbose,
+        warm_starting: crate::run::warm_starting_default(),
         binding: job.binding.clone(),
         on_timeout: job.on_timeout,
     }

@@ -140,6 +140,11 @@ pub enum Effect {
     /// never join ([`Engine::ranks_dead`]); a rank may be reported again
     /// (at each death that comes while it waits).
     FenceDoomed { job: JobId, waiting: Vec<Rank> },
+    /// Every local rank of `job`, started ahead of its spawn
+    /// ([`Engine::await_claim`]), now waits for the claim: its start is done
+    /// here (said once, when the last one parks; for a job claimed while
+    /// still starting, when its last rank asks for [`PARENT_PORT_KEY`]).
+    AwaitingClaim { job: JobId },
 }
 
 #[derive(Debug)]
@@ -158,6 +163,10 @@ struct NodeJob {
     /// At most one per connection (one request in flight each); they end
     /// with the claim ([`Engine::claim`]) or with the job.
     claim: Option<Vec<ConnId>>,
+    /// Claimed while local ranks were still starting: how many of them have
+    /// not asked for [`PARENT_PORT_KEY`] yet (the last one's ask says the
+    /// job's start is done here, [`Effect::AwaitingClaim`]).
+    late: usize,
     /// Ranks that died without finalizing while the others run on.
     dead: dead::Dead,
 }
@@ -191,6 +200,7 @@ impl Engine {
             in_ring: Vec::new(),
             attrs: NodeAttrs::default(),
             claim: None,
+            late: 0,
             dead: dead::Dead::default(),
         };
         let id = job.setup.job;
@@ -410,11 +420,18 @@ impl Engine {
                     // srcid is a hint: one that names no rank of the job is ignored.
                     let srcid = srcid.and_then(|s| u32::try_from(s).ok()).filter(|&s| s < setup.size);
                     match job.store.get(conn, &key, srcid, wait) {
+                        Lookup::Found(v) if !v.is_empty() && job.late > 0 && key == PARENT_PORT_KEY => {
+                            job.late -= 1;
+                            if job.late == 0 {
+                                self.effects.push(Effect::AwaitingClaim { job: job_id });
+                            }
+                            Reply::Value(v)
+                        }
                         Lookup::Found(v) if !v.is_empty() => Reply::Value(v),
                         Lookup::Found(_) | Lookup::NotFound if job.claim.is_some() => {
                             c.waiting = Some(Deferred { version, request: name.to_string(), key: Some(key) });
                             job.claim.get_or_insert_with(Vec::new).push(conn);
-                            return;
+                            return self.parked(job_id);
                         }
                         Lookup::Found(_) | Lookup::NotFound => Reply::Error(format!("key '{key}' not found")),
                         Lookup::Pending => {

@@ -96,7 +96,9 @@ fn a_get_that_walks_up_and_misses_waits_for_the_claim() {
         e.take_effects().into_iter().find_map(|f| if let Effect::Kvs { msg: KvsMsg::Get(g), .. } = f { Some(g.id) } else { None }).expect("the get walks up");
     let reply = GetReply { job: JobId(0), key: PORT.0.into(), id, value: None, valid_through: 0 };
     e.kvs_msg(KvsMsg::Reply(reply));
-    assert_eq!(sent(&mut e, 0), "", "not found up the tree: parked");
+    let effects = e.take_effects();
+    assert!(!effects.iter().any(|f| matches!(f, Effect::Send(..))), "not found up the tree: parked");
+    assert!(effects.iter().any(|f| matches!(f, Effect::AwaitingClaim { job: JobId(0) })), "and the node's one rank awaits the claim");
     e.claim(JobId(0), &[(PORT.0.into(), PORT.1.into())]);
     assert_eq!(sent(&mut e, 0), format!("cmd=get_result rc=0 value={}\n", PORT.1));
 }
@@ -108,4 +110,42 @@ fn a_parked_connection_that_closes_is_forgotten() {
     e.detach(ConnId(0));
     e.claim(JobId(0), &[(PORT.0.into(), PORT.1.into())]);
     assert_eq!(sent(&mut e, 0), "");
+}
+
+/// The node hears once that every local rank waits for the claim (the
+/// launcher starts the next pooled job then), not before the last one parks.
+#[test]
+fn the_last_rank_parked_says_the_job_awaits_its_claim() {
+    let awaits = |e: &mut Engine| e.take_effects().iter().filter(|f| matches!(f, Effect::AwaitingClaim { job: JobId(0) })).count();
+    let mut e = awaiting(2);
+    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
+    assert_eq!(awaits(&mut e), 0, "rank 1 is still starting");
+    e.on_bytes(ConnId(1), v2("cmd=kvs-get;jobid=kvs_42_0;key=PARENT_ROOT_PORT_NAME;").as_bytes());
+    assert_eq!(awaits(&mut e), 1, "both wait now");
+    e.claim(JobId(0), &[(PORT.0.into(), PORT.1.into())]);
+    assert_eq!(awaits(&mut e), 0, "said once");
+    // A job not awaiting a claim never says it.
+    let mut e = Engine::new(false);
+    e.add_job(setup(1));
+    e.attach(ConnId(0), JobId(0), Some(Rank(0)));
+    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=nosuch\n");
+    assert_eq!(awaits(&mut e), 0);
+}
+
+/// A job claimed while a rank was still starting says it awaits no more
+/// once that rank asks for the parent's port (its start done: the
+/// launcher's refill waited for it).
+#[test]
+fn a_job_claimed_while_starting_says_when_its_last_rank_asked_for_the_port() {
+    let awaits = |e: &mut Engine| e.take_effects().iter().filter(|f| matches!(f, Effect::AwaitingClaim { job: JobId(0) })).count();
+    let mut e = awaiting(2);
+    e.on_bytes(ConnId(0), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
+    assert!(!e.claim(JobId(0), &[(PORT.0.into(), PORT.1.into())]), "rank 1 still starting");
+    assert_eq!(awaits(&mut e), 0);
+    e.on_bytes(ConnId(1), b"cmd=get kvsname=kvs_42_0 key=PMI_process_mapping\n");
+    assert_eq!(awaits(&mut e), 0, "another key says nothing");
+    e.on_bytes(ConnId(1), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
+    assert_eq!(awaits(&mut e), 1, "rank 1 got the port: started");
+    e.on_bytes(ConnId(1), b"cmd=get kvsname=kvs_42_0 key=PARENT_ROOT_PORT_NAME\n");
+    assert_eq!(awaits(&mut e), 0, "said once");
 }

@@ -488,6 +488,13 @@ pub enum ToLauncher {
         job: JobId,
         waiting: Vec<Rank>,
     },
+    /// Every rank of pooled `job` on the node (launched awaiting its claim,
+    /// [`LaunchJob::awaiting_claim`]) now waits for the claim: its start is
+    /// done there. The launcher starts a shape's next pooled job only once
+    /// the one before is ready, so pooled jobs do not start side by side.
+    AwaitingClaim {
+        job: JobId,
+    },
 }
 
 impl ToLauncher {
@@ -509,7 +516,8 @@ impl ToLauncher {
             | ToLauncher::ToolOutput { job, .. }
             | ToLauncher::RankReport { job, .. }
             | ToLauncher::WatchTripped { job }
-            | ToLauncher::FenceDoomed { job, .. } => Some(*job),
+            | ToLauncher::FenceDoomed { job, .. }
+            | ToLauncher::AwaitingClaim { job } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,
         }

@@ -37,6 +37,7 @@ pub(super) fn run_settings(layout: &Layout, owner: u32, warm_spawn: usize) -> Se
         owner,
         warm_spawn,
         warm_verbose: true,
+        warm_starting: 0,
         binding: Default::default(),
         on_timeout: Default::default(),
     }

@@ -567,6 +567,7 @@ impl NodeReactor {
                 }
                 Effect::ExportTopology => topology::start_export(fx),
                 Effect::FenceDoomed { job, waiting } => fx.send_up(ToLauncher::FenceDoomed { job, waiting }),
+                Effect::AwaitingClaim { job } => fx.send_up(ToLauncher::AwaitingClaim { job }),
                 Effect::Spawn { conn, job, rank, request: spawn } => {
                     let request = self.requests.open(Asker::Pmi(conn));
                     let commands = spawn.commands.into_iter().map(|c| SpawnCommand { exe: c.exe, args: c.args, maxprocs: c.maxprocs, info: c.info }).collect();

@@ -353,7 +353,8 @@ fn a_small_spawn_is_started_by_the_nodes_own_thread() {
 }
 
 /// Warm spawn: a job launched awaiting its claim parks its ranks' get of the
-/// parent's port; the claim brings the preput and answers it.
+/// parent's port (and tells the launcher its ranks wait); the claim brings
+/// the preput and answers it.
 #[test]
 fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
     let (mut r, mut fx) = node();
@@ -372,6 +373,8 @@ fn a_pooled_job_waits_for_its_claim_then_gets_the_port() {
     init(&mut r, &mut fx, &[conn]);
     let get = format!("cmd=get kvsname={KVS} key=PARENT_ROOT_PORT_NAME\n");
     assert_eq!(talk(&mut r, &mut fx, conn, &get), "", "parked until the claim");
+    let up = fx.take_up();
+    assert!(up.iter().any(|m| matches!(m, ToLauncher::AwaitingClaim { job: J })), "its one rank waits: the launcher hears so: {up:?}");
     r.on_message(&mut fx, ToDaemon::Claim { job: J, preput: vec![("PARENT_ROOT_PORT_NAME".into(), "port#1$".into())] });
     assert_eq!(nice(&fx), vec![(pid, 0)], "claimed: out of the background");
     assert_eq!(fx.take_written(conn), "cmd=get_result rc=0 value=port#1$\n");

@@ -26,6 +26,9 @@ pub enum Timer {
     /// Warm spawn: pool the shapes missed once, a moment after a spawned
     /// job's end (if their parent is still there).
     WarmLearn,
+    /// Warm spawn: a pooled job of the run is ready for its claim; the
+    /// next one held back for it may start ([`crate::run::Pool::starting`]).
+    WarmNext,
     /// The ranks' reports asked for at the timeout are due (`report`).
     Reports,
     /// The ranks' states listed for a tool are due (`report::Listing`).
@@ -176,6 +179,9 @@ pub(super) fn with_pool<T>(fx: &mut dyn RunEffects, event: impl FnOnce(&mut Pool
     // In a run's event the pool speaks only of that run's jobs.
     for (_, line) in out.said {
         fx.say(&line);
+    }
+    if !out.ready.is_empty() {
+        fx.arm(Timer::WarmNext, Duration::ZERO);
     }
     t
 }

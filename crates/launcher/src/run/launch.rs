@@ -34,6 +34,10 @@ pub struct Settings {
     pub warm_spawn: usize,
     /// Say each warm-spawn claim, miss and refill (`-v`, `--report-placement`).
     pub warm_verbose: bool,
+    /// Warm spawn: the most ranks of the run's pooled jobs that start at
+    /// once (0: no bound). A pooled job that would go beyond it waits until
+    /// one still starting is ready for its claim (see `run::warm`).
+    pub warm_starting: usize,
     /// Every job's binding (`-bind-to`…), applied by the daemons.
     pub binding: dpm_binding::BindPolicy,
     /// What the run reports of its ranks at `--timeout`.

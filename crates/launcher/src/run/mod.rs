@@ -76,7 +76,7 @@ pub use shape::{MAX_HELD_OUTPUT, WARM_INFO_KEY};
 pub use shared::{Destination, RunView, TreeShared};
 pub use tree_connect::{Contribution, TreeConnectEffects, TreeConnects};
 pub use verdict::{parse_failure_policy, signal_name, FailurePolicy, UnknownPolicy, Verdict};
-pub use warm::{DEFAULT_WARM_SPAWN, MAX_WARM_SPAWN};
+pub use warm::{warm_starting_default, DEFAULT_WARM_SPAWN, MAX_WARM_SPAWN};
 
 /// See the module documentation.
 pub struct Run {
@@ -257,6 +257,9 @@ impl Run {
             // program of the job's first rank on that node; once, whichever
             // node says so first. A job launched without the watch is not ended.
             ToLauncher::FenceDoomed { job, waiting } => self.jobs.fence_doomed(fx, &mut self.verdict, job, &waiting),
+            // A job claimed while starting has started on `node` (or its
+            // ranks there parked just before the claim reached them).
+            ToLauncher::AwaitingClaim { job } => self.warm.awaiting(fx, job, node),
             ToLauncher::WatchTripped { job } => {
                 if let Some(exe) = self.jobs.watch_tripped(node, job) {
                     self.end_with(fx, crate::pmi_choice::watch_tripped_message(&exe));
@@ -588,6 +591,10 @@ impl Run {
             Timer::WarmLearn => {
                 let (warm, cx) = self.warm_parts();
                 warm.on_learn_timer(&cx, fx);
+            }
+            Timer::WarmNext => {
+                let (warm, cx) = self.warm_parts();
+                warm.on_next_timer(&cx, fx);
             }
         }
         self.settle(fx);

@@ -47,6 +47,9 @@ pub trait PoolEffects {
     /// One line of dpm's own for the console of the run of `owner` (if it
     /// still goes): a warm-spawn line of a pooled job it made.
     fn say(&mut self, owner: u32, line: &str);
+    /// A pooled job made for the run of `owner` waits for its claim on
+    /// every node: that run may start the next one ([`Pool::starting`]).
+    fn ready(&mut self, owner: u32);
 }
 
 /// A [`PoolEffects`] that collects what the pool does (a run applies it
@@ -56,6 +59,7 @@ pub struct PoolOutbox {
     pub sent: Vec<(NodeId, ToDaemon)>,
     pub wake: Option<u64>,
     pub said: Vec<(u32, String)>,
+    pub ready: Vec<u32>,
 }
 
 impl PoolEffects for PoolOutbox {
@@ -67,6 +71,9 @@ impl PoolEffects for PoolOutbox {
     }
     fn say(&mut self, owner: u32, line: &str) {
         self.said.push((owner, line.to_string()));
+    }
+    fn ready(&mut self, owner: u32) {
+        self.ready.push(owner);
     }
 }
 
@@ -90,6 +97,15 @@ struct Pooled {
     /// `None`: kept for any run, since `since` (µs since the epoch).
     maker: Option<Maker>,
     since: u64,
+    /// The job's nodes where every rank waits for the claim
+    /// ([`ToLauncher::AwaitingClaim`]); all of them: it is ready.
+    parked: Vec<NodeId>,
+}
+
+impl Pooled {
+    fn ready(&self) -> bool {
+        self.job.daemons().iter().all(|d| self.parked.contains(d))
+    }
 }
 
 /// A pooled job taken by a run's claim: everything it needs to go on there.
@@ -167,6 +183,13 @@ impl Pool {
         self.jobs.iter().filter(|(_, k)| k.shape == *shape && k.maker.is_some_and(|m| m.owner == owner)).count()
     }
 
+    /// Ranks of the pooled jobs made for the run of `owner` that are still
+    /// starting (not yet waiting for their claim on every node).
+    pub(super) fn starting(&self, owner: u32) -> usize {
+        let starting = |k: &Pooled| k.maker.is_some_and(|m| m.owner == owner) && !k.ready();
+        self.jobs.iter().filter(|(_, k)| starting(k)).map(|(_, k)| k.job.size()).sum()
+    }
+
     fn room_for(&self, shape: &Shape) -> bool {
         self.jobs.iter().filter(|(_, k)| k.shape == *shape && k.maker.is_none()).count() < self.limit
     }
@@ -189,7 +212,7 @@ impl Pool {
         let job = launch.job;
         self.kvs.add_job(job, launch.kvs, state.daemons());
         super::launch::send_parts(launch, state.node_of(), state.daemons(), &mut |d, m| fx.send(d, m));
-        self.jobs.push((job, Pooled { shape, job: state, held: Vec::new(), held_bytes: 0, maker: Some(maker), since: 0 }));
+        self.jobs.push((job, Pooled { shape, job: state, held: Vec::new(), held_bytes: 0, maker: Some(maker), since: 0, parked: Vec::new() }));
     }
 
     /// Take the pooled job of `shape` the run of `owner` claims: the oldest
@@ -328,6 +351,15 @@ impl Pool {
         let end = matches!(msg, ToLauncher::Exited(_) | ToLauncher::LaunchFailed { .. }).then(|| msg.clone());
         let why = match msg {
             ToLauncher::Started { rank, pid, .. } => return drop(k.job.started(rank, pid)),
+            ToLauncher::AwaitingClaim { .. } => {
+                if !k.parked.contains(&node) && k.job.daemons().contains(&node) {
+                    k.parked.push(node);
+                    if let Some(m) = k.maker.filter(|_| k.ready()) {
+                        fx.ready(m.owner);
+                    }
+                }
+                return;
+            }
             ToLauncher::FenceIn { epoch, count, puts, .. } => {
                 return super::job::serve_fence(&mut self.kvs, &mut k.job, job, epoch, count, puts, &mut |n, m| fx.send(n, m))
             }

@@ -53,9 +53,12 @@ use crate::kvs_root::KvsRoot;
 use crate::spawn::plan_spawn;
 
 mod depth;
+mod stagger;
 use depth::Depth;
 #[cfg(test)]
 pub(super) use depth::DEPTH_GROWTH;
+use stagger::too_many_starting;
+pub use stagger::warm_starting_default;
 
 /// Pooled jobs per spawn shape of a bare `--warm-spawn` (and of a spawn
 /// asking `dpm_warm=true` when warm spawn is off).
@@ -104,6 +107,8 @@ pub(super) struct Claim {
     waiting: Vec<NodeId>,
     /// Every node that confirmed found its ranks waiting for the claim.
     ready: bool,
+    /// The nodes that found a rank still starting.
+    late: Vec<NodeId>,
     /// Pooled jobs the spawn's shape wants.
     want: usize,
 }
@@ -136,6 +141,11 @@ pub(super) enum Miss {
 pub(super) struct WarmPool {
     /// Claims in flight, oldest first.
     claims: Vec<Claim>,
+    /// Claimed jobs still starting, and their nodes that have not said
+    /// their start is done ([`dpm_proto::ToLauncher::AwaitingClaim`]): no
+    /// pooled job starts beside them (a refill never delays a claimed
+    /// job's start).
+    late: Vec<(JobId, Vec<NodeId>)>,
     /// Every shape spawned so far, how many jobs it wants and the job whose
     /// spawns it is filled for: filled again when a spawned job ends and
     /// gives its slots back.
@@ -165,6 +175,9 @@ struct Wanted {
     /// [`WarmPool::parent_ended`]).
     parent_kvs: String,
     proven: bool,
+    /// Its pool lacks jobs held back for those still starting
+    /// ([`Settings::warm_starting`]): filled once one is ready.
+    held_back: bool,
 }
 
 /// What warm spawn reads and changes of the run besides its own state: the
@@ -268,7 +281,7 @@ impl WarmPool {
         }
         let waiting = state.daemons().to_vec();
         cx.jobs.insert(job, state, false);
-        self.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, ready: true, want });
+        self.claims.push(Claim { shape: shape.clone(), job, kept, held, held_bytes, ask, waiting, ready: true, late: Vec::new(), want });
         None
     }
 
@@ -287,10 +300,16 @@ impl WarmPool {
         }
         claim.waiting.retain(|&d| d != node);
         claim.ready &= ready;
+        if !ready {
+            claim.late.push(node);
+        }
         if !claim.waiting.is_empty() {
             return None;
         }
-        let Claim { shape, held, kept, ask, want, ready, .. } = self.take(job)?;
+        let Claim { shape, held, kept, ask, want, ready, late, .. } = self.take(job)?;
+        if !late.is_empty() {
+            self.late.push((job, late));
+        }
         if cx.jobs.contains(job) {
             // Reachable by other runs' connects from now on, as a cold spawn is.
             let map = cx.jobs.job_map(job, cx.settings.universe_size);
@@ -331,16 +350,26 @@ impl WarmPool {
     pub(super) fn fill(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: JobId) {
         let Some(parent_kvs) = cx.jobs.get(parent).map(|j| j.kvsname().to_string()) else { return };
         let depth = self.want(shape, want, (parent, &parent_kvs), true);
-        self.launch_pooled(cx, fx, shape, depth, (parent, &parent_kvs));
+        // A pool grown deeper than asked serves spawns that outrun it: its
+        // jobs start side by side, for the rate (staggered, MPICH's
+        // taskmaster loop of claims took 1.4× as long on the loaded VM).
+        self.launch_pooled(cx, fx, shape, depth, (parent, &parent_kvs), depth <= want);
     }
 
     /// Launch pooled jobs of `shape` made for this run's spawns by `parent`
     /// (its id and kvsname) until the pool holds `want` of them (or the free
-    /// slots run out).
-    fn launch_pooled(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: (JobId, &str)) {
+    /// slots run out). `stagger`: a job that would start beside pooled ranks
+    /// still starting, beyond [`Settings::warm_starting`], is held back
+    /// until one of them is ready ([`WarmPool::on_next_timer`]).
+    fn launch_pooled(&mut self, cx: &WarmCx<'_>, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: (JobId, &str), stagger: bool) {
         let ((parent, parent_kvs), settings) = (parent, cx.settings);
         let have = fx.shared().pool.count(shape, settings.owner);
         let maker = Maker { owner: settings.owner, origin: parent, verbose: settings.warm_verbose };
+        self.hold_back(shape, false);
+        if have < want && self.claimed_starting(cx) {
+            tracing::debug!("warm spawn: the pool of {} waits for a claimed job's start", shape.describe(parent));
+            return self.hold_back(shape, true);
+        }
         for _ in have..want.min(MAX_WARM_SPAWN) {
             // The same plan a cold spawn of this shape gets (the files it
             // names may have changed since: then no pooled job).
@@ -348,6 +377,10 @@ impl WarmPool {
                 Ok(p) => p,
                 Err(e) => return tracing::debug!("warm spawn: no pooled job for {}: {e}", shape.describe(parent)),
             };
+            if stagger && too_many_starting(settings, fx, plan.job.procs.len()) {
+                tracing::debug!("warm spawn: the next pooled job of {} waits for one still starting", shape.describe(parent));
+                return self.hold_back(shape, true);
+            }
             let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
             let nodes = &mut fx.shared().nodes;
             let slots = match nodes.place_spawn(&apps, &plan.nodes, false, settings.universe_size).and_then(|node_of| nodes.reserve(&node_of)) {
@@ -379,7 +412,7 @@ impl WarmPool {
                 w.depth.get(want)
             }
             None => {
-                self.shapes.push(Wanted { shape: shape.clone(), want, depth: Depth::new(want), parent, parent_kvs: kvs.to_string(), proven });
+                self.shapes.push(Wanted { shape: shape.clone(), want, depth: Depth::new(want), parent, parent_kvs: kvs.to_string(), proven, held_back: false });
                 want
             }
         }
@@ -499,7 +532,7 @@ impl WarmPool {
             for (shape, want, kvs) in learned {
                 say(cx.settings, fx, &format!("learned {}: pooled for later runs", shape.describe(job)));
                 let want = want.min(fx.shared().pool.keep_limit());
-                self.launch_pooled(cx, fx, &shape, want, (job, &kvs));
+                self.launch_pooled(cx, fx, &shape, want, (job, &kvs), false);
             }
         }
         with_pool(fx, |pool, nodes, pfx| pool.release(pfx, nodes, now, owner, Some(job), keep));

@@ -118,6 +118,9 @@ impl PoolEffects for PoolFx<'_> {
     fn say(&mut self, owner: u32, line: &str) {
         self.fx.say(owner, line);
     }
+    fn ready(&mut self, owner: u32) {
+        self.fx.arm(owner, Timer::WarmNext, Duration::ZERO);
+    }
 }
 
 /// One recorded effect of the tree.

@@ -6,7 +6,7 @@
 use dpm_kvs::store::Lookup;
 use dpm_kvs::JobId;
 
-use super::Engine;
+use super::{Effect, Engine};
 use crate::reply::Reply;
 
 /// The key a spawned MPICH child gets at the very end of its `MPI_Init`.
@@ -22,6 +22,17 @@ impl Engine {
         }
     }
 
+    /// A get of `job_id` was parked for its claim: once every local rank
+    /// waits so, the node hears that the job is ready to be claimed
+    /// ([`Effect::AwaitingClaim`]; the launcher starts the next pooled job
+    /// only then, so pooled jobs do not start side by side on the CPU).
+    pub(super) fn parked(&mut self, job_id: JobId) {
+        let Some(job) = self.jobs.get(&job_id) else { return };
+        if job.claim.as_ref().is_some_and(|p| p.len() == job.setup.local_ranks.len()) {
+            self.effects.push(Effect::AwaitingClaim { job: job_id });
+        }
+    }
+
     /// The spawn that claimed `job` brought its preputs: they become visible,
     /// and every get parked for the claim is looked up again (a key still
     /// missing now fails as it would have at once). True if every local
@@ -31,6 +42,7 @@ impl Engine {
         let Some(job) = self.jobs.get_mut(&job_id) else { return false };
         let parked = job.claim.take().unwrap_or_default();
         let ready = parked.len() >= job.setup.local_ranks.len();
+        job.late = job.setup.local_ranks.len().saturating_sub(parked.len());
         job.store.preput(preput);
         self.flush_store(job_id);
         for conn in parked {

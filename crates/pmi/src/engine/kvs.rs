@@ -141,6 +141,7 @@ impl Engine {
         let Some(job) = self.jobs.get_mut(&job_id) else { return };
         let actions = job.store.take_actions();
         let mut parked = job.claim.take();
+        let before = parked.as_ref().map_or(0, Vec::len);
         for action in actions {
             match action {
                 Action::Answer(conn, Some(v)) if !v.is_empty() => self.finish_deferred(conn, &Reply::Value(v)),
@@ -153,8 +154,12 @@ impl Engine {
                 Action::Send(to, msg) => self.effects.push(Effect::Kvs { to, msg }),
             }
         }
+        let more = parked.as_ref().map_or(0, Vec::len) > before;
         if let Some(job) = self.jobs.get_mut(&job_id) {
             job.claim = parked;
+        }
+        if more {
+            self.parked(job_id);
         }
     }
 }

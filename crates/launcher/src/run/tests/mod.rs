@@ -43,6 +43,7 @@ pub(crate) fn settings_for(slots: &[u32]) -> Settings {
         owner: 1,
         warm_spawn: 0,
         warm_verbose: false,
+        warm_starting: 0,
         binding: Default::default(),
         on_timeout: Default::default(),
     }
@@ -586,6 +587,7 @@ mod pool;
 mod report;
 mod tree_connect;
 mod warm;
+mod warm_stagger;
 mod watch;
 
 #[test]
