@@ -41,8 +41,9 @@ use crate::auth::Secret;
 /// `ToDaemon::Report`, `ToLauncher::RankReport`; 15: `Down::Starved`,
 /// `Up::Starved`; 16: no `LaunchJob::report_parent_asks`, no
 /// `ToLauncher::ParentAsked`, `ToLauncher::Claimed::ready`; 17:
-/// `ToDaemon::StartTool`, `ToLauncher::ToolOutput`).
-pub const PROTOCOL_VERSION: u32 = 17;
+/// `ToDaemon::StartTool`, `ToLauncher::ToolOutput`; 18: `TreeSpec::rejoin`, `ToLauncher::FenceCut`, a
+/// daemon re-attaching by TCP after its parent daemon was lost).
+pub const PROTOCOL_VERSION: u32 = 18;
 
 /// A heartbeat timer that fires this late says so (`Up::Starved`,
 /// `Down::Starved`): the sender was starved of CPU, and its peer gives its

@@ -488,6 +488,15 @@ pub enum ToLauncher {
         job: JobId,
         waiting: Vec<Rank>,
     },
+    /// A fence arrival of `job` from the sender's subtree went up through
+    /// its parent daemon, lost before the fence's completion came back: the
+    /// arrival or the completion is gone with it. Sent once the sender
+    /// re-attached straight below the launcher; the job cannot finish that
+    /// fence, and the launcher ends its run as for a lost node.
+    FenceCut {
+        job: JobId,
+        epoch: u64,
+    },
 }
 
 impl ToLauncher {
@@ -509,7 +518,8 @@ impl ToLauncher {
             | ToLauncher::ToolOutput { job, .. }
             | ToLauncher::RankReport { job, .. }
             | ToLauncher::WatchTripped { job }
-            | ToLauncher::FenceDoomed { job, .. } => Some(*job),
+            | ToLauncher::FenceDoomed { job, .. }
+            | ToLauncher::FenceCut { job, .. } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,
         }

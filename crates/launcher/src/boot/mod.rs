@@ -27,6 +27,7 @@
 pub mod cli;
 pub mod client;
 pub mod grow;
+pub mod reform;
 pub mod server;
 
 use std::path::PathBuf;
