@@ -32,6 +32,7 @@ use crate::process::{Proc, Script};
 use crate::resources::{DaemonThread, NodeResources};
 
 mod launcher;
+mod reform;
 mod scripted;
 
 use launcher::run_settings;
@@ -55,6 +56,8 @@ enum Event {
         origin: NodeId,
         msg: ToLauncher,
     },
+    /// The daemon of `node`, below a lost one, re-attaches to the launcher.
+    Reattach(usize),
     /// The loss of `node`'s link (`Up::Lost`), reaching the launcher.
     Lost {
         node: usize,
@@ -156,6 +159,7 @@ pub struct Cluster {
     tree: Tree,
     /// The tree's effects, recorded and carried out after each call.
     tree_fx: TreeRecorder,
+    reform: reform::Reform,
     /// The run [`Cluster::launch`], signals and timeouts are for (the
     /// latest begun): its end is [`Cluster::exit`].
     owner: u32,
@@ -221,6 +225,7 @@ impl Cluster {
                 tree
             },
             tree_fx: TreeRecorder::default(),
+            reform: Default::default(),
             owner: 1,
             res: vec![NodeResources::new(layout.costs.cores); layout.nodes + 1],
             threads: vec![DaemonThread::default(); layout.nodes + 1],
@@ -423,6 +428,7 @@ impl Cluster {
             Event::Lost { node, error } => self.with_tree(|tree, fx| tree.on_up(fx, Up::Lost { node: NodeId(node), error })),
             Event::Signal { owner, sig } => self.with_tree(|tree, fx| tree.on_run(fx, owner, RunInput::Signal(sig))),
             Event::LoseNode(node) => self.lose_node(node),
+            Event::Reattach(node) if self.nodes[node].alive => self.reattach(node),
             Event::PoolTimer(at) => self.pool_timer(at),
             Event::Kill { job, rank } => {
                 if let Some(v) = self.procs.iter().position(|p| p.job == job && p.rank == rank && p.end.is_none()) {
@@ -436,6 +442,9 @@ impl Cluster {
     /// A node and its subtree go: their ranks die with their daemons (no exit
     /// is reported), and the link above reports the loss.
     fn lose_node(&mut self, node: usize) {
+        if self.reform.on {
+            return self.lose_reforming(node);
+        }
         let gone: HashSet<usize> = tree::subtree(NodeId(node), self.layout.nodes, self.layout.fanout).into_iter().map(|n| n.0).collect();
         for &n in &gone {
             self.nodes[n].alive = false;
@@ -463,7 +472,7 @@ impl Cluster {
                     self.schedule_at(at, Event::Down { node: child.0, to, msg });
                 }
                 TreeAction::Parent { origin, msg } => {
-                    let to = tree::parent(NodeId(node), self.layout.fanout).map(|p| p.0);
+                    let to = self.parent_of(node);
                     let at = self.frame_arrival(Some(node), &msg);
                     self.schedule_at(at, Event::Up { to, origin, msg });
                 }

@@ -34,6 +34,9 @@ pub struct Uplink {
     /// The parent's pid when it runs on this host (it forked this daemon):
     /// its state speaks for it when the link falls silent (`liveness`).
     pub parent_pid: Option<u32>,
+    /// Where to re-attach (`HOST:PORT` of the launcher) if the parent — a
+    /// daemon — is lost: this daemon then goes on as a top-level one.
+    pub rejoin: Option<String>,
 }
 
 /// The parent could not be greeted or authenticated.
@@ -83,7 +86,9 @@ impl Tree {
 /// children in the tree starts them, passes messages down to them
 /// (`Down::To`) and theirs up (`Up::From`), and merges its subtree's fence
 /// arrivals into one. Returns when the parent says `Shutdown` or the stream
-/// closes or falls silent. Every log line carries the node (a `node` span).
+/// closes or falls silent — or, given where to re-attach, once it has
+/// re-attached to the launcher and that link ends so. Every log line
+/// carries the node (a `node` span).
 pub async fn serve_link<R, W>(config: DaemonConfig, uplink: Uplink, reader: R, writer: W) -> Result<(), LinkError>
 where
     R: tokio::io::AsyncRead + Unpin + 'static,
@@ -93,20 +98,26 @@ where
     drive(config, uplink, reader, writer).instrument(span).await
 }
 
+/// The link's reading end, boxed: the parent's stream, or the launcher's
+/// TCP connection after a re-attach.
+type LinkReader = FrameReceiver<Box<dyn tokio::io::AsyncRead + Unpin>, Down>;
+/// The link's writing end, boxed likewise.
+type LinkWriter = FrameSender<Box<dyn tokio::io::AsyncWrite + Unpin>, Up>;
+
 async fn drive<R, W>(config: DaemonConfig, uplink: Uplink, mut reader: R, mut writer: W) -> Result<(), LinkError>
 where
     R: tokio::io::AsyncRead + Unpin + 'static,
     W: tokio::io::AsyncWrite + Unpin + 'static,
 {
-    let Uplink { node, secret, peer, parent_pid } = uplink;
+    let Uplink { node, secret, peer, parent_pid, rejoin } = uplink;
     let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Daemon, node, host: config.host.clone() };
     if let Err(source) = handshake(&mut reader, &mut writer, ours, Role::Launcher, &secret).await {
         return Err(LinkError { peer, source });
     }
     tracing::debug!("link to {peer} authenticated");
     // From here on the link carries typed envelopes: `Down` in, `Up` out.
-    let mut reader: FrameReceiver<R, Down> = FrameReceiver::new(reader);
-    let mut writer: FrameSender<W, Up> = FrameSender::new(writer);
+    let reader: LinkReader = FrameReceiver::new(Box::new(reader));
+    let mut writer: LinkWriter = FrameSender::new(Box::new(writer));
     if writer.send(&Up::Ready { node, host: config.host.clone() }).await.is_err() {
         return Ok(()); // the parent went away; nothing was started
     }
@@ -115,78 +126,50 @@ where
     let (up_tx, mut up_rx) = mpsc::unbounded_channel::<ToLauncher>();
     // Envelopes from this daemon and from the subtree below, on their way up.
     let (tree_up_tx, mut tree_up_rx) = mpsc::unbounded_channel::<Up>();
+    // A new link up after a re-attach, for the outbound side.
+    let (relinked_tx, relinked_rx) = mpsc::unbounded_channel::<LinkWriter>();
     let tree = Rc::new(RefCell::new(Tree { node: TreeNode::new(node), children: HashMap::new() }));
     let own_down = down_tx.downgrade();
 
     // Frames in → this daemon or down the tree; a closed or silent link reads
     // as Shutdown (the daemon then kills its ranks: a parent that is gone
-    // cannot end them).
+    // cannot end them) — unless this daemon may re-attach to the launcher
+    // (`rejoin`: its parent is a daemon), which it then does, once.
     let inbound = {
         let tree = tree.clone();
         let tree_up = tree_up_tx.clone();
         let host = config.host.clone();
         let secret = secret.clone();
         crate::spawn_local_here(async move {
-            let mut meter = links::SilenceMeter::new();
-            let origin = tokio::time::Instant::now();
-            let mut detector = liveness::Detector::new(heartbeat_timeout(), origin.elapsed());
-            let parent = || parent_pid.map_or(liveness::Peer::Remote, liveness::probe);
-            // While the parent is stopped (Ctrl-Z), only a closed link is loss.
-            let mut suspended = false;
+            let (mut reader, mut parent_pid, mut rejoin) = (reader, parent_pid, rejoin);
             loop {
-                let frame = match links::next_frame(reader.recv(), &mut detector, origin, || !suspended, parent).await {
-                    links::Heard::Frame(frame) => frame,
-                    links::Heard::Lost(loss) => {
-                        tracing::error!("the parent is taken for lost: {loss}");
-                        // Its last word up, read if the parent runs again.
-                        let error = format!("took its parent for lost: {loss}");
-                        let _ = tree_up.send(Up::ParentLost { node, error });
-                        let _ = down_tx.send(Down::Shutdown);
-                        return;
-                    }
-                };
-                meter.heard(|| "the parent".to_string());
-                let now = origin.elapsed();
-                match frame {
-                    Ok(Down::Heartbeat) => detector.reported(std::time::Duration::ZERO),
-                    Ok(Down::Starved { late_ms }) => detector.reported(std::time::Duration::from_millis(late_ms.into())),
-                    Ok(Down::Suspend) => {
-                        tracing::debug!("the parent is stopping: its silence is no loss until it resumes");
-                        suspended = true;
-                    }
-                    // A fresh clock: the wait for the next frame starts now.
-                    Ok(Down::Resume) => {
-                        suspended = false;
-                        detector.restart(now);
-                    }
-                    Ok(Down::Tree(spec)) => {
-                        if let Err(error) = start_subtree(&tree, &spec, &host, &tree_up, &secret).await {
-                            tracing::error!("cannot start the daemons below {node}: {error}");
-                            let _ = tree_up.send(Up::Lost { node, error });
+                let lost = read_parent(&mut reader, node, parent_pid, &tree, &tree_up, &down_tx, &host, &secret).await;
+                let Some((error, silent)) = lost else { return };
+                if let Some(addr) = rejoin.take() {
+                    match reattach(&addr, node, &host, &secret).await {
+                        Ok((new_reader, mut new_writer)) => {
+                            tracing::warn!("the parent is lost ({error}); re-attached to the launcher at {addr}");
+                            let cut = tree.borrow_mut().node.reattached();
+                            for (job, epoch) in cut {
+                                let msg = ToLauncher::FenceCut { job, epoch };
+                                if new_writer.send(&Up::From { node, msg }).await.is_err() {
+                                    break;
+                                }
+                            }
+                            if relinked_tx.send(new_writer).is_ok() {
+                                (reader, parent_pid) = (new_reader, None);
+                                continue;
+                            }
                         }
-                    }
-                    Ok(Down::Shutdown) => {
-                        let _ = down_tx.send(Down::Shutdown);
-                        return;
-                    }
-                    Ok(Down::To { node: to, msg }) => {
-                        let mut tree = tree.borrow_mut();
-                        let actions = tree.node.from_parent(to, msg);
-                        let mut parent = Vec::new();
-                        let alive = tree.apply(actions, Some(&down_tx), &mut parent);
-                        debug_assert!(parent.is_empty(), "nothing from the parent goes back up");
-                        if !alive {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        if !matches!(e, FrameError::Closed) {
-                            tracing::error!("link to the parent failed: {e}");
-                        }
-                        let _ = down_tx.send(Down::Shutdown);
-                        return;
+                        Err(e) => tracing::error!("the parent is lost ({error}) and re-attaching to the launcher at {addr} failed: {e}"),
                     }
                 }
+                if silent {
+                    // Its last word up, read if the parent runs again.
+                    let _ = tree_up.send(Up::ParentLost { node, error: format!("took its parent for lost: {error}") });
+                }
+                let _ = down_tx.send(Down::Shutdown);
+                return;
             }
         })
     };
@@ -206,31 +189,46 @@ where
     let outbound = {
         let tree = tree.clone();
         crate::spawn_local_here(async move {
-            let mut frames = Vec::new();
+            let mut out = Outbound { writer: Some(writer), relinked: Some(relinked_rx), frames: std::collections::VecDeque::new() };
             loop {
                 let waiting = tokio::time::Instant::now();
-                match tokio::time::timeout(HEARTBEAT_EVERY, tree_up_rx.recv()).await {
+                let next = tokio::select! {
+                    relinked = recv_or_never(&mut out.relinked) => Next::Relinked(relinked),
+                    up = tokio::time::timeout(HEARTBEAT_EVERY, tree_up_rx.recv()), if out.writer.is_some() => Next::Up(up),
+                };
+                match next {
+                    Next::Relinked(writer) => out.relinked_to(writer),
                     // Payloads go through the tree node (merged, answered, passed on).
-                    Ok(Some(Up::From { node: origin, msg })) => {
+                    Next::Up(Ok(Some(Up::From { node: origin, msg }))) => {
                         let mut tree = tree.borrow_mut();
                         let actions = tree.node.from_below(origin, msg);
+                        let mut frames = Vec::new();
                         tree.apply(actions, own_down.upgrade().as_ref(), &mut frames);
+                        out.frames.extend(frames);
                     }
-                    // A node below came up, or a link below broke: up as it is.
-                    Ok(Some(envelope)) => frames.push(envelope),
-                    Ok(None) => return,
-                    Err(_) => frames.push(match lateness(waiting.elapsed()) {
+                    // A link below broke: that child's subtree no longer
+                    // contributes here (it re-attaches, or is lost); up as it is.
+                    Next::Up(Ok(Some(envelope @ Up::Lost { node: child, .. }))) => {
+                        let mut tree = tree.borrow_mut();
+                        if tree.node.is_child(child) {
+                            let actions = tree.node.child_lost(child);
+                            tree.children.remove(&child);
+                            let mut frames = Vec::new();
+                            tree.apply(actions, own_down.upgrade().as_ref(), &mut frames);
+                            out.frames.extend(frames);
+                        }
+                        out.frames.push_back(envelope);
+                    }
+                    // A node below came up: up as it is.
+                    Next::Up(Ok(Some(envelope))) => out.frames.push_back(envelope),
+                    Next::Up(Ok(None)) => return,
+                    Next::Up(Err(_)) => out.frames.push_back(match lateness(waiting.elapsed()) {
                         Some(late_ms) => Up::Starved { late_ms },
                         None => Up::Heartbeat,
                     }),
                 }
-                for frame in frames.drain(..) {
-                    if let Err(e) = writer.send(&frame).await {
-                        // The parent went away (at shutdown, it may go first);
-                        // the inbound side deals with a lost parent.
-                        tracing::debug!("cannot write to the parent: {e}");
-                        return;
-                    }
+                if !out.flush().await {
+                    return;
                 }
             }
         })
@@ -248,6 +246,182 @@ where
     inbound.abort();
     let _ = tokio::time::timeout(HEARTBEAT_EVERY, outbound).await;
     Ok(())
+}
+
+/// What the outbound side waited for.
+enum Next {
+    Relinked(Option<LinkWriter>),
+    Up(Result<Option<Up>, tokio::time::error::Elapsed>),
+}
+
+/// The outbound side's link up and the frames not yet written to it.
+struct Outbound {
+    /// `None` while the link is broken and a re-attach may bring a new one.
+    writer: Option<LinkWriter>,
+    /// New links after a re-attach (`None`: no more can come).
+    relinked: Option<mpsc::UnboundedReceiver<LinkWriter>>,
+    frames: std::collections::VecDeque<Up>,
+}
+
+impl Outbound {
+    fn relinked_to(&mut self, writer: Option<LinkWriter>) {
+        match writer {
+            Some(w) => self.writer = Some(w),
+            None => self.relinked = None,
+        }
+    }
+
+    /// Write the frames held, in order. A frame that fails stays first, for
+    /// the link a re-attach brings (a frame half-written to a dead parent is
+    /// written whole to the new link). False once nothing can be written.
+    async fn flush(&mut self) -> bool {
+        loop {
+            let Some(writer) = self.writer.as_mut() else {
+                if self.relinked.is_none() {
+                    return false;
+                }
+                // Wait for the new link (or for none to come).
+                let next = recv_or_never(&mut self.relinked).await;
+                self.relinked_to(next);
+                continue;
+            };
+            let Some(frame) = self.frames.front() else { return true };
+            let relinked = &mut self.relinked;
+            let sent = tokio::select! {
+                sent = writer.send(frame) => Ok(sent),
+                next = recv_or_never(relinked) => Err(next),
+            };
+            match sent {
+                Ok(Ok(())) => {
+                    self.frames.pop_front();
+                }
+                Ok(Err(e)) => {
+                    // The parent went away (at shutdown, it may go first);
+                    // the inbound side deals with a lost parent.
+                    tracing::debug!("cannot write to the parent: {e}");
+                    self.writer = None;
+                }
+                Err(next) => self.relinked_to(next),
+            }
+        }
+    }
+}
+
+/// The next new link, or never if none can come.
+async fn recv_or_never(rx: &mut Option<mpsc::UnboundedReceiver<LinkWriter>>) -> Option<LinkWriter> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Read the parent's frames until it says `Shutdown` (`None`), or its link
+/// closes or falls silent (`Some(why, whether it was silence)`).
+#[allow(clippy::too_many_arguments)]
+async fn read_parent(
+    reader: &mut LinkReader,
+    node: NodeId,
+    parent_pid: Option<u32>,
+    tree: &Rc<RefCell<Tree>>,
+    tree_up: &mpsc::UnboundedSender<Up>,
+    down_tx: &mpsc::UnboundedSender<Down>,
+    host: &str,
+    secret: &dpm_proto::auth::Secret,
+) -> Option<(String, bool)> {
+    let mut meter = links::SilenceMeter::new();
+    let origin = tokio::time::Instant::now();
+    let mut detector = liveness::Detector::new(heartbeat_timeout(), origin.elapsed());
+    let parent = || parent_pid.map_or(liveness::Peer::Remote, liveness::probe);
+    // While the parent is stopped (Ctrl-Z), only a closed link is loss.
+    let mut suspended = false;
+    loop {
+        let frame = match links::next_frame(reader.recv(), &mut detector, origin, || !suspended, parent).await {
+            links::Heard::Frame(frame) => frame,
+            links::Heard::Lost(loss) => {
+                tracing::error!("the parent is taken for lost: {loss}");
+                return Some((loss.to_string(), true));
+            }
+        };
+        meter.heard(|| "the parent".to_string());
+        let now = origin.elapsed();
+        match frame {
+            Ok(Down::Heartbeat) => detector.reported(std::time::Duration::ZERO),
+            Ok(Down::Starved { late_ms }) => detector.reported(std::time::Duration::from_millis(late_ms.into())),
+            Ok(Down::Suspend) => {
+                tracing::debug!("the parent is stopping: its silence is no loss until it resumes");
+                suspended = true;
+            }
+            // A fresh clock: the wait for the next frame starts now.
+            Ok(Down::Resume) => {
+                suspended = false;
+                detector.restart(now);
+            }
+            Ok(Down::Tree(spec)) => {
+                if let Err(error) = start_subtree(tree, &spec, host, tree_up, secret).await {
+                    tracing::error!("cannot start the daemons below {node}: {error}");
+                    let _ = tree_up.send(Up::Lost { node, error });
+                }
+            }
+            Ok(Down::Shutdown) => {
+                let _ = down_tx.send(Down::Shutdown);
+                return None;
+            }
+            Ok(Down::To { node: to, msg }) => {
+                let mut tree = tree.borrow_mut();
+                let actions = tree.node.from_parent(to, msg);
+                let mut parent = Vec::new();
+                let alive = tree.apply(actions, Some(down_tx), &mut parent);
+                debug_assert!(parent.is_empty(), "nothing from the parent goes back up");
+                if !alive {
+                    return None;
+                }
+            }
+            Err(e) => {
+                if !matches!(e, FrameError::Closed) {
+                    tracing::error!("link to the parent failed: {e}");
+                }
+                return Some((format!("its link closed: {e}"), false));
+            }
+        }
+    }
+}
+
+/// Connect to the launcher's re-attach listener at `addr` and open the link
+/// as this node's (hellos, the mutual proof of the secret). Tries again
+/// (backing off) for [`REATTACH_TRYING`]: the launcher admits a node only
+/// once it has heard of its parent's loss.
+async fn reattach(addr: &str, node: NodeId, host: &str, secret: &dpm_proto::auth::Secret) -> Result<(LinkReader, LinkWriter), String> {
+    let deadline = tokio::time::Instant::now() + REATTACH_TRYING;
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        let error = match try_reattach(addr, node, host, secret).await {
+            Ok(link) => return Ok(link),
+            Err(e) => e,
+        };
+        if tokio::time::Instant::now() + pause >= deadline {
+            return Err(error);
+        }
+        tracing::debug!("re-attaching to {addr}: {error}; trying again");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(1));
+    }
+}
+
+/// How long a daemon whose parent was lost tries to re-attach.
+pub const REATTACH_TRYING: std::time::Duration = std::time::Duration::from_secs(25);
+
+async fn try_reattach(addr: &str, node: NodeId, host: &str, secret: &dpm_proto::auth::Secret) -> Result<(LinkReader, LinkWriter), String> {
+    let attempt = async {
+        let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        let (mut r, mut w) = stream.into_split();
+        let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Daemon, node, host: host.to_string() };
+        handshake(&mut r, &mut w, ours, Role::Launcher, secret).await.map_err(|e| e.to_string())?;
+        let reader: LinkReader = FrameReceiver::new(Box::new(r));
+        let writer: LinkWriter = FrameSender::new(Box::new(w));
+        Ok::<_, String>((reader, writer))
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), attempt).await.map_err(|_| "no answer within 10 s".to_string())?
 }
 
 /// Start this daemon's children (and, through them, the rest of its subtree).

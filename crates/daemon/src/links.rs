@@ -35,6 +35,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The `dpm daemon` flag that gives the link's silence timeout, in seconds.
 pub const HEARTBEAT_TIMEOUT_FLAG: &str = "--heartbeat-timeout";
 
+/// The `dpm daemon` flag that gives where to re-attach if the parent daemon is lost.
+pub const REJOIN_FLAG: &str = "--rejoin";
+
 /// The `dpm daemon` flag that says: the secret is the first frame on stdin.
 pub const SECRET_STDIN_FLAG: &str = "--secret-stdin";
 
@@ -52,7 +55,8 @@ pub struct ChildDaemon {
 
 /// Start the daemon for `node` on `host` (not yet greeted). A forked daemon
 /// gets `secret` in its environment now; the others on stdin when greeted.
-pub fn start(node: NodeId, host: &str, bootstrap: &Bootstrap, trace: bool, verbose: u8, secret: &Secret) -> Result<ChildDaemon, String> {
+pub fn start(node: NodeId, host: &str, spec: &dpm_proto::tree::TreeSpec, secret: &Secret) -> Result<ChildDaemon, String> {
+    let (bootstrap, trace, verbose) = (&spec.bootstrap, spec.trace, spec.verbose);
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the dpm executable: {e}"))?;
     let mut args = vec!["daemon".to_string(), "--node".into(), node.0.to_string(), "--host".into(), host.to_string()];
     if trace {
@@ -64,6 +68,11 @@ pub fn start(node: NodeId, host: &str, bootstrap: &Bootstrap, trace: bool, verbo
     // Both ends of every link must agree on when silence means loss.
     args.push(HEARTBEAT_TIMEOUT_FLAG.into());
     args.push(heartbeat_timeout().as_secs_f64().to_string());
+    // A daemon below another re-attaches to the launcher if that one is lost.
+    if let Some(rejoin) = spec.rejoin.as_ref().filter(|_| dpm_proto::tree::parent(node, spec.fanout).is_some() && node.0 < spec.hosts.len()) {
+        args.push(REJOIN_FLAG.into());
+        args.push(rejoin.clone());
+    }
     // An agent's host that is this machine gets its daemon by fork.
     let bootstrap = match bootstrap {
         Bootstrap::Agent { autofork: true, .. } if is_this_machine(host) => &Bootstrap::Fork,
@@ -383,7 +392,7 @@ pub async fn start_children(
     dpm_proto::frame::configure_heartbeat_timeout().map_err(|e| format!("{}: {e}", dpm_proto::frame::HEARTBEAT_TIMEOUT_ENV))?;
     let mut greeting = tokio::task::JoinSet::new();
     for &node in nodes {
-        let mut child = start(node, &spec.hosts[node.0], &spec.bootstrap, spec.trace, spec.verbose, secret)?;
+        let mut child = start(node, &spec.hosts[node.0], spec, secret)?;
         let (me, secret, spec) = (me.to_string(), secret.clone(), spec.clone());
         let greet = async move {
             child.greet(&me, &secret).await?;

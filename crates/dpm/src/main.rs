@@ -85,6 +85,11 @@ enum Command {
         /// daemons get it; set by dpm itself).
         #[arg(long, conflicts_with = "connect")]
         secret_stdin: bool,
+        /// If the parent daemon is lost, re-attach to the launcher at
+        /// HOST:PORT and keep serving (set by dpm itself for the daemons
+        /// below the top of a boot's tree).
+        #[arg(long, value_name = "HOST:PORT", conflicts_with = "connect")]
+        rejoin: Option<String>,
         /// Seconds of silence after which a link is taken as lost (set by
         /// dpm itself from DPM_HEARTBEAT_TIMEOUT; default 1.5).
         #[arg(long, value_name = "SECONDS", value_parser = heartbeat_timeout)]
@@ -187,14 +192,14 @@ fn dpm_main() -> ! {
             logging::init(0);
             std::process::exit(dpm_daemon::cleaner::process::main(pid));
         }
-        Command::Daemon { node, host, connect, secret_stdin, heartbeat_timeout, pmi_trace, verbose } => {
+        Command::Daemon { node, host, connect, secret_stdin, rejoin, heartbeat_timeout, pmi_trace, verbose } => {
             // Logging starts no thread: the daemon still takes its secret
             // out of the environment of a single-threaded process.
             logging::init(verbose);
             if let Some(timeout) = heartbeat_timeout {
                 dpm_proto::frame::set_heartbeat_timeout(timeout);
             }
-            let args = dpm_launcher::DaemonArgs { node: dpm_kvs::NodeId(node), host, pmi_trace, verbose, secret_stdin, connect };
+            let args = dpm_launcher::DaemonArgs { node: dpm_kvs::NodeId(node), host, pmi_trace, verbose, secret_stdin, connect, rejoin };
             ("dpm daemon", dpm_launcher::daemon_command(args))
         }
         // A launcher (or boot server) makes its own secret; an inherited one

@@ -48,6 +48,8 @@ pub struct DaemonArgs {
     pub secret_stdin: bool,
     /// Connect to the launcher at HOST:PORT instead of serving stdin/stdout.
     pub connect: Option<String>,
+    /// Where to re-attach if the parent daemon is lost (`TreeSpec::rejoin`).
+    pub rejoin: Option<String>,
 }
 
 /// `dpm daemon`: 0 once the launcher let it go, or why it could not serve.
@@ -66,19 +68,25 @@ pub fn daemon_command(args: DaemonArgs) -> Result<i32, Error> {
     block_on_local(async move {
         let served = match &args.connect {
             Some(addr) => serve_tcp(config, node, addr, from_env).await,
-            None => serve_stdio(config, node, args.secret_stdin, from_env).await,
+            None => serve_stdio(config, node, args.secret_stdin, args.rejoin, from_env).await,
         };
         served.map(|()| 0).map_err(|source| Error::Daemon { node, source })
     })
 }
 
-async fn serve_stdio(config: DaemonConfig, node: NodeId, secret_stdin: bool, from_env: Result<Option<Secret>, SecretError>) -> Result<(), DaemonError> {
+async fn serve_stdio(
+    config: DaemonConfig,
+    node: NodeId,
+    secret_stdin: bool,
+    rejoin: Option<String>,
+    from_env: Result<Option<Secret>, SecretError>,
+) -> Result<(), DaemonError> {
     let (mut stdin, stdout) = dpm_daemon::stdio::link();
     let secret = if secret_stdin { read_secret_frame(&mut stdin).await? } else { from_env?.ok_or(DaemonError::NoSecret)? };
     // Forked (the secret in the environment): the parent is this host's
     // process that started it. Through ssh or srun, the parent is elsewhere.
     let parent_pid = (!secret_stdin).then(|| nix::unistd::getppid().as_raw() as u32);
-    let uplink = Uplink { node, secret, peer: "the parent on stdin".into(), parent_pid };
+    let uplink = Uplink { node, secret, peer: "the parent on stdin".into(), parent_pid, rejoin };
     Ok(serve_link(config, uplink, stdin, stdout).await?)
 }
 
@@ -101,7 +109,7 @@ async fn serve_tcp(config: DaemonConfig, node: NodeId, addr: &str, from_env: Res
         let (r, w) = stream.into_split();
         let heard = Rc::new(Cell::new(false));
         let r = Heard { inner: r, heard: heard.clone() };
-        let uplink = Uplink { node, secret: secret.clone(), peer: format!("the launcher at {addr}"), parent_pid: None };
+        let uplink = Uplink { node, secret: secret.clone(), peer: format!("the launcher at {addr}"), parent_pid: None, rejoin: None };
         let error = match serve_link(config.clone(), uplink, r, w).await {
             Ok(()) => return Ok(()),
             Err(e) => e,

@@ -20,7 +20,7 @@ use dpm_kvs::design::owner;
 use dpm_kvs::remote::{KvsDest, KvsMsg};
 use dpm_kvs::ring::{combine, root_slot, split, RingGather, RingSegment};
 use dpm_kvs::{Holder, JobId, KeyValues, KvsDesign, NodeId};
-use dpm_proto::tree::top_of;
+use dpm_proto::tree::top_in;
 use dpm_proto::ToDaemon;
 
 /// Messages for daemons, by node index.
@@ -43,12 +43,15 @@ pub struct KvsRoot {
     fanout: usize,
     /// The nodes of the heap-shaped tree ([`KvsRoot::with_first`]).
     first: usize,
+    /// Heap nodes re-attached straight below the launcher after their
+    /// parent was lost ([`KvsRoot::reformed`]).
+    tops: BTreeSet<NodeId>,
     jobs: HashMap<JobId, RootJob>,
 }
 
 impl KvsRoot {
     pub fn new(fanout: usize) -> Self {
-        KvsRoot { fanout: fanout.max(1), first: usize::MAX, jobs: HashMap::new() }
+        KvsRoot { fanout: fanout.max(1), first: usize::MAX, tops: BTreeSet::new(), jobs: HashMap::new() }
     }
 
     /// Only the first `first` nodes form the heap; the rest joined the
@@ -58,9 +61,26 @@ impl KvsRoot {
         self
     }
 
+    /// The tree re-formed: `tops` (the node table's) are re-attached
+    /// straight below the launcher. Each job's parts follow the new shape:
+    /// its fences complete at, and its rings gather from, the new tops.
+    pub fn reformed(&mut self, tops: &BTreeSet<NodeId>) {
+        if self.tops == *tops {
+            return;
+        }
+        self.tops = tops.clone();
+        for j in self.jobs.values_mut() {
+            j.parts = j.nodes.iter().filter_map(|&d| top_in(d, self.fanout, self.first, &self.tops)).collect();
+        }
+    }
+
+    fn top(&self, node: NodeId) -> Option<NodeId> {
+        top_in(node, self.fanout, self.first, &self.tops)
+    }
+
     /// A job starts on `daemons` (the nodes hosting its ranks).
     pub fn add_job(&mut self, job: JobId, design: KvsDesign, daemons: &[NodeId]) {
-        let parts = daemons.iter().filter_map(|&d| top_of(d, self.fanout, self.first)).collect();
+        let parts = daemons.iter().filter_map(|&d| self.top(d)).collect();
         let nodes = daemons.to_vec();
         self.jobs.insert(job, RootJob { design, nodes, parts, store: Holder::default(), rings: HashMap::new() });
     }
@@ -125,8 +145,8 @@ impl KvsRoot {
 
     /// A subtree's stretch of ring `seq`; `from` is the node it came from.
     pub fn ring_in(&mut self, job: JobId, from: NodeId, seq: u64, segment: RingSegment) -> Outbox {
+        let Some(part) = self.top(from) else { return Vec::new() };
         let Some(j) = self.jobs.get_mut(&job) else { return Vec::new() };
-        let Some(part) = top_of(from, self.fanout, self.first) else { return Vec::new() };
         let gather = j.rings.entry(seq).or_default();
         if !gather.add(part, segment) {
             tracing::warn!(%job, seq, %part, "a second ring entry from the same subtree ignored");

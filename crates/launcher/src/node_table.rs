@@ -40,6 +40,10 @@ pub enum NodeState {
     Released,
     /// Joining the running tree: its daemon is starting, it takes nothing yet.
     Joining,
+    /// Its parent daemon was lost: its ranks run on, it takes nothing new
+    /// until its daemon re-attaches straight below the launcher
+    /// ([`NodeTable::reattach`]), or is lost if it does not.
+    Detached,
 }
 
 #[derive(Clone, Debug)]
@@ -65,6 +69,8 @@ pub struct NodeTable {
     /// How many nodes the table may ever hold: those it was made with and
     /// [`JOIN_ROOM`] more.
     room: usize,
+    /// The tree re-forms around a lost interior node (`node_table::reform`).
+    reform: reform::Reform,
 }
 
 /// Why processes could not be placed.
@@ -93,7 +99,7 @@ impl NodeTable {
     pub fn new(nodes: impl IntoIterator<Item = (String, u32)>, fanout: usize) -> Self {
         let nodes: Vec<NodeEntry> = nodes.into_iter().map(|(host, slots)| NodeEntry { host, slots, state: NodeState::Up, lost: None }).collect();
         let load = vec![0; nodes.len()];
-        NodeTable { first: nodes.len(), room: nodes.len() + JOIN_ROOM, nodes, fanout: fanout.max(1), load }
+        NodeTable { first: nodes.len(), room: nodes.len() + JOIN_ROOM, nodes, fanout: fanout.max(1), load, reform: Default::default() }
     }
 
     /// Only the first `n` nodes form the heap-shaped tree; the rest join it
@@ -197,7 +203,7 @@ impl NodeTable {
     /// The node's parent in the tree (`None`: the launcher; so for every
     /// node that joined later).
     pub fn parent(&self, node: NodeId) -> Option<NodeId> {
-        if node.0 >= self.first {
+        if node.0 >= self.first || self.reform.is_top(node) {
             return None;
         }
         dpm_proto::tree::parent(node, self.fanout)
@@ -207,15 +213,21 @@ impl NodeTable {
         if node.0 >= self.first {
             return Vec::new();
         }
-        dpm_proto::tree::children(Some(node), self.first, self.fanout)
+        let mut children = dpm_proto::tree::children(Some(node), self.first, self.fanout);
+        children.retain(|&c| !self.reform.is_top(c));
+        children
     }
 
     /// The node and every node below it: what is lost with its link.
     pub fn subtree(&self, node: NodeId) -> Vec<NodeId> {
-        if node.0 >= self.first {
-            return vec![node];
+        let mut out = vec![node];
+        let mut next = 0;
+        while next < out.len() {
+            let below = self.children(out[next]);
+            out.extend(below);
+            next += 1;
         }
-        dpm_proto::tree::subtree(node, self.first, self.fanout)
+        out
     }
 
     /// Take the slots of a placement (rank `r` on `node_of[r]`): held
@@ -452,6 +464,8 @@ pub fn in_free(n: usize, slots: &[u32], load: &[i64]) -> Option<Vec<usize>> {
 
 mod growth;
 pub use growth::{JoinError, JOIN_ROOM};
+mod reform;
+pub use reform::ReattachError;
 
 #[cfg(test)]
 mod growth_tests;

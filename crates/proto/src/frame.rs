@@ -42,8 +42,10 @@ use crate::auth::Secret;
 /// `Up::Starved`; 16: no `LaunchJob::report_parent_asks`, no
 /// `ToLauncher::ParentAsked`, `ToLauncher::Claimed::ready`; 17:
 /// `ToDaemon::StartTool`, `ToLauncher::ToolOutput`; 18:
-/// `ToLauncher::AwaitingClaim`).
-pub const PROTOCOL_VERSION: u32 = 18;
+/// `ToLauncher::AwaitingClaim`; 19: `TreeSpec::rejoin`,
+/// `ToLauncher::FenceCut`, a daemon re-attaching by TCP after its parent
+/// daemon was lost).
+pub const PROTOCOL_VERSION: u32 = 19;
 
 /// A heartbeat timer that fires this late says so (`Up::Starved`,
 /// `Down::Starved`): the sender was starved of CPU, and its peer gives its

@@ -495,6 +495,15 @@ pub enum ToLauncher {
     AwaitingClaim {
         job: JobId,
     },
+    /// A fence arrival of `job` from the sender's subtree went up through
+    /// its parent daemon, lost before the fence's completion came back: the
+    /// arrival or the completion is gone with it. Sent once the sender
+    /// re-attached straight below the launcher; the job cannot finish that
+    /// fence, and the launcher ends its run as for a lost node.
+    FenceCut {
+        job: JobId,
+        epoch: u64,
+    },
 }
 
 impl ToLauncher {
@@ -517,7 +526,8 @@ impl ToLauncher {
             | ToLauncher::RankReport { job, .. }
             | ToLauncher::WatchTripped { job }
             | ToLauncher::FenceDoomed { job, .. }
-            | ToLauncher::AwaitingClaim { job } => Some(*job),
+            | ToLauncher::AwaitingClaim { job }
+            | ToLauncher::FenceCut { job, .. } => Some(*job),
             ToLauncher::Kvs { msg, .. } => Some(msg.job()),
             ToLauncher::Trace { .. } => None,
         }

@@ -36,6 +36,12 @@ pub struct TreeSpec {
     pub bootstrap: Bootstrap,
     pub trace: bool,
     pub verbose: u8,
+    /// Where a daemon whose parent daemon is lost re-attaches (`HOST:PORT`
+    /// of the launcher's re-attach listener): given to the daemons below the
+    /// top level, which then keep serving as top-level daemons rather than
+    /// end with their parent (`None`: they end with it).
+    #[serde(default)]
+    pub rejoin: Option<String>,
 }
 
 /// The direct children of `parent` (`None`: the launcher) among `n` nodes.
@@ -75,6 +81,22 @@ pub fn top_of(node: NodeId, fanout: usize, first: usize) -> Option<NodeId> {
     next_hop(None, node, fanout)
 }
 
+/// [`top_of`] in a tree that re-formed: `tops` are heap nodes re-attached
+/// straight below the launcher after their parent daemon was lost; each
+/// is the top of its own subtree from then on.
+pub fn top_in(node: NodeId, fanout: usize, first: usize, tops: &std::collections::BTreeSet<NodeId>) -> Option<NodeId> {
+    let mut hop = node;
+    loop {
+        if hop.0 >= first || tops.contains(&hop) {
+            return Some(hop);
+        }
+        match parent(hop, fanout) {
+            Some(up) => hop = up,
+            None => return Some(hop),
+        }
+    }
+}
+
 /// The child of `from` (`None`: the launcher) whose subtree holds `node`.
 pub fn next_hop(from: Option<NodeId>, node: NodeId, fanout: usize) -> Option<NodeId> {
     let mut hop = node;
@@ -111,6 +133,16 @@ mod tests {
         assert_eq!(next_hop(Some(n(0)), n(6), 2), Some(n(2)));
         assert_eq!(next_hop(Some(n(2)), n(6), 2), Some(n(6)));
         assert_eq!(next_hop(Some(n(1)), n(6), 2), None);
+    }
+
+    #[test]
+    fn a_reattached_node_is_the_top_of_its_subtree() {
+        let tops = [NodeId(2)].into_iter().collect();
+        assert_eq!(top_in(NodeId(6), 2, 7, &tops), Some(NodeId(2)));
+        assert_eq!(top_in(NodeId(2), 2, 7, &tops), Some(NodeId(2)));
+        assert_eq!(top_in(NodeId(3), 2, 7, &tops), Some(NodeId(0)));
+        assert_eq!(top_in(NodeId(9), 2, 7, &tops), Some(NodeId(9)), "joined later");
+        assert_eq!(top_in(NodeId(5), 2, 7, &Default::default()), top_of(NodeId(5), 2, 7));
     }
 
     #[test]

@@ -169,7 +169,7 @@ impl Cluster {
         if let Some(job) = answer.filter(|j| !self.spawn_answers.contains(j)) {
             self.spawn_answers.push(job);
         }
-        let Some(top) = tree::next_hop(None, node, self.layout.fanout) else { return };
+        let Some(top) = tree::top_in(node, self.layout.fanout, self.layout.nodes, &self.reform.tops) else { return };
         let at = self.frame_arrival(None, &msg);
         self.schedule_at(at, Event::Down { node: top.0, to: node, msg });
     }

@@ -22,6 +22,7 @@ use dpm_kvs::{JobId, KeyValues, NodeId};
 use dpm_proto::{ToDaemon, ToLauncher};
 
 mod kvs;
+mod reform;
 #[cfg(test)]
 mod tests;
 
@@ -117,13 +118,15 @@ pub struct TreeNode {
     router: Router,
     fences: HashMap<(JobId, u64), PartialFence>,
     kvs: TreeKvs,
+    /// Fence arrivals sent up whose completion has not come down (`reform`).
+    sent_up: BTreeSet<(JobId, u64)>,
 }
 
 impl TreeNode {
     /// Node `me`, with no children linked yet.
     pub fn new(me: NodeId) -> Self {
         let router = Router { me, fanout: 1, first: usize::MAX, children: BTreeSet::new(), job_nodes: HashMap::new() };
-        TreeNode { router, fences: HashMap::new(), kvs: TreeKvs::new(me) }
+        TreeNode { router, fences: HashMap::new(), kvs: TreeKvs::new(me), sent_up: BTreeSet::new() }
     }
 
     pub fn me(&self) -> NodeId {
@@ -153,6 +156,7 @@ impl TreeNode {
     /// goes back up.
     pub fn from_parent(&mut self, to: NodeId, msg: ToDaemon) -> Vec<TreeAction> {
         let mut out = Vec::new();
+        self.track_down(&msg);
         self.router.observe(to, &msg);
         if let ToDaemon::Forget { job } = msg {
             // A job killed mid-fence never completes it: drop its
@@ -202,6 +206,12 @@ impl TreeNode {
     /// A message on its way up from `origin`: this node's own reactor
     /// (`origin == me`) or a node below (as the child's link delivers it).
     pub fn from_below(&mut self, origin: NodeId, msg: ToLauncher) -> Vec<TreeAction> {
+        let out = self.up(origin, msg);
+        self.track_up(&out);
+        out
+    }
+
+    fn up(&mut self, origin: NodeId, msg: ToLauncher) -> Vec<TreeAction> {
         let mut out = Vec::new();
         let (dispatch, rest) = self.kvs.up(&self.router, origin, msg);
         for d in dispatch {

@@ -299,3 +299,44 @@ fn a_forgotten_jobs_partial_fence_is_dropped() {
     let out = arrive(&mut t, 2);
     assert!(matches!(&out[..], [TreeAction::Parent { origin: NodeId(0), msg: ToLauncher::FenceIn { count: 3, .. } }]), "{out:?}");
 }
+
+/// A fence in flight when the parent is lost: the arrivals sent up and not
+/// completed are what a re-attaching daemon reports cut (once); a
+/// completion or a forgotten job clears them.
+#[test]
+fn fences_sent_up_and_not_completed_are_reported_once_on_reattaching() {
+    let mut t = node0(KvsDesign::Auto);
+    for n in [0, 2, 3] {
+        t.from_below(NodeId(n), ToLauncher::FenceIn { job: J, epoch: 0, count: 2, puts: vec![] });
+    }
+    let other = JobId(7);
+    t.from_below(NodeId(0), ToLauncher::FenceIn { job: other, epoch: 3, count: 1, puts: vec![] });
+    t.from_parent(NodeId(0), ToDaemon::FenceDone { job: J, epoch: 0, delta: vec![] });
+    t.from_below(NodeId(0), ToLauncher::FenceIn { job: other, epoch: 4, count: 1, puts: vec![] });
+    assert_eq!(t.reattached(), vec![(other, 3), (other, 4)], "J's fence completed");
+    assert!(t.reattached().is_empty(), "once");
+    t.from_below(NodeId(0), ToLauncher::FenceIn { job: other, epoch: 5, count: 1, puts: vec![] });
+    t.from_parent(NodeId(0), ToDaemon::Forget { job: other });
+    assert!(t.reattached().is_empty(), "a forgotten job's fences are no one's");
+}
+
+/// A child's link breaks while the fence waits for its subtree: the child
+/// no longer contributes (its daemon re-attaches to the launcher), so the
+/// partial fence goes up with what came; later fences wait only for the rest.
+#[test]
+fn a_lost_child_no_longer_holds_up_the_subtrees_fence() {
+    let mut t = node0(KvsDesign::Auto);
+    assert!(t.from_below(NodeId(0), ToLauncher::FenceIn { job: J, epoch: 0, count: 2, puts: vec![] }).is_empty());
+    assert!(t.from_below(NodeId(3), ToLauncher::FenceIn { job: J, epoch: 0, count: 2, puts: vec![] }).is_empty(), "waits for node 2");
+    assert!(t.is_child(NodeId(2)));
+    let out = t.child_lost(NodeId(2));
+    assert!(!t.is_child(NodeId(2)));
+    assert!(
+        matches!(out.as_slice(), [TreeAction::Parent { origin: NodeId(0), msg: ToLauncher::FenceIn { count: 4, .. } }]),
+        "nodes 0 and 3 go up merged: {out:?}"
+    );
+    assert!(t.child_lost(NodeId(2)).is_empty(), "once");
+    assert!(t.from_below(NodeId(0), ToLauncher::FenceIn { job: J, epoch: 1, count: 2, puts: vec![] }).is_empty());
+    let out = t.from_below(NodeId(3), ToLauncher::FenceIn { job: J, epoch: 1, count: 2, puts: vec![] });
+    assert!(matches!(out.as_slice(), [TreeAction::Parent { msg: ToLauncher::FenceIn { epoch: 1, count: 4, .. }, .. }]), "{out:?}");
+}

@@ -9,6 +9,8 @@
 //!   peer's uid (SO_PEERCRED); nothing listens on the network. It runs each
 //!   submitted job with a [`Controller`](crate::controller::Controller) of
 //!   its own, answers `dpm status` and stops on `dpm down`.
+//! - [`reform`]: the re-attach listener: the daemons below a lost interior
+//!   node connect back here and serve on as top-level daemons.
 //! - [`grow`]: `dpm boot --add` (daemons joined to the running tree) and
 //!   `dpm boot --drain` (hosts that take nothing new and leave when empty).
 //! - [`client`]: `dpm run` through the boot (plans its job locally —
@@ -19,14 +21,15 @@
 //! Runs share the tree's name service, job ids and node load, so two
 //! separate `dpm run`s can connect by published name and spawns see the load
 //! of every run — but each run's failures, aborts and signals touch only its
-//! own jobs. A node lost from the tree ends the boot: its runs fail naming
-//! the node, the others are ended, the server exits (boot again).
+//! own jobs. A node lost from the tree ends only the runs with ranks there;
+//! the nodes below it re-attach to the server ([`reform`]) and their runs go on.
 //!
 //! [`private_dir`]: crate::private_dir
 
 pub mod cli;
 pub mod client;
 pub mod grow;
+pub mod reform;
 pub mod server;
 
 use std::path::PathBuf;

@@ -66,13 +66,26 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let hosts::NodeChoice { nodes: node_list, bootstrap, slots_known, .. } = choice;
     let fanout = bootstrap.effective_fanout(config.fanout, node_list.len());
     let secret = dpm_proto::auth::Secret::generate().map_err(|e| Error::failed(e.to_string()))?;
-    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, false, config.verbose, &secret).await?;
+    // With daemons below daemons, those below a lost one re-attach here.
+    let reattach = match &bootstrap {
+        nodes::Bootstrap::Tree(b) if fanout < node_list.len() => match super::reform::Reattach::bind(&node_list, b).await {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!("no re-attach listener ({e}): a lost node takes the nodes below it with it");
+                None
+            }
+        },
+        _ => None,
+    };
+    let rejoin = reattach.as_ref().map(|r| r.addr.clone());
+    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, false, config.verbose, &secret, rejoin).await?;
+    let joins = daemons.joins();
     let growth = super::grow::Growth {
         bootstrap: match &bootstrap {
             nodes::Bootstrap::Tree(b) => Some(b.clone()),
             _ => None,
         },
-        secret,
+        secret: secret.clone(),
         joins: daemons.joins(),
         verbose: config.verbose,
         children: RefCell::new(Vec::new()),
@@ -89,6 +102,11 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     }
     tokio::task::spawn_local(controller::drive_pool_timer(shared.clone()));
     tokio::task::spawn_local(controller::dispatch(shared.clone()));
+    if let Some(reattach) = reattach {
+        tracing::info!("daemons below a lost node re-attach at {}", reattach.addr);
+        Shared::reform(&shared);
+        tokio::task::spawn_local(reattach.serve(shared.clone(), secret, joins));
+    }
 
     let _ = std::fs::remove_file(&files.socket);
     let listener = match UnixListener::bind(&files.socket) {
@@ -178,7 +196,8 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
                 let (host, left) = {
                     let shared = server.shared.borrow();
                     let nodes = &shared.tree.shared().nodes;
-                    let left = nodes.ids().filter(|&n| matches!(nodes.state(n), Some(NodeState::Up | NodeState::Draining))).count();
+                    // Detached nodes (below it, re-attaching) count: their runs go on.
+                    let left = nodes.ids().filter(|&n| matches!(nodes.state(n), Some(NodeState::Up | NodeState::Draining | NodeState::Detached))).count();
                     (nodes.host(node).to_string(), left)
                 };
                 if left == 0 {
@@ -376,6 +395,7 @@ fn status(server: &Server) -> BootStatus {
                 Some(NodeState::Lost) => "lost",
                 Some(NodeState::Released) => "released",
                 Some(NodeState::Joining) => "joining",
+                Some(NodeState::Detached) => "detached (its parent was lost; re-attaching)",
             }
             .to_string(),
         })

@@ -47,7 +47,7 @@ pub async fn join(
     verbose: u8,
 ) -> Result<Vec<(DaemonLink, Child)>, String> {
     // Flat: as wide as the list, so no joined daemon starts children.
-    let spec = TreeSpec { fanout: hosts.len().max(1), hosts, bootstrap: bootstrap.clone(), trace: false, verbose };
+    let spec = TreeSpec { fanout: hosts.len().max(1), hosts, bootstrap: bootstrap.clone(), trace: false, verbose, rejoin: None };
     let me = crate::machine::this_host();
     let linked = match tokio::time::timeout(JOIN_TIMEOUT, links::start_children(nodes, &spec, &me, secret, up)).await {
         Ok(linked) => linked?,

@@ -56,7 +56,15 @@ pub struct Shared {
     /// A plain run's listed nodes without a daemon yet: started when first
     /// sent to ([`crate::controller::lazy`]).
     pub lazy: Option<crate::controller::lazy::Lazy>,
+    /// The tree itself, for a detached node still waiting after
+    /// [`REATTACH_WAIT`] to be lost (a boot that re-forms: `boot::reform`).
+    reattach: Option<std::rc::Weak<RefCell<Shared>>>,
 }
+
+/// How long the nodes below a lost interior node wait for their daemons to
+/// re-attach (each daemon notices its parent's loss within its heartbeat
+/// timeout, longer on a starved host) before they are lost too.
+pub const REATTACH_WAIT: Duration = Duration::from_secs(30);
 
 /// The link of `node` (links are in node order, except those that joined later).
 fn find_link(links: &[DaemonLink], node: NodeId) -> Option<&DaemonLink> {
@@ -69,7 +77,8 @@ impl Shared {
     /// A tree over `nodes`, fed by `up`, the stream from its daemons.
     pub fn new(nodes: NodeTable, links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>) -> SharedRef {
         let tree = Tree::new(nodes, super::random_tag());
-        let shared = Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None, lazy: None };
+        let shared =
+            Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None, lazy: None, reattach: None };
         Rc::new(RefCell::new(shared))
     }
 
@@ -105,10 +114,33 @@ impl Shared {
         self.lost = Some(tx);
     }
 
+    /// The tree re-forms around a lost interior node: the nodes below it
+    /// wait for their daemons to re-attach; one still waiting after
+    /// [`REATTACH_WAIT`] is given to the tree as lost.
+    pub fn reform(shared: &SharedRef) {
+        let mut s = shared.borrow_mut();
+        s.tree.shared_mut().nodes.enable_reform();
+        s.reattach = Some(Rc::downgrade(shared));
+    }
+
+    /// The daemon of detached `node` re-attached on a link of its own
+    /// (`down`): the tree takes it back (see [`Tree::reattach`]) and its
+    /// subtree's messages go down that link from now on.
+    pub fn reattach(&mut self, node: NodeId, down: mpsc::UnboundedSender<dpm_proto::link::Down>) -> Result<Vec<NodeId>, crate::node_table::ReattachError> {
+        // What came up before (its parent's loss) is heard first.
+        self.pump();
+        let back = self.tree.reattach(node)?;
+        let below = self.tree.shared().nodes.subtree(node);
+        for link in self.links.iter_mut().filter(|l| below.contains(&l.node)) {
+            link.via = down.clone();
+        }
+        Ok(back)
+    }
+
     /// One event of the tree, its effects carried out here.
     pub fn event<T>(&mut self, event: impl FnOnce(&mut Tree, &mut dyn TreeEffects) -> T) -> T {
-        let Shared { tree, links, io, pool_woken, lost, lazy, .. } = self;
-        event(tree, &mut Driver { links, lazy, io, pool_woken, lost })
+        let Shared { tree, links, io, pool_woken, lost, lazy, reattach, .. } = self;
+        event(tree, &mut Driver { links, lazy, io, pool_woken, lost, reattach })
     }
 
     /// Hand the tree what the daemons sent and no one took yet (before an
@@ -127,6 +159,7 @@ struct Driver<'a> {
     io: &'a mut HashMap<u32, RunIo>,
     pool_woken: &'a Notify,
     lost: &'a Option<mpsc::UnboundedSender<(NodeId, String)>>,
+    reattach: &'a Option<std::rc::Weak<RefCell<Shared>>>,
 }
 
 impl TreeEffects for Driver<'_> {
@@ -193,6 +226,23 @@ impl TreeEffects for Driver<'_> {
         if let Some(tx) = self.lost {
             let _ = tx.send((node, why.to_string()));
         }
+    }
+    fn nodes_detached(&mut self, node: NodeId, detached: &[NodeId]) {
+        let Some(shared) = self.reattach.clone() else { return };
+        let (waiting, parent) = (detached.to_vec(), node);
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(REATTACH_WAIT).await;
+            let Some(shared) = shared.upgrade() else { return };
+            let mut s = shared.borrow_mut();
+            s.pump();
+            for node in waiting {
+                // One that re-attached meanwhile (or was lost) is not waiting.
+                if s.tree.shared().nodes.state(node) == Some(crate::node_table::NodeState::Detached) {
+                    let error = format!("its parent, node {}, was lost and its daemon did not re-attach within {} s", parent.0, REATTACH_WAIT.as_secs());
+                    s.event(|tree, fx| tree.on_up(fx, Up::Lost { node, error }));
+                }
+            }
+        });
     }
     fn up_for_run(&mut self, owner: u32, node: NodeId, msg: &ToLauncher) {
         let Some(io) = self.io.get_mut(&owner) else { return };

@@ -260,6 +260,7 @@ impl Run {
             // A job claimed while starting has started on `node` (or its
             // ranks there parked just before the claim reached them).
             ToLauncher::AwaitingClaim { job } => self.warm.awaiting(fx, job, node),
+            ToLauncher::FenceCut { job, epoch } => self.fence_cut(fx, node, job, epoch),
             ToLauncher::WatchTripped { job } => {
                 if let Some(exe) = self.jobs.watch_tripped(node, job) {
                     self.end_with(fx, crate::pmi_choice::watch_tripped_message(&exe));
@@ -421,6 +422,33 @@ impl Run {
         self.settle(fx);
     }
 
+    /// The tree re-formed around a lost node: the KVS root's parts follow
+    /// the new shape (`tops`: the nodes re-attached below the launcher).
+    pub fn reformed(&mut self, tops: &std::collections::BTreeSet<NodeId>) {
+        self.kvs.reformed(tops);
+    }
+
+    /// A fence of `job` was in flight through the daemon above `node` when
+    /// it was lost (`node` re-attached and says so): the job cannot
+    /// complete it, and the run ends as for a lost node, naming it.
+    fn fence_cut(&mut self, fx: &mut dyn RunEffects, node: NodeId, job: JobId, epoch: u64) {
+        if !self.jobs.contains(job) || self.verdict.ending() {
+            return;
+        }
+        let nodes = &fx.shared().nodes;
+        let via = dpm_proto::tree::parent(node, nodes.fanout()).unwrap_or(node);
+        let of_job = if job.0 == 0 { String::new() } else { format!(" of job {}", job.0) };
+        let summary = format!(
+            "node {} ({}) was lost while a PMI fence{of_job} (epoch {epoch}) from node {} ({}) passed through it: the fence cannot complete",
+            via.0,
+            nodes.host(via),
+            node.0,
+            nodes.host(node)
+        );
+        self.verdict.record_node_lost(summary);
+        self.jobs.kill_all(fx, libc::SIGKILL);
+    }
+
     /// A daemon's link broke: its processes are gone — and those of every
     /// node below it in the tree — and the jobs using them cannot go on.
     fn node_lost(&mut self, fx: &mut dyn RunEffects, node: NodeId, error: String) {
@@ -440,7 +468,8 @@ impl Run {
         if !nodes.contains(node) {
             return;
         }
-        let lost = nodes.subtree(node);
+        // Nodes below it waiting to re-attach (`NodeTable::detach`) run on.
+        let lost: Vec<NodeId> = nodes.subtree(node).into_iter().filter(|&n| nodes.state(n) != Some(NodeState::Detached)).collect();
         for &n in &lost {
             nodes.set_state(n, NodeState::Lost);
         }

@@ -296,6 +296,12 @@ impl Pool {
         }
     }
 
+    /// The tree re-formed around a lost node: the pooled jobs' KVS parts
+    /// follow the new shape.
+    pub fn reformed(&mut self, tops: &std::collections::BTreeSet<NodeId>) {
+        self.kvs.reformed(tops);
+    }
+
     /// Nodes `lost` are gone with their ranks: the pooled jobs they ran are
     /// killed, and a dying job whose ranks are all gone is forgotten.
     pub fn on_nodes_lost(&mut self, fx: &mut dyn PoolEffects, nodes: &mut NodeTable, lost: &[NodeId]) {

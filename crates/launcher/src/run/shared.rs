@@ -138,6 +138,7 @@ impl TreeShared {
             ledger[node.0] += 1;
         }
         assert_eq!(self.nodes.loads(), ledger, "the nodes' load ≠ the slots the runs' and the pool's jobs hold");
+        self.nodes.check_shape();
     }
 
     /// A PMIx group's context id (`PMIX_GROUP_CONTEXT_ID`): unique among

@@ -42,6 +42,10 @@ pub trait TreeEffects {
     /// `node` was lost (`why`), taking `lost` (it and its subtree, those
     /// not lost before) with it; every run has heard it.
     fn nodes_lost(&mut self, _node: NodeId, _why: &str, _lost: &[NodeId]) {}
+    /// `node` was lost and `detached` (the nodes below it) wait for their
+    /// daemons to re-attach ([`super::Tree::reattach`]); the driver gives
+    /// each one still detached after its wait to [`super::Tree::on_up`] as lost.
+    fn nodes_detached(&mut self, _node: NodeId, _detached: &[NodeId]) {}
     /// A message up about a job of the run of `owner`, before that run
     /// handles it (what the driver records: `-print-all-exitcodes`).
     fn up_for_run(&mut self, _owner: u32, _node: NodeId, _msg: &ToLauncher) {}

@@ -22,6 +22,7 @@
 //! live jobs, pool ∩ runs = ∅, one slot ledger.
 
 mod effects;
+mod loss;
 mod membership;
 #[cfg(test)]
 mod tests;
@@ -118,6 +119,8 @@ impl Tree {
         if self.runs.contains_key(&owner) {
             return Err(LaunchError::NoRun { owner, why: "one is going already" });
         }
+        let mut run = run;
+        run.reformed(self.parts.nodes.tops());
         self.runs.insert(owner, run);
         Ok(())
     }
@@ -261,7 +264,7 @@ impl Tree {
 
     /// `node` and its subtree are gone (`why`): the nodes newly lost.
     fn lose(&mut self, fx: &mut dyn TreeEffects, node: NodeId, why: &str) -> Vec<NodeId> {
-        let lost = self.parts.nodes.lose(node, why);
+        let lost = self.lose_or_detach(fx, node, why);
         if !lost.is_empty() {
             self.with_pool(fx, |pool, nodes, pfx| pool.on_nodes_lost(pfx, nodes, &lost));
         }

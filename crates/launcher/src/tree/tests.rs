@@ -7,7 +7,11 @@ use dpm_proto::link::Up;
 use dpm_proto::{AppSpec, ExitStatus, LaunchJob, PmiMode, PmiProgress, RankExit, ToDaemon, ToLauncher};
 
 use super::*;
+use crate::node_table::NodeState;
 use crate::run::tests::settings_for;
+
+#[path = "loss_tests.rs"]
+mod loss_tests;
 use crate::run::Settings;
 
 const SLOTS: [u32; 4] = [2, 2, 2, 2];

@@ -1,0 +1,105 @@
+//! A boot's tree re-forms around a lost interior node: the daemons below
+//! it re-attach straight below the boot server and their runs go on.
+//!
+//! 4 virtual nodes with `--tree-fanout 2`: the server's children are nodes
+//! 0 and 1, node 0's are nodes 2 and 3. Killing node 0's daemon ends the
+//! run with ranks there; a run on nodes 1, 2 and 3 goes on through a PMI
+//! fence after the loss (its arrivals and completion go through the new
+//! links) and exits 0; the next run takes nodes 1, 2 and 3.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::boot::Boot;
+use common::{send_signal, TempDir, TempFile};
+
+/// A PMI-1 client on `PMI_FD` (std-only Python): init, say it is ready,
+/// wait for the file `argv[1]`, then a barrier (a fence of the whole job),
+/// say it passed, finalize.
+const WAIT_THEN_FENCE: &str = r#"#!/usr/bin/env python3
+import os, socket, sys, time
+s = socket.socket(fileno=int(os.environ["PMI_FD"]))
+def ask(line, want):
+    s.sendall((line + "\n").encode())
+    got = b""
+    while not got.endswith(b"\n"):
+        part = s.recv(4096)
+        if not part:
+            sys.exit("the PMI connection closed")
+        got += part
+    if want not in got.decode():
+        sys.exit("unexpected answer: " + got.decode())
+rank = os.environ["PMI_RANK"]
+ask("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init")
+print("rank %s ready" % rank, flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+ask("cmd=barrier_in", "cmd=barrier_out")
+print("rank %s passed" % rank, flush=True)
+ask("cmd=finalize", "cmd=finalize_ack")
+"#;
+
+/// The status line of node `n`.
+fn node_line(status: &str, n: usize) -> String {
+    status.lines().find(|l| l.starts_with(&format!("{n} "))).unwrap_or_default().to_string()
+}
+
+/// Poll `dpm status` until `done` holds (or panic after `limit`, showing it).
+fn status_until(boot: &Boot, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let status = boot.status();
+        if done(&status) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "dpm status never got there:\n{status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_lost_interior_node_ends_its_runs_and_the_nodes_below_it_re_attach_and_go_on() {
+    let boot = Boot::start(&["--virtual-nodes", "4", "--tree-fanout", "2"]);
+    let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (n, n3) = (slots.to_string(), (3 * slots).to_string());
+    let dir = TempDir::new("reform");
+    let script = TempFile::new("wait_then_fence", WAIT_THEN_FENCE.as_bytes(), 0o755);
+    let go = format!("{}/go", dir.path_str());
+    // Run A fills node 0 (interior), run B nodes 1, 2 and 3.
+    let mut a = boot.run(&["--report-placement", "-n", &n, "sleep", "60"]).spawn();
+    a.wait_for_procs(slots);
+    let mut b = boot.run(&["--report-placement", "-n", &n3, &script.path_str(), &go]).spawn();
+    b.wait_for_lines("rank ", 3 * slots);
+    let daemon = common::daemon_of(boot.pid, 0).expect("node 0's daemon, a child of the boot server");
+    send_signal(daemon, "KILL");
+
+    // A had ranks there: it ends as a plain run does, naming the node.
+    let out = a.wait_unchecked();
+    assert_eq!(out.code(), 1, "{}", out.describe());
+    let host = common::hostname();
+    out.assert_stderr_contains(&format!("node 0 ({host}-v0) was lost: its daemon exited"));
+
+    // Nodes 2 and 3 re-attach (neither detached nor lost); node 0 shows lost.
+    let back = |line: String| !line.is_empty() && !line.contains("detached") && !line.contains("lost");
+    let status = status_until(&boot, Duration::from_secs(60), |s| (1..4).all(|i| back(node_line(s, i))));
+    assert!(node_line(&status, 0).contains("lost: its daemon exited"), "{status}");
+
+    // B goes on: its fence after the loss completes through the new links.
+    std::fs::write(&go, b"").unwrap();
+    let out = b.wait();
+    let passed = out.lines().iter().filter(|l| l.ends_with(" passed")).count();
+    assert_eq!(passed, 3 * slots, "{}", out.describe());
+    let hosts: Vec<String> = common::placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
+    for v in ["-v1", "-v2", "-v3"] {
+        assert!(hosts.iter().any(|h| h.ends_with(v)), "B had ranks on {v}: {hosts:?}");
+    }
+
+    // The next run works on the other 3 nodes, through a fence too.
+    let next = boot.run(&["--report-placement", "-n", &n3, &script.path_str(), &go]).output();
+    next.assert_success();
+    assert_eq!(next.lines().iter().filter(|l| l.ends_with(" passed")).count(), 3 * slots, "{}", next.describe());
+    let hosts: Vec<String> = common::placement(&next.stderr_str()).into_iter().map(|p| p.2).collect();
+    assert!(hosts.iter().all(|h| !h.ends_with("-v0")), "a run went to the lost node: {hosts:?}");
+    assert!(hosts.iter().any(|h| h.ends_with("-v2")) && hosts.iter().any(|h| h.ends_with("-v3")), "the re-attached nodes took no ranks: {hosts:?}");
+}
