@@ -164,3 +164,26 @@ fn no_option_is_listed_as_ignored() {
         assert!(text.contains(option), "--help lacks {option}\n{text}");
     }
 }
+
+#[test]
+fn a_boots_iface_reaches_its_runs() {
+    // The interface is the boot's: its runs' ranks get the variable, and
+    // --pmi-port listens on its address (here lo's, the one interface sure
+    // to exist; the_pmi_port_is_on_the_interfaces_address covers another).
+    let boot = common::boot::Boot::start(&["-iface", "lo"]);
+    let out = boot.run(&["--pmi-port", "-n", "1", "/usr/bin/env"]).output();
+    out.assert_success();
+    assert_eq!(iface_var(&out).as_deref(), Some("lo"), "{}", out.describe());
+    assert!(out.lines().iter().any(|l| l.starts_with("PMI_PORT=127.0.0.1:")), "{}", out.describe());
+    // A run's own -iface makes it a run of its own daemons (the boot's are
+    // the boot's): its rank is no child of the boot server, as a plain run's is.
+    let parent = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-n", "1", "sh", "-c", "echo parent $PPID"]);
+        let out = boot.run(&all).output();
+        out.assert_success();
+        out.lines().iter().find_map(|l| l.strip_prefix("parent ").and_then(|p| p.parse::<u32>().ok())).unwrap_or_else(|| panic!("{}", out.describe()))
+    };
+    assert_eq!(parent(&[]), boot.pid, "a plain run goes through the boot");
+    assert_ne!(parent(&["-iface", "lo"]), boot.pid, "a run with -iface runs its own daemon");
+}
