@@ -40,6 +40,7 @@
 
 pub mod binding;
 pub mod cleaner;
+pub mod iface;
 pub mod link;
 pub mod links;
 pub mod liveness;

@@ -65,6 +65,10 @@ pub fn start(node: NodeId, host: &str, spec: &dpm_proto::tree::TreeSpec, secret:
     for _ in 0..verbose {
         args.push("-v".into());
     }
+    // Each daemon resolves the run's interface on its own host.
+    if let Some(iface) = crate::iface::chosen() {
+        args.extend([crate::iface::IFACE_FLAG.to_string(), iface.name.clone()]);
+    }
     // Both ends of every link must agree on when silence means loss.
     args.push(HEARTBEAT_TIMEOUT_FLAG.into());
     args.push(heartbeat_timeout().as_secs_f64().to_string());

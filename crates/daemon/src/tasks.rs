@@ -64,10 +64,15 @@ pub enum Event {
     },
 }
 
-/// A listener on a free loopback port of this host (the PMI port, a PMIx
-/// watch), for this thread's event loop: its port and itself.
+/// A listener on a free port of `ip` on this host (loopback: the PMI port, a
+/// PMIx watch; `-iface`'s address: the PMI port), for this thread's event
+/// loop: its port and itself.
 fn bind_loopback() -> std::io::Result<(u16, tokio::net::TcpListener)> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    bind_on(std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+fn bind_on(ip: std::net::IpAddr) -> std::io::Result<(u16, tokio::net::TcpListener)> {
+    let listener = std::net::TcpListener::bind((ip, 0))?;
     listener.set_nonblocking(true)?;
     let port = listener.local_addr()?.port();
     Ok((port, tokio::net::TcpListener::from_std(listener)?))
@@ -80,10 +85,12 @@ fn refusal(stream: &tokio::net::TcpStream, peer: std::net::SocketAddr) -> Option
     local.and_then(|local| crate::peer::check_same_user(local, peer)).err().map(|why| format!("{peer}: {why}"))
 }
 
-/// Accept PMI connections for one job on a loopback TCP port.
+/// Accept PMI connections for one job on a TCP port of loopback, or of the
+/// `-iface` interface's address ([`crate::iface::listen_ip`]).
 pub fn listen_pmi_port(job: JobId, events: mpsc::UnboundedSender<Event>) -> std::io::Result<(String, tokio::task::AbortHandle)> {
-    let (port, listener) = bind_loopback()?;
-    let port = format!("127.0.0.1:{port}");
+    let ip = crate::iface::listen_ip();
+    let (port, listener) = bind_on(ip)?;
+    let port = std::net::SocketAddr::new(ip, port).to_string();
     let handle = spawn_here(async move {
         // Another user may connect as often as they like: a line a second.
         let origin = tokio::time::Instant::now();

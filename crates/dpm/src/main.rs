@@ -94,6 +94,10 @@ enum Command {
         /// dpm itself from DPM_HEARTBEAT_TIMEOUT; default 1.5).
         #[arg(long, value_name = "SECONDS", value_parser = heartbeat_timeout)]
         heartbeat_timeout: Option<std::time::Duration>,
+        /// The run's network interface (`-iface`): PMI ports listen on its
+        /// address on this host (set by dpm itself).
+        #[arg(long, value_name = "IF")]
+        iface: Option<String>,
         /// Emit --pmi-trace lines.
         #[arg(long)]
         pmi_trace: bool,
@@ -192,14 +196,14 @@ fn dpm_main() -> ! {
             logging::init(0);
             std::process::exit(dpm_daemon::cleaner::process::main(pid));
         }
-        Command::Daemon { node, host, connect, secret_stdin, rejoin, heartbeat_timeout, pmi_trace, verbose } => {
+        Command::Daemon { node, host, connect, secret_stdin, rejoin, heartbeat_timeout, iface, pmi_trace, verbose } => {
             // Logging starts no thread: the daemon still takes its secret
             // out of the environment of a single-threaded process.
             logging::init(verbose);
             if let Some(timeout) = heartbeat_timeout {
                 dpm_proto::frame::set_heartbeat_timeout(timeout);
             }
-            let args = dpm_launcher::DaemonArgs { node: dpm_kvs::NodeId(node), host, pmi_trace, verbose, secret_stdin, connect, rejoin };
+            let args = dpm_launcher::DaemonArgs { node: dpm_kvs::NodeId(node), host, pmi_trace, verbose, secret_stdin, connect, rejoin, iface };
             ("dpm daemon", dpm_launcher::daemon_command(args))
         }
         // A launcher (or boot server) makes its own secret; an inherited one

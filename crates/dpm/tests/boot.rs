@@ -292,40 +292,45 @@ fn group_leaders_are_held_until_the_job_ends_then_reaped() {
     // The job lasts until the test says so (a file appears), however slowly
     // a loaded machine runs the checks below.
     let go = std::env::temp_dir().join(unique("dpm-leader-go"));
+    // The leader says its pid in a file: the zombie looked for is that one,
+    // not any short-lived child the boot server has not reaped yet.
+    let said = std::env::temp_dir().join(unique("dpm-leader-pid"));
+    let leader = format!("echo $$ > '{}.tmp' && mv '{0}.tmp' '{0}'; echo leader $$", said.display());
     let wait = format!("while [ ! -e '{}' ]; do sleep 0.05; done", go.display());
-    let running = boot.run(&["-n", "1", "sh", "-c", "echo leader $$", ":", "-n", "1", "sh", "-c", &wait]).spawn();
+    let running = boot.run(&["-n", "1", "sh", "-c", &leader, ":", "-n", "1", "sh", "-c", &wait]).spawn();
     // A hang guard for the job to start and its leader to exit.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     let state = |pid: u32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).map(String::from))
     };
-    // The leader: a zombie child of the boot server (its daemon runs inside it).
     let pid = loop {
-        let pids: Vec<u32> = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-            .filter(|p| children_of(boot.pid).contains(p) && state(*p).as_deref() == Some("Z"))
-            .collect();
-        if let Some(&p) = pids.first() {
+        if let Some(p) = std::fs::read_to_string(&said).ok().and_then(|s| s.trim().parse::<u32>().ok()) {
             break p;
         }
-        assert!(Instant::now() < deadline, "no zombie leader under the boot server while the job ran");
+        assert!(Instant::now() < deadline, "the job's leader did not start");
         std::thread::sleep(Duration::from_millis(20));
     };
+    let _ = std::fs::remove_file(&said);
+    // The leader: a zombie child of the boot server (its daemon runs inside it).
+    let held = |pid: u32| children_of(boot.pid).contains(&pid) && state(pid).as_deref() == Some("Z");
+    while !held(pid) {
+        assert!(Instant::now() < deadline, "the leader {pid} is no zombie under the boot server while the job runs (state {:?})", state(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Held, not just caught between its exit and the daemon's wait.
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(state(pid).as_deref(), Some("Z"), "the leader {pid} was reaped while its job still ran");
+    assert!(held(pid), "the leader {pid} was reaped while its job still ran");
     std::fs::write(&go, b"").unwrap();
     let out = running.wait();
     let _ = std::fs::remove_file(&go);
     out.assert_success().assert_stdout_contains(&format!("leader {pid}"));
-    // The job is over: the daemon reaped its leader (a hang guard).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while state(pid).is_some() && Instant::now() < deadline {
+    // The job is over: the daemon reaped its leader (a hang guard; a pid
+    // reused meanwhile is no zombie of the boot server).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while held(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(state(pid), None, "the leader {pid} was not reaped when its job ended");
+    assert!(!held(pid), "the leader {pid} was not reaped when its job ended");
 }
 
 /// Submit a run straight on the control socket, as a `dpm run` would, with

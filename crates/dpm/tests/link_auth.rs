@@ -455,3 +455,35 @@ fn manual_needs_a_node_list() {
     out.assert_code(2);
     out.assert_stderr_contains("-launcher manual needs the nodes");
 }
+
+/// A non-loopback interface of this machine with an IPv4 address, and that
+/// address (`ip -o -4 addr`).
+fn other_interface() -> Option<(String, String)> {
+    let out = Command::new("ip").args(["-o", "-4", "addr", "show"]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        let (name, addr) = (words.get(1)?, words.get(3)?.split('/').next()?);
+        (*name != "lo").then(|| (name.to_string(), addr.to_string()))
+    })
+}
+
+#[test]
+fn iface_puts_the_manual_listener_and_the_daemons_pmi_ports_on_its_address() {
+    let Some((name, ip)) = other_interface() else {
+        common::cannot_run("iface_puts_the_manual_listener_on_its_address", "no network interface but lo with an IPv4 address (ip -o -4 addr)");
+        return;
+    };
+    let mut run = ManualRun::start(&["-iface", &name, "--pmi-port", "-hosts", "dpm-if-a,dpm-if-b", "-ppn", "1", "-n", "2", "sh", "-c", "echo port $PMI_PORT"]);
+    let listening = run.wait_line("listening on ");
+    assert!(listening.contains(&format!("listening on {ip}:")), "{listening}");
+    let commands = run.commands(2);
+    for cmd in &commands {
+        assert!(cmd.argv.windows(2).any(|w| w[0] == "--iface" && w[1] == name), "{cmd:?}");
+        assert!(cmd.argv.iter().any(|w| w.starts_with(&format!("{ip}:"))), "the daemons connect to the interface's address: {cmd:?}");
+        run.start_daemon(cmd, &[]);
+    }
+    let done = run.finish();
+    assert!(done.status.success(), "{}", done.describe());
+    let ports: Vec<&str> = done.stdout.lines().filter_map(|l| l.strip_prefix("port ")).collect();
+    assert!(ports.len() == 2 && ports.iter().all(|p| p.starts_with(&format!("{ip}:"))), "{}", done.describe());
+}

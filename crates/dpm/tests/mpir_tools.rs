@@ -38,7 +38,9 @@ fn launch_with_tool(args: &[&str], dir: &TempDir, path: &str, nodes: usize, env:
         ["-nx", "-batch", "-x", &script.path_str(), "--args", dpm_bin(), "run", "-genv", common::MARKER_VAR, &marker].map(String::from).to_vec();
     all.extend(args.iter().map(|s| s.to_string()));
     // The marker in dpm's own environment too: a tool daemon left behind is found.
-    let mut run = Dpm::raw(all).exe(Path::new(&gdb)).env(common::MARKER_VAR, &marker);
+    // A hang guard: at a load of 50 on 2 cores gdb and the tool daemons took
+    // over 60 s to get this far.
+    let mut run = Dpm::raw(all).exe(Path::new(&gdb)).env(common::MARKER_VAR, &marker).watchdog(std::time::Duration::from_secs(300));
     for (k, v) in env {
         run = run.env(k, v);
     }

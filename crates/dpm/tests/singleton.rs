@@ -101,11 +101,16 @@ from mpi4py import MPI
 if len(sys.argv) > 1 and sys.argv[1] == "child":
     parent = MPI.Comm.Get_parent()
     parent.send(MPI.COMM_WORLD.Get_rank() * 10, dest=0)
+    # Alive until the parent's spawn is through: a child gone before the
+    # singleton reached it with UCX fails the spawn (MPICH's race, under
+    # Hydra as under dpm).
+    parent.Barrier()
     parent.Disconnect()
 else:
     assert MPI.COMM_WORLD.Get_size() == 1
     inter = MPI.COMM_SELF.Spawn(sys.executable, args=[__file__, "child"], maxprocs=2)
     got = sorted(inter.recv(source=r) for r in range(2))
+    inter.Barrier()
     inter.Disconnect()
     assert got == [0, 10], got
     print("python singleton spawn ok", got, "universe", MPI.COMM_WORLD.Get_attr(MPI.UNIVERSE_SIZE))

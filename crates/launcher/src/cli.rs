@@ -82,6 +82,10 @@ pub struct RunOptions {
     pub connect_timeout: Option<u64>,
     /// `--ssh-command "ssh -o …"`.
     pub ssh_command: Option<String>,
+    /// `-iface IF`: the network interface to use (else `HYDRA_IFACE`).
+    pub iface: Option<String>,
+    /// `-enable-x` (true) / `-disable-x` (false): `ssh -X` / `ssh -x`.
+    pub x_forwarding: Option<bool>,
     /// `-ppn N`: ranks per node.
     pub ppn: Option<u32>,
     /// `--map-by node`: round robin over nodes instead of filling each.
@@ -142,6 +146,8 @@ impl Default for RunOptions {
             bind: None,
             connect_timeout: None,
             ssh_command: None,
+            iface: None,
+            x_forwarding: None,
             ppn: None,
             map_by_node: false,
             fanout: None,
@@ -512,10 +518,15 @@ fn apply(key: Key, arg: &str, values: Vec<String>, opts: &mut RunOptions, seg: &
             boot.drain.extend(v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from));
         }
         Key::BootForce => boot.force = true,
-        Key::Ignored => {
-            let shown = std::iter::once(arg.to_string()).chain(values).collect::<Vec<_>>().join(" ");
-            opts.warnings.push(format!("option '{shown}' is ignored"));
+        Key::Iface => {
+            let v = value();
+            if v.is_empty() {
+                return Err(usage(format!("'{arg}' needs an interface name")));
+            }
+            opts.iface = Some(v);
         }
+        Key::EnableX => opts.x_forwarding = Some(true),
+        Key::DisableX => opts.x_forwarding = Some(false),
     }
     Ok(())
 }

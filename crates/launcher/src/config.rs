@@ -1,6 +1,6 @@
 //! A run's configuration, resolved once: [`RunConfig`] from the parsed
 //! options and the environment (`MPIEXEC_TIMEOUT`, `DPM_FANOUT`, `DPM_KVS`,
-//! `DPM_LAUNCHER`, `DPM_SSH`, Hydra's `HYDRA_RMK`, `HYDRA_LAUNCHER`,
+//! `DPM_LAUNCHER`, `DPM_SSH`, Hydra's `HYDRA_RMK`, `HYDRA_IFACE`, `HYDRA_LAUNCHER`,
 //! `HYDRA_LAUNCHER_EXEC` (and their `HYDRA_BOOTSTRAP*` aliases), `DPM_CONNECT_TIMEOUT`, `DPM_WARM_SPAWN`, `DPM_HEARTBEAT_TIMEOUT` checked; flag before variable
 //! before default), validated at this boundary so that nothing later can
 //! overflow or panic on a value. Cold runs and booted submissions both use
@@ -52,10 +52,13 @@ pub struct RunConfig {
     /// `--ssh-command`/`-launcher-exec`, else `DPM_SSH`, `HYDRA_LAUNCHER_EXEC`,
     /// `HYDRA_BOOTSTRAP_EXEC`, split in words; `None`: the launcher's own.
     pub launcher_exec: Option<Vec<String>>,
-    /// [`RunConfig::launcher_exec`], else `ssh -o BatchMode=yes`.
+    /// [`RunConfig::launcher_exec`], else `ssh -o BatchMode=yes`; then, as
+    /// Hydra's ssh launcher, `-X` with `-enable-x`, else `-x`.
     pub ssh_command: Vec<String>,
-    /// `--bind` (manual bootstrap).
+    /// `--bind`, else `-iface`'s address (manual bootstrap).
     pub bind: Option<SocketAddr>,
+    /// `-iface`, else `HYDRA_IFACE`, resolved on this host.
+    pub iface: Option<dpm_daemon::iface::Iface>,
     /// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`, else 300 s (manual bootstrap).
     pub connect_timeout: Duration,
     /// `dpm boot --warm-spawn`: how long the boot keeps a run's unclaimed
@@ -66,6 +69,17 @@ pub struct RunConfig {
 
 /// How long a boot keeps an unclaimed pooled job after its run (`DPM_WARM_IDLE`).
 pub const DEFAULT_WARM_IDLE: Duration = Duration::from_secs(60);
+
+/// The variable `-iface IF` gives every rank, as Hydra does: MPICH's TCP
+/// netmod then uses that interface.
+pub const NETWORK_IFACE_VAR: &str = "MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE";
+
+/// Set [`NETWORK_IFACE_VAR`] to `name` in `env`, over any value given
+/// (Hydra's own setting wins over `-genv`).
+pub fn set_iface_var(env: &mut Vec<(String, String)>, name: &str) {
+    env.retain(|(k, _)| k != NETWORK_IFACE_VAR);
+    env.push((NETWORK_IFACE_VAR.to_string(), name.to_string()));
+}
 
 /// A seconds variable: unset is `None`, anything but 0..=[`MAX_SECS`] an error.
 fn env_secs(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, UsageError> {
@@ -116,7 +130,13 @@ impl RunConfig {
             .clone()
             .or_else(|| ["DPM_SSH", "HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC"].into_iter().find_map(|n| env(n).filter(|v| !v.trim().is_empty())))
             .map(|c| c.split_whitespace().map(String::from).collect::<Vec<_>>());
-        let ssh = launcher_exec.clone().unwrap_or_else(|| ["ssh", "-o", "BatchMode=yes"].map(String::from).to_vec());
+        let mut ssh = launcher_exec.clone().unwrap_or_else(|| ["ssh", "-o", "BatchMode=yes"].map(String::from).to_vec());
+        // Hydra's ssh launcher: X forwarding only when asked for.
+        ssh.push(if opts.x_forwarding == Some(true) { "-X" } else { "-x" }.to_string());
+        let iface = match opts.iface.clone().or_else(|| env("HYDRA_IFACE").filter(|v| !v.trim().is_empty())) {
+            Some(name) => Some(dpm_daemon::iface::resolve(&name).map_err(|e| UsageError(format!("-iface {name}: {e}")))?),
+            None => None,
+        };
         let connect_timeout = match opts.connect_timeout {
             Some(t) => Some(t),
             None => env_secs(env, "DPM_CONNECT_TIMEOUT")?,
@@ -180,7 +200,8 @@ impl RunConfig {
             rmk,
             launcher_exec,
             ssh_command: ssh,
-            bind: opts.bind,
+            bind: opts.bind.or_else(|| iface.as_ref().map(|i| SocketAddr::new(i.ip.into(), 0))),
+            iface,
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
             warm_idle: env_secs(env, "DPM_WARM_IDLE")?.map_or(DEFAULT_WARM_IDLE, Duration::from_secs),
         })
@@ -241,6 +262,7 @@ impl RunConfig {
             launcher_exec: None,
             ssh_command: Vec::new(),
             bind: None,
+            iface: None,
             connect_timeout: crate::manual::DEFAULT_TIMEOUT,
             warm_idle: DEFAULT_WARM_IDLE,
         })
@@ -345,13 +367,38 @@ mod tests {
     fn flags_before_variables_before_defaults() {
         let c = resolve("./p", &[]).unwrap();
         assert_eq!((c.job.timeout, c.fanout, c.job.kill_grace, c.launcher), (None, DEFAULT_FANOUT, DEFAULT_KILL_GRACE, None));
-        assert_eq!(c.ssh_command, ["ssh", "-o", "BatchMode=yes"]);
-        let vars = [("MPIEXEC_TIMEOUT", "5"), ("DPM_FANOUT", "4"), ("DPM_LAUNCHER", "ssh"), ("DPM_SSH", "rsh -x"), ("DPM_KVS", "tree")];
+        assert_eq!(c.ssh_command, ["ssh", "-o", "BatchMode=yes", "-x"]);
+        let vars = [("MPIEXEC_TIMEOUT", "5"), ("DPM_FANOUT", "4"), ("DPM_LAUNCHER", "ssh"), ("DPM_SSH", "rsh -l me"), ("DPM_KVS", "tree")];
         let c = resolve("./p", &vars).unwrap();
         assert_eq!((c.job.timeout, c.fanout, c.launcher, c.job.kvs), (Some(Duration::from_secs(5)), 4, Some(Launcher::Ssh), KvsDesign::Tree));
-        assert_eq!(c.ssh_command, ["rsh", "-x"]);
+        assert_eq!(c.ssh_command, ["rsh", "-l", "me", "-x"]);
         let c = resolve("--timeout 7 --tree-fanout 2 -launcher fork --kvs dkvs ./p", &vars).unwrap();
         assert_eq!((c.job.timeout, c.fanout, c.launcher, c.job.kvs), (Some(Duration::from_secs(7)), 2, Some(Launcher::Fork), KvsDesign::Dkvs));
+    }
+
+    #[test]
+    fn x_forwarding_as_hydras_ssh_launcher() {
+        // Off unless asked for (ssh -x), on with -enable-x (ssh -X); the last word counts.
+        assert_eq!(resolve("-disable-x ./p", &[]).unwrap().ssh_command, ["ssh", "-o", "BatchMode=yes", "-x"]);
+        assert_eq!(resolve("-enable-x ./p", &[("DPM_SSH", "myssh -p 22")]).unwrap().ssh_command, ["myssh", "-p", "22", "-X"]);
+        assert_eq!(resolve("-enable-x -disable-x ./p", &[]).unwrap().ssh_command.last().map(String::as_str), Some("-x"));
+    }
+
+    #[test]
+    fn iface_from_the_flag_or_hydra_iface() {
+        use std::net::Ipv4Addr;
+        let c = resolve("-iface lo ./p", &[("HYDRA_IFACE", "dpm-no-such0")]).unwrap();
+        assert_eq!(c.iface.as_ref().map(|i| (i.name.as_str(), i.ip)), Some(("lo", Ipv4Addr::LOCALHOST)));
+        // -launcher manual listens there, unless --bind says otherwise.
+        assert_eq!(c.bind, Some(SocketAddr::from(([127, 0, 0, 1], 0))));
+        assert_eq!(resolve("-iface lo --bind 127.0.0.2:7000 ./p", &[]).unwrap().bind, Some(SocketAddr::from(([127, 0, 0, 2], 7000))));
+        assert_eq!(resolve("./p", &[("HYDRA_IFACE", "lo")]).unwrap().iface.map(|i| i.name), Some("lo".to_string()));
+        assert_eq!(resolve("./p", &[]).unwrap().iface, None);
+        let err = resolve("./p", &[("HYDRA_IFACE", "dpm-no-such0")]).unwrap_err();
+        assert_eq!(err.0, "-iface dpm-no-such0: no network interface 'dpm-no-such0' with an IPv4 address on this host");
+        let mut env = vec![(NETWORK_IFACE_VAR.to_string(), "eth9".to_string()), ("A".to_string(), "1".to_string())];
+        set_iface_var(&mut env, "lo");
+        assert_eq!(env, [("A".to_string(), "1".to_string()), (NETWORK_IFACE_VAR.to_string(), "lo".to_string())]);
     }
 
     #[test]
@@ -361,13 +408,13 @@ mod tests {
         assert_eq!((c.launcher, c.rmk), (Some(Launcher::Lsf), Some(Rmk::Batch(BatchSystem::Pbs))));
         assert_eq!(
             (c.launcher_exec.as_deref(), c.ssh_command.as_slice()),
-            (Some(&["/opt/lsf/blaunch".to_string()][..]), &["/opt/lsf/blaunch".to_string()][..])
+            (Some(&["/opt/lsf/blaunch".to_string()][..]), &["/opt/lsf/blaunch".to_string(), "-x".to_string()][..])
         );
         let c = resolve("-launcher sge -rmk user ./p", &[("HYDRA_LAUNCHER", "lsf"), ("HYDRA_RMK", "pbs"), ("HYDRA_BOOTSTRAP_EXEC", "/q")]).unwrap();
         assert_eq!((c.launcher, c.rmk, c.launcher_exec), (Some(Launcher::Sge), Some(Rmk::User), Some(vec!["/q".to_string()])));
         // DPM's own variables first; HYDRA_BOOTSTRAP is HYDRA_LAUNCHER's old name.
         let c = resolve("./p", &[("DPM_LAUNCHER", "ssh"), ("HYDRA_LAUNCHER", "sge"), ("DPM_SSH", "myssh")]).unwrap();
-        assert_eq!((c.launcher, c.ssh_command), (Some(Launcher::Ssh), vec!["myssh".to_string()]));
+        assert_eq!((c.launcher, c.ssh_command), (Some(Launcher::Ssh), vec!["myssh".to_string(), "-x".to_string()]));
         assert_eq!(resolve("./p", &[("HYDRA_BOOTSTRAP", "pbs")]).unwrap().launcher, Some(Launcher::Pbs));
         assert!(resolve("./p", &[("HYDRA_RMK", "cobalt")]).unwrap_err().0.starts_with("HYDRA_RMK: unknown resource manager 'cobalt'"));
         assert!(resolve("./p", &[("HYDRA_LAUNCHER", "rsh")]).unwrap_err().0.starts_with("HYDRA_LAUNCHER: unknown launcher 'rsh'"));

@@ -50,6 +50,8 @@ pub struct DaemonArgs {
     pub connect: Option<String>,
     /// Where to re-attach if the parent daemon is lost (`TreeSpec::rejoin`).
     pub rejoin: Option<String>,
+    /// `--iface IF`: the run's network interface, resolved on this host.
+    pub iface: Option<String>,
 }
 
 /// `dpm daemon`: 0 once the launcher let it go, or why it could not serve.
@@ -59,6 +61,9 @@ pub struct DaemonArgs {
 pub fn daemon_command(args: DaemonArgs) -> Result<i32, Error> {
     // First: while this is the only thread, take the secret out of the environment.
     let from_env = Secret::take_from_env();
+    if let Some(name) = &args.iface {
+        dpm_daemon::iface::choose(dpm_daemon::iface::resolve(name).map_err(|e| Error::failed(format!("--iface {name}: {e}")))?);
+    }
     raise_fd_limit();
     // Still the only thread, and the secret gone from the environment: the
     // node's cleaner is forked now rather than exec'd later (issue 37).

@@ -3,11 +3,11 @@
 //! nothing run. The lists come from the options table, so they name what
 //! this build takes.
 
-use crate::options::{self, Command, Key};
+use crate::options::{self, Command};
 
 /// The values an option's shown argument lists (`fork|ssh|...`), blank-separated.
 fn choices(name: &str) -> Option<String> {
-    let opt = options::lookup(name, Command::Run).filter(|o| o.key != Key::Ignored)?;
+    let opt = options::lookup(name, Command::Run)?;
     opt.arg.contains('|').then(|| opt.arg.split('|').collect::<Vec<_>>().join(" "))
 }
 

@@ -120,10 +120,14 @@ pub fn parse_run_command(args: &[String]) -> Result<RunRequest, Error> {
 }
 
 /// `dpm run`: returns the run's exit status, or why there was no run.
-pub fn run_command(opts: RunOptions) -> Result<i32, Error> {
+pub fn run_command(mut opts: RunOptions) -> Result<i32, Error> {
     // `%t` of the output patterns counts from here.
     outfile::started();
     let mut config = RunConfig::from_env(&opts)?;
+    if let Some(iface) = &config.iface {
+        config::set_iface_var(&mut opts.genv, &iface.name);
+        dpm_daemon::iface::choose(iface.clone());
+    }
     check_output_files(&opts)?;
     // MPIR launch mode: a debugger that started us set this before `main`.
     config.job.hold = mpir::being_debugged();

@@ -112,9 +112,11 @@ pub async fn connect_all(nodes: &[Node], opts: &Manual, secret: &Secret, me: &st
         nodes.len(),
         if nodes.len() == 1 { "" } else { "s" }
     ));
+    // The run's -iface: each daemon's PMI ports on that interface of its host.
+    let iface = dpm_daemon::iface::chosen().map(|i| format!(" {} {}", dpm_daemon::iface::IFACE_FLAG, shell_quote(&i.name))).unwrap_or_default();
     for (i, node) in nodes.iter().enumerate() {
         console.say(&format!(
-            "dpm:   node {i} ({}): {SECRET_FILE_ENV}={} {} daemon --connect {target} --node {i}",
+            "dpm:   node {i} ({}): {SECRET_FILE_ENV}={} {} daemon --connect {target} --node {i}{iface}",
             node.host,
             shell_quote(&file.path().display().to_string()),
             shell_quote(&exe.display().to_string())

@@ -71,8 +71,10 @@ pub enum Key {
     SkipLaunchNode,
     OrderNodes,
     Rankmap,
-    /// Accepted for Hydra compatibility and ignored with a warning.
-    Ignored,
+    Iface,
+    /// `-enable-x` / `-disable-x`: X forwarding through the ssh launcher.
+    EnableX,
+    DisableX,
 }
 
 /// Where an option is listed in the help (and so which command takes it).
@@ -92,8 +94,6 @@ pub enum Section {
     Boot,
     /// Both commands.
     Common,
-    /// `dpm run`: accepted and ignored (listed by name only).
-    Ignored,
     /// Taken but not listed (aliases of listed ones).
     Hidden,
     /// `dpm boot` only, not listed (internal).
@@ -195,7 +195,14 @@ pub const OPTIONS: &[Opt] = &[
          not given)",
     ),
     opt(K::PmiTrace, &["--pmi-trace"], "", 0, S::Global, "print every PMI message each way on stderr,\nas C[rank]: ... (client) and S[rank]: ... (server)"),
-    opt(K::PmiPort, &["--pmi-port"], "", 0, S::Global, "serve PMI on a loopback TCP port (PMI_PORT and\nPMI_ID) instead of inherited socketpairs"),
+    opt(
+        K::PmiPort,
+        &["--pmi-port"],
+        "",
+        0,
+        S::Global,
+        "serve PMI on a loopback TCP port (PMI_PORT and\nPMI_ID; -iface: on its address) instead of\ninherited socketpairs",
+    ),
     opt(
         K::Pmi,
         &["--pmi"],
@@ -321,6 +328,20 @@ pub const OPTIONS: &[Opt] = &[
          also DPM_FANOUT",
     ),
     opt(
+        K::Iface,
+        &["-iface"],
+        "IF",
+        1,
+        S::Nodes,
+        "the network interface to use (also HYDRA_IFACE):\n\
+         the ranks get MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE=IF,\n\
+         --pmi-port listens on IF's address, and so does\n\
+         -launcher manual (without --bind). An interface\n\
+         without an IPv4 address is an error",
+    ),
+    opt(K::EnableX, &["-enable-x"], "", 0, S::Nodes, "-launcher ssh: forward X (ssh -X)"),
+    opt(K::DisableX, &["-disable-x"], "", 0, S::Nodes, "-launcher ssh: no X forwarding (ssh -x; the default)"),
+    opt(
         K::SkipLaunchNode,
         &["-skip-launch-node"],
         "",
@@ -362,7 +383,7 @@ pub const OPTIONS: &[Opt] = &[
     ),
     opt(
         K::BindTo,
-        &["-bind-to"],
+        &["-bind-to", "-binding"],
         "OBJ[:N]",
         1,
         S::Placement,
@@ -527,11 +548,6 @@ pub const OPTIONS: &[Opt] = &[
          ('[mpiexec@HOST] Exit codes: [node] 0,256')",
     ),
     opt(K::Info, &["-info"], "", 0, S::Global, "print dpm's build details (Hydra's -info) and\nexit, running nothing"),
-    opt(K::Ignored, &["-binding"], "X", 1, S::Ignored, ""),
-    opt(K::Ignored, &["-iface"], "X", 1, S::Ignored, ""),
-    opt(K::Ignored, &["-nameserver-none"], "", 0, S::Ignored, ""),
-    opt(K::Ignored, &["-enable-x"], "", 0, S::Ignored, ""),
-    opt(K::Ignored, &["-disable-x"], "", 0, S::Ignored, ""),
 ];
 
 /// The option `name` (without its dashes) of `command`, if it has one.
@@ -558,8 +574,8 @@ itself). Without -n a program gets one rank per slot of the allocation or
 host list (one for a host listed without a count), as in Hydra. In an
 allocation daemons start through its agent (srun, blaunch, qrsh -inherit -V, pbs_tmrsh
 or ssh); see docs/batch.md. With a booted tree (dpm boot), jobs go to its
-daemons instead, unless -hosts, -f, --virtual-nodes, -launcher, -rmk or
---pmi-trace is given or DPM_NO_BOOT=1.
+daemons instead, unless -hosts, -f, --virtual-nodes, -launcher, -rmk,
+-iface or --pmi-trace is given or DPM_NO_BOOT=1 or HYDRA_IFACE is set.
 ";
 
 const RUN_TAIL: &str = "\
@@ -607,7 +623,8 @@ slurm-<jobid>, lsf-<jobid>, sge-<jobid> or pbs-<jobid> inside such an
 allocation, else 'default'.
 
 `dpm run` uses the boot unless it is given nodes or a launcher of its own
-(-hosts, -f, --virtual-nodes, -launcher, -rmk), --pmi-trace, or DPM_NO_BOOT=1.
+(-hosts, -f, --virtual-nodes, -launcher, -rmk), -iface or HYDRA_IFACE,
+--pmi-trace, or DPM_NO_BOOT=1.
 ";
 
 /// Column where an option's help starts.
@@ -650,8 +667,7 @@ pub fn run_help() -> String {
     section(&mut out, Section::Placement);
     out.push_str(RUN_NODES);
     section(&mut out, Section::Common);
-    let ignored: Vec<&str> = OPTIONS.iter().filter(|o| o.section == Section::Ignored).map(|o| o.names[0]).collect();
-    out.push_str(&format!("\nAccepted for compatibility and ignored, with a warning:\n  {}.\n\n", ignored.join(", ")));
+    out.push('\n');
     out.push_str(RUN_TAIL);
     out
 }

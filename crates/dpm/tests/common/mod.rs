@@ -307,10 +307,10 @@ impl Running {
     }
 
     /// Wait until dpm has printed at least `n` stdout lines starting with
-    /// `prefix`, failing the test after 60 s (a hang guard) or if dpm exits
-    /// first.
+    /// `prefix`, failing the test after 60 s, or when the run's watchdog
+    /// ends if that is later (a hang guard), or if dpm exits first.
     pub fn wait_for_lines(&mut self, prefix: &str, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = (Instant::now() + Duration::from_secs(60)).max(self.started + self.watchdog);
         loop {
             let found = String::from_utf8_lossy(&self.stdout_so_far.lock().expect("output buffer")).lines().filter(|l| l.starts_with(prefix)).count();
             if found >= n {
@@ -322,7 +322,7 @@ impl Running {
             }
             if Instant::now() > deadline {
                 self.kill_everything();
-                panic!("only {found} of {n} lines starting {prefix:?} within 60 s: dpm {:?}", self.args);
+                panic!("only {found} of {n} lines starting {prefix:?} in time: dpm {:?}", self.args);
             }
             thread::sleep(Duration::from_millis(20));
         }

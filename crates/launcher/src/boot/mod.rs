@@ -79,5 +79,8 @@ pub fn wants_boot(opts: &RunOptions) -> bool {
         && opts.launcher.is_none()
         && opts.rmk.is_none()
         && !opts.pmi_trace
+        // The interface is the boot's own (`dpm boot -iface`).
+        && opts.iface.is_none()
+        && std::env::var_os("HYDRA_IFACE").is_none_or(|v| v.is_empty())
         && std::env::var_os("DPM_NO_BOOT").is_none_or(|v| v.is_empty() || v == "0")
 }

@@ -61,6 +61,9 @@ pub(super) struct Server {
 /// Serve until `dpm down`, a signal or a lost node; 0 after a clean stop.
 pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles, ready_on_stdout: bool) -> Result<i32, Error> {
     let host = opts.localhost.clone().unwrap_or_else(crate::machine::this_host);
+    if let Some(iface) = &config.iface {
+        dpm_daemon::iface::choose(iface.clone());
+    }
     let choice = hosts::nodes_and_bootstrap(&opts, &config, &host)?;
     let allocation = choice.describe_allocation();
     let hosts::NodeChoice { nodes: node_list, bootstrap, slots_known, .. } = choice;
@@ -530,6 +533,12 @@ async fn write_to_client(
 /// again from its programs (the client's auto choice is replaced; a
 /// refusal, e.g. `simple` for an Open MPI program, refuses the run).
 fn with_boot_pmi(mut config: RunConfig, boot: Option<crate::pmi_choice::PmiFlavour>, submit: &mut Submit) -> Result<RunConfig, UsageError> {
+    // The boot's -iface reaches its runs' ranks as a cold run's would.
+    if let Some(iface) = dpm_daemon::iface::chosen() {
+        for env in submit.apps.iter_mut().map(|a| &mut a.env).chain([&mut submit.spawn_env]) {
+            config::set_iface_var(env, &iface.name);
+        }
+    }
     if let (true, Some(flavour)) = (submit.pmi_default, boot) {
         config.pmi = Some(flavour);
         // The PMIx watch too: the boot's choice says whether the job is watched.

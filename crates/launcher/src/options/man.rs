@@ -83,9 +83,6 @@ pub fn run_section() -> String {
     out.push_str(&prose(RUN_NODES));
     subsection(&mut out, "Other options");
     options(&mut out, Section::Common);
-    subsection(&mut out, "Accepted for compatibility and ignored, with a warning");
-    let ignored: Vec<String> = OPTIONS.iter().filter(|o| o.section == Section::Ignored).map(|o| format!("\\fB{}\\fR", escape(o.names[0]))).collect();
-    out.push_str(&format!(".PP\n{}.\n", ignored.join(", ")));
     subsection(&mut out, "Dynamic processes, limits and exit status");
     out.push_str(&prose(RUN_TAIL));
     out
