@@ -59,15 +59,37 @@ class Calibration(unittest.TestCase):
         self.assertAlmostEqual(a, 1.0)
 
 
-def calibrate_module():
-    """bench/model/calibrate (a script) as a module."""
+def script_module(name):
+    """A bench/model script (calibrate, validate) as a module."""
     import importlib.machinery
     import importlib.util
-    loader = importlib.machinery.SourceFileLoader("calibrate", os.path.join(C.HERE, "calibrate"))
-    spec = importlib.util.spec_from_loader("calibrate", loader)
+    loader = importlib.machinery.SourceFileLoader(name, os.path.join(C.HERE, name))
+    spec = importlib.util.spec_from_loader(name, loader)
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
     return mod
+
+
+def calibrate_module():
+    return script_module("calibrate")
+
+
+class Validate(unittest.TestCase):
+    def test_held_out_sets_are_unseen_by_the_other_cases(self):
+        v = script_module("validate")
+
+        def key(c):
+            return tuple(sorted(c.items()))
+        seen = {key(c) for c in v.cases_full() + v.cases_quick()}
+        one, two = {key(c) for c in v.cases_held_out()}, {key(c) for c in v.cases_held_out_2()}
+        self.assertEqual(len(one), 7)
+        self.assertEqual(len(two), 7)
+        self.assertFalse(one & seen)
+        self.assertFalse(two & seen)
+        self.assertFalse(two & one)
+        # Nor a shape (nodes x ranks a node, fan-out) any of them already has.
+        shape = {(c["nodes"], c["ppn"], c["fanout"]) for c in v.cases_full() + v.cases_held_out()}
+        self.assertFalse({(c["nodes"], c["ppn"], c["fanout"]) for c in v.cases_held_out_2()} & shape)
 
 
 class Calibrate(unittest.TestCase):
