@@ -58,6 +58,14 @@ of blocking misses:
   fence. The validated workloads are raw PMI-1 clients (no srcid, no hint):
   direct is tree for them, auto allgather. The projection asks for a
   client that hints and names srcid (paper 004's sparse pattern).
+
+On one host (the validation's virtual nodes) the wall is also at least
+  max(T_boot, daemons' CPU / cores) + one rank's whole run + the rest / cores
+with the host's CPU by mechanism (`cpu_parts`): the cold daemons' own start
+and their cleaners (cpu_unseen_us), every further rank's CPU and its two
+frames to dpm run (phi each), the fetches of off-node keys (a frame phi per
+link, 4 a level, tree's 2) and dkvs's owner puts (a round trip of 4 links a
+level at frame_cpu: sent back to back, read in one wake-up).
 """
 
 import math
