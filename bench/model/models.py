@@ -300,7 +300,7 @@ def owner_put_cpu(k_, design, nodes, ppn, fanout, workload, hints=False):
     one wake-up (bench/model/cpu_breakdown: dkvs less allgather, same
     shape, ~90 us of CPU a put where phi per frame charges ~250)."""
     _, _, sparse = gets_of(workload, nodes, ppn)
-    if nodes == 1 or workload == "hello" or not (design == "dkvs" or (design == "auto" and sparse and hints)):
+    if nodes == 1 or not (design == "dkvs" or (design == "auto" and sparse and hints)):
         return 0.0
     hops = 4 * depth(nodes, fanout)
     return nodes * ppn * (1 - 1 / nodes) * (hops * k_["frame_cpu"] + 2 * k_["q_cpu"])
