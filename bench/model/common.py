@@ -145,6 +145,56 @@ def others_cpus(seconds=0.25):
     return (b1 - b0) / max(t1 - t0, 1) * os.cpu_count()
 
 
+class Cgroup:
+    """A cgroup of this process's own (and so of all it starts, orphans
+    included); `usage()` is its CPU in seconds. Needs the right to make one
+    (root)."""
+
+    def __init__(self, what, join=True):
+        name = "dpm-model-%s-%d" % (what, os.getpid())
+        self.joined = join
+        v1 = "/sys/fs/cgroup/cpuacct"
+        v2 = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+        if os.path.exists(os.path.join(v1, "cpuacct.usage")):
+            self.path, self.v2 = os.path.join(v1, name), False
+            self.parent = v1
+        elif os.path.exists(os.path.join(v2, "cgroup.procs")):
+            self.path, self.v2 = os.path.join(v2, name), True
+            self.parent = v2
+        else:
+            raise SystemExit("bench/model: no cgroup cpuacct (v1) or cgroup v2 here")
+        try:
+            os.mkdir(self.path)
+            if join:
+                self.join()
+        except OSError as e:
+            raise SystemExit("bench/model: cannot make or join a cgroup (%s): run it as root" % e)
+
+    def join(self):
+        """Move the calling process in (also as a child's preexec_fn)."""
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def usage(self):
+        if self.v2:
+            with open(os.path.join(self.path, "cpu.stat")) as f:
+                return next(int(l.split()[1]) for l in f if l.startswith("usage_usec")) / 1e6
+        with open(os.path.join(self.path, "cpuacct.usage")) as f:
+            return int(f.read()) / 1e9
+
+    def close(self):
+        if self.joined:
+            with open(os.path.join(self.parent, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)     # a cleaner still ending
+        note("warning: %s left behind (busy)" % self.path)
+
+
 def commit():
     return provenance.git_commit(ROOT) or "unknown"
 

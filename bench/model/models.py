@@ -50,6 +50,22 @@ of blocking misses:
              G*r*g*D, daemons fetch and serve 2*K*q
   auto       dense and unhinted keys as allgather, sparse-hinted keys as
              direct: hello and all as allgather, neighbours as direct
+             when its client hints them sparse
+  A client's gets meet the design its requests allow (`routed`): direct
+  needs the get's srcid (PMI-2), without it a miss walks up the tree as
+  tree's does (dpm_kvs's route: Direct without a source goes Up, and its
+  fence caches the puts at each ancestor); auto keeps unhinted keys in the
+  fence. The validated workloads are raw PMI-1 clients (no srcid, no hint):
+  direct is tree for them, auto allgather. The projection asks for a
+  client that hints and names srcid (paper 004's sparse pattern).
+
+On one host (the validation's virtual nodes) the wall is also at least
+  max(T_boot, daemons' CPU / cores) + one rank's whole run + the rest / cores
+with the host's CPU by mechanism (`cpu_parts`): the cold daemons' own start
+and their cleaners (cpu_unseen_us), every further rank's CPU and its two
+frames to dpm run (phi each), the fetches of off-node keys (a frame phi per
+link, 4 a level, tree's 2) and dkvs's owner puts (a round trip of 4 links a
+level at frame_cpu: sent back to back, read in one wake-up).
 """
 
 import math
@@ -107,6 +123,7 @@ def costs(cal):
         "cpus": cal["machine"]["cpus"],
         "pmi_start": s("pmi_client_start", default=s("rank_fork_exec")),
         "q": s("pmi_local_request"), "g": s("pmi_remote_get"), "phi": s("fence_per_node"),
+        "frame_cpu": s("frame_cpu", default=s("fence_per_node")),
         "q_cpu": s("pmi_local_request", "cpu_us", s("pmi_local_request")),
         "spawn": s("spawn_base"),
         # The host-wide CPU bound (one host): a client's and an MPI rank's
@@ -120,6 +137,9 @@ def costs(cal):
         "mpi_pair": s("mpi_rank_cpu", "pair_us"),
         "mpi_one": s("mpi_rank_cpu", "wall_one_us", None),
         "daemon_cpu": max(s("daemon_start_fork", "cpu_us") - s("rank_fork_exec"), 0.0),
+        # A cold daemon's cleaner (its own process, outside dpm run's tree:
+        # no rusage sees it; bench/model/unseen_cpu measures it in a cgroup).
+        "cleaner_cpu": s("daemon_start_fork", "cpu_unseen_us"),
     }
 
 
@@ -145,7 +165,23 @@ def remote_keys(workload, nodes, ppn):
     return nodes * ppn * (nodes - 1) / nodes
 
 
-def conn_time(k_, design, nodes, ppn, fanout, workload, one_host=False):
+def routed(design, workload, hints=False):
+    """The design a workload's gets really meet. hints: the client hints
+    its sparse keys and names each get's srcid (PMI-2, paper 004); a raw
+    PMI-1 client (the validation's pmi1_client, MPICH's PMI-1 hello) does
+    neither. Under direct, a get with no srcid walks up the tree and the
+    fence caches the puts on the way up: tree's mechanism, not direct's
+    (a fetch of 4 links a level to the key's node). Under auto, unhinted
+    keys ride the fence (allgather); only hinted sparse ones go direct."""
+    _, _, sparse = gets_of(workload, 2, 2)
+    if design == "auto":
+        design = "direct" if sparse and hints else "allgather"
+    if design == "direct" and not hints:
+        design = "tree"
+    return design
+
+
+def conn_time(k_, design, nodes, ppn, fanout, workload, one_host=False, hints=False):
     """The PMI exchange of one workload under one design, seconds, and its
     fence part. Gets: the larger of the node daemon's work (every get is
     answered to its rank by its own daemon, ppn*G*q, plus the fetches it
@@ -154,9 +190,8 @@ def conn_time(k_, design, nodes, ppn, fanout, workload, one_host=False):
     p = nodes * ppn
     k = min(fanout, nodes)
     d = depth(nodes, fanout)
-    G, r, sparse = gets_of(workload, nodes, ppn)
-    if design == "auto":
-        design = "direct" if sparse else "allgather"
+    G, r, _ = gets_of(workload, nodes, ppn)
+    design = routed(design, workload, hints)
     q, g, h = k_["q"], k_["g"], k_["h"]
     # A node's daemon answers its ranks' gets one by one (q: the daemon's
     # service, the bottleneck on one node); the nodes' daemons side by side.
@@ -233,16 +268,14 @@ def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
     return serial + lib + (ppn - 1) * max(slope - k_["f"], 0.0) * k_["cpus"] / max(node_cores, 1)
 
 
-def fetch_cpu(k_, design, nodes, ppn, fanout, workload):
+def fetch_cpu(k_, design, nodes, ppn, fanout, workload, hints=False):
     """The CPU of the fetches of keys held on other nodes (all designs but
     allgather, whose fence brings every key): a node's daemon fetches each
     of its K missing keys once; a fetch crosses 4 links per level in
     direct and dkvs (up to dpm run and down to the owner, and back), 2 per
     level in tree (up to the ancestor holding it), a frame phi each, and is
     served twice (q_cpu)."""
-    G, r, sparse = gets_of(workload, nodes, ppn)
-    if design == "auto":
-        design = "direct" if sparse else "allgather"
+    design = routed(design, workload, hints)
     if design == "allgather" or nodes == 1:
         return 0.0
     d = depth(nodes, fanout)
@@ -251,8 +284,35 @@ def fetch_cpu(k_, design, nodes, ppn, fanout, workload):
 
 
 def daemons_cpu(k_, nodes, booted):
-    """The started daemons' own CPU (cold; booted: none), seconds."""
-    return 0.0 if booted else (nodes - 1) * k_["daemon_cpu"]
+    """The started daemons' own CPU and their cleaners' (cold; booted:
+    none), seconds."""
+    return 0.0 if booted else (nodes - 1) * (k_["daemon_cpu"] + k_["cleaner_cpu"])
+
+
+def owner_put_cpu(k_, design, nodes, ppn, fanout, workload, hints=False):
+    """The CPU of puts sent to their owner before the fence (dkvs; auto's
+    sparse-hinted keys): each put not owned on its node goes to the key's
+    owner and is acknowledged (dpm_kvs's OwnerPut; the node enters the
+    fence once all are): a round trip of 4 links a level like a fetch's,
+    served at both ends (q_cpu each). Unlike a fetch, a frame here costs
+    its CPU (frame_cpu), not a wake-up (phi): a node's ranks put together
+    and their owner puts and acks leave and arrive back to back, read in
+    one wake-up (bench/model/cpu_breakdown: dkvs less allgather, same
+    shape, ~90 us of CPU a put where phi per frame charges ~250)."""
+    _, _, sparse = gets_of(workload, nodes, ppn)
+    if nodes == 1 or not (design == "dkvs" or (design == "auto" and sparse and hints)):
+        return 0.0
+    hops = 4 * depth(nodes, fanout)
+    return nodes * ppn * (1 - 1 / nodes) * (hops * k_["frame_cpu"] + 2 * k_["q_cpu"])
+
+
+def cpu_parts(k_, design, nodes, ppn, fanout, workload, booted, hints=False):
+    """One host's CPU of a run beyond its first rank's, by mechanism
+    (seconds): what bench/model/cpu_breakdown sets against a cgroup's."""
+    return {"daemons": daemons_cpu(k_, nodes, booted),
+            "ranks": host_cpu(k_, nodes, ppn, workload, booted),
+            "fetches": fetch_cpu(k_, design, nodes, ppn, fanout, workload, hints),
+            "owner_puts": owner_put_cpu(k_, design, nodes, ppn, fanout, workload, hints)}
 
 
 def host_cpu(k_, nodes, ppn, workload, booted):
@@ -282,14 +342,14 @@ def host_cpu(k_, nodes, ppn, workload, booted):
 
 
 def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
-            workload="hello", one_host=False, node_cores=64):
+            workload="hello", one_host=False, node_cores=64, hints=False):
     """The model's startup (seconds) with its breakdown. one_host: every
     node on this machine (validation); else dedicated nodes of node_cores
     cores (projection). On one host the wall is at least one rank's run
     plus the rest of the host's CPU over its cores (host_cpu): the excess
     over the critical path is its `host_cpu` part."""
     crit = critical_path(cal, nodes, ppn, design, fanout, bootstrap, booted, workload,
-                         one_host, node_cores)
+                         one_host, node_cores, hints)
     if not one_host:
         return crit
     k_ = costs(cal)
@@ -297,27 +357,29 @@ def predict(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=
     if one is None:
         one = critical_path(cal, 1, 1, design, fanout, bootstrap, True, workload, True,
                             node_cores)["startup_s"]
-    cpu = host_cpu(k_, nodes, ppn, workload, booted) + fetch_cpu(k_, design, nodes, ppn, fanout, workload)
+    parts = cpu_parts(k_, design, nodes, ppn, fanout, workload, booted, hints)
+    cpu = sum(v for name, v in parts.items() if name != "daemons")
     cores = max(k_["cpus"], 1)
     # The ranks start once the daemons are up: after the bootstrap's wall,
     # or the daemons' own CPU on the cores if that is longer.
-    boot = max(crit["breakdown"]["initiation_boot"], daemons_cpu(k_, nodes, booted) / cores)
+    boot = max(crit["breakdown"]["initiation_boot"], parts["daemons"] / cores)
     bound = boot + one + cpu / cores
     excess = max(bound - crit["startup_s"], 0.0)
     crit["breakdown"]["host_cpu"] = excess
     crit["startup_s"] += excess
     crit["host_bound_s"] = bound
+    crit["cpu_parts"] = parts
     return crit
 
 
 def critical_path(cal, nodes, ppn, design="auto", fanout=32, bootstrap="fork", booted=False,
-                  workload="hello", one_host=False, node_cores=64):
+                  workload="hello", one_host=False, node_cores=64, hints=False):
     """The critical path: initiation + connection setup + overhead."""
     k_ = costs(cal)
     d = depth(nodes, fanout)
     ranks = rank_time(k_, nodes, ppn, workload == "hello", one_host, node_cores)
     boot = boot_time(k_, nodes, fanout, bootstrap, booted)
-    conn, fence = conn_time(k_, design, nodes, ppn, fanout, workload, one_host)
+    conn, fence = conn_time(k_, design, nodes, ppn, fanout, workload, one_host, hints)
     over = 2 * (d * k_["h"] + min(fanout, nodes) * d * k_["phi"])
     parts = {"initiation_boot": boot, "initiation_ranks": ranks, "connection": conn,
              "overhead": over}
@@ -346,12 +408,12 @@ def spawn_time(cal, nodes, children, fanout=32, node_cores=64):
 
 
 def best(cal, nodes, ppn, bootstrap="fork", booted=False, workload="hello",
-         fanouts=(2, 4, 8, 16, 32, 64, 128), designs=DESIGNS):
+         fanouts=(2, 4, 8, 16, 32, 64, 128), designs=DESIGNS, hints=False):
     """The fastest (design, fan-out) and its prediction."""
     out = None
     for design in designs:
         for k in fanouts:
-            p = predict(cal, nodes, ppn, design, k, bootstrap, booted, workload)
+            p = predict(cal, nodes, ppn, design, k, bootstrap, booted, workload, hints=hints)
             if out is None or p["startup_s"] < out["startup_s"]:
                 out = p
     return out

@@ -59,15 +59,37 @@ class Calibration(unittest.TestCase):
         self.assertAlmostEqual(a, 1.0)
 
 
-def calibrate_module():
-    """bench/model/calibrate (a script) as a module."""
+def script_module(name):
+    """A bench/model script (calibrate, validate) as a module."""
     import importlib.machinery
     import importlib.util
-    loader = importlib.machinery.SourceFileLoader("calibrate", os.path.join(C.HERE, "calibrate"))
-    spec = importlib.util.spec_from_loader("calibrate", loader)
+    loader = importlib.machinery.SourceFileLoader(name, os.path.join(C.HERE, name))
+    spec = importlib.util.spec_from_loader(name, loader)
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
     return mod
+
+
+def calibrate_module():
+    return script_module("calibrate")
+
+
+class Validate(unittest.TestCase):
+    def test_held_out_sets_are_unseen_by_the_other_cases(self):
+        v = script_module("validate")
+
+        def key(c):
+            return tuple(sorted(c.items()))
+        seen = {key(c) for c in v.cases_full() + v.cases_quick()}
+        one, two = {key(c) for c in v.cases_held_out()}, {key(c) for c in v.cases_held_out_2()}
+        self.assertEqual(len(one), 7)
+        self.assertEqual(len(two), 7)
+        self.assertFalse(one & seen)
+        self.assertFalse(two & seen)
+        self.assertFalse(two & one)
+        # Nor a shape (nodes x ranks a node, fan-out) any of them already has.
+        shape = {(c["nodes"], c["ppn"], c["fanout"]) for c in v.cases_full() + v.cases_held_out()}
+        self.assertFalse({(c["nodes"], c["ppn"], c["fanout"]) for c in v.cases_held_out_2()} & shape)
 
 
 class Calibrate(unittest.TestCase):
@@ -141,9 +163,34 @@ class Models(unittest.TestCase):
 
     def test_auto_follows_the_hints(self):
         for w, same in (("hello", "allgather"), ("pmi-neighbours", "direct")):
-            a = M.predict(self.cal, 64, 16, "auto", 32, "fork", True, w)
-            b = M.predict(self.cal, 64, 16, same, 32, "fork", True, w)
+            a = M.predict(self.cal, 64, 16, "auto", 32, "fork", True, w, hints=True)
+            b = M.predict(self.cal, 64, 16, same, 32, "fork", True, w, hints=True)
             self.assertAlmostEqual(a["startup_s"], b["startup_s"])
+        # A raw PMI-1 client hints nothing: auto keeps its keys in the fence.
+        a = M.predict(self.cal, 64, 16, "auto", 32, "fork", True, "pmi-neighbours")
+        b = M.predict(self.cal, 64, 16, "allgather", 32, "fork", True, "pmi-neighbours")
+        self.assertAlmostEqual(a["startup_s"], b["startup_s"])
+
+    def test_direct_without_srcid_walks_the_tree(self):
+        # dpm_kvs routes a direct get with no srcid up the tree, and direct's
+        # fence caches the puts on the way: tree's mechanism.
+        self.assertEqual(M.routed("direct", "pmi-all"), "tree")
+        self.assertEqual(M.routed("direct", "pmi-all", hints=True), "direct")
+        for one_host in (False, True):
+            a = M.predict(self.cal, 6, 16, "direct", 2, "fork", False, "pmi-all", one_host=one_host)
+            b = M.predict(self.cal, 6, 16, "tree", 2, "fork", False, "pmi-all", one_host=one_host)
+            self.assertAlmostEqual(a["startup_s"], b["startup_s"])
+
+    def test_owner_puts_cost_dkvs_alone(self):
+        k_ = M.costs(self.cal)
+        dkvs = M.owner_put_cpu(k_, "dkvs", 16, 8, 32, "pmi-neighbours")
+        self.assertGreater(dkvs, 0.0)
+        for d in ("allgather", "tree", "direct", "auto"):
+            self.assertEqual(M.owner_put_cpu(k_, d, 16, 8, 32, "pmi-neighbours"), 0.0, d)
+        self.assertGreater(M.owner_put_cpu(k_, "auto", 16, 8, 32, "pmi-neighbours", hints=True), 0.0)
+        self.assertEqual(M.owner_put_cpu(k_, "dkvs", 1, 8, 32, "pmi-neighbours"), 0.0, "one node owns all")
+        # A put and its ack: a fetch's links, each at a frame's CPU.
+        self.assertLess(dkvs / (16 * 8 * 15 / 16), 4 * k_["phi"] + 2 * k_["q_cpu"])
 
     def test_best_is_the_minimum(self):
         b = M.best(self.cal, 256, 64, "ssh", False, "hello")
@@ -196,15 +243,18 @@ class Models(unittest.TestCase):
         # Booted, the daemons' own start costs the host nothing.
         self.assertEqual(M.daemons_cpu(k_, 16, True), 0.0)
         self.assertGreater(M.daemons_cpu(k_, 16, False), 0.0)
+        # Each cold daemon's cleaner too (outside dpm run's rusage).
+        self.assertGreater(k_["cleaner_cpu"], 0.0)
+        self.assertAlmostEqual(M.daemons_cpu(k_, 16, False), 15 * (k_["daemon_cpu"] + k_["cleaner_cpu"]))
 
     def test_fetches_cost_cpu_except_under_allgather(self):
         k_ = M.costs(self.cal)
         self.assertEqual(M.fetch_cpu(k_, "allgather", 16, 16, 32, "pmi-all"), 0.0)
         self.assertEqual(M.fetch_cpu(k_, "direct", 1, 64, 32, "pmi-all"), 0.0, "one node fetches nothing")
         tree = M.fetch_cpu(k_, "tree", 16, 16, 32, "pmi-all")
-        direct = M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-all")
+        direct = M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-all", hints=True)
         self.assertGreater(direct, tree, "a tree's fetch stops at the ancestor: half the links")
-        self.assertGreater(direct, 100 * M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-neighbours"))
+        self.assertGreater(direct, 100 * M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-neighbours", hints=True))
 
     def test_a_spawn_saturates_at_its_childrens_nodes(self):
         near = M.spawn_time(self.cal, 64, 64, 32)

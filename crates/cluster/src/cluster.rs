@@ -382,15 +382,23 @@ impl Cluster {
             }
             event => event,
         };
-        let (host, work) = match &event {
-            Event::Down { node, .. } | Event::Up { to: Some(node), .. } => (Some(*node), costs.frame_cpu),
-            Event::Up { to: None, .. } => (None, costs.frame_cpu),
-            Event::Pmi { node, .. } => (Some(*node), costs.pmi_serve),
+        let (host, frame) = match &event {
+            Event::Down { node, .. } | Event::Up { to: Some(node), .. } => (Some(*node), true),
+            Event::Up { to: None, .. } => (None, true),
+            Event::Pmi { node, .. } => (Some(*node), false),
             _ => return self.handle_now(event),
         };
         let now = self.now;
         let thread = host.unwrap_or(self.nodes.len());
         let mut daemon = self.threads[thread];
+        // A frame sent back to back with the one before it (arriving
+        // within a frame's CPU of it) is read with it: its own CPU, no
+        // wake-up of its own.
+        let work = match (frame, costs.frame_queued) {
+            (false, _) => costs.pmi_serve,
+            (true, Some(queued)) if daemon.arrives_with_previous(now, queued) => queued,
+            (true, _) => costs.frame_cpu,
+        };
         let done = daemon.run(self.res(host), now, work);
         self.threads[thread] = daemon;
         if done > self.now {

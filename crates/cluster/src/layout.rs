@@ -30,6 +30,10 @@ pub struct Costs {
     pub pmi_client: Duration,
     /// The daemon's (or launcher's) CPU to handle one link frame.
     pub frame_cpu: Duration,
+    /// The same for a frame that arrives while its receiver's thread is
+    /// still busy: read with the frames before it, it needs no wake-up of
+    /// its own (`None`: `frame_cpu` too).
+    pub frame_queued: Option<Duration>,
     /// A spawn's fixed cost before the launcher takes it (not CPU: it
     /// delays the request, the launcher serves others meanwhile).
     pub spawn_delay: Duration,
@@ -53,6 +57,7 @@ impl Default for Costs {
             pmi_serve: Duration::ZERO,
             pmi_client: Duration::ZERO,
             frame_cpu: Duration::ZERO,
+            frame_queued: None,
             spawn_delay: Duration::ZERO,
             cores: 0,
             one_host: false,

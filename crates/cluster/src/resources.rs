@@ -30,9 +30,19 @@ pub struct NodeResources {
 pub struct DaemonThread {
     /// When the thread is next free.
     free: Duration,
+    /// When its last frame arrived.
+    last_arrival: Option<Duration>,
 }
 
 impl DaemonThread {
+    /// A frame arriving at `at`: whether it comes within `window` of the
+    /// frame before it (sent back to back with it: the same read takes both).
+    pub fn arrives_with_previous(&mut self, at: Duration, window: Duration) -> bool {
+        let close = self.last_arrival.is_some_and(|last| at.saturating_sub(last) <= window);
+        self.last_arrival = Some(at);
+        close
+    }
+
     /// The daemon's work of `work` ready at `at`, on a core of `host`: when it is done.
     pub fn run(&mut self, host: &mut NodeResources, at: Duration, work: Duration) -> Duration {
         if work.is_zero() {
@@ -114,6 +124,16 @@ mod tests {
         assert_eq!(b.run(&mut host, Duration::ZERO, MS), MS, "another daemon does not wait for the first");
         assert_eq!(a.run(&mut host, Duration::ZERO, MS), 2 * MS, "one daemon is serial");
         assert_eq!(host.cpu(Duration::ZERO, 3 * MS), 4 * MS, "ranks queue behind the daemons for the cores");
+    }
+
+    #[test]
+    fn a_frame_close_behind_another_is_read_with_it() {
+        let mut d = DaemonThread::default();
+        let w = Duration::from_micros(9);
+        assert!(!d.arrives_with_previous(MS, w), "the first frame wakes the thread");
+        assert!(d.arrives_with_previous(MS + Duration::from_micros(5), w), "sent back to back");
+        assert!(d.arrives_with_previous(MS + Duration::from_micros(14), w), "a burst goes on");
+        assert!(!d.arrives_with_previous(2 * MS, w), "a frame on its own wakes it again");
     }
 
     #[test]

@@ -19,7 +19,10 @@
 //!   dedicated nodes `frame_cpu`, the launcher thread's measured CPU per
 //!   frame; on one host, and without it, `fence_per_node`: the per-node
 //!   slope of a fence is the launcher taking one more frame, waking on
-//!   shared cores). Each rank's start and end are one frame each to the
+//!   shared cores); a frame arriving within `frame_cpu` of the one before
+//!   it at the same thread (a burst sent back to back: a node's owner puts
+//!   and their acks) is read with it and costs `frame_cpu` alone, no
+//!   wake-up of its own. Each rank's start and end are one frame each to the
 //!   launcher, unmerged: at scale the launcher's serial `frame_cpu` per
 //!   rank is the exit phase;
 //! - each PMI request: `pmi_local_request` of the daemon's CPU (a remote
@@ -231,6 +234,7 @@ pub fn costs(cal: &Calibration, cores: usize, one_host: bool) -> Costs {
         // The host's CPU per get beyond the daemon's service: the client's.
         pmi_client: cal.field("pmi_local_request", "cpu_us").map_or(Duration::ZERO, |all| all.saturating_sub(cal.required("pmi_local_request"))),
         frame_cpu: frame_cost(cal, one_host),
+        frame_queued: cal.get("frame_cpu"),
         spawn_delay: cal.required("spawn_base"),
         cores,
         one_host,
