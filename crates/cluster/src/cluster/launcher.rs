@@ -27,6 +27,7 @@ pub(super) fn run_settings(layout: &Layout, owner: u32, warm_spawn: usize) -> Se
         label: false,
         kill_grace: layout.kill_grace,
         universe_size: i64::from(layout.slots) * layout.nodes as i64,
+        universe_follows: None,
         pmi_mode: PmiMode::Fd,
         no_oversubscribe: layout.no_oversubscribe,
         report_placement: false,
@@ -218,7 +219,7 @@ impl Cluster {
                 }
                 // No debugger here: a held job goes on at once.
                 TreeEffect::ProcsStarted(owner, job, _, true) => held.push((owner, job)),
-                TreeEffect::Flush(..) | TreeEffect::ProcsStarted(..) | TreeEffect::NodesLost(..) | TreeEffect::ToolOutput(..) => {}
+                TreeEffect::Flush(..) | TreeEffect::ProcsStarted(..) | TreeEffect::NodesLost(..) | TreeEffect::ToolOutput(..) | TreeEffect::NodeLeft(..) => {}
             }
         }
         for (owner, job) in held {

@@ -11,6 +11,7 @@
 //!   its own, answers `dpm status` and stops on `dpm down`.
 //! - [`grow`]: `dpm boot --add` (daemons joined to the running tree) and
 //!   `dpm boot --drain` (hosts that take nothing new and leave when empty).
+//! - `rendezvous`: `NAME.json`, rewritten (atomically) as the nodes change.
 //! - [`client`]: `dpm run` through the boot (plans its job locally —
 //!   programs, its environment, its directory — submits it with its
 //!   [`RunConfig`](crate::config::RunConfig), and relays output, signals and
@@ -27,6 +28,7 @@
 pub mod cli;
 pub mod client;
 pub mod grow;
+mod rendezvous;
 pub mod server;
 
 use std::path::PathBuf;

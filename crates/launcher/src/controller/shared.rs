@@ -53,6 +53,8 @@ pub struct Shared {
     pool_woken: Rc<Notify>,
     /// Told each lost node (a boot's server).
     lost: Option<mpsc::UnboundedSender<(NodeId, String)>>,
+    /// Told each drained node that left (a boot's server), its line.
+    left: Option<mpsc::UnboundedSender<String>>,
     /// A plain run's listed nodes without a daemon yet: started when first
     /// sent to ([`crate::controller::lazy`]).
     pub lazy: Option<crate::controller::lazy::Lazy>,
@@ -69,7 +71,8 @@ impl Shared {
     /// A tree over `nodes`, fed by `up`, the stream from its daemons.
     pub fn new(nodes: NodeTable, links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>) -> SharedRef {
         let tree = Tree::new(nodes, super::random_tag());
-        let shared = Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None, lazy: None };
+        let shared =
+            Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None, left: None, lazy: None };
         Rc::new(RefCell::new(shared))
     }
 
@@ -105,10 +108,15 @@ impl Shared {
         self.lost = Some(tx);
     }
 
+    /// Each drained node that left (its line) is told to `tx`, its link shut.
+    pub fn report_departures(&mut self, tx: mpsc::UnboundedSender<String>) {
+        self.left = Some(tx);
+    }
+
     /// One event of the tree, its effects carried out here.
     pub fn event<T>(&mut self, event: impl FnOnce(&mut Tree, &mut dyn TreeEffects) -> T) -> T {
-        let Shared { tree, links, io, pool_woken, lost, lazy, .. } = self;
-        event(tree, &mut Driver { links, lazy, io, pool_woken, lost })
+        let Shared { tree, links, io, pool_woken, lost, left, lazy, .. } = self;
+        event(tree, &mut Driver { links, lazy, io, pool_woken, lost, left })
     }
 
     /// Hand the tree what the daemons sent and no one took yet (before an
@@ -127,6 +135,7 @@ struct Driver<'a> {
     io: &'a mut HashMap<u32, RunIo>,
     pool_woken: &'a Notify,
     lost: &'a Option<mpsc::UnboundedSender<(NodeId, String)>>,
+    left: &'a Option<mpsc::UnboundedSender<String>>,
 }
 
 impl TreeEffects for Driver<'_> {
@@ -192,6 +201,15 @@ impl TreeEffects for Driver<'_> {
     fn nodes_lost(&mut self, node: NodeId, why: &str, _lost: &[NodeId]) {
         if let Some(tx) = self.lost {
             let _ = tx.send((node, why.to_string()));
+        }
+    }
+    fn node_left(&mut self, node: NodeId, line: &str) {
+        // A top-level node's link is its own: the shutdown reaches it alone.
+        if let Some(link) = find_link(self.links, node) {
+            link.shutdown();
+        }
+        if let Some(tx) = self.left {
+            let _ = tx.send(line.to_string());
         }
     }
     fn up_for_run(&mut self, owner: u32, node: NodeId, msg: &ToLauncher) {
