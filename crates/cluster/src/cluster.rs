@@ -32,6 +32,7 @@ use crate::process::{Proc, Script};
 use crate::resources::{DaemonThread, NodeResources};
 
 mod launcher;
+mod membership;
 mod scripted;
 
 use launcher::run_settings;
@@ -193,6 +194,8 @@ pub struct Cluster {
     /// (a broken one panics); on unless a caller turns it off (the startup
     /// model, sized for thousands of ranks: the check walks a node's ranks).
     pub check_nodes: bool,
+    /// Drained nodes whose daemon left, in order ([`Cluster::drain`]).
+    pub left: Vec<usize>,
 }
 
 impl Cluster {
@@ -241,6 +244,7 @@ impl Cluster {
             finished_at: None,
             layout,
             check_nodes: true,
+            left: Vec::new(),
         }
     }
 
@@ -436,7 +440,7 @@ impl Cluster {
     /// A node and its subtree go: their ranks die with their daemons (no exit
     /// is reported), and the link above reports the loss.
     fn lose_node(&mut self, node: usize) {
-        let gone: HashSet<usize> = tree::subtree(NodeId(node), self.layout.nodes, self.layout.fanout).into_iter().map(|n| n.0).collect();
+        let gone: HashSet<usize> = self.subtree_of(node).into_iter().collect();
         for &n in &gone {
             self.nodes[n].alive = false;
         }
@@ -445,8 +449,8 @@ impl Cluster {
         }
         // The parent's link sees it; daemons on the way up relay the `Up::Lost`.
         let mut hops = 1;
-        let mut at = NodeId(node);
-        while let Some(p) = tree::parent(at, self.layout.fanout) {
+        let mut at = node;
+        while let Some(p) = self.parent_of(at) {
             hops += 1;
             at = p;
         }
@@ -463,7 +467,7 @@ impl Cluster {
                     self.schedule_at(at, Event::Down { node: child.0, to, msg });
                 }
                 TreeAction::Parent { origin, msg } => {
-                    let to = tree::parent(NodeId(node), self.layout.fanout).map(|p| p.0);
+                    let to = self.parent_of(node);
                     let at = self.frame_arrival(Some(node), &msg);
                     self.schedule_at(at, Event::Up { to, origin, msg });
                 }

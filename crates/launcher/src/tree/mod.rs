@@ -202,8 +202,12 @@ impl Tree {
     /// nothing new, the pool's jobs there are dropped) before every run
     /// hears of it; the driver hears it last ([`TreeEffects::nodes_lost`]).
     pub fn on_up(&mut self, fx: &mut dyn TreeEffects, envelope: Up) {
+        let message = matches!(envelope, Up::From { .. });
         self.on_up_inner(fx, envelope);
-        self.release_drained(fx);
+        // (A message's own handler looked already.)
+        if !message {
+            self.release_drained(fx);
+        }
     }
 
     fn on_up_inner(&mut self, fx: &mut dyn TreeEffects, envelope: Up) {
@@ -249,6 +253,8 @@ impl Tree {
             Destination::Every => self.each_run(fx, |run, rfx| run.on_message(rfx, node, msg.clone())),
             Destination::Nowhere => tracing::trace!("message about a forgotten job from {node}: dropped"),
         }
+        // A rank's end may have emptied a drained node.
+        self.release_drained(fx);
     }
 
     /// The daemons' stream ended: every run hears so.
