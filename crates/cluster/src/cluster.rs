@@ -32,6 +32,7 @@ use crate::process::{Proc, Script};
 use crate::resources::{DaemonThread, NodeResources};
 
 mod launcher;
+mod membership;
 mod reform;
 mod scripted;
 
@@ -197,6 +198,8 @@ pub struct Cluster {
     /// (a broken one panics); on unless a caller turns it off (the startup
     /// model, sized for thousands of ranks: the check walks a node's ranks).
     pub check_nodes: bool,
+    /// Drained nodes whose daemon left, in order ([`Cluster::drain`]).
+    pub left: Vec<usize>,
 }
 
 impl Cluster {
@@ -246,6 +249,7 @@ impl Cluster {
             finished_at: None,
             layout,
             check_nodes: true,
+            left: Vec::new(),
         }
     }
 
@@ -453,7 +457,7 @@ impl Cluster {
         if self.reform.on {
             return self.lose_reforming(node);
         }
-        let gone: HashSet<usize> = tree::subtree(NodeId(node), self.layout.nodes, self.layout.fanout).into_iter().map(|n| n.0).collect();
+        let gone: HashSet<usize> = self.subtree_of(node).into_iter().collect();
         for &n in &gone {
             self.nodes[n].alive = false;
         }
@@ -462,8 +466,8 @@ impl Cluster {
         }
         // The parent's link sees it; daemons on the way up relay the `Up::Lost`.
         let mut hops = 1;
-        let mut at = NodeId(node);
-        while let Some(p) = tree::parent(at, self.layout.fanout) {
+        let mut at = node;
+        while let Some(p) = self.parent_of(at) {
             hops += 1;
             at = p;
         }

@@ -105,3 +105,64 @@ fn a_later_run_claims_the_job_an_earlier_run_left_in_the_pool_and_a_submission_e
     assert!(!c.pool_holds(kept[0]), "evicted and forgotten");
     assert_eq!((c.live(), c.load()), (0, 0));
 }
+
+#[test]
+fn a_boot_grows_and_shrinks_under_its_runs_and_a_released_host_frees_its_slots() {
+    use dpm_launcher::node_table::NodeState;
+    // 2 nodes of 2 slots; run a holds node 0.
+    let mut c = Cluster::new(Layout::nodes(2));
+    c.script("short", work(100)).script("long", work(2_000));
+    let a = c.submit("long", 2);
+    c.run_until(Duration::from_millis(50));
+    assert_eq!(nodes(&c, a), vec![0, 0]);
+    // A node joins: the next run fills node 1 and the new node 2.
+    let added = c.add_node(2);
+    assert_eq!(added, 2);
+    assert_eq!(c.tree().shared().nodes.usable_slots(), 6);
+    let b = c.begin_run(0);
+    let jb = c.submit("long", 4);
+    c.run_until(Duration::from_millis(100));
+    assert_eq!(nodes(&c, jb), vec![1, 1, 2, 2], "the added node takes ranks");
+    assert_eq!(c.load(), 6);
+    // Drained while its ranks run: it takes nothing new, stays until they end.
+    let said = c.drain(&[2], false).unwrap();
+    assert!(said.iter().any(|l| l.contains("node 2 (n2) draining: it takes no new ranks")), "{said:?}");
+    let d = c.begin_run(0);
+    let jd = c.submit("short", 2);
+    c.run_until(Duration::from_millis(150));
+    assert!(nodes(&c, jd).iter().all(|&n| n != 2), "a draining node took ranks: {:?}", nodes(&c, jd));
+    assert!(c.left.is_empty());
+    // Run b ends: node 2 leaves in that event; its slots are no longer the boot's.
+    c.run_until(Duration::from_millis(3_000));
+    assert_eq!((c.exit_of(b), c.exit_of(d)), (Some(0), Some(0)), "{:?}", c.said_to);
+    let t = &c.tree().shared().nodes;
+    assert_eq!(c.left, vec![2], "{:?} {:?} {:?}", t.state(dpm_kvs::NodeId(2)), t.loads(), t.parent(dpm_kvs::NodeId(2)));
+    assert_eq!(c.tree().shared().nodes.state(dpm_kvs::NodeId(2)), Some(NodeState::Released));
+    assert_eq!((c.tree().shared().nodes.usable_slots(), c.tree().shared().nodes.load(dpm_kvs::NodeId(2))), (4, 0));
+    // --force on node 1 while a run is there: that run ends as for a killed
+    // rank, the node leaves once its ranks are gone; the other run goes on.
+    let e = c.begin_run(0);
+    let je = c.submit("long", 3);
+    c.run_until(Duration::from_millis(3_100));
+    assert_eq!(nodes(&c, je), vec![0, 0, 1]);
+    let f = c.begin_run(0);
+    let jf = c.submit("short", 1);
+    c.run_until(Duration::from_millis(3_150));
+    assert_eq!(nodes(&c, jf), vec![1]);
+    let said = c.drain(&[0], true).unwrap();
+    assert!(said.iter().any(|l| l.contains("killed now (--force)")), "{said:?}");
+    c.run_until(Duration::from_millis(3_600));
+    let code = c.exit_of(e);
+    assert!(matches!(code, Some(code) if code != 0), "{code:?}: {:?}", c.said_to);
+    assert!(c.said_to.iter().any(|(o, l)| *o == e && l.contains("drained with --force")), "{:?}", c.said_to);
+    assert_eq!(c.exit_of(f), Some(0), "the run on node 1 alone ended well: {:?}", c.said_to);
+    assert_eq!(c.left, vec![2, 0]);
+    assert_eq!(c.tree().shared().nodes.usable_slots(), 2);
+    // The one node left serves the next run; the last node is not drained.
+    assert!(c.drain(&[1], false).is_err());
+    let g = c.begin_run(0);
+    let jg = c.submit("short", 2);
+    assert_eq!(c.run_until(LIMIT), Some(0), "{:?}", c.said_to);
+    assert_eq!((nodes(&c, jg), c.exit_of(g)), (vec![1, 1], Some(0)));
+    assert_eq!((c.live(), c.load()), (0, 0));
+}

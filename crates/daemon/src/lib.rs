@@ -56,6 +56,7 @@ pub mod refusals;
 pub mod spawn;
 pub mod spawner;
 pub mod stack;
+pub mod start_watch;
 pub mod stdio;
 mod tasks;
 pub mod tool;

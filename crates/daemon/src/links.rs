@@ -28,8 +28,11 @@ use dpm_proto::link::{Down, FrameReceiver, FrameSender, Up};
 use dpm_proto::tree::Bootstrap;
 
 use crate::liveness;
+use crate::start_watch::{StartLoss, StartWatch};
 
-/// How long a daemon may take to answer the handshake (ssh connection included).
+/// How long a daemon may take to answer the handshake (ssh connection
+/// included) — a daemon forked here that is starved of CPU, not hung,
+/// longer ([`crate::start_watch`]).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The `dpm daemon` flag that gives the link's silence timeout, in seconds.
@@ -143,13 +146,16 @@ impl ChildDaemon {
         let (node, host) = (self.node, self.host.clone());
         let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node, host: me.to_string() };
         let (stdin, stdout, on_stdin) = (&mut self.stdin, &mut self.stdout, self.secret_on_stdin);
+        // A forked daemon is this host's process: starved or hung, its
+        // scheduler account says (an ssh's or srun's says nothing of the daemon).
+        let local = if on_stdin { None } else { self.process.id() };
         let greeting = async move {
             if on_stdin {
                 write_frame(stdin, &secret.to_hex()).await?;
             }
             handshake(stdout, stdin, ours, Role::Daemon, secret).await
         };
-        match tokio::time::timeout(CONNECT_TIMEOUT, greeting).await {
+        match watched(greeting, local).await {
             Ok(Ok(hello)) if hello.node == node => Ok(()),
             Ok(Ok(hello)) => Err(format!("{node} ({host}): the daemon answered as {}", hello.node)),
             // The daemon (or ssh) exited: our greeting hits a closed pipe, or
@@ -162,7 +168,7 @@ impl ChildDaemon {
                 Err(format!("{node} ({host}): {e}"))
             }
             Ok(Err(e)) => Err(format!("{node} ({host}): {e}")),
-            Err(_) => Err(format!("{node} ({host}): no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+            Err(loss) => Err(format!("{node} ({host}): {loss}")),
         }
     }
 
@@ -188,6 +194,25 @@ impl ChildDaemon {
         };
         let (down, _reader) = bridge_link(node, stdout, stdin, local, on_lost, up);
         (down, process)
+    }
+}
+
+/// `greeting` until it is done, or until the [`StartWatch`] over the
+/// daemon (its process `local`, forked on this host, or remote) says it failed.
+async fn watched<T>(greeting: impl std::future::Future<Output = T>, local: Option<u32>) -> Result<T, StartLoss> {
+    let origin = tokio::time::Instant::now();
+    let mut watch = StartWatch::new(CONNECT_TIMEOUT);
+    let mut look = origin + watch.first_look();
+    tokio::pin!(greeting);
+    loop {
+        tokio::select! {
+            done = &mut greeting => return Ok(done),
+            _ = tokio::time::sleep_until(look) => {
+                let peer = local.map_or(liveness::Peer::Remote, liveness::probe);
+                let wait = watch.judge(origin.elapsed(), peer)?;
+                look = tokio::time::Instant::now() + wait;
+            }
+        }
     }
 }
 

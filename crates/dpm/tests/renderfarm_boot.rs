@@ -23,13 +23,13 @@ struct Boot {
 
 impl Boot {
     fn start(slots: u32) -> Boot {
+        Boot::start_with(&["-hosts", &format!("localhost:{slots}")])
+    }
+
+    /// A boot of `dpm boot ARGS`.
+    fn start_with(args: &[&str]) -> Boot {
         let dir = std::env::temp_dir().join(unique("dpm-farm-boot"));
-        let out = Command::new(dpm_bin())
-            .args(["boot", "-hosts", &format!("localhost:{slots}")])
-            .env("DPM_RUNTIME_DIR", &dir)
-            .env_remove("DPM_BOOT")
-            .output()
-            .expect("run dpm boot");
+        let out = Command::new(dpm_bin()).arg("boot").args(args).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
         assert!(out.status.success(), "dpm boot failed: {}", String::from_utf8_lossy(&out.stderr));
         Boot { dir }
     }
@@ -196,4 +196,59 @@ fn elastic_growth_backs_off_and_grows_into_a_slot_freed_late() {
     out.assert_stdout_lacks("grew to 3 workers");
     let series: Vec<String> = out.lines().into_iter().filter(|l| l.starts_with("farm: no room for another worker: ")).collect();
     assert!(series.first().is_some_and(|l| l.ends_with("; then grew")), "{series:?}\n{}", out.describe());
+}
+
+#[test]
+fn elastic_grows_into_a_host_added_to_the_boot_while_it_runs() {
+    if !povray_present() {
+        return;
+    }
+    // Two slots: the master and worker 1 fill them and are refused more.
+    // Then `dpm boot --add` joins a host of two slots (a forked daemon named
+    // as another host): the same farm, still running, grows into it with
+    // one soft spawn — workers 2 and 3 together, on the added host.
+    // Started by fork (one forked daemon), so that --add forks the next one.
+    let host = common::hostname();
+    let boot = Boot::start_with(&["-hosts", &format!("{host}:2"), "-launcher", "fork"]);
+    let mut farm = boot
+        .through(farm_cmd(
+            &["--no-oversubscribe", "--report-placement", "-n", "1"],
+            &[
+                "--mode",
+                "elastic",
+                "--workers",
+                "1",
+                "--max-workers",
+                "3",
+                "--width",
+                "96",
+                "--height",
+                "512",
+                "--grow-interval",
+                "0.2",
+                "--grow-interval-max",
+                "0.2",
+                "--verbose",
+                "--check",
+            ],
+        ))
+        .spawn();
+    boot.wait_for_load(2, Duration::from_secs(60), "the farm did not fill the slots");
+    farm.wait_for_lines("farm: spawn refused (", 2);
+    let added = format!("{host}-added");
+    let out = Command::new(dpm_bin())
+        .args(["boot", "--add", "-hosts", &format!("{added}:2")])
+        .env("DPM_RUNTIME_DIR", &boot.dir)
+        .env_remove("DPM_BOOT")
+        .output()
+        .expect("run dpm boot --add");
+    assert!(out.status.success(), "dpm boot --add: {}", String::from_utf8_lossy(&out.stderr));
+    let out = farm.wait();
+    assert_checked(&out, 16);
+    out.assert_stdout_contains("farm: grew to 3 workers: worker 3 spawned in");
+    let lines = out.lines();
+    let took = |wid: u32| lines.iter().find_map(|l| l.strip_prefix(&format!("farm: grew to {wid} workers: worker {wid} spawned in ")).map(String::from));
+    assert_eq!(took(2), took(3), "workers 2 and 3 came from one spawn\n{}", out.describe());
+    let placed = common::placement(&out.stderr_str());
+    assert!(placed.iter().any(|p| p.1 == "0-1" && p.2 == added), "not on the added host: {placed:?}\n{}", out.describe());
 }

@@ -314,6 +314,7 @@ pub fn settings(config: &RunConfig, universe_size: i64, spawn: SpawnContext, nod
         label: job.label,
         kill_grace: job.kill_grace,
         universe_size,
+        universe_follows: None,
         pmi_mode: job.pmi_mode,
         no_oversubscribe: job.no_oversubscribe,
         report_placement: job.report_placement,

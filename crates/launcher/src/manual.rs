@@ -25,6 +25,10 @@
 //! on SIGINT/SIGTERM/SIGHUP while waiting: the run then ends with 128 + the
 //! signal). The daemons form a flat tree: each is a direct child of the
 //! launcher, whatever `--tree-fanout` says.
+//!
+//! `dpm boot --add -launcher manual` joins hosts to a running boot the same
+//! way ([`join`]): the boot server listens and waits, the commands (each
+//! with the node's id in the tree) go to the `dpm boot --add` that asked.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -86,13 +90,40 @@ pub struct Connected {
 /// connected and authenticated. Each link is bridged to `up` as soon as it is
 /// in (heartbeats keep it alive while the others come), and returned, by node.
 pub async fn connect_all(nodes: &[Node], opts: &Manual, secret: &Secret, me: &str, up: &mpsc::UnboundedSender<Up>) -> Result<Vec<Connected>, Error> {
-    let failed = |e: &dyn std::fmt::Display| Error::failed(format!("-launcher manual: {e}"));
     // Signals first: from the moment the secret file exists, an interrupted
     // launcher must still remove it.
     let mut signals = Vec::new();
     for kind in [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()] {
         signals.push(signal(kind).map_err(|e| Error::failed(format!("cannot handle signals: {e}")))?);
     }
+    let waited: Vec<(NodeId, String)> = nodes.iter().enumerate().map(|(i, n)| (NodeId(i), n.host.clone())).collect();
+    wait_for(&waited, opts, secret, me, up, Some(&mut signals), &mut |line| Console::Local.say(line)).await
+}
+
+/// `dpm boot --add -launcher manual`: wait (within `opts.timeout`) for the
+/// daemons of `nodes` (their ids in the running tree, their hosts), whose
+/// commands are given to `say`, one line each.
+pub async fn join(
+    nodes: &[(NodeId, String)],
+    opts: &Manual,
+    secret: &Secret,
+    me: &str,
+    up: &mpsc::UnboundedSender<Up>,
+    say: &mut dyn FnMut(&str),
+) -> Result<Vec<Connected>, Error> {
+    wait_for(nodes, opts, secret, me, up, None, say).await
+}
+
+async fn wait_for(
+    nodes: &[(NodeId, String)],
+    opts: &Manual,
+    secret: &Secret,
+    me: &str,
+    up: &mpsc::UnboundedSender<Up>,
+    signals: Option<&mut [tokio::signal::unix::Signal]>,
+    say: &mut dyn FnMut(&str),
+) -> Result<Vec<Connected>, Error> {
+    let failed = |e: &dyn std::fmt::Display| Error::failed(format!("-launcher manual: {e}"));
     let bind = opts.bind.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     let listener = TcpListener::bind(bind).await.map_err(|e| failed(&format!("cannot listen on {bind}: {e}")))?;
     let local = listener.local_addr().map_err(|e| failed(&e))?;
@@ -104,8 +135,7 @@ pub async fn connect_all(nodes: &[Node], opts: &Manual, secret: &Secret, me: &st
     // Daemons connect to the address we listen on, or to this host's name
     // when we listen on all of them.
     let target = if local.ip().is_unspecified() { format!("{me}:{}", local.port()) } else { local.to_string() };
-    let console = Console::Local;
-    console.say(&format!(
+    say(&format!(
         "dpm: -launcher manual: listening on {local}; waiting up to {} s for {} daemon{}. Run on each node \
          (the secret file must be there too, mode 0600):",
         opts.timeout.as_secs(),
@@ -114,16 +144,17 @@ pub async fn connect_all(nodes: &[Node], opts: &Manual, secret: &Secret, me: &st
     ));
     // The run's -iface: each daemon's PMI ports on that interface of its host.
     let iface = dpm_daemon::iface::chosen().map(|i| format!(" {} {}", dpm_daemon::iface::IFACE_FLAG, shell_quote(&i.name))).unwrap_or_default();
-    for (i, node) in nodes.iter().enumerate() {
-        console.say(&format!(
-            "dpm:   node {i} ({}): {SECRET_FILE_ENV}={} {} daemon --connect {target} --node {i}{iface}",
-            node.host,
+    for (node, host) in nodes {
+        say(&format!(
+            "dpm:   node {} ({host}): {SECRET_FILE_ENV}={} {} daemon --connect {target} --node {}{iface}",
+            node.0,
             shell_quote(&file.path().display().to_string()),
-            shell_quote(&exe.display().to_string())
+            shell_quote(&exe.display().to_string()),
+            node.0
         ));
     }
 
-    let result = accept(listener, nodes, opts.timeout, secret, me, up, &mut signals).await;
+    let result = accept(listener, nodes, opts.timeout, secret, me, up, signals).await;
     // Every node is in (or the run is over): nobody needs the file any more.
     drop(file);
     result
@@ -155,27 +186,27 @@ fn make_room(pending: &mut VecDeque<Pending>) -> bool {
     }
 }
 
-/// A caller's handshake: its node, stream and hello, or why it was refused.
-type Handshake = Result<(NodeId, TcpStream, Hello), Refusal>;
+/// A caller's handshake: its place among the nodes waited for, stream and
+/// hello, or why it was refused.
+type Handshake = Result<(usize, TcpStream, Hello), Refusal>;
 async fn accept(
     listener: TcpListener,
-    nodes: &[Node],
+    nodes: &[(NodeId, String)],
     timeout: Duration,
     secret: &Secret,
     me: &str,
     up: &mpsc::UnboundedSender<Up>,
-    signals: &mut [tokio::signal::unix::Signal],
+    mut signals: Option<&mut [tokio::signal::unix::Signal]>,
 ) -> Result<Vec<Connected>, Error> {
     let n = nodes.len();
     let deadline = tokio::time::Instant::now() + timeout;
     let secret = Rc::new(secret.clone());
-    // Nodes whose daemon is in: a second one for them is refused at its hello.
-    let taken = Rc::new(RefCell::new(vec![false; n]));
+    // Nodes whose daemon is in (by their place in `nodes`): a second one
+    // for them is refused at its hello.
+    let taken = Rc::new(RefCell::new(Waited { ids: nodes.iter().map(|n| n.0).collect(), taken: vec![false; n] }));
     let mut links: Vec<Option<Connected>> = (0..n).map(|_| None).collect();
     let mut handshakes: JoinSet<(SocketAddr, Handshake)> = JoinSet::new();
     let mut pending: VecDeque<Pending> = VecDeque::new();
-    let [sigint, sigterm, sighup] = signals else { unreachable!("three signals registered") };
-    let interrupted = |what, signal: nix::sys::signal::Signal| Err(Error::Interrupted { what, signal: signal as i32 });
     while links.iter().any(Option::is_none) {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -197,16 +228,20 @@ async fn accept(
                 }
             },
             Some(done) = handshakes.join_next() => match done {
-                Ok((_, Ok((node, stream, hello)))) if links[node.0].is_none() => {
+                Ok((_, Ok((at, stream, hello)))) if links[at].is_none() => {
+                    let (node, host) = (&nodes[at].0, &nodes[at].1);
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
-                    Console::Local.say(&format!("dpm: {node} ({}) connected from {from} (host {})", nodes[node.0].host, hello.host));
+                    tracing::info!("{node} ({host}) connected from {from} (host {})", hello.host);
+                    if signals.is_some() {
+                        Console::Local.say(&format!("dpm: {node} ({host}) connected from {from} (host {})", hello.host));
+                    }
                     let (r, w) = stream.into_split();
-                    let (down, reader) = links::bridge_link(node, r, w, None, || {}, up.clone());
-                    links[node.0] = Some(Connected { node, down, reader });
+                    let (down, reader) = links::bridge_link(*node, r, w, None, || {}, up.clone());
+                    links[at] = Some(Connected { node: *node, down, reader });
                 }
-                Ok((_, Ok((node, stream, _)))) => {
+                Ok((_, Ok((at, stream, _)))) => {
                     let from = stream.peer_addr().map_or_else(|_| "?".into(), |a| a.to_string());
-                    tracing::warn!("refused a connection from {from}: {node} is already connected");
+                    tracing::warn!("refused a connection from {from}: {} is already connected", nodes[at].0);
                 }
                 Ok((addr, Err(e))) => tracing::warn!("refused a connection from {addr}: {e}"),
                 // An evicted connection's task ends cancelled: said when evicted.
@@ -214,7 +249,7 @@ async fn accept(
                 Err(e) => tracing::warn!("a connection's handshake failed: {e}"),
             },
             _ = tokio::time::sleep_until(deadline) => {
-                let missing: Vec<String> = (0..n).filter(|&i| links[i].is_none()).map(|i| format!("{i} ({})", nodes[i].host)).collect();
+                let missing: Vec<String> = (0..n).filter(|&i| links[i].is_none()).map(|i| format!("{} ({})", nodes[i].0.0, nodes[i].1)).collect();
                 return Err(Error::failed(format!(
                     "-launcher manual: node{} {} did not connect within {} s (start them with the commands above; --connect-timeout sets the wait)",
                     if missing.len() == 1 { "" } else { "s" },
@@ -222,9 +257,14 @@ async fn accept(
                     timeout.as_secs()
                 )));
             }
-            _ = sigint.recv() => return interrupted("interrupted (SIGINT)", nix::sys::signal::Signal::SIGINT),
-            _ = sigterm.recv() => return interrupted("terminated (SIGTERM)", nix::sys::signal::Signal::SIGTERM),
-            _ = sighup.recv() => return interrupted("hung up (SIGHUP)", nix::sys::signal::Signal::SIGHUP),
+            signal = next_signal(&mut signals) => {
+                let what = match signal {
+                    nix::sys::signal::Signal::SIGINT => "interrupted (SIGINT)",
+                    nix::sys::signal::Signal::SIGTERM => "terminated (SIGTERM)",
+                    _ => "hung up (SIGHUP)",
+                };
+                return Err(Error::Interrupted { what, signal: signal as i32 });
+            }
         }
     }
     // Dropping the listener and the handshakes still going on: nothing else
@@ -232,6 +272,26 @@ async fn accept(
     drop(listener);
     handshakes.abort_all();
     Ok(links.into_iter().flatten().collect())
+}
+
+/// The first of SIGINT, SIGTERM, SIGHUP (registered in that order); never,
+/// without them (a boot server's join: the server handles its signals).
+async fn next_signal(signals: &mut Option<&mut [tokio::signal::unix::Signal]>) -> nix::sys::signal::Signal {
+    use nix::sys::signal::Signal;
+    let Some([sigint, sigterm, sighup]) = signals.as_deref_mut() else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = sigint.recv() => Signal::SIGINT,
+        _ = sigterm.recv() => Signal::SIGTERM,
+        _ = sighup.recv() => Signal::SIGHUP,
+    }
+}
+
+/// The nodes a launcher waits for and which of them are in.
+struct Waited {
+    ids: Vec<NodeId>,
+    taken: Vec<bool>,
 }
 
 /// Greet one connection: its hello must name a node of this run not yet
@@ -245,8 +305,8 @@ enum Refusal {
     Slow,
     #[error(transparent)]
     Frame(#[from] FrameError),
-    #[error("it claims {node}, but this run has nodes 0 to {last}")]
-    NoSuchNode { node: NodeId, last: usize },
+    #[error("it claims {node}, but nodes {waited} are the ones waited for")]
+    NoSuchNode { node: NodeId, waited: String },
     #[error("{0} is already connected")]
     Taken(NodeId),
     #[error("{node} (host {host}): {source}")]
@@ -255,7 +315,8 @@ enum Refusal {
     Reunite(#[from] tokio::net::tcp::ReuniteError),
 }
 
-async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, me: &str, spoke: &Cell<bool>) -> Result<(NodeId, TcpStream, Hello), Refusal> {
+/// The caller's place in the nodes waited for, its stream and hello.
+async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Waited>, me: &str, spoke: &Cell<bool>) -> Result<(usize, TcpStream, Hello), Refusal> {
     let _ = stream.set_nodelay(true);
     let (mut r, mut w) = stream.into_split();
     let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node: NodeId(0), host: me.to_string() };
@@ -264,17 +325,17 @@ async fn admit(stream: TcpStream, secret: &Secret, taken: &RefCell<Vec<bool>>, m
     let hello = tokio::time::timeout(HELLO_TIMEOUT, answer_hello(&mut r, &mut w, ours, Role::Daemon)).await.map_err(|_| Refusal::Silent)??;
     spoke.set(true);
     let node = hello.node;
-    let n = taken.borrow().len();
-    if node.0 >= n {
-        return Err(Refusal::NoSuchNode { node, last: n - 1 });
-    }
-    if taken.borrow()[node.0] {
+    let Some(at) = taken.borrow().ids.iter().position(|&n| n == node) else {
+        let ids: Vec<String> = taken.borrow().ids.iter().map(|n| n.0.to_string()).collect();
+        return Err(Refusal::NoSuchNode { node, waited: ids.join(", ") });
+    };
+    if taken.borrow().taken[at] {
         return Err(Refusal::Taken(node));
     }
     authenticate(&mut r, &mut w, secret, Role::Launcher, node).await.map_err(|source| Refusal::Proof { node, host: hello.host.clone(), source })?;
-    taken.borrow_mut()[node.0] = true;
+    taken.borrow_mut().taken[at] = true;
     let stream = r.reunite(w)?;
-    Ok((node, stream, hello))
+    Ok((at, stream, hello))
 }
 
 /// `text` as one shell word.

@@ -312,7 +312,7 @@ pub const OPTIONS: &[Opt] = &[
         "SECS",
         1,
         S::Nodes,
-        "how long -launcher manual waits for the daemons\nto connect (default 300); also DPM_CONNECT_TIMEOUT",
+        "how long -launcher manual waits for the daemons\nto connect (default 300), and dpm boot --add for\nthe new ones (default 60; manual 300); also\nDPM_CONNECT_TIMEOUT",
     ),
     opt(
         K::Fanout,
@@ -443,8 +443,10 @@ pub const OPTIONS: &[Opt] = &[
         S::Boot,
         "grow the running boot: start a daemon on each host\n\
          the node options name (-hosts, -f, an allocation)\n\
-         through the boot's launcher (or -launcher) and\n\
-         join it; later runs and spawns use its slots",
+         through the boot's launcher (or -launcher; manual:\n\
+         print the commands to run) and join it, waiting up\n\
+         to --connect-timeout (default 60, manual 300); later\n\
+         runs and spawns, soft spawns of runs going, use its slots",
     ),
     opt(
         K::BootDrain,
@@ -614,11 +616,12 @@ const BOOT_TAIL: &str = "\
 The nodes default to this machine (inside a batch allocation, Slurm, LSF,
 Grid Engine or PBS: its nodes, started through its agent).
 -launcher manual needs --foreground: it prints the daemons' command lines
-and waits for them.
+and waits for them (`--add -launcher manual` prints them too, for the hosts
+it adds, and waits up to --connect-timeout).
 
 Files live in $DPM_RUNTIME_DIR, else $XDG_RUNTIME_DIR/dpm, else
 /tmp/dpm-<uid> (mode 0700): NAME.sock (control socket, owner only),
-NAME.json (rendezvous: pid, nodes), NAME.log. NAME is $DPM_BOOT, else
+NAME.json (rendezvous: pid, nodes; rewritten as they change), NAME.log. NAME is $DPM_BOOT, else
 slurm-<jobid>, lsf-<jobid>, sge-<jobid> or pbs-<jobid> inside such an
 allocation, else 'default'.
 

@@ -18,8 +18,9 @@ use crate::{AppSpec, PmiMode, ProcSpec};
 /// [`JobSettings::hold`], [`JobSettings::on_timeout`]; 9: [`ToServer::Add`],
 /// [`ToServer::Drain`], [`ToClient::Changed`], [`NodeStatus::state`],
 /// [`BootStatus::slots_known`]; 10: a tool daemon in [`ToServer::Continue`];
-/// 11: [`RankStatus::pmi`], [`RunStatus::states_signal`], [`RunStatus::states_listed`]).
-pub const CONTROL_VERSION: u32 = 11;
+/// 11: [`RankStatus::pmi`], [`RunStatus::states_signal`], [`RunStatus::states_listed`];
+/// 12: [`ToServer::Add`]'s `timeout_secs` and `manual`, [`ToClient::Note`]).
+pub const CONTROL_VERSION: u32 = 12;
 
 /// A job submitted by `dpm run`, planned on the client (programs resolved in
 /// its directory, its environment); placed and launched by the server.
@@ -176,7 +177,19 @@ pub enum ToServer {
     /// `dpm boot --add`: start a daemon on each of these hosts and join it
     /// to the tree; `bootstrap`: how, when the command named a launcher (or
     /// its allocation's agent) — else the boot's own way.
-    Add { version: u32, nodes: Vec<(String, u32)>, bootstrap: Option<crate::tree::Bootstrap> },
+    /// `timeout_secs`: how long the new daemons may take to connect
+    /// (`--connect-timeout`; `None`: the server's default). `manual`:
+    /// `-launcher manual`, the user starts them with the commands the
+    /// server sends back ([`ToClient::Note`]).
+    Add {
+        version: u32,
+        nodes: Vec<(String, u32)>,
+        bootstrap: Option<crate::tree::Bootstrap>,
+        #[serde(default)]
+        timeout_secs: Option<u64>,
+        #[serde(default)]
+        manual: Option<ManualJoin>,
+    },
     /// `dpm boot --drain`: these hosts take no new ranks; each one's daemon
     /// leaves once its ranks ended (`force`: they are killed now).
     Drain { version: u32, hosts: Vec<String>, force: bool },
@@ -196,6 +209,9 @@ pub enum ToClient {
     /// The answer to [`ToServer::Add`] or [`ToServer::Drain`]: what
     /// changed, a line per node (the request was carried out whole).
     Changed(Vec<String>),
+    /// A line for the one who asked, while the request is under way
+    /// (`dpm boot --add -launcher manual`: the commands to run).
+    Note(String),
     /// Every rank of a job of the run has started (in rank order), for the
     /// client's MPIR table; `held`: they wait for [`ToServer::Continue`].
     Procs {
@@ -267,4 +283,13 @@ pub struct RankStatus {
     /// (``waits in PMI `barrier_in` for 4.8 s``), as `--report-state-on-timeout` says it.
     #[serde(default)]
     pub pmi: Option<String>,
+}
+
+/// `dpm boot --add -launcher manual`: where the boot server listens for
+/// the new daemons (`--bind`; `None`: every IPv4 address, a free port) and
+/// the name they connect to when it listens on every address (`-localhost`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManualJoin {
+    pub bind: Option<String>,
+    pub connect_host: Option<String>,
 }

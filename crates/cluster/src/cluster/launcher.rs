@@ -14,7 +14,7 @@ use dpm_kvs::{JobId, NodeId};
 use dpm_launcher::run::{Destination, Run, Settings};
 use dpm_launcher::spawn::SpawnContext;
 use dpm_launcher::tree::{RunInput, Tree, TreeEffect, TreeEffects};
-use dpm_proto::{tree, LaunchJob, PmiMode, ToDaemon, ToLauncher};
+use dpm_proto::{LaunchJob, PmiMode, ToDaemon, ToLauncher};
 
 use super::{Cluster, Event, EPOCH_MICROS};
 use crate::layout::Layout;
@@ -27,6 +27,7 @@ pub(super) fn run_settings(layout: &Layout, owner: u32, warm_spawn: usize) -> Se
         label: false,
         kill_grace: layout.kill_grace,
         universe_size: i64::from(layout.slots) * layout.nodes as i64,
+        universe_follows: None,
         pmi_mode: PmiMode::Fd,
         no_oversubscribe: layout.no_oversubscribe,
         report_placement: false,
@@ -169,9 +170,9 @@ impl Cluster {
         if let Some(job) = answer.filter(|j| !self.spawn_answers.contains(j)) {
             self.spawn_answers.push(job);
         }
-        let Some(top) = tree::top_in(node, self.layout.fanout, self.layout.nodes, &self.reform.tops) else { return };
+        let Some(top) = self.top_of(node.0) else { return };
         let at = self.frame_arrival(None, &msg);
-        self.schedule_at(at, Event::Down { node: top.0, to: node, msg });
+        self.schedule_at(at, Event::Down { node: top, to: node, msg });
     }
 
     /// One event of the tree, its effects carried out; the tree's
@@ -187,7 +188,7 @@ impl Cluster {
     /// Carry out what the tree asked; true if it wrote output, whose credit
     /// was handed back and may have asked for more.
     fn apply_tree_effects(&mut self) -> bool {
-        let (mut written, mut held) = (Vec::new(), Vec::new());
+        let (mut written, mut held, mut left) = (Vec::new(), Vec::new(), Vec::new());
         for effect in self.tree_fx.take() {
             match effect {
                 TreeEffect::Send(node, msg) => self.send_down(node, msg),
@@ -219,8 +220,12 @@ impl Cluster {
                 }
                 // No debugger here: a held job goes on at once.
                 TreeEffect::ProcsStarted(owner, job, _, true) => held.push((owner, job)),
+                TreeEffect::NodeLeft(node, _) => left.push(node),
                 TreeEffect::Flush(..) | TreeEffect::ProcsStarted(..) | TreeEffect::NodesLost(..) | TreeEffect::ToolOutput(..) => {}
             }
+        }
+        for node in left {
+            self.node_left(node);
         }
         for (owner, job) in held {
             self.tree.on_run(&mut self.tree_fx, owner, RunInput::Continue(job));

@@ -87,6 +87,13 @@ pub fn hello() -> String {
     require(repo_root().join("examples/hello"))
 }
 
+/// The MPICH venv's python (with mpi4py), made by ./scripts/setup.sh.
+pub fn venv_python() -> String {
+    let python = repo_root().join(".venv/bin/python");
+    assert!(python.is_file(), "{} is missing: run ./scripts/setup.sh (it creates the venv with mpi4py)", python.display());
+    python.to_string_lossy().into_owned()
+}
+
 fn require(path: PathBuf) -> String {
     if !path.is_file() {
         panic!(

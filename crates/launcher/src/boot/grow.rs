@@ -4,7 +4,7 @@
 //! leaves once its ranks ended (`--force`: they are killed now).
 //!
 //! The state changes in the tree's events ([`crate::tree::Tree::join`],
-//! `joined`, `drain`, `leaving`) over its [`NodeTable`](crate::node_table::NodeTable);
+//! `joined`, `drain`; a drained node leaves in the event that empties it) over its [`NodeTable`](crate::node_table::NodeTable);
 //! what is here moves bytes: starting the daemons, adding their links,
 //! sending the shutdowns.
 //!
@@ -22,12 +22,12 @@ use tokio::sync::mpsc;
 
 use dpm_kvs::NodeId;
 use dpm_proto::auth::Secret;
-use dpm_proto::control::{ToClient, ToServer, CONTROL_VERSION};
+use dpm_proto::control::{ManualJoin, ToClient, ToServer, CONTROL_VERSION};
 use dpm_proto::frame::read_frame;
 use dpm_proto::link::Up;
 use dpm_proto::tree;
 
-use crate::controller::{DaemonLink, SharedRef};
+use crate::controller::DaemonLink;
 use crate::error::{Error, UsageError};
 
 /// What the boot server keeps to start daemons into its running tree.
@@ -45,16 +45,43 @@ pub(super) struct Growth {
 
 impl Growth {
     /// Start a daemon for each of `nodes` (already in the table) and link it
-    /// below the server ([`crate::controller::lazy::join`]); the links, one per node.
-    pub async fn start(&self, nodes: &[NodeId], hosts: Vec<String>, bootstrap: &tree::Bootstrap) -> Result<Vec<DaemonLink>, String> {
+    /// below the server within `within` ([`crate::controller::lazy::join`]); the links, one per node.
+    pub async fn start(&self, nodes: &[NodeId], hosts: Vec<String>, bootstrap: &tree::Bootstrap, within: Duration) -> Result<Vec<DaemonLink>, String> {
         let up = self.joins.upgrade().ok_or("the boot's daemon links are gone")?;
-        let linked = crate::controller::lazy::join(nodes, hosts, bootstrap, &self.secret, &up, self.verbose).await?;
+        let linked = crate::controller::lazy::join(nodes, hosts, bootstrap, &self.secret, &up, self.verbose, within).await?;
         let mut out = Vec::with_capacity(linked.len());
         for (link, child) in linked {
             self.children.borrow_mut().push(child);
             out.push(link);
         }
         Ok(out)
+    }
+
+    /// `-launcher manual`: wait (within `within`) for the daemons of `nodes`
+    /// (ids and hosts) the user starts by hand with the commands given to
+    /// `say` ([`crate::manual::join`]); the links, one per node.
+    pub async fn wait_manual(
+        &self,
+        nodes: &[(NodeId, String)],
+        how: &ManualJoin,
+        within: Duration,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<Vec<DaemonLink>, String> {
+        let up = self.joins.upgrade().ok_or("the boot's daemon links are gone")?;
+        let bind = match &how.bind {
+            Some(b) => Some(b.parse().map_err(|e| format!("--bind {b}: {e}"))?),
+            None => None,
+        };
+        let manual = crate::manual::Manual { bind, timeout: within, connect_host: how.connect_host.clone() };
+        let me = how.connect_host.clone().unwrap_or_else(crate::machine::this_host);
+        let connected = crate::manual::join(nodes, &manual, &self.secret, &me, &up, say).await.map_err(|e| e.to_string())?;
+        Ok(connected
+            .into_iter()
+            .map(|c| {
+                let host = nodes.iter().find(|n| n.0 == c.node).map_or_else(String::new, |n| n.1.clone());
+                DaemonLink { via: c.down, node: c.node, host }
+            })
+            .collect())
     }
 
     /// After the shutdown went down every link: wait (at most a second) for
@@ -70,36 +97,23 @@ impl Growth {
     }
 }
 
-/// The nodes that may leave now ([`crate::tree::Tree::leaving`]): their
-/// links shut, released in the table. The lines to log.
-pub(super) fn leave_drained(shared: &SharedRef) -> Vec<String> {
-    let mut shared = shared.borrow_mut();
-    let leaving = shared.tree.leaving();
-    leaving
-        .into_iter()
-        .map(|(node, line)| {
-            // A top-level node's link is its own: the shutdown reaches it alone.
-            if let Some(link) = shared.links().iter().find(|l| l.node == node) {
-                link.shutdown();
-            }
-            line
-        })
-        .collect()
-}
-
-/// `dpm boot --add` / `dpm boot --drain`: send the request, print what changed.
+/// `dpm boot --add` / `dpm boot --drain`: send the request, print what
+/// changed (and, while a manual join waits, the commands to run, on stderr).
 pub fn request_command(msg: ToServer) -> Result<i32, Error> {
     crate::runtime::block_on_local(async move {
         let (mut rd, _wr) = super::client::request(msg).await?;
-        match read_frame::<_, ToClient>(&mut rd).await {
-            Ok(ToClient::Changed(lines)) => {
-                for line in lines {
-                    println!("dpm boot: {line}");
+        loop {
+            match read_frame::<_, ToClient>(&mut rd).await {
+                Ok(ToClient::Note(line)) => eprintln!("{line}"),
+                Ok(ToClient::Changed(lines)) => {
+                    for line in lines {
+                        println!("dpm boot: {line}");
+                    }
+                    return Ok(0);
                 }
-                Ok(0)
+                Ok(ToClient::Refused(why)) => return Err(Error::failed(why)),
+                _ => return Err(Error::failed("no answer from the boot server")),
             }
-            Ok(ToClient::Refused(why)) => Err(Error::failed(why)),
-            _ => Err(Error::failed("no answer from the boot server")),
         }
     })
 }
@@ -111,16 +125,39 @@ pub fn add_request(opts: &crate::cli::RunOptions, config: &crate::config::RunCon
     let host = opts.localhost.clone().unwrap_or_else(crate::machine::this_host);
     let choice = crate::hosts::nodes_and_bootstrap(opts, config, &host)?;
     let explicit = config.launcher.is_some() || choice.allocation.is_some();
+    let mut manual = None;
     let bootstrap = match choice.bootstrap {
         crate::nodes::Bootstrap::Tree(b) => explicit.then_some(b),
         // One node here: forked, as a virtual node would be.
         crate::nodes::Bootstrap::InProcess => explicit.then_some(tree::Bootstrap::Fork),
-        crate::nodes::Bootstrap::Manual(_) => {
-            return Err(
-                UsageError::new("dpm boot --add: -launcher manual is not supported (start the boot with the hosts, or use ssh, srun or a batch agent)").into()
-            )
+        crate::nodes::Bootstrap::Manual(m) => {
+            manual = Some(ManualJoin { bind: m.bind.map(|a| a.to_string()), connect_host: m.connect_host });
+            None
         }
     };
     let nodes = choice.nodes.into_iter().map(|n| (n.host, n.slots)).collect();
-    Ok(ToServer::Add { version: CONTROL_VERSION, nodes, bootstrap })
+    Ok(ToServer::Add { version: CONTROL_VERSION, nodes, bootstrap, timeout_secs: join_timeout(opts)?, manual })
+}
+
+/// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`: how long the added
+/// daemons may take to connect (`None`: the server's default, see
+/// [`crate::controller::lazy::JOIN_TIMEOUT`]); 0 is refused (a join
+/// needs time to connect).
+fn join_timeout(opts: &crate::cli::RunOptions) -> Result<Option<u64>, UsageError> {
+    let given = match opts.connect_timeout {
+        Some(t) => Some((t, format!("--connect-timeout {t}"))),
+        None => match std::env::var("DPM_CONNECT_TIMEOUT").ok().filter(|v| !v.trim().is_empty()) {
+            Some(v) => {
+                let secs = crate::cli::parse_secs(&v)
+                    .ok_or_else(|| UsageError(format!("DPM_CONNECT_TIMEOUT={v}: not a number of seconds (0 to {})", crate::options::MAX_SECS)))?;
+                Some((secs, format!("DPM_CONNECT_TIMEOUT={v}")))
+            }
+            None => None,
+        },
+    };
+    match given {
+        Some((0, what)) => Err(UsageError(format!("dpm boot --add: {what}: the new daemons need time to connect (1 s or more)"))),
+        Some((secs, _)) => Ok(Some(secs)),
+        None => Ok(None),
+    }
 }

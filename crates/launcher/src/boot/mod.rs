@@ -13,6 +13,7 @@
 //!   node connect back here and serve on as top-level daemons.
 //! - [`grow`]: `dpm boot --add` (daemons joined to the running tree) and
 //!   `dpm boot --drain` (hosts that take nothing new and leave when empty).
+//! - `rendezvous`: `NAME.json`, rewritten (atomically) as the nodes change.
 //! - [`client`]: `dpm run` through the boot (plans its job locally —
 //!   programs, its environment, its directory — submits it with its
 //!   [`RunConfig`](crate::config::RunConfig), and relays output, signals and
@@ -30,6 +31,7 @@ pub mod cli;
 pub mod client;
 pub mod grow;
 pub mod reform;
+mod rendezvous;
 pub mod server;
 
 use std::path::PathBuf;

@@ -10,7 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -37,8 +37,8 @@ pub(super) struct Server {
     shared: SharedRef,
     /// Starting daemons into the running tree (`dpm boot --add`).
     growth: super::grow::Growth,
-    /// Runs are ending: a drained node may leave.
-    drained_check: Notify,
+    /// `NAME.json`, written again after each change of the nodes.
+    rendezvous: super::rendezvous::Rendezvous,
     /// The nodes' slots were given (see [`hosts::NodeChoice`]).
     slots_known: bool,
     /// The batch allocation the nodes came from, for `dpm status`.
@@ -96,12 +96,14 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let (links, up, waiter) = daemons.split();
     let shared = Shared::new(NodeTable::new(node_list.iter().map(|n| (n.host.clone(), n.slots)), fanout), links.clone(), up);
     let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
+    let (left_tx, mut left_rx) = mpsc::unbounded_channel::<String>();
     // `--warm-spawn=N`: the runs' unclaimed pooled jobs are kept for later
     // runs, N per shape, for `DPM_WARM_IDLE` (`run::Pool`).
     {
         let mut s = shared.borrow_mut();
         s.tree.shared_mut().pool.set_policy(config.job.warm_spawn.unwrap_or(0), config.warm_idle);
         s.report_losses(lost_tx);
+        s.report_departures(left_tx);
     }
     tokio::task::spawn_local(controller::drive_pool_timer(shared.clone()));
     tokio::task::spawn_local(controller::dispatch(shared.clone()));
@@ -121,10 +123,8 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     };
     // The directory is private already; the socket is too, in case it moves.
     let _ = std::fs::set_permissions(&files.socket, std::fs::Permissions::from_mode(0o600));
-    let rendezvous = rendezvous_json(&node_list, fanout);
-    if let Err(e) = write_private(&files.rendezvous, &rendezvous) {
-        tracing::warn!("{}: {e}", files.rendezvous.display());
-    }
+    let rendezvous = super::rendezvous::Rendezvous::new(files.rendezvous.clone(), fanout);
+    rendezvous.write(&shared.borrow().tree.shared().nodes);
     let summary = format!("{} node{} up (pid {})", node_list.len(), if node_list.len() == 1 { "" } else { "s" }, std::process::id());
     tracing::info!("{summary}; listening on {}", files.socket.display());
     if ready_on_stdout {
@@ -134,7 +134,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     let server = Rc::new(Server {
         shared,
         growth,
-        drained_check: Notify::new(),
+        rendezvous,
         slots_known,
         allocation,
         fanout,
@@ -182,17 +182,10 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
                 tracing::info!("dpm down: stopping");
                 break;
             }
-            // A run ended while a node drains (or, while one does, now and
-            // then: ranks of runs still going end too): it may leave now.
-            _ = server.drained_check.notified() => {
-                for line in super::grow::leave_drained(&server.shared) {
-                    tracing::info!("{line}");
-                }
-            }
-            _ = tokio::time::sleep(Duration::from_millis(250)), if server.shared.borrow().tree.any_draining() => {
-                for line in super::grow::leave_drained(&server.shared) {
-                    tracing::info!("{line}");
-                }
+            // A drained node emptied and left (its link is shut already).
+            Some(line) = left_rx.recv() => {
+                tracing::info!("{line}");
+                server.write_rendezvous();
             }
             // Recorded in the tree before any run heard it, told here last.
             Some((node, error)) = lost_rx.recv() => {
@@ -209,6 +202,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
                     break;
                 }
                 tracing::warn!("{node} ({host}) was lost: {error}; the runs with ranks there end, the boot goes on with {left} node(s)");
+                server.write_rendezvous();
             }
             Some(Input::Signal(sig)) = inputs.recv() => {
                 tracing::info!("got {}; stopping", controller::signal_name(sig));
@@ -264,24 +258,14 @@ async fn shutdown(links: &[DaemonLink], waiter: nodes::DaemonsWaiter, growth: &s
     growth.wait().await;
 }
 
-fn rendezvous_json(nodes: &[nodes::Node], fanout: usize) -> String {
-    let nodes: Vec<serde_json::Value> = nodes.iter().map(|n| serde_json::json!({ "host": n.host, "slots": n.slots })).collect();
-    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    serde_json::json!({
-        "pid": std::process::id(),
-        "version": env!("CARGO_PKG_VERSION"),
-        "protocol": CONTROL_VERSION,
-        "started": started,
-        "fanout": fanout,
-        "nodes": nodes,
-    })
-    .to_string()
-}
-
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).mode(0o600).open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")
+impl Server {
+    /// The rendezvous file for the nodes as they are now (not once the
+    /// boot goes down: its files are gone then).
+    fn write_rendezvous(&self) {
+        if !self.going_down.get() {
+            self.rendezvous.write(&self.shared.borrow().tree.shared().nodes);
+        }
+    }
 }
 
 /// One control connection: a run, a status query or `dpm down`.
@@ -316,21 +300,35 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
         ToServer::Status { .. } => {
             let _ = write_frame(&mut wr, &ToClient::Status(status(&server))).await;
         }
-        ToServer::Add { nodes, bootstrap, .. } => {
-            let answer = match add(&server, nodes, bootstrap).await {
+        ToServer::Add { nodes, bootstrap, timeout_secs, manual, .. } => {
+            // Notes (a manual join's commands) go out while the join waits.
+            let (note_tx, mut notes) = mpsc::unbounded_channel::<String>();
+            let writer = tokio::task::spawn_local(async move {
+                while let Some(line) = notes.recv().await {
+                    if write_frame(&mut wr, &ToClient::Note(line)).await.is_err() {
+                        break;
+                    }
+                }
+                wr
+            });
+            let how = Join { bootstrap, within: timeout_secs.map(Duration::from_secs), manual };
+            let answer = match add(&server, nodes, how, note_tx).await {
                 Ok(lines) => ToClient::Changed(lines),
                 Err(why) => ToClient::Refused(why),
             };
-            let _ = write_frame(&mut wr, &answer).await;
+            if let Ok(mut wr) = writer.await {
+                let _ = write_frame(&mut wr, &answer).await;
+            }
         }
         ToServer::Drain { hosts, force, .. } => {
             let drained = server.shared.borrow_mut().event(|tree, fx| tree.drain(fx, &hosts, force));
             let answer = match drained {
-                Ok(mut lines) => {
+                Ok(lines) => {
+                    // (A node that left at once is logged as it leaves, too.)
                     for line in &lines {
                         tracing::info!("{line}");
                     }
-                    lines.extend(super::grow::leave_drained(&server.shared));
+                    server.write_rendezvous();
                     ToClient::Changed(lines)
                 }
                 Err(why) => ToClient::Refused(why),
@@ -346,24 +344,47 @@ async fn serve_client(server: Rc<Server>, stream: UnixStream) {
     }
 }
 
+/// How `dpm boot --add` starts its daemons.
+struct Join {
+    /// The way the command named (`None`: the boot's own).
+    bootstrap: Option<dpm_proto::tree::Bootstrap>,
+    /// `--connect-timeout` (`None`: [`crate::controller::lazy::JOIN_TIMEOUT`],
+    /// or, by hand, [`crate::manual::DEFAULT_TIMEOUT`]).
+    within: Option<Duration>,
+    /// `-launcher manual`: the user starts them.
+    manual: Option<dpm_proto::control::ManualJoin>,
+}
+
 /// `dpm boot --add`: the nodes into the table (taking nothing until their
 /// daemons are in), their daemons started through the boot's way (or the
-/// one the command named) and linked; refused whole, nothing left behind,
-/// if one cannot start or connect within [`crate::controller::lazy::JOIN_TIMEOUT`].
-async fn add(server: &Server, nodes: Vec<(String, u32)>, bootstrap: Option<dpm_proto::tree::Bootstrap>) -> Result<Vec<String>, String> {
+/// one the command named; by hand with `-launcher manual`, the commands
+/// sent to `notes`) and linked; refused whole, nothing left behind, if one
+/// cannot start or connect in time.
+async fn add(server: &Server, nodes: Vec<(String, u32)>, how: Join, notes: mpsc::UnboundedSender<String>) -> Result<Vec<String>, String> {
     if server.going_down.get() {
         return Err("the boot is going down".into());
     }
-    let Some(bootstrap) = bootstrap.or_else(|| server.growth.bootstrap.clone()) else {
+    let bootstrap = how.bootstrap.or_else(|| server.growth.bootstrap.clone());
+    if bootstrap.is_none() && how.manual.is_none() {
         return Err("this boot's daemons were not started by fork, ssh, srun or a batch agent: say how to start the new ones (-launcher)".into());
-    };
+    }
     let (ids, hosts) = {
         let mut shared = server.shared.borrow_mut();
         let ids = shared.tree.join(&nodes).map_err(|e| e.to_string())?;
         let table = &shared.tree.shared().nodes;
         (ids, table.ids().map(|n| table.host(n).to_string()).collect::<Vec<_>>())
     };
-    match server.growth.start(&ids, hosts, &bootstrap).await {
+    let started = match (&how.manual, bootstrap) {
+        (Some(manual), _) => {
+            let waited: Vec<(dpm_kvs::NodeId, String)> = ids.iter().map(|&n| (n, hosts[n.0].clone())).collect();
+            let within = how.within.unwrap_or(crate::manual::DEFAULT_TIMEOUT);
+            server.growth.wait_manual(&waited, manual, within, &mut |line| drop(notes.send(line.to_string()))).await
+        }
+        (None, Some(bootstrap)) => server.growth.start(&ids, hosts, &bootstrap, how.within.unwrap_or(crate::controller::lazy::JOIN_TIMEOUT)).await,
+        (None, None) => Err("no way to start the new daemons".into()),
+    };
+    drop(notes);
+    match started {
         Ok(links) => {
             let mut shared = server.shared.borrow_mut();
             shared.add_links(links);
@@ -371,6 +392,8 @@ async fn add(server: &Server, nodes: Vec<(String, u32)>, bootstrap: Option<dpm_p
             for line in &said {
                 tracing::info!("{line}");
             }
+            drop(shared);
+            server.write_rendezvous();
             Ok(said)
         }
         Err(e) => {
@@ -492,9 +515,6 @@ async fn run_for_client(server: &Rc<Server>, mut submit: Submit, mut rd: tokio::
     reader.abort();
     server.runs.borrow_mut().remove(&id);
     server.runs_changed.notify_waiters();
-    if server.shared.borrow().tree.any_draining() {
-        server.drained_check.notify_one();
-    }
 }
 
 /// Write a run's output, and its jobs' process tables (MPIR in the
@@ -568,6 +588,8 @@ fn settings_for(server: &Server, config: &RunConfig, submit: &Submit) -> (Settin
     );
     let mut settings = config::settings(config, universe_size, spawn, slots.clone(), server.fanout, submit.client_pid);
     settings.heap_nodes = server.shared.borrow().tree.shared().nodes.first();
+    // A universe of the boot's slots (no `-usize`) grows and shrinks with the boot.
+    settings.universe_follows = (config.job.universe_size.is_none() && universe_size >= 0).then_some(submit.procs.len() as u32);
     let (ppn, map_by_node, pmi_mode, kvs, binding) =
         (config.job.ppn, config.job.map_by_node, config.job.pmi_mode, config.job.kvs, Box::new(config.job.binding.clone()));
     let (pmix_watch, hold) = (config.job.pmix_watch, config.job.hold);

@@ -36,8 +36,9 @@ pub const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_HELD: usize = 4096;
 
 /// Start a daemon on each of `nodes` (indexes into `hosts`, the tree's
-/// every host) and link it straight below this process, within
-/// [`JOIN_TIMEOUT`]: each node's link and agent process, in node order.
+/// every host) and link it straight below this process, within `within`
+/// ([`JOIN_TIMEOUT`] unless `dpm boot --add` was given one): each node's
+/// link and agent process, in node order.
 pub async fn join(
     nodes: &[NodeId],
     hosts: Vec<String>,
@@ -45,13 +46,14 @@ pub async fn join(
     secret: &Secret,
     up: &mpsc::UnboundedSender<Up>,
     verbose: u8,
+    within: Duration,
 ) -> Result<Vec<(DaemonLink, Child)>, String> {
     // Flat: as wide as the list, so no joined daemon starts children.
     let spec = TreeSpec { fanout: hosts.len().max(1), hosts, bootstrap: bootstrap.clone(), trace: false, verbose, rejoin: None };
     let me = crate::machine::this_host();
-    let linked = match tokio::time::timeout(JOIN_TIMEOUT, links::start_children(nodes, &spec, &me, secret, up)).await {
+    let linked = match tokio::time::timeout(within, links::start_children(nodes, &spec, &me, secret, up)).await {
         Ok(linked) => linked?,
-        Err(_) => return Err(format!("its daemon did not connect within {} s", JOIN_TIMEOUT.as_secs())),
+        Err(_) => return Err(format!("its daemon did not connect within {} s", within.as_secs())),
     };
     let mut out: Vec<(DaemonLink, Child)> =
         linked.into_iter().map(|c| (DaemonLink { via: c.down, node: c.node, host: spec.hosts[c.node.0].clone() }, c.process)).collect();
@@ -133,7 +135,7 @@ async fn start_one(shared: SharedRef, node: NodeId) {
     };
     let host = hosts.get(node.0).cloned().unwrap_or_default();
     tracing::info!("{node} ({host}): starting its daemon, first needed now");
-    let started = join(&[node], hosts, &bootstrap, &secret, &up, verbose).await;
+    let started = join(&[node], hosts, &bootstrap, &secret, &up, verbose, JOIN_TIMEOUT).await;
     let mut s = shared.borrow_mut();
     match started {
         Ok(mut linked) if linked.len() == 1 => {

@@ -53,6 +53,8 @@ pub struct Shared {
     pool_woken: Rc<Notify>,
     /// Told each lost node (a boot's server).
     lost: Option<mpsc::UnboundedSender<(NodeId, String)>>,
+    /// Told each drained node that left (a boot's server), its line.
+    left: Option<mpsc::UnboundedSender<String>>,
     /// A plain run's listed nodes without a daemon yet: started when first
     /// sent to ([`crate::controller::lazy`]).
     pub lazy: Option<crate::controller::lazy::Lazy>,
@@ -78,7 +80,7 @@ impl Shared {
     pub fn new(nodes: NodeTable, links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>) -> SharedRef {
         let tree = Tree::new(nodes, super::random_tag());
         let shared =
-            Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None, lazy: None, reattach: None };
+            Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None, left: None, lazy: None, reattach: None };
         Rc::new(RefCell::new(shared))
     }
 
@@ -137,10 +139,15 @@ impl Shared {
         Ok(back)
     }
 
+    /// Each drained node that left (its line) is told to `tx`, its link shut.
+    pub fn report_departures(&mut self, tx: mpsc::UnboundedSender<String>) {
+        self.left = Some(tx);
+    }
+
     /// One event of the tree, its effects carried out here.
     pub fn event<T>(&mut self, event: impl FnOnce(&mut Tree, &mut dyn TreeEffects) -> T) -> T {
-        let Shared { tree, links, io, pool_woken, lost, lazy, reattach, .. } = self;
-        event(tree, &mut Driver { links, lazy, io, pool_woken, lost, reattach })
+        let Shared { tree, links, io, pool_woken, lost, left, lazy, reattach, .. } = self;
+        event(tree, &mut Driver { links, lazy, io, pool_woken, lost, left, reattach })
     }
 
     /// Hand the tree what the daemons sent and no one took yet (before an
@@ -160,6 +167,7 @@ struct Driver<'a> {
     pool_woken: &'a Notify,
     lost: &'a Option<mpsc::UnboundedSender<(NodeId, String)>>,
     reattach: &'a Option<std::rc::Weak<RefCell<Shared>>>,
+    left: &'a Option<mpsc::UnboundedSender<String>>,
 }
 
 impl TreeEffects for Driver<'_> {
@@ -243,6 +251,15 @@ impl TreeEffects for Driver<'_> {
                 }
             }
         });
+    }
+    fn node_left(&mut self, node: NodeId, line: &str) {
+        // A top-level node's link is its own: the shutdown reaches it alone.
+        if let Some(link) = find_link(self.links, node) {
+            link.shutdown();
+        }
+        if let Some(tx) = self.left {
+            let _ = tx.send(line.to_string());
+        }
     }
     fn up_for_run(&mut self, owner: u32, node: NodeId, msg: &ToLauncher) {
         let Some(io) = self.io.get_mut(&owner) else { return };

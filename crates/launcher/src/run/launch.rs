@@ -13,7 +13,14 @@ use crate::spawn::SpawnContext;
 pub struct Settings {
     pub label: bool,
     pub kill_grace: Duration,
+    /// The run's `MPI_UNIVERSE_SIZE` (negative: unset), fixed at its start
+    /// for every job of it.
     pub universe_size: i64,
+    /// A booted run given no `-usize` whose universe is the boot's slots:
+    /// `Some(world)`. Its spawns are limited by the boot's usable slots as
+    /// they are at the spawn (never below `world`), so a run that is going
+    /// grows into hosts `dpm boot --add` adds ([`Settings::spawn_universe`]).
+    pub universe_follows: Option<u32>,
     pub pmi_mode: PmiMode,
     /// Refuse spawns beyond the universe size instead of oversubscribing.
     pub no_oversubscribe: bool,
@@ -42,6 +49,18 @@ pub struct Settings {
     pub binding: dpm_binding::BindPolicy,
     /// What the run reports of its ranks at `--timeout`.
     pub on_timeout: dpm_proto::control::TimeoutReport,
+}
+
+impl Settings {
+    /// The universe a spawn is placed within now: the fixed universe size,
+    /// or, where it follows the boot, the usable slots of `nodes` now
+    /// (never below the run's world).
+    pub fn spawn_universe(&self, nodes: &crate::node_table::NodeTable) -> i64 {
+        match self.universe_follows {
+            Some(world) if self.universe_size >= 0 => nodes.usable_slots().max(i64::from(world)),
+            _ => self.universe_size,
+        }
+    }
 }
 
 /// A planned job that cannot be run as it is: refused before anything starts.

@@ -129,7 +129,8 @@ pub(super) fn plan_and_place(settings: &Settings, fx: &mut dyn RunEffects, comma
 /// made room for all it asked for.
 fn place(settings: &Settings, fx: &mut dyn RunEffects, plan: &SpawnPlan, oversubscribe: bool) -> Result<(Reservation, Option<Vec<u32>>), PlaceError> {
     let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
-    let universe = settings.universe_size;
+    // The boot's slots as they are now, where the run's universe follows them.
+    let universe = settings.spawn_universe(&fx.shared().nodes);
     // The pool's jobs made for this run first, then those kept for
     // later runs (a job being claimed is the run's: its spawn holds it).
     let owner = Some(settings.owner);

@@ -383,7 +383,8 @@ impl WarmPool {
             }
             let apps: Vec<usize> = plan.job.procs.iter().map(|p| p.app).collect();
             let nodes = &mut fx.shared().nodes;
-            let slots = match nodes.place_spawn(&apps, &plan.nodes, false, settings.universe_size).and_then(|node_of| nodes.reserve(&node_of)) {
+            let universe = settings.spawn_universe(nodes);
+            let slots = match nodes.place_spawn(&apps, &plan.nodes, false, universe).and_then(|node_of| nodes.reserve(&node_of)) {
                 Ok(s) => s,
                 Err(e) => return say(settings, fx, &format!("no free slots for another pooled job of {}: {e}", shape.describe(parent))),
             };

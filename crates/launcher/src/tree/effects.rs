@@ -46,6 +46,9 @@ pub trait TreeEffects {
     /// daemons to re-attach ([`super::Tree::reattach`]); the driver gives
     /// each one still detached after its wait to [`super::Tree::on_up`] as lost.
     fn nodes_detached(&mut self, _node: NodeId, _detached: &[NodeId]) {}
+    /// A drained node is empty and released in the table (`line` says so):
+    /// shut its daemon's link.
+    fn node_left(&mut self, _node: NodeId, _line: &str) {}
     /// A message up about a job of the run of `owner`, before that run
     /// handles it (what the driver records: `-print-all-exitcodes`).
     fn up_for_run(&mut self, _owner: u32, _node: NodeId, _msg: &ToLauncher) {}
@@ -143,6 +146,7 @@ pub enum TreeEffect {
     WakePool(u64),
     ProcsStarted(u32, JobId, Vec<ProcInfo>, bool),
     NodesLost(NodeId, String, Vec<NodeId>),
+    NodeLeft(NodeId, String),
 }
 
 /// A [`TreeEffects`] that records every effect, with a virtual clock
@@ -218,5 +222,8 @@ impl TreeEffects for TreeRecorder {
     }
     fn nodes_lost(&mut self, node: NodeId, why: &str, lost: &[NodeId]) {
         self.effects.push(TreeEffect::NodesLost(node, why.to_string(), lost.to_vec()));
+    }
+    fn node_left(&mut self, node: NodeId, line: &str) {
+        self.effects.push(TreeEffect::NodeLeft(node, line.to_string()));
     }
 }

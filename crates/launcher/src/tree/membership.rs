@@ -1,7 +1,9 @@
 //! The tree's membership events: nodes that join a running tree
 //! (`dpm boot --add`), drain and leave it (`dpm boot --drain`). The driver
 //! starts and links the daemons (`boot::grow`); the table, the pool and the
-//! runs change here, through [`TreeEffects`] only.
+//! runs change here, through [`TreeEffects`] only. A drained node leaves in
+//! the event that empties it (a rank's end, a run's, a pooled job's
+//! eviction): [`TreeEffects::node_left`], its link for the driver to shut.
 
 use dpm_kvs::NodeId;
 
@@ -81,6 +83,8 @@ impl Tree {
                 self.force_off(fx, node, &host);
             }
         }
+        self.draining = true;
+        said.extend(self.release_drained(fx));
         Ok(said)
     }
 
@@ -105,19 +109,27 @@ impl Tree {
         }
     }
 
-    /// The drained nodes that may leave now (empty, nothing below them,
-    /// linked straight to the driver): released in the table. Each with a
-    /// line; the driver shuts their links.
-    pub fn leaving(&mut self) -> Vec<(NodeId, String)> {
+    /// After an event, while a node drains: the drained nodes that may
+    /// leave now (empty, nothing below them, linked straight to the
+    /// driver) are released in the table, each told the driver
+    /// ([`TreeEffects::node_left`]). Their lines.
+    pub(super) fn release_drained(&mut self, fx: &mut dyn TreeEffects) -> Vec<String> {
+        if !self.draining {
+            return Vec::new();
+        }
         let nodes = &mut self.parts.nodes;
         let leaving: Vec<NodeId> = nodes.ids().filter(|&n| nodes.may_leave(n) && nodes.parent(n).is_none()).collect();
-        leaving
+        let lines = leaving
             .into_iter()
             .map(|node| {
                 nodes.release_node(node);
-                (node, format!("{node} ({}) drained: its daemon left, its {} slot(s) released", nodes.host(node), nodes.slots(node)))
+                let line = format!("{node} ({}) drained: its daemon left, its {} slot(s) released", nodes.host(node), nodes.slots(node));
+                fx.node_left(node, &line);
+                line
             })
-            .collect()
+            .collect();
+        self.draining = self.any_draining();
+        lines
     }
 
     /// Whether a node drains and waits to leave (checked again as ranks end).

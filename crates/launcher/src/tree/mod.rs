@@ -74,12 +74,15 @@ pub struct Tree {
     /// When the pool asked to be woken (µs since the epoch); a stale timer
     /// is ignored ([`Tree::on_pool_timer`]).
     pool_wake: Option<u64>,
+    /// A node drains and may leave once empty ([`Tree::drain`]): the events
+    /// that free slots look whether it may go now.
+    draining: bool,
 }
 
 impl Tree {
     /// A tree over `nodes`; `run_tag`: the random part of its kvsnames.
     pub fn new(nodes: NodeTable, run_tag: u128) -> Self {
-        Tree { parts: TreeShared::new(nodes, run_tag), runs: BTreeMap::new(), pool_wake: None }
+        Tree { parts: TreeShared::new(nodes, run_tag), runs: BTreeMap::new(), pool_wake: None, draining: false }
     }
 
     /// What the runs share, for reading (status, placement, hosts).
@@ -150,7 +153,9 @@ impl Tree {
         self.make_room(fx, procs);
         let (job, kvsname) = self.parts.new_job_id();
         let launch = first(job, kvsname, &self.parts.nodes);
-        self.launch(fx, owner, launch)
+        let launched = self.launch(fx, owner, launch);
+        self.release_drained(fx);
+        launched
     }
 
     /// Kept pooled jobs give their slots up to a first job of `procs`
@@ -184,6 +189,7 @@ impl Tree {
             RunInput::Settle => run.settle(rfx),
             RunInput::DaemonsGone => run.on_daemons_gone(rfx),
         });
+        self.release_drained(fx);
     }
 
     /// The run of `owner` is over and its driver is done with it: the tree
@@ -199,6 +205,15 @@ impl Tree {
     /// nothing new, the pool's jobs there are dropped) before every run
     /// hears of it; the driver hears it last ([`TreeEffects::nodes_lost`]).
     pub fn on_up(&mut self, fx: &mut dyn TreeEffects, envelope: Up) {
+        let message = matches!(envelope, Up::From { .. });
+        self.on_up_inner(fx, envelope);
+        // (A message's own handler looked already.)
+        if !message {
+            self.release_drained(fx);
+        }
+    }
+
+    fn on_up_inner(&mut self, fx: &mut dyn TreeEffects, envelope: Up) {
         match envelope {
             Up::From { node, msg } => self.on_message(fx, node, msg),
             Up::Lost { node, error } => {
@@ -241,6 +256,8 @@ impl Tree {
             Destination::Every => self.each_run(fx, |run, rfx| run.on_message(rfx, node, msg.clone())),
             Destination::Nowhere => tracing::trace!("message about a forgotten job from {node}: dropped"),
         }
+        // A rank's end may have emptied a drained node.
+        self.release_drained(fx);
     }
 
     /// The daemons' stream ended: every run hears so.
@@ -254,6 +271,7 @@ impl Tree {
             self.pool_wake = None;
             let now = fx.now_micros();
             self.with_pool(fx, |pool, nodes, pfx| pool.on_timer(pfx, nodes, now));
+            self.release_drained(fx);
         }
     }
 

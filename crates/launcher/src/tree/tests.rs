@@ -162,3 +162,62 @@ fn a_stale_pool_timer_does_nothing_and_a_second_run_of_one_owner_is_refused() {
     let refused = tree.submit(&mut rec, 99, 1, |_, _, _| unreachable!("no job is made for no run"));
     assert!(matches!(refused, Err(LaunchError::NoRun { owner: 99, .. })), "{refused:?}");
 }
+
+/// The nodes that left, from the effects recorded.
+fn left(rec: &TreeRecorder) -> Vec<NodeId> {
+    rec.effects.iter().filter_map(|e| if let TreeEffect::NodeLeft(n, _) = e { Some(*n) } else { None }).collect()
+}
+
+#[test]
+fn a_drained_node_leaves_in_the_event_that_empties_it() {
+    let (mut tree, mut rec) = tree();
+    let a = submit(&mut tree, &mut rec, 10, 2);
+    let b = submit(&mut tree, &mut rec, 20, 2);
+    assert_eq!((nodes(&rec, a), nodes(&rec, b)), (vec![0, 0], vec![1, 1]));
+    // Node 1: top-level, no children. Its two ranks still run: it stays.
+    let said = tree.drain(&mut rec, &["h1".to_string()], false).unwrap();
+    tree.check_invariants();
+    assert!(said[0].contains("draining: it takes no new ranks"), "{said:?}");
+    assert!(left(&rec).is_empty());
+    // A joined node, empty: it leaves at once, said in the answer and told the driver.
+    let joined = tree.join(&[("h4".to_string(), 2)]).unwrap();
+    tree.joined(&joined);
+    let said = tree.drain(&mut rec, &["h4".to_string()], false).unwrap();
+    assert!(said.iter().any(|l| l.contains("node 4 (h4) drained: its daemon left")), "{said:?}");
+    assert_eq!(left(&rec), vec![NodeId(4)]);
+    let mut exits = nodes_of(&rec, b).into_iter();
+    let (rank, node) = exits.next().unwrap();
+    let exit = |rank: Rank| RankExit { job: b, rank, pid: 1000 * (b.0 + 1) + rank.0, status: ExitStatus::Code(0), pmi: PmiProgress::Finalized, at: 10 };
+    up(&mut tree, &mut rec, node, ToLauncher::Exited(exit(rank)));
+    assert_eq!(left(&rec), vec![NodeId(4)], "one rank is still there");
+    // The last rank's end is the event in which node 1 leaves: no poll.
+    let (rank, node) = exits.next().unwrap();
+    up(&mut tree, &mut rec, node, ToLauncher::Exited(exit(rank)));
+    assert_eq!(left(&rec), vec![NodeId(4), NodeId(1)]);
+    assert_eq!(tree.shared().nodes.state(NodeId(1)), Some(crate::node_table::NodeState::Released));
+    assert!(!tree.any_draining());
+    // Further events tell nothing more.
+    finalize_all(&mut tree, &mut rec, a);
+    assert_eq!(left(&rec).len(), 2);
+}
+
+#[test]
+fn a_booted_runs_spawn_universe_follows_the_nodes_it_has_now() {
+    let (mut tree, _) = tree();
+    let fixed = settings(10);
+    let follows = Settings { universe_follows: Some(3), ..settings(10) };
+    let nodes = &mut tree.shared_mut().nodes;
+    assert_eq!((fixed.spawn_universe(nodes), follows.spawn_universe(nodes)), (8, 8));
+    let added = nodes.join("h4", 4).unwrap();
+    assert_eq!(follows.spawn_universe(nodes), 8, "a joining node is no part of it yet");
+    nodes.joined(added);
+    assert_eq!((fixed.spawn_universe(nodes), follows.spawn_universe(nodes)), (8, 12));
+    for n in 0..4 {
+        nodes.drain(NodeId(n));
+    }
+    assert_eq!(follows.spawn_universe(nodes), 4);
+    nodes.drain(added);
+    assert_eq!(follows.spawn_universe(nodes), 3, "never below the run's world");
+    let unset = Settings { universe_size: -1, universe_follows: Some(3), ..settings(10) };
+    assert_eq!(unset.spawn_universe(nodes), -1, "unset stays unset");
+}

@@ -27,6 +27,7 @@ pub(crate) fn settings_for(slots: &[u32]) -> Settings {
         label: false,
         kill_grace: GRACE,
         universe_size: slots.iter().map(|&s| i64::from(s)).sum(),
+        universe_follows: None,
         pmi_mode: PmiMode::Fd,
         no_oversubscribe: false,
         report_placement: false,
