@@ -51,10 +51,10 @@ impl Cluster {
         self.left.push(node.0);
     }
 
-    /// The node above `node` (`None`: the launcher), a joined node's
-    /// being the launcher.
+    /// Where node `node`'s messages up go (`None`: the launcher): a joined
+    /// node's, and a re-attached one's, go to the launcher.
     pub(super) fn parent_of(&self, node: usize) -> Option<usize> {
-        if node >= self.layout.nodes {
+        if node >= self.layout.nodes || self.reform.tops.contains(&NodeId(node)) {
             return None;
         }
         tree::parent(NodeId(node), self.layout.fanout).map(|p| p.0)

@@ -28,14 +28,6 @@ impl Cluster {
         self.with_tree(|tree, _| tree.shared_mut().nodes.enable_reform());
     }
 
-    /// Where node `node`'s messages up go (`None`: the launcher).
-    pub(super) fn parent_of(&self, node: usize) -> Option<usize> {
-        if self.reform.tops.contains(&NodeId(node)) {
-            return None;
-        }
-        tree::parent(NodeId(node), self.layout.fanout).map(|p| p.0)
-    }
-
     /// `node`'s daemon alone dies with its ranks; see the module documentation.
     pub(super) fn lose_reforming(&mut self, node: usize) {
         self.nodes[node].alive = false;

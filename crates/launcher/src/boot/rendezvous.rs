@@ -41,6 +41,7 @@ impl Rendezvous {
                 let state = match table.state(n)? {
                     NodeState::Up => "up",
                     NodeState::Draining => "draining",
+                    NodeState::Detached => "detached",
                     NodeState::Joining | NodeState::Lost | NodeState::Released => return None,
                 };
                 Some(serde_json::json!({ "host": table.host(n), "slots": table.slots(n), "state": state }))
