@@ -79,8 +79,18 @@ impl Shared {
     /// A tree over `nodes`, fed by `up`, the stream from its daemons.
     pub fn new(nodes: NodeTable, links: Vec<DaemonLink>, up: mpsc::UnboundedReceiver<Up>) -> SharedRef {
         let tree = Tree::new(nodes, super::random_tag());
-        let shared =
-            Shared { tree, links, up: Some(up), daemons_gone: false, io: HashMap::new(), pool_woken: Rc::default(), lost: None, left: None, lazy: None, reattach: None };
+        let shared = Shared {
+            tree,
+            links,
+            up: Some(up),
+            daemons_gone: false,
+            io: HashMap::new(),
+            pool_woken: Rc::default(),
+            lost: None,
+            left: None,
+            lazy: None,
+            reattach: None,
+        };
         Rc::new(RefCell::new(shared))
     }
 
