@@ -157,6 +157,9 @@ where
                                 }
                             }
                             if relinked_tx.send(new_writer).is_ok() {
+                                // What went up through the lost parent may be
+                                // lost with it: this subtree says it again.
+                                resync(&tree, &down_tx);
                                 (reader, parent_pid) = (new_reader, None);
                                 continue;
                             }
@@ -192,7 +195,10 @@ where
             let mut out = Outbound { writer: Some(writer), relinked: Some(relinked_rx), frames: std::collections::VecDeque::new() };
             loop {
                 let waiting = tokio::time::Instant::now();
+                // A new link first: what comes after it (a resync) must
+                // not go to the lost parent.
                 let next = tokio::select! {
+                    biased;
                     relinked = recv_or_never(&mut out.relinked) => Next::Relinked(relinked),
                     up = tokio::time::timeout(HEARTBEAT_EVERY, tree_up_rx.recv()), if out.writer.is_some() => Next::Up(up),
                 };
@@ -288,8 +294,9 @@ impl Outbound {
             let Some(frame) = self.frames.front() else { return true };
             let relinked = &mut self.relinked;
             let sent = tokio::select! {
-                sent = writer.send(frame) => Ok(sent),
+                biased;
                 next = recv_or_never(relinked) => Err(next),
+                sent = writer.send(frame) => Ok(sent),
             };
             match sent {
                 Ok(Ok(())) => {
@@ -366,6 +373,7 @@ async fn read_parent(
                 let _ = down_tx.send(Down::Shutdown);
                 return None;
             }
+            Ok(Down::Resync) => resync(tree, down_tx),
             Ok(Down::To { node: to, msg }) => {
                 let mut tree = tree.borrow_mut();
                 let actions = tree.node.from_parent(to, msg);
@@ -384,6 +392,15 @@ async fn read_parent(
             }
         }
     }
+}
+
+/// The path up changed (a daemon above was lost): this node's reactor and
+/// every daemon below re-send what may have been lost ([`Down::Resync`]).
+fn resync(tree: &Rc<RefCell<Tree>>, down_tx: &mpsc::UnboundedSender<Down>) {
+    for child in tree.borrow().children.values() {
+        let _ = child.send(Down::Resync);
+    }
+    let _ = down_tx.send(Down::Resync);
 }
 
 /// Connect to the launcher's re-attach listener at `addr` and open the link

@@ -50,6 +50,13 @@ pub enum Down {
     Suspend,
     /// The parent runs again: its silence is judged afresh from now.
     Resume,
+    /// The path up changed: a daemon above was lost and this subtree
+    /// re-attached to the launcher. What went up through the lost daemon
+    /// may be lost with it: the daemon re-sends its ranks' exits (the
+    /// launcher takes an exit it knows as a no-op) and forgets the output
+    /// bytes not yet acknowledged (its output window reopens), and passes
+    /// this on to its children.
+    Resync,
 }
 
 /// Child → parent.

@@ -115,6 +115,7 @@ pub(crate) async fn serve(config: DaemonConfig, mut down: mpsc::UnboundedReceive
             msg = down.recv() => match msg {
                 Some(Down::To { msg, .. }) => node.borrow_mut().with(|r, io| r.on_message(io, msg)),
                 Some(Down::Shutdown) | None => break,
+                Some(Down::Resync) => node.borrow_mut().with(|r, io| r.resync(io)),
                 Some(Down::Tree(_) | Down::Heartbeat | Down::Starved { .. } | Down::Suspend | Down::Resume) => {} // the link's business
             },
             Some(event) = events_rx.recv() => node.borrow_mut().on_event(event),

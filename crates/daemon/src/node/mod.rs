@@ -52,6 +52,8 @@ mod reactor;
 pub mod recorder;
 mod requests;
 #[cfg(test)]
+mod resync_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod topology_tests;

@@ -219,6 +219,16 @@ impl OutputFlow {
         }
     }
 
+    /// The path up changed (a re-attach): the bytes not yet acknowledged
+    /// went up through the lost daemon, and their acknowledgements may
+    /// never come. Every window reopens.
+    pub fn resync(&mut self, fx: &mut (impl NodeEffects + ?Sized)) {
+        let jobs: Vec<JobId> = self.jobs.keys().copied().collect();
+        for job in jobs {
+            self.on_ack(fx, job, u64::MAX);
+        }
+    }
+
     /// The job is over: drop what is held (the launcher no longer wants it).
     pub fn forget(&mut self, job: JobId) {
         self.jobs.remove(&job);

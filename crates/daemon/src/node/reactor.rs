@@ -18,6 +18,7 @@ use crate::DaemonConfig;
 mod invariants;
 mod launch;
 mod report;
+mod resync;
 mod tool;
 mod topology;
 mod watch;
@@ -110,6 +111,8 @@ struct JobProcs {
     watch: Option<crate::pmix_watch::Watcher>,
     /// A debugger's tool daemon was started for it here (`tool`).
     tool: bool,
+    /// Its ranks' exits reported up, said again after a re-attach (`resync`).
+    exits: Vec<RankExit>,
 }
 
 impl JobProcs {
@@ -481,7 +484,11 @@ impl NodeReactor {
             PmiState::Active => PmiProgress::Active,
             PmiState::Finalized => PmiProgress::Finalized,
         };
-        fx.send_up(ToLauncher::Exited(RankExit { job, rank, pid: proc.pid as u32, status, pmi, at }));
+        let exit = RankExit { job, rank, pid: proc.pid as u32, status, pmi, at };
+        if let Some(j) = self.jobs.get_mut(&job) {
+            j.exits.push(exit);
+        }
+        fx.send_up(ToLauncher::Exited(exit));
     }
 
     fn signal_job(&mut self, fx: &mut (impl NodeEffects + ?Sized), job: JobId, signal: i32) {

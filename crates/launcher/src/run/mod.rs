@@ -288,6 +288,11 @@ impl Run {
 
     fn exited(&mut self, fx: &mut dyn RunEffects, exit: RankExit) {
         let RankExit { job, rank, status, .. } = exit;
+        if self.jobs.get(job).is_some_and(|j| j.rank_end(rank.0 as usize).is_some()) {
+            // Said again after a re-attach (`Down::Resync`), or the rank's
+            // end was already settled (its node lost): nothing new.
+            return tracing::debug!(%job, rank = rank.0, "an exit already known");
+        }
         if self.warm_ended(fx, job, rank, &format!("ended ({status:?})"), true) {
             return;
         }

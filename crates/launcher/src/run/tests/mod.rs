@@ -586,6 +586,7 @@ mod dead;
 mod pmix;
 mod pool;
 mod report;
+mod resync;
 mod tree_connect;
 mod warm;
 mod warm_stagger;
