@@ -52,3 +52,30 @@ fn the_nodes_below_a_lost_interior_node_re_attach_and_their_runs_go_on() {
     assert_eq!(nodes(&c, je), vec![1, 1, 2, 2, 3, 3]);
     assert_eq!((c.live(), c.load()), (0, 0));
 }
+
+/// A rank's exit on its way up through node 0 when node 0's daemon dies is
+/// lost with it; the re-attached node says it again (`Down::Resync`), so
+/// the run ends, with its ranks' status — it does not wait for ever.
+#[test]
+fn an_exit_lost_with_the_daemon_above_is_said_again_on_re_attaching() {
+    let mut c = Cluster::new(Layout { fanout: 2, ..Layout::nodes(4) });
+    c.reform();
+    c.script("long", work(60_000));
+    c.script("quick", vec![Step::Init, Step::Work(Duration::from_millis(200)), Step::Finalize, Step::Exit(0)]);
+    let _a = c.submit("long", 2);
+    let b = c.begin_run(0);
+    let jb = c.submit("quick", 6);
+    c.run_until(Duration::from_millis(50));
+    assert_eq!(nodes(&c, jb), vec![1, 1, 2, 2, 3, 3]);
+    // Step to the moment an exit from node 2 or 3 is on its way up to node 0.
+    let mut at = Duration::from_millis(50);
+    while c.exits_in_flight_to(0) == 0 {
+        at += Duration::from_micros(5);
+        assert!(at < Duration::from_secs(5), "no exit ever passed through node 0");
+        c.run_until(at);
+    }
+    let lost = c.exits_in_flight_to(0);
+    c.lose_node_at(at, 0);
+    assert_eq!(c.run_until(Duration::from_secs(10)), Some(0), "run b ends well ({lost} exits lost with node 0): {:?}", c.said_to);
+    assert_eq!(c.exit_of(b), Some(0), "{:?}", c.said_to);
+}

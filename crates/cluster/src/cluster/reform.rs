@@ -64,5 +64,25 @@ impl Cluster {
         for (job, epoch) in cut {
             self.schedule(self.layout.costs.link_hop, Event::Up { to: None, origin: NodeId(node), msg: ToLauncher::FenceCut { job, epoch } });
         }
+        // `Down::Resync` to its subtree: each node's real reactor says its
+        // ranks' exits again and reopens its output windows.
+        for n in self.subtree_of(node) {
+            if self.nodes[n].alive {
+                self.with_node(n, |r, fx| r.resync(fx));
+            }
+        }
+    }
+
+    /// Rank exits on their way up to `node` now (sent, not yet arrived):
+    /// lost with it if it dies before they arrive.
+    pub fn exits_in_flight_to(&self, node: usize) -> usize {
+        let to_node = |e: &Event| matches!(e, Event::Up { to: Some(n), msg: ToLauncher::Exited(_), .. } if *n == node);
+        self.events
+            .values()
+            .filter(|e| match e {
+                Event::Ready(inner) | Event::Delayed(inner) => to_node(inner),
+                e => to_node(e),
+            })
+            .count()
     }
 }
