@@ -90,7 +90,7 @@ for i in range(iters):
                     with open("/proc/%s/stat" % pid) as f:
                         if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
                             break
-                except FileNotFoundError:
+                except (FileNotFoundError, ProcessLookupError):  # gone, also between open and read
                     break
             time.sleep(0.01)
         else:
