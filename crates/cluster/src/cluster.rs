@@ -465,12 +465,7 @@ impl Cluster {
             p.end = Some(ExitStatus::Signal(libc::SIGKILL));
         }
         // The parent's link sees it; daemons on the way up relay the `Up::Lost`.
-        let mut hops = 1;
-        let mut at = node;
-        while let Some(p) = self.parent_of(at) {
-            hops += 1;
-            at = p;
-        }
+        let hops = self.hops_up(node);
         let error = "link closed".to_string();
         self.schedule(self.layout.costs.link_hop * hops, Event::Lost { node, error });
     }

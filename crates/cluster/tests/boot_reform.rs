@@ -9,18 +9,10 @@
 use std::time::Duration;
 
 use dpm_cluster::{Cluster, Layout, Step};
-use dpm_kvs::JobId;
 
-const LIMIT: Duration = Duration::from_secs(60);
+mod common;
 
-/// A job computing `ms` between its init and a barrier, then ending well.
-fn work(ms: u64) -> Vec<Step> {
-    vec![Step::Init, Step::Work(Duration::from_millis(ms)), Step::Barrier, Step::Print("done".into()), Step::Finalize, Step::Exit(0)]
-}
-
-fn nodes(c: &Cluster, job: JobId) -> Vec<usize> {
-    c.ranks(job).iter().map(|p| p.node).collect()
-}
+use common::{nodes, work, LIMIT};
 
 #[test]
 fn the_nodes_below_a_lost_interior_node_re_attach_and_their_runs_go_on() {

@@ -12,33 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::boot::Boot;
-use common::{send_signal, TempDir, TempFile};
-
-/// A PMI-1 client on `PMI_FD` (std-only Python): init, say it is ready,
-/// wait for the file `argv[1]`, then a barrier (a fence of the whole job),
-/// say it passed, finalize.
-const WAIT_THEN_FENCE: &str = r#"#!/usr/bin/env python3
-import os, socket, sys, time
-s = socket.socket(fileno=int(os.environ["PMI_FD"]))
-def ask(line, want):
-    s.sendall((line + "\n").encode())
-    got = b""
-    while not got.endswith(b"\n"):
-        part = s.recv(4096)
-        if not part:
-            sys.exit("the PMI connection closed")
-        got += part
-    if want not in got.decode():
-        sys.exit("unexpected answer: " + got.decode())
-rank = os.environ["PMI_RANK"]
-ask("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init")
-print("rank %s ready" % rank, flush=True)
-while not os.path.exists(sys.argv[1]):
-    time.sleep(0.05)
-ask("cmd=barrier_in", "cmd=barrier_out")
-print("rank %s passed" % rank, flush=True)
-ask("cmd=finalize", "cmd=finalize_ack")
-"#;
+use common::{send_signal, wait_then_fence, TempDir};
 
 /// The status line of node `n`.
 fn node_line(status: &str, n: usize) -> String {
@@ -64,12 +38,12 @@ fn a_lost_interior_node_ends_its_runs_and_the_nodes_below_it_re_attach_and_go_on
     let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (n, n3) = (slots.to_string(), (3 * slots).to_string());
     let dir = TempDir::new("reform");
-    let script = TempFile::new("wait_then_fence", WAIT_THEN_FENCE.as_bytes(), 0o755);
+    let script = wait_then_fence().display().to_string();
     let go = format!("{}/go", dir.path_str());
     // Run A fills node 0 (interior), run B nodes 1, 2 and 3.
     let mut a = boot.run(&["--report-placement", "-n", &n, "sleep", "60"]).spawn();
     a.wait_for_procs(slots);
-    let mut b = boot.run(&["--report-placement", "-n", &n3, &script.path_str(), &go]).spawn();
+    let mut b = boot.run(&["--report-placement", "-n", &n3, &script, &go]).spawn();
     b.wait_for_lines("rank ", 3 * slots);
     let daemon = common::daemon_of(boot.pid, 0).expect("node 0's daemon, a child of the boot server");
     send_signal(daemon, "KILL");
@@ -96,7 +70,7 @@ fn a_lost_interior_node_ends_its_runs_and_the_nodes_below_it_re_attach_and_go_on
     }
 
     // The next run works on the other 3 nodes, through a fence too.
-    let next = boot.run(&["--report-placement", "-n", &n3, &script.path_str(), &go]).output();
+    let next = boot.run(&["--report-placement", "-n", &n3, &script, &go]).output();
     next.assert_success();
     assert_eq!(next.lines().iter().filter(|l| l.ends_with(" passed")).count(), 3 * slots, "{}", next.describe());
     let hosts: Vec<String> = common::placement(&next.stderr_str()).into_iter().map(|p| p.2).collect();

@@ -13,32 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{dpm_bin, repo_root, Dpm, TempDir, TempFile};
-
-/// The PMI-1 client of `boot_reform.rs`: init, "ready", wait for the file
-/// `argv[1]`, a barrier, "passed", finalize.
-const WAIT_THEN_FENCE: &str = r#"#!/usr/bin/env python3
-import os, socket, sys, time
-s = socket.socket(fileno=int(os.environ["PMI_FD"]))
-def ask(line, want):
-    s.sendall((line + "\n").encode())
-    got = b""
-    while not got.endswith(b"\n"):
-        part = s.recv(4096)
-        if not part:
-            sys.exit("the PMI connection closed")
-        got += part
-    if want not in got.decode():
-        sys.exit("unexpected answer: " + got.decode())
-rank = os.environ["PMI_RANK"]
-ask("cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init")
-print("rank %s ready" % rank, flush=True)
-while not os.path.exists(sys.argv[1]):
-    time.sleep(0.05)
-ask("cmd=barrier_in", "cmd=barrier_out")
-print("rank %s passed" % rank, flush=True)
-ask("cmd=finalize", "cmd=finalize_ack")
-"#;
+use common::{dpm_bin, repo_root, wait_then_fence, Dpm, TempDir, TempFile};
 
 fn fixture_script() -> PathBuf {
     repo_root().join("tests/fixtures/netns_hosts.sh")
@@ -103,7 +78,7 @@ fn scenario(dir: &Path, ssh: &str, booted: &str, ok: bool) {
     );
     let run_on_h0 = TempFile::new("dpm-run-on-h0", wrapper.as_bytes(), 0o755);
     let files = TempDir::new("reform-ssh");
-    let script = TempFile::new("wait_then_fence", WAIT_THEN_FENCE.as_bytes(), 0o755);
+    let script = wait_then_fence().display().to_string();
     let go = format!("{}/go", files.path_str());
     // Each host's slots (`dpm status`: node, host, slots, load).
     let status = String::from_utf8_lossy(&on_h0(dir, ssh, &["status"]).stdout).into_owned();
@@ -113,7 +88,7 @@ fn scenario(dir: &Path, ssh: &str, booted: &str, ok: bool) {
     // A fills h1 (node 0, interior), B h2, h3 and h4.
     let mut a = Dpm::mpiexec(&run_on_h0.path, ["--report-placement", "-n", &n, "sleep", "600"]).spawn();
     a.wait_for_procs(slots);
-    let mut b = Dpm::mpiexec(&run_on_h0.path, ["--report-placement", "-n", &n3, &script.path_str(), &go]).spawn();
+    let mut b = Dpm::mpiexec(&run_on_h0.path, ["--report-placement", "-n", &n3, &script, &go]).spawn();
     b.wait_for_lines("rank ", 3 * slots);
     let out = common::run_fixture(&fixture_script(), &["link", "h1", "down"]);
     assert!(out.status.success(), "netns_hosts.sh link h1 down: {}", String::from_utf8_lossy(&out.stderr));
@@ -141,7 +116,7 @@ fn scenario(dir: &Path, ssh: &str, booted: &str, ok: bool) {
     let hosts: Vec<String> = common::placement(&out.stderr_str()).into_iter().map(|p| p.2).collect();
     assert_eq!(hosts, ["h2", "h3", "h4"], "{}", out.describe());
 
-    let next = Dpm::mpiexec(&run_on_h0.path, ["--report-placement", "-n", &n3, &script.path_str(), &go]).output();
+    let next = Dpm::mpiexec(&run_on_h0.path, ["--report-placement", "-n", &n3, &script, &go]).output();
     next.assert_success();
     assert_eq!(next.lines().iter().filter(|l| l.ends_with(" passed")).count(), 3 * slots, "{}", next.describe());
     let hosts: Vec<String> = common::placement(&next.stderr_str()).into_iter().map(|p| p.2).collect();

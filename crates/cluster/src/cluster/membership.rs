@@ -60,6 +60,16 @@ impl Cluster {
         tree::parent(NodeId(node), self.layout.fanout).map(|p| p.0)
     }
 
+    /// The links between `node` and the launcher.
+    pub(super) fn hops_up(&self, node: usize) -> u32 {
+        let (mut hops, mut at) = (1, node);
+        while let Some(p) = self.parent_of(at) {
+            hops += 1;
+            at = p;
+        }
+        hops
+    }
+
     /// The top-level node whose subtree holds `node`.
     pub(super) fn top_of(&self, node: usize) -> Option<usize> {
         // A joined node, and one re-attached after its parent's loss, is a top of its own.

@@ -34,12 +34,7 @@ impl Cluster {
         for p in self.procs.iter_mut().filter(|p| p.node == node && p.end.is_none()) {
             p.end = Some(ExitStatus::Signal(libc::SIGKILL));
         }
-        let mut hops = 1;
-        let mut at = node;
-        while let Some(p) = self.parent_of(at) {
-            hops += 1;
-            at = p;
-        }
+        let hops = self.hops_up(node);
         if let Some(parent) = self.parent_of(node) {
             let actions = self.nodes[parent].tree.child_lost(NodeId(node));
             self.tree_actions(parent, actions);

@@ -187,3 +187,10 @@ exec env -i PATH=\"$PATH\" HOME=\"$HOME\" DPM_T_NODE=login /bin/sh -c \"$*\"\n";
 pub fn local_ssh() -> super::TempFile {
     super::TempFile::new("dpm-local-ssh", LOCAL_SSH.as_bytes(), 0o755)
 }
+
+/// `tests/programs/wait_then_fence.py`: a PMI-1 client on `PMI_FD`
+/// (std-only Python): init, "rank N ready", wait for the file `argv[1]`, a
+/// barrier (a fence of the whole job), "rank N passed", finalize.
+pub fn wait_then_fence() -> std::path::PathBuf {
+    repo_root().join("tests/programs/wait_then_fence.py")
+}
