@@ -57,27 +57,31 @@ pub fn local_inputs(stdin: bool, job_control: bool, console: bool) -> mpsc::Unbo
         // Nothing to read: the end of input now, without a thread.
         let _ = tx.send(Input::Stdin(Vec::new()));
     } else if stdin {
-        std::thread::Builder::new()
-            .name("dpm-stdin".into())
-            .spawn(move || {
-                use std::io::Read;
-                let mut buf = vec![0u8; 64 * 1024];
-                let mut stdin = std::io::stdin().lock();
-                loop {
-                    match stdin.read(&mut buf) {
-                        Ok(0) | Err(_) => {
-                            let _ = tx.send(Input::Stdin(Vec::new()));
+        let eof = tx.clone();
+        let started = std::thread::Builder::new().name("dpm-stdin".into()).spawn(move || {
+            use std::io::Read;
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut stdin = std::io::stdin().lock();
+            loop {
+                match stdin.read(&mut buf) {
+                    Ok(0) | Err(_) => {
+                        let _ = tx.send(Input::Stdin(Vec::new()));
+                        return;
+                    }
+                    Ok(n) => {
+                        if tx.send(Input::Stdin(buf[..n].to_vec())).is_err() {
                             return;
-                        }
-                        Ok(n) => {
-                            if tx.send(Input::Stdin(buf[..n].to_vec())).is_err() {
-                                return;
-                            }
                         }
                     }
                 }
-            })
-            .expect("stdin thread");
+            }
+        });
+        if let Err(e) = started {
+            // No thread (a pids limit): rank 0 sees the end of its input
+            // at once rather than wait for input that never comes.
+            eprintln!("dpm: warning: cannot start the stdin thread ({e}); rank 0's stdin is empty");
+            let _ = eof.send(Input::Stdin(Vec::new()));
+        }
     }
     rx
 }
