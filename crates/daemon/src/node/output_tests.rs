@@ -3,22 +3,13 @@
 //! on acknowledgement, a reaped process drained regardless).
 
 use dpm_kvs::Rank;
-use dpm_proto::{ExitStatus, PmiMode, Stream, ToDaemon, ToLauncher, OUTPUT_WINDOW};
+use dpm_proto::{ExitStatus, Stream, ToDaemon, ToLauncher, OUTPUT_WINDOW};
 
 use super::recorder::{Recorded, RecordingEffects};
-use super::tests::{launch, node, J};
+use super::tests::{running, J};
 use super::*;
 
 const OUT: Stream = Stream::Stdout;
-
-/// A node running `n` ranks of job `J`.
-fn running(n: u32) -> (NodeReactor, RecordingEffects) {
-    let (mut r, mut fx) = node();
-    r.on_message(&mut fx, ToDaemon::Launch(launch(n, n, PmiMode::Fd)));
-    fx.settle(&mut r);
-    fx.take();
-    (r, fx)
-}
 
 /// The output sent up so far, as (rank, bytes), taken out of the log.
 fn sent(fx: &mut RecordingEffects) -> Vec<(u32, Vec<u8>)> {

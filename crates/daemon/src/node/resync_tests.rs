@@ -2,20 +2,11 @@
 //! and its jobs' output windows reopen.
 
 use dpm_kvs::Rank;
-use dpm_proto::{ExitStatus, PmiMode, RankExit, Stream, ToDaemon, ToLauncher, OUTPUT_WINDOW};
+use dpm_proto::{ExitStatus, RankExit, Stream, ToDaemon, ToLauncher, OUTPUT_WINDOW};
 
 use super::recorder::{Recorded, RecordingEffects};
-use super::tests::{launch, node, J};
+use super::tests::{running, J};
 use super::*;
-
-/// A node running `n` ranks of job `J`.
-fn running(n: u32) -> (NodeReactor, RecordingEffects) {
-    let (mut r, mut fx) = node();
-    r.on_message(&mut fx, ToDaemon::Launch(launch(n, n, PmiMode::Fd)));
-    fx.settle(&mut r);
-    fx.take();
-    (r, fx)
-}
 
 /// Rank `rank` ends with `status` and its exit is reported (its output
 /// closed, the drain grace over).

@@ -16,6 +16,15 @@ pub(super) fn node() -> (NodeReactor, RecordingEffects) {
     (NodeReactor::new(&DaemonConfig { host: "n0".into(), trace: false }), RecordingEffects::new())
 }
 
+/// A node running `n` ranks of job `J`.
+pub(super) fn running(n: u32) -> (NodeReactor, RecordingEffects) {
+    let (mut r, mut fx) = node();
+    r.on_message(&mut fx, ToDaemon::Launch(launch(n, n, PmiMode::Fd)));
+    fx.settle(&mut r);
+    fx.take();
+    (r, fx)
+}
+
 /// A job of `size` ranks, the first `local` of them on this node.
 pub(super) fn launch(size: u32, local: u32, mode: PmiMode) -> LaunchJob {
     LaunchJob {
