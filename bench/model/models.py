@@ -68,6 +68,7 @@ link, 4 a level, tree's 2) and dkvs's owner puts (a round trip of 4 links a
 level at frame_cpu: sent back to back, read in one wake-up).
 """
 
+import functools
 import math
 
 DESIGNS = ["allgather", "tree", "dkvs", "direct", "auto"]
@@ -140,6 +141,10 @@ def costs(cal):
         # A cold daemon's cleaner (its own process, outside dpm run's tree:
         # no rusage sees it; bench/model/unseen_cpu measures it in a cgroup).
         "cleaner_cpu": s("daemon_start_fork", "cpu_unseen_us"),
+        # A booted run's CPU per added node, and a fence's per node
+        # (bench/model/booted_cpu; absent: none charged, as before).
+        "booted_node": s("booted_run"),
+        "fence_cpu": s("fence_cpu"),
     }
 
 
@@ -268,33 +273,135 @@ def rank_time(k_, nodes, ppn, mpi, one_host, node_cores):
     return serial + lib + (ppn - 1) * max(slope - k_["f"], 0.0) * k_["cpus"] / max(node_cores, 1)
 
 
+def _ancestors(pos, fanout):
+    """Heap positions from `pos` up to the launcher (0), `pos` first: node i
+    sits at position i + 1 (crates/proto/src/tree.rs)."""
+    out = [pos]
+    while pos:
+        pos = (pos - 1) // fanout
+        out.append(pos)
+    return out
+
+
+# Ordered node pairs beyond this are sampled (deterministically): the
+# projection asks for thousands of nodes.
+ROUTE_PAIRS = 4096
+
+
+def _pairs(nodes, adjacent):
+    if adjacent:
+        # pmi-neighbours: a node's off-node keys are its neighbours' ranks'.
+        step = max(1, 2 * nodes // ROUTE_PAIRS)
+        return [(i, (i + d) % nodes) for i in range(0, nodes, step) for d in (-1, 1) if (i + d) % nodes != i]
+    if nodes * (nodes - 1) <= ROUTE_PAIRS:
+        return [(i, j) for i in range(nodes) for j in range(nodes) if i != j]
+    out, x = [], 12345
+    while len(out) < ROUTE_PAIRS:
+        x = (1103515245 * x + 12345) % (1 << 31)
+        i, j = x % nodes, (x // nodes) % nodes
+        if i != j:
+            out.append((i, j))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def routes(nodes, fanout, adjacent=False):
+    """The real paths of a fetch in dpm's k-ary heap, averaged over the
+    ordered pairs (i asks, j holds; adjacent: i and its neighbours, else
+    all): `named` the frames of a request to node j and its answer
+    (dkvs's owner, direct's source: up to the lowest common ancestor and
+    down, both ways), `up` the frames of a tree miss (up to the lowest
+    ancestor holding j's keys, the common one, and back) over the pairs
+    that fetch, `held` the fraction of pairs where i holds j's keys
+    already (j in i's subtree: the tree's fence caches them on the way
+    up). The depth bounds them; the mean is what a run pays (8 nodes,
+    fan-out 2: 5.7 frames a named fetch against the 4 D = 12 charged
+    before)."""
+    if nodes <= 1:
+        return {"named": 0.0, "up": 0.0, "held": 1.0}
+    k = max(1, fanout)
+    named = up = 0.0
+    fetching = held = 0
+    pairs = _pairs(nodes, adjacent)
+    for i, j in pairs:
+        ai, aj = _ancestors(i + 1, k), _ancestors(j + 1, k)
+        on_j = set(aj)
+        common = next(a for a in ai if a in on_j)
+        di, dj = ai.index(common), aj.index(common)
+        named += 2 * (di + dj)
+        if common == i + 1:
+            held += 1
+        else:
+            fetching += 1
+            up += 2 * di
+    return {"named": named / len(pairs), "up": up / fetching if fetching else 0.0,
+            "held": held / len(pairs)}
+
+
 def fetch_cpu(k_, design, nodes, ppn, fanout, workload, hints=False):
     """The CPU of the fetches of keys held on other nodes (all designs but
     allgather, whose fence brings every key): a node's daemon fetches each
-    of its K missing keys once; a fetch crosses 4 links per level in
-    direct and dkvs (up to dpm run and down to the owner, and back), 2 per
-    level in tree (up to the ancestor holding it), a frame phi each, and is
-    served twice (q_cpu)."""
+    of its K missing keys once, along the tree's real paths (`routes`):
+    dkvs and direct to the node holding it and back, tree up to the lowest
+    ancestor holding it (none for its own subtree's keys). A fetch is
+    served at both ends (q_cpu each); its answer wakes the asking daemon,
+    and under dkvs and direct the request wakes the holder too: a frame
+    that wakes its receiver costs the host what a fence's frame does
+    (`woken`: fence_cpu / 2, a node's frame up and down); the frames
+    between are relayed in bursts with the node's other fetches (its ranks
+    ask for the same keys together) at frame_cpu each. A tree's ancestor
+    answers its subtree's misses in such bursts, no wake-up of its own.
+    (phi, a wall slope, for every frame over 4 D links, as before, was
+    2.1x what bench/model/cpu_breakdown measured quiet: dkvs pmi-all 8 x 8
+    at fan-out 4, 454 us a fetch charged against ~212; this charges 196.)"""
     design = routed(design, workload, hints)
     if design == "allgather" or nodes == 1:
         return 0.0
-    d = depth(nodes, fanout)
-    hops = (2 if design == "tree" else 4) * d
-    return nodes * remote_keys(workload, nodes, ppn) * (hops * k_["phi"] + 2 * k_["q_cpu"])
+    r = routes(nodes, fanout, adjacent=workload == "pmi-neighbours" and design != "dkvs")
+    K = remote_keys(workload, nodes, ppn)
+    if design == "tree":
+        fetches, frames, wakes = nodes * K * (1 - r["held"]), r["up"], 1
+    else:
+        fetches, frames, wakes = nodes * K, r["named"], 2
+    woken = k_["fence_cpu"] / 2 if k_["fence_cpu"] else k_["phi"]
+    per = 2 * k_["q_cpu"] + wakes * woken + max(frames - wakes, 0.0) * k_["frame_cpu"]
+    return fetches * per
 
 
 def daemons_cpu(k_, nodes, booted):
-    """The started daemons' own CPU and their cleaners' (cold; booted:
-    none), seconds."""
+    """The started daemons' own CPU and their cleaners' (cold), seconds;
+    booted, none: the boot's daemons are up (their per-run work is
+    `booted_cpu`)."""
     return 0.0 if booted else (nodes - 1) * (k_["daemon_cpu"] + k_["cleaner_cpu"])
+
+
+def booted_cpu(k_, nodes, booted):
+    """A booted run's CPU per added node (booted_run, bench/model/booted_cpu:
+    the boot's daemon takes the run, sets its job up, reports and ends it),
+    which a cold daemon's start includes and a boot's does not."""
+    return (nodes - 1) * k_["booted_node"] if booted else 0.0
+
+
+def fences_of(workload, nodes):
+    """PMI fences a run makes: one (the raw client's barrier; MPICH's in
+    MPI_Finalize), and a multi-node MPICH job's node roots' address
+    exchange one more (pmi-wire.md 2.5)."""
+    return 2 if workload == "hello" and nodes > 1 else 1
+
+
+def fence_cpu(k_, nodes, workload):
+    """The fences' CPU per added node (fence_cpu, bench/model/booted_cpu:
+    each node's daemon and its parent take the fence's frames up and
+    down); one node's is in the client's calibrated CPU."""
+    return (nodes - 1) * fences_of(workload, nodes) * k_["fence_cpu"]
 
 
 def owner_put_cpu(k_, design, nodes, ppn, fanout, workload, hints=False):
     """The CPU of puts sent to their owner before the fence (dkvs; auto's
     sparse-hinted keys): each put not owned on its node goes to the key's
     owner and is acknowledged (dpm_kvs's OwnerPut; the node enters the
-    fence once all are): a round trip of 4 links a level like a fetch's,
-    served at both ends (q_cpu each). Unlike a fetch, a frame here costs
+    fence once all are): a round trip to the owner like a fetch's (the
+    mean path of `routes`), served at both ends (q_cpu each). Unlike a fetch, a frame here costs
     its CPU (frame_cpu), not a wake-up (phi): a node's ranks put together
     and their owner puts and acks leave and arrive back to back, read in
     one wake-up (bench/model/cpu_breakdown: dkvs less allgather, same
@@ -302,7 +409,7 @@ def owner_put_cpu(k_, design, nodes, ppn, fanout, workload, hints=False):
     _, _, sparse = gets_of(workload, nodes, ppn)
     if nodes == 1 or not (design == "dkvs" or (design == "auto" and sparse and hints)):
         return 0.0
-    hops = 4 * depth(nodes, fanout)
+    hops = routes(nodes, fanout)["named"]
     return nodes * ppn * (1 - 1 / nodes) * (hops * k_["frame_cpu"] + 2 * k_["q_cpu"])
 
 
@@ -310,7 +417,9 @@ def cpu_parts(k_, design, nodes, ppn, fanout, workload, booted, hints=False):
     """One host's CPU of a run beyond its first rank's, by mechanism
     (seconds): what bench/model/cpu_breakdown sets against a cgroup's."""
     return {"daemons": daemons_cpu(k_, nodes, booted),
+            "booted": booted_cpu(k_, nodes, booted),
             "ranks": host_cpu(k_, nodes, ppn, workload, booted),
+            "fences": fence_cpu(k_, nodes, workload),
             "fetches": fetch_cpu(k_, design, nodes, ppn, fanout, workload, hints),
             "owner_puts": owner_put_cpu(k_, design, nodes, ppn, fanout, workload, hints)}
 

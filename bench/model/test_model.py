@@ -226,7 +226,10 @@ class Models(unittest.TestCase):
             p = M.predict(self.cal, nodes, ppn, "auto", 32, "fork", booted, w, one_host=True)
             crit = M.critical_path(self.cal, nodes, ppn, "auto", 32, "fork", booted, w, one_host=True)
             one = k_["mpi_one"] if w == "hello" else k_["client_one"]
-            cpu = M.host_cpu(k_, nodes, ppn, w, booted) + M.fetch_cpu(k_, "auto", nodes, ppn, 32, w)
+            parts = M.cpu_parts(k_, "auto", nodes, ppn, 32, w, booted)
+            self.assertAlmostEqual(parts["ranks"], M.host_cpu(k_, nodes, ppn, w, booted))
+            self.assertAlmostEqual(parts["fetches"], M.fetch_cpu(k_, "auto", nodes, ppn, 32, w))
+            cpu = sum(v for name, v in parts.items() if name != "daemons")
             cores = self.cal["machine"]["cpus"]
             boot = max(crit["breakdown"]["initiation_boot"], M.daemons_cpu(k_, nodes, booted) / cores)
             bound = boot + one + cpu / cores
@@ -255,6 +258,41 @@ class Models(unittest.TestCase):
         direct = M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-all", hints=True)
         self.assertGreater(direct, tree, "a tree's fetch stops at the ancestor: half the links")
         self.assertGreater(direct, 100 * M.fetch_cpu(k_, "direct", 16, 16, 32, "pmi-neighbours", hints=True))
+
+    def test_a_fetch_takes_the_trees_real_paths(self):
+        # Fan-out >= nodes: every node under the launcher, two links apart.
+        self.assertEqual(M.routes(8, 8), {"named": 4.0, "up": 2.0, "held": 0.0})
+        deep = M.routes(8, 2)
+        self.assertGreater(deep["named"], 4.0)
+        self.assertLess(deep["named"], 4 * M.depth(8, 2), "the mean path, not the deepest")
+        self.assertGreater(deep["held"], 0.0, "a parent holds its subtree's keys")
+        self.assertAlmostEqual(M.routes(1, 4)["named"], 0.0)
+        # Sampled beyond ROUTE_PAIRS pairs, and deterministic.
+        self.assertEqual(M.routes(3000, 32), M.routes(3000, 32))
+        self.assertLess(M.routes(3000, 32)["named"], 4 * M.depth(3000, 32))
+        k_ = M.costs(self.cal)
+        self.assertGreater(M.fetch_cpu(k_, "dkvs", 8, 8, 2, "pmi-all"), M.fetch_cpu(k_, "dkvs", 8, 8, 8, "pmi-all"),
+                           "a deeper tree, longer paths to the owner")
+        # A tree's miss stops at the lowest ancestor holding the key, and a
+        # parent holds its subtree's keys: fewer fetches when deeper.
+        self.assertLess(M.routes(8, 2)["up"], M.routes(8, 2)["named"])
+
+    def test_a_booted_run_pays_its_nodes_and_every_run_its_fences(self):
+        k_ = M.costs(self.cal)
+        self.assertGreater(k_["booted_node"], 0.0)
+        self.assertGreater(k_["fence_cpu"], 0.0)
+        self.assertAlmostEqual(M.booted_cpu(k_, 16, True), 15 * k_["booted_node"])
+        self.assertEqual(M.booted_cpu(k_, 16, False), 0.0, "a cold daemon's start includes it")
+        self.assertEqual(M.fence_cpu(k_, 1, "pmi-all"), 0.0, "one node's fence is in the client's CPU")
+        self.assertAlmostEqual(M.fence_cpu(k_, 4, "pmi-neighbours"), 3 * k_["fence_cpu"])
+        self.assertAlmostEqual(M.fence_cpu(k_, 4, "hello"), 6 * k_["fence_cpu"], msg="MPICH's address exchange")
+        booted = M.cpu_parts(k_, "allgather", 16, 4, 32, "pmi-neighbours", True)
+        self.assertGreater(booted["booted"], 0.0)
+        self.assertEqual(booted["daemons"], 0.0)
+        # A calibration without them charges none (older files still read).
+        old = json.loads(json.dumps(self.cal))
+        del old["costs"]["booted_run"], old["costs"]["fence_cpu"]
+        self.assertEqual(M.booted_cpu(M.costs(old), 16, True), 0.0)
 
     def test_a_spawn_saturates_at_its_childrens_nodes(self):
         near = M.spawn_time(self.cal, 64, 64, 32)

@@ -41,7 +41,8 @@
 //! - cold, each started daemon's own CPU (`daemon_start_fork`'s `cpu_us`
 //!   less `rank_fork_exec`, plus its `cpu_unseen_us`: the daemon's cleaner,
 //!   outside dpm's tree and so its rusage) on its node's (host's) cores
-//!   from time 0.
+//!   from time 0; booted, each added node's per-run CPU (`booted_run`) as
+//!   the launch arrives.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -387,6 +388,14 @@ pub fn run(cal: &Calibration, sc: &Scenario, fixed: Duration) -> Result<Outcome,
         let first = usize::from(sc.bootstrap == Bootstrap::Fork);
         for node in first..sc.nodes {
             c.charge_cpu(node, fixed, own);
+        }
+    } else if let Some(per_node) = cal.get("booted_run") {
+        // Booted, each added node's daemon takes the run, sets its job up,
+        // reports and ends it (`booted_run`, bench/model/booted_cpu: what a
+        // cold daemon's start includes), on its host's cores as the launch
+        // arrives.
+        for node in 1..sc.nodes {
+            c.charge_cpu(node, boot, per_node);
         }
     }
     c.advance_to(boot);
