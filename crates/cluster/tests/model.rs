@@ -244,3 +244,29 @@ fn a_cold_daemons_unseen_cpu_is_charged_on_one_host_and_booted_runs_pay_none() {
     // ...and a booted one, whose daemons were started before, not at all.
     assert_eq!(at(&cal, true), at(&more, true));
 }
+
+#[test]
+fn a_booted_runs_nodes_charge_their_per_run_cpu_and_a_cold_run_does_not() {
+    let cal = built_in();
+    assert!(cal.get("booted_run").is_some(), "the committed calibration holds booted_run");
+    let mut none = built_in();
+    none.costs.remove("booted_run");
+    let mut dear = built_in();
+    dear.costs.get_mut("booted_run").unwrap().median_us = 5000.0;
+    let one_host = |booted: bool| Scenario {
+        cores: 2,
+        one_host: true,
+        booted,
+        kvs: KvsDesign::Auto,
+        fanout: 32,
+        workload: Workload::PmiNeighbours,
+        ..scenario(16, 4, Bootstrap::Fork)
+    };
+    let at = |c: &Calibration, booted: bool| predict(c, &one_host(booted), FULL_RANKS).unwrap().startup_s;
+    // 15 booted nodes' 5 ms each on 2 cores: the booted run takes longer...
+    let (base, more) = (at(&none, true), at(&dear, true));
+    assert!(more > base + 0.03, "{base} -> {more}");
+    assert!(at(&cal, true) > base, "the committed cost is charged");
+    // ...and a cold one, whose daemons' start includes it, not at all.
+    assert_eq!(at(&none, false), at(&dear, false));
+}
