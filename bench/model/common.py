@@ -121,6 +121,19 @@ def slope(xs, ys):
     return b, my - b * mx
 
 
+def bare_start_us(prog, n=64):
+    """CPU (user+sys, the children's rusage) of one start and exit of `prog`
+    with no launcher: posix_spawn and wait, n times, per process in µs. The
+    machine's own price of a process (its kernel, its hypervisor): beside
+    `rank_fork_exec` it tells a machine that moved from a dpm that did."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(n):
+        pid = os.posix_spawn(prog, [prog], {})
+        os.waitpid(pid, 0)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ((r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)) / n * 1e6
+
+
 def machine():
     return {"host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(),
             "loadavg": list(os.getloadavg())}
