@@ -62,10 +62,13 @@ of blocking misses:
 On one host (the validation's virtual nodes) the wall is also at least
   max(T_boot, daemons' CPU / cores) + one rank's whole run + the rest / cores
 with the host's CPU by mechanism (`cpu_parts`): the cold daemons' own start
-and their cleaners (cpu_unseen_us), every further rank's CPU and its two
-frames to dpm run (phi each), the fetches of off-node keys (a frame phi per
-link, 4 a level, tree's 2) and dkvs's owner puts (a round trip of 4 links a
-level at frame_cpu: sent back to back, read in one wake-up).
+and their cleaners (cpu_unseen_us), booted the boot's daemons' per-run CPU
+(booted_run, per added node), every further rank's CPU and its two frames to
+dpm run (phi each), each added node's fences (fence_cpu each), the fetches
+of off-node keys along the heap's real paths (`routes`: the frames that wake
+a daemon at fence_cpu / 2, the relayed ones at frame_cpu) and dkvs's owner
+puts (a round trip to the owner at frame_cpu: sent back to back, read in
+one wake-up).
 """
 
 import functools
