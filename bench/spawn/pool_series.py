@@ -13,12 +13,16 @@ first pool (a spawn that no launcher can have seen before); `firsts_ms`:
 each pool's time from its creation to its first result; `total_ms`: t0 to
 the last pool's shutdown; `rests_ms`: each pool's first result to its last
 (the rest of the map); `shuts_ms`: each pool's last result to the end of
-its shutdown (the workers told to stop, disconnected and gone). Every
+its shutdown (the workers told to stop, disconnected and gone). With
+DPM_PHASES_LOG naming a file, each pool's creation, first result, last
+result and shutdown are appended to it as `PID pool-I-EVENT SECONDS` lines
+(time.time(); bench/spawn/phases reads them). Every
 result is checked; a wrong one exits 1. One line on stdout:
   pool_series k=WORKERS n=1 pools=P first_ms=A total_ms=B firsts_ms=a,b,...
       rests_ms=c,d,... shuts_ms=e,f,...
 """
 
+import os
 import sys
 import time
 
@@ -28,6 +32,14 @@ from mpi4py.futures import MPIPoolExecutor
 
 def square(x):
     return x * x
+
+
+def event(i, what):
+    """One line for bench/spawn/phases (when DPM_PHASES_LOG is set)."""
+    log = os.environ.get("DPM_PHASES_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write("%d pool-%d-%s %.6f\n" % (os.getpid(), i, what, time.time()))
 
 
 def main():
@@ -43,14 +55,18 @@ def main():
         if i:
             time.sleep(gap)
         start = time.perf_counter()
+        event(i, "create")
         with MPIPoolExecutor(max_workers=workers) as pool:
             it = pool.map(square, range(tasks))
             first = next(it)
             firsts.append(time.perf_counter() - start)
+            event(i, "first")
             rest = list(it)
             mapped = time.perf_counter()
             rests.append(mapped - start - firsts[-1])
+            event(i, "mapped")
         shuts.append(time.perf_counter() - mapped)
+        event(i, "shut")
         if [first] + rest != [x * x for x in range(tasks)]:
             print("pool_series: wrong results: %r" % ([first] + rest), file=sys.stderr)
             return 1
