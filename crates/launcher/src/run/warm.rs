@@ -87,8 +87,8 @@ pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(5
 /// one spawn) ends right after its children — its pool would never be
 /// claimed, and starting it would only take CPU and memory at the run's
 /// end; MPICH's `MPI_Finalize` enters a fence, which in such runs reached
-/// the launcher before the children's end or within ~15 ms of it
-/// (bench/spawn's `pool` case, `-v`). A parent that lives on (a workflow's
+/// the launcher 12–203 ms before the children's job ended (14 of 14
+/// `pool_first.py` runs on the loaded 2-core VM, `-v`). A parent that lives on (a workflow's
 /// next pool, a loop's next spawn) gets its pool while it does other work:
 /// the sooner, the more of the gap before its next spawn the pooled job
 /// has for its start (a Python worker needs ~200 ms on the loaded 2-core
