@@ -119,7 +119,7 @@ for i in range(iters):
         open(crash_flag, "w").close()
     # Idle time between spawns, which warm spawn is for: the pool refills
     # REFILL_DELAY (50 ms) after a claim, and a first miss's shape is pooled
-    # LEARN_DELAY (100 ms) after its job's end: the second spawn may miss too.
+    # LEARN_DELAY (20 ms) after its job's end: the second spawn may miss too.
     time.sleep(0.05)
 print("loop done", flush=True)
 "#;

@@ -109,6 +109,12 @@ impl FenceTally {
         self.epoch
     }
 
+    /// The fences completed and the ranks counted in the next one: it
+    /// changes whenever a rank of the job enters a fence.
+    pub fn progress(&self) -> (u64, u32) {
+        (self.epoch, self.arrived)
+    }
+
     /// A node reports `count` of its ranks in fence `epoch`, with their puts.
     pub fn arrive(&mut self, epoch: u64, count: u32, puts: KeyValues) -> Result<Option<FenceDone>, FenceError> {
         if epoch != self.epoch {

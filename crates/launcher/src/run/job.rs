@@ -131,6 +131,11 @@ impl Job {
         std::mem::take(&mut self.held)
     }
 
+    /// How far its ranks are in their fences ([`FenceTally::progress`]).
+    pub(super) fn fence_progress(&self) -> (u64, u32) {
+        self.fence.progress()
+    }
+
     pub(super) fn kvsname(&self) -> &str {
         &self.kvsname
     }

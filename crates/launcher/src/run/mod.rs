@@ -364,7 +364,8 @@ impl Run {
         let launch = spawn::launch_of(&self.settings, &self.kvs, fx, planned, &slots, parent, parent_kvs, ask.preput);
         // The first miss of a shape starts only its own children (`Miss::Learn`);
         // a shape that repeats fills its pool at once.
-        let miss = (want > 0).then(|| self.warm.miss(&self.settings, fx, &shape, want, (parent, launch.spawner.as_deref().unwrap_or_default())));
+        let parent_fence = self.jobs.get(parent).map(Job::fence_progress);
+        let miss = (want > 0).then(|| self.warm.miss(&self.settings, fx, &shape, want, (parent, launch.spawner.as_deref().unwrap_or_default()), parent_fence));
         let (job, size) = (launch.job, launch.size);
         tracing::debug!(%parent, %job, size, "spawn");
         if spawn::answers_before_start(&self.jobs, self.policy, &self.settings, parent) {

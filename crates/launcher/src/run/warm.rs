@@ -82,12 +82,18 @@ pub const MAX_WARM_SPAWN: usize = 64;
 /// child ends (and refills at once) long before.
 pub const REFILL_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 /// How long after a spawned job's end a shape missed only once is pooled,
-/// if the spawning job is still there ([`Miss::Learn`]). A one-shot run's
-/// parent (one `MPIPoolExecutor`, one spawn) ends right after its children
-/// — its pool would never be claimed, and starting it would only take CPU
-/// and memory at the run's end; a parent that lives on (a workflow's next
-/// pool, a loop's next spawn) gets its pool while it does other work.
-pub const LEARN_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+/// if the spawning job is still there and has entered no fence since its
+/// spawn ([`Miss::Learn`]). A one-shot run's parent (one `MPIPoolExecutor`,
+/// one spawn) ends right after its children — its pool would never be
+/// claimed, and starting it would only take CPU and memory at the run's
+/// end; MPICH's `MPI_Finalize` enters a fence, which in such runs reached
+/// the launcher 12–203 ms before the children's job ended (14 of 14
+/// `pool_first.py` runs on the loaded 2-core VM, `-v`). A parent that lives on (a workflow's
+/// next pool, a loop's next spawn) gets its pool while it does other work:
+/// the sooner, the more of the gap before its next spawn the pooled job
+/// has for its start (a Python worker needs ~200 ms on the loaded 2-core
+/// VM; at 100 ms, the series' pool 2 claimed its job still starting).
+pub const LEARN_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A pooled job claimed by a spawn of this run, its claim sent to the
 /// job's nodes and not yet confirmed by all of them
@@ -175,6 +181,11 @@ struct Wanted {
     /// [`WarmPool::parent_ended`]).
     parent_kvs: String,
     proven: bool,
+    /// A shape seen once: how far its parent was in its fences at the spawn
+    /// ([`super::job::Job::fence_progress`]). A parent that entered a fence
+    /// since (MPICH's `MPI_Finalize` does) is ending: its learned shape is
+    /// not pooled at [`LEARN_DELAY`].
+    parent_fence: Option<(u64, u32)>,
     /// Its pool lacks jobs held back for those still starting
     /// ([`Settings::warm_starting`]): filled once one is ready.
     held_back: bool,
@@ -413,7 +424,16 @@ impl WarmPool {
                 w.depth.get(want)
             }
             None => {
-                self.shapes.push(Wanted { shape: shape.clone(), want, depth: Depth::new(want), parent, parent_kvs: kvs.to_string(), proven, held_back: false });
+                self.shapes.push(Wanted {
+                    shape: shape.clone(),
+                    want,
+                    depth: Depth::new(want),
+                    parent,
+                    parent_kvs: kvs.to_string(),
+                    proven,
+                    parent_fence: None,
+                    held_back: false,
+                });
                 want
             }
         }
@@ -445,7 +465,11 @@ impl WarmPool {
             return;
         }
         self.shapes.retain(|w| cx.jobs.contains(w.parent));
-        let due: Vec<(Shape, usize, JobId)> = self.shapes.iter().filter(|w| all || w.proven).map(|w| (w.shape.clone(), w.want, w.parent)).collect();
+        // A learned shape whose parent entered a fence since its spawn (is
+        // finalizing: a one-shot run's end) waits for a second miss.
+        let live = |w: &Wanted| w.proven || w.parent_fence.is_none_or(|f| cx.jobs.get(w.parent).map(Job::fence_progress) == Some(f));
+        let due: Vec<(Shape, usize, JobId)> =
+            self.shapes.iter().filter(|w| (all || w.proven) && live(w)).map(|w| (w.shape.clone(), w.want, w.parent)).collect();
         for (shape, want, parent) in due {
             self.fill(cx, fx, &shape, want, parent);
         }
@@ -477,7 +501,16 @@ impl WarmPool {
     /// A spawn of `shape` by `parent` (wanting `want` pooled jobs) missed:
     /// what it does for the pool ([`Miss`]; a shape missed once while new
     /// shapes go unclaimed is only remembered, [`UNCLAIMED_SHAPES_MAX`]).
-    pub(super) fn miss(&mut self, settings: &Settings, fx: &mut dyn RunEffects, shape: &Shape, want: usize, parent: (JobId, &str)) -> Miss {
+    /// `parent_fence`: how far the parent is in its fences now.
+    pub(super) fn miss(
+        &mut self,
+        settings: &Settings,
+        fx: &mut dyn RunEffects,
+        shape: &Shape,
+        want: usize,
+        parent: (JobId, &str),
+        parent_fence: Option<(u64, u32)>,
+    ) -> Miss {
         if let Some(proven) = self.shapes.iter().find(|w| w.shape == *shape).map(|w| w.proven) {
             if proven {
                 // Pooled before and empty now: the spawns outran the refills.
@@ -507,6 +540,9 @@ impl WarmPool {
         }
         self.unclaimed_shapes = self.unclaimed_shapes.saturating_add(1);
         self.want(shape, want, (parent, parent_kvs), false);
+        if let Some(w) = self.shapes.iter_mut().find(|w| w.shape == *shape) {
+            w.parent_fence = parent_fence;
+        }
         Miss::Learn
     }
 

@@ -272,6 +272,26 @@ fn a_one_shot_runs_only_spawn_starts_nothing_else() {
     assert!(rec.said().contains(&"dpm: warm spawn: 0 claimed, 1 missed, 0 refilled"), "{:?}", rec.said());
 }
 
+/// A parent that entered a fence after its spawn (MPICH's `MPI_Finalize`)
+/// is ending: at [`LEARN_DELAY`] after the missed job's end its learned
+/// shape gets no pool, though the parent has not ended yet.
+#[test]
+fn a_parent_that_fenced_since_its_spawn_gets_no_pool() {
+    let (mut run, mut rec) = warm_fixture(&[16], 2);
+    let parent = started(&mut run, &mut rec, &[0]);
+    rec.take();
+    let (cold, _) = request_cold(&mut run, &mut rec, parent, 2, 1, "a").expect("a miss");
+    start_all(&mut run, &mut rec, cold, 2);
+    deliver(&mut run, &mut rec, 0, ToLauncher::FenceIn { job: parent, epoch: 0, count: 1, puts: Vec::new() });
+    ended(&mut run, &mut rec, cold, 2, ExitStatus::Code(0));
+    run.on_timer(&mut rec, Timer::WarmLearn);
+    assert_eq!(launches(&rec).len(), 1, "the cold job alone: {:?}", launches(&rec));
+    // Its next spawn of the shape (it was not finalizing after all) fills the pool.
+    let (again, _) = request_cold(&mut run, &mut rec, parent, 2, 2, "a").expect("a second miss");
+    assert!(launches(&rec).iter().any(|l| l.1), "pooled at the second miss: {:?}", launches(&rec));
+    start_all(&mut run, &mut rec, again, 2);
+}
+
 /// A parent that lives on after its spawned job's end gets its pool
 /// [`LEARN_DELAY`] later; the next spawn claims it.
 #[test]
