@@ -255,7 +255,7 @@ fn run(args: &[String]) -> (&'static str, Result<i32, Error>) {
     logging::init(request.verbose());
     match request {
         RunRequest::Help => {
-            print!("{}", dpm_launcher::options::run_help());
+            print!("{}", dpm_launcher::options::help::run_help());
             ("dpm run", Ok(0))
         }
         RunRequest::Version => {
@@ -279,7 +279,7 @@ fn run(args: &[String]) -> (&'static str, Result<i32, Error>) {
 fn boot(args: &[String]) -> Result<i32, Error> {
     match dpm_launcher::boot::cli::parse_boot_command(args)? {
         BootRequest::Help => {
-            print!("{}", dpm_launcher::options::boot_help());
+            print!("{}", dpm_launcher::options::help::boot_help());
             Ok(0)
         }
         BootRequest::Boot(boot) => {

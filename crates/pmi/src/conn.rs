@@ -9,7 +9,8 @@ use dpm_kvs::{JobId, Rank};
 use crate::engine::{ConnId, PmiState};
 use crate::limits::MAX_QUEUED_REPLIES;
 use crate::sanitize::{escape, WarnLimiter};
-use crate::wire::{Decoder, Version};
+use crate::wire::decode::Decoder;
+use crate::wire::Version;
 
 /// A reply the engine owes and will send later.
 #[derive(Clone, Debug)]

@@ -18,7 +18,8 @@ use dpm_kvs::{JobId, KvsDesign, NodeId, Rank};
 
 use crate::limits::{MAX_FRAME, MAX_LINE, MAX_SPAWN_ARGS, MAX_SPAWN_BLOCK, MAX_SPAWN_PROCS};
 use crate::reply::{KEYLEN_MAX, VALLEN_MAX};
-use crate::wire::{Decoder, Frame, Version};
+use crate::wire::decode::Decoder;
+use crate::wire::{Frame, Version};
 use crate::{ConnId, Effect, Engine, JobSetup, Request};
 
 /// Most bytes a decoder may hold after a feed of `last` bytes.

@@ -32,4 +32,5 @@ pub mod wire;
 pub use engine::{ConnId, Effect, Engine, JobSetup, NameOp, PmiState};
 pub use reply::{Reply, Spawned};
 pub use request::{Hint, Request, SpawnCommand, SpawnRequest};
-pub use wire::{Decoder, Frame, Version};
+pub use wire::decode::Decoder;
+pub use wire::{Frame, Version};

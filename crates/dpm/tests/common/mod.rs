@@ -613,3 +613,9 @@ print("mpi4py answers", answers, flush=True)
 assert answers == [(0, 2, 10), (1, 2, 20)], answers
 print("mpi4py spawn ok", flush=True)
 "#;
+
+/// Lines of stdout that start with "FAIL" (the programs' failure reports).
+pub fn assert_no_fail_lines(out: &Output) {
+    let fails: Vec<String> = out.lines().into_iter().filter(|l| l.contains("FAIL")).collect();
+    assert!(fails.is_empty(), "the program reported failures: {fails:?}\n{}", out.describe());
+}

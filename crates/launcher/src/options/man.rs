@@ -2,7 +2,8 @@
 //! the one option table and the help's prose (the parent module), as
 //! `--help` is; `dpm man` puts the page together around them.
 
-use super::{Section, BOOT_INTRO, BOOT_TAIL, OPTIONS, RUN_INTRO, RUN_NODES, RUN_TAIL};
+use super::help::{BOOT_INTRO, BOOT_TAIL, RUN_INTRO, RUN_NODES, RUN_TAIL};
+use super::{Section, OPTIONS};
 
 /// One line of text made safe for roff: backslashes escaped, dashes as `\-`
 /// (an ASCII hyphen-minus, so that options can be copied from the page),
