@@ -45,7 +45,7 @@ fn only_the_owner_reads_a_plain_runs_table_or_makes_it_report() {
         let cat = as_nobody(&["/bin/cat", &file_text], &runtime, lie);
         assert!(!cat.status.success(), "nobody read the table (lie: {lie}): {}", String::from_utf8_lossy(&cat.stdout));
         assert!(String::from_utf8_lossy(&cat.stderr).contains("Permission denied"), "{}", String::from_utf8_lossy(&cat.stderr));
-        let status = as_nobody(&[&dpm_bin(), "status", "--json"], &runtime, lie);
+        let status = as_nobody(&[dpm_bin(), "status", "--json"], &runtime, lie);
         let (out, err) = (String::from_utf8_lossy(&status.stdout), String::from_utf8_lossy(&status.stderr));
         assert!(!status.status.success() && !out.contains(&client.to_string()), "nobody got the run listed (lie: {lie}): {out}{err}");
         assert!(err.contains("not to you"), "{err}");
