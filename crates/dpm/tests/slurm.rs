@@ -301,13 +301,32 @@ fn mpir_launch_across_the_allocation(fx: &Fixture) {
     assert_eq!(debugger::ready_pids(&text, "world"), table.iter().map(|e| e.pid).collect::<Vec<_>>(), "{text}");
 }
 
+/// `HYDRA_LAUNCHER_EXTRA_ARGS` reach srun after its own options, as under
+/// Hydra: a harmless one runs the job, an unknown one is srun's error.
+fn launcher_extra_args_reach_srun(fx: &Fixture) {
+    let run = |extra: &str| {
+        let cmd =
+            ["salloc", "-N3", "-n3", "env", &format!("HYDRA_LAUNCHER_EXTRA_ARGS={extra}"), dpm_bin(), "run", "--report-placement", "-n", "3", "/bin/true"];
+        fx.client(&cmd)
+    };
+    let out = run("--quiet --overlap");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let mut hosts: Vec<String> = common::placement(&stderr).into_iter().map(|(_, _, host)| host).collect();
+    hosts.sort_unstable();
+    assert_eq!(hosts, ["n1", "n2", "n3"], "{stderr}");
+    let out = run("--dpm-no-such-option");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("dpm-no-such-option"), "srun did not get the extra word: {stderr}");
+}
+
 #[test]
 fn dpm_inside_a_slurm_allocation() {
     let mut fx = match Fixture::up() {
         Ok(fx) => fx,
         Err(reason) => return common::fixture_unavailable("Slurm cluster fixture (slurm)", &reason),
     };
-    let scenarios: [(&str, common::Scenario<Fixture>); 9] = [
+    let scenarios: [(&str, common::Scenario<Fixture>); 10] = [
         ("salloc -N1 -n2 dpm run -n 2 hello", hello_in_allocation),
         ("ranks see the job's environment", ranks_see_the_job),
         ("one step on every node", step_on_every_node),
@@ -317,6 +336,7 @@ fn dpm_inside_a_slurm_allocation() {
         ("binding inside the allocation", binding_inside_the_allocation),
         ("MPIR attach inside the allocation", mpir_attach_inside_the_allocation),
         ("MPIR launch mode across the allocation", mpir_launch_across_the_allocation),
+        ("HYDRA_LAUNCHER_EXTRA_ARGS reach srun", launcher_extra_args_reach_srun),
     ];
     let mut failures = common::run_scenarios("slurm", &fx, &scenarios, |fx, name| {
         // A hang guard: settling ends as soon as the queue is empty.
