@@ -108,7 +108,7 @@ fn hydra_host_file_names_the_nodes_unless_the_command_line_does() {
     let missing = std::env::temp_dir().join(unique("dpm-henv-none")).display().to_string();
     let vars = [("HYDRA_HOST_FILE", missing.as_str())];
     let dpm = ssh.dpm(&["-n", "1", "/bin/echo", "ran"], &vars);
-    dpm.assert_code(2).assert_stdout_lacks("ran").assert_stderr_contains(&format!("dpm: error: host file {missing}"));
+    dpm.assert_code(2).assert_stdout_lacks("ran").assert_stderr_contains(&format!("dpm: error: HYDRA_HOST_FILE={missing}: cannot read it: "));
     let hydra = ssh.hydra(&["-n", "1", "/bin/echo", "ran"], &vars);
     assert_ne!(hydra.code(), 0, "{}", hydra.describe());
     hydra.assert_stdout_lacks("ran").assert_stderr_contains("unable to open host file");

@@ -215,7 +215,7 @@ pub fn parse_run_with_env(args: &[String], env: crate::hydra_env::Env) -> Result
     if opts.segments.is_empty() {
         return Err(CliError::Usage("no program given".into()));
     }
-    crate::hydra_env::host_file(&mut opts, env);
+    crate::hydra_env::host_file(&mut opts, env).map_err(|e| CliError::Usage(e.0))?;
     Ok(opts)
 }
 

@@ -78,11 +78,16 @@ pub fn defaults(opts: &mut RunOptions, env: Env) -> Result<(), UsageError> {
 }
 
 /// `HYDRA_HOST_FILE` as `-f FILE`, when nothing on the command line (nor
-/// `DPM_HOSTS`, dpm's own variable) named the nodes.
-pub fn host_file(opts: &mut RunOptions, env: Env) {
+/// `DPM_HOSTS`, dpm's own variable) named the nodes; a file that cannot be
+/// opened is named with the variable.
+pub fn host_file(opts: &mut RunOptions, env: Env) -> Result<(), UsageError> {
     if opts.hosts.is_empty() && opts.hostfile.is_none() && opts.virtual_nodes.is_none() && env("DPM_HOSTS").is_none() {
-        opts.hostfile = var(env, "HYDRA_HOST_FILE");
+        if let Some(file) = var(env, "HYDRA_HOST_FILE") {
+            std::fs::File::open(&file).map_err(|e| UsageError(format!("HYDRA_HOST_FILE={file}: cannot read it: {e}")))?;
+            opts.hostfile = Some(file);
+        }
     }
+    Ok(())
 }
 
 /// `HYDRA_LAUNCHER_EXTRA_ARGS`, split at blanks as Hydra splits it.
@@ -187,12 +192,16 @@ mod tests {
 
     #[test]
     fn the_host_file_variable_only_when_no_nodes_were_given() {
-        let file = [("HYDRA_HOST_FILE", "/h")];
-        assert_eq!(parse("-n 1 p", &file).unwrap().hostfile.as_deref(), Some("/h"));
+        let file = [("HYDRA_HOST_FILE", "/dev/null")];
+        assert_eq!(parse("-n 1 p", &file).unwrap().hostfile.as_deref(), Some("/dev/null"));
+        match parse("-n 1 p", &[("HYDRA_HOST_FILE", "/nonexistent/hosts")]) {
+            Err(crate::cli::CliError::Usage(m)) => assert!(m.starts_with("HYDRA_HOST_FILE=/nonexistent/hosts: cannot read it: "), "{m}"),
+            other => panic!("{other:?}"),
+        }
         assert_eq!(parse("-f /mine -n 1 p", &file).unwrap().hostfile.as_deref(), Some("/mine"));
         assert_eq!(parse("-hosts a,b -n 1 p", &file).unwrap().hostfile, None);
         assert_eq!(parse("--virtual-nodes 2 -n 1 p", &file).unwrap().hostfile, None);
-        assert_eq!(parse("-n 1 p", &[("HYDRA_HOST_FILE", "/h"), ("DPM_HOSTS", "a")]).unwrap().hostfile, None);
+        assert_eq!(parse("-n 1 p", &[("HYDRA_HOST_FILE", "/dev/null"), ("DPM_HOSTS", "a")]).unwrap().hostfile, None);
     }
 
     #[test]
