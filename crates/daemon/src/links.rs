@@ -100,7 +100,7 @@ pub fn start(node: NodeId, host: &str, spec: &dpm_proto::tree::TreeSpec, secret:
             c.args(&ssh[1..]).arg(host).arg(exe.display().to_string()).args(&args);
             c
         }
-        Bootstrap::Slurm => {
+        Bootstrap::Slurm(extra) => {
             // One task on that node, overlapping the allocation's other steps
             // (daemons start children with nested sruns), without Slurm's own
             // PMI, unbuffered so frames pass as they are written; --ntasks
@@ -108,6 +108,7 @@ pub fn start(node: NodeId, host: &str, spec: &dpm_proto::tree::TreeSpec, secret:
             let mut c = Command::new("srun");
             c.args(["--nodes=1", "--ntasks=1", "--overlap", "--mpi=none", "--unbuffered", "--quiet", "--kill-on-bad-exit=1"])
                 .arg(format!("--nodelist={host}"))
+                .args(extra)
                 .arg(exe.display().to_string())
                 .args(&args);
             c

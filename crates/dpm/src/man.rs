@@ -47,7 +47,10 @@ pub fn page() -> String {
         "DPM_LOG (a log filter, e.g. dpm_daemon=trace), DPM_PMI, DPM_KVS, DPM_HOSTS,\n\
          DPM_LAUNCHER, DPM_SSH, DPM_FANOUT, DPM_CONNECT_TIMEOUT, DPM_WARM_SPAWN,\n\
          DPM_ON_SPAWNED_FAILURE, DPM_HEARTBEAT_TIMEOUT, DPM_NO_BOOT, DPM_BOOT,\n\
-         DPM_RUNTIME_DIR, MPIEXEC_TIMEOUT: see the options above and README.md.",
+         DPM_RUNTIME_DIR, MPIEXEC_TIMEOUT: see the options above and README.md.\n\
+         Hydra's HYDRA_HOST_FILE, HYDRA_ENV, HYDRA_DEBUG, HYDRA_BINDING, HYDRA_MAPPING,\n\
+         HYDRA_MEMBIND, HYDRA_TOPOLIB, HYDRA_RMK, HYDRA_LAUNCHER, HYDRA_LAUNCHER_EXEC,\n\
+         HYDRA_LAUNCHER_EXTRA_ARGS, HYDRA_IFACE, MPIEXEC_PORT_RANGE: see docs/hydra.md.",
     ));
     out.push_str(".SH \"SEE ALSO\"\n\\fBmpiexec\\fR(1); README.md, ARCHITECTURE.md and docs/ in dpm's source.\n");
     out

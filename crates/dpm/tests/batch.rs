@@ -1,4 +1,4 @@
-//! dpm inside PBS/Torque and LSF allocations, compared with Hydra
+//! dpm inside PBS/Torque, LSF and Grid Engine allocations, compared with Hydra
 //! (`.venv/bin/mpiexec.hydra`, MPICH 5.0.2) on the same environment.
 //!
 //! Neither batch system has a free implementation, so each test sets the
@@ -106,9 +106,18 @@ fn hydra_placement(out: &Output) -> (Vec<(String, Vec<u32>)>, String) {
     for line in text.lines().filter(|l| l.contains("--hostname ") && l.contains("--exec-rank ")) {
         let words: Vec<&str> = line.split_whitespace().collect();
         let after = |flag: &str| words.iter().position(|w| *w == flag).map(|i| words[i + 1]).unwrap_or_else(|| panic!("no {flag} in {line}"));
-        let (first, count): (u32, u32) = (after("--exec-rank").parse().unwrap(), after("--exec-proc-count").parse().unwrap());
+        // One block per executable segment; a run beyond the slots wraps
+        // around, giving a proxy a second block of ranks.
+        let mut ranks: Vec<u32> = Vec::new();
+        for (i, _) in words.iter().enumerate().filter(|(_, w)| **w == "--exec-rank") {
+            let first: u32 = words[i + 1].parse().unwrap();
+            let at = i + words[i..].iter().position(|w| *w == "--exec-proc-count").unwrap_or_else(|| panic!("no --exec-proc-count in {line}"));
+            let count: u32 = words[at + 1].parse().unwrap();
+            ranks.extend(first..first + count);
+        }
+        ranks.sort_unstable();
         mapping = after("--pmi-process-mapping").to_string();
-        proxies.push((after("--hostname").to_string(), (first..first + count).collect()));
+        proxies.push((after("--hostname").to_string(), ranks));
     }
     assert!(!proxies.is_empty(), "no proxy arguments in Hydra's -verbose output\n{}", out.describe());
     (proxies, mapping)
@@ -204,7 +213,30 @@ fn lsf_mcpu_hosts_places_ranks_as_hydra_and_starts_remote_daemons_through_blaunc
 }
 
 #[test]
-fn the_tree_fans_out_through_the_agent_and_sigterm_ends_every_agent() {
+fn grid_engine_pe_hostfile_places_ranks_as_hydra_and_starts_remote_daemons_through_qrsh() {
+    let batch = Batch::new();
+    let me = hostname();
+    // $SGE_ROOT/bin/$ARC/qrsh: where both launchers look first.
+    let arch = batch.dir.path.join("bin/lx-amd64");
+    fs::create_dir_all(&arch).unwrap();
+    fs::write(arch.join("qrsh"), STAND_IN).unwrap();
+    fs::set_permissions(arch.join("qrsh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let pe = batch.file("pe_hostfile", &format!("{me} 1 all.q@{me} UNDEFINED\n127.0.0.2 3 all.q@127.0.0.2 UNDEFINED\n"));
+    let root = batch.dir.path_str();
+    let vars = [("PE_HOSTFILE", pe.as_str()), ("SGE_ROOT", root.as_str()), ("ARC", "lx-amd64")];
+    let hello = hello();
+    // No -n: one rank per slot; then -n 2 and -n 5 (beyond the slots, round again).
+    for args in [vec![hello.as_str()], vec!["-n", "2", &hello], vec!["-n", "5", &hello]] {
+        let (out, ours, theirs) = compare(&batch, &vars, &args);
+        out.assert_stderr_contains(&format!("dpm: nodes from the sge allocation (PE_HOSTFILE={pe}): 2 nodes, 4 slots"));
+        assert_eq!(agent_hosts(&ours, "qrsh"), ["127.0.0.2"], "{ours:?}");
+        assert!(ours.iter().all(|l| l.starts_with("qrsh -inherit -V 127.0.0.2 ")), "{ours:?}");
+        assert_eq!(agent_hosts(&theirs, "qrsh"), ["127.0.0.2"], "Hydra starts its remote proxy through qrsh too: {theirs:?}");
+    }
+}
+
+#[test]
+fn the_tree_fans_out_through_the_agent_and_sigterm_or_sigint_ends_every_agent() {
     let batch = Batch::new();
     let me = hostname();
     let hosts = format!("{me} 1 127.0.0.2 1 127.0.0.3 1");
@@ -217,14 +249,17 @@ fn the_tree_fans_out_through_the_agent_and_sigterm_ends_every_agent() {
     assert_eq!(hello_lines(&out), 3, "{}", out.describe());
     let log = batch.take_log();
     assert_eq!(agent_hosts(&log, "blaunch"), ["127.0.0.2", "127.0.0.3"], "{log:?}");
-    // SIGTERM while ranks run: dpm ends, and with it every agent, daemon
-    // and rank (all carry the marker; `wait` fails on any left).
-    let running = batch.env(Dpm::run(["-n", "3", "/bin/sleep", "300"]), &vars).spawn();
-    common::wait_for_ranks(running.marker(), "/bin/sleep", 3);
-    assert_eq!(agent_hosts(&batch.take_log(), "blaunch").len(), 2);
-    running.signal("TERM");
-    let out = running.wait();
-    assert_ne!(out.code(), 0, "{}", out.describe());
+    // SIGTERM or SIGINT (Ctrl-C) while ranks run: dpm ends, and with it
+    // every agent, daemon and rank (all carry the marker; `wait` fails on
+    // any left).
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let running = batch.env(Dpm::run(["-n", "3", "/bin/sleep", "300"]), &vars).spawn();
+        common::wait_for_ranks(running.marker(), "/bin/sleep", 3);
+        assert_eq!(agent_hosts(&batch.take_log(), "blaunch").len(), 2);
+        running.signal(signal);
+        let out = running.wait();
+        assert_eq!(out.code(), code, "SIG{signal}\n{}", out.describe());
+    }
 }
 
 #[test]

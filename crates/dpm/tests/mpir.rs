@@ -302,6 +302,34 @@ fn sigquit_prints_the_stacks_and_the_run_goes_on() {
     assert!(text.contains("MPI_Recv"), "{}", out.describe());
 }
 
+/// Through a boot: the stacks at the timeout, and on SIGQUIT to the run's
+/// `dpm run` while the run goes on, as for a plain run.
+#[test]
+fn stack_traces_of_a_booted_run_at_the_timeout_and_on_sigquit() {
+    gdb().expect("gdb");
+    let boot = Boot::start(&[]);
+    let host = hostname();
+    // A booted run's jobs are numbered by the boot: its ranks are `J.R`.
+    let recv_stack = |text: &str, r: usize| {
+        text.lines().any(|l| {
+            let label = l.strip_prefix("[rank ").and_then(|l| l.split_once(&format!(" on {host}] #"))).map(|(label, _)| label);
+            label.is_some_and(|label| label.rsplit('.').next() == Some(&r.to_string())) && l.contains("MPI_Recv")
+        })
+    };
+    let out = boot.run(&["--timeout", "5", "--get-stack-traces", "-n", "2", &program("deadlock")]).output();
+    out.assert_code(124);
+    assert!((0..2).all(|r| recv_stack(&out.stderr_str(), r)), "{}", out.describe());
+    let merged = TempFile::new("dpm-2to1", format!("#!/bin/sh\nexec '{}' \"$@\" 2>&1\n", dpm_bin()).as_bytes(), 0o700);
+    let mut running = boot.run(&["--timeout", "120", "-n", "2", &program("deadlock")]).exe(&merged.path).spawn();
+    running.wait_for_lines("rank ", 2);
+    running.signal("QUIT");
+    running.wait_for_lines("dpm: rank ", 2);
+    running.signal("TERM");
+    let out = running.wait();
+    out.assert_code(128 + libc_sigterm());
+    assert!((0..2).all(|r| recv_stack(&out.stdout_str(), r)), "{}", out.describe());
+}
+
 fn libc_sigterm() -> i32 {
     15
 }

@@ -252,8 +252,10 @@ fn wheel_installs_dpm_beside_the_mpich_and_mpi4py_wheels() {
     let house = wheelhouse(&mpich, &mpi4py);
     let scratch = Scratch::new("dpm-wheel");
     let dist = scratch.0.join("dist");
-    let built =
-        check(Command::new(repo_root().join("scripts/wheel.sh")).arg("-o").arg(&dist).env("CARGO_TARGET_DIR", packaging_target()), Duration::from_secs(1800));
+    let built = check(
+        Command::new(repo_root().join("scripts/wheel.sh")).arg("--strip").arg("-o").arg(&dist).env("CARGO_TARGET_DIR", packaging_target()),
+        Duration::from_secs(1800),
+    );
     let wheel = PathBuf::from(built.lines().last().expect("wheel.sh prints the wheel's path").trim());
     assert!(wheel.is_file() && wheel.starts_with(&dist), "{wheel:?}");
 
@@ -284,6 +286,26 @@ fn wheel_installs_dpm_beside_the_mpich_and_mpi4py_wheels() {
 
     let version = check(Command::new(bin.join("dpm")).arg("--version").env("PATH", &path), Duration::from_secs(60));
     assert_eq!(version_parts(&version).0, version_parts(&Dpm::raw(["--version"]).output().stdout_str()).0, "the wheel's dpm is this build");
+
+    // The release's dpm is stripped (--strip) and still an MPIR starter:
+    // no symbol table, the MPIR symbols in the dynamic one, and gdb
+    // attached to a running `dpm run` reads every rank's pid there.
+    let dpm = bin.join("dpm");
+    let nm = run(Command::new("nm").arg(&dpm), Duration::from_secs(60));
+    assert!(String::from_utf8_lossy(&nm.stderr).contains("no symbols"), "the wheel's dpm is not stripped");
+    let dynamic = check(Command::new("nm").args(["-D", "--defined-only"]).arg(&dpm), Duration::from_secs(60));
+    for symbol in ["MPIR_proctable", "MPIR_proctable_size", "MPIR_debug_state", "MPIR_being_debugged", "MPIR_i_am_starter", "MPIR_Breakpoint"] {
+        assert!(dynamic.lines().any(|l| l.ends_with(&format!(" {symbol}"))), "the stripped wheel's dpm lacks {symbol}:\n{dynamic}");
+    }
+    let gdb = common::debugger::gdb().expect("gdb (scripts/setup.sh --tests installs it)");
+    let held = common::TempDir::new("mpir-wheel");
+    let mut running = env(Dpm::run(["-n", "2", &common::program("mpir_job"), &held.path_str()]).exe(&dpm)).spawn();
+    running.wait_for_lines("mpir_job world", 2);
+    let table = common::debugger::read_table(&gdb, running.pid());
+    fs::write(held.path.join("go"), b"").expect("write go");
+    let out = running.wait();
+    out.assert_success();
+    assert_eq!(table.iter().map(|e| e.pid).collect::<Vec<_>>(), common::debugger::ready_pids(&out.stdout_str(), "world"), "{table:?}\n{}", out.describe());
 
     // dpm run -n 4 python: mpi4py from the venv, MPICH from the venv.
     let out = env(Dpm::run(["-wdir", &work_s, "-n", "4", "python", "-c", MPI4PY_HELLO]).exe(&bin.join("dpm"))).output();

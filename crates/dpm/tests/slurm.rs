@@ -260,7 +260,9 @@ fn mpir_attach_inside_the_allocation(fx: &Fixture) {
     let gdb = debugger::gdb().expect("gdb");
     let dir = TempDir::new("mpir-slurm");
     let exe = program("mpir_job");
-    let mut running = Dpm::mpiexec(&fx.salloc_3x1.path, ["-n", "3", &exe, &dir.path_str()]).spawn();
+    // The daemons on other nodes cannot see that gdb holds `dpm run`: a
+    // longer silence timeout, as docs/debugging.md tells a user attaching.
+    let mut running = Dpm::mpiexec(&fx.salloc_3x1.path, ["-n", "3", &exe, &dir.path_str()]).env("DPM_HEARTBEAT_TIMEOUT", "60").spawn();
     running.wait_for_lines("mpir_job world", 3);
     // The wrapper became salloc; its child is the `dpm run` a tool attaches to.
     let starter = child_running(running.pid(), dpm_bin()).unwrap_or_else(|| panic!("no dpm run under salloc (pid {})", running.pid()));
@@ -276,13 +278,55 @@ fn mpir_attach_inside_the_allocation(fx: &Fixture) {
     assert_eq!(live, [exe.clone(), exe.clone(), exe], "each entry's pid ran the program when gdb read it");
 }
 
+/// MPIR launch mode across the allocation: gdb starts `dpm run` with
+/// `MPIR_being_debugged` set and holds it at `MPIR_Breakpoint` longer than
+/// the daemons' default silence timeout (they cannot see it traced on
+/// other nodes; dpm waits out a debugger's hold there): every rank is held
+/// before `main` on n1, n2, n3, and after `continue` the job ends 0.
+fn mpir_launch_across_the_allocation(fx: &Fixture) {
+    let gdb = debugger::gdb().expect("gdb");
+    let dir = TempDir::new("mpir-slurm");
+    let exe = program("mpir_job");
+    let held = debugger::launch_script(&dir.path, false, 0).replace("shell touch", "shell sleep 4\nshell touch");
+    let script = TempFile::new("mpir-launch.gdb", held.as_bytes(), 0o600);
+    let cmd = ["salloc", "-N3", "-n3", &gdb, "-nx", "-batch", "-x", &script.path_str(), "--args", dpm_bin(), "run", "-n", "3", &exe, &dir.path_str()];
+    let out = fx.client(&cmd);
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("exited normally"), "{:?}\n{text}", out.status);
+    let table = debugger::parse_table(&text, 0);
+    assert_eq!(table.iter().map(|e| e.host.as_str()).collect::<Vec<_>>(), ["n1", "n2", "n3"], "{text}");
+    let states = debugger::states(&text);
+    assert!(states.len() == 3 && states.iter().all(|(_, state, program)| state == "T" && *program == exe), "not every rank held in its program\n{text}");
+    assert!(text.contains("MAIN-FILES 0"), "a rank ran main before the debugger let it:\n{text}");
+    assert_eq!(debugger::ready_pids(&text, "world"), table.iter().map(|e| e.pid).collect::<Vec<_>>(), "{text}");
+}
+
+/// `HYDRA_LAUNCHER_EXTRA_ARGS` reach srun after its own options, as under
+/// Hydra: a harmless one runs the job, an unknown one is srun's error.
+fn launcher_extra_args_reach_srun(fx: &Fixture) {
+    let run = |extra: &str| {
+        let cmd =
+            ["salloc", "-N3", "-n3", "env", &format!("HYDRA_LAUNCHER_EXTRA_ARGS={extra}"), dpm_bin(), "run", "--report-placement", "-n", "3", "/bin/true"];
+        fx.client(&cmd)
+    };
+    let out = run("--quiet --overlap");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let mut hosts: Vec<String> = common::placement(&stderr).into_iter().map(|(_, _, host)| host).collect();
+    hosts.sort_unstable();
+    assert_eq!(hosts, ["n1", "n2", "n3"], "{stderr}");
+    let out = run("--dpm-no-such-option");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("dpm-no-such-option"), "srun did not get the extra word: {stderr}");
+}
+
 #[test]
 fn dpm_inside_a_slurm_allocation() {
     let mut fx = match Fixture::up() {
         Ok(fx) => fx,
         Err(reason) => return common::fixture_unavailable("Slurm cluster fixture (slurm)", &reason),
     };
-    let scenarios: [(&str, common::Scenario<Fixture>); 8] = [
+    let scenarios: [(&str, common::Scenario<Fixture>); 10] = [
         ("salloc -N1 -n2 dpm run -n 2 hello", hello_in_allocation),
         ("ranks see the job's environment", ranks_see_the_job),
         ("one step on every node", step_on_every_node),
@@ -291,6 +335,8 @@ fn dpm_inside_a_slurm_allocation() {
         ("dpm boot inside the allocation", boot_inside_the_allocation),
         ("binding inside the allocation", binding_inside_the_allocation),
         ("MPIR attach inside the allocation", mpir_attach_inside_the_allocation),
+        ("MPIR launch mode across the allocation", mpir_launch_across_the_allocation),
+        ("HYDRA_LAUNCHER_EXTRA_ARGS reach srun", launcher_extra_args_reach_srun),
     ];
     let mut failures = common::run_scenarios("slurm", &fx, &scenarios, |fx, name| {
         // A hang guard: settling ends as soon as the queue is empty.

@@ -49,6 +49,7 @@ pub fn command(
     launcher: Launcher,
     exec: Option<&[String]>,
     ssh: &[String],
+    extra: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     find: &dyn Fn(&str) -> Option<PathBuf>,
 ) -> Vec<String> {
@@ -59,8 +60,14 @@ pub fn command(
             _ => vec![given.or_else(|| find(name).map(|p| p.display().to_string())).unwrap_or_else(|| format!("/usr/bin/{name}"))],
         }
     };
+    // `HYDRA_LAUNCHER_EXTRA_ARGS` after the agent's own options, as Hydra
+    // puts them; the ssh command carries them already.
+    let with_extra = |mut c: Vec<String>| {
+        c.extend(extra.iter().cloned());
+        c
+    };
     match launcher {
-        Launcher::Lsf => located(var("LSF_BINDIR").map(|d| format!("{d}/blaunch")), "blaunch"),
+        Launcher::Lsf => with_extra(located(var("LSF_BINDIR").map(|d| format!("{d}/blaunch")), "blaunch")),
         Launcher::Sge => {
             let qrsh = match (var("SGE_ROOT"), var("ARC")) {
                 (Some(root), Some(arc)) => Some(format!("{root}/bin/{arc}/qrsh")),
@@ -68,11 +75,11 @@ pub fn command(
             };
             let mut c = located(qrsh, "qrsh");
             c.extend(["-inherit", "-V"].map(String::from));
-            c
+            with_extra(c)
         }
         Launcher::Pbs => match exec {
-            Some(e) if !e.is_empty() => e.to_vec(),
-            _ => find("pbs_tmrsh").map_or_else(|| ssh.to_vec(), |p| vec![p.display().to_string()]),
+            Some(e) if !e.is_empty() => with_extra(e.to_vec()),
+            _ => find("pbs_tmrsh").map_or_else(|| ssh.to_vec(), |p| with_extra(vec![p.display().to_string()])),
         },
         Launcher::Fork | Launcher::Ssh | Launcher::Slurm | Launcher::Manual => ssh.to_vec(),
     }
@@ -96,19 +103,24 @@ mod tests {
             "ARC" => Some("lx-amd64".to_string()),
             _ => None,
         };
-        assert_eq!(command(Launcher::Lsf, None, &ssh, &env, &none), s(&["/lsf/bin/blaunch"]));
-        assert_eq!(command(Launcher::Sge, None, &ssh, &env, &none), s(&["/sge/bin/lx-amd64/qrsh", "-inherit", "-V"]));
-        assert_eq!(command(Launcher::Lsf, None, &ssh, &|_| None, &none), s(&["/usr/bin/blaunch"]));
+        assert_eq!(command(Launcher::Lsf, None, &ssh, &[], &env, &none), s(&["/lsf/bin/blaunch"]));
+        assert_eq!(command(Launcher::Sge, None, &ssh, &[], &env, &none), s(&["/sge/bin/lx-amd64/qrsh", "-inherit", "-V"]));
+        assert_eq!(command(Launcher::Lsf, None, &ssh, &[], &|_| None, &none), s(&["/usr/bin/blaunch"]));
         let found = |n: &str| Some(PathBuf::from(format!("/path/{n}")));
-        assert_eq!(command(Launcher::Sge, None, &ssh, &|_| None, &found), s(&["/path/qrsh", "-inherit", "-V"]));
+        assert_eq!(command(Launcher::Sge, None, &ssh, &[], &|_| None, &found), s(&["/path/qrsh", "-inherit", "-V"]));
         // PBS: pbs_tmrsh where it is, else ssh (Hydra without TM).
-        assert_eq!(command(Launcher::Pbs, None, &ssh, &env, &found), s(&["/path/pbs_tmrsh"]));
-        assert_eq!(command(Launcher::Pbs, None, &ssh, &env, &none), ssh);
+        assert_eq!(command(Launcher::Pbs, None, &ssh, &[], &env, &found), s(&["/path/pbs_tmrsh"]));
+        assert_eq!(command(Launcher::Pbs, None, &ssh, &[], &env, &none), ssh);
         // The launcher exec replaces the program, not Grid Engine's flags.
         let exec = s(&["/my/agent"]);
-        assert_eq!(command(Launcher::Sge, Some(&exec), &ssh, &env, &none), s(&["/my/agent", "-inherit", "-V"]));
-        assert_eq!(command(Launcher::Lsf, Some(&exec), &ssh, &env, &none), exec);
-        assert_eq!(command(Launcher::Pbs, Some(&exec), &ssh, &env, &none), exec);
+        assert_eq!(command(Launcher::Sge, Some(&exec), &ssh, &[], &env, &none), s(&["/my/agent", "-inherit", "-V"]));
+        assert_eq!(command(Launcher::Lsf, Some(&exec), &ssh, &[], &env, &none), exec);
+        assert_eq!(command(Launcher::Pbs, Some(&exec), &ssh, &[], &env, &none), exec);
+        // HYDRA_LAUNCHER_EXTRA_ARGS after the agent's options; ssh has them already.
+        let extra = s(&["-p", "7"]);
+        assert_eq!(command(Launcher::Sge, None, &ssh, &extra, &env, &none), s(&["/sge/bin/lx-amd64/qrsh", "-inherit", "-V", "-p", "7"]));
+        assert_eq!(command(Launcher::Lsf, None, &ssh, &extra, &env, &none), s(&["/lsf/bin/blaunch", "-p", "7"]));
+        assert_eq!(command(Launcher::Pbs, None, &ssh, &extra, &env, &none), ssh);
     }
 
     #[test]

@@ -207,10 +207,19 @@ pub struct BootFlags {
 
 /// Parse the arguments after `dpm run` (or after `mpiexec`).
 pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
-    let (opts, _) = parse(args, Command::Run)?;
+    parse_run_with_env(args, &|_| None)
+}
+
+/// [`parse_run`] with Hydra's variables of `env` ([`crate::hydra_env`]):
+/// defaults the command line overrides.
+pub fn parse_run_with_env(args: &[String], env: crate::hydra_env::Env) -> Result<RunOptions, CliError> {
+    let mut opts = RunOptions::default();
+    crate::hydra_env::defaults(&mut opts, env).map_err(|e| CliError::Usage(e.0))?;
+    let (mut opts, _) = parse_into(opts, args, Command::Run)?;
     if opts.segments.is_empty() {
         return Err(CliError::Usage("no program given".into()));
     }
+    crate::hydra_env::host_file(&mut opts, env).map_err(|e| CliError::Usage(e.0))?;
     Ok(opts)
 }
 
@@ -223,7 +232,10 @@ pub fn parse_boot(args: &[String]) -> Result<(RunOptions, BootFlags), CliError> 
 /// `-configfile` is read once the command line is parsed (as Hydra does):
 /// its words continue the command line, its lines separated like `:`.
 fn parse(args: &[String], command: Command) -> Result<(RunOptions, BootFlags), CliError> {
-    let mut opts = RunOptions::default();
+    parse_into(RunOptions::default(), args, command)
+}
+
+fn parse_into(mut opts: RunOptions, args: &[String], command: Command) -> Result<(RunOptions, BootFlags), CliError> {
     let mut boot = BootFlags::default();
     let mut config_file = None;
     parse_words(args, command, &mut opts, &mut boot, &mut config_file)?;

@@ -59,6 +59,12 @@ pub struct RunConfig {
     pub bind: Option<SocketAddr>,
     /// `-iface`, else `HYDRA_IFACE`, resolved on this host.
     pub iface: Option<dpm_daemon::iface::Iface>,
+    /// `HYDRA_LAUNCHER_EXTRA_ARGS`: words after the launcher's own options
+    /// (ssh, srun, blaunch, qrsh, pbs_tmrsh), before the host.
+    pub launcher_extra: Vec<String>,
+    /// `MPIEXEC_PORT_RANGE` (or a name Hydra reads before it): the ports
+    /// dpm listens on for daemons that connect to it (manual bootstrap).
+    pub port_range: Option<std::ops::RangeInclusive<u16>>,
     /// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`, else 300 s (manual bootstrap).
     pub connect_timeout: Duration,
     /// `dpm boot --warm-spawn`: how long the boot keeps a run's unclaimed
@@ -133,6 +139,9 @@ impl RunConfig {
         let mut ssh = launcher_exec.clone().unwrap_or_else(|| ["ssh", "-o", "BatchMode=yes"].map(String::from).to_vec());
         // Hydra's ssh launcher: X forwarding only when asked for.
         ssh.push(if opts.x_forwarding == Some(true) { "-X" } else { "-x" }.to_string());
+        let launcher_extra = crate::hydra_env::launcher_extra_args(env);
+        ssh.extend(launcher_extra.iter().cloned());
+        let port_range = crate::hydra_env::port_range(env)?;
         let iface = match opts.iface.clone().or_else(|| env("HYDRA_IFACE").filter(|v| !v.trim().is_empty())) {
             Some(name) => Some(dpm_daemon::iface::resolve(&name).map_err(|e| UsageError(format!("-iface {name}: {e}")))?),
             None => None,
@@ -200,6 +209,8 @@ impl RunConfig {
             rmk,
             launcher_exec,
             ssh_command: ssh,
+            launcher_extra,
+            port_range,
             bind: opts.bind.or_else(|| iface.as_ref().map(|i| SocketAddr::new(i.ip.into(), 0))),
             iface,
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
@@ -261,6 +272,8 @@ impl RunConfig {
             rmk: None,
             launcher_exec: None,
             ssh_command: Vec::new(),
+            launcher_extra: Vec::new(),
+            port_range: None,
             bind: None,
             iface: None,
             connect_timeout: crate::manual::DEFAULT_TIMEOUT,
@@ -494,7 +507,19 @@ mod tests {
         let c = resolve("--timeout 9 --kill-grace 0.5 --usize 6 -l --pmi-port -ppn 2 ./p", &[]).unwrap();
         let submit = c.submit(crate::plan::PlannedJob::new(), Vec::new(), "/".into(), "h".into());
         let back = RunConfig::from_submit(&submit, c.fanout).unwrap();
-        assert_eq!(back, RunConfig { verbose: 0, launcher: None, rmk: None, launcher_exec: None, ssh_command: Vec::new(), ..c });
+        assert_eq!(
+            back,
+            RunConfig {
+                verbose: 0,
+                launcher: None,
+                rmk: None,
+                launcher_exec: None,
+                ssh_command: Vec::new(),
+                launcher_extra: Vec::new(),
+                port_range: None,
+                ..c
+            }
+        );
         let mut bad = submit.clone();
         bad.job.kill_grace = Duration::from_secs(MAX_SECS + 1);
         assert!(RunConfig::from_submit(&bad, 32).is_err());

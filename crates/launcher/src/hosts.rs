@@ -77,7 +77,7 @@ impl NodeChoice {
         let a = self.allocation.as_ref()?;
         let how = match &self.bootstrap {
             Bootstrap::InProcess => "one node, no daemon to start".to_string(),
-            Bootstrap::Tree(tree::Bootstrap::Slurm) => "daemons through srun".to_string(),
+            Bootstrap::Tree(tree::Bootstrap::Slurm(_)) => "daemons through srun".to_string(),
             Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork: true }) => format!("daemons through {} (this host's by fork)", command.join(" ")),
             Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork: false }) => format!("daemons through {}", command.join(" ")),
             Bootstrap::Tree(tree::Bootstrap::Ssh(c)) => format!("daemons through {}", c.join(" ")),
@@ -183,7 +183,7 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoic
     // Hydra's HYDRA_LAUNCHER_AUTOFORK=0: this machine's daemons through the agent too.
     let autofork = !env("HYDRA_LAUNCHER_AUTOFORK").is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "no" | "false" | "off"));
     let agent = |l: Launcher| {
-        let command = crate::agent::command(l, config.launcher_exec.as_deref(), &config.ssh_command, &env, &find);
+        let command = crate::agent::command(l, config.launcher_exec.as_deref(), &config.ssh_command, &config.launcher_extra, &env, &find);
         Bootstrap::Tree(tree::Bootstrap::Agent { command, autofork })
     };
     let all_local = virtual_nodes || list.iter().all(|n| is_this_host(&n.host, host));
@@ -194,20 +194,23 @@ fn choose(opts: &RunOptions, config: &RunConfig, host: &str) -> Result<NodeChoic
         Some(Launcher::Slurm) if std::env::var_os("SLURM_JOB_ID").is_none() => {
             return Err(usage("-launcher slurm works inside a Slurm allocation (salloc, sbatch) only"))
         }
-        Some(Launcher::Slurm) => Bootstrap::Tree(tree::Bootstrap::Slurm),
+        Some(Launcher::Slurm) => Bootstrap::Tree(tree::Bootstrap::Slurm(config.launcher_extra.clone())),
         Some(l @ (Launcher::Lsf | Launcher::Sge | Launcher::Pbs)) => agent(l),
         Some(Launcher::Ssh) => Bootstrap::Tree(tree::Bootstrap::Ssh(config.ssh_command.clone())),
         Some(Launcher::Fork) if all_local => Bootstrap::Tree(tree::Bootstrap::Fork),
         Some(Launcher::Fork) => return Err(usage("-launcher fork starts daemons on this machine only; use ssh for other hosts")),
-        Some(Launcher::Manual) => {
-            Bootstrap::Manual(manual::Manual { bind: config.bind, timeout: config.connect_timeout, connect_host: opts.localhost.clone() })
-        }
+        Some(Launcher::Manual) => Bootstrap::Manual(manual::Manual {
+            bind: config.bind,
+            timeout: config.connect_timeout,
+            connect_host: opts.localhost.clone(),
+            port_range: config.port_range.clone(),
+        }),
         // Asked to: even a node that is this machine gets its daemon through the agent.
         None if !autofork && from.is_some_and(|s| s != BatchSystem::Slurm) => agent(crate::agent::of(from.expect("checked"))),
         None if list.len() == 1 && (all_local || from_slurm) && (is_this_host(&list[0].host, host) || is_this_host_or_slurm_node(&list[0].host, host)) => {
             Bootstrap::InProcess
         }
-        None if from_slurm => Bootstrap::Tree(tree::Bootstrap::Slurm),
+        None if from_slurm => Bootstrap::Tree(tree::Bootstrap::Slurm(config.launcher_extra.clone())),
         // --virtual-nodes N promises N daemon processes, even for N = 1.
         None if all_local && list.len() == 1 && !virtual_nodes => Bootstrap::InProcess,
         // Another batch system's allocation: its own agent.

@@ -4,6 +4,8 @@
 //!   [`cli`]: the mpiexec-compatible parser over it.
 //! - [`config`]: [`config::RunConfig`], resolved once from options and
 //!   environment for cold and booted runs; the controller's settings.
+//! - [`hydra_env`]: Hydra's variables that stand for options (`HYDRA_ENV`,
+//!   `HYDRA_HOST_FILE`, `HYDRA_BINDING`, `MPIEXEC_PORT_RANGE`, …).
 //! - [`hosts`]: the node list and the bootstrap; [`machine`]: this machine's
 //!   name and [`machine::Node`].
 //! - [`plan`]: executables and working directories resolved over
@@ -42,6 +44,7 @@ pub mod daemon_cmd;
 pub mod error;
 pub mod exitcodes;
 pub mod hosts;
+pub mod hydra_env;
 pub mod info;
 pub mod kvs_root;
 pub mod local;
@@ -110,7 +113,7 @@ pub fn parse_run_command(args: &[String]) -> Result<RunRequest, Error> {
         let verbose = u8::from(args[..at].iter().any(|a| a == "-v"));
         return Ok(RunRequest::Singleton { args: args[at + 1..].to_vec(), verbose });
     }
-    match cli::parse_run(args) {
+    match cli::parse_run_with_env(args, &|k| std::env::var(k).ok()) {
         Ok(o) => Ok(RunRequest::Run(Box::new(o))),
         Err(CliError::Help) => Ok(RunRequest::Help),
         Err(CliError::Version) => Ok(RunRequest::Version),
@@ -216,7 +219,7 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
         let kind = match &bootstrap {
             nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Fork) => "fork",
             nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Ssh(_)) => "ssh",
-            nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Slurm) => "slurm",
+            nodes::Bootstrap::Tree(dpm_proto::tree::Bootstrap::Slurm(_)) => "slurm",
             _ => return None, // one node, or daemons started by hand: no tree to shape
         };
         let mut per = vec![0u32; node_list.len()];

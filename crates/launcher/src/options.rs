@@ -191,7 +191,8 @@ pub const OPTIONS: &[Opt] = &[
          SYSTEM is the logical CPUs. Default: unset, as\n\
          under Hydra (MPICH's spawning programs then pick\n\
          their own counts), unless the nodes' slots were\n\
-         given (-hosts H:N, a host file with slots, Slurm)\n\
+         given (-hosts H:N, a host file with slots, a\n\
+         batch allocation: Slurm, PBS, LSF, Grid Engine)\n\
          and hold the processes: then their sum. With\n\
          --no-oversubscribe: the nodes' slots (CPUs where\n\
          not given)",

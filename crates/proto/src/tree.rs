@@ -16,8 +16,9 @@ pub enum Bootstrap {
     /// `ssh HOST dpm daemon`, with this ssh command and options.
     Ssh(Vec<String>),
     /// One `srun` step per daemon, inside the job's Slurm allocation: the step's
-    /// single task has srun's stdin and stdout, which carry the link.
-    Slurm,
+    /// single task has srun's stdin and stdout, which carry the link; these
+    /// words (`HYDRA_LAUNCHER_EXTRA_ARGS`) after srun's own options.
+    Slurm(Vec<String>),
     /// A batch system's launch agent (`blaunch`, `qrsh -inherit -V`,
     /// `pbs_tmrsh`, or ssh inside a PBS allocation without it): this command,
     /// then the host, then `dpm daemon …`, as for ssh; a host that is this

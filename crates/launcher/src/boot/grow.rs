@@ -72,7 +72,8 @@ impl Growth {
             Some(b) => Some(b.parse().map_err(|e| format!("--bind {b}: {e}"))?),
             None => None,
         };
-        let manual = crate::manual::Manual { bind, timeout: within, connect_host: how.connect_host.clone() };
+        let port_range = crate::hydra_env::port_range(&|k| std::env::var(k).ok()).ok().flatten();
+        let manual = crate::manual::Manual { bind, timeout: within, connect_host: how.connect_host.clone(), port_range };
         let me = how.connect_host.clone().unwrap_or_else(crate::machine::this_host);
         let connected = crate::manual::join(nodes, &manual, &self.secret, &me, &up, say).await.map_err(|e| e.to_string())?;
         Ok(connected

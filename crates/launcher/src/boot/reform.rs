@@ -17,7 +17,7 @@
 //! once (more are closed at once): strangers cannot exhaust the server.
 
 use std::cell::Cell;
-use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{ToSocketAddrs, UdpSocket};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -51,12 +51,14 @@ pub struct Reattach {
 }
 
 impl Reattach {
-    /// Listen on every address, a port the system picks. The daemons are
+    /// Listen on every address, a port the system picks (one of
+    /// `MPIEXEC_PORT_RANGE`'s when set: [`crate::hydra_env::port_range`]). The daemons are
     /// given this machine's loopback address when every node is this
     /// machine (forked: virtual nodes), else the address this machine
     /// reaches the first other host from (the route their ssh took).
     pub async fn bind(nodes: &[Node], bootstrap: &dpm_proto::tree::Bootstrap) -> std::io::Result<Reattach> {
-        let listener = TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], 0))).await?;
+        let range = crate::hydra_env::port_range(&|k| std::env::var(k).ok()).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.0))?;
+        let listener = crate::hydra_env::bind_in_range([0, 0, 0, 0].into(), 0, range.as_ref()).await?;
         let port = listener.local_addr()?.port();
         let elsewhere = nodes.iter().find(|n| !links::is_this_machine(&n.host));
         let ip = match elsewhere {

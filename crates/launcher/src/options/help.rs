@@ -14,17 +14,23 @@ MPICH Hydra's mpiexec; one or two dashes both work.
 ";
 
 pub(super) const RUN_NODES: &str = "\
-Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else the
-batch allocation named by -rmk/HYDRA_RMK or detected as Hydra does (Slurm:
-SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE; LSF: LSB_MCPU_HOSTS, or
-LSB_DJOB_HOSTFILE; Grid Engine: PE_HOSTFILE; PBS/Torque: PBS_NODEFILE, a
-line per slot), else this machine alone (then the daemon runs inside dpm
-itself). Without -n a program gets one rank per slot of the allocation or
-host list (one for a host listed without a count), as in Hydra. In an
-allocation daemons start through its agent (srun, blaunch, qrsh -inherit -V, pbs_tmrsh
-or ssh); see docs/batch.md. With a booted tree (dpm boot), jobs go to its
-daemons instead, unless -hosts, -f, --virtual-nodes, -launcher, -rmk,
--iface or --pmi-trace is given or DPM_NO_BOOT=1 or HYDRA_IFACE is set.
+Nodes come from -hosts/-f, else --virtual-nodes, else DPM_HOSTS, else
+HYDRA_HOST_FILE (as -f), else the batch allocation named by -rmk/HYDRA_RMK or
+detected as Hydra does (Slurm: SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE;
+LSF: LSB_MCPU_HOSTS, or LSB_DJOB_HOSTFILE; Grid Engine: PE_HOSTFILE;
+PBS/Torque: PBS_NODEFILE, a line per slot), else this machine alone (then the
+daemon runs inside dpm itself). Without -n a program gets one rank per slot of
+the allocation or host list (one for a host listed without a count), as in
+Hydra. In an allocation daemons start through its agent (srun, blaunch, qrsh
+-inherit -V, pbs_tmrsh or ssh); see docs/batch.md. With a booted tree (dpm
+boot), jobs go to its daemons instead, unless -hosts, -f, --virtual-nodes,
+-launcher, -rmk, -iface or --pmi-trace is given or DPM_NO_BOOT=1,
+HYDRA_HOST_FILE or HYDRA_IFACE is set. Hydra's HYDRA_ENV (all|none),
+HYDRA_DEBUG, HYDRA_BINDING, HYDRA_MAPPING, HYDRA_MEMBIND and HYDRA_TOPOLIB act
+as -genvall/-genvnone, -verbose, -bind-to, -map-by, -membind and -topolib when
+those are not given; HYDRA_LAUNCHER_EXTRA_ARGS go after the launcher's own
+options (ssh, srun, blaunch, qrsh); MPIEXEC_PORT_RANGE (LOW:HIGH) bounds the
+port -launcher manual listens on; see docs/hydra.md.
 ";
 
 pub(super) const RUN_TAIL: &str = "\
