@@ -55,6 +55,18 @@ impl Boot {
     pub fn socket(&self) -> PathBuf {
         self.dir.join("default.sock")
     }
+
+    /// The boot's rendezvous file: each node listed as (host, slots, state).
+    pub fn rendezvous_nodes(&self) -> Vec<(String, u64, String)> {
+        let text = std::fs::read_to_string(self.dir.join("default.json")).expect("the boot's rendezvous file");
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        json["nodes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no nodes: {text}"))
+            .iter()
+            .map(|n| (n["host"].as_str().unwrap_or("").to_string(), n["slots"].as_u64().unwrap_or(0), n["state"].as_str().unwrap_or("").to_string()))
+            .collect()
+    }
 }
 
 /// Whether `pid` still runs (a zombie waiting for init to reap it does not)
