@@ -365,7 +365,8 @@ async fn read_parent(
             }
             Ok(Down::Tree(spec)) => {
                 if let Err(error) = start_subtree(tree, &spec, host, tree_up, secret).await {
-                    tracing::error!("cannot start the daemons below {node}: {error}");
+                    // Said once, by the launcher, as this node's loss.
+                    tracing::debug!("cannot start the daemons below {node}: {error}");
                     let _ = tree_up.send(Up::Lost { node, error });
                 }
             }

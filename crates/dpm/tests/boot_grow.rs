@@ -298,7 +298,7 @@ fn add_waits_as_long_as_connect_timeout_says_and_refuses_bad_values() {
     let agent = common::TempFile::new("dpm-silent-ssh", b"#!/bin/sh\nexec sleep 5\n", 0o755);
     let out = boot.boot_command(&["--add", "-hosts", "silent-host:1", "-launcher", "ssh", "--ssh-command", &agent.path_str(), "--connect-timeout", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", said(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("did not connect within 1 s"), "{}", said(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not start: no answer within 1 s"), "{}", said(&out));
     // Bad values are usage errors.
     for args in [&["--connect-timeout", "0"][..], &["--connect-timeout", "soon"][..]] {
         let mut all = vec!["--add", "-hosts", "x:1"];

@@ -44,8 +44,8 @@ use crate::auth::Secret;
 /// `ToDaemon::StartTool`, `ToLauncher::ToolOutput`; 18:
 /// `ToLauncher::AwaitingClaim`; 19: `TreeSpec::rejoin`,
 /// `ToLauncher::FenceCut`, a daemon re-attaching by TCP after its parent
-/// daemon was lost); 20: `Down::Resync`.
-pub const PROTOCOL_VERSION: u32 = 20;
+/// daemon was lost); 20: `Down::Resync`; 21: `TreeSpec::start_timeout`.
+pub const PROTOCOL_VERSION: u32 = 21;
 
 /// A heartbeat timer that fires this late says so (`Up::Starved`,
 /// `Down::Starved`): the sender was starved of CPU, and its peer gives its

@@ -81,7 +81,8 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         _ => None,
     };
     let rejoin = reattach.as_ref().map(|r| r.addr.clone());
-    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, false, config.verbose, &secret, rejoin).await?;
+    let reach = nodes::Reach { rejoin, start_timeout: config.start_timeout };
+    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, false, config.verbose, &secret, reach).await?;
     let joins = daemons.joins();
     let growth = super::grow::Growth {
         bootstrap: match &bootstrap {
