@@ -8,7 +8,8 @@
 //! for its daemon, every try is refused within the handshake's limits (no
 //! secret, a wrong, reflected or replayed proof, a huge or malformed frame,
 //! a hello dripped a byte a second), nothing of them is left in the
-//! server, and node 2 stays detached until its wait ends. A boot without
+//! server, and node 2 stays detached until its wait ends (20 heartbeat
+//! timeouts, `DPM_HEARTBEAT_TIMEOUT`). A boot without
 //! daemons below daemons listens on no TCP port at all.
 
 mod common;
@@ -119,7 +120,8 @@ fn strangers_at_the_re_attach_port_get_nothing_and_leave_nothing() {
     if !common::root_to_act_as_another_user("strangers_at_the_re_attach_port_get_nothing_and_leave_nothing") {
         return;
     }
-    let boot = Boot::start(&["--virtual-nodes", "4", "--tree-fanout", "2"]);
+    // A 1 s heartbeat timeout: node 2 waits 20 of them (20 s) to re-attach.
+    let boot = Boot::start_with_env(&["--virtual-nodes", "4", "--tree-fanout", "2"], &[("DPM_HEARTBEAT_TIMEOUT", "1")]);
     let host = hostname();
     let listening = tcp_listeners(boot.pid);
     assert_eq!(listening.len(), 1, "the boot server listens on {listening:?}");
@@ -180,11 +182,14 @@ fn strangers_at_the_re_attach_port_get_nothing_and_leave_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let status = boot.status();
-    assert!(detached_at.elapsed() > Duration::from_secs(25) || node_line(&status, 2).contains("detached"), "a stranger took node 2's place:\n{status}");
+    assert!(detached_at.elapsed() > Duration::from_secs(19) || node_line(&status, 2).contains("detached"), "a stranger took node 2's place:\n{status}");
 
     // No daemon of its own came: node 2 is lost when its wait is over, and
     // the rendezvous file lists nodes 1 and 3.
-    status_until(&boot, Duration::from_secs(60), |s| node_line(s, 2).contains("did not re-attach within"));
+    // The wait follows DPM_HEARTBEAT_TIMEOUT: 20 timeouts.
+    let status = status_until(&boot, Duration::from_secs(60), |s| node_line(s, 2).contains("did not re-attach within"));
+    assert!(node_line(&status, 2).contains("did not re-attach within 20 s"), "{status}");
+    assert!(detached_at.elapsed() > Duration::from_secs(15), "node 2 was lost {:?} after its parent", detached_at.elapsed());
     let listed = boot.rendezvous_nodes();
     let states: Vec<(&str, &str)> = listed.iter().map(|n| (n.0.as_str(), n.2.as_str())).collect();
     let (v1, v3) = (format!("{host}-v1"), format!("{host}-v3"));

@@ -17,8 +17,18 @@ pub struct Boot {
 
 impl Boot {
     pub fn start(args: &[&str]) -> Boot {
+        Boot::start_with_env(args, &[])
+    }
+
+    /// [`Boot::start`] with these variables in the boot server's environment.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Boot {
         let dir = std::env::temp_dir().join(unique("dpm-boot-test"));
-        let out = Command::new(dpm_bin()).arg("boot").args(args).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
+        let mut cmd = Command::new(dpm_bin());
+        cmd.arg("boot").args(args).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run dpm boot");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "dpm boot failed: {}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
         let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok());

@@ -9,7 +9,7 @@
 //! its node is detached ([`crate::tree::Tree::reattach`]: the parent was
 //! lost, the node's ranks run on). Its link is bridged as a top-level
 //! daemon's and its subtree's messages go down it from then on. A detached
-//! node whose daemon does not come within [`REATTACH_WAIT`] is lost as any
+//! node whose daemon does not come within [`reattach_wait`] is lost as any
 //! node is (`controller::shared`'s driver arms that wait).
 //!
 //! Each connection must say hello within [`HELLO_TIMEOUT`] and finish the
@@ -45,7 +45,7 @@ use crate::controller::SharedRef;
 use crate::node_table::NodeState;
 use crate::nodes::Node;
 
-pub use crate::controller::REATTACH_WAIT;
+pub use crate::controller::reattach_wait;
 
 /// How long a connection may stay silent before its hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
