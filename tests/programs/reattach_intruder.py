@@ -15,7 +15,8 @@ Modes: silent (connects, says nothing), drip (a hello one byte a second),
 huge (a 4 GiB length), garbage (a frame that is no JSON), noproof (a hello,
 then closes), wrong (a random proof), reflect (the server's own proof sent
 back), replay (a proof the server made on an earlier connection, with the
-same nonce of ours).
+same nonce of ours), flood (300 connections one after another, each a
+hello then waiting for the close; got and closed_after are their sums).
 """
 import json
 import os
@@ -154,6 +155,16 @@ def run(mode):
         verdict, _ = handshake(c, os.urandom(32), lambda _mac: os.urandom(32).hex())
     elif mode == "reflect":
         verdict, _ = handshake(c, os.urandom(32), lambda mac: mac)
+    elif mode == "flood":
+        got, took = 0, 0.0
+        for _ in range(300):
+            one = Conn()
+            one.frame(hello(protocol))
+            took += one.closed_after()
+            got += one.got
+            one.s.close()
+        c.got += got
+        c.start -= took
     elif mode == "replay":
         nonce = os.urandom(32)
         first = Conn()
