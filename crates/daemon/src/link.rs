@@ -365,7 +365,8 @@ async fn read_parent(
             }
             Ok(Down::Tree(spec)) => {
                 if let Err(error) = start_subtree(tree, &spec, host, tree_up, secret).await {
-                    tracing::error!("cannot start the daemons below {node}: {error}");
+                    // Said once, by the launcher, as this node's loss.
+                    tracing::debug!("cannot start the daemons below {node}: {error}");
                     let _ = tree_up.send(Up::Lost { node, error });
                 }
             }
@@ -405,13 +406,13 @@ fn resync(tree: &Rc<RefCell<Tree>>, down_tx: &mpsc::UnboundedSender<Down>) {
 
 /// Connect to the launcher's re-attach listener at `addr` and open the link
 /// as this node's (hellos, the mutual proof of the secret). Tries again
-/// (backing off) for [`REATTACH_TRYING`]: the launcher admits a node only
-/// once it has heard of its parent's loss.
+/// (backing off) for [`crate::liveness::reattach_trying`]: the launcher
+/// admits a node only once it has heard of its parent's loss.
 async fn reattach(addr: &str, node: NodeId, host: &str, secret: &dpm_proto::auth::Secret) -> Result<(LinkReader, LinkWriter), String> {
-    let deadline = tokio::time::Instant::now() + REATTACH_TRYING;
+    let deadline = tokio::time::Instant::now() + crate::liveness::reattach_trying();
     let mut pause = std::time::Duration::from_millis(50);
     loop {
-        let error = match try_reattach(addr, node, host, secret).await {
+        let error = match try_reattach(addr, node, host, secret, deadline).await {
             Ok(link) => return Ok(link),
             Err(e) => e,
         };
@@ -424,10 +425,14 @@ async fn reattach(addr: &str, node: NodeId, host: &str, secret: &dpm_proto::auth
     }
 }
 
-/// How long a daemon whose parent was lost tries to re-attach.
-pub const REATTACH_TRYING: std::time::Duration = std::time::Duration::from_secs(25);
-
-async fn try_reattach(addr: &str, node: NodeId, host: &str, secret: &dpm_proto::auth::Secret) -> Result<(LinkReader, LinkWriter), String> {
+/// One try, 10 s at most, and not past `deadline`.
+async fn try_reattach(
+    addr: &str,
+    node: NodeId,
+    host: &str,
+    secret: &dpm_proto::auth::Secret,
+    deadline: tokio::time::Instant,
+) -> Result<(LinkReader, LinkWriter), String> {
     let attempt = async {
         let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
         let _ = stream.set_nodelay(true);
@@ -438,7 +443,8 @@ async fn try_reattach(addr: &str, node: NodeId, host: &str, secret: &dpm_proto::
         let writer: LinkWriter = FrameSender::new(Box::new(w));
         Ok::<_, String>((reader, writer))
     };
-    tokio::time::timeout(std::time::Duration::from_secs(10), attempt).await.map_err(|_| "no answer within 10 s".to_string())?
+    let until = deadline.min(tokio::time::Instant::now() + std::time::Duration::from_secs(10));
+    tokio::time::timeout_at(until, attempt).await.map_err(|_| "no answer in time".to_string())?
 }
 
 /// Start this daemon's children (and, through them, the rest of its subtree).

@@ -31,9 +31,15 @@ use crate::liveness;
 use crate::start_watch::{StartLoss, StartWatch};
 
 /// How long a daemon may take to answer the handshake (ssh connection
-/// included) — a daemon forked here that is starved of CPU, not hung,
-/// longer ([`crate::start_watch`]).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// included) unless the tree says (`TreeSpec::start_timeout`: the user's
+/// `--connect-timeout`) — a daemon forked here that is starved of CPU, not
+/// hung, longer ([`crate::start_watch`]).
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The start handshake's timeout of the daemons of `spec`.
+pub fn start_timeout(spec: &dpm_proto::tree::TreeSpec) -> Duration {
+    spec.start_timeout.map_or(DEFAULT_START_TIMEOUT, Duration::from_secs)
+}
 
 /// The `dpm daemon` flag that gives the link's silence timeout, in seconds.
 pub const HEARTBEAT_TIMEOUT_FLAG: &str = "--heartbeat-timeout";
@@ -142,8 +148,21 @@ pub fn is_this_machine(host: &str) -> bool {
 
 impl ChildDaemon {
     /// Hand over the secret if it goes on stdin, exchange hellos and
-    /// authenticate both ways; `me` is the greeting node's host.
-    pub async fn greet(&mut self, me: &str, secret: &Secret) -> Result<(), String> {
+    /// authenticate both ways within `timeout` ([`crate::start_watch`]);
+    /// `me` is the greeting node's host. On failure the daemon's process
+    /// group (the ssh, srun or agent and whatever it started here) is killed.
+    pub async fn greet(&mut self, me: &str, secret: &Secret, timeout: Duration) -> Result<(), String> {
+        let greeted = self.greet_within(me, secret, timeout).await;
+        if greeted.is_err() {
+            if let Some(pid) = self.process.id() {
+                // Our own child, not yet reaped, leads its own group (`process_group(0)`).
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        greeted
+    }
+
+    async fn greet_within(&mut self, me: &str, secret: &Secret, timeout: Duration) -> Result<(), String> {
         let (node, host) = (self.node, self.host.clone());
         let ours = Hello { protocol: PROTOCOL_VERSION, role: Role::Launcher, node, host: me.to_string() };
         let (stdin, stdout, on_stdin) = (&mut self.stdin, &mut self.stdout, self.secret_on_stdin);
@@ -156,7 +175,7 @@ impl ChildDaemon {
             }
             handshake(stdout, stdin, ours, Role::Daemon, secret).await
         };
-        match watched(greeting, local).await {
+        match watched(greeting, local, timeout).await {
             Ok(Ok(hello)) if hello.node == node => Ok(()),
             Ok(Ok(hello)) => Err(format!("{node} ({host}): the daemon answered as {}", hello.node)),
             // The daemon (or ssh) exited: our greeting hits a closed pipe, or
@@ -169,7 +188,7 @@ impl ChildDaemon {
                 Err(format!("{node} ({host}): {e}"))
             }
             Ok(Err(e)) => Err(format!("{node} ({host}): {e}")),
-            Err(loss) => Err(format!("{node} ({host}): {loss}")),
+            Err(loss) => Err(format!("{node} ({host}): its daemon did not start: {loss} (the start timeout: --connect-timeout, DPM_CONNECT_TIMEOUT)")),
         }
     }
 
@@ -200,9 +219,9 @@ impl ChildDaemon {
 
 /// `greeting` until it is done, or until the [`StartWatch`] over the
 /// daemon (its process `local`, forked on this host, or remote) says it failed.
-async fn watched<T>(greeting: impl std::future::Future<Output = T>, local: Option<u32>) -> Result<T, StartLoss> {
+async fn watched<T>(greeting: impl std::future::Future<Output = T>, local: Option<u32>, timeout: Duration) -> Result<T, StartLoss> {
     let origin = tokio::time::Instant::now();
-    let mut watch = StartWatch::new(CONNECT_TIMEOUT);
+    let mut watch = StartWatch::new(timeout);
     let mut look = origin + watch.first_look();
     tokio::pin!(greeting);
     loop {
@@ -421,11 +440,12 @@ pub async fn start_children(
 ) -> Result<Vec<LinkedChild>, String> {
     dpm_proto::frame::configure_heartbeat_timeout().map_err(|e| format!("{}: {e}", dpm_proto::frame::HEARTBEAT_TIMEOUT_ENV))?;
     let mut greeting = tokio::task::JoinSet::new();
+    let timeout = start_timeout(spec);
     for &node in nodes {
         let mut child = start(node, &spec.hosts[node.0], spec, secret)?;
         let (me, secret, spec) = (me.to_string(), secret.clone(), spec.clone());
         let greet = async move {
-            child.greet(&me, &secret).await?;
+            child.greet(&me, &secret, timeout).await?;
             if !dpm_proto::tree::children(Some(child.node), spec.hosts.len(), spec.fanout).is_empty() {
                 child.send(&Down::Tree(spec)).await?;
             }

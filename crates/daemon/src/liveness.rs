@@ -65,6 +65,27 @@ pub const REMOTE_CAP: u32 = 40;
 /// stop, an exit or a closed link ends it.
 pub const BLOCKED_GRACE: u32 = 20;
 
+/// A boot waits this many heartbeat timeouts for the daemons below a lost
+/// node to re-attach ([`reattach_wait`]).
+pub const REATTACH_TIMEOUTS: u32 = 20;
+
+/// How long a boot waits for the daemons below a lost interior node to
+/// re-attach before it takes their nodes for lost: [`REATTACH_TIMEOUTS`]
+/// heartbeat timeouts (`DPM_HEARTBEAT_TIMEOUT`; 30 s at the default 1.5 s).
+/// A daemon notices its parent's loss by the same timeout (at once when the
+/// link closes), so the two scale together; every process of a tree has
+/// the same timeout (`--heartbeat-timeout`).
+pub fn reattach_wait() -> Duration {
+    dpm_proto::frame::heartbeat_timeout() * REATTACH_TIMEOUTS
+}
+
+/// How long a daemon whose parent was lost keeps trying to re-attach:
+/// five sixths of [`reattach_wait`] (25 s by default), so that its last try
+/// ends before the boot stops waiting for it.
+pub fn reattach_trying() -> Duration {
+    reattach_wait() * 5 / 6
+}
+
 /// The least deviation assumed (a perfectly regular link still has some).
 const MIN_SD: Duration = Duration::from_millis(50);
 

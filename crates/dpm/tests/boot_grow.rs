@@ -185,38 +185,26 @@ fn a_run_going_grows_into_a_host_added_while_it_runs() {
     assert_eq!(last, Some(("0-1", added.as_str())), "{placed:?}\n{}", out.describe());
 }
 
-/// The boot's rendezvous file: each node listed as (host, slots, state).
-fn rendezvous_nodes(boot: &Boot) -> Vec<(String, u64, String)> {
-    let text = std::fs::read_to_string(boot.dir.join("default.json")).expect("the boot's rendezvous file");
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    json["nodes"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no nodes: {text}"))
-        .iter()
-        .map(|n| (n["host"].as_str().unwrap_or("").to_string(), n["slots"].as_u64().unwrap_or(0), n["state"].as_str().unwrap_or("").to_string()))
-        .collect()
-}
-
 #[test]
 fn the_rendezvous_file_is_rewritten_as_hosts_join_drain_and_leave() {
     let host = hostname();
     let boot = Boot::start(&["-hosts", &format!("{host}:2"), "-launcher", "fork"]);
-    assert_eq!(rendezvous_nodes(&boot), vec![(host.clone(), 2, "up".to_string())]);
+    assert_eq!(boot.rendezvous_nodes(), vec![(host.clone(), 2, "up".to_string())]);
     let added = format!("{host}-added");
     let out = boot.boot_command(&["--add", "-hosts", &format!("{added}:3")]);
     assert!(out.status.success(), "{}", said(&out));
-    assert_eq!(rendezvous_nodes(&boot), vec![(host.clone(), 2, "up".to_string()), (added.clone(), 3, "up".to_string())]);
+    assert_eq!(boot.rendezvous_nodes(), vec![(host.clone(), 2, "up".to_string()), (added.clone(), 3, "up".to_string())]);
     // A rank holds the added host while it drains: listed as draining.
     let mut busy = boot.run(&["-n", "5", "sleep", "60"]).spawn();
     busy.wait_for_procs(5);
     let out = boot.boot_command(&["--drain", &added]);
     assert!(out.status.success(), "{}", said(&out));
-    assert_eq!(rendezvous_nodes(&boot)[1], (added.clone(), 3, "draining".to_string()));
+    assert_eq!(boot.rendezvous_nodes()[1], (added.clone(), 3, "draining".to_string()));
     // Its ranks end: the node leaves (in that event, no poll) and is no longer listed.
     busy.signal("TERM");
     let _ = busy.wait_unchecked();
     wait_for_state(&boot, &added, "released");
-    assert_eq!(rendezvous_nodes(&boot), vec![(host, 2, "up".to_string())]);
+    assert_eq!(boot.rendezvous_nodes(), vec![(host, 2, "up".to_string())]);
     // Only the file itself: nothing it was written through is left beside it.
     let names: Vec<String> = std::fs::read_dir(&boot.dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
@@ -310,7 +298,7 @@ fn add_waits_as_long_as_connect_timeout_says_and_refuses_bad_values() {
     let agent = common::TempFile::new("dpm-silent-ssh", b"#!/bin/sh\nexec sleep 5\n", 0o755);
     let out = boot.boot_command(&["--add", "-hosts", "silent-host:1", "-launcher", "ssh", "--ssh-command", &agent.path_str(), "--connect-timeout", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", said(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("did not connect within 1 s"), "{}", said(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not start: no answer within 1 s"), "{}", said(&out));
     // Bad values are usage errors.
     for args in [&["--connect-timeout", "0"][..], &["--connect-timeout", "soon"][..]] {
         let mut all = vec!["--add", "-hosts", "x:1"];

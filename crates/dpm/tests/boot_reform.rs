@@ -5,7 +5,8 @@
 //! 0 and 1, node 0's are nodes 2 and 3. Killing node 0's daemon ends the
 //! run with ranks there; a run on nodes 1, 2 and 3 goes on through a PMI
 //! fence after the loss (its arrivals and completion go through the new
-//! links) and exits 0; the next run takes nodes 1, 2 and 3.
+//! links) and exits 0; the next run takes nodes 1, 2 and 3. The rendezvous
+//! file lists nodes 1, 2 and 3 up once they re-attached.
 
 mod common;
 
@@ -58,6 +59,10 @@ fn a_lost_interior_node_ends_its_runs_and_the_nodes_below_it_re_attach_and_go_on
     let back = |line: String| !line.is_empty() && !line.contains("detached") && !line.contains("lost");
     let status = status_until(&boot, Duration::from_secs(60), |s| (1..4).all(|i| back(node_line(s, i))));
     assert!(node_line(&status, 0).contains("lost: its daemon exited"), "{status}");
+    // The rendezvous file was rewritten as they re-attached: up, not detached.
+    let listed: Vec<(String, String)> = boot.rendezvous_nodes().into_iter().map(|n| (n.0, n.2)).collect();
+    let want: Vec<(String, String)> = (1..4).map(|i| (format!("{host}-v{i}"), "up".to_string())).collect();
+    assert_eq!(listed, want);
 
     // B goes on: its fence after the loss completes through the new links.
     std::fs::write(&go, b"").unwrap();

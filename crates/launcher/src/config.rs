@@ -67,6 +67,11 @@ pub struct RunConfig {
     pub port_range: Option<std::ops::RangeInclusive<u16>>,
     /// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`, else 300 s (manual bootstrap).
     pub connect_timeout: Duration,
+    /// `--connect-timeout`, else `DPM_CONNECT_TIMEOUT`, if given: how long
+    /// each daemon started by fork, ssh, srun or an agent may take to
+    /// answer its handshake (`TreeSpec::start_timeout`; `None`: the default,
+    /// `dpm_daemon::links::DEFAULT_START_TIMEOUT`).
+    pub start_timeout: Option<u64>,
     /// `dpm boot --warm-spawn`: how long the boot keeps a run's unclaimed
     /// pooled job for later runs (`DPM_WARM_IDLE`, seconds; default
     /// [`DEFAULT_WARM_IDLE`]).
@@ -150,6 +155,9 @@ impl RunConfig {
             Some(t) => Some(t),
             None => env_secs(env, "DPM_CONNECT_TIMEOUT")?,
         };
+        if connect_timeout == Some(0) {
+            return Err(UsageError("--connect-timeout 0 (or DPM_CONNECT_TIMEOUT=0): the daemons need time to connect (1 s or more)".into()));
+        }
         let warm_spawn = match opts.warm_spawn {
             Some(n) => Some(n),
             None => env("DPM_WARM_SPAWN")
@@ -214,6 +222,7 @@ impl RunConfig {
             bind: opts.bind.or_else(|| iface.as_ref().map(|i| SocketAddr::new(i.ip.into(), 0))),
             iface,
             connect_timeout: connect_timeout.map_or(crate::manual::DEFAULT_TIMEOUT, Duration::from_secs),
+            start_timeout: connect_timeout,
             warm_idle: env_secs(env, "DPM_WARM_IDLE")?.map_or(DEFAULT_WARM_IDLE, Duration::from_secs),
         })
     }
@@ -277,6 +286,7 @@ impl RunConfig {
             bind: None,
             iface: None,
             connect_timeout: crate::manual::DEFAULT_TIMEOUT,
+            start_timeout: None,
             warm_idle: DEFAULT_WARM_IDLE,
         })
     }

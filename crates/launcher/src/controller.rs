@@ -33,7 +33,7 @@ pub use crate::run::{kvsname, signal_name, Settings};
 pub use inputs::local_inputs;
 pub(crate) use inputs::stdin_is_dev_null;
 use shared::RunIo;
-pub use shared::{dispatch, drain_pool, drive_pool_timer, Shared, SharedRef, REATTACH_WAIT};
+pub use shared::{dispatch, drain_pool, drive_pool_timer, reattach_wait, Shared, SharedRef};
 
 /// The launcher's handle on one node daemon: the link to the top of the
 /// subtree holding it (the daemon itself for a top-level node), over which

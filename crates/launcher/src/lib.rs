@@ -232,10 +232,11 @@ async fn run_local(mut opts: RunOptions, mut config: RunConfig) -> Result<i32, E
     config.job.kvs = kvs;
     let fanout = bootstrap.effective_fanout(fanout, node_list.len());
     let secret = dpm_proto::auth::Secret::generate().map_err(|e| Error::failed(e.to_string()))?;
-    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose, &secret, None).await?;
+    let reach = nodes::Reach { rejoin: None, start_timeout: config.start_timeout };
+    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, config.pmi_trace, config.verbose, &secret, reach).await?;
     let lazy = match &bootstrap {
         nodes::Bootstrap::Tree(b) if lazy_start && all_nodes.len() > node_list.len() => {
-            Some(controller::lazy::Lazy::new(b.clone(), secret, daemons.joins(), config.verbose))
+            Some(controller::lazy::Lazy::new(b.clone(), secret, daemons.joins(), config.verbose, config.start_timeout))
         }
         _ => None,
     };

@@ -161,12 +161,21 @@ impl DaemonsWaiter {
 /// nothing is left running.
 pub async fn start(nodes: &[Node], bootstrap: &Bootstrap, fanout: usize, trace: bool, verbose: u8) -> Result<Daemons, Error> {
     let secret = Secret::generate().map_err(|e| Error::failed(e.to_string()))?;
-    start_with_secret(nodes, bootstrap, fanout, trace, verbose, &secret, None).await
+    start_with_secret(nodes, bootstrap, fanout, trace, verbose, &secret, Reach::default()).await
 }
 
-/// [`start`] with a given secret (a persistent boot keeps one); `rejoin`:
-/// where the daemons below the top level re-attach if their parent daemon
-/// is lost (`TreeSpec::rejoin`; a boot's `boot::reform` listener).
+/// What the daemons of a tree are told beyond their place in it.
+#[derive(Clone, Debug, Default)]
+pub struct Reach {
+    /// Where the daemons below the top level re-attach if their parent
+    /// daemon is lost (`TreeSpec::rejoin`; a boot's `boot::reform` listener).
+    pub rejoin: Option<String>,
+    /// Seconds each daemon may take to start (`TreeSpec::start_timeout`).
+    pub start_timeout: Option<u64>,
+}
+
+/// [`start`] with a given secret (a persistent boot keeps one) and what
+/// the daemons are told beyond their place ([`Reach`]).
 pub async fn start_with_secret(
     nodes: &[Node],
     bootstrap: &Bootstrap,
@@ -174,7 +183,7 @@ pub async fn start_with_secret(
     trace: bool,
     verbose: u8,
     secret: &Secret,
-    rejoin: Option<String>,
+    reach: Reach,
 ) -> Result<Daemons, Error> {
     let (up_tx, up_rx) = mpsc::unbounded_channel();
     if *bootstrap == Bootstrap::InProcess {
@@ -189,7 +198,7 @@ pub async fn start_with_secret(
     }
     if let Bootstrap::Manual(_) = bootstrap {
         // The manual bootstrap answers signals itself while it waits.
-        return start_tree(nodes, bootstrap, fanout, trace, verbose, secret, up_tx, up_rx, rejoin).await;
+        return start_tree(nodes, bootstrap, fanout, trace, verbose, secret, up_tx, up_rx, reach).await;
     }
     // A signal while ssh or srun clients start must end them (they are in
     // process groups of their own: a terminal's Ctrl-C does not reach
@@ -203,7 +212,7 @@ pub async fn start_with_secret(
     let [sigint, sigterm, sighup] = signals.as_mut_slice() else { unreachable!("three signals registered") };
     let interrupted = |what, signal: i32| Err(Error::Interrupted { what, signal });
     tokio::select! {
-        started = start_tree(nodes, bootstrap, fanout, trace, verbose, secret, up_tx, up_rx, rejoin) => started,
+        started = start_tree(nodes, bootstrap, fanout, trace, verbose, secret, up_tx, up_rx, reach) => started,
         _ = sigint.recv() => interrupted("interrupted (SIGINT)", libc::SIGINT),
         _ = sigterm.recv() => interrupted("terminated (SIGTERM)", libc::SIGTERM),
         _ = sighup.recv() => interrupted("hung up (SIGHUP)", libc::SIGHUP),
@@ -221,7 +230,7 @@ async fn start_tree(
     secret: &Secret,
     up_tx: mpsc::UnboundedSender<Up>,
     mut up_rx: mpsc::UnboundedReceiver<Up>,
-    rejoin: Option<String>,
+    reach: Reach,
 ) -> Result<Daemons, Error> {
     let n = nodes.len();
     let joins = up_tx.downgrade();
@@ -234,7 +243,8 @@ async fn start_tree(
         },
         trace,
         verbose,
-        rejoin,
+        rejoin: reach.rejoin,
+        start_timeout: reach.start_timeout,
     };
     let me = match bootstrap {
         Bootstrap::Manual(Manual { connect_host: Some(name), .. }) => name.clone(),

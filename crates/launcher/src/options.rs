@@ -315,7 +315,7 @@ pub const OPTIONS: &[Opt] = &[
         "SECS",
         1,
         S::Nodes,
-        "how long -launcher manual waits for the daemons\nto connect (default 300), and dpm boot --add for\nthe new ones (default 60; manual 300); also\nDPM_CONNECT_TIMEOUT",
+        "how long each daemon may take to start and\nconnect (default 30; -launcher manual 300; dpm\nboot --add 60); also DPM_CONNECT_TIMEOUT",
     ),
     opt(
         K::Fanout,

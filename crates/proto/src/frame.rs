@@ -45,8 +45,9 @@ use crate::auth::Secret;
 /// `ToLauncher::AwaitingClaim`; 19: `TreeSpec::rejoin`,
 /// `ToLauncher::FenceCut`, a daemon re-attaching by TCP after its parent
 /// daemon was lost); 20: `Down::Resync`; 21: `tree::Bootstrap::Slurm`
-/// carries srun's extra words (`HYDRA_LAUNCHER_EXTRA_ARGS`).
-pub const PROTOCOL_VERSION: u32 = 21;
+/// carries srun's extra words (`HYDRA_LAUNCHER_EXTRA_ARGS`); 22:
+/// `TreeSpec::start_timeout`.
+pub const PROTOCOL_VERSION: u32 = 22;
 
 /// A heartbeat timer that fires this late says so (`Up::Starved`,
 /// `Down::Starved`): the sender was starved of CPU, and its peer gives its

@@ -43,6 +43,11 @@ pub struct TreeSpec {
     /// end with their parent (`None`: they end with it).
     #[serde(default)]
     pub rejoin: Option<String>,
+    /// Seconds each daemon may take to start and answer its handshake
+    /// (`--connect-timeout`, `DPM_CONNECT_TIMEOUT`), for every daemon of the
+    /// tree, whoever starts it (`None`: the default, 30 s).
+    #[serde(default)]
+    pub start_timeout: Option<u64>,
 }
 
 /// The direct children of `parent` (`None`: the launcher) among `n` nodes.

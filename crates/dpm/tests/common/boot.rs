@@ -17,8 +17,18 @@ pub struct Boot {
 
 impl Boot {
     pub fn start(args: &[&str]) -> Boot {
+        Boot::start_with_env(args, &[])
+    }
+
+    /// [`Boot::start`] with these variables in the boot server's environment.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Boot {
         let dir = std::env::temp_dir().join(unique("dpm-boot-test"));
-        let out = Command::new(dpm_bin()).arg("boot").args(args).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT").output().expect("run dpm boot");
+        let mut cmd = Command::new(dpm_bin());
+        cmd.arg("boot").args(args).env("DPM_RUNTIME_DIR", &dir).env_remove("DPM_BOOT");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run dpm boot");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "dpm boot failed: {}\n{stdout}{}", out.status, String::from_utf8_lossy(&out.stderr));
         let pid = stdout.split("(pid ").nth(1).and_then(|s| s.split(')').next()).and_then(|p| p.parse().ok());
@@ -54,6 +64,18 @@ impl Boot {
 
     pub fn socket(&self) -> PathBuf {
         self.dir.join("default.sock")
+    }
+
+    /// The boot's rendezvous file: each node listed as (host, slots, state).
+    pub fn rendezvous_nodes(&self) -> Vec<(String, u64, String)> {
+        let text = std::fs::read_to_string(self.dir.join("default.json")).expect("the boot's rendezvous file");
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        json["nodes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no nodes: {text}"))
+            .iter()
+            .map(|n| (n["host"].as_str().unwrap_or("").to_string(), n["slots"].as_u64().unwrap_or(0), n["state"].as_str().unwrap_or("").to_string()))
+            .collect()
     }
 }
 

@@ -2,10 +2,13 @@
 //! server's pid, version, control protocol, start time, fan-out and the
 //! nodes it has now (up or draining, each with its slots and state). It is
 //! written when the boot is up and again after each change of its nodes
-//! (`dpm boot --add`, `--drain`, a drained node leaving, a lost node), each
-//! time whole and atomically (a private file renamed over it), so a tool
-//! reading it sees one version or the next, never a mix.
+//! (`dpm boot --add`, `--drain`, a drained node leaving, a lost node and
+//! the nodes it detached, a detached node re-attaching), each time whole
+//! and atomically (a private file renamed over it), so a tool reading it
+//! sees one version or the next, never a mix. Once closed (the boot going
+//! down) it is gone and stays gone.
 
+use std::cell::Cell;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -19,19 +22,30 @@ pub(super) struct Rendezvous {
     /// Seconds since the epoch when the boot came up (the same in every version).
     started: u64,
     fanout: usize,
+    closed: Cell<bool>,
 }
 
 impl Rendezvous {
     pub fn new(path: PathBuf, fanout: usize) -> Rendezvous {
         let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        Rendezvous { path, started, fanout }
+        Rendezvous { path, started, fanout, closed: Cell::new(false) }
     }
 
-    /// Write the file for the nodes of `table` now; a failure is logged.
+    /// Write the file for the nodes of `table` now (unless closed); a
+    /// failure is logged.
     pub fn write(&self, table: &NodeTable) {
+        if self.closed.get() {
+            return;
+        }
         if let Err(e) = replace_private(&self.path, &self.json(table)) {
             tracing::warn!("{}: {e}", self.path.display());
         }
+    }
+
+    /// Remove the file; no later [`Rendezvous::write`] brings it back.
+    pub fn close(&self) {
+        self.closed.set(true);
+        let _ = std::fs::remove_file(&self.path);
     }
 
     fn json(&self, table: &NodeTable) -> String {

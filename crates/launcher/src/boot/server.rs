@@ -38,7 +38,7 @@ pub(super) struct Server {
     /// Starting daemons into the running tree (`dpm boot --add`).
     growth: super::grow::Growth,
     /// `NAME.json`, written again after each change of the nodes.
-    rendezvous: super::rendezvous::Rendezvous,
+    rendezvous: Rc<super::rendezvous::Rendezvous>,
     /// The nodes' slots were given (see [`hosts::NodeChoice`]).
     slots_known: bool,
     /// The batch allocation the nodes came from, for `dpm status`.
@@ -81,7 +81,8 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
         _ => None,
     };
     let rejoin = reattach.as_ref().map(|r| r.addr.clone());
-    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, false, config.verbose, &secret, rejoin).await?;
+    let reach = nodes::Reach { rejoin, start_timeout: config.start_timeout };
+    let daemons = nodes::start_with_secret(&node_list, &bootstrap, fanout, false, config.verbose, &secret, reach).await?;
     let joins = daemons.joins();
     let growth = super::grow::Growth {
         bootstrap: match &bootstrap {
@@ -107,10 +108,11 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     }
     tokio::task::spawn_local(controller::drive_pool_timer(shared.clone()));
     tokio::task::spawn_local(controller::dispatch(shared.clone()));
+    let rendezvous = Rc::new(super::rendezvous::Rendezvous::new(files.rendezvous.clone(), fanout));
     if let Some(reattach) = reattach {
         tracing::info!("daemons below a lost node re-attach at {}", reattach.addr);
         Shared::reform(&shared);
-        tokio::task::spawn_local(reattach.serve(shared.clone(), secret, joins));
+        tokio::task::spawn_local(reattach.serve(shared.clone(), secret, joins, rendezvous.clone()));
     }
 
     let _ = std::fs::remove_file(&files.socket);
@@ -123,7 +125,6 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     };
     // The directory is private already; the socket is too, in case it moves.
     let _ = std::fs::set_permissions(&files.socket, std::fs::Permissions::from_mode(0o600));
-    let rendezvous = super::rendezvous::Rendezvous::new(files.rendezvous.clone(), fanout);
     rendezvous.write(&shared.borrow().tree.shared().nodes);
     let summary = format!("{} node{} up (pid {})", node_list.len(), if node_list.len() == 1 { "" } else { "s" }, std::process::id());
     tracing::info!("{summary}; listening on {}", files.socket.display());
@@ -215,7 +216,7 @@ pub(crate) async fn serve(opts: RunOptions, config: RunConfig, files: BootFiles,
     server.going_down.set(true);
     drop(listener);
     let _ = std::fs::remove_file(&files.socket);
-    let _ = std::fs::remove_file(&files.rendezvous);
+    server.rendezvous.close();
     end_runs(&server, lost).await;
     controller::drain_pool(&server.shared).await;
     let links = server.shared.borrow().links().to_vec();

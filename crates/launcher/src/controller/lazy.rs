@@ -49,11 +49,18 @@ pub async fn join(
     within: Duration,
 ) -> Result<Vec<(DaemonLink, Child)>, String> {
     // Flat: as wide as the list, so no joined daemon starts children.
-    let spec = TreeSpec { fanout: hosts.len().max(1), hosts, bootstrap: bootstrap.clone(), trace: false, verbose, rejoin: None };
+    let start_timeout = Some(within.as_secs().max(1));
+    let spec = TreeSpec { fanout: hosts.len().max(1), hosts, bootstrap: bootstrap.clone(), trace: false, verbose, rejoin: None, start_timeout };
     let me = crate::machine::this_host();
     let linked = match tokio::time::timeout(within, links::start_children(nodes, &spec, &me, secret, up)).await {
         Ok(linked) => linked?,
-        Err(_) => return Err(format!("its daemon did not connect within {} s", within.as_secs())),
+        // (As the daemon's own start watch says it, whichever comes first.)
+        Err(_) => {
+            return Err(format!(
+                "its daemon did not start: no answer within {} s (the start timeout: --connect-timeout, DPM_CONNECT_TIMEOUT)",
+                within.as_secs()
+            ))
+        }
     };
     let mut out: Vec<(DaemonLink, Child)> =
         linked.into_iter().map(|c| (DaemonLink { via: c.down, node: c.node, host: spec.hosts[c.node.0].clone() }, c.process)).collect();
@@ -67,6 +74,8 @@ pub struct Lazy {
     secret: Secret,
     joins: mpsc::WeakUnboundedSender<Up>,
     verbose: u8,
+    /// How long each daemon may take to start and link.
+    within: Duration,
     /// Messages for nodes whose daemon is starting.
     held: HashMap<NodeId, Vec<ToDaemon>>,
     /// Nodes to start, for [`drive`].
@@ -78,12 +87,14 @@ pub struct Lazy {
 }
 
 impl Lazy {
-    pub fn new(bootstrap: tree::Bootstrap, secret: Secret, joins: mpsc::WeakUnboundedSender<Up>, verbose: u8) -> Self {
+    /// `start_timeout`: the run's `--connect-timeout` (`None`: [`JOIN_TIMEOUT`]).
+    pub fn new(bootstrap: tree::Bootstrap, secret: Secret, joins: mpsc::WeakUnboundedSender<Up>, verbose: u8, start_timeout: Option<u64>) -> Self {
         Lazy {
             bootstrap,
             secret,
             joins,
             verbose,
+            within: start_timeout.map_or(JOIN_TIMEOUT, Duration::from_secs),
             held: HashMap::new(),
             due: Vec::new(),
             failed: HashSet::new(),
@@ -126,16 +137,16 @@ pub async fn drive(shared: SharedRef) {
 }
 
 async fn start_one(shared: SharedRef, node: NodeId) {
-    let (hosts, bootstrap, secret, up, verbose) = {
+    let (hosts, bootstrap, secret, up, verbose, within) = {
         let s = shared.borrow();
         let Some(lazy) = s.lazy.as_ref() else { return };
         let Some(up) = lazy.joins.upgrade() else { return };
         let hosts: Vec<String> = s.tree.shared().nodes.ids().map(|n| s.tree.shared().nodes.host(n).to_string()).collect();
-        (hosts, lazy.bootstrap.clone(), lazy.secret.clone(), up, lazy.verbose)
+        (hosts, lazy.bootstrap.clone(), lazy.secret.clone(), up, lazy.verbose, lazy.within)
     };
     let host = hosts.get(node.0).cloned().unwrap_or_default();
     tracing::info!("{node} ({host}): starting its daemon, first needed now");
-    let started = join(&[node], hosts, &bootstrap, &secret, &up, verbose, JOIN_TIMEOUT).await;
+    let started = join(&[node], hosts, &bootstrap, &secret, &up, verbose, within).await;
     let mut s = shared.borrow_mut();
     match started {
         Ok(mut linked) if linked.len() == 1 => {

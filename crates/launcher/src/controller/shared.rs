@@ -59,14 +59,13 @@ pub struct Shared {
     /// sent to ([`crate::controller::lazy`]).
     pub lazy: Option<crate::controller::lazy::Lazy>,
     /// The tree itself, for a detached node still waiting after
-    /// [`REATTACH_WAIT`] to be lost (a boot that re-forms: `boot::reform`).
+    /// [`reattach_wait`] to be lost (a boot that re-forms: `boot::reform`).
     reattach: Option<std::rc::Weak<RefCell<Shared>>>,
 }
 
 /// How long the nodes below a lost interior node wait for their daemons to
-/// re-attach (each daemon notices its parent's loss within its heartbeat
-/// timeout, longer on a starved host) before they are lost too.
-pub const REATTACH_WAIT: Duration = Duration::from_secs(30);
+/// re-attach before they are lost too (20 heartbeat timeouts: 30 s by default).
+pub use dpm_daemon::liveness::reattach_wait;
 
 /// The link of `node` (links are in node order, except those that joined later).
 fn find_link(links: &[DaemonLink], node: NodeId) -> Option<&DaemonLink> {
@@ -128,7 +127,7 @@ impl Shared {
 
     /// The tree re-forms around a lost interior node: the nodes below it
     /// wait for their daemons to re-attach; one still waiting after
-    /// [`REATTACH_WAIT`] is given to the tree as lost.
+    /// [`reattach_wait`] is given to the tree as lost.
     pub fn reform(shared: &SharedRef) {
         let mut s = shared.borrow_mut();
         s.tree.shared_mut().nodes.enable_reform();
@@ -249,14 +248,15 @@ impl TreeEffects for Driver<'_> {
         let Some(shared) = self.reattach.clone() else { return };
         let (waiting, parent) = (detached.to_vec(), node);
         tokio::task::spawn_local(async move {
-            tokio::time::sleep(REATTACH_WAIT).await;
+            let wait = reattach_wait();
+            tokio::time::sleep(wait).await;
             let Some(shared) = shared.upgrade() else { return };
             let mut s = shared.borrow_mut();
             s.pump();
             for node in waiting {
                 // One that re-attached meanwhile (or was lost) is not waiting.
                 if s.tree.shared().nodes.state(node) == Some(crate::node_table::NodeState::Detached) {
-                    let error = format!("its parent, node {}, was lost and its daemon did not re-attach within {} s", parent.0, REATTACH_WAIT.as_secs());
+                    let error = format!("its parent, node {}, was lost and its daemon did not re-attach within {:.0} s", parent.0, wait.as_secs_f64());
                     s.event(|tree, fx| tree.on_up(fx, Up::Lost { node, error }));
                 }
             }
