@@ -107,7 +107,10 @@ fn a_run_without_a_fanout_takes_the_models_and_says_why_under_v() {
     let why = lines(&out, "tree fan-out");
     assert_eq!(why.len(), 1, "{}", out.describe());
     // Four virtual nodes of this host: the fan-outs tie, the default stays.
-    assert!(why[0].contains("tree fan-out 32 (the default): the model predicts") && why[0].contains("4 nodes x 1 ranks, fork"), "{why:?}");
+    // (Which of the two reasons depends on the calibration: the fan-outs'
+    // predictions within the error, or the daemons' start too small a part.)
+    let tie = why[0].contains("within its ±") || why[0].contains("no fan-out can be faster beyond its ±");
+    assert!(why[0].contains("tree fan-out 32 (the default): ") && why[0].contains("4 nodes x 1 ranks, fork") && tie, "{why:?}");
     // So do the designs: auto keeps its per-key rule, and says so.
     let kvs = lines(&out, "kvs auto (auto's per-key rule");
     assert_eq!(kvs.len(), 1, "{}", out.describe());

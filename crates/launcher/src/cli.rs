@@ -11,6 +11,7 @@
 //! What each option then does to the options is `apply`'s.
 
 mod apply;
+pub mod hydra_env;
 
 use dpm_kvs::design::UnknownDesign;
 use dpm_kvs::KvsDesign;
@@ -210,16 +211,16 @@ pub fn parse_run(args: &[String]) -> Result<RunOptions, CliError> {
     parse_run_with_env(args, &|_| None)
 }
 
-/// [`parse_run`] with Hydra's variables of `env` ([`crate::hydra_env`]):
+/// [`parse_run`] with Hydra's variables of `env` ([`hydra_env`]):
 /// defaults the command line overrides.
-pub fn parse_run_with_env(args: &[String], env: crate::hydra_env::Env) -> Result<RunOptions, CliError> {
+pub fn parse_run_with_env(args: &[String], env: hydra_env::Env) -> Result<RunOptions, CliError> {
     let mut opts = RunOptions::default();
-    crate::hydra_env::defaults(&mut opts, env).map_err(|e| CliError::Usage(e.0))?;
+    hydra_env::defaults(&mut opts, env).map_err(|e| CliError::Usage(e.0))?;
     let (mut opts, _) = parse_into(opts, args, Command::Run)?;
     if opts.segments.is_empty() {
         return Err(CliError::Usage("no program given".into()));
     }
-    crate::hydra_env::host_file(&mut opts, env).map_err(|e| CliError::Usage(e.0))?;
+    hydra_env::host_file(&mut opts, env).map_err(|e| CliError::Usage(e.0))?;
     Ok(opts)
 }
 

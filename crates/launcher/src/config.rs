@@ -144,9 +144,9 @@ impl RunConfig {
         let mut ssh = launcher_exec.clone().unwrap_or_else(|| ["ssh", "-o", "BatchMode=yes"].map(String::from).to_vec());
         // Hydra's ssh launcher: X forwarding only when asked for.
         ssh.push(if opts.x_forwarding == Some(true) { "-X" } else { "-x" }.to_string());
-        let launcher_extra = crate::hydra_env::launcher_extra_args(env);
+        let launcher_extra = crate::cli::hydra_env::launcher_extra_args(env);
         ssh.extend(launcher_extra.iter().cloned());
-        let port_range = crate::hydra_env::port_range(env)?;
+        let port_range = crate::ports::port_range(env)?;
         let iface = match opts.iface.clone().or_else(|| env("HYDRA_IFACE").filter(|v| !v.trim().is_empty())) {
             Some(name) => Some(dpm_daemon::iface::resolve(&name).map_err(|e| UsageError(format!("-iface {name}: {e}")))?),
             None => None,

@@ -4,7 +4,7 @@
 //!   [`cli`]: the mpiexec-compatible parser over it.
 //! - [`config`]: [`config::RunConfig`], resolved once from options and
 //!   environment for cold and booted runs; the controller's settings.
-//! - [`hydra_env`]: Hydra's variables that stand for options (`HYDRA_ENV`,
+//! - [`cli::hydra_env`]: Hydra's variables that stand for options (`HYDRA_ENV`,
 //!   `HYDRA_HOST_FILE`, `HYDRA_BINDING`, `MPIEXEC_PORT_RANGE`, …).
 //! - [`hosts`]: the node list and the bootstrap; [`machine`]: this machine's
 //!   name and [`machine::Node`].
@@ -44,7 +44,6 @@ pub mod daemon_cmd;
 pub mod error;
 pub mod exitcodes;
 pub mod hosts;
-pub mod hydra_env;
 pub mod info;
 pub mod kvs_root;
 pub mod local;
@@ -60,6 +59,7 @@ pub mod outfile;
 pub mod output;
 pub mod plan;
 pub mod pmi_choice;
+pub mod ports;
 pub mod private_dir;
 pub mod run;
 pub mod run_table;

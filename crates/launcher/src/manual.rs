@@ -128,9 +128,8 @@ async fn wait_for(
 ) -> Result<Vec<Connected>, Error> {
     let failed = |e: &dyn std::fmt::Display| Error::failed(format!("-launcher manual: {e}"));
     let bind = opts.bind.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let listener = crate::hydra_env::bind_in_range(bind.ip(), bind.port(), opts.port_range.as_ref())
-        .await
-        .map_err(|e| failed(&format!("cannot listen on {bind}: {e}")))?;
+    let listener =
+        crate::ports::bind_in_range(bind.ip(), bind.port(), opts.port_range.as_ref()).await.map_err(|e| failed(&format!("cannot listen on {bind}: {e}")))?;
     let local = listener.local_addr().map_err(|e| failed(&e))?;
     let dir = private_dir::runtime_dir().map_err(|e| failed(&e))?;
     let name = format!("manual-{}-{}.secret", std::process::id(), &Secret::generate().map_err(|e| failed(&e))?.to_hex()[..8]);

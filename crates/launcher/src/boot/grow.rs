@@ -72,7 +72,7 @@ impl Growth {
             Some(b) => Some(b.parse().map_err(|e| format!("--bind {b}: {e}"))?),
             None => None,
         };
-        let port_range = crate::hydra_env::port_range(&|k| std::env::var(k).ok()).ok().flatten();
+        let port_range = crate::ports::port_range(&|k| std::env::var(k).ok()).ok().flatten();
         let manual = crate::manual::Manual { bind, timeout: within, connect_host: how.connect_host.clone(), port_range };
         let me = how.connect_host.clone().unwrap_or_else(crate::machine::this_host);
         let connected = crate::manual::join(nodes, &manual, &self.secret, &me, &up, say).await.map_err(|e| e.to_string())?;

@@ -64,19 +64,19 @@ pub struct Reattach {
 impl Reattach {
     /// Listen on the address the daemons are given, a port the system
     /// picks (one of `MPIEXEC_PORT_RANGE`'s when set:
-    /// [`crate::hydra_env::port_range`]): this machine's loopback address when every node is this
+    /// [`crate::ports::port_range`]): this machine's loopback address when every node is this
     /// machine (forked: virtual nodes), else the address this machine
     /// reaches the first other host from (the route their ssh took; every
     /// address when that route is not known).
     pub async fn bind(nodes: &[Node], bootstrap: &dpm_proto::tree::Bootstrap) -> std::io::Result<Reattach> {
-        let range = crate::hydra_env::port_range(&|k| std::env::var(k).ok()).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.0))?;
+        let range = crate::ports::port_range(&|k| std::env::var(k).ok()).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.0))?;
         let elsewhere = nodes.iter().find(|n| !links::is_this_machine(&n.host));
         let ip = match elsewhere {
             _ if *bootstrap == dpm_proto::tree::Bootstrap::Fork => Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
             None => Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
             Some(other) => source_ip(&other.host),
         };
-        let listener = crate::hydra_env::bind_in_range(ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), 0, range.as_ref()).await?;
+        let listener = crate::ports::bind_in_range(ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), 0, range.as_ref()).await?;
         let port = listener.local_addr()?.port();
         let addr = match ip {
             Some(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
