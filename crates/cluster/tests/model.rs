@@ -234,21 +234,17 @@ fn the_model_chooses_a_design_for_auto_only_beyond_its_error() {
     assert_eq!(choose(&dear, &sc, 32, Free { fanout: false, kvs: false }).unwrap().why.len(), 0);
 }
 
+/// 16 virtual nodes of 4 ranks on one host of 2 cores, cold or booted.
+fn sixteen_of_four_on_two_cores(booted: bool) -> Scenario {
+    Scenario { cores: 2, one_host: true, booted, kvs: KvsDesign::Auto, fanout: 32, workload: Workload::PmiNeighbours, ..scenario(16, 4, Bootstrap::Fork) }
+}
+
 #[test]
 fn a_cold_daemons_unseen_cpu_is_charged_on_one_host_and_booted_runs_pay_none() {
     let cal = built_in();
     let mut more = built_in();
     more.costs.get_mut("daemon_start_fork").unwrap().extra.insert("cpu_unseen_us".into(), 5000.0.into());
-    let one_host = |booted: bool| Scenario {
-        cores: 2,
-        one_host: true,
-        booted,
-        kvs: KvsDesign::Auto,
-        fanout: 32,
-        workload: Workload::PmiNeighbours,
-        ..scenario(16, 4, Bootstrap::Fork)
-    };
-    let at = |c: &Calibration, booted: bool| predict(c, &one_host(booted), FULL_RANKS).unwrap().startup_s;
+    let at = |c: &Calibration, booted: bool| predict(c, &sixteen_of_four_on_two_cores(booted), FULL_RANKS).unwrap().startup_s;
     // 15 forked daemons' 5 ms more on 2 cores: the cold run takes longer...
     let (before, after) = (at(&cal, false), at(&more, false));
     assert!(after > before + 0.015, "{before} -> {after}");
@@ -264,16 +260,7 @@ fn a_booted_runs_nodes_charge_their_per_run_cpu_and_a_cold_run_does_not() {
     none.costs.remove("booted_run");
     let mut dear = built_in();
     dear.costs.get_mut("booted_run").unwrap().median_us = 5000.0;
-    let one_host = |booted: bool| Scenario {
-        cores: 2,
-        one_host: true,
-        booted,
-        kvs: KvsDesign::Auto,
-        fanout: 32,
-        workload: Workload::PmiNeighbours,
-        ..scenario(16, 4, Bootstrap::Fork)
-    };
-    let at = |c: &Calibration, booted: bool| predict(c, &one_host(booted), FULL_RANKS).unwrap().startup_s;
+    let at = |c: &Calibration, booted: bool| predict(c, &sixteen_of_four_on_two_cores(booted), FULL_RANKS).unwrap().startup_s;
     // 15 booted nodes' 5 ms each on 2 cores: the booted run takes longer...
     let (base, more) = (at(&none, true), at(&dear, true));
     assert!(more > base + 0.03, "{base} -> {more}");

@@ -15,24 +15,6 @@ use std::time::{Duration, Instant};
 use common::boot::Boot;
 use common::{send_signal, wait_then_fence, TempDir};
 
-/// The status line of node `n`.
-fn node_line(status: &str, n: usize) -> String {
-    status.lines().find(|l| l.starts_with(&format!("{n} "))).unwrap_or_default().to_string()
-}
-
-/// Poll `dpm status` until `done` holds (or panic after `limit`, showing it).
-fn status_until(boot: &Boot, limit: Duration, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let status = boot.status();
-        if done(&status) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "dpm status never got there:\n{status}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn a_lost_interior_node_ends_its_runs_and_the_nodes_below_it_re_attach_and_go_on() {
     let boot = Boot::start(&["--virtual-nodes", "4", "--tree-fanout", "2"]);
@@ -57,8 +39,8 @@ fn a_lost_interior_node_ends_its_runs_and_the_nodes_below_it_re_attach_and_go_on
 
     // Nodes 2 and 3 re-attach (neither detached nor lost); node 0 shows lost.
     let back = |line: String| !line.is_empty() && !line.contains("detached") && !line.contains("lost");
-    let status = status_until(&boot, Duration::from_secs(60), |s| (1..4).all(|i| back(node_line(s, i))));
-    assert!(node_line(&status, 0).contains("lost: its daemon exited"), "{status}");
+    let status = boot.status_until(Duration::from_secs(60), |s| (1..4).all(|i| back(Boot::node_line(s, i))));
+    assert!(Boot::node_line(&status, 0).contains("lost: its daemon exited"), "{status}");
     // The rendezvous file was rewritten as they re-attached: up, not detached.
     let listed: Vec<(String, String)> = boot.rendezvous_nodes().into_iter().map(|n| (n.0, n.2)).collect();
     let want: Vec<(String, String)> = (1..4).map(|i| (format!("{host}-v{i}"), "up".to_string())).collect();

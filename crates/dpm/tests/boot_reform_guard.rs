@@ -69,23 +69,6 @@ fn fd_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
-/// The status line of node `n`.
-fn node_line(status: &str, n: usize) -> String {
-    status.lines().find(|l| l.starts_with(&format!("{n} "))).unwrap_or_default().to_string()
-}
-
-fn status_until(boot: &Boot, limit: Duration, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let status = boot.status();
-        if done(&status) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "dpm status never got there:\n{status}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Each intruder mode's line: (mode, bytes got, seconds until closed, verdict).
 fn intrude(as_nobody: bool, addr: SocketAddr, node: usize, claimed: &str, protocol: u32, modes: &[&str]) -> (u32, Vec<(String, u64, f64, String)>) {
     let script = common::repo_root().join("tests/programs/reattach_intruder.py");
@@ -169,8 +152,8 @@ fn strangers_at_the_re_attach_port_get_nothing_and_leave_nothing() {
     }
     send_signal(node2, "KILL");
     send_signal(node0, "KILL");
-    let status = status_until(&boot, Duration::from_secs(20), |s| node_line(s, 0).contains("lost") && !node_line(s, 3).contains("detached"));
-    assert!(node_line(&status, 2).contains("detached"), "node 2 is not waiting to re-attach:\n{status}");
+    let status = boot.status_until(Duration::from_secs(20), |s| Boot::node_line(s, 0).contains("lost") && !Boot::node_line(s, 3).contains("detached"));
+    assert!(Boot::node_line(&status, 2).contains("detached"), "node 2 is not waiting to re-attach:\n{status}");
     let detached_at = Instant::now();
     let files_before = fd_count(boot.pid);
     let listed = boot.rendezvous_nodes();
@@ -195,13 +178,13 @@ fn strangers_at_the_re_attach_port_get_nothing_and_leave_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let status = boot.status();
-    assert!(detached_at.elapsed() > Duration::from_secs(19) || node_line(&status, 2).contains("detached"), "a stranger took node 2's place:\n{status}");
+    assert!(detached_at.elapsed() > Duration::from_secs(19) || Boot::node_line(&status, 2).contains("detached"), "a stranger took node 2's place:\n{status}");
 
     // No daemon of its own came: node 2 is lost when its wait is over, and
     // the rendezvous file lists nodes 1 and 3.
     // The wait follows DPM_HEARTBEAT_TIMEOUT: 20 timeouts.
-    let status = status_until(&boot, Duration::from_secs(60), |s| node_line(s, 2).contains("did not re-attach within"));
-    assert!(node_line(&status, 2).contains("did not re-attach within 20 s"), "{status}");
+    let status = boot.status_until(Duration::from_secs(60), |s| Boot::node_line(s, 2).contains("did not re-attach within"));
+    assert!(Boot::node_line(&status, 2).contains("did not re-attach within 20 s"), "{status}");
     assert!(detached_at.elapsed() > Duration::from_secs(15), "node 2 was lost {:?} after its parent", detached_at.elapsed());
     let listed = boot.rendezvous_nodes();
     let states: Vec<(&str, &str)> = listed.iter().map(|n| (n.0.as_str(), n.2.as_str())).collect();

@@ -285,13 +285,7 @@ fn sigquit_prints_the_stacks_and_the_run_goes_on() {
     gdb().expect("gdb");
     // stderr into stdout, so that the test sees the reports as they come.
     let merged = TempFile::new("dpm-2to1", format!("#!/bin/sh\nexec '{}' \"$@\" 2>&1\n", dpm_bin()).as_bytes(), 0o700);
-    let mut running = Dpm::run(["--timeout", "120", "-n", "2", &program("deadlock")]).exe(&merged.path).spawn();
-    running.wait_for_lines("rank ", 2);
-    running.signal("QUIT");
-    running.wait_for_lines("dpm: rank ", 2);
-    running.signal("TERM");
-    let out = running.wait();
-    out.assert_code(128 + libc_sigterm());
+    let out = quit_then_term(Dpm::run(["--timeout", "120", "-n", "2", &program("deadlock")]).exe(&merged.path).spawn());
     let text = out.stdout_str();
     let host = hostname();
     let term = text.find("got SIGTERM").unwrap_or_else(|| panic!("{}", out.describe()));
@@ -300,6 +294,18 @@ fn sigquit_prints_the_stacks_and_the_run_goes_on() {
         assert!(stack < term, "rank {r}'s stack after the end\n{}", out.describe());
     }
     assert!(text.contains("MPI_Recv"), "{}", out.describe());
+}
+
+/// Two deadlocked ranks' run: SIGQUIT once both printed, the report's
+/// lines, then SIGTERM; the run ends by it.
+fn quit_then_term(mut running: common::Running) -> common::Output {
+    running.wait_for_lines("rank ", 2);
+    running.signal("QUIT");
+    running.wait_for_lines("dpm: rank ", 2);
+    running.signal("TERM");
+    let out = running.wait();
+    out.assert_code(128 + libc_sigterm());
+    out
 }
 
 /// Through a boot: the stacks at the timeout, and on SIGQUIT to the run's
@@ -320,13 +326,7 @@ fn stack_traces_of_a_booted_run_at_the_timeout_and_on_sigquit() {
     out.assert_code(124);
     assert!((0..2).all(|r| recv_stack(&out.stderr_str(), r)), "{}", out.describe());
     let merged = TempFile::new("dpm-2to1", format!("#!/bin/sh\nexec '{}' \"$@\" 2>&1\n", dpm_bin()).as_bytes(), 0o700);
-    let mut running = boot.run(&["--timeout", "120", "-n", "2", &program("deadlock")]).exe(&merged.path).spawn();
-    running.wait_for_lines("rank ", 2);
-    running.signal("QUIT");
-    running.wait_for_lines("dpm: rank ", 2);
-    running.signal("TERM");
-    let out = running.wait();
-    out.assert_code(128 + libc_sigterm());
+    let out = quit_then_term(boot.run(&["--timeout", "120", "-n", "2", &program("deadlock")]).exe(&merged.path).spawn());
     assert!((0..2).all(|r| recv_stack(&out.stdout_str(), r)), "{}", out.describe());
 }
 

@@ -62,6 +62,24 @@ impl Boot {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Poll `dpm status` until `done` holds (or panic after `limit`, showing it).
+    pub fn status_until(&self, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let status = self.status();
+            if done(&status) {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "dpm status never got there:\n{status}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The status line of node `n` (empty when there is none).
+    pub fn node_line(status: &str, n: usize) -> String {
+        status.lines().find(|l| l.starts_with(&format!("{n} "))).unwrap_or_default().to_string()
+    }
+
     pub fn socket(&self) -> PathBuf {
         self.dir.join("default.sock")
     }
