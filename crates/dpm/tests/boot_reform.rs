@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::boot::Boot;
 use common::{send_signal, wait_then_fence, TempDir};
