@@ -103,6 +103,13 @@ int PMIx_server_init(void *m, void *i, size_t n) {
 #[test]
 fn a_libpmix_whose_listener_bypasses_accept_fails_the_canary() {
     let so = stand_in("raw", RAW_LISTENER);
-    let out = run_with(&so);
+    let running = Dpm::run(["--pmi", "pmix", "-genv", "DPM_PMIX_LIBRARY", &so.display().to_string(), "-n", "2", "sh", "-c", "echo RANK RAN"])
+        .watchdog(Duration::from_secs(60))
+        .spawn();
+    let pid = running.pid();
+    let out = running.wait();
     assert_refused(&out, "did not see its own test connection");
+    // The refused server's directory goes with it (it was left behind).
+    let dir = std::env::temp_dir().join(format!("dpm-pmix.{pid}"));
+    assert!(!dir.exists(), "{} left behind\n{}", dir.display(), out.describe());
 }

@@ -266,11 +266,17 @@ impl PmixHost {
                 Err(_) => Ok(()),
             });
             let canary = crate::pmix_guard::Canary::before_server();
-            let server = PmixServer::init_with(api, &dir, sink).map_err(|e| e.to_string())?;
+            let server = PmixServer::init_with(api, &dir, sink).map_err(|e| {
+                // Nothing of a server that did not start is left behind.
+                let _ = std::fs::remove_dir_all(&dir);
+                e.to_string()
+            })?;
             if let Err(e) = canary.prove() {
                 // An unchecked server stays unused (one init per process):
-                // every later PMIx job here gets the same answer.
+                // every later PMIx job here gets the same answer, and its
+                // directory goes with it.
                 drop(server);
+                let _ = std::fs::remove_dir_all(&dir);
                 self.refused = Some(e.to_string());
                 return Err(e.to_string());
             }
