@@ -153,8 +153,10 @@ pub trait CleanupEffects {
     fn remove_mpich(&mut self, kvsname: &str) -> usize;
     /// Remove UCX segments written since `since` that no process holds.
     fn remove_ucx(&mut self, since: SystemTime) -> usize;
-    /// Remove the dead node's PMIx backing directories.
+    /// Remove the dead node's PMIx backing directories (and its server's).
     fn remove_pmix_dirs(&mut self) -> usize;
+    /// Remove the dead node's PMIx server directory alone.
+    fn remove_pmix_server_dir(&mut self) -> usize;
 }
 
 /// What [`clean_up`] did.
@@ -173,6 +175,9 @@ pub struct Cleaned {
 pub fn clean_up(ledger: &Ledger, fx: &mut impl CleanupEffects) -> Cleaned {
     let mut done = Cleaned { jobs: ledger.jobs.len(), ..Cleaned::default() };
     if ledger.is_empty() {
+        // Every job ended, but a PMIx server the node did not get to stop
+        // (or could not) must not outlive it.
+        done.pmix_dirs = fx.remove_pmix_server_dir();
         return done;
     }
     let mut groups: Vec<i32> = ledger.jobs.values().flat_map(|e| e.groups.iter().copied()).collect();

@@ -187,11 +187,17 @@ impl CleanupEffects for Real {
             .filter(|e| e.metadata().is_ok_and(|m| ours(&m)))
             .filter(|e| std::fs::remove_dir_all(e.path()).is_ok())
             .count();
+        shm + self.remove_pmix_server_dir()
+    }
+
+    fn remove_pmix_server_dir(&mut self) -> usize {
+        use std::os::unix::fs::MetadataExt;
+        let uid = nix::unistd::getuid().as_raw();
         // The PMIx server's own directory (its namespaces' stores), as
         // node::pmix_host makes it; symlink_metadata: never followed.
         let server = std::env::temp_dir().join(format!("dpm-pmix.{}", self.node_pid));
-        let removed = std::fs::symlink_metadata(&server).is_ok_and(|m| ours(&m)) && std::fs::remove_dir_all(&server).is_ok();
-        shm + usize::from(removed)
+        let ours = std::fs::symlink_metadata(&server).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        usize::from(ours && std::fs::remove_dir_all(&server).is_ok())
     }
 }
 

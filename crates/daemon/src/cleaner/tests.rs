@@ -30,6 +30,7 @@ struct Recorder {
     mpich: Vec<String>,
     ucx_since: Vec<SystemTime>,
     pmix: usize,
+    pmix_server: usize,
     /// Liveness polls made when the first segment was removed.
     polls_at_removal: Option<usize>,
 }
@@ -46,6 +47,7 @@ impl Recorder {
             mpich: Vec::new(),
             ucx_since: Vec::new(),
             pmix: 0,
+            pmix_server: 0,
             polls_at_removal: None,
         }
     }
@@ -79,6 +81,10 @@ impl CleanupEffects for Recorder {
         self.pmix += 1;
         0
     }
+    fn remove_pmix_server_dir(&mut self) -> usize {
+        self.pmix_server += 1;
+        0
+    }
 }
 
 fn ledger(notes: &[(Note, SystemTime)]) -> Ledger {
@@ -106,6 +112,8 @@ fn a_normal_end_leaves_nothing_to_do() {
     let mut fx = Recorder::new(0);
     assert_eq!(clean_up(&l, &mut fx), Cleaned::default());
     assert!(fx.killed.is_empty() && fx.mpich.is_empty() && fx.ucx_since.is_empty() && fx.pmix == 0);
+    // Only a PMIx server's directory the node left (it ended every job).
+    assert_eq!(fx.pmix_server, 1);
 }
 
 #[test]
