@@ -9,7 +9,7 @@ use std::fs;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{proc_state, send_signal, unique, Dpm, TempFile};
+use common::{ends_within, send_signal, unique, Dpm, TempFile};
 
 /// An "ssh" that never connects: it notes its pid, then waits (a host whose
 /// sshd is slow to answer).
@@ -28,19 +28,6 @@ fn wait_for_pids(file: &str, n: usize) -> Vec<u32> {
     }
 }
 
-/// Whether `pid` is gone (or a zombie nobody reaped yet) within 60 s (a
-/// hang guard: the wait ends as soon as it is).
-fn ends(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if matches!(proc_state(pid), None | Some('Z')) {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
 fn signal_during_ssh_start(sig: &str, code: i32, said: &str) {
     let ssh = TempFile::new("dpm-slow-ssh", SLOW_SSH.as_bytes(), 0o755);
     let pids_file = std::env::temp_dir().join(unique("dpm-ssh-pids")).display().to_string();
@@ -51,7 +38,7 @@ fn signal_during_ssh_start(sig: &str, code: i32, said: &str) {
     running.signal(sig);
     let out = running.wait_unchecked();
     let _ = fs::remove_file(&pids_file);
-    let left: Vec<u32> = pids.iter().copied().filter(|&p| !ends(p)).collect();
+    let left: Vec<u32> = pids.iter().copied().filter(|&p| !ends_within(p, Duration::from_secs(60))).collect();
     for &p in &left {
         send_signal(p, "KILL");
     }
@@ -82,7 +69,7 @@ fn a_dead_boot_s_files_are_cleaned_up_with_one_line() {
     let json: String = fs::read_to_string(dir.join("default.json")).expect("the boot's rendezvous");
     let pid: u32 = json.split("\"pid\":").nth(1).and_then(|s| s.split([',', '}']).next()).and_then(|p| p.trim().parse().ok()).expect("a pid in the rendezvous");
     send_signal(pid, "KILL");
-    assert!(ends(pid), "the boot server {pid} survived SIGKILL");
+    assert!(ends_within(pid, Duration::from_secs(60)), "the boot server {pid} survived SIGKILL");
     assert!(dir.join("default.sock").exists(), "a killed server leaves its socket");
     // The next command (here a run) cleans up, saying so once; later ones find nothing.
     let run = Dpm::run(["-n", "1", "/bin/true"]).env("DPM_RUNTIME_DIR", &runtime).env("DPM_NO_BOOT", "0").output();

@@ -11,10 +11,9 @@
 mod common;
 
 use std::fs;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{proc_state, send_signal, unique, Dpm, TempFile};
+use common::{ends_within, send_signal, unique, Dpm, TempFile};
 
 const AGENT: &str = r#"#!/bin/sh
 [ "$1" = -x ] && shift
@@ -29,18 +28,6 @@ silent*)
 *) exec "$@" ;;
 esac
 "#;
-
-/// Whether `pid` is gone (or a zombie nobody reaped yet) within 20 s.
-fn ends(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if matches!(proc_state(pid), None | Some('Z')) {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
 
 /// Run `args` with the stand-in agent and `env`; the run must fail within
 /// `within` naming `host` and `secs`, leaving no agent process behind.
@@ -59,7 +46,7 @@ fn fails_in_time(args: &[&str], env: &[(&str, &str)], host: &str, secs: u64, wit
     let took = started.elapsed();
     let pids: Vec<u32> = fs::read_to_string(&pids_file).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect();
     let _ = fs::remove_file(&pids_file);
-    let left: Vec<u32> = pids.iter().copied().filter(|&p| !ends(p)).collect();
+    let left: Vec<u32> = pids.iter().copied().filter(|&p| !ends_within(p, Duration::from_secs(20))).collect();
     for &p in &left {
         send_signal(p, "KILL");
     }
@@ -113,7 +100,7 @@ fn a_boot_s_start_is_bounded_by_connect_timeout() {
     assert!(err.contains("silent-c") && err.contains("no answer within 2 s"), "{err}");
     assert!(took < Duration::from_secs(15), "dpm boot took {took:?} to fail\n{err}");
     assert_eq!(pids.len(), 2, "{pids:?}");
-    assert!(pids.iter().all(|&p| ends(p)), "agent processes outlived the failed boot: {pids:?}");
+    assert!(pids.iter().all(|&p| ends_within(p, Duration::from_secs(20))), "agent processes outlived the failed boot: {pids:?}");
 }
 
 #[test]

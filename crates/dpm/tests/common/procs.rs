@@ -72,6 +72,19 @@ pub fn proc_state(pid: u32) -> Option<char> {
     stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
 }
 
+/// Whether `pid` is gone (or a zombie nobody reaped yet) within `limit`
+/// (a hang guard: the wait ends as soon as it is).
+pub fn ends_within(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if matches!(proc_state(pid), None | Some('Z')) {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
 /// SIGKILL every process carrying the marker.
 pub fn kill_marked(marker: &str) {
     for (pid, _) in marked_procs(marker) {
